@@ -1,0 +1,6 @@
+"""Millstream's engine: the DataStream API, graphs, scheduling and the task runtime.
+
+The pure core (graphs, chaining, scheduling decisions, key groups, windows,
+watermarks, checkpoint bookkeeping) does no I/O; Redis, SQL and Spark sit
+behind small protocols in the runtime, jobmanager and taskexecutor packages.
+"""

@@ -1,0 +1,17 @@
+"""Millstream's equivalent of ``pyflink.common``: types, time, rows, configuration."""
+from engine.common.configuration import Configuration
+from engine.common.row import Row
+from engine.common.time import Duration, Time
+from engine.common.typeinfo import TypeInformation, Types
+from engine.common.watermark_strategy import TimestampAssigner, WatermarkStrategy
+
+__all__ = [
+    "Configuration",
+    "Duration",
+    "Row",
+    "Time",
+    "TimestampAssigner",
+    "TypeInformation",
+    "Types",
+    "WatermarkStrategy",
+]

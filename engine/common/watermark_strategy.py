@@ -1,0 +1,55 @@
+"""``WatermarkStrategy``: how a source stamps records and derives watermarks.
+
+The strategy is a pure description; ``engine.runtime.watermarks`` turns it
+into a generator at run time.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Callable
+
+from engine.common.time import Duration
+
+
+class TimestampAssigner:
+    """Extracts an event timestamp (epoch ms) from a record."""
+
+    def extract_timestamp(self, value: Any, record_timestamp: int) -> int:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class WatermarkStrategy:
+    """Which watermarks to emit: none, monotonous or bounded out-of-orderness."""
+
+    kind: str = "none"  # "none" | "monotonous" | "bounded"
+    max_out_of_orderness_ms: int = 0
+    idleness_ms: int | None = None
+    timestamp_assigner: TimestampAssigner | Callable[[Any, int], int] | None = None
+
+    @staticmethod
+    def no_watermarks() -> "WatermarkStrategy":
+        return WatermarkStrategy("none")
+
+    @staticmethod
+    def for_monotonous_timestamps() -> "WatermarkStrategy":
+        return WatermarkStrategy("monotonous")
+
+    @staticmethod
+    def for_bounded_out_of_orderness(max_out_of_orderness: Duration) -> "WatermarkStrategy":
+        return WatermarkStrategy("bounded", max_out_of_orderness.to_milliseconds())
+
+    def with_timestamp_assigner(self, assigner: Any) -> "WatermarkStrategy":
+        return replace(self, timestamp_assigner=assigner)
+
+    def with_idleness(self, idle_timeout: Duration) -> "WatermarkStrategy":
+        return replace(self, idleness_ms=idle_timeout.to_milliseconds())
+
+    def extract_timestamp_fn(self) -> Callable[[Any, int], int] | None:
+        """The assigner as a plain two-argument callable, or None."""
+        a = self.timestamp_assigner
+        if a is None:
+            return None
+        if isinstance(a, TimestampAssigner):
+            return a.extract_timestamp
+        return a

@@ -1,0 +1,204 @@
+"""``DataStream`` and ``KeyedStream``: the fluent API that records transformations.
+
+Every call appends an immutable ``Transformation`` to the environment;
+configuration calls (``name``, ``set_parallelism``...) replace the last one.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Callable
+
+from engine.datastream import aggregators
+from engine.datastream.connectors.sink import Sink
+from engine.datastream.functions import (
+    FilterFunction,
+    FlatMapFunction,
+    KeyedProcessFunction,
+    KeySelector,
+    MapFunction,
+    ProcessFunction,
+    ReduceFunction,
+    SinkFunction,
+)
+from engine.graph.transformations import ChainingStrategy, OperatorKind, ShipStrategy
+
+if TYPE_CHECKING:
+    from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
+
+
+def _check(fn: Any, cls: type, what: str) -> Any:
+    if isinstance(fn, cls) or callable(fn):
+        return fn
+    raise TypeError(f"{what} expects a {cls.__name__} or a callable, got {type(fn).__name__}")
+
+
+class DataStream:
+    """A stream of records produced by one transformation."""
+
+    def __init__(self, env: "StreamExecutionEnvironment", transformation_id: int) -> None:
+        self._env = env
+        self._id = transformation_id
+
+    # -- configuration ---------------------------------------------------
+    @property
+    def _t(self):
+        return self._env._transformations[self._id]
+
+    def _update(self, **changes: Any) -> "DataStream":
+        if self._t.kind.is_virtual:
+            raise TypeError(f"cannot configure a {self._t.kind.value} step; configure the operator before it")
+        self._env._transformations[self._id] = replace(self._t, **changes)
+        return self
+
+    def get_name(self) -> str:
+        return self._t.name
+
+    def name(self, name: str) -> "DataStream":
+        return self._update(name=name)
+
+    def uid(self, uid: str) -> "DataStream":
+        return self._update(uid=uid)
+
+    def set_description(self, description: str) -> "DataStream":
+        return self
+
+    def set_parallelism(self, parallelism: int) -> "DataStream":
+        if self._t.fixed_parallelism is not None and parallelism != self._t.fixed_parallelism:
+            raise ValueError(f"'{self._t.name}' is non-parallel; its parallelism must be 1")
+        if parallelism < 1:
+            raise ValueError(f"parallelism must be at least 1, got {parallelism}")
+        return self._update(parallelism=parallelism)
+
+    def get_parallelism(self) -> int:
+        return self._t.parallelism or self._env.get_parallelism()
+
+    def set_max_parallelism(self, max_parallelism: int) -> "DataStream":
+        return self._update(max_parallelism=max_parallelism)
+
+    def disable_chaining(self) -> "DataStream":
+        return self._update(chaining=ChainingStrategy.NEVER)
+
+    def start_new_chain(self) -> "DataStream":
+        return self._update(chaining=ChainingStrategy.HEAD)
+
+    def slot_sharing_group(self, slot_sharing_group: Any) -> "DataStream":
+        # Every operator shares the default group; accepted for PyFlink compatibility.
+        return self
+
+    # -- transformations -------------------------------------------------
+    def _op(self, kind: OperatorKind, name: str, fn: Any, output_type: Any = None, **params: Any) -> "DataStream":
+        tid = self._env._add(kind, name, (self._id,), function=fn, output_type=output_type, params=params)
+        return DataStream(self._env, tid)
+
+    def map(self, func: MapFunction | Callable[[Any], Any], output_type: Any = None) -> "DataStream":
+        return self._op(OperatorKind.MAP, "Map", _check(func, MapFunction, "map"), output_type)
+
+    def flat_map(self, func: FlatMapFunction | Callable[[Any], Any], output_type: Any = None) -> "DataStream":
+        return self._op(OperatorKind.FLAT_MAP, "FlatMap", _check(func, FlatMapFunction, "flat_map"), output_type)
+
+    def filter(self, func: FilterFunction | Callable[[Any], bool]) -> "DataStream":
+        return self._op(OperatorKind.FILTER, "Filter", _check(func, FilterFunction, "filter"))
+
+    def process(self, func: ProcessFunction, output_type: Any = None) -> "DataStream":
+        if not isinstance(func, ProcessFunction):
+            raise TypeError(f"process expects a ProcessFunction, got {type(func).__name__}")
+        return self._op(OperatorKind.PROCESS, "Process", func, output_type)
+
+    def key_by(self, key_selector: KeySelector | Callable[[Any], Any], key_type: Any = None) -> "KeyedStream":
+        selector = key_selector.get_key if isinstance(key_selector, KeySelector) else key_selector
+        if not callable(selector):
+            raise TypeError("key_by expects a KeySelector or a callable")
+        tid = self._partition(ShipStrategy.HASH, key_selector=selector)
+        return KeyedStream(self._env, tid, self)
+
+    def union(self, *streams: "DataStream") -> "DataStream":
+        tid = self._env._add(OperatorKind.UNION, "Union", (self._id, *(s._id for s in streams)))
+        return DataStream(self._env, tid)
+
+    # -- partitioning ------------------------------------------------------
+    def _partition(self, strategy: ShipStrategy, key_selector: Any = None) -> int:
+        return self._env._add(
+            OperatorKind.PARTITION,
+            strategy.value,
+            (self._id,),
+            ship_strategy=strategy,
+            key_selector=key_selector,
+        )
+
+    def rebalance(self) -> "DataStream":
+        return DataStream(self._env, self._partition(ShipStrategy.REBALANCE))
+
+    def rescale(self) -> "DataStream":
+        return DataStream(self._env, self._partition(ShipStrategy.RESCALE))
+
+    def shuffle(self) -> "DataStream":
+        return DataStream(self._env, self._partition(ShipStrategy.SHUFFLE))
+
+    def broadcast(self) -> "DataStream":
+        return DataStream(self._env, self._partition(ShipStrategy.BROADCAST))
+
+    def forward(self) -> "DataStream":
+        return DataStream(self._env, self._partition(ShipStrategy.FORWARD))
+
+    # -- sinks ---------------------------------------------------------------
+    def print(self, sink_identifier: str | None = None) -> "DataStreamSink":
+        tid = self._env._add(
+            OperatorKind.SINK, "Print to Std. Out", (self._id,), params={"sink": "print", "identifier": sink_identifier}
+        )
+        return DataStreamSink(self._env, tid)
+
+    def add_sink(self, sink_func: SinkFunction | Callable[[Any], Any]) -> "DataStreamSink":
+        _check(sink_func, SinkFunction, "add_sink")
+        tid = self._env._add(OperatorKind.SINK, "Unnamed", (self._id,), function=sink_func, params={"sink": "function"})
+        return DataStreamSink(self._env, tid)
+
+    def sink_to(self, sink: Sink) -> "DataStreamSink":
+        if not isinstance(sink, Sink):
+            raise TypeError(f"sink_to expects a Sink, got {type(sink).__name__}")
+        tid = self._env._add(OperatorKind.SINK, sink.name(), (self._id,), function=sink, params={"sink": "writer"})
+        return DataStreamSink(self._env, tid)
+
+    def execute_and_collect(self, job_execution_name: str | None = None, limit: int | None = None):
+        """Run the job and iterate over this stream's records as they arrive."""
+        return self._env._execute_and_collect(self._id, job_execution_name, limit)
+
+
+class DataStreamSink(DataStream):
+    """The end of a pipeline; only configuration calls make sense on it."""
+
+
+class KeyedStream(DataStream):
+    """A stream partitioned by key: records with the same key meet in one subtask."""
+
+    def __init__(self, env: "StreamExecutionEnvironment", transformation_id: int, origin: DataStream) -> None:
+        super().__init__(env, transformation_id)
+        self._origin = origin
+
+    def set_parallelism(self, parallelism: int) -> "DataStream":
+        raise TypeError("set the parallelism on the operator after key_by, not on the KeyedStream")
+
+    def reduce(self, func: ReduceFunction | Callable[[Any, Any], Any], output_type: Any = None) -> DataStream:
+        fn = func.reduce if isinstance(func, ReduceFunction) else func
+        if not callable(fn):
+            raise TypeError("reduce expects a ReduceFunction or a callable")
+        return self._op(OperatorKind.REDUCE, "Keyed Reduce", func, output_type)
+
+    def sum(self, position_to_sum: int | str = 0) -> DataStream:
+        return self._op(OperatorKind.REDUCE, "Keyed Aggregation", aggregators.SumAggregator(int(position_to_sum)))
+
+    def min(self, position_to_min: int | str = 0) -> DataStream:
+        return self._op(OperatorKind.REDUCE, "Keyed Aggregation", aggregators.MinAggregator(int(position_to_min)))
+
+    def max(self, position_to_max: int | str = 0) -> DataStream:
+        return self._op(OperatorKind.REDUCE, "Keyed Aggregation", aggregators.MaxAggregator(int(position_to_max)))
+
+    def min_by(self, position_to_min_by: int | str = 0) -> DataStream:
+        return self._op(OperatorKind.REDUCE, "Keyed Aggregation", aggregators.MinByAggregator(int(position_to_min_by)))
+
+    def max_by(self, position_to_max_by: int | str = 0) -> DataStream:
+        return self._op(OperatorKind.REDUCE, "Keyed Aggregation", aggregators.MaxByAggregator(int(position_to_max_by)))
+
+    def process(self, func: KeyedProcessFunction, output_type: Any = None) -> DataStream:  # type: ignore[override]
+        if not isinstance(func, KeyedProcessFunction):
+            raise TypeError(f"KeyedStream.process expects a KeyedProcessFunction, got {type(func).__name__}")
+        return self._op(OperatorKind.KEYED_PROCESS, "KeyedProcess", func, output_type)

@@ -1,0 +1,147 @@
+"""User function interfaces with PyFlink's names (``pyflink.datastream.functions``).
+
+A plain callable works wherever one of these is accepted; the runtime calls
+``open``/``close`` on objects that define them.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any, Iterable
+
+if TYPE_CHECKING:
+    from engine.datastream.state import (
+        ListStateDescriptor,
+        MapStateDescriptor,
+        ValueStateDescriptor,
+    )
+
+
+class RuntimeContext(ABC):
+    """What a running function may ask of its subtask."""
+
+    @abstractmethod
+    def get_task_name(self) -> str: ...
+
+    @abstractmethod
+    def get_number_of_parallel_subtasks(self) -> int: ...
+
+    @abstractmethod
+    def get_max_number_of_parallel_subtasks(self) -> int: ...
+
+    @abstractmethod
+    def get_index_of_this_subtask(self) -> int: ...
+
+    @abstractmethod
+    def get_attempt_number(self) -> int: ...
+
+    def get_job_parameter(self, key: str, default_value: str | None = None) -> str | None:
+        return default_value
+
+    @abstractmethod
+    def get_state(self, state_descriptor: "ValueStateDescriptor") -> Any: ...
+
+    @abstractmethod
+    def get_list_state(self, state_descriptor: "ListStateDescriptor") -> Any: ...
+
+    @abstractmethod
+    def get_map_state(self, state_descriptor: "MapStateDescriptor") -> Any: ...
+
+
+class Function:
+    """Base of every user function."""
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class MapFunction(Function):
+    @abstractmethod
+    def map(self, value: Any) -> Any: ...
+
+
+class FlatMapFunction(Function):
+    @abstractmethod
+    def flat_map(self, value: Any) -> Iterable[Any]: ...
+
+
+class FilterFunction(Function):
+    @abstractmethod
+    def filter(self, value: Any) -> bool: ...
+
+
+class ReduceFunction(Function):
+    @abstractmethod
+    def reduce(self, value1: Any, value2: Any) -> Any: ...
+
+
+class KeySelector(Function):
+    @abstractmethod
+    def get_key(self, value: Any) -> Any: ...
+
+
+class SinkFunction(Function):
+    """A user sink: ``invoke(value, context)`` is called for every record."""
+
+    def invoke(self, value: Any, context: Any) -> None:
+        raise NotImplementedError
+
+
+class TimerService(ABC):
+    @abstractmethod
+    def current_processing_time(self) -> int: ...
+
+    @abstractmethod
+    def current_watermark(self) -> int: ...
+
+    @abstractmethod
+    def register_processing_time_timer(self, timestamp: int) -> None: ...
+
+    @abstractmethod
+    def register_event_time_timer(self, timestamp: int) -> None: ...
+
+    @abstractmethod
+    def delete_processing_time_timer(self, timestamp: int) -> None: ...
+
+    @abstractmethod
+    def delete_event_time_timer(self, timestamp: int) -> None: ...
+
+
+class ProcessFunction(Function):
+    """``process_element`` may return or yield any number of outputs."""
+
+    class Context(ABC):
+        @abstractmethod
+        def timestamp(self) -> int | None: ...
+
+        @abstractmethod
+        def timer_service(self) -> TimerService: ...
+
+    @abstractmethod
+    def process_element(self, value: Any, ctx: "ProcessFunction.Context") -> Any: ...
+
+
+class KeyedProcessFunction(Function):
+    """A process function on a keyed stream, with keyed state and timers."""
+
+    class Context(ABC):
+        @abstractmethod
+        def timestamp(self) -> int | None: ...
+
+        @abstractmethod
+        def timer_service(self) -> TimerService: ...
+
+        @abstractmethod
+        def get_current_key(self) -> Any: ...
+
+    class OnTimerContext(Context):
+        @abstractmethod
+        def time_domain(self) -> Any: ...
+
+    @abstractmethod
+    def process_element(self, value: Any, ctx: "KeyedProcessFunction.Context") -> Any: ...
+
+    def on_timer(self, timestamp: int, ctx: "KeyedProcessFunction.OnTimerContext") -> Any:
+        pass

@@ -1,0 +1,198 @@
+"""``StreamExecutionEnvironment``: where a program declares sources and runs its job.
+
+Where a job runs is decided by the execution context (``engine.client.context``):
+in-process by default, a remote cluster under ``millstream run``, or plan
+capture when the Dispatcher runs an uploaded program.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable
+
+from engine.common.configuration import Configuration
+from engine.common.watermark_strategy import WatermarkStrategy
+from engine.datastream.connectors.collection import CollectionSource
+from engine.datastream.connectors.source import Source
+from engine.datastream.connectors.source_function import SourceFunction, SourceFunctionSource
+from engine.datastream.data_stream import DataStream
+from engine.datastream.execution_mode import RuntimeExecutionMode
+from engine.graph.job_graph import JobGraph, build_job_graph
+from engine.graph.stream_graph import build_stream_graph
+from engine.graph.transformations import OperatorKind, Transformation
+
+DEFAULT_BUFFER_TIMEOUT_MS = 10
+
+
+class StreamExecutionEnvironment:
+    """The entry point of every DataStream program."""
+
+    def __init__(self, configuration: Configuration | None = None) -> None:
+        self._config = Configuration(configuration) if configuration else Configuration()
+        self._transformations: dict[int, Transformation] = {}
+        self._next_id = 1
+        self._parallelism = self._config.get_integer("parallelism.default", 1)
+        self._max_parallelism: int | None = None
+        self._runtime_mode = RuntimeExecutionMode.STREAMING
+        self._buffer_timeout_ms = DEFAULT_BUFFER_TIMEOUT_MS
+        self._chaining = True
+        self._job_parameters: dict[str, str] = {}
+
+    @staticmethod
+    def get_execution_environment(configuration: Configuration | None = None) -> "StreamExecutionEnvironment":
+        from engine.client.context import current_context
+
+        env = StreamExecutionEnvironment(configuration)
+        current_context().configure(env)
+        return env
+
+    # -- settings ----------------------------------------------------------
+    def set_parallelism(self, parallelism: int) -> "StreamExecutionEnvironment":
+        if parallelism < 1:
+            raise ValueError(f"parallelism must be at least 1, got {parallelism}")
+        self._parallelism = int(parallelism)
+        return self
+
+    def get_parallelism(self) -> int:
+        return self._parallelism
+
+    def set_max_parallelism(self, max_parallelism: int) -> "StreamExecutionEnvironment":
+        if not 0 < max_parallelism <= 32768:
+            raise ValueError(f"max parallelism must be in 1..32768, got {max_parallelism}")
+        self._max_parallelism = int(max_parallelism)
+        return self
+
+    def get_max_parallelism(self) -> int:
+        return self._max_parallelism or 128
+
+    def set_runtime_mode(self, execution_mode: RuntimeExecutionMode) -> "StreamExecutionEnvironment":
+        self._runtime_mode = RuntimeExecutionMode(execution_mode)
+        return self
+
+    def set_buffer_timeout(self, timeout_millis: int) -> "StreamExecutionEnvironment":
+        # -1 in Flink means "flush only when full"; we keep it as a very long timeout.
+        self._buffer_timeout_ms = int(timeout_millis)
+        return self
+
+    def get_buffer_timeout(self) -> int:
+        return self._buffer_timeout_ms
+
+    def disable_operator_chaining(self) -> "StreamExecutionEnvironment":
+        self._chaining = False
+        return self
+
+    def is_chaining_enabled(self) -> bool:
+        return self._chaining
+
+    def get_config(self) -> Configuration:
+        return self._config
+
+    def set_job_parameter(self, key: str, value: str) -> None:
+        self._job_parameters[key] = value
+
+    # -- sources -----------------------------------------------------------
+    def _add(self, kind: OperatorKind, name: str, inputs: tuple[int, ...], **fields: Any) -> int:
+        tid = self._next_id
+        self._next_id += 1
+        fields.setdefault("params", {})
+        self._transformations[tid] = Transformation(id=tid, kind=kind, name=name, inputs=inputs, **fields)
+        return tid
+
+    def from_source(
+        self,
+        source: Source,
+        watermark_strategy: WatermarkStrategy | None = None,
+        source_name: str | None = None,
+        type_info: Any = None,
+    ) -> DataStream:
+        if not isinstance(source, Source):
+            raise TypeError(f"from_source expects a Source, got {type(source).__name__}")
+        tid = self._add(
+            OperatorKind.SOURCE,
+            source_name or source.name(),
+            (),
+            function=source,
+            output_type=type_info,
+            bounded=source.is_bounded(),
+            fixed_parallelism=None if source.parallel else 1,
+            params={"watermark_strategy": watermark_strategy or WatermarkStrategy.no_watermarks()},
+        )
+        return DataStream(self, tid)
+
+    def from_collection(self, collection: Iterable[Any], type_info: Any = None) -> DataStream:
+        return self.from_source(CollectionSource(list(collection)), None, "Collection Source", type_info)
+
+    def add_source(self, source_func: SourceFunction, source_name: str = "Custom Source", type_info: Any = None) -> DataStream:
+        if not isinstance(source_func, SourceFunction):
+            raise TypeError(f"add_source expects a SourceFunction, got {type(source_func).__name__}")
+        return self.from_source(SourceFunctionSource(source_func), None, source_name, type_info)
+
+    # -- building ------------------------------------------------------------
+    def _job_type(self) -> str:
+        if self._runtime_mode is RuntimeExecutionMode.BATCH:
+            return "BATCH"
+        if self._runtime_mode is RuntimeExecutionMode.AUTOMATIC:
+            sources = [t for t in self._transformations.values() if t.kind is OperatorKind.SOURCE]
+            if sources and all(t.bounded for t in sources):
+                return "BATCH"
+        return "STREAMING"
+
+    def _job_config(self) -> dict[str, Any]:
+        return {
+            "execution.runtime-mode": self._runtime_mode.value,
+            "execution.buffer-timeout": self._buffer_timeout_ms,
+            "parallelism.default": self._parallelism,
+            "pipeline.max-parallelism": self.get_max_parallelism(),
+            "pipeline.operator-chaining": self._chaining,
+            "pipeline.global-job-parameters": dict(self._job_parameters),
+            **self._config.to_dict(),
+        }
+
+    def _sinks(self) -> list[Transformation]:
+        return [t for t in self._transformations.values() if t.kind is OperatorKind.SINK]
+
+    def get_stream_graph(self, job_name: str = "Flink Streaming Job"):
+        return build_stream_graph(
+            list(self._transformations.values()), job_name, self._parallelism, self._max_parallelism
+        )
+
+    def get_job_graph(self, job_name: str | None = None) -> tuple[JobGraph, Any]:
+        """The JobGraph plus the stream graph that carries the user code."""
+        if not self._transformations:
+            raise RuntimeError("no operators defined in streaming topology; cannot execute")
+        if not self._sinks():
+            raise RuntimeError("no sinks defined in streaming topology; add print(), add_sink() or sink_to()")
+        stream_graph = self.get_stream_graph(job_name or "Flink Streaming Job")
+        job_graph = build_job_graph(stream_graph, self._job_type(), self._job_config(), self._chaining)
+        return job_graph, stream_graph
+
+    def get_execution_plan(self) -> str:
+        job_graph, _ = self.get_job_graph()
+        return json.dumps(job_graph.to_plan(), indent=2)
+
+    # -- execution -----------------------------------------------------------
+    def execute(self, job_name: str | None = None):
+        """Run the job and wait for it to end (in the remote case: as the context decides)."""
+        from engine.client.context import current_context
+
+        job_graph, stream_graph = self.get_job_graph(job_name)
+        self._transformations.clear()  # as in Flink: a second execute() starts from scratch
+        client = current_context().submit(job_graph, stream_graph)
+        return client.get_job_execution_result()
+
+    def execute_async(self, job_name: str | None = None):
+        from engine.client.context import current_context
+
+        job_graph, stream_graph = self.get_job_graph(job_name)
+        self._transformations.clear()
+        return current_context().submit(job_graph, stream_graph)
+
+    def _execute_and_collect(self, tid: int, job_name: str | None, limit: int | None):
+        from engine.client.context import current_context
+
+        collect_tid = self._add(
+            OperatorKind.SINK, "Collect Sink", (tid,), params={"sink": "collect"}
+        )
+        job_graph, stream_graph = self.get_job_graph(job_name)
+        self._transformations.clear()
+        client = current_context().submit(job_graph, stream_graph)
+        return client.collect(collect_tid, limit)

@@ -1,0 +1,1 @@
+"""The ExecutionGraph: a JobGraph expanded into subtasks and attempts (pure)."""

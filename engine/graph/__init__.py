@@ -1,0 +1,1 @@
+"""Graphs: transformations, the StreamGraph and the chained JobGraph (pure, no I/O)."""

@@ -1,0 +1,154 @@
+"""StreamGraph: physical operators and the edges between them.
+
+Virtual transformations (partitioning, union) are folded into edges here, so
+every edge knows its ship strategy and, for HASH edges, its key selector.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.graph.transformations import (
+    ChainingStrategy,
+    OperatorKind,
+    ShipStrategy,
+    Transformation,
+)
+
+DEFAULT_MAX_PARALLELISM = 128
+UPPER_MAX_PARALLELISM = 32768
+
+
+class GraphBuildError(ValueError):
+    """The program describes a graph that cannot run; the message says why."""
+
+
+@dataclass(frozen=True)
+class StreamNode:
+    id: int
+    kind: OperatorKind
+    name: str
+    parallelism: int
+    max_parallelism: int
+    uid: str | None
+    operator_id: str  # stable 32-hex id used to match state on restore
+    chaining: ChainingStrategy
+    bounded: bool
+
+
+@dataclass(frozen=True)
+class StreamEdge:
+    source: int
+    target: int
+    ship_strategy: ShipStrategy
+    input_index: int = 0  # which logical input of a two-input operator
+
+
+@dataclass
+class StreamGraph:
+    """Nodes and edges plus, per node, the transformation holding user code."""
+
+    job_name: str
+    nodes: dict[int, StreamNode]
+    edges: list[StreamEdge]
+    transformations: dict[int, Transformation]
+    key_selectors: dict[int, Any] = field(default_factory=dict)  # target node -> selector
+
+    def in_edges(self, node_id: int) -> list[StreamEdge]:
+        return [e for e in self.edges if e.target == node_id]
+
+    def out_edges(self, node_id: int) -> list[StreamEdge]:
+        return [e for e in self.edges if e.source == node_id]
+
+
+def _operator_id(t: Transformation, position: int, input_ids: list[str]) -> str:
+    if t.uid:
+        seed = f"uid:{t.uid}"
+    else:
+        seed = f"gen:{t.kind.value}:{position}:{','.join(input_ids)}"
+    return hashlib.md5(seed.encode()).hexdigest()
+
+
+def build_stream_graph(
+    transformations: list[Transformation],
+    job_name: str,
+    default_parallelism: int,
+    default_max_parallelism: int | None = None,
+) -> StreamGraph:
+    """Resolve parallelism and edges for every physical transformation."""
+    by_id = {t.id: t for t in transformations}
+    env_max = default_max_parallelism or DEFAULT_MAX_PARALLELISM
+    nodes: dict[int, StreamNode] = {}
+    edges: list[StreamEdge] = []
+    key_selectors: dict[int, Any] = {}
+    position = 0
+    for t in sorted(transformations, key=lambda x: x.id):
+        if t.kind.is_virtual:
+            continue
+        parallelism = t.fixed_parallelism or t.parallelism or default_parallelism
+        max_par = t.max_parallelism or env_max
+        if not 1 <= max_par <= UPPER_MAX_PARALLELISM:
+            raise GraphBuildError(
+                f"max parallelism of '{t.name}' must be between 1 and {UPPER_MAX_PARALLELISM}, got {max_par}"
+            )
+        if parallelism < 1:
+            raise GraphBuildError(f"parallelism of '{t.name}' must be at least 1, got {parallelism}")
+        if parallelism > max_par:
+            raise GraphBuildError(
+                f"parallelism {parallelism} of '{t.name}' exceeds its max parallelism {max_par}"
+            )
+        resolved: list[tuple[int, ShipStrategy | None, Any, int]] = []
+        for input_index, input_id in enumerate(t.inputs):
+            _resolve(by_id, input_id, None, None, input_index, resolved)
+        input_ids = [nodes[src].operator_id for src, _, _, _ in resolved]
+        node = StreamNode(
+            id=t.id,
+            kind=t.kind,
+            name=t.name,
+            parallelism=parallelism,
+            max_parallelism=max_par,
+            uid=t.uid,
+            operator_id=_operator_id(t, position, input_ids),
+            chaining=t.chaining,
+            bounded=t.bounded,
+        )
+        position += 1
+        nodes[t.id] = node
+        for src, strategy, selector, input_index in resolved:
+            up = nodes[src]
+            if strategy is None:
+                strategy = (
+                    ShipStrategy.FORWARD if up.parallelism == parallelism else ShipStrategy.REBALANCE
+                )
+            elif strategy is ShipStrategy.FORWARD and up.parallelism != parallelism:
+                raise GraphBuildError(
+                    f"forward partitioning does not allow a change of parallelism: "
+                    f"'{up.name}' ({up.parallelism}) -> '{t.name}' ({parallelism}); use rebalance()"
+                )
+            if strategy is ShipStrategy.HASH:
+                key_selectors[t.id] = selector
+            edges.append(StreamEdge(src, t.id, strategy, input_index))
+    return StreamGraph(job_name, nodes, edges, by_id, key_selectors)
+
+
+def _resolve(
+    by_id: dict[int, Transformation],
+    tid: int,
+    strategy: ShipStrategy | None,
+    selector: Any,
+    input_index: int,
+    out: list[tuple[int, ShipStrategy | None, Any, int]],
+) -> None:
+    t = by_id[tid]
+    if t.kind is OperatorKind.PARTITION:
+        # The partitioning closest to the consumer wins, as in Flink.
+        if strategy is None:
+            strategy, selector = t.ship_strategy, t.key_selector
+        for i in t.inputs:
+            _resolve(by_id, i, strategy, selector, input_index, out)
+    elif t.kind is OperatorKind.UNION:
+        for i in t.inputs:
+            _resolve(by_id, i, strategy, selector, input_index, out)
+    else:
+        out.append((tid, strategy, selector, input_index))

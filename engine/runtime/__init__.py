@@ -1,0 +1,1 @@
+"""The task runtime: operators, partitioners, the data plane and the task loop."""

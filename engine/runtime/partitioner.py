@@ -1,0 +1,142 @@
+"""Stream partitioners: which consumer subtask(s) get each record of a batch.
+
+A partitioner works on whole batches (values plus optional timestamps) and
+returns one sub-batch per connected consumer, keeping record order per channel.
+"""
+from __future__ import annotations
+
+import random
+import zlib
+from abc import ABC, abstractmethod
+from typing import Any, Callable
+
+from engine.runtime.key_groups import key_bytes
+
+Batch = tuple[list[Any], list[int] | None]
+
+
+def rescale_targets(src: int, src_parallelism: int, dst_parallelism: int) -> list[int]:
+    """RESCALE connects each producer to a contiguous subset of consumers (or vice versa)."""
+    if src_parallelism <= dst_parallelism:
+        lo = src * dst_parallelism // src_parallelism
+        hi = (src + 1) * dst_parallelism // src_parallelism
+        return list(range(lo, hi))
+    # More producers than consumers: producer src feeds exactly one consumer.
+    return [src * dst_parallelism // src_parallelism]
+
+
+def connected_targets(strategy: str, src: int, src_parallelism: int, dst_parallelism: int) -> list[int]:
+    if strategy == "FORWARD":
+        return [src]
+    if strategy == "RESCALE":
+        return rescale_targets(src, src_parallelism, dst_parallelism)
+    return list(range(dst_parallelism))
+
+
+def connected_sources(strategy: str, dst: int, src_parallelism: int, dst_parallelism: int) -> list[int]:
+    return [
+        s
+        for s in range(src_parallelism)
+        if dst in connected_targets(strategy, s, src_parallelism, dst_parallelism)
+    ]
+
+
+class StreamPartitioner(ABC):
+    """Splits a batch over ``n`` connected channels (positions 0..n-1)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    @abstractmethod
+    def split(self, values: list[Any], timestamps: list[int] | None) -> list[tuple[int, list[Any], list[int] | None]]:
+        ...
+
+
+class ForwardPartitioner(StreamPartitioner):
+    def split(self, values, timestamps):
+        return [(0, values, timestamps)]
+
+
+class BroadcastPartitioner(StreamPartitioner):
+    def split(self, values, timestamps):
+        return [(i, values, timestamps) for i in range(self.n)]
+
+
+class RoundRobinPartitioner(StreamPartitioner):
+    """REBALANCE and RESCALE: record i of the stream goes to channel (start + i) mod n."""
+
+    def __init__(self, n: int, start: int | None = None) -> None:
+        super().__init__(n)
+        self.next = random.randrange(n) if start is None else start % n
+
+    def split(self, values, timestamps):
+        n = self.n
+        if n == 1:
+            return [(0, values, timestamps)]
+        out = []
+        for i in range(min(n, len(values))):
+            ch = (self.next + i) % n
+            out.append((ch, values[i::n], timestamps[i::n] if timestamps is not None else None))
+        self.next = (self.next + len(values)) % n
+        return out
+
+
+class ShufflePartitioner(StreamPartitioner):
+    def split(self, values, timestamps):
+        picks = random.choices(range(self.n), k=len(values))
+        return _group(picks, values, timestamps, self.n)
+
+
+class KeyGroupStreamPartitioner(StreamPartitioner):
+    """HASH: key -> key group -> the consumer subtask owning that group."""
+
+    def __init__(self, n: int, key_selector: Callable[[Any], Any], max_parallelism: int) -> None:
+        super().__init__(n)
+        self.key_selector = key_selector
+        self.max_parallelism = max_parallelism
+
+    def split(self, values, timestamps):
+        ks, mp, n, crc = self.key_selector, self.max_parallelism, self.n, zlib.crc32
+        buckets: list[list[Any]] = [[] for _ in range(n)]
+        if timestamps is None:
+            for v in values:
+                k = ks(v)
+                kg = crc(k.encode() if type(k) is str else key_bytes(k)) % mp
+                buckets[kg * n // mp].append(v)
+            return [(i, b, None) for i, b in enumerate(buckets) if b]
+        tbuckets: list[list[int]] = [[] for _ in range(n)]
+        for v, t in zip(values, timestamps):
+            k = ks(v)
+            kg = crc(k.encode() if type(k) is str else key_bytes(k)) % mp
+            i = kg * n // mp
+            buckets[i].append(v)
+            tbuckets[i].append(t)
+        return [(i, b, tbuckets[i]) for i, b in enumerate(buckets) if b]
+
+
+def _group(picks: list[int], values, timestamps, n: int):
+    buckets: list[list[Any]] = [[] for _ in range(n)]
+    tb: list[list[int]] | None = [[] for _ in range(n)] if timestamps is not None else None
+    for idx, (p, v) in enumerate(zip(picks, values)):
+        buckets[p].append(v)
+        if tb is not None:
+            tb[p].append(timestamps[idx])
+    return [(i, b, tb[i] if tb is not None else None) for i, b in enumerate(buckets) if b]
+
+
+def create_partitioner(
+    strategy: str, n: int, key_selector: Callable[[Any], Any] | None = None, max_parallelism: int = 128, start: int | None = None
+) -> StreamPartitioner:
+    if strategy == "FORWARD":
+        return ForwardPartitioner(n)
+    if strategy == "BROADCAST":
+        return BroadcastPartitioner(n)
+    if strategy in ("REBALANCE", "RESCALE"):
+        return RoundRobinPartitioner(n, start)
+    if strategy == "SHUFFLE":
+        return ShufflePartitioner(n)
+    if strategy == "HASH":
+        if key_selector is None:
+            raise ValueError("a HASH edge needs a key selector")
+        return KeyGroupStreamPartitioner(n, key_selector, max_parallelism)
+    raise ValueError(f"unknown ship strategy {strategy}")

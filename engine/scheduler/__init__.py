@@ -1,0 +1,1 @@
+"""Scheduling decisions: which slot runs which subtask (pure)."""
