@@ -1,0 +1,1 @@
+"""Millstream's control plane: the FastAPI Dispatcher, REST, dashboard, persistence and CLI."""

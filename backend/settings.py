@@ -1,0 +1,51 @@
+"""The one place that reads the environment: every setting, with its env name.
+
+``REDIS_URL`` and ``DATABASE_URL`` keep their conventional names; everything
+else is ``MILLSTREAM_*``. Values are passed down to the engine as plain objects.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="MILLSTREAM_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = 8081
+    redis_url: str | None = Field(default=None, validation_alias=AliasChoices("REDIS_URL", "MILLSTREAM_REDIS_URL"))
+    database_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("DATABASE_URL", "MILLSTREAM_DATABASE_URL")
+    )
+    data_dir: Path = Path("var")
+    jobmanager: str = "http://127.0.0.1:8081"  # where `millstream run` submits
+    taskmanagers: int = 2
+    slots: int = 2
+    heartbeat_interval_ms: int = 1000
+    heartbeat_timeout_ms: int = 10_000
+    buffer_records: int = 1024  # records per network buffer before it is flushed
+    credits: int = 8  # unread buffers a producer may have in one channel
+    max_upload_bytes: int = 50 * 1024 * 1024
+    plan_timeout_s: float = 60.0  # running an uploaded program to get its JobGraph
+    auth_token: str | None = None
+
+    @property
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.data_dir / 'millstream.db').resolve()}"
+
+    @property
+    def upload_dir(self) -> Path:
+        return self.data_dir / "uploads"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.data_dir / "log"
+
+
+def get_settings() -> Settings:
+    return Settings()

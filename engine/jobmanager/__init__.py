@@ -1,0 +1,1 @@
+"""The JobManager: per-job scheduling and coordination behind small gateways."""
