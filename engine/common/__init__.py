@@ -1,5 +1,6 @@
 """Millstream's equivalent of ``pyflink.common``: types, time, rows, configuration."""
 from engine.common.configuration import Configuration
+from engine.common.job_execution_result import JobExecutionException, JobExecutionResult
 from engine.common.row import Row
 from engine.common.time import Duration, Time
 from engine.common.typeinfo import TypeInformation, Types
@@ -8,6 +9,8 @@ from engine.common.watermark_strategy import TimestampAssigner, WatermarkStrateg
 __all__ = [
     "Configuration",
     "Duration",
+    "JobExecutionException",
+    "JobExecutionResult",
     "Row",
     "Time",
     "TimestampAssigner",

@@ -1,0 +1,51 @@
+"""The execution context: decides where ``execute()`` sends a job.
+
+Like Flink's ContextEnvironment, the launcher (the CLI, or the Dispatcher's
+plan capture) installs a context before running a user program; a program
+run directly with ``python job.py`` gets the in-process MiniCluster.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
+    from engine.graph.job_graph import JobGraph
+    from engine.graph.stream_graph import StreamGraph
+
+
+class ExecutionContext(Protocol):
+    def configure(self, env: "StreamExecutionEnvironment") -> None:
+        """Apply launcher settings (e.g. ``--parallelism``) to a new environment."""
+
+    def submit(self, job_graph: "JobGraph", stream_graph: "StreamGraph") -> Any:
+        """Start the job; return a JobClient."""
+
+
+class LocalContext:
+    def __init__(self, parallelism: int | None = None) -> None:
+        self.parallelism = parallelism
+
+    def configure(self, env: "StreamExecutionEnvironment") -> None:
+        if self.parallelism:
+            env.set_parallelism(self.parallelism)
+
+    def submit(self, job_graph: "JobGraph", stream_graph: "StreamGraph") -> Any:
+        from engine.client.mini_cluster import MiniCluster
+
+        return MiniCluster().submit(job_graph, stream_graph)
+
+
+_current: ExecutionContext = LocalContext()
+
+
+def current_context() -> ExecutionContext:
+    return _current
+
+
+def set_context(ctx: ExecutionContext) -> ExecutionContext:
+    """Install a context; returns the previous one so callers can restore it."""
+    global _current
+    previous = _current
+    _current = ctx
+    return previous

@@ -1,0 +1,52 @@
+"""The ``JobClient`` protocol returned by ``execute_async``, and a result iterator helper."""
+from __future__ import annotations
+
+from typing import Any, Iterator, Protocol
+
+from engine.common.job_execution_result import JobExecutionResult
+
+
+class JobClient(Protocol):
+    def get_job_id(self) -> str: ...
+
+    def get_job_status(self) -> str: ...
+
+    def cancel(self) -> None: ...
+
+    def get_job_execution_result(self) -> JobExecutionResult: ...
+
+    def collect(self, node_id: int, limit: int | None) -> "CloseableIterator": ...
+
+
+class CloseableIterator:
+    """PyFlink's ``execute_and_collect`` result: an iterator usable as a context manager."""
+
+    def __init__(self, it: Iterator[Any], on_close: Any = None, limit: int | None = None) -> None:
+        self._it = it
+        self._on_close = on_close
+        self._limit = limit
+        self._count = 0
+        self._closed = False
+
+    def __iter__(self) -> "CloseableIterator":
+        return self
+
+    def __next__(self) -> Any:
+        if self._closed or (self._limit is not None and self._count >= self._limit):
+            self.close()
+            raise StopIteration
+        value = next(self._it)
+        self._count += 1
+        return value
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            if self._on_close:
+                self._on_close()
+
+    def __enter__(self) -> "CloseableIterator":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -1,0 +1,145 @@
+"""MiniCluster: runs a job in this process, one thread per subtask, over in-memory channels.
+
+This is PyFlink's local execution. Each subtask gets its own deserialised
+copy of the user code, as it would on a cluster, so a function that cannot be
+pickled fails here too rather than only after deployment.
+"""
+from __future__ import annotations
+
+import queue
+import sys
+import threading
+import time
+import traceback
+from typing import Any, Iterator
+
+import cloudpickle
+
+from engine.client.job_client import CloseableIterator
+from engine.common.job_execution_result import JobExecutionException, JobExecutionResult
+from engine.graph.job_graph import JobGraph
+from engine.graph.stream_graph import StreamGraph
+from engine.runtime.deployment import make_tdd
+from engine.runtime.io.channel import TaskCancelled
+from engine.runtime.io.local_channels import LocalChannelRegistry
+from engine.runtime.stream_task import StreamTask, TaskEnvironment
+
+_print_lock = threading.Lock()
+
+
+def _print_line(text: str) -> None:
+    with _print_lock:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+
+
+class LocalJobClient:
+    def __init__(self, job_graph: JobGraph, stream_graph: StreamGraph, credits: int = 8) -> None:
+        self.job_graph = job_graph
+        self.status = "CREATED"
+        self.failure: str | None = None
+        self.started = time.time()
+        self.ended: float | None = None
+        self.results: "queue.Queue[Any]" = queue.Queue()
+        self._done = threading.Event()
+        self._lock = threading.Lock()
+        self._cancelled = threading.Event()
+        registry = LocalChannelRegistry(credits)
+        payload = cloudpickle.dumps(stream_graph)
+        self.tasks: list[StreamTask] = []
+        for v in job_graph.vertices:
+            for i in range(v.parallelism):
+                tdd = make_tdd(job_graph, v.id, i, 0)
+                env = TaskEnvironment(
+                    channels=registry.factory(self._cancelled),
+                    cancelled=self._cancelled,
+                    print_line=_print_line,
+                    collect=self._collect,
+                )
+                self.tasks.append(StreamTask(tdd, cloudpickle.loads(payload), env))
+        self._remaining = len(self.tasks)
+        self.threads = [
+            threading.Thread(target=self._run_task, args=(t,), name=t.name, daemon=True) for t in self.tasks
+        ]
+        self.status = "RUNNING"
+        for th in self.threads:
+            th.start()
+
+    def _collect(self, node_id: int, values: list[Any]) -> None:
+        self.results.put(values)
+
+    def _run_task(self, task: StreamTask) -> None:
+        try:
+            task.run()
+        except TaskCancelled:
+            pass
+        except BaseException:
+            with self._lock:
+                if self.failure is None:
+                    self.failure = f"{task.name}: {traceback.format_exc()}"
+                    self.status = "FAILING"
+            self._cancelled.set()
+        finally:
+            with self._lock:
+                self._remaining -= 1
+                if self._remaining == 0:
+                    self.ended = time.time()
+                    if self.failure is not None:
+                        self.status = "FAILED"
+                    elif self._cancelled.is_set():
+                        self.status = "CANCELED"
+                    else:
+                        self.status = "FINISHED"
+                    self._done.set()
+                    self.results.put(_END)
+
+    # -- JobClient ----------------------------------------------------------
+    def get_job_id(self) -> str:
+        return self.job_graph.job_id
+
+    def get_job_status(self) -> str:
+        return self.status
+
+    def cancel(self) -> None:
+        with self._lock:
+            if self.status == "RUNNING":
+                self.status = "CANCELLING"
+        self._cancelled.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._done.wait(timeout)
+
+    def get_job_execution_result(self) -> JobExecutionResult:
+        self._done.wait()
+        if self.status != "FINISHED":
+            raise JobExecutionException(self.get_job_id(), self.status, self.failure)
+        return JobExecutionResult(self.get_job_id(), int(((self.ended or time.time()) - self.started) * 1000))
+
+    def collect(self, node_id: int, limit: int | None) -> CloseableIterator:
+        def gen() -> Iterator[Any]:
+            while True:
+                batch = self.results.get()
+                if batch is _END:
+                    if self.status == "FAILED":
+                        raise JobExecutionException(self.get_job_id(), self.status, self.failure)
+                    return
+                yield from batch
+
+        return CloseableIterator(gen(), on_close=self._close_collect, limit=limit)
+
+    def _close_collect(self) -> None:
+        # Leaving the iterator early cancels an unbounded job, as PyFlink does.
+        if not self._done.is_set():
+            self.cancel()
+            self._done.wait(30)
+
+
+_END = object()
+
+
+class MiniCluster:
+    def __init__(self, credits: int = 8) -> None:
+        self.credits = credits
+
+    def submit(self, job_graph: JobGraph, stream_graph: StreamGraph) -> LocalJobClient:
+        return LocalJobClient(job_graph, stream_graph, self.credits)

@@ -1,0 +1,1 @@
+"""Compatibility with PyFlink programs: ``pyflink.*`` imports resolve to Millstream's API."""

@@ -1,0 +1,62 @@
+"""Every Redis key Millstream uses, one template per kind of key.
+
+Everything under these keys is short-lived and can be rebuilt: channels,
+credits, heartbeats, live metrics, control inboxes, collected results.
+"""
+from __future__ import annotations
+
+PREFIX = "ms"
+
+# data plane
+CHANNEL = PREFIX + ":ch:{job}:{attempt}:{edge}:{src}:{dst}"  # list of buffers
+CREDIT = PREFIX + ":cr:{job}:{attempt}:{edge}:{src}:{dst}"  # list of credit tokens
+JOB_CHANNELS_PATTERN = PREFIX + ":c[hr]:{job}:*"
+
+# control plane
+JOBMANAGER_INBOX = PREFIX + ":jm:inbox"  # list: task state changes, acks, registrations
+JOBMANAGER_LEADER = PREFIX + ":jm:leader"  # the live JobManager's lease
+SLOT_INBOX = PREFIX + ":tm:{tm}:slot:{slot}:inbox"  # list: deploy / cancel for one slot
+TASKMANAGERS = PREFIX + ":tm:registry"  # hash: tm id -> msgpack info
+TASKMANAGER_HEARTBEAT = PREFIX + ":tm:{tm}:hb"  # string with TTL
+JOB_USER_CODE = PREFIX + ":job:{job}:code"  # bytes: cloudpickled StreamGraph
+
+# observation
+TASK_METRICS = PREFIX + ":metrics:{job}"  # hash: "{vertex}:{subtask}" -> msgpack metrics
+TASKMANAGER_METRICS = PREFIX + ":tm:{tm}:metrics"  # msgpack, with TTL
+COLLECT = PREFIX + ":collect:{job}"  # list of msgpack batches for execute_and_collect
+
+
+def channel(job: str, attempt: int, edge: int, src: int, dst: int) -> str:
+    return CHANNEL.format(job=job, attempt=attempt, edge=edge, src=src, dst=dst)
+
+
+def credit(job: str, attempt: int, edge: int, src: int, dst: int) -> str:
+    return CREDIT.format(job=job, attempt=attempt, edge=edge, src=src, dst=dst)
+
+
+def job_channels_pattern(job: str) -> str:
+    return JOB_CHANNELS_PATTERN.format(job=job)
+
+
+def slot_inbox(tm: str, slot: int) -> str:
+    return SLOT_INBOX.format(tm=tm, slot=slot)
+
+
+def taskmanager_heartbeat(tm: str) -> str:
+    return TASKMANAGER_HEARTBEAT.format(tm=tm)
+
+
+def taskmanager_metrics(tm: str) -> str:
+    return TASKMANAGER_METRICS.format(tm=tm)
+
+
+def job_user_code(job: str) -> str:
+    return JOB_USER_CODE.format(job=job)
+
+
+def task_metrics(job: str) -> str:
+    return TASK_METRICS.format(job=job)
+
+
+def collect(job: str) -> str:
+    return COLLECT.format(job=job)

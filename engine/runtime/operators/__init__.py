@@ -1,0 +1,1 @@
+"""Stream operators: the runtime side of each transformation, working on batches."""

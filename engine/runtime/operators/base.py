@@ -1,0 +1,143 @@
+"""The operator contract and the context an operator runs in.
+
+Operators receive whole batches (values plus optional timestamps) and must not
+mutate the lists they are given, because one batch may feed several outputs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+from engine.datastream.functions import Function, RuntimeContext
+from engine.runtime.state.heap_backend import HeapKeyedStateBackend
+from engine.runtime.task_metrics import TaskIOMetrics
+
+
+class Output(Protocol):
+    def emit(self, values: list[Any], timestamps: list[int] | None) -> None: ...
+
+    def emit_watermark(self, watermark: int) -> None: ...
+
+
+class FanOut:
+    """Sends each batch to every downstream: chained operators and record writers."""
+
+    def __init__(self, outputs: list[Output]) -> None:
+        self.outputs = outputs
+
+    def emit(self, values: list[Any], timestamps: list[int] | None) -> None:
+        for o in self.outputs:
+            o.emit(values, timestamps)
+
+    def emit_watermark(self, watermark: int) -> None:
+        for o in self.outputs:
+            o.emit_watermark(watermark)
+
+
+class ChainingOutput:
+    """Hands a batch straight to the next operator of the chain: no copy, no serialization."""
+
+    def __init__(self, operator: "StreamOperator") -> None:
+        self.operator = operator
+
+    def emit(self, values: list[Any], timestamps: list[int] | None) -> None:
+        self.operator.process_batch(values, timestamps)
+
+    def emit_watermark(self, watermark: int) -> None:
+        self.operator.process_watermark(watermark)
+
+
+class Discard:
+    def emit(self, values: list[Any], timestamps: list[int] | None) -> None:
+        pass
+
+    def emit_watermark(self, watermark: int) -> None:
+        pass
+
+
+@dataclass
+class OperatorContext:
+    job_id: str
+    task_name: str
+    operator_name: str
+    subtask: int
+    parallelism: int
+    max_parallelism: int
+    attempt: int
+    job_type: str
+    metrics: TaskIOMetrics
+    print_line: Callable[[str], None] = print
+    collect: Callable[[int, list[Any]], None] | None = None
+    key_selector: Callable[[Any], Any] | None = None
+    keyed_backend: HeapKeyedStateBackend | None = None
+    job_parameters: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def is_batch(self) -> bool:
+        return self.job_type == "BATCH"
+
+
+class StreamingRuntimeContext(RuntimeContext):
+    def __init__(self, ctx: OperatorContext) -> None:
+        self._ctx = ctx
+
+    def get_task_name(self) -> str:
+        return self._ctx.task_name
+
+    def get_number_of_parallel_subtasks(self) -> int:
+        return self._ctx.parallelism
+
+    def get_max_number_of_parallel_subtasks(self) -> int:
+        return self._ctx.max_parallelism
+
+    def get_index_of_this_subtask(self) -> int:
+        return self._ctx.subtask
+
+    def get_attempt_number(self) -> int:
+        return self._ctx.attempt
+
+    def get_job_parameter(self, key: str, default_value: str | None = None) -> str | None:
+        return self._ctx.job_parameters.get(key, default_value)
+
+    def _backend(self) -> HeapKeyedStateBackend:
+        if self._ctx.keyed_backend is None:
+            raise TypeError(
+                f"keyed state is only available on a keyed stream; '{self._ctx.operator_name}' is not keyed"
+            )
+        return self._ctx.keyed_backend
+
+    def get_state(self, state_descriptor):
+        return self._backend().get_state(state_descriptor)
+
+    def get_list_state(self, state_descriptor):
+        return self._backend().get_list_state(state_descriptor)
+
+    def get_map_state(self, state_descriptor):
+        return self._backend().get_map_state(state_descriptor)
+
+
+class StreamOperator:
+    """Base operator: forwards watermarks, does nothing at end of input."""
+
+    def __init__(self, function: Any, ctx: OperatorContext, params: dict[str, Any]) -> None:
+        self.function = function
+        self.ctx = ctx
+        self.params = params
+        self.output: Output = Discard()
+
+    def open(self) -> None:
+        if isinstance(self.function, Function):
+            self.function.open(StreamingRuntimeContext(self.ctx))
+
+    def process_batch(self, values: list[Any], timestamps: list[int] | None) -> None:
+        raise NotImplementedError
+
+    def process_watermark(self, watermark: int) -> None:
+        self.output.emit_watermark(watermark)
+
+    def end_input(self) -> None:
+        pass
+
+    def close(self) -> None:
+        if isinstance(self.function, Function):
+            self.function.close()

@@ -1,0 +1,39 @@
+"""Maps a transformation's kind to the operator class that runs it."""
+from __future__ import annotations
+
+from engine.graph.transformations import OperatorKind, Transformation
+from engine.runtime.operators.base import OperatorContext, StreamOperator
+from engine.runtime.operators.basic import FilterOperator, FlatMapOperator, MapOperator, ProcessOperator
+from engine.runtime.operators.keyed import KeyedProcessOperator, ReduceOperator
+from engine.runtime.operators.sinks import (
+    CollectSinkOperator,
+    FunctionSinkOperator,
+    PrintSinkOperator,
+    WriterSinkOperator,
+)
+
+_BY_KIND: dict[OperatorKind, type[StreamOperator]] = {
+    OperatorKind.MAP: MapOperator,
+    OperatorKind.FLAT_MAP: FlatMapOperator,
+    OperatorKind.FILTER: FilterOperator,
+    OperatorKind.PROCESS: ProcessOperator,
+    OperatorKind.REDUCE: ReduceOperator,
+    OperatorKind.KEYED_PROCESS: KeyedProcessOperator,
+}
+
+_SINKS: dict[str, type[StreamOperator]] = {
+    "print": PrintSinkOperator,
+    "function": FunctionSinkOperator,
+    "writer": WriterSinkOperator,
+    "collect": CollectSinkOperator,
+}
+
+
+def create_operator(t: Transformation, ctx: OperatorContext) -> StreamOperator:
+    params = dict(t.params, node_id=t.id)
+    if t.kind is OperatorKind.SINK:
+        return _SINKS[t.params["sink"]](t.function, ctx, params)
+    cls = _BY_KIND.get(t.kind)
+    if cls is None:
+        raise ValueError(f"no runtime operator for {t.kind.value}")
+    return cls(t.function, ctx, params)

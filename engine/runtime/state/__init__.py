@@ -1,0 +1,1 @@
+"""State backends: keyed and operator state behind a small protocol."""

@@ -1,0 +1,218 @@
+"""StreamTask: runs one subtask, a chain of operators, on its thread.
+
+A source task polls its reader and pushes batches down the chain; any other
+task reads buffers from its input gate. Both flush record writers on the
+buffer timeout, finish on end of input by sending END_OF_PARTITION on every
+output channel, and measure busy, idle and backpressured time.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from engine.graph.stream_graph import StreamGraph
+from engine.graph.transformations import OperatorKind
+from engine.runtime.deployment import TaskDeploymentDescriptor
+from engine.runtime.io.channel import ChannelFactory, ChannelId, TaskCancelled
+from engine.runtime.io.record_writer import RecordWriter
+from engine.runtime.io.serialization import (
+    END_OF_PARTITION,
+    RECORDS,
+    WATERMARK,
+    create_serializer,
+)
+from engine.runtime.operators.base import ChainingOutput, FanOut, OperatorContext, Output, StreamOperator
+from engine.runtime.operators.factory import create_operator
+from engine.runtime.partitioner import create_partitioner
+from engine.runtime.state.heap_backend import HeapKeyedStateBackend
+from engine.runtime.task_metrics import TaskIOMetrics
+
+SOURCE_BATCH = 1024
+
+
+@dataclass
+class TaskEnvironment:
+    """What the hosting process gives a task: channels, stdout and the result collector."""
+
+    channels: ChannelFactory
+    cancelled: threading.Event
+    print_line: Callable[[str], None] = print
+    collect: Callable[[int, list[Any]], None] | None = None
+
+
+class StreamTask:
+    def __init__(self, tdd: TaskDeploymentDescriptor, graph: StreamGraph, env: TaskEnvironment) -> None:
+        self.tdd = tdd
+        self.graph = graph
+        self.env = env
+        self.metrics = TaskIOMetrics()
+        self.name = f"{tdd.vertex_name} ({tdd.subtask + 1}/{tdd.parallelism})#{tdd.attempt}"
+        cfg = tdd.config
+        self.serializer = create_serializer(str(cfg.get("pipeline.serializer", "msgpack")))
+        self.buffer_records = int(cfg.get("taskmanager.buffer-records", 1024))
+        self.buffer_timeout_ms = int(cfg.get("execution.buffer-timeout", 10))
+        self.writers: list[RecordWriter] = []
+        self.operators: dict[int, StreamOperator] = {}
+
+    def cancel(self) -> None:
+        self.env.cancelled.set()
+
+    # -- wiring ------------------------------------------------------------
+    def _build(self) -> None:
+        tdd, g = self.tdd, self.graph
+        head = tdd.operators[0]
+        selector = g.key_selectors.get(head)
+        backend = HeapKeyedStateBackend(tdd.max_parallelism) if selector is not None else None
+        for node_id in tdd.operators:
+            t = g.transformations[node_id]
+            if t.kind is OperatorKind.SOURCE:
+                continue
+            ctx = OperatorContext(
+                job_id=tdd.job_id,
+                task_name=self.name,
+                operator_name=t.name,
+                subtask=tdd.subtask,
+                parallelism=tdd.parallelism,
+                max_parallelism=tdd.max_parallelism,
+                attempt=tdd.attempt,
+                job_type=str(tdd.config.get("job_type", "STREAMING")),
+                metrics=self.metrics,
+                print_line=self.env.print_line,
+                collect=self.env.collect,
+                key_selector=selector if node_id == head else None,
+                keyed_backend=backend if node_id == head else None,
+                job_parameters=dict(tdd.config.get("pipeline.global-job-parameters", {})),
+            )
+            self.operators[node_id] = create_operator(t, ctx)
+        writers_by_node: dict[int, list[Output]] = {}
+        for spec in tdd.outputs:
+            channel_writers = [
+                self.env.channels.writer(ChannelId(tdd.job_id, spec.edge, tdd.subtask, dst, tdd.attempt))
+                for dst in spec.targets
+            ]
+            partitioner = create_partitioner(
+                spec.ship_strategy,
+                len(channel_writers),
+                g.key_selectors.get(spec.target_node),
+                spec.target_max_parallelism,
+                start=tdd.subtask,
+            )
+            rw = RecordWriter(
+                partitioner, channel_writers, self.serializer, self.metrics, self.buffer_records, self.buffer_timeout_ms
+            )
+            self.writers.append(rw)
+            writers_by_node.setdefault(spec.source_node, []).append(rw)
+        self.outputs: dict[int, Output] = {}
+        for node_id in tdd.operators:
+            outs: list[Output] = [ChainingOutput(self.operators[dst]) for src, dst in tdd.chained_edges if src == node_id]
+            outs.extend(writers_by_node.get(node_id, []))
+            out: Output = outs[0] if len(outs) == 1 else FanOut(outs)
+            self.outputs[node_id] = out
+            if node_id in self.operators:
+                self.operators[node_id].output = out
+
+    # -- running -----------------------------------------------------------
+    def run(self) -> None:
+        """Run to completion. Raises TaskCancelled when cancelled, or the user's exception."""
+        self._build()
+        opened: list[StreamOperator] = []
+        try:
+            for node_id in self.tdd.operators:
+                op = self.operators.get(node_id)
+                if op is not None:
+                    op.open()
+                    opened.append(op)
+            head = self.graph.transformations[self.tdd.operators[0]]
+            if head.kind is OperatorKind.SOURCE:
+                self._run_source(head)
+            else:
+                self._run_input()
+            for node_id in self.tdd.operators:
+                op = self.operators.get(node_id)
+                if op is not None:
+                    op.end_input()
+            for w in self.writers:
+                w.broadcast_event(END_OF_PARTITION)
+        finally:
+            for op in opened:
+                try:
+                    op.close()
+                except Exception:
+                    pass
+
+    def _flush_due(self) -> float:
+        now = time.monotonic()
+        nxt = float("inf")
+        for w in self.writers:
+            nxt = min(nxt, w.flush_due(now))
+        return nxt
+
+    def _run_source(self, t: Any) -> None:
+        tdd = self.tdd
+        reader = t.function.create_reader(tdd.subtask, tdd.parallelism, None)
+        out = self.outputs[t.id]
+        cancelled = self.env.cancelled
+        metrics = self.metrics
+        try:
+            while True:
+                if cancelled.is_set():
+                    raise TaskCancelled()
+                t0 = time.monotonic()
+                batch = reader.poll_batch(SOURCE_BATCH)
+                if batch is None:
+                    break
+                if not batch:
+                    metrics.idle_s += time.monotonic() - t0
+                    self._flush_due()
+                    continue
+                out.emit(batch, None)
+                self._flush_due()
+        finally:
+            reader.close()
+
+    def _run_input(self) -> None:
+        tdd = self.tdd
+        cids: list[ChannelId] = []
+        for spec in tdd.inputs:
+            for src in spec.sources:
+                cids.append(ChannelId(tdd.job_id, spec.edge, src, tdd.subtask, tdd.attempt))
+        gate = self.env.channels.gate(cids)
+        head = self.operators[tdd.operators[0]]
+        open_channels = set(range(len(cids)))
+        decode = self.serializer.decode
+        metrics = self.metrics
+        # A watermark is the minimum over input channels; until issue-level
+        # event time lands, channels' watermarks are tracked and forwarded here.
+        channel_wm: dict[int, int] = {}
+        current_wm: int | None = None
+        try:
+            while open_channels:
+                due = self._flush_due()
+                t0 = time.monotonic()
+                item = gate.poll(min(due, 0.1))
+                metrics.idle_s += time.monotonic() - t0
+                if item is None:
+                    continue
+                ch, payload = item
+                kind, a, b = decode(payload)
+                if kind == RECORDS:
+                    metrics.records_in += len(a)
+                    metrics.bytes_in += len(payload)
+                    head.process_batch(a, b)
+                    gate.ack(ch)
+                elif kind == END_OF_PARTITION:
+                    open_channels.discard(ch)
+                    gate.block(ch)
+                    channel_wm.pop(ch, None)
+                elif kind == WATERMARK:
+                    channel_wm[ch] = max(channel_wm.get(ch, a), a)
+                    if len(channel_wm) == len(open_channels):
+                        wm = min(channel_wm.values())
+                        if current_wm is None or wm > current_wm:
+                            current_wm = wm
+                            metrics.current_input_watermark = wm
+                            head.process_watermark(wm)
+        finally:
+            gate.close()

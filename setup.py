@@ -1,0 +1,7 @@
+"""Package discovery that pyproject.toml cannot express: ``pyflink`` is served from ``engine/compat/pyflink``."""
+from setuptools import find_packages, setup
+
+setup(
+    packages=find_packages(include=["engine*", "backend*"]) + ["pyflink"],
+    package_dir={"pyflink": "engine/compat/pyflink"},
+)
