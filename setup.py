@@ -2,6 +2,6 @@
 from setuptools import find_packages, setup
 
 setup(
-    packages=find_packages(include=["engine*", "backend*"]) + ["pyflink"],
+    packages=find_packages(include=["engine*", "backend*", "migrations*"]) + ["pyflink"],
     package_dir={"pyflink": "engine/compat/pyflink"},
 )

@@ -1,0 +1,1 @@
+"""The ResourceManager: which TaskManagers are alive and which of their slots are taken."""

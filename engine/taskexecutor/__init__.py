@@ -1,0 +1,1 @@
+"""The TaskManager process (TaskExecutor in Flink) and its slot processes."""

@@ -1,0 +1,2 @@
+"""Durable history in SQL: SQLAlchemy models, engine setup, Alembic upgrades and
+the repositories (jobs, exceptions, uploaded programs, TaskManagers) built on them."""

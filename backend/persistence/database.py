@@ -1,0 +1,86 @@
+"""Engine and session setup for SQLite and PostgreSQL, and the programmatic
+Alembic upgrade the JobManager runs at startup."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Engine, create_engine, event, inspect
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+from backend.persistence.models import Base
+
+# Resolved from this file so upgrades work whatever the current directory is.
+MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+
+
+def make_engine(url: str, *, foreign_keys: bool = True) -> Engine:
+    """Create an engine; for SQLite, create the file's directory and turn on WAL.
+
+    ``foreign_keys=False`` is for migrations only: with enforcement on, the
+    table rebuilds of SQLite batch mode would cascade-delete child rows.
+    """
+    sa_url = make_url(url)
+    if sa_url.get_backend_name() != "sqlite":
+        return create_engine(sa_url, pool_pre_ping=True)
+
+    database = sa_url.database
+    if database and database != ":memory:" and not database.startswith("file:"):
+        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    # Sessions are short and may be opened from any JobManager thread.
+    engine = create_engine(sa_url, pool_pre_ping=True, connect_args={"check_same_thread": False})
+
+    @event.listens_for(engine, "connect")
+    def _set_sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        # WAL lets the dashboard read while the JobManager writes.
+        cursor.execute("PRAGMA journal_mode=WAL")
+        # SQLite ignores foreign keys (and ON DELETE CASCADE) unless asked per connection.
+        cursor.execute(f"PRAGMA foreign_keys={'ON' if foreign_keys else 'OFF'}")
+        cursor.close()
+
+    return engine
+
+
+def make_session_factory(engine: Engine) -> sessionmaker[Session]:
+    # Repositories return plain dataclasses, but keep loaded rows usable after commit anyway.
+    return sessionmaker(bind=engine, expire_on_commit=False)
+
+
+def alembic_config(url: str) -> Config:
+    """An Alembic config for ``url`` that needs no alembic.ini and no working directory."""
+    if not (MIGRATIONS_DIR / "env.py").is_file():
+        # Happens when backend/ is installed without the repository's migrations/ beside it.
+        raise RuntimeError(f"Alembic migrations not found at {MIGRATIONS_DIR}")
+    # No ini file: env.py then leaves the application's logging configuration alone.
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    # The ini parser interpolates '%', which URL-encoded passwords and options contain.
+    config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return config
+
+
+def upgrade_database(url: str) -> None:
+    """Bring the database at ``url`` to the latest migration; a no-op when already there."""
+    config = alembic_config(url)
+    if _has_unversioned_schema(url):
+        # Tables made by Base.metadata.create_all() without Alembic: adopt them
+        # as the current head rather than failing on CREATE TABLE.
+        command.stamp(config, "head")
+    command.upgrade(config, "head")
+
+
+def _has_unversioned_schema(url: str) -> bool:
+    engine = make_engine(url, foreign_keys=False)
+    try:
+        with engine.connect() as connection:
+            if MigrationContext.configure(connection).get_current_revision() is not None:
+                return False
+            existing = set(inspect(connection).get_table_names())
+            return set(Base.metadata.tables).issubset(existing)
+    finally:
+        engine.dispose()

@@ -1,0 +1,99 @@
+"""``SqlJobStore``: the engine's ``JobStore`` protocol on top of SQLAlchemy.
+
+Each call opens its own short session, so one store can be shared by every
+JobManager thread.
+"""
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from backend.persistence.models import JobExceptionRow, JobRow
+from backend.persistence.upsert import upsert
+from engine.jobmanager.job_store import ExceptionRecord, JobRecord
+
+_JOB_COLUMNS = [c.name for c in JobRow.__table__.columns]
+
+
+class SqlJobStore:
+    def __init__(self, session_factory: sessionmaker[Session]) -> None:
+        self._sessions = session_factory
+
+    def save_job(self, record: JobRecord) -> None:
+        """Insert or update the job row by ``jid``."""
+        values = {name: getattr(record, name) for name in _JOB_COLUMNS}
+        with self._sessions.begin() as session:
+            upsert(session, JobRow.__table__, values, keys=["jid"], update=[c for c in _JOB_COLUMNS if c != "jid"])
+
+    def get_job(self, jid: str) -> JobRecord | None:
+        with self._sessions() as session:
+            row = session.get(JobRow, jid)
+            return _to_job_record(row) if row is not None else None
+
+    def list_jobs(self) -> list[JobRecord]:
+        """Every job, newest first."""
+        with self._sessions() as session:
+            rows = session.scalars(select(JobRow).order_by(JobRow.start_time.desc(), JobRow.jid))
+            return [_to_job_record(row) for row in rows]
+
+    def add_exception(self, record: ExceptionRecord) -> None:
+        """Append to the job's exception history; the job must already be saved."""
+        with self._sessions.begin() as session:
+            session.add(
+                JobExceptionRow(
+                    jid=record.jid,
+                    timestamp=record.timestamp,
+                    exception_name=record.exception_name,
+                    stacktrace=record.stacktrace,
+                    task_name=record.task_name,
+                    vertex_id=record.vertex_id,
+                    subtask=record.subtask,
+                    attempt=record.attempt,
+                    endpoint=record.endpoint,
+                    taskmanager_id=record.taskmanager_id,
+                )
+            )
+
+    def list_exceptions(self, jid: str, limit: int = 100) -> list[ExceptionRecord]:
+        """Newest first."""
+        # id breaks timestamp ties so exceptions from the same millisecond keep their order.
+        stmt = (
+            select(JobExceptionRow)
+            .where(JobExceptionRow.jid == jid)
+            .order_by(JobExceptionRow.timestamp.desc(), JobExceptionRow.id.desc())
+            .limit(limit)
+        )
+        with self._sessions() as session:
+            return [_to_exception_record(row) for row in session.scalars(stmt)]
+
+
+def _to_job_record(row: JobRow) -> JobRecord:
+    return JobRecord(
+        jid=row.jid,
+        name=row.name,
+        state=row.state,
+        job_type=row.job_type,
+        start_time=row.start_time,
+        end_time=row.end_time,
+        last_modification=row.last_modification,
+        job_graph=row.job_graph,
+        timestamps=row.timestamps,
+        vertices=row.vertices,
+        failure_cause=row.failure_cause,
+        user_code=row.user_code,
+    )
+
+
+def _to_exception_record(row: JobExceptionRow) -> ExceptionRecord:
+    return ExceptionRecord(
+        jid=row.jid,
+        timestamp=row.timestamp,
+        exception_name=row.exception_name,
+        stacktrace=row.stacktrace,
+        task_name=row.task_name,
+        vertex_id=row.vertex_id,
+        subtask=row.subtask,
+        attempt=row.attempt,
+        endpoint=row.endpoint,
+        taskmanager_id=row.taskmanager_id,
+    )

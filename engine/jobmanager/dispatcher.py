@@ -1,0 +1,250 @@
+"""Dispatcher: accepts jobs, runs one JobMaster each, and drives them from one control loop.
+
+The loop reads task reports from the JobManager inbox in Redis, refreshes
+TaskManager membership every heartbeat interval, fails jobs whose TaskManager
+vanished, and starts jobs that were waiting for slots. REST handlers call in
+under the same lock, so every state change happens one at a time.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import redis
+
+from engine import redis_keys
+from engine.executiongraph.states import JobStatus
+from engine.graph.job_graph import JobGraph
+from engine.graph.stream_graph import UPPER_MAX_PARALLELISM
+from engine.jobmanager.job_master import JobMaster
+from engine.jobmanager.job_store import JobRecord, JobStore
+from engine.resourcemanager.resource_manager import ResourceManager
+from engine.resourcemanager.slot_pool import SlotPool
+from engine.taskexecutor import messages
+from engine.taskexecutor.gateway import RedisTaskExecutorGateway
+
+log = logging.getLogger("millstream.dispatcher")
+
+
+class JobSubmissionError(ValueError):
+    """The submitted job cannot run; the message says why (answered with 400)."""
+
+
+class UnknownJob(KeyError):
+    pass
+
+
+@dataclass(frozen=True)
+class DispatcherConfig:
+    heartbeat_interval_ms: int = 1000
+    heartbeat_timeout_ms: int = 10_000
+    max_parallelism: int = UPPER_MAX_PARALLELISM
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        client: redis.Redis,
+        store: JobStore,
+        config: DispatcherConfig = DispatcherConfig(),
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.client = client
+        self.store = store
+        self.config = config
+        self.clock = clock
+        self.gateway = RedisTaskExecutorGateway(client)
+        self.pool = SlotPool()
+        self.rm = ResourceManager(client, self.pool)
+        self.jobs: dict[str, JobMaster] = {}
+        self.lock = threading.RLock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.started_ms = int(clock() * 1000)
+
+    # -- lifecycle ----------------------------------------------------------------
+    def start(self) -> None:
+        self._recover_orphans()
+        self._thread = threading.Thread(target=self._loop, name="dispatcher", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join(5)
+
+    def _recover_orphans(self) -> None:
+        """Jobs that were running when a previous JobManager died cannot be resumed
+        without checkpoints: record them as failed and stop their tasks."""
+        with self.lock:
+            self.rm.refresh()
+            for rec in self.store.list_jobs():
+                if JobStatus(rec.state).is_terminal():
+                    continue
+                for tm in self.pool.taskmanagers.values():
+                    for slot in range(tm.slots):
+                        self.gateway.cancel_job(tm.id, slot, rec.jid, 1 << 30)
+                now = int(self.clock() * 1000)
+                rec.state = JobStatus.FAILED.value
+                rec.end_time = now
+                rec.last_modification = now
+                rec.timestamps[JobStatus.FAILED.value] = now
+                rec.failure_cause = "the JobManager restarted while this job was running"
+                self.store.save_job(rec)
+                self.gateway.release_job(rec.jid)
+
+    def _loop(self) -> None:
+        next_membership = 0.0
+        while not self._stop.is_set():
+            try:
+                got = self.client.blpop([redis_keys.JOBMANAGER_INBOX], timeout=0.2)
+                batch = [got[1]] if got else []
+                if got:
+                    more = self.client.lpop(redis_keys.JOBMANAGER_INBOX, 500)
+                    batch.extend(more or [])
+                with self.lock:
+                    for raw in batch:
+                        self._handle(messages.unpack(raw))
+                    now = time.monotonic()
+                    if now >= next_membership:
+                        next_membership = now + self.config.heartbeat_interval_ms / 1000
+                        self._refresh_membership()
+                    for jm in list(self.jobs.values()):
+                        jm.tick(self.pool)
+            except redis.ConnectionError as e:
+                log.warning("Redis unavailable: %s", e)
+                time.sleep(0.5)
+            except Exception:
+                log.exception("control loop error")
+
+    def _handle(self, msg: dict[str, Any]) -> None:
+        kind = msg.get("type")
+        if kind == "task_state":
+            jm = self.jobs.get(msg["job"])
+            if jm is not None:
+                jm.on_task_state(msg, self.pool)
+        elif kind == "slot_lost":
+            for jm in list(self.jobs.values()):
+                jm.on_slot_lost(msg["tm"], msg["slot"], msg["reason"], self.pool)
+        self._schedule_waiting()
+
+    def _refresh_membership(self) -> None:
+        membership = self.rm.refresh()
+        for tm in membership.lost:
+            reason = (
+                f"TaskManager {tm} is no longer reachable: "
+                f"no heartbeat for {self.config.heartbeat_timeout_ms} ms"
+            )
+            log.warning(reason)
+            self.pool.remove(tm)
+            for jm in list(self.jobs.values()):
+                jm.on_taskmanager_lost(tm, reason, self.pool)
+        self._schedule_waiting()
+
+    def _schedule_waiting(self) -> None:
+        waiting = [jm for jm in self.jobs.values() if jm.status is JobStatus.CREATED]
+        for jm in sorted(waiting, key=lambda j: j.eg.timestamps.get("CREATED", 0)):
+            if not jm.try_schedule(self.pool):
+                break  # first come, first served: later jobs wait behind it
+
+    # -- commands ------------------------------------------------------------------
+    def submit(self, job_graph: JobGraph, user_code: bytes) -> str:
+        self._validate(job_graph)
+        with self.lock:
+            if job_graph.job_id in self.jobs or self.store.get_job(job_graph.job_id):
+                raise JobSubmissionError(f"job {job_graph.job_id} was already submitted")
+            jm = JobMaster(job_graph, user_code, self.gateway, self.store, self.clock, self.read_metrics)
+            self.jobs[job_graph.job_id] = jm
+            jm.persist()
+            self.rm.refresh()
+            self._schedule_waiting()
+        return job_graph.job_id
+
+    def _validate(self, g: JobGraph) -> None:
+        if len(g.job_id) != 32 or any(c not in "0123456789abcdef" for c in g.job_id):
+            raise JobSubmissionError("job id must be 32 lowercase hex characters")
+        if not g.vertices:
+            raise JobSubmissionError("the job has no operators")
+        for v in g.vertices:
+            if v.parallelism < 1:
+                raise JobSubmissionError(f"parallelism of '{v.name}' must be at least 1, got {v.parallelism}")
+            if v.parallelism > v.max_parallelism:
+                raise JobSubmissionError(
+                    f"parallelism {v.parallelism} of '{v.name}' exceeds its max parallelism {v.max_parallelism}"
+                )
+            if v.parallelism > self.config.max_parallelism:
+                raise JobSubmissionError(
+                    f"parallelism {v.parallelism} of '{v.name}' exceeds the cluster limit {self.config.max_parallelism}"
+                )
+
+    def cancel(self, job_id: str) -> bool:
+        with self.lock:
+            jm = self.jobs.get(job_id)
+            if jm is None:
+                if self.store.get_job(job_id) is None:
+                    raise UnknownJob(job_id)
+                return False
+            return jm.cancel(self.pool)
+
+    # -- queries -------------------------------------------------------------------
+    def job_master(self, job_id: str) -> JobMaster | None:
+        return self.jobs.get(job_id)
+
+    def job_record(self, job_id: str) -> JobRecord | None:
+        """A live job's current record, or a finished job's stored one."""
+        with self.lock:
+            jm = self.jobs.get(job_id)
+            if jm is not None:
+                return jm.record(self.read_metrics(job_id, jm.eg.attempt) if not jm.status.is_terminal() else None)
+        return self.store.get_job(job_id)
+
+    def job_records(self) -> list[JobRecord]:
+        with self.lock:
+            live = {jid: jm.record(jm.final_metrics) for jid, jm in self.jobs.items()}
+        stored = [r for r in self.store.list_jobs() if r.jid not in live]
+        return sorted([*live.values(), *stored], key=lambda r: r.start_time, reverse=True)
+
+    def read_metrics(self, job_id: str, attempt: int) -> dict[tuple[str, int], dict[str, Any]]:
+        raw = self.client.hgetall(redis_keys.task_metrics(job_id))
+        out: dict[tuple[str, int], dict[str, Any]] = {}
+        for field, value in raw.items():
+            vid, _, sub = field.decode().rpartition(":")
+            sample = messages.unpack(value)
+            if sample.get("attempt") == attempt:
+                out[(vid, int(sub))] = sample
+        return out
+
+    def collect(self, job_id: str, offset: int, max_batches: int = 64) -> tuple[list[bytes], bool]:
+        """Result batches of execute_and_collect from ``offset``; and whether the job has ended."""
+        with self.lock:
+            jm = self.jobs.get(job_id)
+            if jm is None and self.store.get_job(job_id) is None:
+                raise UnknownJob(job_id)
+            ended = jm is None or jm.status.is_terminal()
+        batches = self.client.lrange(redis_keys.collect(job_id), offset, offset + max_batches - 1)
+        if ended:
+            self.client.expire(redis_keys.collect(job_id), 3600)
+        return batches, ended
+
+    def overview(self) -> dict[str, int]:
+        with self.lock:
+            counts = {s: 0 for s in ("running", "finished", "cancelled", "failed")}
+            for r in self.job_records():
+                st = JobStatus(r.state)
+                if st is JobStatus.FINISHED:
+                    counts["finished"] += 1
+                elif st is JobStatus.CANCELED:
+                    counts["cancelled"] += 1
+                elif st is JobStatus.FAILED:
+                    counts["failed"] += 1
+                else:
+                    counts["running"] += 1
+            return {
+                "taskmanagers": len(self.pool.taskmanagers),
+                "slots-total": self.pool.total_slots(),
+                "slots-available": self.pool.available_slots(),
+                **{f"jobs-{k}": v for k, v in counts.items()},
+            }

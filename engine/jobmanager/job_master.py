@@ -1,0 +1,254 @@
+"""JobMaster: drives one job's ExecutionGraph: scheduling, deployment, task states, cancel and failure.
+
+It owns no thread; the Dispatcher calls it under its lock. Everything it does
+to the outside world goes through the TaskExecutorGateway and the JobStore.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable
+
+from engine.executiongraph.archived import archive_vertices
+from engine.executiongraph.execution_graph import ExecutionGraph, now_ms
+from engine.executiongraph.states import ExecutionState, JobStatus
+from engine.graph.job_graph import JobGraph
+from engine.jobmanager.job_store import ExceptionRecord, JobRecord, JobStore
+from engine.resourcemanager.slot_pool import SlotPool
+from engine.runtime.deployment import make_tdd
+from engine.scheduler.slot_assignment import NotEnoughSlots, subtask_slots
+from engine.taskexecutor.gateway import TaskExecutorGateway
+
+log = logging.getLogger("millstream.jobmaster")
+
+CANCEL_TIMEOUT_MS = 30_000  # a task that never confirms cancellation is declared CANCELED
+
+
+class JobMaster:
+    def __init__(
+        self,
+        job_graph: JobGraph,
+        user_code: bytes,
+        gateway: TaskExecutorGateway,
+        store: JobStore,
+        clock: Callable[[], float] = time.time,
+        metrics_reader: Callable[[str, int], dict[tuple[str, int], dict[str, Any]]] | None = None,
+    ) -> None:
+        self.job_graph = job_graph
+        self.user_code = user_code
+        self.gateway = gateway
+        self.store = store
+        self.clock = clock
+        self.eg = ExecutionGraph.from_job_graph(job_graph, self._now())
+        self.cancel_requested_at: int | None = None
+        self.final_metrics: dict[tuple[str, int], dict[str, Any]] = {}
+        self.metrics_reader = metrics_reader
+
+    @property
+    def job_id(self) -> str:
+        return self.job_graph.job_id
+
+    @property
+    def status(self) -> JobStatus:
+        return self.eg.status
+
+    def _now(self) -> int:
+        return now_ms(self.clock)
+
+    # -- scheduling ------------------------------------------------------------
+    def try_schedule(self, pool: SlotPool) -> bool:
+        if self.eg.status is not JobStatus.CREATED:
+            return False
+        try:
+            slots = pool.allocate(self.job_id, self.job_graph.max_parallelism)
+        except NotEnoughSlots as e:
+            if self.eg.status_message != str(e):
+                self.eg.status_message = str(e)
+            return False
+        self.eg.status_message = None
+        at = self._now()
+        placement = subtask_slots({v.id: v.parallelism for v in self.job_graph.vertices}, slots)
+        self.gateway.upload_user_code(self.job_id, self.user_code)
+        self.eg.transition(JobStatus.RUNNING, at)
+        for ejv, ev in self.eg.all_executions():
+            slot = placement[(ejv.job_vertex.id, ev.subtask)]
+            ex = ev.current
+            ex.taskmanager_id, ex.slot = slot.taskmanager_id, slot.index
+            ex.transition(ExecutionState.SCHEDULED, at)
+            ex.transition(ExecutionState.DEPLOYING, at)
+            tdd = make_tdd(self.job_graph, ejv.job_vertex.id, ev.subtask, self.eg.attempt)
+            self.gateway.submit_task(slot.taskmanager_id, slot.index, tdd)
+        self.persist()
+        return True
+
+    # -- events ----------------------------------------------------------------
+    def on_task_state(self, msg: dict[str, Any], pool: SlotPool) -> None:
+        if msg["attempt"] != self.eg.attempt or self.eg.status.is_terminal():
+            return  # a message from an earlier attempt, or after the end
+        ejv = self.eg.vertices.get(msg["vertex"])
+        if ejv is None or not 0 <= msg["subtask"] < len(ejv.subtasks):
+            return
+        ex = ejv.subtasks[msg["subtask"]].current
+        target = ExecutionState(msg["state"])
+        if not ex.transition(target, msg["ts"]):
+            return
+        if target is ExecutionState.FAILED:
+            ex.failure = msg.get("error")
+            self.store.add_exception(
+                ExceptionRecord(
+                    jid=self.job_id,
+                    timestamp=msg["ts"],
+                    exception_name=msg.get("exception_name") or "Exception",
+                    stacktrace=msg.get("error") or "",
+                    task_name=f"{ejv.job_vertex.name} ({msg['subtask'] + 1}/{ejv.job_vertex.parallelism})",
+                    vertex_id=msg["vertex"],
+                    subtask=msg["subtask"],
+                    attempt=msg["attempt"],
+                    endpoint=msg.get("tm"),
+                    taskmanager_id=msg.get("tm"),
+                )
+            )
+            self.fail(_last_line(msg.get("error")) or "task failed")
+        self.check_completion(pool)
+
+    def on_taskmanager_lost(self, tm_id: str, reason: str, pool: SlotPool) -> None:
+        at = self._now()
+        hit = False
+        for ejv, ev in self.eg.all_executions():
+            ex = ev.current
+            if ex.taskmanager_id == tm_id and not ex.state.is_terminal():
+                ex.transition(ExecutionState.FAILED, at)
+                ex.failure = reason
+                hit = True
+        if hit:
+            self.store.add_exception(
+                ExceptionRecord(
+                    jid=self.job_id,
+                    timestamp=at,
+                    exception_name="TaskManagerLostException",
+                    stacktrace=reason,
+                    endpoint=tm_id,
+                    taskmanager_id=tm_id,
+                )
+            )
+            self.fail(reason)
+            self.check_completion(pool)
+
+    def on_slot_lost(self, tm_id: str, slot: int, reason: str, pool: SlotPool) -> None:
+        at = self._now()
+        hit = False
+        for ejv, ev in self.eg.all_executions():
+            ex = ev.current
+            if ex.taskmanager_id == tm_id and ex.slot == slot and not ex.state.is_terminal():
+                ex.transition(ExecutionState.FAILED, at)
+                ex.failure = reason
+                hit = True
+        if hit:
+            self.store.add_exception(
+                ExceptionRecord(self.job_id, at, "SlotLostException", reason, endpoint=tm_id, taskmanager_id=tm_id)
+            )
+            self.fail(reason)
+            self.check_completion(pool)
+
+    # -- transitions -------------------------------------------------------------
+    def _cancel_tasks(self) -> None:
+        at = self._now()
+        targets: set[tuple[str, int]] = set()
+        for _, ev in self.eg.all_executions():
+            ex = ev.current
+            if ex.state.is_terminal():
+                continue
+            if ex.taskmanager_id is None:
+                ex.transition(ExecutionState.CANCELED, at)
+            else:
+                ex.transition(ExecutionState.CANCELING, at)
+                targets.add((ex.taskmanager_id, ex.slot))  # type: ignore[arg-type]
+        for tm, slot in targets:
+            self.gateway.cancel_job(tm, slot, self.job_id, self.eg.attempt)
+        self.cancel_requested_at = at
+
+    def fail(self, cause: str) -> None:
+        if self.eg.status in (JobStatus.RUNNING, JobStatus.CREATED):
+            self.eg.failure_cause = cause
+            self.eg.transition(JobStatus.FAILING, self._now())
+            self._cancel_tasks()
+            self.persist()
+
+    def cancel(self, pool: SlotPool) -> bool:
+        """Request cancellation; False if the job already ended."""
+        if self.eg.status.is_terminal():
+            return False
+        if self.eg.status in (JobStatus.CANCELLING, JobStatus.FAILING):
+            return True
+        self.eg.transition(JobStatus.CANCELLING, self._now())
+        self._cancel_tasks()
+        self.persist()
+        self.check_completion(pool)
+        return True
+
+    def check_completion(self, pool: SlotPool) -> None:
+        if self.eg.status.is_terminal() or not self.eg.all_in(
+            ExecutionState.FINISHED, ExecutionState.CANCELED, ExecutionState.FAILED
+        ):
+            return
+        at = self._now()
+        if self.eg.status is JobStatus.RUNNING:
+            target = JobStatus.FINISHED
+        elif self.eg.status is JobStatus.FAILING:
+            target = JobStatus.FAILED
+        else:
+            target = JobStatus.CANCELED
+        self.eg.transition(target, at)
+        if self.metrics_reader is not None:
+            try:
+                self.final_metrics = self.metrics_reader(self.job_id, self.eg.attempt)
+            except Exception:
+                log.warning("could not read final metrics of job %s", self.job_id, exc_info=True)
+        pool.release(self.job_id)
+        try:
+            self.gateway.release_job(self.job_id)
+        except Exception:
+            log.warning("could not clean up Redis keys of job %s", self.job_id, exc_info=True)
+        self.persist()
+
+    def tick(self, pool: SlotPool) -> None:
+        """Periodic duties: give up on tasks that never confirm cancellation."""
+        if self.cancel_requested_at is None or self.eg.status.is_terminal():
+            return
+        if self._now() - self.cancel_requested_at < CANCEL_TIMEOUT_MS:
+            return
+        at = self._now()
+        for _, ev in self.eg.all_executions():
+            if not ev.current.state.is_terminal():
+                ev.current.transition(ExecutionState.CANCELED, at)
+        self.check_completion(pool)
+
+    # -- persistence -------------------------------------------------------------
+    def record(self, metrics: dict[tuple[str, int], dict[str, Any]] | None = None) -> JobRecord:
+        ts = self.eg.timestamps
+        start = ts.get(JobStatus.CREATED.value, 0)
+        end = ts.get(self.eg.status.value, -1) if self.eg.status.is_terminal() else -1
+        return JobRecord(
+            jid=self.job_id,
+            name=self.job_graph.name,
+            state=self.eg.status.value,
+            job_type=self.job_graph.job_type,
+            start_time=start,
+            end_time=end,
+            last_modification=max(ts.values()) if ts else start,
+            job_graph=self.job_graph.to_dict(),
+            timestamps=dict(ts),
+            vertices=archive_vertices(self.eg, metrics or self.final_metrics),
+            failure_cause=self.eg.failure_cause,
+            user_code=self.user_code,
+        )
+
+    def persist(self) -> None:
+        self.store.save_job(self.record())
+
+
+def _last_line(text: str | None) -> str | None:
+    if not text:
+        return None
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1].strip() if lines else None

@@ -1,0 +1,41 @@
+"""TaskExecutorGateway: how the JobManager talks to TaskManagers (Flink's interface name)."""
+from __future__ import annotations
+
+from typing import Protocol
+
+import redis
+
+from engine import redis_keys
+from engine.runtime.deployment import TaskDeploymentDescriptor
+from engine.taskexecutor import messages
+
+
+class TaskExecutorGateway(Protocol):
+    def upload_user_code(self, job_id: str, code: bytes) -> None: ...
+
+    def submit_task(self, tm_id: str, slot: int, tdd: TaskDeploymentDescriptor) -> None: ...
+
+    def cancel_job(self, tm_id: str, slot: int, job_id: str, attempt: int) -> None: ...
+
+    def release_job(self, job_id: str) -> None:
+        """Drop the job's short-lived Redis data: channels, credits, user code."""
+
+
+class RedisTaskExecutorGateway:
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+
+    def upload_user_code(self, job_id: str, code: bytes) -> None:
+        self.client.set(redis_keys.job_user_code(job_id), code)
+
+    def submit_task(self, tm_id: str, slot: int, tdd: TaskDeploymentDescriptor) -> None:
+        self.client.rpush(redis_keys.slot_inbox(tm_id, slot), messages.pack(messages.deploy(tdd.to_dict())))
+
+    def cancel_job(self, tm_id: str, slot: int, job_id: str, attempt: int) -> None:
+        self.client.rpush(redis_keys.slot_inbox(tm_id, slot), messages.pack(messages.cancel(job_id, attempt)))
+
+    def release_job(self, job_id: str) -> None:
+        keys = list(self.client.scan_iter(match=redis_keys.job_channels_pattern(job_id), count=1000))
+        keys.append(redis_keys.job_user_code(job_id))
+        for i in range(0, len(keys), 500):
+            self.client.delete(*keys[i : i + 500])

@@ -1,0 +1,191 @@
+"""One slot of a TaskManager: a child process that runs the subtasks deployed to it.
+
+A slot is a process, not a thread, so a TaskManager with N slots can keep N
+cores busy despite the interpreter lock. Subtasks sharing the slot (one per
+vertex, by slot sharing) run as threads inside it. The process dies with its
+TaskManager (PR_SET_PDEATHSIG), so a SIGKILLed TaskManager leaves no orphans.
+"""
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import logging
+import signal
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+import cloudpickle
+import redis
+
+from engine import redis_keys
+from engine.runtime.deployment import TaskDeploymentDescriptor
+from engine.runtime.io.channel import TaskCancelled
+from engine.runtime.io.redis_channels import RedisChannelFactory
+from engine.runtime.io.serialization import MsgpackSerializer
+from engine.runtime.stream_task import StreamTask, TaskEnvironment
+from engine.taskexecutor import messages
+
+log = logging.getLogger("millstream.slot")
+
+METRICS_INTERVAL_S = 1.0
+METRICS_TTL_S = 24 * 3600
+
+
+@dataclass(frozen=True)
+class SlotConfig:
+    tm_id: str
+    slot: int
+    redis_url: str
+    credits: int = 8
+    buffer_records: int = 1024
+
+
+def _die_with_parent() -> None:
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass  # not Linux: the TaskManager's own shutdown still terminates us
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class _Running:
+    task: StreamTask
+    thread: threading.Thread
+    tdd: TaskDeploymentDescriptor
+
+
+class SlotExecutor:
+    def __init__(self, cfg: SlotConfig, client: redis.Redis) -> None:
+        self.cfg = cfg
+        self.client = client
+        self.inbox = redis_keys.slot_inbox(cfg.tm_id, cfg.slot)
+        self.tasks: dict[tuple[str, str, int, int], _Running] = {}
+        self.lock = threading.Lock()
+        self.code_cache: dict[str, bytes] = {}
+        self.serializer = MsgpackSerializer()
+        self.stopping = threading.Event()
+
+    # -- messages --------------------------------------------------------------
+    def report(self, tdd: TaskDeploymentDescriptor, state: str, error: str | None = None, exc_name: str | None = None) -> None:
+        msg = messages.task_state(
+            tdd.job_id, tdd.vertex_id, tdd.subtask, tdd.attempt, state, self.cfg.tm_id, self.cfg.slot, now_ms(), error, exc_name
+        )
+        self.client.rpush(redis_keys.JOBMANAGER_INBOX, messages.pack(msg))
+
+    def handle(self, msg: dict[str, Any]) -> None:
+        if msg["type"] == "deploy":
+            self.deploy(TaskDeploymentDescriptor.from_dict(msg["tdd"]))
+        elif msg["type"] == "cancel":
+            with self.lock:
+                victims = [r for k, r in self.tasks.items() if k[0] == msg["job"] and k[3] <= msg["attempt"]]
+            for r in victims:
+                r.task.cancel()
+
+    def deploy(self, tdd: TaskDeploymentDescriptor) -> None:
+        key = (tdd.job_id, tdd.vertex_id, tdd.subtask, tdd.attempt)
+        try:
+            code = self.code_cache.get(tdd.job_id)
+            if code is None:
+                code = self.client.get(redis_keys.job_user_code(tdd.job_id))
+                if code is None:
+                    raise RuntimeError(f"user code of job {tdd.job_id} is missing from Redis")
+                self.code_cache[tdd.job_id] = code
+            graph = cloudpickle.loads(code)
+            cancelled = threading.Event()
+            env = TaskEnvironment(
+                channels=RedisChannelFactory(self.client, self.cfg.credits, cancelled),
+                cancelled=cancelled,
+                print_line=self._print_line,
+                collect=lambda node_id, values, job=tdd.job_id: self._collect(job, values),
+            )
+            tdd_cfg = dict(tdd.config)
+            tdd_cfg.setdefault("taskmanager.buffer-records", self.cfg.buffer_records)
+            tdd = dataclasses.replace(tdd, config=tdd_cfg)
+            task = StreamTask(tdd, graph, env)
+        except Exception:
+            self.report(tdd, "FAILED", traceback.format_exc(), sys.exc_info()[0].__name__)
+            return
+        thread = threading.Thread(target=self._run, args=(key, task, tdd), name=task.name, daemon=True)
+        with self.lock:
+            self.tasks[key] = _Running(task, thread, tdd)
+        self.report(tdd, "INITIALIZING")
+        thread.start()
+
+    def _run(self, key: tuple[str, str, int, int], task: StreamTask, tdd: TaskDeploymentDescriptor) -> None:
+        state, error, exc_name = "FINISHED", None, None
+        try:
+            self.report(tdd, "RUNNING")
+            task.run()
+        except TaskCancelled:
+            state = "CANCELED"
+        except BaseException as e:  # a user function failed: the task fails, the slot lives on
+            state, error, exc_name = "FAILED", traceback.format_exc(), type(e).__name__
+        if state == "FINISHED" and task.env.cancelled.is_set():
+            state = "CANCELED"
+        self._publish_metrics([(tdd, task)])
+        with self.lock:
+            self.tasks.pop(key, None)
+            if not any(k[0] == tdd.job_id for k in self.tasks):
+                self.code_cache.pop(tdd.job_id, None)
+        self.report(tdd, state, error, exc_name)
+
+    def _print_line(self, text: str) -> None:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+
+    def _collect(self, job: str, values: list[Any]) -> None:
+        self.client.rpush(redis_keys.collect(job), self.serializer.encode(0, values))
+
+    # -- metrics ---------------------------------------------------------------
+    def _publish_metrics(self, tasks: list[tuple[TaskDeploymentDescriptor, StreamTask]]) -> None:
+        if not tasks:
+            return
+        pipe = self.client.pipeline(transaction=False)
+        for tdd, task in tasks:
+            sample = task.metrics.sample()
+            sample.update(attempt=tdd.attempt, tm=self.cfg.tm_id, slot=self.cfg.slot, ts=now_ms())
+            key = redis_keys.task_metrics(tdd.job_id)
+            pipe.hset(key, f"{tdd.vertex_id}:{tdd.subtask}", messages.pack(sample))
+            pipe.expire(key, METRICS_TTL_S)
+        pipe.execute()
+
+    def metrics_loop(self) -> None:
+        while not self.stopping.wait(METRICS_INTERVAL_S):
+            with self.lock:
+                running = [(r.tdd, r.task) for r in self.tasks.values()]
+            try:
+                self._publish_metrics(running)
+            except redis.RedisError:
+                log.warning("could not publish metrics", exc_info=True)
+
+    def serve(self) -> None:
+        threading.Thread(target=self.metrics_loop, name="metrics", daemon=True).start()
+        while not self.stopping.is_set():
+            try:
+                got = self.client.blpop([self.inbox], timeout=0.5)
+            except redis.ConnectionError:
+                time.sleep(0.5)
+                continue
+            if got:
+                try:
+                    self.handle(messages.unpack(got[1]))
+                except Exception:
+                    log.exception("bad control message")
+
+
+def slot_main(cfg: SlotConfig) -> None:
+    """Entry point of the slot process."""
+    _die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the TaskManager's to handle
+    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s slot-{cfg.slot} %(levelname)s %(message)s")
+    client = redis.Redis.from_url(cfg.redis_url, socket_keepalive=True, health_check_interval=30)
+    SlotExecutor(cfg, client).serve()

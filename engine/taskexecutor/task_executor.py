@@ -1,0 +1,152 @@
+"""The TaskManager process: registers its slots, heartbeats, and supervises slot processes.
+
+Registration is a hash entry in Redis; liveness is a key with a TTL refreshed
+every heartbeat interval, so a killed TaskManager simply stops existing once
+the TTL runs out. A slot process that dies is reported to the JobManager
+(its tasks are lost) and started again.
+"""
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import signal
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+
+import psutil
+import redis
+
+from engine import redis_keys
+from engine.taskexecutor import messages
+from engine.taskexecutor.slot_process import SlotConfig, slot_main
+
+log = logging.getLogger("millstream.taskmanager")
+
+
+@dataclass(frozen=True)
+class TaskManagerConfig:
+    redis_url: str
+    slots: int = 2
+    heartbeat_interval_ms: int = 1000
+    heartbeat_timeout_ms: int = 10_000
+    credits: int = 8
+    buffer_records: int = 1024
+    host: str = "127.0.0.1"
+    tm_id: str | None = None
+    log_file: str | None = None
+
+
+def new_taskmanager_id(host: str) -> str:
+    return f"{host}:{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+class TaskExecutor:
+    def __init__(self, cfg: TaskManagerConfig) -> None:
+        self.cfg = cfg
+        self.id = cfg.tm_id or new_taskmanager_id(cfg.host)
+        self.client = redis.Redis.from_url(cfg.redis_url, socket_keepalive=True)
+        self.ctx = multiprocessing.get_context("spawn")
+        self.slots: dict[int, multiprocessing.process.BaseProcess] = {}
+        self.stopping = threading.Event()
+        self.started_ms = int(time.time() * 1000)
+
+    def _start_slot(self, i: int) -> None:
+        cfg = SlotConfig(self.id, i, self.cfg.redis_url, self.cfg.credits, self.cfg.buffer_records)
+        p = self.ctx.Process(target=slot_main, args=(cfg,), name=f"slot-{i}", daemon=False)
+        p.start()
+        self.slots[i] = p
+
+    def _info(self) -> bytes:
+        vm = psutil.virtual_memory()
+        return messages.pack(
+            {
+                "id": self.id,
+                "host": self.cfg.host,
+                "pid": os.getpid(),
+                "slots": self.cfg.slots,
+                "started": self.started_ms,
+                "cpu_cores": psutil.cpu_count() or 1,
+                "physical_memory": vm.total,
+                "log_file": self.cfg.log_file,
+            }
+        )
+
+    def _heartbeat(self) -> None:
+        vm = psutil.virtual_memory()
+        proc = psutil.Process()
+        rss = proc.memory_info().rss + sum(
+            psutil.Process(p.pid).memory_info().rss for p in self.slots.values() if p.is_alive()
+        )
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hset(redis_keys.TASKMANAGERS, self.id, self._info())
+        pipe.set(redis_keys.taskmanager_heartbeat(self.id), int(time.time() * 1000), px=self.cfg.heartbeat_timeout_ms)
+        pipe.set(
+            redis_keys.taskmanager_metrics(self.id),
+            messages.pack(
+                {
+                    "cpu_load": psutil.cpu_percent(interval=None) / 100.0,
+                    "free_memory": vm.available,
+                    "rss": rss,
+                    "ts": int(time.time() * 1000),
+                }
+            ),
+            px=self.cfg.heartbeat_timeout_ms,
+        )
+        pipe.execute()
+
+    def _supervise(self) -> None:
+        for i, p in list(self.slots.items()):
+            if not p.is_alive() and not self.stopping.is_set():
+                reason = f"slot process {i} of TaskManager {self.id} exited with code {p.exitcode}"
+                log.error(reason)
+                self.client.rpush(
+                    redis_keys.JOBMANAGER_INBOX,
+                    messages.pack(messages.slot_lost(self.id, i, int(time.time() * 1000), reason)),
+                )
+                self._start_slot(i)
+
+    def run(self) -> None:
+        log.info("TaskManager %s starting with %d slots", self.id, self.cfg.slots)
+        for i in range(self.cfg.slots):
+            # Stale deployments addressed to a previous TaskManager with this id are dropped.
+            self.client.delete(redis_keys.slot_inbox(self.id, i))
+            self._start_slot(i)
+        interval = self.cfg.heartbeat_interval_ms / 1000
+        while not self.stopping.is_set():
+            try:
+                self._heartbeat()
+                self._supervise()
+            except redis.RedisError as e:
+                log.warning("heartbeat failed: %s", e)
+            self.stopping.wait(interval)
+        self.shutdown()
+
+    def stop(self, *_: object) -> None:
+        self.stopping.set()
+
+    def shutdown(self) -> None:
+        try:
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hdel(redis_keys.TASKMANAGERS, self.id)
+            pipe.delete(redis_keys.taskmanager_heartbeat(self.id))
+            pipe.execute()
+        except redis.RedisError:
+            pass
+        for p in self.slots.values():
+            p.terminate()
+        for p in self.slots.values():
+            p.join(5)
+            if p.is_alive():
+                p.kill()
+        log.info("TaskManager %s stopped", self.id)
+
+
+def run_taskmanager(cfg: TaskManagerConfig) -> None:
+    te = TaskExecutor(cfg)
+    signal.signal(signal.SIGTERM, te.stop)
+    signal.signal(signal.SIGINT, te.stop)
+    te.run()
+

