@@ -1,0 +1,1 @@
+"""REST routers, one per resource, in Flink's REST shapes."""

@@ -1,0 +1,103 @@
+"""The FastAPI application: the Dispatcher's REST API (and, later, the dashboard).
+
+``create_app`` wires settings, Redis, SQL and the engine's Dispatcher; every
+router is mounted twice, bare and under ``/v1``, as Flink does. Errors use
+Flink's ``{"errors": [...]}`` body.
+"""
+from __future__ import annotations
+
+import logging
+from contextlib import asynccontextmanager
+from typing import AsyncIterator
+
+import redis
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from backend.persistence.database import make_engine, make_session_factory, upgrade_database
+from backend.persistence.jar_store import JarRepository
+from backend.persistence.sql_job_store import SqlJobStore
+from backend.persistence.taskmanager_history import TaskManagerHistory
+from backend.settings import Settings
+from engine.jobmanager.dispatcher import Dispatcher, DispatcherConfig, JobSubmissionError, UnknownJob
+
+log = logging.getLogger("millstream.app")
+
+VERSION = "0.1.0"
+
+
+def _routers():
+    from backend.api import cluster, jars, jobs, taskmanagers, vertices
+
+    return [cluster.router, jobs.router, vertices.router, taskmanagers.router, jars.router]
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if not settings.redis_url:
+            raise RuntimeError("REDIS_URL is not set; `millstream cluster start` provides one")
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        settings.upload_dir.mkdir(parents=True, exist_ok=True)
+        url = settings.resolved_database_url
+        upgrade_database(url)
+        engine = make_engine(url)
+        sessions = make_session_factory(engine)
+        client = redis.Redis.from_url(settings.redis_url, socket_keepalive=True)
+        dispatcher = Dispatcher(
+            client,
+            SqlJobStore(sessions),
+            DispatcherConfig(
+                heartbeat_interval_ms=settings.heartbeat_interval_ms,
+                heartbeat_timeout_ms=settings.heartbeat_timeout_ms,
+            ),
+        )
+        app.state.settings = settings
+        app.state.dispatcher = dispatcher
+        app.state.jars = JarRepository(sessions)
+        app.state.tm_history = TaskManagerHistory(sessions)
+        dispatcher.start()
+        log.info("JobManager REST API on http://%s:%d", settings.host, settings.port)
+        try:
+            yield
+        finally:
+            dispatcher.stop()
+            client.close()
+            engine.dispose()
+
+    app = FastAPI(
+        title="Millstream",
+        version=VERSION,
+        description="A Flink-style stream processing cluster. REST paths and fields follow Flink's REST API; "
+        "every path is also served under /v1.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    for router in _routers():
+        app.include_router(router)
+        app.include_router(router, prefix="/v1", include_in_schema=False)
+    _install_error_handlers(app)
+    return app
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(UnknownJob)
+    async def unknown_job(_: Request, exc: UnknownJob) -> JSONResponse:
+        return JSONResponse({"errors": [f"Job {exc.args[0]} not found"]}, status_code=404)
+
+    @app.exception_handler(JobSubmissionError)
+    async def bad_job(_: Request, exc: JobSubmissionError) -> JSONResponse:
+        return JSONResponse({"errors": [str(exc)]}, status_code=400)
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+        msgs = [f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}" for e in exc.errors()]
+        return JSONResponse({"errors": msgs or ["bad request"]}, status_code=400)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return JSONResponse({"errors": [str(exc.detail)]}, status_code=exc.status_code, headers=exc.headers)

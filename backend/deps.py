@@ -1,0 +1,33 @@
+"""FastAPI dependencies as named ``Annotated`` aliases."""
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from backend.persistence.jar_store import JarRepository
+from backend.persistence.taskmanager_history import TaskManagerHistory
+from backend.settings import Settings
+from engine.jobmanager.dispatcher import Dispatcher
+
+
+def get_dispatcher(request: Request) -> Dispatcher:
+    return request.app.state.dispatcher
+
+
+def get_settings_dep(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+def get_jars(request: Request) -> JarRepository:
+    return request.app.state.jars
+
+
+def get_tm_history(request: Request) -> TaskManagerHistory:
+    return request.app.state.tm_history
+
+
+DispatcherDep = Annotated[Dispatcher, Depends(get_dispatcher)]
+SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
+JarsDep = Annotated[JarRepository, Depends(get_jars)]
+TaskManagerHistoryDep = Annotated[TaskManagerHistory, Depends(get_tm_history)]

@@ -1,0 +1,27 @@
+"""Shared fixtures: a private Redis-compatible server per test session, flushed between tests."""
+from __future__ import annotations
+
+from typing import Iterator
+
+import pytest
+import redis
+
+from backend.embedded_redis import redis_url_of, start_embedded_redis
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The URL of a valkey-server this test session started on a free port."""
+    server = start_embedded_redis(tmp_path_factory.mktemp("valkey"))
+    try:
+        yield redis_url_of(server)
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def redis_url(redis_server: str) -> str:
+    client = redis.Redis.from_url(redis_server)
+    client.flushall()
+    client.close()
+    return redis_server
