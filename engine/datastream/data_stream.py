@@ -70,9 +70,11 @@ class DataStream:
         return self._update(parallelism=parallelism)
 
     def get_parallelism(self) -> int:
-        return self._t.parallelism or self._env.get_parallelism()
+        return self._t.fixed_parallelism or self._t.parallelism or self._env.get_parallelism()
 
     def set_max_parallelism(self, max_parallelism: int) -> "DataStream":
+        if not 0 < max_parallelism <= 32768:
+            raise ValueError(f"max parallelism must be in 1..32768, got {max_parallelism}")
         return self._update(max_parallelism=max_parallelism)
 
     def disable_chaining(self) -> "DataStream":

@@ -62,7 +62,9 @@ class StreamExecutionEnvironment:
         return self
 
     def get_max_parallelism(self) -> int:
-        return self._max_parallelism or 128
+        from engine.graph.stream_graph import default_max_parallelism_for
+
+        return self._max_parallelism or default_max_parallelism_for(self._parallelism)
 
     def set_runtime_mode(self, execution_mode: RuntimeExecutionMode) -> "StreamExecutionEnvironment":
         self._runtime_mode = RuntimeExecutionMode(execution_mode)

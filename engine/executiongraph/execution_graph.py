@@ -73,16 +73,21 @@ class ExecutionJobVertex:
         return counts
 
     def aggregate_state(self) -> ExecutionState:
-        """Flink's rule: the 'least advanced' live state, else the worst end state."""
+        """Flink's getAggregateJobVertexState, except that vertices not yet running
+        show their most advanced deployment stage instead of collapsing to CREATED."""
         states = [sv.current.state for sv in self.subtasks]
-        for s in (ExecutionState.FAILED, ExecutionState.CANCELING, ExecutionState.CANCELED):
+        for s in (
+            ExecutionState.FAILED,
+            ExecutionState.CANCELING,
+            ExecutionState.CANCELED,
+            ExecutionState.INITIALIZING,
+            ExecutionState.RUNNING,
+        ):
             if s in states:
                 return s
-        if all(s is ExecutionState.FINISHED for s in states):
-            return ExecutionState.FINISHED
-        if any(s is ExecutionState.RUNNING for s in states):
-            return ExecutionState.RUNNING
-        for s in (ExecutionState.INITIALIZING, ExecutionState.DEPLOYING, ExecutionState.SCHEDULED):
+        if ExecutionState.FINISHED in states:
+            return ExecutionState.FINISHED if all(s is ExecutionState.FINISHED for s in states) else ExecutionState.RUNNING
+        for s in (ExecutionState.DEPLOYING, ExecutionState.SCHEDULED):
             if s in states:
                 return s
         return ExecutionState.CREATED

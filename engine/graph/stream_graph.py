@@ -20,6 +20,13 @@ DEFAULT_MAX_PARALLELISM = 128
 UPPER_MAX_PARALLELISM = 32768
 
 
+def default_max_parallelism_for(parallelism: int) -> int:
+    """Flink's rule: 1.5 x parallelism rounded up to a power of two, within [128, 32768]."""
+    target = parallelism + parallelism // 2
+    power = 1 << max(target - 1, 0).bit_length()
+    return min(max(power, DEFAULT_MAX_PARALLELISM), UPPER_MAX_PARALLELISM)
+
+
 class GraphBuildError(ValueError):
     """The program describes a graph that cannot run; the message says why."""
 
@@ -78,7 +85,7 @@ def build_stream_graph(
 ) -> StreamGraph:
     """Resolve parallelism and edges for every physical transformation."""
     by_id = {t.id: t for t in transformations}
-    env_max = default_max_parallelism or DEFAULT_MAX_PARALLELISM
+    env_max = default_max_parallelism
     nodes: dict[int, StreamNode] = {}
     edges: list[StreamEdge] = []
     key_selectors: dict[int, Any] = {}
@@ -87,7 +94,7 @@ def build_stream_graph(
         if t.kind.is_virtual:
             continue
         parallelism = t.fixed_parallelism or t.parallelism or default_parallelism
-        max_par = t.max_parallelism or env_max
+        max_par = t.max_parallelism if t.max_parallelism is not None else (env_max or default_max_parallelism_for(parallelism))
         if not 1 <= max_par <= UPPER_MAX_PARALLELISM:
             raise GraphBuildError(
                 f"max parallelism of '{t.name}' must be between 1 and {UPPER_MAX_PARALLELISM}, got {max_par}"
@@ -114,6 +121,11 @@ def build_stream_graph(
             bounded=t.bounded,
         )
         position += 1
+        clash = next((n for n in nodes.values() if n.operator_id == node.operator_id), None)
+        if clash is not None:
+            raise GraphBuildError(
+                f"operators '{clash.name}' and '{t.name}' have the same uid '{t.uid}'; uids must be unique"
+            )
         nodes[t.id] = node
         for src, strategy, selector, input_index in resolved:
             up = nodes[src]

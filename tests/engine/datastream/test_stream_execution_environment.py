@@ -54,11 +54,6 @@ def test_from_collection_is_pinned_to_parallelism_one():
     assert isinstance(env._transformations[src._id].function, CollectionSource)
 
 
-@pytest.mark.xfail(
-    reason="BUG: DataStream.get_parallelism() ignores fixed_parallelism and reports the env default "
-    "(4) for a from_collection source that always runs with parallelism 1",
-    strict=True,
-)
 def test_from_collection_reports_parallelism_one():
     env = _env(4)
     assert env.from_collection([1, 2, 3]).get_parallelism() == 1

@@ -149,12 +149,6 @@ def test_aggregate_state(states, expected):
     assert _vertex_with(states).aggregate_state() is expected
 
 
-@pytest.mark.xfail(
-    reason="BUG: aggregate_state returns RUNNING when some subtasks are still INITIALIZING; "
-    "Flink's getAggregateJobVertexState (which the docstring cites) checks INITIALIZING "
-    "before RUNNING, and the docstring's own 'least advanced live state' rule says the same",
-    strict=True,
-)
 def test_aggregate_state_initializing_beats_running():
     assert _vertex_with([T.RUNNING, T.INITIALIZING]).aggregate_state() is T.INITIALIZING
 
