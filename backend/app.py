@@ -20,6 +20,7 @@ from backend.persistence.database import make_engine, make_session_factory, upgr
 from backend.persistence.jar_store import JarRepository
 from backend.persistence.sql_job_store import SqlJobStore
 from backend.persistence.taskmanager_history import TaskManagerHistory
+from backend.services.programs import ProgramService
 from backend.settings import Settings
 from engine.jobmanager.dispatcher import Dispatcher, DispatcherConfig, JobSubmissionError, UnknownJob
 
@@ -29,9 +30,9 @@ VERSION = "0.1.0"
 
 
 def _routers():
-    from backend.api import cluster, jars, jobs, taskmanagers, vertices
+    from backend.api import cluster, jars, jobs, submission, taskmanagers, vertices
 
-    return [cluster.router, jobs.router, vertices.router, taskmanagers.router, jars.router]
+    return [cluster.router, jobs.router, submission.router, vertices.router, taskmanagers.router, jars.router]
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -60,6 +61,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.dispatcher = dispatcher
         app.state.jars = JarRepository(sessions)
         app.state.tm_history = TaskManagerHistory(sessions)
+        app.state.programs = ProgramService(
+            app.state.jars, settings.upload_dir, settings.max_upload_bytes, settings.plan_timeout_s
+        )
         dispatcher.start()
         log.info("JobManager REST API on http://%s:%d", settings.host, settings.port)
         try:

@@ -1,0 +1,51 @@
+"""Job submission by JobGraph (``POST /jobs``) and result streaming for ``execute_and_collect``."""
+from __future__ import annotations
+
+import json
+
+import msgpack
+from fastapi import APIRouter, File, Form, HTTPException, Query, Response, UploadFile
+from pydantic import BaseModel
+
+from backend.deps import DispatcherDep, SettingsDep
+from engine.graph.job_graph import JobGraph
+
+router = APIRouter(tags=["jobs"])
+
+
+class JobSubmitResponse(BaseModel):
+    jobid: str
+    jobUrl: str
+
+
+@router.post("/jobs", status_code=202, response_model=JobSubmitResponse, summary="Submit a JobGraph")
+async def submit_job(
+    dispatcher: DispatcherDep,
+    settings: SettingsDep,
+    jobgraph: str = Form(..., description="The JobGraph as JSON (JobGraph.to_dict())"),
+    usercode: UploadFile = File(..., description="The cloudpickled StreamGraph carrying the user functions"),
+) -> JobSubmitResponse:
+    try:
+        graph = JobGraph.from_dict(json.loads(jobgraph))
+    except (ValueError, KeyError, TypeError) as e:
+        raise HTTPException(400, f"malformed JobGraph: {e}")
+    code = await usercode.read(settings.max_upload_bytes + 1)
+    if len(code) > settings.max_upload_bytes:
+        raise HTTPException(413, f"user code exceeds the limit of {settings.max_upload_bytes} bytes")
+    job_id = dispatcher.submit(graph, code)
+    return JobSubmitResponse(jobid=job_id, jobUrl=f"/jobs/{job_id}")
+
+
+@router.get(
+    "/jobs/{jid}/results",
+    summary="Records collected by execute_and_collect, from an offset (msgpack)",
+    response_class=Response,
+    responses={200: {"content": {"application/x-msgpack": {}}}},
+)
+def job_results(dispatcher: DispatcherDep, jid: str, offset: int = Query(0, ge=0)) -> Response:
+    batches, ended = dispatcher.collect(jid, offset)
+    record = dispatcher.job_record(jid)
+    body = msgpack.packb(
+        {"batches": batches, "ended": ended, "state": record.state if record else "UNKNOWN"}, use_bin_type=True
+    )
+    return Response(body, media_type="application/x-msgpack")

@@ -1,0 +1,224 @@
+"""The ``millstream`` command line: cluster processes and job client commands."""
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import runpy
+import signal
+import sys
+from pathlib import Path
+from typing import Optional
+
+import httpx
+import typer
+
+from backend.settings import Settings
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help="Millstream: a Flink-style stream processing cluster.")
+cluster_app = typer.Typer(no_args_is_help=True, help="Run a local cluster.")
+app.add_typer(cluster_app, name="cluster")
+
+JM_OPTION = typer.Option(None, "--jobmanager", "-m", help="JobManager REST address [env MILLSTREAM_JOBMANAGER]")
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_bind(settings: Settings, insecure: bool) -> None:
+    if not _is_loopback(settings.host) and not settings.auth_token:
+        if not insecure:
+            typer.echo(
+                f"refusing to bind to {settings.host} without MILLSTREAM_AUTH_TOKEN: anyone who can reach the "
+                "REST API could run code on this cluster. Set a token, or pass --insecure to accept the risk.",
+                err=True,
+            )
+            raise typer.Exit(2)
+        typer.echo(f"WARNING: serving on {settings.host} without authentication (--insecure)", err=True)
+
+
+@app.command()
+def jobmanager(
+    host: Optional[str] = typer.Option(None, help="Bind address [env MILLSTREAM_HOST, default 127.0.0.1]"),
+    port: Optional[int] = typer.Option(None, help="REST port [env MILLSTREAM_PORT, default 8081]"),
+    insecure: bool = typer.Option(False, help="Allow a non-loopback bind without an auth token"),
+) -> None:
+    """Run the JobManager: Dispatcher, REST API and scheduler."""
+    import uvicorn
+
+    from backend.app import create_app
+
+    overrides = {k: v for k, v in {"host": host, "port": port}.items() if v is not None}
+    settings = Settings(**overrides)
+    _check_bind(settings, insecure)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="info")
+
+
+@app.command()
+def taskmanager(
+    slots: Optional[int] = typer.Option(None, help="Task slots [env MILLSTREAM_SLOTS, default 2]"),
+    redis_url: Optional[str] = typer.Option(None, help="Redis URL [env REDIS_URL]"),
+    log_file: Optional[str] = typer.Option(None, help="Where this process logs, shown by the REST API"),
+) -> None:
+    """Run a TaskManager that offers SLOTS task slots."""
+    from engine.taskexecutor.task_executor import TaskManagerConfig, run_taskmanager
+
+    settings = Settings()
+    url = redis_url or settings.redis_url
+    if not url:
+        typer.echo("REDIS_URL is not set: a TaskManager needs the cluster's Redis", err=True)
+        raise typer.Exit(2)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    run_taskmanager(
+        TaskManagerConfig(
+            redis_url=url,
+            slots=slots or settings.slots,
+            heartbeat_interval_ms=settings.heartbeat_interval_ms,
+            heartbeat_timeout_ms=settings.heartbeat_timeout_ms,
+            credits=settings.credits,
+            buffer_records=settings.buffer_records,
+            log_file=os.path.abspath(log_file) if log_file else None,
+        )
+    )
+
+
+@cluster_app.command("start")
+def cluster_start(
+    host: Optional[str] = typer.Option(None, help="REST bind address [default 127.0.0.1]"),
+    port: Optional[int] = typer.Option(None, help="REST port [default 8081]"),
+    taskmanagers: Optional[int] = typer.Option(None, help="Number of TaskManagers [default 2]"),
+    slots: Optional[int] = typer.Option(None, help="Slots per TaskManager [default 2]"),
+    restart_taskmanagers: bool = typer.Option(True, help="Start a TaskManager again when it dies"),
+) -> None:
+    """Start a JobManager and TaskManagers here; Ctrl-C stops them all."""
+    from backend.cluster_launcher import LocalCluster
+
+    overrides = {k: v for k, v in {"host": host, "port": port}.items() if v is not None}
+    settings = Settings(**overrides)
+    _check_bind(settings, insecure=False)
+    cluster = LocalCluster(
+        settings, taskmanagers or settings.taskmanagers, slots or settings.slots, restart_taskmanagers
+    )
+    signal.signal(signal.SIGINT, cluster.stop)
+    signal.signal(signal.SIGTERM, cluster.stop)
+    try:
+        redis_url = cluster.start()
+        typer.echo(f"Redis: {redis_url}")
+        if cluster.wait_ready():
+            typer.echo(
+                f"Millstream is up: REST on http://{settings.host}:{settings.port} with "
+                f"{cluster.taskmanagers} TaskManagers x {cluster.slots} slots. Logs in {settings.data_dir.resolve() / 'log'}. "
+                "Ctrl-C stops it."
+            )
+        else:
+            typer.echo(f"the cluster did not come up; see {settings.data_dir.resolve() / 'log'}", err=True)
+            cluster.stop()
+        cluster.supervise()
+    finally:
+        cluster.shutdown()
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def run(
+    ctx: typer.Context,
+    program: Path = typer.Argument(..., exists=True, dir_okay=False, help="A Python DataStream program"),
+    parallelism: Optional[int] = typer.Option(None, "--parallelism", "-p", min=1, help="Default parallelism"),
+    detached: bool = typer.Option(False, "--detached", "-d", help="Submit and return without waiting"),
+    local: bool = typer.Option(False, "--local", help="Run in this process on a mini-cluster"),
+    jobmanager_url: Optional[str] = JM_OPTION,
+) -> None:
+    """Run PROGRAM against the cluster (or locally); extra arguments go to the program."""
+    from engine.client.context import LocalContext, set_context
+    from engine.client.remote import RemoteContext, SubmissionFailed
+    from engine.common.job_execution_result import JobExecutionException
+    from engine.compat.pyflink_alias import install
+
+    settings = Settings()
+    install()
+    program_dir = str(program.resolve().parent)
+    sys.path.insert(0, program_dir)
+    sys.argv = [str(program), *ctx.args]
+    remote = None
+    if local:
+        set_context(LocalContext(parallelism))
+    else:
+        remote = RemoteContext(
+            jobmanager_url or settings.jobmanager, parallelism, detached, settings.auth_token, program_dir
+        )
+        set_context(remote)
+    failed = False
+    try:
+        runpy.run_path(str(program), run_name="__main__")
+    except JobExecutionException as e:
+        typer.echo(f"Job {e.job_id} {e.status}", err=True)
+        if e.cause:
+            typer.echo(e.cause.rstrip(), err=True)
+        failed = True
+    except SubmissionFailed as e:
+        typer.echo(str(e), err=True)
+        failed = True
+    except httpx.ConnectError:
+        typer.echo(f"cannot reach the JobManager at {remote.http.base_url if remote else '?'}; is the cluster running?", err=True)
+        failed = True
+    if remote is not None:
+        for job_id in remote.submitted:
+            state = "SUBMITTED" if detached else _job_state(remote.http, job_id)
+            typer.echo(f"Job {job_id} {state}")
+            failed = failed or state in ("FAILED", "CANCELED")
+        if not remote.submitted and not failed:
+            typer.echo("the program did not submit a job (no execute() call)", err=True)
+    raise typer.Exit(1 if failed else 0)
+
+
+def _job_state(http: httpx.Client, job_id: str) -> str:
+    r = http.get(f"/jobs/{job_id}")
+    return r.json().get("state", "UNKNOWN") if r.status_code == 200 else "UNKNOWN"
+
+
+def _client(jobmanager_url: Optional[str]) -> httpx.Client:
+    settings = Settings()
+    headers = {"Authorization": f"Bearer {settings.auth_token}"} if settings.auth_token else {}
+    return httpx.Client(base_url=(jobmanager_url or settings.jobmanager).rstrip("/"), headers=headers, timeout=30)
+
+
+@app.command("list")
+def list_jobs(jobmanager_url: Optional[str] = JM_OPTION) -> None:
+    """List jobs, newest first."""
+    with _client(jobmanager_url) as http:
+        try:
+            jobs = http.get("/jobs/overview").json()["jobs"]
+        except httpx.ConnectError:
+            typer.echo("cannot reach the JobManager; is the cluster running?", err=True)
+            raise typer.Exit(2)
+    if not jobs:
+        typer.echo("No jobs.")
+        return
+    typer.echo(f"{'JOB ID':32}  {'STATE':10}  NAME")
+    for j in jobs:
+        typer.echo(f"{j['jid']:32}  {j['state']:10}  {j['name']}")
+
+
+@app.command()
+def cancel(job_id: str, jobmanager_url: Optional[str] = JM_OPTION) -> None:
+    """Cancel a job."""
+    with _client(jobmanager_url) as http:
+        r = http.patch(f"/jobs/{job_id}", params={"mode": "cancel"})
+    if r.status_code >= 400:
+        typer.echo("; ".join(r.json().get("errors", [r.text])), err=True)
+        raise typer.Exit(1)
+    typer.echo(f"Cancellation of job {job_id} requested.")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+"""``millstream cluster start``: a JobManager and TaskManagers as child processes on this machine.
+
+If ``REDIS_URL`` is unset a private valkey-server is started first. Each child
+logs to ``<data_dir>/log``. A TaskManager that dies is started again, as a
+supervisor would, unless ``restart_taskmanagers`` is off. Ctrl-C stops everything.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from backend.embedded_redis import redis_url_of, start_embedded_redis
+from backend.settings import Settings
+
+
+@dataclass
+class _Child:
+    name: str
+    cmd: list[str]
+    log: Path
+    proc: subprocess.Popen | None = None
+
+    def start(self, env: dict[str, str]) -> None:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        out = open(self.log, "ab")
+        self.proc = subprocess.Popen(self.cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        out.close()
+
+
+class LocalCluster:
+    def __init__(self, settings: Settings, taskmanagers: int, slots: int, restart_taskmanagers: bool = True) -> None:
+        self.settings = settings
+        self.taskmanagers = taskmanagers
+        self.slots = slots
+        self.restart = restart_taskmanagers
+        self.redis = None
+        self.children: list[_Child] = []
+        self._stop = False
+
+    def _env(self, redis_url: str) -> dict[str, str]:
+        env = dict(os.environ)
+        env["REDIS_URL"] = redis_url
+        env["MILLSTREAM_DATA_DIR"] = str(self.settings.data_dir.resolve())
+        env["MILLSTREAM_HOST"] = self.settings.host
+        env["MILLSTREAM_PORT"] = str(self.settings.port)
+        env["PYTHONUNBUFFERED"] = "1"
+        if self.settings.database_url:
+            env["DATABASE_URL"] = self.settings.database_url
+        return env
+
+    def start(self) -> str:
+        data = self.settings.data_dir.resolve()
+        logs = data / "log"
+        redis_url = self.settings.redis_url
+        if not redis_url:
+            self.redis = start_embedded_redis(data / "valkey")
+            redis_url = redis_url_of(self.redis)
+        env = self._env(redis_url)
+        cli = [sys.executable, "-m", "backend.cli"]
+        jm = _Child("jobmanager", [*cli, "jobmanager"], logs / "jobmanager.log")
+        self.children.append(jm)
+        jm.start(env)
+        for i in range(self.taskmanagers):
+            log = logs / f"taskmanager-{i}.log"
+            tm = _Child(f"taskmanager-{i}", [*cli, "taskmanager", "--slots", str(self.slots), "--log-file", str(log)], log)
+            self.children.append(tm)
+            tm.start(env)
+        self.env = env
+        return redis_url
+
+    def wait_ready(self, timeout_s: float = 60) -> bool:
+        url = f"http://{self.settings.host}:{self.settings.port}/overview"
+        deadline = time.time() + timeout_s
+        while time.time() < deadline:
+            jm = self.children[0].proc
+            if jm is not None and jm.poll() is not None:
+                return False
+            try:
+                r = httpx.get(url, timeout=2)
+                if r.status_code == 200 and r.json().get("taskmanagers", 0) >= self.taskmanagers:
+                    return True
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.3)
+        return False
+
+    def supervise(self) -> None:
+        while not self._stop:
+            for child in self.children:
+                if child.proc is not None and child.proc.poll() is not None and not self._stop:
+                    if child.name.startswith("taskmanager") and self.restart:
+                        print(f"{child.name} exited with {child.proc.returncode}; starting it again", flush=True)
+                        child.start(self.env)
+                    elif child.name == "jobmanager":
+                        print(f"the JobManager exited with {child.proc.returncode}; see {child.log}", flush=True)
+                        self._stop = True
+            time.sleep(0.5)
+
+    def stop(self, *_: object) -> None:
+        self._stop = True
+
+    def shutdown(self) -> None:
+        for child in reversed(self.children):
+            if child.proc and child.proc.poll() is None:
+                child.proc.send_signal(signal.SIGTERM)
+        deadline = time.time() + 10
+        for child in self.children:
+            if child.proc:
+                try:
+                    child.proc.wait(max(0.1, deadline - time.time()))
+                except subprocess.TimeoutExpired:
+                    os.killpg(child.proc.pid, signal.SIGKILL)
+        if self.redis is not None:
+            self.redis.stop()

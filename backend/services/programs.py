@@ -1,0 +1,78 @@
+"""ProgramService: upload, list, delete and run uploaded programs (Flink's "jars")."""
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+from typing import BinaryIO
+
+from backend.persistence.jar_store import JarInfo, JarRepository
+from backend.services.program_runner import CapturedJob, capture_job
+from backend.services.uploads import (
+    UploadRejected,
+    check_suffix,
+    extract_zip,
+    new_program_id,
+    safe_display_name,
+    zip_entry_point,
+)
+
+
+class UploadTooLarge(UploadRejected):
+    pass
+
+
+class ProgramService:
+    def __init__(self, repo: JarRepository, upload_dir: Path, max_bytes: int, plan_timeout_s: float) -> None:
+        self.repo = repo
+        self.upload_dir = upload_dir
+        self.max_bytes = max_bytes
+        self.plan_timeout_s = plan_timeout_s
+
+    def upload(self, original_name: str, data: BinaryIO) -> JarInfo:
+        suffix = check_suffix(original_name)
+        program_id = new_program_id(original_name)
+        home = self.upload_dir / program_id
+        home.mkdir(parents=True)
+        stored = home / ("archive.zip" if suffix == ".zip" else safe_display_name(original_name))
+        size = 0
+        try:
+            with open(stored, "wb") as out:
+                while chunk := data.read(1 << 16):
+                    size += len(chunk)
+                    if size > self.max_bytes:
+                        raise UploadTooLarge(f"the upload exceeds the limit of {self.max_bytes} bytes")
+                    out.write(chunk)
+            entry: list[str] | None = None
+            if suffix == ".zip":
+                extract_zip(stored, home / "program", self.max_bytes * 10)
+                entry = [zip_entry_point(home / "program").relative_to((home / "program").resolve()).as_posix()]
+            else:
+                entry = [stored.name]
+        except BaseException:
+            shutil.rmtree(home, ignore_errors=True)
+            raise
+        return self.repo.add(program_id, original_name, str(stored), size, int(time.time() * 1000), entry)
+
+    def get(self, program_id: str) -> JarInfo | None:
+        return self.repo.get(program_id)
+
+    def list(self) -> list[JarInfo]:
+        return self.repo.list()
+
+    def delete(self, program_id: str) -> bool:
+        info = self.repo.get(program_id)
+        if info is None:
+            return False
+        self.repo.delete(program_id)
+        shutil.rmtree(Path(info.stored_path).parent, ignore_errors=True)
+        return True
+
+    def entry_point(self, info: JarInfo, entry: str | None) -> Path:
+        stored = Path(info.stored_path)
+        if stored.suffix == ".zip":
+            return zip_entry_point(stored.parent / "program", entry)
+        return stored
+
+    def capture(self, info: JarInfo, args: list[str], parallelism: int | None, entry: str | None = None) -> CapturedJob:
+        return capture_job(self.entry_point(info, entry), args, parallelism, self.plan_timeout_s)

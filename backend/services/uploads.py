@@ -1,0 +1,84 @@
+"""Uploaded programs: stored under server-generated names; zips are unpacked defensively.
+
+A client's file name is only ever shown, never used as a path. Zip members
+that escape the target directory, are absolute, are symlinks, or add up to
+more than the size limit are refused before anything is written.
+"""
+from __future__ import annotations
+
+import re
+import stat
+import uuid
+import zipfile
+from pathlib import Path, PurePosixPath
+
+ALLOWED_SUFFIXES = (".py", ".zip")
+ZIP_ENTRY_CANDIDATES = ("__main__.py", "main.py")
+
+
+class UploadRejected(ValueError):
+    """The upload is not acceptable; the message says why (answered with 400 or 413)."""
+
+
+def safe_display_name(name: str) -> str:
+    base = PurePosixPath(name.replace("\\", "/")).name
+    return re.sub(r"[^A-Za-z0-9._-]", "_", base)[:120] or "program.py"
+
+
+def new_program_id(original_name: str) -> str:
+    """Flink's style: ``<uuid>_<name>``; the name part is sanitised and cosmetic."""
+    return f"{uuid.uuid4().hex}_{safe_display_name(original_name)}"
+
+
+def check_suffix(name: str) -> str:
+    suffix = PurePosixPath(name).suffix.lower()
+    if suffix not in ALLOWED_SUFFIXES:
+        raise UploadRejected(f"only .py programs or .zip archives can be uploaded, not '{suffix or name}'")
+    return suffix
+
+
+def extract_zip(archive: Path, target: Path, max_total_bytes: int) -> None:
+    target = target.resolve()
+    with zipfile.ZipFile(archive) as zf:
+        total = 0
+        for info in zf.infolist():
+            name = info.filename
+            mode = info.external_attr >> 16
+            if stat.S_ISLNK(mode):
+                raise UploadRejected(f"zip member '{name}' is a symbolic link")
+            if name.startswith("/") or re.match(r"^[A-Za-z]:", name) or "\\" in name:
+                raise UploadRejected(f"zip member '{name}' has an absolute or foreign path")
+            dest = (target / name).resolve()
+            if dest != target and target not in dest.parents:
+                raise UploadRejected(f"zip member '{name}' escapes the upload directory")
+            total += info.file_size
+            if total > max_total_bytes:
+                raise UploadRejected(f"the zip unpacks to more than the limit of {max_total_bytes} bytes")
+        target.mkdir(parents=True, exist_ok=True)
+        for info in zf.infolist():
+            dest = (target / info.filename).resolve()
+            if info.is_dir():
+                dest.mkdir(parents=True, exist_ok=True)
+                continue
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            written = 0
+            with zf.open(info) as src, open(dest, "wb") as out:
+                # Count real bytes too: a forged header must not smuggle a bomb past the limit.
+                while chunk := src.read(1 << 16):
+                    written += len(chunk)
+                    if written > info.file_size:
+                        raise UploadRejected(f"zip member '{info.filename}' is larger than its header says")
+                    out.write(chunk)
+
+
+def zip_entry_point(root: Path, entry: str | None = None) -> Path:
+    """The program to run inside an unpacked zip: ``entry`` if given, else __main__.py or main.py."""
+    candidates = [entry] if entry else list(ZIP_ENTRY_CANDIDATES)
+    for c in candidates:
+        p = (root / c).resolve()
+        if root.resolve() in p.parents and p.is_file():
+            return p
+    py_files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.py"))
+    raise UploadRejected(
+        f"no entry point: expected {' or '.join(candidates)} in the zip (it holds {', '.join(py_files[:10]) or 'no .py files'})"
+    )

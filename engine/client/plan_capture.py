@@ -1,0 +1,79 @@
+"""Runs a user program only to capture its JobGraph, as Flink does with an uploaded jar.
+
+Used by the Dispatcher in a subprocess: ``python -m engine.client.plan_capture
+--out DIR [--parallelism N] program.py [args...]``. The first ``execute()``
+writes ``jobgraph.json`` and ``usercode.bin`` to DIR and stops the program.
+Exit codes: 0 captured, 2 the program raised, 3 it never called execute().
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import runpy
+import sys
+import traceback
+from typing import TYPE_CHECKING, Any
+
+import cloudpickle
+
+from engine.client.context import set_context
+from engine.client.remote import register_program_modules
+from engine.compat.pyflink_alias import install as install_pyflink_alias
+
+if TYPE_CHECKING:
+    from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
+
+
+class ProgramAbort(BaseException):
+    """Stops the user program after its job was captured (not an Exception, so user code cannot swallow it)."""
+
+
+class PlanCaptureContext:
+    def __init__(self, out_dir: str, parallelism: int | None, program_dir: str) -> None:
+        self.out_dir = out_dir
+        self.parallelism = parallelism
+        self.program_dir = program_dir
+
+    def configure(self, env: "StreamExecutionEnvironment") -> None:
+        if self.parallelism:
+            env.set_parallelism(self.parallelism)
+
+    def submit(self, job_graph: Any, stream_graph: Any) -> Any:
+        register_program_modules(self.program_dir)
+        with open(os.path.join(self.out_dir, "usercode.bin"), "wb") as f:
+            f.write(cloudpickle.dumps(stream_graph))
+        with open(os.path.join(self.out_dir, "jobgraph.json"), "w") as f:
+            json.dump(job_graph.to_dict(), f)
+        raise ProgramAbort()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--parallelism", type=int, default=None)
+    ap.add_argument("program")
+    ap.add_argument("args", nargs=argparse.REMAINDER)
+    ns = ap.parse_args(argv)
+    install_pyflink_alias()
+    program_dir = os.path.dirname(os.path.abspath(ns.program))
+    sys.path.insert(0, program_dir)
+    sys.argv = [ns.program, *ns.args]
+    set_context(PlanCaptureContext(ns.out, ns.parallelism, program_dir))
+    try:
+        runpy.run_path(ns.program, run_name="__main__")
+    except ProgramAbort:
+        return 0
+    except SystemExit as e:
+        if e.code not in (0, None):
+            print(f"the program exited with status {e.code} before submitting a job", file=sys.stderr)
+            return 2
+    except BaseException:
+        traceback.print_exc()
+        return 2
+    print("the program finished without calling execute() or execute_and_collect()", file=sys.stderr)
+    return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,160 @@
+"""RemoteContext: ``execute()`` submits the JobGraph to a JobManager over REST.
+
+User code travels as a cloudpickled StreamGraph. Modules that live next to
+the program are pickled by value, so helper files need not be installed on
+TaskManagers. Results of ``execute_and_collect`` are polled from
+``/jobs/{id}/results``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import TYPE_CHECKING, Any, Iterator
+
+import cloudpickle
+import httpx
+import msgpack
+
+from engine.client.job_client import CloseableIterator
+from engine.common.job_execution_result import JobExecutionException, JobExecutionResult
+from engine.runtime.io.serialization import MsgpackSerializer
+
+if TYPE_CHECKING:
+    from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
+    from engine.graph.job_graph import JobGraph
+    from engine.graph.stream_graph import StreamGraph
+
+TERMINAL = {"FINISHED", "FAILED", "CANCELED"}
+
+
+class SubmissionFailed(RuntimeError):
+    pass
+
+
+def _errors(resp: httpx.Response) -> str:
+    try:
+        return "; ".join(resp.json().get("errors", [])) or resp.text
+    except ValueError:
+        return resp.text
+
+
+def register_program_modules(program_dir: str) -> None:
+    """Pickle modules that live under the program's directory by value."""
+    base = os.path.abspath(program_dir)
+    for name, mod in list(sys.modules.items()):
+        path = getattr(mod, "__file__", None)
+        if not path or name == "__main__" or "site-packages" in path:
+            continue
+        if os.path.abspath(path).startswith(base + os.sep):
+            try:
+                cloudpickle.register_pickle_by_value(mod)
+            except ValueError:
+                pass
+
+
+class RestJobClient:
+    def __init__(self, http: httpx.Client, job_id: str, detached: bool = False) -> None:
+        self.http = http
+        self.job_id = job_id
+        self.detached = detached
+
+    def get_job_id(self) -> str:
+        return self.job_id
+
+    def get_job_status(self) -> str:
+        r = self.http.get(f"/jobs/{self.job_id}")
+        r.raise_for_status()
+        return r.json()["state"]
+
+    def cancel(self) -> None:
+        self.http.patch(f"/jobs/{self.job_id}", params={"mode": "cancel"})
+
+    def wait(self, poll_s: float = 0.3) -> dict[str, Any]:
+        while True:
+            r = self.http.get(f"/jobs/{self.job_id}")
+            r.raise_for_status()
+            job = r.json()
+            if job["state"] in TERMINAL:
+                return job
+            time.sleep(poll_s)
+
+    def failure_cause(self) -> str | None:
+        r = self.http.get(f"/jobs/{self.job_id}/exceptions", params={"maxExceptions": 1})
+        if r.status_code != 200:
+            return None
+        entries = r.json().get("exceptionHistory", {}).get("entries", [])
+        if entries:
+            return entries[0].get("stacktrace")
+        return r.json().get("root-exception")
+
+    def get_job_execution_result(self) -> JobExecutionResult:
+        if self.detached:
+            return JobExecutionResult(self.job_id, 0)
+        job = self.wait()
+        if job["state"] != "FINISHED":
+            raise JobExecutionException(self.job_id, job["state"], self.failure_cause())
+        return JobExecutionResult(self.job_id, int(job.get("duration", 0)))
+
+    def collect(self, node_id: int, limit: int | None) -> CloseableIterator:
+        serializer = MsgpackSerializer()
+
+        def gen() -> Iterator[Any]:
+            offset = 0
+            while True:
+                r = self.http.get(f"/jobs/{self.job_id}/results", params={"offset": offset})
+                r.raise_for_status()
+                body = msgpack.unpackb(r.content, raw=False)
+                for raw in body["batches"]:
+                    _, values, _ = serializer.decode(raw)
+                    yield from values
+                offset += len(body["batches"])
+                if body["ended"] and not body["batches"]:
+                    if body["state"] != "FINISHED":
+                        raise JobExecutionException(self.job_id, body["state"], self.failure_cause())
+                    return
+                if not body["batches"]:
+                    time.sleep(0.1)
+
+        def close() -> None:
+            if self.get_job_status() not in TERMINAL:
+                self.cancel()
+
+        return CloseableIterator(gen(), on_close=close, limit=limit)
+
+
+class RemoteContext:
+    def __init__(
+        self,
+        jobmanager_url: str,
+        parallelism: int | None = None,
+        detached: bool = False,
+        token: str | None = None,
+        program_dir: str | None = None,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.http = httpx.Client(base_url=jobmanager_url.rstrip("/"), headers=headers, timeout=60)
+        self.parallelism = parallelism
+        self.detached = detached
+        self.program_dir = program_dir
+        self.submitted: list[str] = []
+
+    def configure(self, env: "StreamExecutionEnvironment") -> None:
+        if self.parallelism:
+            env.set_parallelism(self.parallelism)
+
+    def submit(self, job_graph: "JobGraph", stream_graph: "StreamGraph") -> RestJobClient:
+        if self.program_dir:
+            register_program_modules(self.program_dir)
+        code = cloudpickle.dumps(stream_graph)
+        r = self.http.post(
+            "/jobs",
+            data={"jobgraph": json.dumps(job_graph.to_dict())},
+            files={"usercode": ("usercode.bin", code, "application/octet-stream")},
+        )
+        if r.status_code >= 400:
+            raise SubmissionFailed(f"the JobManager refused the job ({r.status_code}): {_errors(r)}")
+        job_id = r.json()["jobid"]
+        self.submitted.append(job_id)
+        return RestJobClient(self.http, job_id, self.detached)
