@@ -6,6 +6,7 @@ Flink's ``{"errors": [...]}`` body.
 """
 from __future__ import annotations
 
+import hmac
 import logging
 from contextlib import asynccontextmanager
 from typing import AsyncIterator
@@ -85,7 +86,26 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(router)
         app.include_router(router, prefix="/v1", include_in_schema=False)
     _install_error_handlers(app)
+    if settings.auth_token:
+        _require_token_for_mutations(app, settings.auth_token)
     return app
+
+
+def _require_token_for_mutations(app: FastAPI, token: str) -> None:
+    """Every mutating request needs ``Authorization: Bearer <token>`` once a token is configured."""
+    expected = f"Bearer {token}".encode()
+
+    @app.middleware("http")
+    async def check_token(request: Request, call_next):
+        if request.method in ("POST", "PUT", "PATCH", "DELETE"):
+            given = request.headers.get("authorization", "").encode()
+            if not hmac.compare_digest(given, expected):
+                return JSONResponse(
+                    {"errors": ["a valid 'Authorization: Bearer <token>' header is required"]},
+                    status_code=401,
+                    headers={"WWW-Authenticate": "Bearer"},
+                )
+        return await call_next(request)
 
 
 def _install_error_handlers(app: FastAPI) -> None:

@@ -12,7 +12,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="MILLSTREAM_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="MILLSTREAM_", extra="ignore", populate_by_name=True)
 
     host: str = "127.0.0.1"
     port: int = 8081

@@ -98,6 +98,8 @@ class RestJobClient:
         return JobExecutionResult(self.job_id, int(job.get("duration", 0)))
 
     def collect(self, node_id: int, limit: int | None) -> CloseableIterator:
+        if self.detached:
+            raise RuntimeError("execute_and_collect() needs an attached client; run without --detached")
         serializer = MsgpackSerializer()
 
         def gen() -> Iterator[Any]:

@@ -1,0 +1,129 @@
+"""Cluster-wide REST resources: dashboard config, cluster overview, JobManager config and log."""
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from fastapi import APIRouter, HTTPException
+from fastapi.responses import PlainTextResponse
+from typing_extensions import TypedDict
+
+from backend.api.taskmanagers import LOG_TAIL_BYTES, read_tail
+from backend.deps import DispatcherDep, SettingsDep
+from backend.services.taskmanager_views import LogList, log_list
+from backend.settings import Settings
+
+router = APIRouter(tags=["cluster"])
+
+FLINK_REVISION = "unknown"
+_SECRET_WORDS = ("token", "password", "secret", "key")
+MASK = "******"
+
+
+def flink_version() -> str:
+    from backend.app import VERSION  # deferred: backend.app imports this module's package
+
+    return f"millstream-{VERSION}"
+
+
+DashboardConfig = TypedDict(
+    "DashboardConfig",
+    {
+        "refresh-interval": int,
+        "timezone-name": str,
+        "timezone-offset": int,
+        "flink-version": str,
+        "flink-revision": str,
+        "features": dict[str, bool],
+    },
+)
+ClusterOverview = TypedDict(
+    "ClusterOverview",
+    {
+        "taskmanagers": int,
+        "slots-total": int,
+        "slots-available": int,
+        "jobs-running": int,
+        "jobs-finished": int,
+        "jobs-cancelled": int,
+        "jobs-failed": int,
+        "flink-version": str,
+        "flink-commit": str,
+    },
+)
+
+
+class ConfigEntry(TypedDict):
+    key: str
+    value: str
+
+
+@router.get("/config", summary="Dashboard configuration")
+def dashboard_config() -> DashboardConfig:
+    """Refresh interval, time zone, version and the features this cluster's dashboard offers."""
+    local = datetime.now().astimezone()
+    offset = local.utcoffset()
+    return {
+        "refresh-interval": 3000,
+        "timezone-name": local.tzname() or "UTC",
+        "timezone-offset": int(offset.total_seconds() * 1000) if offset else 0,
+        "flink-version": flink_version(),
+        "flink-revision": FLINK_REVISION,
+        "features": {"web-submit": True, "web-cancel": True, "web-rescale": False, "web-history": False},
+    }
+
+
+@router.get("/overview", summary="Cluster overview")
+def cluster_overview(dispatcher: DispatcherDep) -> ClusterOverview:
+    """TaskManagers, slots, and job counts by outcome."""
+    counts: Any = dispatcher.overview()
+    return {**counts, "flink-version": flink_version(), "flink-commit": FLINK_REVISION}
+
+
+@router.get("/jobmanager/config", summary="JobManager configuration")
+def jobmanager_config(settings: SettingsDep) -> list[ConfigEntry]:
+    """Every setting as ``{key, value}``; tokens and passwords (also inside URLs) are masked."""
+    values: dict[str, Any] = settings.model_dump()
+    values["database_url"] = settings.resolved_database_url
+    return [{"key": k, "value": masked(k, v)} for k, v in sorted(values.items())]
+
+
+def masked(key: str, value: Any) -> str:
+    """The value as a string, with secrets replaced by ``******``."""
+    if value is None:
+        return ""
+    if any(word in key.lower() for word in _SECRET_WORDS):
+        return MASK
+    text = str(value)
+    if "://" in text:
+        parts = urlsplit(text)
+        if parts.password is not None:
+            host = parts.netloc.rpartition("@")[2]
+            user = parts.username or ""
+            return urlunsplit(parts._replace(netloc=f"{user}:{MASK}@{host}"))
+    return text
+
+
+def _jobmanager_log(settings: Settings) -> Path:
+    return settings.log_dir / "jobmanager.log"
+
+
+@router.get("/jobmanager/logs", summary="The JobManager's log files")
+def jobmanager_logs(settings: SettingsDep) -> LogList:
+    """``{logs: [{name, size, mtime}]}``; empty when the JobManager does not log to a file."""
+    path = _jobmanager_log(settings)
+    if not path.is_file():
+        return log_list(None, None)
+    st = path.stat()
+    return log_list(path, {"size": st.st_size, "mtime": int(st.st_mtime * 1000)})
+
+
+@router.get("/jobmanager/log", summary="The end of the JobManager's log", response_class=PlainTextResponse)
+def jobmanager_log(settings: SettingsDep) -> PlainTextResponse:
+    """The last MiB of ``<data_dir>/log/jobmanager.log``, as written by ``millstream cluster start``."""
+    path = _jobmanager_log(settings)
+    if not path.is_file():
+        raise HTTPException(404, "the JobManager has no log file (it logs to the console)")
+    return PlainTextResponse(read_tail(path, LOG_TAIL_BYTES))

@@ -1,0 +1,86 @@
+"""Vertex REST resources: subtasks, their times, TaskManagers, backpressure, watermarks and metrics."""
+from __future__ import annotations
+
+from typing import Annotated, Any, Callable, TypeVar
+
+from fastapi import APIRouter, HTTPException, Path, Query
+
+from backend.api.jobs import JobId, load_job, now_ms
+from backend.deps import DispatcherDep
+from backend.services import job_views
+from engine.jobmanager.dispatcher import Dispatcher
+
+router = APIRouter(tags=["vertices"])
+
+T = TypeVar("T")
+VertexId = Annotated[str, Path(description="The vertex (JobVertex) id: 32 hex characters")]
+
+
+def _hosts(dispatcher: Dispatcher) -> dict[str, str]:
+    with dispatcher.lock:
+        return {tm.id: tm.host for tm in dispatcher.pool.taskmanagers.values() if tm.host}
+
+
+def _view(call: Callable[[], T], vid: str) -> T:
+    try:
+        return call()
+    except job_views.UnknownVertex:
+        raise HTTPException(404, f"Vertex {vid} not found in this job")
+
+
+def _csv(value: str | None) -> list[str]:
+    return [part.strip() for part in (value or "").split(",") if part.strip()]
+
+
+@router.get("/jobs/{jid}/vertices/{vid}", summary="A vertex and its subtasks")
+def vertex_detail(dispatcher: DispatcherDep, jid: JobId, vid: VertexId) -> dict[str, Any]:
+    """``{id, name, parallelism, maxParallelism, now, subtasks: [{subtask, status, attempt, endpoint,
+    start-time, end-time, duration, metrics, taskmanager-id, status-duration}]}``."""
+    record, hosts = load_job(dispatcher, jid), _hosts(dispatcher)
+    return _view(lambda: job_views.vertex_detail(record, vid, now_ms(), hosts), vid)
+
+
+@router.get("/jobs/{jid}/vertices/{vid}/backpressure", summary="Backpressure of a vertex's subtasks")
+def vertex_backpressure(dispatcher: DispatcherDep, jid: JobId, vid: VertexId) -> dict[str, Any]:
+    """Levels (ok ≤ 0.10 < low ≤ 0.5 < high) from each subtask's backpressured time per second;
+    ``{"status": "deprecated"}`` until a subtask has reported."""
+    record = load_job(dispatcher, jid)
+    return _view(lambda: job_views.vertex_backpressure(record, vid, now_ms()), vid)
+
+
+@router.get("/jobs/{jid}/vertices/{vid}/subtasktimes", summary="When each subtask entered each state")
+def vertex_subtasktimes(dispatcher: DispatcherDep, jid: JobId, vid: VertexId) -> dict[str, Any]:
+    """``{id, name, now, subtasks: [{subtask, endpoint, duration, timestamps {STATE: ts}}]}``."""
+    record, hosts = load_job(dispatcher, jid), _hosts(dispatcher)
+    return _view(lambda: job_views.vertex_subtasktimes(record, vid, now_ms(), hosts), vid)
+
+
+@router.get("/jobs/{jid}/vertices/{vid}/taskmanagers", summary="A vertex's subtasks grouped by TaskManager")
+def vertex_taskmanagers(dispatcher: DispatcherDep, jid: JobId, vid: VertexId) -> dict[str, Any]:
+    """``{id, name, now, taskmanagers: [{endpoint, status, start-time, end-time, duration, metrics,
+    status-counts, taskmanager-id}]}``."""
+    record, hosts = load_job(dispatcher, jid), _hosts(dispatcher)
+    return _view(lambda: job_views.vertex_taskmanagers(record, vid, now_ms(), hosts), vid)
+
+
+@router.get("/jobs/{jid}/vertices/{vid}/watermarks", summary="Input watermark of each subtask")
+def vertex_watermarks(dispatcher: DispatcherDep, jid: JobId, vid: VertexId) -> list[dict[str, str]]:
+    """``[{id: "<subtask>.currentInputWatermark", value}]`` for the subtasks that have a watermark."""
+    record = load_job(dispatcher, jid)
+    return _view(lambda: job_views.vertex_watermarks(record, vid), vid)
+
+
+@router.get("/jobs/{jid}/vertices/{vid}/subtasks/metrics", summary="Subtask metrics aggregated over the vertex")
+def subtask_metrics(
+    dispatcher: DispatcherDep,
+    jid: JobId,
+    vid: VertexId,
+    get: str | None = Query(None, description="comma-separated metric names; omit to list them"),
+    agg: str | None = Query(None, description="comma-separated: min, max, avg, sum (default: all)"),
+) -> list[dict[str, Any]]:
+    """``[{id, min, max, avg, sum}]`` with only the requested aggregations, or ``[{id}]`` without ``get``."""
+    record = load_job(dispatcher, jid)
+    try:
+        return _view(lambda: job_views.subtask_metrics_aggregate(record, vid, _csv(get), _csv(agg)), vid)
+    except ValueError as e:
+        raise HTTPException(400, str(e))

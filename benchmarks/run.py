@@ -1,0 +1,105 @@
+"""``make bench``: the reference workload on a real local cluster, with peers measured in the same run.
+
+Starts 2 TaskManagers (2 slots each) and a JobManager on a free port with a
+private valkey, runs the keyed rolling word count at parallelism 2, and prints
+records/s for Millstream, for Millstream's in-process mini-cluster, and for
+Bytewax and PyFlink when their virtual environments exist (see shared/bench).
+Because the machine is shared and noisy, ratios against the peers measured in
+this same run are the figures to compare.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+JOB = Path(__file__).with_name("rolling_count_job.py")
+PEER_DIR = ROOT.parent / "shared" / "bench"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = psutil.virtual_memory().total / 2**30
+    return f"{os.cpu_count()} cores ({cpu}), {mem:.0f} GiB, Python {platform.python_version()}, {platform.system()}"
+
+
+def rate(line: str) -> float | None:
+    m = re.search(r"records_per_s=(\d+)", line)
+    return float(m.group(1)) if m else None
+
+
+def run(cmd: list[str], env: dict[str, str] | None = None, timeout: float = 900) -> str:
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    lines = [ln for ln in p.stdout.splitlines() if "records_per_s=" in ln]
+    if p.returncode != 0 or not lines:
+        return f"failed: {(p.stderr or p.stdout).strip().splitlines()[-1:]}"
+    return lines[-1]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("-n", type=int, default=2_000_000)
+    ap.add_argument("--pyflink-n", type=int, default=200_000, help="PyFlink's process mode is slow; smaller N")
+    args = ap.parse_args()
+    n = args.n
+    print(f"machine: {machine()}")
+    results: dict[str, str] = {}
+
+    from backend.cluster_launcher import LocalCluster
+    from backend.settings import Settings
+
+    with tempfile.TemporaryDirectory(prefix="millstream-bench-") as tmp:
+        settings = Settings(port=free_port(), data_dir=Path(tmp), redis_url=None, database_url=None)
+        cluster = LocalCluster(settings, taskmanagers=2, slots=2, restart_taskmanagers=False)
+        try:
+            cluster.start()
+            if not cluster.wait_ready():
+                sys.exit(f"the benchmark cluster did not start; see {tmp}/log")
+            env = dict(cluster.env, MILLSTREAM_JOBMANAGER=f"http://127.0.0.1:{settings.port}")
+            millstream = [sys.executable, "-m", "backend.cli", "run"]
+            results["Millstream, 2 TaskManagers over Redis, P=2"] = run([*millstream, str(JOB), str(n), "2"], env)
+        finally:
+            cluster.shutdown()
+    results["Millstream mini-cluster, in-process, P=2"] = run(
+        [sys.executable, "-m", "backend.cli", "run", "--local", str(JOB), str(n), "2", "minicluster"]
+    )
+    bytewax = Path("/tmp/bytewax/bin/python")
+    if bytewax.exists():
+        results["Bytewax 0.21.1, 1 worker"] = run([str(bytewax), str(PEER_DIR / "bytewax_wordcount.py"), str(n)])
+    pyflink = Path("/tmp/pyflink/bin/python")
+    if pyflink.exists():
+        results["PyFlink, thread mode, P=2"] = run(
+            [str(pyflink), str(PEER_DIR / "pyflink_wordcount.py"), str(n), "2"], dict(os.environ, MODE="thread")
+        )
+    base = rate(results.get("Bytewax 0.21.1, 1 worker", ""))
+    print(f"{'system':48} {'records/s':>12} {'vs Bytewax':>11}")
+    for name, line in results.items():
+        r = rate(line)
+        ratio = f"{r / base:.2f}x" if r and base else "-"
+        print(f"{name:48} {r or 0:12,.0f} {ratio:>11}   {line}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+"""A real Millstream cluster for tests: its own valkey-server, a JobManager and TaskManager processes."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from backend.embedded_redis import redis_url_of, start_embedded_redis
+
+TERMINAL = ("FINISHED", "FAILED", "CANCELED")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Cluster:
+    def __init__(self, workdir: Path, heartbeat_timeout_ms: int = 3000, database_url: str | None = None) -> None:
+        self.workdir = workdir
+        self.redis = start_embedded_redis(workdir / "valkey")
+        self.redis_url = redis_url_of(self.redis)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = dict(os.environ)
+        self.env.update(
+            REDIS_URL=self.redis_url,
+            MILLSTREAM_PORT=str(self.port),
+            MILLSTREAM_DATA_DIR=str(workdir / "var"),
+            MILLSTREAM_HEARTBEAT_TIMEOUT_MS=str(heartbeat_timeout_ms),
+            MILLSTREAM_HEARTBEAT_INTERVAL_MS="500",
+            MILLSTREAM_JOBMANAGER=self.url,
+            PYTHONUNBUFFERED="1",
+        )
+        if database_url:
+            self.env["DATABASE_URL"] = database_url
+        else:
+            self.env.pop("DATABASE_URL", None)
+        self.jobmanager: subprocess.Popen | None = None
+        self.taskmanagers: list[subprocess.Popen] = []
+        self.http = httpx.Client(base_url=self.url, timeout=30)
+
+    def _spawn(self, args: list[str], log_name: str) -> subprocess.Popen:
+        log = open(self.workdir / log_name, "ab")
+        return subprocess.Popen(
+            [sys.executable, "-m", "backend.cli", *args], env=self.env, stdout=log, stderr=subprocess.STDOUT
+        )
+
+    def start_jobmanager(self) -> None:
+        self.jobmanager = self._spawn(["jobmanager"], "jobmanager.log")
+        self.wait_for(lambda: self._get_ok("/overview"), 60, "the JobManager to answer")
+
+    def start_taskmanager(self, slots: int = 2) -> subprocess.Popen:
+        p = self._spawn(["taskmanager", "--slots", str(slots)], f"taskmanager-{len(self.taskmanagers)}.log")
+        self.taskmanagers.append(p)
+        return p
+
+    def start(self, taskmanagers: int = 2, slots: int = 2) -> "Cluster":
+        self.start_jobmanager()
+        for _ in range(taskmanagers):
+            self.start_taskmanager(slots)
+        self.wait_for(lambda: self.overview()["taskmanagers"] >= taskmanagers, 60, "TaskManagers to register")
+        return self
+
+    def _get_ok(self, path: str) -> bool:
+        try:
+            return self.http.get(path).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def overview(self) -> dict[str, Any]:
+        return self.http.get("/overview").json()
+
+    def job(self, jid: str) -> dict[str, Any]:
+        r = self.http.get(f"/jobs/{jid}")
+        r.raise_for_status()
+        return r.json()
+
+    def wait_for(self, predicate, timeout: float, what: str) -> None:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                if predicate():
+                    return
+            except (httpx.HTTPError, KeyError):
+                pass
+            time.sleep(0.2)
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+    def wait_state(self, jid: str, states: tuple[str, ...], timeout: float = 60) -> dict[str, Any]:
+        self.wait_for(lambda: self.job(jid)["state"] in states, timeout, f"job {jid} to reach {states}")
+        return self.job(jid)
+
+    def run(self, program: Path, *args: str, options: tuple[str, ...] = (), timeout: float = 180) -> subprocess.CompletedProcess:
+        """``millstream run`` as a user would type it."""
+        return subprocess.run(
+            [sys.executable, "-m", "backend.cli", "run", *options, str(program), *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    def stop(self) -> None:
+        self.http.close()
+        for p in [*self.taskmanagers, self.jobmanager]:
+            if p is not None and p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in [*self.taskmanagers, self.jobmanager]:
+            if p is not None:
+                try:
+                    p.wait(10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+        self.redis.stop()

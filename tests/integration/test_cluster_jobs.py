@@ -1,0 +1,139 @@
+"""Jobs on a real cluster: a JobManager and two TaskManager processes exchanging data through Redis."""
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from tests.integration.cluster import Cluster
+
+PROGRAMS = Path(__file__).parent / "programs"
+EXAMPLES = Path(__file__).parents[2] / "examples"
+
+
+def job_ids(output: str) -> list[str]:
+    return re.findall(r"^Job ([0-9a-f]{32}) ", output, re.M)
+
+
+@pytest.mark.parametrize("parallelism", [1, 2, 4])
+def test_rolling_count_is_exact(cluster: Cluster, parallelism: int) -> None:
+    n, keys = 30_000, 100
+    res = cluster.run(PROGRAMS / "rolling_count.py", str(n), str(keys), options=("-p", str(parallelism)))
+    assert res.returncode == 0, res.stderr
+    updates: dict[str, list[int]] = defaultdict(list)
+    for line in res.stdout.splitlines():
+        if line.startswith("["):
+            word, count = json.loads(line)
+            updates[word].append(count)
+    # Every key saw each intermediate count exactly once: no loss, no duplicates.
+    assert len(updates) == keys
+    for word, counts in updates.items():
+        assert sorted(counts) == list(range(1, n // keys + 1)), word
+    (jid,) = job_ids(res.stdout)
+    job = cluster.job(jid)
+    assert job["state"] == "FINISHED"
+    assert max(v["parallelism"] for v in job["vertices"]) == parallelism
+
+
+def test_batch_mode_reduce_emits_only_final_values(cluster: Cluster) -> None:
+    res = cluster.run(PROGRAMS / "batch_reduce.py", options=("-p", "2"))
+    assert res.returncode == 0, res.stderr
+    result = json.loads(next(ln for ln in res.stdout.splitlines() if ln.startswith("[")))
+    assert result == [["a", 500], ["b", 350], ["c", 200]]
+    (jid,) = job_ids(res.stdout)
+    assert cluster.job(jid)["job-type"] == "BATCH"
+
+
+def test_pyflink_programs_run_unchanged(cluster: Cluster) -> None:
+    res = cluster.run(PROGRAMS / "pyflink_features.py", options=("-p", "2"))
+    assert res.returncode == 0, res.stderr
+    out = json.loads(next(ln for ln in res.stdout.splitlines() if ln.startswith("{")))
+    assert out["wordcount"] == [
+        ["a", 1], ["a", 2], ["a", 3], ["a", 4], ["b", 1], ["b", 2], ["c", 1], ["c", 2], ["d", 1], ["e", 1]
+    ]
+    assert out["dedup"] == ["A", "B", "C", "D", "E"]
+    assert out["union"] == [2, 4, 6, 8, 20, 40, 60]
+    assert out["max"] == [["x", 5], ["x", 5], ["x", 7], ["y", 1], ["y", 9]]
+    assert out["shuffled_evens"] == list(range(0, 20, 2))
+    assert out["broadcast"] == [1, 1, 2, 2]  # one copy per parallel subtask
+    assert len(job_ids(res.stdout)) == 6
+
+
+def test_examples_wordcount_prints_counts(cluster: Cluster) -> None:
+    res = cluster.run(EXAMPLES / "wordcount.py", options=("-p", "2"))
+    assert res.returncode == 0, res.stderr
+    (jid,) = job_ids(res.stdout)
+    assert cluster.job(jid)["state"] == "FINISHED"
+
+
+def test_cancel_running_job(cluster: Cluster) -> None:
+    res = cluster.run(PROGRAMS / "unbounded.py", options=("-p", "2", "--detached"))
+    assert res.returncode == 0, res.stderr
+    (jid,) = job_ids(res.stdout)
+    cluster.wait_for(lambda: cluster.job(jid)["status-counts"]["RUNNING"] == 4, 60, "all tasks running")
+    before = cluster.overview()["slots-available"]
+    cancel = cluster.http.patch(f"/jobs/{jid}", params={"mode": "cancel"})
+    assert cancel.status_code == 202
+    job = cluster.wait_state(jid, ("CANCELED", "FAILED", "FINISHED"), 30)
+    assert job["state"] == "CANCELED"
+    assert all(v["status"] == "CANCELED" for v in job["vertices"])
+    assert cluster.overview()["slots-available"] == before + 2
+
+
+def test_user_function_exception_fails_only_its_job(cluster: Cluster) -> None:
+    bystander = job_ids(cluster.run(PROGRAMS / "unbounded.py", options=("-p", "1", "--detached")).stdout)[0]
+    cluster.wait_state(bystander, ("RUNNING",), 30)
+    res = cluster.run(PROGRAMS / "failing.py", options=("-p", "2"))
+    assert res.returncode != 0
+    assert "record 777 is cursed" in res.stderr
+    (jid,) = job_ids(res.stdout)
+    assert cluster.job(jid)["state"] == "FAILED"
+    history = cluster.http.get(f"/jobs/{jid}/exceptions").json()["exceptionHistory"]["entries"]
+    assert history, "the failure must be recorded"
+    entry = history[-1]
+    assert entry["exceptionName"] == "ValueError"
+    assert "record 777 is cursed" in entry["stacktrace"]
+    assert "Map" in entry["taskName"]
+    assert entry["taskManagerId"]
+    # The other job never noticed.
+    assert cluster.job(bystander)["state"] == "RUNNING"
+    cluster.http.patch(f"/jobs/{bystander}", params={"mode": "cancel"})
+    cluster.wait_state(bystander, ("CANCELED",), 30)
+
+
+def test_rest_upload_and_run(cluster: Cluster) -> None:
+    with open(EXAMPLES / "wordcount.py", "rb") as f:
+        up = cluster.http.post("/jars/upload", files={"jarfile": ("wordcount.py", f, "text/x-python")})
+    assert up.status_code == 200 and up.json()["status"] == "success"
+    jar_id = up.json()["filename"]
+    assert jar_id in [j["id"] for j in cluster.http.get("/jars").json()["files"]]
+    plan = cluster.http.post(f"/jars/{jar_id}/plan", json={"parallelism": 2}).json()["plan"]
+    assert {n["parallelism"] for n in plan["nodes"]} == {1, 2}
+    run = cluster.http.post(f"/jars/{jar_id}/run", json={"parallelism": 2})
+    assert run.status_code == 200, run.text
+    job = cluster.wait_state(run.json()["jobid"], ("FINISHED", "FAILED", "CANCELED"), 60)
+    assert job["state"] == "FINISHED"
+    assert cluster.http.delete(f"/jars/{jar_id}").status_code == 200
+    assert cluster.http.post(f"/jars/{jar_id}/run", json={}).status_code == 404
+
+
+def test_program_that_raises_while_building_gets_400(cluster: Cluster) -> None:
+    with open(PROGRAMS / "broken_graph.py", "rb") as f:
+        jar_id = cluster.http.post("/jars/upload", files={"jarfile": ("broken.py", f)}).json()["filename"]
+    r = cluster.http.post(f"/jars/{jar_id}/run", json={})
+    assert r.status_code == 400
+    assert "RuntimeError: the configuration file settings.ini is missing" in r.json()["errors"][0]
+    assert cluster.overview()["taskmanagers"] == 2  # the cluster is fine
+
+
+def test_bad_requests_are_refused_clearly(cluster: Cluster) -> None:
+    assert cluster.http.get("/jobs/" + "0" * 32).status_code == 404
+    with open(PROGRAMS / "rolling_count.py", "rb") as f:
+        jar_id = cluster.http.post("/jars/upload", files={"jarfile": ("r.py", f)}).json()["filename"]
+    assert cluster.http.post(f"/jars/{jar_id}/run", json={"parallelism": 0}).status_code == 400
+    r = cluster.http.post(f"/jars/{jar_id}/run", json={"parallelism": 40000, "programArgsList": ["10"]})
+    assert r.status_code == 400 and "max parallelism" in r.json()["errors"][0]
+    assert cluster.http.post("/jars/upload", files={"jarfile": ("evil.sh", b"rm -rf /")}).status_code == 400

@@ -1,0 +1,108 @@
+"""Slots and failures on real processes: waiting for resources, a SIGKILLed TaskManager, a JobManager restart."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import sqlalchemy
+
+from tests.integration.cluster import Cluster
+
+PROGRAMS = Path(__file__).parent / "programs"
+POSTGRES_ADMIN_URL = os.environ.get("MILLSTREAM_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+
+
+def job_id(output: str) -> str:
+    return re.findall(r"^Job ([0-9a-f]{32}) ", output, re.M)[0]
+
+
+def test_job_waits_for_slots_then_starts_when_a_taskmanager_joins(tmp_path: Path) -> None:
+    c = Cluster(tmp_path)
+    try:
+        c.start(taskmanagers=1, slots=2)
+        res = c.run(PROGRAMS / "rolling_count.py", "3000", "10", "print", options=("-p", "4", "--detached"))
+        jid = job_id(res.stdout)
+        job = c.job(jid)
+        assert job["state"] == "CREATED"
+        time.sleep(1.5)  # several scheduling rounds pass; still not enough slots
+        assert c.job(jid)["state"] == "CREATED"
+        c.start_taskmanager(slots=2)
+        job = c.wait_state(jid, ("FINISHED", "FAILED", "CANCELED"), 60)
+        assert job["state"] == "FINISHED"
+        # Slots were spread over both TaskManagers.
+        tms = {st["taskmanager-id"] for v in job["vertices"] for st in c.http.get(f"/jobs/{jid}/vertices/{v['id']}").json()["subtasks"]}
+        assert len(tms) == 2
+    finally:
+        c.stop()
+
+
+def test_killed_taskmanager_is_detected_within_the_heartbeat_timeout(tmp_path: Path) -> None:
+    c = Cluster(tmp_path, heartbeat_timeout_ms=3000)
+    try:
+        c.start(taskmanagers=2, slots=2)
+        jid = job_id(c.run(PROGRAMS / "unbounded.py", options=("-p", "2", "--detached")).stdout)
+        c.wait_for(lambda: c.job(jid)["status-counts"]["RUNNING"] == 4, 60, "all tasks running")
+        victim = c.taskmanagers[0]
+        killed_at = time.time()
+        victim.send_signal(signal.SIGKILL)
+        job = c.wait_state(jid, ("FAILED",), 30)
+        detected_after = time.time() - killed_at
+        assert detected_after < 3.0 + 5.0, f"detection took {detected_after:.1f}s"
+        entries = c.http.get(f"/jobs/{jid}/exceptions").json()["exceptionHistory"]["entries"]
+        assert any("TaskManager" in e["stacktrace"] and "no heartbeat" in e["stacktrace"] for e in entries)
+        assert job["state"] == "FAILED"
+        c.wait_for(lambda: c.overview()["taskmanagers"] == 1, 10, "the dead TaskManager to be dropped")
+    finally:
+        c.stop()
+
+
+def _postgres_database() -> str | None:
+    """A fresh PostgreSQL database for one test, or None when no server is reachable."""
+    name = f"ms_it_{uuid.uuid4().hex[:10]}"
+    try:
+        eng = sqlalchemy.create_engine(POSTGRES_ADMIN_URL, isolation_level="AUTOCOMMIT")
+        with eng.connect() as conn:
+            conn.execute(sqlalchemy.text(f"CREATE DATABASE {name}"))
+        eng.dispose()
+    except Exception:
+        return None
+    return POSTGRES_ADMIN_URL.rsplit("/", 1)[0] + "/" + name
+
+
+def _drop_database(url: str) -> None:
+    name = url.rsplit("/", 1)[1]
+    eng = sqlalchemy.create_engine(POSTGRES_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with eng.connect() as conn:
+        conn.execute(sqlalchemy.text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+    eng.dispose()
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+def test_job_history_survives_a_jobmanager_restart(tmp_path: Path, database: str) -> None:
+    url = None
+    if database == "postgresql":
+        url = _postgres_database()
+        if url is None:
+            pytest.skip("no PostgreSQL reachable")
+    c = Cluster(tmp_path, database_url=url)
+    try:
+        c.start(taskmanagers=1, slots=2)
+        res = c.run(PROGRAMS / "batch_reduce.py", options=("-p", "2"))
+        assert res.returncode == 0, res.stderr
+        jid = job_id(res.stdout)
+        c.jobmanager.send_signal(signal.SIGTERM)
+        c.jobmanager.wait(20)
+        c.start_jobmanager()
+        jobs = {j["jid"]: j for j in c.http.get("/jobs/overview").json()["jobs"]}
+        assert jobs[jid]["state"] == "FINISHED"
+        detail = c.job(jid)
+        assert detail["name"] == "batch reduce" and detail["vertices"]
+    finally:
+        c.stop()
+        if url:
+            _drop_database(url)
