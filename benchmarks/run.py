@@ -58,6 +58,24 @@ def run(cmd: list[str], env: dict[str, str] | None = None, timeout: float = 900)
     return lines[-1]
 
 
+def on_cluster(n: int, taskmanagers: int, parallelism: int) -> str:
+    from backend.cluster_launcher import LocalCluster
+    from backend.settings import Settings
+
+    with tempfile.TemporaryDirectory(prefix="millstream-bench-") as tmp:
+        settings = Settings(port=free_port(), data_dir=Path(tmp), redis_url=None, database_url=None)
+        cluster = LocalCluster(settings, taskmanagers=taskmanagers, slots=2, restart_taskmanagers=False)
+        try:
+            cluster.start()
+            if not cluster.wait_ready():
+                return f"failed: the cluster did not start; see {tmp}/log"
+            env = dict(cluster.env, MILLSTREAM_JOBMANAGER=f"http://127.0.0.1:{settings.port}")
+            cmd = [sys.executable, "-m", "backend.cli", "run", str(JOB), str(n), str(parallelism)]
+            return run(cmd, env)
+        finally:
+            cluster.shutdown()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("-n", type=int, default=2_000_000)
@@ -67,21 +85,10 @@ def main() -> None:
     print(f"machine: {machine()}")
     results: dict[str, str] = {}
 
-    from backend.cluster_launcher import LocalCluster
-    from backend.settings import Settings
-
-    with tempfile.TemporaryDirectory(prefix="millstream-bench-") as tmp:
-        settings = Settings(port=free_port(), data_dir=Path(tmp), redis_url=None, database_url=None)
-        cluster = LocalCluster(settings, taskmanagers=2, slots=2, restart_taskmanagers=False)
-        try:
-            cluster.start()
-            if not cluster.wait_ready():
-                sys.exit(f"the benchmark cluster did not start; see {tmp}/log")
-            env = dict(cluster.env, MILLSTREAM_JOBMANAGER=f"http://127.0.0.1:{settings.port}")
-            millstream = [sys.executable, "-m", "backend.cli", "run"]
-            results["Millstream, 2 TaskManagers over Redis, P=2"] = run([*millstream, str(JOB), str(n), "2"], env)
-        finally:
-            cluster.shutdown()
+    results["Millstream, 2 TaskManagers over Redis, P=2"] = on_cluster(n, taskmanagers=2, parallelism=2)
+    # Do slots use separate cores? One TaskManager with 2 slots, at P=1 and at P=2.
+    results["Millstream, 1 TaskManager x 2 slots, P=1"] = on_cluster(n // 2, taskmanagers=1, parallelism=1)
+    results["Millstream, 1 TaskManager x 2 slots, P=2"] = on_cluster(n // 2, taskmanagers=1, parallelism=2)
     results["Millstream mini-cluster, in-process, P=2"] = run(
         [sys.executable, "-m", "backend.cli", "run", "--local", str(JOB), str(n), "2", "minicluster"]
     )
@@ -90,9 +97,18 @@ def main() -> None:
         results["Bytewax 0.21.1, 1 worker"] = run([str(bytewax), str(PEER_DIR / "bytewax_wordcount.py"), str(n)])
     pyflink = Path("/tmp/pyflink/bin/python")
     if pyflink.exists():
+        # PyFlink starts `python` from PATH for its workers: it must be the peer venv's.
+        env = dict(os.environ, PATH=f"{pyflink.parent}:{os.environ.get('PATH', '')}")
         results["PyFlink, thread mode, P=2"] = run(
-            [str(pyflink), str(PEER_DIR / "pyflink_wordcount.py"), str(n), "2"], dict(os.environ, MODE="thread")
+            [str(pyflink), str(PEER_DIR / "pyflink_wordcount.py"), str(n), "2"], dict(env, MODE="thread")
         )
+        results[f"PyFlink, process mode, P=2 (N={args.pyflink_n:,})"] = run(
+            [str(pyflink), str(PEER_DIR / "pyflink_wordcount.py"), str(args.pyflink_n), "2"], dict(env, MODE="process")
+        )
+    one = rate(results["Millstream, 1 TaskManager x 2 slots, P=1"])
+    two = rate(results["Millstream, 1 TaskManager x 2 slots, P=2"])
+    if one and two:
+        print(f"slot scaling on one TaskManager: P=2 runs {two / one:.2f}x the rate of P=1")
     base = rate(results.get("Bytewax 0.21.1, 1 worker", ""))
     print(f"{'system':48} {'records/s':>12} {'vs Bytewax':>11}")
     for name, line in results.items():

@@ -52,9 +52,9 @@ def job_detail(dispatcher: DispatcherDep, jid: JobId) -> dict[str, Any]:
 
     While the job waits for slots, ``status-message`` says so (a Millstream addition)."""
     detail = job_views.job_detail(load_job(dispatcher, jid), now_ms())
-    jm = dispatcher.job_master(detail["jid"])
-    if jm is not None and jm.eg.status_message:
-        detail["status-message"] = jm.eg.status_message
+    message = dispatcher.status_message(detail["jid"])
+    if message:
+        detail["status-message"] = message
     return detail
 
 
@@ -84,7 +84,7 @@ def job_exceptions(
     """``{exceptionHistory: {entries, truncated}}`` newest first, plus Flink's legacy
     ``root-exception``, ``timestamp``, ``all-exceptions`` and ``truncated``."""
     record = load_job(dispatcher, jid)
-    rows = dispatcher.store.list_exceptions(record.jid, limit=maxExceptions + 1)
+    rows = dispatcher.exceptions(record.jid, maxExceptions + 1)
     return job_views.exceptions(rows, maxExceptions, record.failure_cause)
 
 
@@ -108,6 +108,6 @@ def job_execution_result(dispatcher: DispatcherDep, jid: JobId) -> dict[str, Any
     record = load_job(dispatcher, jid)
     failure = None
     if record.state == "FAILED":
-        failure = next(iter(dispatcher.store.list_exceptions(record.jid, limit=1)), None)
+        failure = next(iter(dispatcher.exceptions(record.jid, 1)), None)
     return job_views.execution_result(record, failure)
 

@@ -39,7 +39,7 @@ def read_tail(path: Path, limit: int) -> str:
 
 
 def _taskmanager(dispatcher: Dispatcher, tm_id: str) -> TaskManagerInfo:
-    tm = dispatcher.pool.taskmanagers.get(tm_id) if _TM_ID.fullmatch(tm_id) else None
+    tm = dispatcher.slot_pool_snapshot().taskmanagers.get(tm_id) if _TM_ID.fullmatch(tm_id) else None
     if tm is None:
         raise HTTPException(404, f"TaskManager {tm_id} not found")
     return tm
@@ -58,18 +58,16 @@ def _log_file(settings: Settings, tm: TaskManagerInfo) -> Path | None:
 @router.get("/taskmanagers", summary="Registered TaskManagers")
 def list_taskmanagers(dispatcher: DispatcherDep) -> TaskManagers:
     """Every live TaskManager with its slots and hardware."""
-    metrics = {tm: dispatcher.rm.taskmanager_metrics(tm) for tm in list(dispatcher.pool.taskmanagers)}
-    with dispatcher.lock:
-        return taskmanagers_list(dispatcher.pool, metrics)
+    pool = dispatcher.slot_pool_snapshot()
+    metrics = {tm: dispatcher.taskmanager_metrics(tm) for tm in pool.taskmanagers}
+    return taskmanagers_list(pool, metrics)
 
 
 @router.get("/taskmanagers/{tmid}", summary="One TaskManager")
 def get_taskmanager(dispatcher: DispatcherDep, tmid: TaskManagerId) -> dict[str, Any]:
     """The TaskManager's summary plus ``allocatedSlots [{jobId, resource}]`` and its latest ``metrics``."""
     tm = _taskmanager(dispatcher, tmid)
-    metrics = dispatcher.rm.taskmanager_metrics(tm.id)
-    with dispatcher.lock:
-        return taskmanager_detail(tm, dispatcher.pool, metrics)
+    return taskmanager_detail(tm, dispatcher.slot_pool_snapshot(), dispatcher.taskmanager_metrics(tm.id))
 
 
 @router.get("/taskmanagers/{tmid}/logs", summary="The TaskManager's log files")

@@ -17,8 +17,7 @@ VertexId = Annotated[str, Path(description="The vertex (JobVertex) id: 32 hex ch
 
 
 def _hosts(dispatcher: Dispatcher) -> dict[str, str]:
-    with dispatcher.lock:
-        return {tm.id: tm.host for tm in dispatcher.pool.taskmanagers.values() if tm.host}
+    return {tm.id: tm.host for tm in dispatcher.slot_pool_snapshot().taskmanagers.values() if tm.host}
 
 
 def _view(call: Callable[[], T], vid: str) -> T:

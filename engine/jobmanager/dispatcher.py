@@ -7,6 +7,7 @@ under the same lock, so every state change happens one at a time.
 """
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 import time
@@ -20,7 +21,7 @@ from engine.executiongraph.states import JobStatus
 from engine.graph.job_graph import JobGraph
 from engine.graph.stream_graph import UPPER_MAX_PARALLELISM
 from engine.jobmanager.job_master import JobMaster
-from engine.jobmanager.job_store import JobRecord, JobStore
+from engine.jobmanager.job_store import ExceptionRecord, JobRecord, JobStore
 from engine.resourcemanager.resource_manager import ResourceManager
 from engine.resourcemanager.slot_pool import SlotPool
 from engine.taskexecutor import messages
@@ -206,6 +207,23 @@ class Dispatcher:
             live = {jid: jm.record(jm.final_metrics) for jid, jm in self.jobs.items()}
         stored = [r for r in self.store.list_jobs() if r.jid not in live]
         return sorted([*live.values(), *stored], key=lambda r: r.start_time, reverse=True)
+
+    def status_message(self, job_id: str) -> str | None:
+        """Why a live job is not running yet (e.g. waiting for slots), if it says."""
+        with self.lock:
+            jm = self.jobs.get(job_id)
+            return jm.eg.status_message if jm is not None else None
+
+    def exceptions(self, job_id: str, limit: int) -> list[ExceptionRecord]:
+        return self.store.list_exceptions(job_id, limit=limit)
+
+    def slot_pool_snapshot(self) -> SlotPool:
+        """A copy of the TaskManagers and slot allocations, safe to read without the lock."""
+        with self.lock:
+            return copy.deepcopy(self.pool)
+
+    def taskmanager_metrics(self, tm_id: str) -> dict[str, Any]:
+        return self.rm.taskmanager_metrics(tm_id)
 
     def read_metrics(self, job_id: str, attempt: int) -> dict[tuple[str, int], dict[str, Any]]:
         raw = self.client.hgetall(redis_keys.task_metrics(job_id))

@@ -56,6 +56,10 @@ class StreamTask:
         self.writers: list[RecordWriter] = []
         self.operators: dict[int, StreamOperator] = {}
 
+    def sample_metrics(self) -> dict[str, Any]:
+        waits = [t for t in (w.blocked_since() for w in self.writers) if t is not None]
+        return self.metrics.sample(blocked_since=min(waits) if waits else None)
+
     def cancel(self) -> None:
         self.env.cancelled.set()
 

@@ -35,16 +35,19 @@ class TaskIOMetrics:
     # the previous sample, to compute per-second figures over the last interval
     _last: tuple[float, float, float, int, int] | None = None
 
-    def sample(self, now: float | None = None) -> dict[str, Any]:
+    def sample(self, now: float | None = None, blocked_since: float | None = None) -> dict[str, Any]:
+        """Figures since the previous sample. ``blocked_since`` counts a credit wait still in progress."""
         now = time.monotonic() if now is None else now
+        ongoing_bp = max(now - blocked_since, 0.0) if blocked_since is not None else 0.0
         if self._last is None:
             self._last = (self.started, 0.0, 0.0, 0, 0)
         t0, idle0, bp0, rin0, rout0 = self._last
+        total_bp = self.backpressured_s + ongoing_bp
         wall = max(now - t0, 1e-6)
         idle = min(max(self.idle_s - idle0, 0.0), wall)
-        bp = min(max(self.backpressured_s - bp0, 0.0), wall - idle)
+        bp = min(max(total_bp - bp0, 0.0), wall - idle)
         busy = max(wall - idle - bp, 0.0)
-        self._last = (now, self.idle_s, self.backpressured_s, self.records_in, self.records_out)
+        self._last = (now, self.idle_s, total_bp, self.records_in, self.records_out)
         return {
             "read-records": self.records_in,
             "write-records": self.records_out,
@@ -54,8 +57,8 @@ class TaskIOMetrics:
             "backPressuredTimeMsPerSecond": round(1000 * bp / wall),
             "busyTimeMsPerSecond": round(1000 * busy / wall),
             "accumulated-idle-time": round(1000 * self.idle_s),
-            "accumulated-backpressured-time": round(1000 * self.backpressured_s),
-            "accumulated-busy-time": round(1000 * max(now - self.started - self.idle_s - self.backpressured_s, 0.0)),
+            "accumulated-backpressured-time": round(1000 * total_bp),
+            "accumulated-busy-time": round(1000 * max(now - self.started - self.idle_s - total_bp, 0.0)),
             "numRecordsInPerSecond": (self.records_in - rin0) / wall,
             "numRecordsOutPerSecond": (self.records_out - rout0) / wall,
             "numLateRecordsDropped": self.late_records_dropped,

@@ -151,7 +151,7 @@ class SlotExecutor:
             return
         pipe = self.client.pipeline(transaction=False)
         for tdd, task in tasks:
-            sample = task.metrics.sample()
+            sample = task.sample_metrics()
             sample.update(attempt=tdd.attempt, tm=self.cfg.tm_id, slot=self.cfg.slot, ts=now_ms())
             key = redis_keys.task_metrics(tdd.job_id)
             pipe.hset(key, f"{tdd.vertex_id}:{tdd.subtask}", messages.pack(sample))

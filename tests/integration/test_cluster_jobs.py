@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -137,3 +138,30 @@ def test_bad_requests_are_refused_clearly(cluster: Cluster) -> None:
     r = cluster.http.post(f"/jars/{jar_id}/run", json={"parallelism": 40000, "programArgsList": ["10"]})
     assert r.status_code == 400 and "max parallelism" in r.json()["errors"][0]
     assert cluster.http.post("/jars/upload", files={"jarfile": ("evil.sh", b"rm -rf /")}).status_code == 400
+
+
+def test_slow_consumer_backpressures_the_source_and_redis_stays_bounded(cluster: Cluster) -> None:
+    import redis
+
+    res = cluster.run(PROGRAMS / "backpressure.py", options=("-p", "2", "--detached"))
+    (jid,) = job_ids(res.stdout)
+    cluster.wait_for(lambda: cluster.job(jid)["status-counts"]["RUNNING"] == 4, 60, "all tasks running")
+    client = redis.Redis.from_url(cluster.redis_url)
+    source = next(v for v in cluster.job(jid)["vertices"] if v["name"].startswith("Source"))
+    deepest = 0
+    deadline = time.time() + 8
+    while time.time() < deadline:
+        for key in client.scan_iter(match=f"ms:ch:{jid}:*"):
+            deepest = max(deepest, client.llen(key))
+        time.sleep(0.2)
+    # At most `credits` (8) unread data buffers per channel, whatever the producer's speed.
+    assert 0 < deepest <= 8
+    bp = cluster.http.get(f"/jobs/{jid}/vertices/{source['id']}/backpressure").json()
+    assert bp["status"] == "ok"
+    assert bp["backpressure-level"] == "high", bp
+    assert all(st["ratio"] > 0.5 for st in bp["subtasks"])
+    # The source emits only as fast as the slow map consumes: about 2 x 500 records/s.
+    written = cluster.job(jid)["vertices"][0]["metrics"]["write-records"]
+    assert written < 2 * 500 * 60
+    cluster.http.patch(f"/jobs/{jid}", params={"mode": "cancel"})
+    cluster.wait_state(jid, ("CANCELED",), 30)

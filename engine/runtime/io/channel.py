@@ -20,6 +20,8 @@ class ChannelId:
 
 
 class ChannelWriter(Protocol):
+    blocked_since: float | None  # monotonic time a credit wait began, while it lasts
+
     def send(self, payload: bytes, is_data: bool) -> float:
         """Append a buffer; returns seconds spent blocked waiting for credit."""
 

@@ -37,6 +37,7 @@ class LocalChannelWriter:
         self.reg = reg
         self.cid = cid
         self.cancelled = cancelled
+        self.blocked_since: float | None = None  # set while waiting for credit, read by the metrics sampler
         with reg.cond:
             self.ch = reg.get(cid)
 
@@ -44,11 +45,13 @@ class LocalChannelWriter:
         blocked = 0.0
         with self.reg.cond:
             if is_data and self.ch.credits <= 0:
-                t0 = time.monotonic()
+                t0 = self.blocked_since = time.monotonic()
                 while self.ch.credits <= 0:
                     if self.cancelled.is_set():
+                        self.blocked_since = None
                         raise TaskCancelled()
                     self.reg.cond.wait(0.05)
+                self.blocked_since = None
                 blocked = time.monotonic() - t0
             if is_data:
                 self.ch.credits -= 1

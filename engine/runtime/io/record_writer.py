@@ -65,6 +65,10 @@ class RecordWriter:
         self.metrics.records_out += len(buf)
         self.metrics.bytes_out += len(payload)
 
+    def blocked_since(self) -> float | None:
+        waits = [w.blocked_since for w in self.writers if w.blocked_since is not None]
+        return min(waits) if waits else None
+
     def flush_all(self) -> None:
         for ch in range(len(self.writers)):
             self._flush(ch)

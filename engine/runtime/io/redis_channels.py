@@ -27,19 +27,22 @@ class RedisChannelWriter:
         self.initial = credits
         self.credits = credits
         self.cancelled = cancelled
+        self.blocked_since: float | None = None  # set while waiting for credit, read by the metrics sampler
 
     def send(self, payload: bytes, is_data: bool) -> float:
         blocked = 0.0
         if is_data and self.credits <= 0:
-            t0 = time.monotonic()
+            t0 = self.blocked_since = time.monotonic()
             while self.credits <= 0:
                 if self.cancelled.is_set():
+                    self.blocked_since = None
                     raise TaskCancelled()
                 got = self.client.blpop([self.credit_key], timeout=_POLL_SLICE)
                 if got:
                     self.credits += 1
                     more = self.client.lpop(self.credit_key, self.initial)
                     self.credits += len(more or ())
+            self.blocked_since = None
             blocked = time.monotonic() - t0
         if is_data:
             self.credits -= 1
