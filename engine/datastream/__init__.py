@@ -2,6 +2,9 @@
 from engine.datastream.data_stream import DataStream, DataStreamSink, KeyedStream
 from engine.datastream.execution_mode import RuntimeExecutionMode
 from engine.datastream.functions import (
+    AggregateFunction,
+    CoFlatMapFunction,
+    CoMapFunction,
     FilterFunction,
     FlatMapFunction,
     KeyedProcessFunction,
@@ -10,13 +13,26 @@ from engine.datastream.functions import (
     ProcessFunction,
     ReduceFunction,
     RuntimeContext,
+    ProcessWindowFunction,
     SinkFunction,
+    TimeDomain,
     TimerService,
+    WindowFunction,
 )
+from engine.datastream.output_tag import OutputTag
+from engine.datastream.windowed_stream import WindowedStream
 from engine.datastream.connectors.source_function import SourceFunction
 from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
 
 __all__ = [
+    "AggregateFunction",
+    "CoFlatMapFunction",
+    "CoMapFunction",
+    "OutputTag",
+    "ProcessWindowFunction",
+    "TimeDomain",
+    "WindowFunction",
+    "WindowedStream",
     "DataStream",
     "DataStreamSink",
     "FilterFunction",

@@ -20,7 +20,12 @@ from engine.datastream.functions import (
     ReduceFunction,
     SinkFunction,
 )
+from engine.common.watermark_strategy import WatermarkStrategy
+from engine.datastream.output_tag import OutputTag
+from engine.datastream.windowed_stream import WindowedStream
 from engine.graph.transformations import ChainingStrategy, OperatorKind, ShipStrategy
+from engine.windowing.assigners import CountSlidingWindowAssigner, CountTumblingWindowAssigner, WindowAssigner
+from engine.windowing.evictors import CountEvictor
 
 if TYPE_CHECKING:
     from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
@@ -105,6 +110,19 @@ class DataStream:
         if not isinstance(func, ProcessFunction):
             raise TypeError(f"process expects a ProcessFunction, got {type(func).__name__}")
         return self._op(OperatorKind.PROCESS, "Process", func, output_type)
+
+    def assign_timestamps_and_watermarks(self, watermark_strategy: WatermarkStrategy) -> "DataStream":
+        if not isinstance(watermark_strategy, WatermarkStrategy):
+            raise TypeError(f"expected a WatermarkStrategy, got {type(watermark_strategy).__name__}")
+        return self._op(
+            OperatorKind.TIMESTAMPS, "Timestamps/Watermarks", None, None, watermark_strategy=watermark_strategy
+        )
+
+    def get_side_output(self, output_tag: OutputTag) -> "DataStream":
+        if not isinstance(output_tag, OutputTag):
+            raise TypeError(f"get_side_output expects an OutputTag, got {type(output_tag).__name__}")
+        tid = self._env._add(OperatorKind.SIDE_OUTPUT, f"SideOutput({output_tag.tag_id})", (self._id,), params={"tag_id": output_tag.tag_id})
+        return DataStream(self._env, tid)
 
     def key_by(self, key_selector: KeySelector | Callable[[Any], Any], key_type: Any = None) -> "KeyedStream":
         selector = key_selector.get_key if isinstance(key_selector, KeySelector) else key_selector
@@ -199,6 +217,14 @@ class KeyedStream(DataStream):
 
     def max_by(self, position_to_max_by: int | str = 0) -> DataStream:
         return self._op(OperatorKind.REDUCE, "Keyed Aggregation", aggregators.MaxByAggregator(int(position_to_max_by)))
+
+    def window(self, window_assigner: WindowAssigner) -> WindowedStream:
+        return WindowedStream(self, window_assigner)
+
+    def count_window(self, size: int, slide: int | None = None) -> WindowedStream:
+        if slide is None:
+            return WindowedStream(self, CountTumblingWindowAssigner.of(size))
+        return WindowedStream(self, CountSlidingWindowAssigner.of(size, slide)).evictor(CountEvictor.of(size))
 
     def process(self, func: KeyedProcessFunction, output_type: Any = None) -> DataStream:  # type: ignore[override]
         if not isinstance(func, KeyedProcessFunction):

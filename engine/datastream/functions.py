@@ -6,6 +6,7 @@ A plain callable works wherever one of these is accepted; the runtime calls
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from enum import Enum
 from typing import TYPE_CHECKING, Any, Iterable
 
 if TYPE_CHECKING:
@@ -89,6 +90,11 @@ class SinkFunction(Function):
         raise NotImplementedError
 
 
+class TimeDomain(Enum):
+    EVENT_TIME = 0
+    PROCESSING_TIME = 1
+
+
 class TimerService(ABC):
     @abstractmethod
     def current_processing_time(self) -> int: ...
@@ -145,3 +151,58 @@ class KeyedProcessFunction(Function):
 
     def on_timer(self, timestamp: int, ctx: "KeyedProcessFunction.OnTimerContext") -> Any:
         pass
+
+
+class AggregateFunction(Function):
+    """Incremental aggregation: accumulator in, result out (used by windows and AggregatingState)."""
+
+    @abstractmethod
+    def create_accumulator(self) -> Any: ...
+
+    @abstractmethod
+    def add(self, value: Any, accumulator: Any) -> Any: ...
+
+    @abstractmethod
+    def get_result(self, accumulator: Any) -> Any: ...
+
+    def merge(self, acc_a: Any, acc_b: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__}.merge is needed for merging (session) windows")
+
+
+class WindowFunction(Function):
+    @abstractmethod
+    def apply(self, key: Any, window: Any, inputs: Iterable[Any]) -> Iterable[Any]: ...
+
+
+class ProcessWindowFunction(Function):
+    class Context(ABC):
+        @abstractmethod
+        def window(self) -> Any: ...
+
+        @abstractmethod
+        def current_processing_time(self) -> int: ...
+
+        @abstractmethod
+        def current_watermark(self) -> int: ...
+
+    @abstractmethod
+    def process(self, key: Any, context: "ProcessWindowFunction.Context", elements: Iterable[Any]) -> Iterable[Any]: ...
+
+    def clear(self, context: "ProcessWindowFunction.Context") -> None:
+        pass
+
+
+class CoMapFunction(Function):
+    @abstractmethod
+    def map1(self, value: Any) -> Any: ...
+
+    @abstractmethod
+    def map2(self, value: Any) -> Any: ...
+
+
+class CoFlatMapFunction(Function):
+    @abstractmethod
+    def flat_map1(self, value: Any) -> Iterable[Any]: ...
+
+    @abstractmethod
+    def flat_map2(self, value: Any) -> Iterable[Any]: ...

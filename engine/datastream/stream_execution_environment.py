@@ -116,9 +116,13 @@ class StreamExecutionEnvironment:
             output_type=type_info,
             bounded=source.is_bounded(),
             fixed_parallelism=None if source.parallel else 1,
-            params={"watermark_strategy": watermark_strategy or WatermarkStrategy.no_watermarks()},
         )
-        return DataStream(self, tid)
+        stream = DataStream(self, tid)
+        strategy = watermark_strategy or WatermarkStrategy.no_watermarks()
+        if strategy.kind != "none" or strategy.timestamp_assigner is not None:
+            # Flink stamps records inside the source; here a chained operator does it.
+            stream = stream.assign_timestamps_and_watermarks(strategy)
+        return stream
 
     def from_collection(self, collection: Iterable[Any], type_info: Any = None) -> DataStream:
         return self.from_source(CollectionSource(list(collection)), None, "Collection Source", type_info)

@@ -30,7 +30,7 @@ class JobVertex:
     parallelism: int
     max_parallelism: int
     operators: tuple[OperatorDescriptor, ...]  # topological order, head first
-    chained_edges: tuple[tuple[int, int], ...]  # (source node, target node) inside the chain
+    chained_edges: tuple[tuple[int, int, str | None], ...]  # (source node, target node, side output tag)
     is_source: bool
     bounded: bool
 
@@ -48,6 +48,7 @@ class JobEdge:
     target_node: int  # the head of the target chain
     ship_strategy: str
     input_index: int = 0
+    output_tag: str | None = None
 
 
 @dataclass(frozen=True)
@@ -176,7 +177,7 @@ def build_job_graph(
         nodes = [graph.nodes[m] for m in members]
         member_set = set(members)
         chained = tuple(
-            (e.source, e.target)
+            (e.source, e.target, e.output_tag)
             for e in graph.edges
             if e.source in member_set and e.target in member_set and head_of[e.target] == head
             and e.target != head
@@ -208,6 +209,7 @@ def build_job_graph(
                     target_node=e.target,
                     ship_strategy=e.ship_strategy.value,
                     input_index=e.input_index,
+                    output_tag=e.output_tag,
                 )
             )
     return JobGraph(

@@ -50,6 +50,7 @@ class StreamEdge:
     target: int
     ship_strategy: ShipStrategy
     input_index: int = 0  # which logical input of a two-input operator
+    output_tag: str | None = None  # a side output of the source operator, or its main output
 
 
 @dataclass
@@ -105,10 +106,10 @@ def build_stream_graph(
             raise GraphBuildError(
                 f"parallelism {parallelism} of '{t.name}' exceeds its max parallelism {max_par}"
             )
-        resolved: list[tuple[int, ShipStrategy | None, Any, int]] = []
+        resolved: list[tuple[int, ShipStrategy | None, Any, int, str | None]] = []
         for input_index, input_id in enumerate(t.inputs):
-            _resolve(by_id, input_id, None, None, input_index, resolved)
-        input_ids = [nodes[src].operator_id for src, _, _, _ in resolved]
+            _resolve(by_id, input_id, None, None, input_index, None, resolved)
+        input_ids = [nodes[r[0]].operator_id for r in resolved]
         node = StreamNode(
             id=t.id,
             kind=t.kind,
@@ -127,7 +128,7 @@ def build_stream_graph(
                 f"operators '{clash.name}' and '{t.name}' have the same uid '{t.uid}'; uids must be unique"
             )
         nodes[t.id] = node
-        for src, strategy, selector, input_index in resolved:
+        for src, strategy, selector, input_index, tag in resolved:
             up = nodes[src]
             if strategy is None:
                 strategy = (
@@ -140,7 +141,7 @@ def build_stream_graph(
                 )
             if strategy is ShipStrategy.HASH:
                 key_selectors[t.id] = selector
-            edges.append(StreamEdge(src, t.id, strategy, input_index))
+            edges.append(StreamEdge(src, t.id, strategy, input_index, tag))
     return StreamGraph(job_name, nodes, edges, by_id, key_selectors)
 
 
@@ -150,7 +151,8 @@ def _resolve(
     strategy: ShipStrategy | None,
     selector: Any,
     input_index: int,
-    out: list[tuple[int, ShipStrategy | None, Any, int]],
+    tag: str | None,
+    out: list[tuple[int, ShipStrategy | None, Any, int, str | None]],
 ) -> None:
     t = by_id[tid]
     if t.kind is OperatorKind.PARTITION:
@@ -158,9 +160,12 @@ def _resolve(
         if strategy is None:
             strategy, selector = t.ship_strategy, t.key_selector
         for i in t.inputs:
-            _resolve(by_id, i, strategy, selector, input_index, out)
+            _resolve(by_id, i, strategy, selector, input_index, tag, out)
+    elif t.kind is OperatorKind.SIDE_OUTPUT:
+        for i in t.inputs:
+            _resolve(by_id, i, strategy, selector, input_index, t.params["tag_id"], out)
     elif t.kind is OperatorKind.UNION:
         for i in t.inputs:
-            _resolve(by_id, i, strategy, selector, input_index, out)
+            _resolve(by_id, i, strategy, selector, input_index, tag, out)
     else:
-        out.append((tid, strategy, selector, input_index))
+        out.append((tid, strategy, selector, input_index, tag))

@@ -19,13 +19,18 @@ class OperatorKind(str, Enum):
     KEYED_PROCESS = "KeyedProcess"
     REDUCE = "Reduce"
     SINK = "Sink"
+    TIMESTAMPS = "Timestamps/Watermarks"
+    WINDOW = "Window"
+    CO_MAP = "CoMap"
+    CO_FLAT_MAP = "CoFlatMap"
     # Virtual kinds only shape edges; they never become operators.
     PARTITION = "Partition"
     UNION = "Union"
+    SIDE_OUTPUT = "SideOutput"
 
     @property
     def is_virtual(self) -> bool:
-        return self in (OperatorKind.PARTITION, OperatorKind.UNION)
+        return self in (OperatorKind.PARTITION, OperatorKind.UNION, OperatorKind.SIDE_OUTPUT)
 
 
 class ShipStrategy(str, Enum):

@@ -25,6 +25,7 @@ class OutputSpec:
     ship_strategy: str
     targets: tuple[int, ...]  # connected consumer subtasks, in channel order
     target_max_parallelism: int
+    output_tag: str | None = None
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class TaskDeploymentDescriptor:
     inputs: tuple[InputSpec, ...]
     outputs: tuple[OutputSpec, ...]
     operators: tuple[int, ...] = ()  # stream node ids of the chain, head first
-    chained_edges: tuple[tuple[int, int], ...] = ()
+    chained_edges: tuple[tuple[int, int, str | None], ...] = ()
     config: dict[str, Any] = field(default_factory=dict)
     restore: Any = None  # the state to restore from, once checkpoints exist
 
@@ -85,6 +86,7 @@ def make_tdd(job_graph: JobGraph, vertex_id: str, subtask: int, attempt: int) ->
                 e.ship_strategy,
                 tuple(connected_targets(e.ship_strategy, subtask, v.parallelism, dst.parallelism)),
                 dst.max_parallelism,
+                e.output_tag,
             )
         )
     return TaskDeploymentDescriptor(

@@ -20,6 +20,7 @@ from engine.runtime.io.record_writer import RecordWriter
 from engine.runtime.io.serialization import (
     END_OF_PARTITION,
     RECORDS,
+    STATUS,
     WATERMARK,
     create_serializer,
 )
@@ -28,8 +29,10 @@ from engine.runtime.operators.factory import create_operator
 from engine.runtime.partitioner import create_partitioner
 from engine.runtime.state.heap_backend import HeapKeyedStateBackend
 from engine.runtime.task_metrics import TaskIOMetrics
+from engine.runtime.watermarks import MAX_WATERMARK, StatusWatermarkValve
 
 SOURCE_BATCH = 1024
+TICK_S = 0.05  # how often operators' on_tick runs (processing-time timers, idleness)
 
 
 @dataclass
@@ -90,7 +93,7 @@ class StreamTask:
                 job_parameters=dict(tdd.config.get("pipeline.global-job-parameters", {})),
             )
             self.operators[node_id] = create_operator(t, ctx)
-        writers_by_node: dict[int, list[Output]] = {}
+        writers_by_node: dict[tuple[int, str | None], list[Output]] = {}
         for spec in tdd.outputs:
             channel_writers = [
                 self.env.channels.writer(ChannelId(tdd.job_id, spec.edge, tdd.subtask, dst, tdd.attempt))
@@ -107,15 +110,26 @@ class StreamTask:
                 partitioner, channel_writers, self.serializer, self.metrics, self.buffer_records, self.buffer_timeout_ms
             )
             self.writers.append(rw)
-            writers_by_node.setdefault(spec.source_node, []).append(rw)
+            writers_by_node.setdefault((spec.source_node, spec.output_tag), []).append(rw)
+        # Each operator's outputs, split into the main output and its side outputs by tag.
+        routes: dict[tuple[int, str | None], list[Output]] = {}
+        for src, dst, tag in tdd.chained_edges:
+            routes.setdefault((src, tag), []).append(ChainingOutput(self.operators[dst]))
+        for (src, tag), writers in writers_by_node.items():
+            routes.setdefault((src, tag), []).extend(writers)
         self.outputs: dict[int, Output] = {}
         for node_id in tdd.operators:
-            outs: list[Output] = [ChainingOutput(self.operators[dst]) for src, dst in tdd.chained_edges if src == node_id]
-            outs.extend(writers_by_node.get(node_id, []))
-            out: Output = outs[0] if len(outs) == 1 else FanOut(outs)
+            main = routes.get((node_id, None), [])
+            out: Output = main[0] if len(main) == 1 else FanOut(main)
             self.outputs[node_id] = out
-            if node_id in self.operators:
-                self.operators[node_id].output = out
+            op = self.operators.get(node_id)
+            if op is not None:
+                op.output = out
+                for (src, tag), outs in routes.items():
+                    if src == node_id and tag is not None:
+                        op.side_outputs[tag] = outs[0] if len(outs) == 1 else FanOut(outs)
+        self.ticking = [op for op in self.operators.values() if op.wants_ticks]
+        self.next_tick = 0.0
 
     # -- running -----------------------------------------------------------
     def run(self) -> None:
@@ -148,7 +162,13 @@ class StreamTask:
 
     def _flush_due(self) -> float:
         now = time.monotonic()
-        nxt = float("inf")
+        if self.ticking and now >= self.next_tick:
+            # Processing-time timers and idleness checks run between batches, on this thread.
+            self.next_tick = now + TICK_S
+            now_ms = int(time.time() * 1000)
+            for op in self.ticking:
+                op.on_tick(now_ms)
+        nxt = TICK_S if self.ticking else float("inf")
         for w in self.writers:
             nxt = min(nxt, w.flush_due(now))
         return nxt
@@ -173,6 +193,8 @@ class StreamTask:
                     continue
                 out.emit(batch, None)
                 self._flush_due()
+            # A bounded source ends event time: every window and timer downstream may fire.
+            out.emit_watermark(MAX_WATERMARK)
         finally:
             reader.close()
 
@@ -187,10 +209,8 @@ class StreamTask:
         open_channels = set(range(len(cids)))
         decode = self.serializer.decode
         metrics = self.metrics
-        # A watermark is the minimum over input channels; until issue-level
-        # event time lands, channels' watermarks are tracked and forwarded here.
-        channel_wm: dict[int, int] = {}
-        current_wm: int | None = None
+        valve = StatusWatermarkValve(len(cids))
+        idle_downstream = False
         try:
             while open_channels:
                 due = self._flush_due()
@@ -201,22 +221,25 @@ class StreamTask:
                     continue
                 ch, payload = item
                 kind, a, b = decode(payload)
+                advanced: int | None = None
                 if kind == RECORDS:
                     metrics.records_in += len(a)
                     metrics.bytes_in += len(payload)
                     head.process_batch(a, b)
                     gate.ack(ch)
+                elif kind == WATERMARK:
+                    advanced = valve.input_watermark(ch, a)
+                elif kind == STATUS:
+                    advanced = valve.input_idle(ch, bool(a))
                 elif kind == END_OF_PARTITION:
                     open_channels.discard(ch)
                     gate.block(ch)
-                    channel_wm.pop(ch, None)
-                elif kind == WATERMARK:
-                    channel_wm[ch] = max(channel_wm.get(ch, a), a)
-                    if len(channel_wm) == len(open_channels):
-                        wm = min(channel_wm.values())
-                        if current_wm is None or wm > current_wm:
-                            current_wm = wm
-                            metrics.current_input_watermark = wm
-                            head.process_watermark(wm)
+                    advanced = valve.end_of_partition(ch)
+                if advanced is not None:
+                    metrics.current_input_watermark = advanced
+                    head.process_watermark(advanced)
+                if valve.all_idle() != idle_downstream and open_channels:
+                    idle_downstream = not idle_downstream
+                    head.process_status(idle_downstream)
         finally:
             gate.close()

@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from engine.runtime.io.channel import ChannelWriter
-from engine.runtime.io.serialization import RECORDS, BufferSerializer
+from engine.runtime.io.serialization import RECORDS, STATUS, WATERMARK, BufferSerializer
 from engine.runtime.partitioner import StreamPartitioner
 from engine.runtime.task_metrics import TaskIOMetrics
 
@@ -87,9 +87,10 @@ class RecordWriter:
         return next_due
 
     def emit_watermark(self, watermark: int) -> None:
-        from engine.runtime.io.serialization import WATERMARK
-
         self.broadcast_event(WATERMARK, watermark)
+
+    def emit_status(self, idle: bool) -> None:
+        self.broadcast_event(STATUS, idle)
 
     def broadcast_event(self, kind: int, a: Any = None, b: Any = None) -> None:
         """Events follow every record already written, on every channel."""

@@ -18,6 +18,7 @@ RECORDS = 0
 WATERMARK = 1
 BARRIER = 2
 END_OF_PARTITION = 3
+STATUS = 4  # watermark status: True idle, False active
 
 _EXT_ROW = 1
 _EXT_PICKLE = 2

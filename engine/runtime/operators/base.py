@@ -5,6 +5,7 @@ mutate the lists they are given, because one batch may feed several outputs.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
@@ -17,6 +18,9 @@ class Output(Protocol):
     def emit(self, values: list[Any], timestamps: list[int] | None) -> None: ...
 
     def emit_watermark(self, watermark: int) -> None: ...
+
+    def emit_status(self, idle: bool) -> None:
+        """Tell downstream this stream is idle (left out of watermark minimums) or active again."""
 
 
 class FanOut:
@@ -33,6 +37,10 @@ class FanOut:
         for o in self.outputs:
             o.emit_watermark(watermark)
 
+    def emit_status(self, idle: bool) -> None:
+        for o in self.outputs:
+            o.emit_status(idle)
+
 
 class ChainingOutput:
     """Hands a batch straight to the next operator of the chain: no copy, no serialization."""
@@ -46,12 +54,18 @@ class ChainingOutput:
     def emit_watermark(self, watermark: int) -> None:
         self.operator.process_watermark(watermark)
 
+    def emit_status(self, idle: bool) -> None:
+        self.operator.process_status(idle)
+
 
 class Discard:
     def emit(self, values: list[Any], timestamps: list[int] | None) -> None:
         pass
 
     def emit_watermark(self, watermark: int) -> None:
+        pass
+
+    def emit_status(self, idle: bool) -> None:
         pass
 
 
@@ -71,6 +85,7 @@ class OperatorContext:
     key_selector: Callable[[Any], Any] | None = None
     keyed_backend: HeapKeyedStateBackend | None = None
     job_parameters: dict[str, str] = field(default_factory=dict)
+    clock: Callable[[], int] = field(default=lambda: int(time.time() * 1000))  # processing time, ms
 
     @property
     def is_batch(self) -> bool:
@@ -119,11 +134,15 @@ class StreamingRuntimeContext(RuntimeContext):
 class StreamOperator:
     """Base operator: forwards watermarks, does nothing at end of input."""
 
+    #: operators that need ``on_tick`` (processing-time timers, idleness) set this
+    wants_ticks = False
+
     def __init__(self, function: Any, ctx: OperatorContext, params: dict[str, Any]) -> None:
         self.function = function
         self.ctx = ctx
         self.params = params
         self.output: Output = Discard()
+        self.side_outputs: dict[str, Output] = {}
 
     def open(self) -> None:
         if isinstance(self.function, Function):
@@ -134,6 +153,17 @@ class StreamOperator:
 
     def process_watermark(self, watermark: int) -> None:
         self.output.emit_watermark(watermark)
+
+    def process_status(self, idle: bool) -> None:
+        self.output.emit_status(idle)
+
+    def on_tick(self, now_ms: int) -> None:
+        """Called every few tens of milliseconds by the task loop when ``wants_ticks``."""
+
+    def emit_side(self, tag_id: str, values: list[Any], timestamps: list[int] | None) -> None:
+        out = self.side_outputs.get(tag_id)
+        if out is not None:  # a side output nobody consumes is dropped, as in Flink
+            out.emit(values, timestamps)
 
     def end_input(self) -> None:
         pass

@@ -10,7 +10,9 @@ from engine.datastream.functions import (
     ProcessFunction,
     TimerService,
 )
+from engine.datastream.output_tag import OutputTag
 from engine.runtime.operators.base import StreamOperator
+from engine.runtime.operators.results import ResultCollector
 
 
 class MapOperator(StreamOperator):
@@ -79,13 +81,15 @@ class FlatMapOperator(StreamOperator):
 class _NoTimers(TimerService):
     """Timers on a non-keyed stream are refused, as in Flink."""
 
-    def current_processing_time(self) -> int:
-        import time
+    def __init__(self, clock) -> None:
+        self.clock = clock
+        self.watermark = -(2**63)
 
-        return int(time.time() * 1000)
+    def current_processing_time(self) -> int:
+        return self.clock()
 
     def current_watermark(self) -> int:
-        return -(2**63)
+        return self.watermark
 
     def _refuse(self, *_: Any) -> None:
         raise TypeError("timers can only be used on a keyed stream (key_by(...).process(...))")
@@ -97,9 +101,10 @@ class _NoTimers(TimerService):
 
 
 class _ProcessContext(ProcessFunction.Context):
-    def __init__(self) -> None:
+    def __init__(self, timers: _NoTimers, collector: ResultCollector) -> None:
         self.ts: int | None = None
-        self.timers = _NoTimers()
+        self.timers = timers
+        self.collector = collector
 
     def timestamp(self) -> int | None:
         return self.ts
@@ -107,22 +112,25 @@ class _ProcessContext(ProcessFunction.Context):
     def timer_service(self) -> TimerService:
         return self.timers
 
+    def output(self, output_tag: OutputTag, value: Any) -> None:
+        self.collector.add_side(output_tag, value, self.ts)
+
 
 class ProcessOperator(StreamOperator):
     def open(self) -> None:
         super().open()
-        self.pctx = _ProcessContext()
+        self.collector = ResultCollector(self)
+        self.timers = _NoTimers(self.ctx.clock)
+        self.pctx = _ProcessContext(self.timers, self.collector)
 
     def process_batch(self, values, timestamps):
         fn: ProcessFunction = self.function
-        ctx = self.pctx
-        out: list[Any] = []
-        ts_out: list[int] | None = None if timestamps is None else []
+        ctx, col = self.pctx, self.collector
         for i, v in enumerate(values):
             ctx.ts = None if timestamps is None else timestamps[i]
-            n = _extend(out, fn.process_element(v, ctx))
-            if ts_out is not None:
-                ts_out.extend([ctx.ts] * n)  # type: ignore[list-item]
-        if out:
-            self.output.emit(out, ts_out)
+            col.add_result(fn.process_element(v, ctx), ctx.ts)
+        col.flush()
 
+    def process_watermark(self, watermark: int) -> None:
+        self.timers.watermark = watermark
+        super().process_watermark(watermark)

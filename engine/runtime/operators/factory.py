@@ -5,6 +5,8 @@ from engine.graph.transformations import OperatorKind, Transformation
 from engine.runtime.operators.base import OperatorContext, StreamOperator
 from engine.runtime.operators.basic import FilterOperator, FlatMapOperator, MapOperator, ProcessOperator
 from engine.runtime.operators.keyed import KeyedProcessOperator, ReduceOperator
+from engine.runtime.operators.timestamps import TimestampsAndWatermarksOperator
+from engine.runtime.operators.window import WindowOperator
 from engine.runtime.operators.sinks import (
     CollectSinkOperator,
     FunctionSinkOperator,
@@ -19,6 +21,8 @@ _BY_KIND: dict[OperatorKind, type[StreamOperator]] = {
     OperatorKind.PROCESS: ProcessOperator,
     OperatorKind.REDUCE: ReduceOperator,
     OperatorKind.KEYED_PROCESS: KeyedProcessOperator,
+    OperatorKind.TIMESTAMPS: TimestampsAndWatermarksOperator,
+    OperatorKind.WINDOW: WindowOperator,
 }
 
 _SINKS: dict[str, type[StreamOperator]] = {

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.datastream.functions import KeyedProcessFunction, ReduceFunction, TimerService
+from engine.datastream.functions import KeyedProcessFunction, ReduceFunction, TimeDomain, TimerService
+from engine.datastream.output_tag import OutputTag
 from engine.runtime.operators.base import StreamOperator
-from engine.runtime.operators.basic import _extend
+from engine.runtime.operators.results import ResultCollector
+from engine.runtime.timers import InternalTimerService
 
 _MISSING = object()
 
@@ -44,29 +46,37 @@ class ReduceOperator(StreamOperator):
             self.output.emit(list(self.values.values()), None)
 
 
-class _UnsupportedTimers(TimerService):
-    def current_processing_time(self) -> int:
-        import time
+class _KeyedTimerService(TimerService):
+    """The user's view of the operator's timers: bound to the current key."""
 
-        return int(time.time() * 1000)
+    def __init__(self, op: "KeyedProcessOperator") -> None:
+        self.op = op
+
+    def current_processing_time(self) -> int:
+        return self.op.ctx.clock()
 
     def current_watermark(self) -> int:
-        return -(2**63)
+        return self.op.timers.current_watermark
 
-    def _refuse(self, *_: Any) -> None:
-        raise NotImplementedError("timers are not available in this version of Millstream yet")
+    def register_processing_time_timer(self, timestamp: int) -> None:
+        self.op.timers.register_processing_time_timer(self.op.backend.current_key, timestamp)
 
-    register_processing_time_timer = _refuse  # type: ignore[assignment]
-    register_event_time_timer = _refuse  # type: ignore[assignment]
-    delete_processing_time_timer = _refuse  # type: ignore[assignment]
-    delete_event_time_timer = _refuse  # type: ignore[assignment]
+    def register_event_time_timer(self, timestamp: int) -> None:
+        self.op.timers.register_event_time_timer(self.op.backend.current_key, timestamp)
+
+    def delete_processing_time_timer(self, timestamp: int) -> None:
+        self.op.timers.delete_processing_time_timer(self.op.backend.current_key, timestamp)
+
+    def delete_event_time_timer(self, timestamp: int) -> None:
+        self.op.timers.delete_event_time_timer(self.op.backend.current_key, timestamp)
 
 
-class _KeyedContext(KeyedProcessFunction.Context):
+class _KeyedContext(KeyedProcessFunction.OnTimerContext):
     def __init__(self, op: "KeyedProcessOperator") -> None:
         self.op = op
         self.ts: int | None = None
-        self.timers = _UnsupportedTimers()
+        self.domain: TimeDomain | None = None
+        self.timers = _KeyedTimerService(op)
 
     def timestamp(self) -> int | None:
         return self.ts
@@ -77,25 +87,57 @@ class _KeyedContext(KeyedProcessFunction.Context):
     def get_current_key(self) -> Any:
         return self.op.backend.current_key
 
+    def time_domain(self) -> "TimeDomain | None":
+        return self.domain
+
+    def output(self, output_tag: OutputTag, value: Any) -> None:
+        self.op.collector.add_side(output_tag, value, self.ts)
+
 
 class KeyedProcessOperator(StreamOperator):
+    wants_ticks = True
+
     def open(self) -> None:
         super().open()
         assert self.ctx.keyed_backend is not None and self.ctx.key_selector is not None
         self.backend = self.ctx.keyed_backend
         self.key_selector = self.ctx.key_selector
+        self.timers = InternalTimerService(self.ctx.clock)
+        self.collector = ResultCollector(self)
         self.kctx = _KeyedContext(self)
 
     def process_batch(self, values, timestamps):
         fn: KeyedProcessFunction = self.function
-        ks, backend, ctx = self.key_selector, self.backend, self.kctx
-        out: list[Any] = []
-        ts_out: list[int] | None = None if timestamps is None else []
+        ks, backend, ctx, col = self.key_selector, self.backend, self.kctx, self.collector
+        ctx.domain = None
         for i, v in enumerate(values):
             backend.current_key = ks(v)
             ctx.ts = None if timestamps is None else timestamps[i]
-            n = _extend(out, fn.process_element(v, ctx))
-            if ts_out is not None:
-                ts_out.extend([ctx.ts] * n)  # type: ignore[list-item]
-        if out:
-            self.output.emit(out, ts_out)
+            col.add_result(fn.process_element(v, ctx), ctx.ts)
+        col.flush()
+
+    def _fire(self, timers: list[tuple[int, Any]], domain: "TimeDomain") -> None:
+        fn: KeyedProcessFunction = self.function
+        ctx, col = self.kctx, self.collector
+        ctx.domain = domain
+        for ts, key in timers:
+            self.backend.current_key = key
+            # Event-time timer output carries the timer's time; processing-time output has none.
+            ctx.ts = ts if domain is TimeDomain.EVENT_TIME else None
+            col.add_result(fn.on_timer(ts, ctx), ctx.ts)
+        col.flush()
+
+    def process_watermark(self, watermark: int) -> None:
+        self._fire(self.timers.advance_watermark(watermark), TimeDomain.EVENT_TIME)
+        self.output.emit_watermark(watermark)
+
+    def on_tick(self, now_ms: int) -> None:
+        due = self.timers.due_processing_timers()
+        if due:
+            self._fire(due, TimeDomain.PROCESSING_TIME)
+
+    def end_input(self) -> None:
+        # Bounded input: pending processing-time timers fire now rather than never.
+        pending = self.timers.processing.pop_until(2**63 - 1)
+        if pending:
+            self._fire(pending, TimeDomain.PROCESSING_TIME)

@@ -1,0 +1,90 @@
+"""``WindowedStream``: ``key_by(...).window(assigner)`` and what can follow it."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from engine.common.time import Duration, Time
+from engine.datastream.functions import AggregateFunction, ProcessWindowFunction, ReduceFunction, WindowFunction
+from engine.datastream.output_tag import OutputTag
+from engine.graph.transformations import OperatorKind
+from engine.windowing.assigners import WindowAssigner
+from engine.windowing.evictors import Evictor
+from engine.windowing.triggers import Trigger
+
+if TYPE_CHECKING:
+    from engine.datastream.data_stream import DataStream, KeyedStream
+
+
+class WindowedStream:
+    def __init__(self, keyed: "KeyedStream", assigner: WindowAssigner) -> None:
+        if not isinstance(assigner, WindowAssigner):
+            raise TypeError(f"window() expects a WindowAssigner, got {type(assigner).__name__}")
+        self._keyed = keyed
+        self._assigner = assigner
+        self._trigger: Trigger | None = None
+        self._evictor: Evictor | None = None
+        self._lateness = 0
+        self._late_tag: str | None = None
+
+    def trigger(self, trigger: Trigger) -> "WindowedStream":
+        if self._assigner.is_merging and not trigger.can_merge():
+            raise TypeError(f"{type(trigger).__name__} cannot be used with merging (session) windows")
+        self._trigger = trigger
+        return self
+
+    def evictor(self, evictor: Evictor) -> "WindowedStream":
+        self._evictor = evictor
+        return self
+
+    def allowed_lateness(self, time_ms: int | Time | Duration) -> "WindowedStream":
+        ms = time_ms if isinstance(time_ms, int) else time_ms.to_milliseconds()
+        if ms < 0:
+            raise ValueError(f"allowed lateness must not be negative, got {ms} ms")
+        self._lateness = ms
+        return self
+
+    def side_output_late_data(self, output_tag: OutputTag) -> "WindowedStream":
+        self._late_tag = output_tag.tag_id
+        return self
+
+    def _build(self, kind: str, function: Any, window_function: Any = None, label: str = "") -> "DataStream":
+        name = f"Window({type(self._assigner).__name__}, {label or type(function).__name__})"
+        return self._keyed._op(
+            OperatorKind.WINDOW,
+            name,
+            function,
+            None,
+            assigner=self._assigner,
+            trigger=self._trigger,
+            evictor=self._evictor,
+            allowed_lateness=self._lateness,
+            late_tag=self._late_tag,
+            function_kind=kind,
+            window_function=window_function,
+        )
+
+    def reduce(self, reduce_function: ReduceFunction | Any, window_function: Any = None, output_type: Any = None) -> "DataStream":
+        if not (isinstance(reduce_function, ReduceFunction) or callable(reduce_function)):
+            raise TypeError("reduce expects a ReduceFunction or a callable")
+        return self._build("reduce", reduce_function, window_function, "ReduceFunction")
+
+    def aggregate(
+        self,
+        aggregate_function: AggregateFunction,
+        window_function: Any = None,
+        accumulator_type: Any = None,
+        output_type: Any = None,
+    ) -> "DataStream":
+        if not isinstance(aggregate_function, AggregateFunction):
+            raise TypeError(f"aggregate expects an AggregateFunction, got {type(aggregate_function).__name__}")
+        return self._build("aggregate", aggregate_function, window_function, type(aggregate_function).__name__)
+
+    def process(self, function: ProcessWindowFunction, output_type: Any = None) -> "DataStream":
+        if not isinstance(function, ProcessWindowFunction):
+            raise TypeError(f"process expects a ProcessWindowFunction, got {type(function).__name__}")
+        return self._build("process", function)
+
+    def apply(self, window_function: WindowFunction, result_type: Any = None) -> "DataStream":
+        if not isinstance(window_function, WindowFunction):
+            raise TypeError(f"apply expects a WindowFunction, got {type(window_function).__name__}")
+        return self._build("apply", window_function)

@@ -1,0 +1,329 @@
+"""The window operator: keyed windows with triggers, evictors, allowed lateness and late side output.
+
+Per key it keeps ``{window: contents}`` in the keyed state backend. Contents
+are an incremental accumulator (reduce/aggregate without evictor) or the
+(value, timestamp) list (process/apply, or any function with an evictor).
+Session windows merge as elements arrive, and their contents merge with them.
+Timers are keyed by (key, window); one timer at the window's cleanup time
+both fires event-time triggers and clears the window.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from engine.datastream.functions import (
+    AggregateFunction,
+    Function,
+    ProcessWindowFunction,
+    ReduceFunction,
+    WindowFunction,
+)
+from engine.runtime.operators.base import StreamingRuntimeContext, StreamOperator
+from engine.runtime.operators.results import ResultCollector
+from engine.runtime.timers import InternalTimerService
+from engine.windowing.assigners import WindowAssigner
+from engine.windowing.triggers import Trigger, TriggerResult
+from engine.windowing.windows import MAX_TIMESTAMP
+
+
+class _TriggerContext:
+    """What a trigger may touch: bound to one (key, window) at a time."""
+
+    def __init__(self, op: "WindowOperator") -> None:
+        self.op = op
+        self.key: Any = None
+        self.window: Any = None
+
+    def current_watermark(self) -> int:
+        return self.op.timers.current_watermark
+
+    def current_processing_time(self) -> int:
+        return self.op.ctx.clock()
+
+    def register_event_time_timer(self, ts: int) -> None:
+        self.op.timers.register_event_time_timer((self.key, self.window), ts)
+
+    def delete_event_time_timer(self, ts: int) -> None:
+        if ts != self.op.cleanup_time(self.window):  # the cleanup timer stays
+            self.op.timers.delete_event_time_timer((self.key, self.window), ts)
+
+    def register_processing_time_timer(self, ts: int) -> None:
+        self.op.timers.register_processing_time_timer((self.key, self.window), ts)
+
+    def delete_processing_time_timer(self, ts: int) -> None:
+        self.op.timers.delete_processing_time_timer((self.key, self.window), ts)
+
+    def get_state(self, name: str) -> Any:
+        slot = self.op.trigger_state.get((self.key, self.window))
+        return slot.get(name) if slot else None
+
+    def set_state(self, name: str, value: Any) -> None:
+        slot = self.op.trigger_state.get((self.key, self.window))
+        if value is None:
+            if slot:
+                slot.pop(name, None)
+                if not slot:
+                    del self.op.trigger_state[(self.key, self.window)]
+        elif slot is None:
+            self.op.trigger_state[(self.key, self.window)] = {name: value}
+        else:
+            slot[name] = value
+
+
+class _WindowFunctionContext(ProcessWindowFunction.Context):
+    def __init__(self, op: "WindowOperator") -> None:
+        self.op = op
+        self.w: Any = None
+
+    def window(self) -> Any:
+        return self.w
+
+    def current_processing_time(self) -> int:
+        return self.op.ctx.clock()
+
+    def current_watermark(self) -> int:
+        return self.op.timers.current_watermark
+
+    def window_state(self) -> Any:
+        raise NotImplementedError("per-window state in a ProcessWindowFunction is not available yet")
+
+    def global_state(self) -> Any:
+        raise NotImplementedError("global state in a ProcessWindowFunction is not available yet")
+
+
+class WindowOperator(StreamOperator):
+    wants_ticks = True
+
+    def open(self) -> None:
+        p = self.params
+        self.assigner: WindowAssigner = p["assigner"]
+        self.trigger: Trigger = p.get("trigger") or self.assigner.get_default_trigger()
+        self.evictor = p.get("evictor")
+        self.lateness: int = int(p.get("allowed_lateness", 0))
+        self.late_tag: str | None = p.get("late_tag")
+        self.kind: str = p["function_kind"]  # reduce | aggregate | process | apply
+        self.window_function = p.get("window_function")
+        if self.assigner.is_merging and not self.trigger.can_merge():
+            raise TypeError(f"'{self.ctx.operator_name}': the trigger {type(self.trigger).__name__} cannot merge session windows")
+        for f in (self.function, self.window_function):
+            if isinstance(f, Function):
+                f.open(StreamingRuntimeContext(self.ctx))
+        assert self.ctx.keyed_backend is not None and self.ctx.key_selector is not None
+        self.backend = self.ctx.keyed_backend
+        self.key_selector = self.ctx.key_selector
+        self.contents: dict[Any, dict[Any, Any]] = self.backend.table("_window_contents", "window")
+        self.trigger_state: dict[tuple[Any, Any], dict[str, Any]] = self.backend.table("_window_triggers", "window")
+        self.timers = InternalTimerService(self.ctx.clock)
+        self.tctx = _TriggerContext(self)
+        self.wctx = _WindowFunctionContext(self)
+        self.collector = ResultCollector(self)
+        self.incremental = self.evictor is None and self.kind in ("reduce", "aggregate")
+        f = self.function
+        if self.kind == "reduce":
+            self.reduce_fn = f.reduce if isinstance(f, ReduceFunction) else f
+        if self.kind == "aggregate" and not isinstance(f, AggregateFunction):
+            raise TypeError(f"'{self.ctx.operator_name}': aggregate() needs an AggregateFunction")
+
+    # -- contents ----------------------------------------------------------------
+    def _add(self, windows: dict[Any, Any], w: Any, v: Any, ts: int) -> None:
+        if not self.incremental:
+            windows.setdefault(w, []).append((v, ts))
+        elif self.kind == "reduce":
+            windows[w] = v if w not in windows else self.reduce_fn(windows[w], v)
+        else:
+            agg: AggregateFunction = self.function
+            acc = windows[w] if w in windows else agg.create_accumulator()
+            windows[w] = agg.add(v, acc)
+
+    def _merge_contents(self, a: Any, b: Any) -> Any:
+        if not self.incremental:
+            return sorted(a + b, key=lambda p: p[1])
+        if self.kind == "reduce":
+            return self.reduce_fn(a, b)
+        return self.function.merge(a, b)
+
+    def cleanup_time(self, w: Any) -> int:
+        if w.max_timestamp() == MAX_TIMESTAMP:
+            return MAX_TIMESTAMP
+        return w.max_timestamp() + (self.lateness if self.assigner.is_event_time else 0)
+
+    def _is_late(self, w: Any) -> bool:
+        return self.assigner.is_event_time and self.cleanup_time(w) <= self.timers.current_watermark
+
+    def _bind(self, key: Any, w: Any) -> _TriggerContext:
+        self.tctx.key, self.tctx.window = key, w
+        return self.tctx
+
+    # -- elements ------------------------------------------------------------------
+    def process_batch(self, values, timestamps):
+        ks, backend, assigner = self.key_selector, self.backend, self.assigner
+        event_time = assigner.is_event_time
+        for i, v in enumerate(values):
+            ts = timestamps[i] if timestamps is not None else None
+            if event_time and ts is None:
+                raise TypeError(
+                    f"'{self.ctx.operator_name}' uses event-time windows but its records carry no timestamps; "
+                    "assign them with a WatermarkStrategy and a timestamp assigner"
+                )
+            elem_ts = ts if event_time else self.ctx.clock()
+            key = ks(v)
+            backend.current_key = key
+            windows = self.contents.get(key)
+            if windows is None:
+                windows = self.contents[key] = {}
+            targets = assigner.assign_windows(v, elem_ts)
+            if assigner.is_merging:
+                targets = [self._merge_into(key, windows, w) for w in targets]
+            placed = False
+            for w in targets:
+                if self._is_late(w):
+                    continue
+                placed = True
+                self._add(windows, w, v, elem_ts)
+                result = self.trigger.on_element(v, elem_ts, w, self._bind(key, w))
+                self._react(key, windows, w, result)
+                if self.cleanup_time(w) != MAX_TIMESTAMP:
+                    if event_time:
+                        self.timers.register_event_time_timer((key, w), self.cleanup_time(w))
+                    else:
+                        self.timers.register_processing_time_timer((key, w), self.cleanup_time(w))
+            if not windows:
+                del self.contents[key]
+            if not placed:
+                self._late(v, ts)
+        self.collector.flush()
+
+    def _late(self, v: Any, ts: int | None) -> None:
+        if self.late_tag is not None:
+            self.emit_side(self.late_tag, [v], [ts] if ts is not None else None)
+        else:
+            self.ctx.metrics.late_records_dropped += 1
+
+    def _merge_into(self, key: Any, windows: dict[Any, Any], new: Any) -> Any:
+        """Merge a new session window with the key's overlapping ones; return the result window."""
+        merged = self.assigner.merge_windows([*windows.keys(), new])
+        for cover, members in merged:
+            if new not in members:
+                continue
+            olds = [m for m in members if m != cover and m in windows]
+            acc = windows.pop(cover, None)
+            counts = 0
+            for m in olds:
+                part = windows.pop(m)
+                acc = part if acc is None else self._merge_contents(acc, part)
+                tctx = self._bind(key, m)
+                counts += tctx.get_state("count") or 0
+                self.trigger.clear(m, tctx)
+                self.trigger_state.pop((key, m), None)
+                self.timers.delete_event_time_timer((key, m), self.cleanup_time(m))
+                self.timers.delete_processing_time_timer((key, m), self.cleanup_time(m))
+            if acc is not None:
+                windows[cover] = acc
+            if olds:
+                tctx = self._bind(key, cover)
+                if counts:
+                    tctx.set_state("count", (tctx.get_state("count") or 0) + counts)
+                self.trigger.on_merge(cover, tctx)
+            return cover
+        return new
+
+    def _react(self, key: Any, windows: dict[Any, Any], w: Any, result: TriggerResult) -> None:
+        if result.is_fire and w in windows:
+            self._emit(key, w, windows)
+        if result.is_purge:
+            windows.pop(w, None)
+
+    # -- firing --------------------------------------------------------------------
+    def _emit(self, key: Any, w: Any, windows: dict[Any, Any]) -> None:
+        contents = windows[w]
+        out_ts = w.max_timestamp()
+        col = self.collector
+        if self.incremental:
+            result = contents if self.kind == "reduce" else self.function.get_result(contents)
+            self._apply_window_function(key, w, [result], out_ts, direct=True)
+            return
+        elements = contents
+        if self.evictor is not None and not self.evictor.do_evict_after:
+            elements = self.evictor.evict(elements, w)
+        values = [v for v, _ in elements]
+        if self.kind == "reduce":
+            if values:
+                self._apply_window_function(key, w, [functools.reduce(self.reduce_fn, values)], out_ts, direct=True)
+        elif self.kind == "aggregate":
+            agg: AggregateFunction = self.function
+            acc = agg.create_accumulator()
+            for v in values:
+                acc = agg.add(v, acc)
+            self._apply_window_function(key, w, [agg.get_result(acc)], out_ts, direct=True)
+        elif self.kind == "process":
+            self.wctx.w = w
+            col.add_result(self.function.process(key, self.wctx, values), out_ts)
+        else:
+            wf: WindowFunction = self.function
+            col.add_result(wf.apply(key, w, values), out_ts)
+        if self.evictor is not None:
+            kept = self.evictor.evict(elements, w) if self.evictor.do_evict_after else elements
+            windows[w] = list(kept)
+
+    def _apply_window_function(self, key: Any, w: Any, results: list[Any], out_ts: int, direct: bool) -> None:
+        wf = self.window_function
+        if wf is None:
+            for r in results:
+                self.collector.add(r, out_ts)
+        elif isinstance(wf, ProcessWindowFunction):
+            self.wctx.w = w
+            self.collector.add_result(wf.process(key, self.wctx, results), out_ts)
+        elif isinstance(wf, WindowFunction):
+            self.collector.add_result(wf.apply(key, w, results), out_ts)
+        else:
+            self.collector.add_result(wf(key, w, results), out_ts)
+
+    def _on_timer(self, fired: list[tuple[int, Any]], event_time: bool) -> None:
+        for ts, (key, w) in fired:
+            self.backend.current_key = key
+            windows = self.contents.get(key)
+            if windows is not None and w in windows:
+                tctx = self._bind(key, w)
+                result = (
+                    self.trigger.on_event_time(ts, w, tctx) if event_time else self.trigger.on_processing_time(ts, w, tctx)
+                )
+                self._react(key, windows, w, result)
+            if ts == self.cleanup_time(w) and event_time == self.assigner.is_event_time:
+                self._clear(key, w)
+        self.collector.flush()
+
+    def _clear(self, key: Any, w: Any) -> None:
+        windows = self.contents.get(key)
+        if windows is not None:
+            windows.pop(w, None)
+            if not windows:
+                del self.contents[key]
+        tctx = self._bind(key, w)
+        self.trigger.clear(w, tctx)
+        self.trigger_state.pop((key, w), None)
+        if isinstance(self.window_function or self.function, ProcessWindowFunction):
+            self.wctx.w = w
+            (self.window_function or self.function).clear(self.wctx)
+
+    def process_watermark(self, watermark: int) -> None:
+        self._on_timer(self.timers.advance_watermark(watermark), True)
+        self.ctx.metrics.current_output_watermark = watermark
+        self.output.emit_watermark(watermark)
+
+    def on_tick(self, now_ms: int) -> None:
+        due = self.timers.due_processing_timers()
+        if due:
+            self._on_timer(due, False)
+
+    def close(self) -> None:
+        super().close()
+        if isinstance(self.window_function, Function):
+            self.window_function.close()
+
+    def end_input(self) -> None:
+        # Bounded input: processing-time windows still open fire now instead of being lost.
+        if not self.assigner.is_event_time:
+            pending = self.timers.processing.pop_until(MAX_TIMESTAMP)
+            if pending:
+                self._on_timer(pending, False)

@@ -1,0 +1,87 @@
+"""Per-key event-time and processing-time timers (Flink's InternalTimerService).
+
+Pure: time comes from a clock function and watermarks are pushed in, so tests
+drive it with a fake clock. A (key, timestamp) pair is registered at most once
+per time domain; deletion is lazy.
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+from typing import Any, Callable
+
+EVENT_TIME = "EVENT_TIME"
+PROCESSING_TIME = "PROCESSING_TIME"
+
+
+class _TimerQueue:
+    def __init__(self) -> None:
+        self.heap: list[tuple[int, int, Any]] = []
+        self.live: set[tuple[int, Any]] = set()
+        self.seq = itertools.count()
+
+    def add(self, key: Any, ts: int) -> None:
+        if (ts, key) not in self.live:
+            self.live.add((ts, key))
+            heapq.heappush(self.heap, (ts, next(self.seq), key))
+
+    def remove(self, key: Any, ts: int) -> None:
+        self.live.discard((ts, key))
+
+    def pop_until(self, limit: int) -> list[tuple[int, Any]]:
+        fired = []
+        heap, live = self.heap, self.live
+        while heap and heap[0][0] <= limit:
+            ts, _, key = heapq.heappop(heap)
+            if (ts, key) in live:
+                live.discard((ts, key))
+                fired.append((ts, key))
+        return fired
+
+    def peek(self) -> int | None:
+        while self.heap and (self.heap[0][0], self.heap[0][2]) not in self.live:
+            heapq.heappop(self.heap)
+        return self.heap[0][0] if self.heap else None
+
+    def items(self) -> list[tuple[int, Any]]:
+        return sorted(self.live, key=lambda p: p[0])
+
+
+class InternalTimerService:
+    def __init__(self, clock: Callable[[], int]) -> None:
+        self.clock = clock
+        self.event = _TimerQueue()
+        self.processing = _TimerQueue()
+        self.current_watermark = -(2**63)
+
+    def register_event_time_timer(self, key: Any, ts: int) -> None:
+        self.event.add(key, int(ts))
+
+    def delete_event_time_timer(self, key: Any, ts: int) -> None:
+        self.event.remove(key, int(ts))
+
+    def register_processing_time_timer(self, key: Any, ts: int) -> None:
+        self.processing.add(key, int(ts))
+
+    def delete_processing_time_timer(self, key: Any, ts: int) -> None:
+        self.processing.remove(key, int(ts))
+
+    def advance_watermark(self, watermark: int) -> list[tuple[int, Any]]:
+        """Event-time timers due at this watermark, in timestamp order."""
+        self.current_watermark = max(self.current_watermark, watermark)
+        return self.event.pop_until(self.current_watermark)
+
+    def due_processing_timers(self) -> list[tuple[int, Any]]:
+        return self.processing.pop_until(self.clock())
+
+    def next_processing_time(self) -> int | None:
+        return self.processing.peek()
+
+    def snapshot(self) -> dict[str, list[tuple[int, Any]]]:
+        return {EVENT_TIME: self.event.items(), PROCESSING_TIME: self.processing.items()}
+
+    def restore(self, snap: dict[str, list[tuple[int, Any]]]) -> None:
+        for ts, key in snap.get(EVENT_TIME, ()):
+            self.event.add(key, ts)
+        for ts, key in snap.get(PROCESSING_TIME, ()):
+            self.processing.add(key, ts)

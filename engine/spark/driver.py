@@ -1,0 +1,228 @@
+"""The Spark driver process of one Millstream job.
+
+``python -m engine.spark.driver --job-id J --redis-url URL --spark-master M
+--job-graph jobgraph.json [--user-code usercode.bin] [--error-file F] [--conf k=v ...]``
+
+The JobGraph comes as JSON in a file; the user code (a cloudpickled
+StreamGraph) from ``--user-code`` or else from Redis
+(``engine.redis_keys.job_user_code``). All Spark jobs run in the job group
+named by the job id. Collected results go to the job's Redis collect list as
+msgpack batches, exactly as the native runtime writes them; progress goes to
+``engine.spark.keys.spark_progress``. SIGTERM, SIGINT or the Redis cancel key
+cancel the job group.
+
+Exit status: 0 finished, 1 failed, 2 untranslatable, 3 canceled; on failure
+the report (ending with the user's exception line) goes to stderr and to
+``--error-file``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import sys
+import threading
+import time
+import traceback
+from typing import Any
+
+import cloudpickle
+import redis
+
+from engine import redis_keys
+from engine.graph.job_graph import JobGraph
+from engine.runtime.io.serialization import MsgpackSerializer
+from engine.spark import keys
+from engine.spark.validation import UntranslatableJob
+
+EXIT_FINISHED, EXIT_FAILED, EXIT_UNTRANSLATABLE, EXIT_CANCELED = 0, 1, 2, 3
+PROGRESS_INTERVAL_S = 0.5
+
+
+def progress_snapshot(sc: Any, job_group: str) -> dict[str, Any]:
+    """Spark's view of the job group: its Spark jobs and their stages' task counts."""
+    tracker = sc.statusTracker()
+    jobs, stages = [], []
+    for job_id in sorted(tracker.getJobIdsForGroup(job_group)):
+        info = tracker.getJobInfo(job_id)
+        if info is None:
+            continue
+        jobs.append({"jobId": job_id, "status": str(info.status), "stageIds": list(info.stageIds)})
+        for stage_id in info.stageIds:
+            s = tracker.getStageInfo(stage_id)
+            if s is None:  # not submitted yet (or skipped)
+                continue
+            stages.append(
+                {
+                    "stageId": s.stageId,
+                    "jobId": job_id,
+                    "name": s.name,
+                    "numTasks": s.numTasks,
+                    "numActiveTasks": s.numActiveTasks,
+                    "numCompletedTasks": s.numCompletedTasks,
+                    "numFailedTasks": s.numFailedTasks,
+                }
+            )
+    return {
+        "applicationId": sc.applicationId,
+        "uiWebUrl": sc.uiWebUrl,
+        "master": sc.master,
+        "jobs": jobs,
+        "stages": stages,
+        "updated": int(time.time() * 1000),
+    }
+
+
+class _Watcher(threading.Thread):
+    """Publishes progress and turns a cancel request (signal or Redis key) into cancelJobGroup."""
+
+    def __init__(self, sc: Any, client: redis.Redis, job_id: str) -> None:
+        super().__init__(name="spark-driver-watcher", daemon=True)
+        self.sc = sc
+        self.client = client
+        self.job_id = job_id
+        self.cancel_requested = threading.Event()
+        self.stopped = threading.Event()
+
+    def publish(self) -> None:
+        try:
+            snap = progress_snapshot(self.sc, self.job_id)
+            self.client.set(keys.spark_progress(self.job_id), json.dumps(snap), ex=keys.PROGRESS_TTL_S)
+        except Exception:  # progress is best effort; the job itself must not fail for it
+            pass
+
+    def run(self) -> None:
+        cancelled = False
+        while not self.stopped.wait(PROGRESS_INTERVAL_S):
+            if not self.cancel_requested.is_set() and self.client.exists(keys.spark_cancel(self.job_id)):
+                self.cancel_requested.set()
+            if self.cancel_requested.is_set() and not cancelled:
+                # Called from this thread, never from the signal handler: the main
+                # thread may be inside a Py4J call when the signal arrives.
+                self.sc.cancelJobGroup(self.job_id)
+                cancelled = True
+            self.publish()
+
+
+def python_cause(text: str) -> str | None:
+    """The Python worker's traceback inside a Spark error, if the failure came from user code."""
+    i = text.rfind("Traceback (most recent call last)")
+    if i < 0:
+        return None
+    lines = []
+    for line in text[i:].splitlines():
+        if line.startswith("\tat ") or line.startswith(" SQLSTATE"):
+            break
+        lines.append(line)
+    return "\n".join(lines).strip() or None
+
+
+def _load_user_code(ns: argparse.Namespace, client: redis.Redis) -> bytes:
+    if ns.user_code:
+        with open(ns.user_code, "rb") as f:
+            return f.read()
+    code = client.get(redis_keys.job_user_code(ns.job_id))
+    if code is None:
+        raise RuntimeError(f"no user code for job {ns.job_id} in Redis")
+    return code
+
+
+def _spark_context(ns: argparse.Namespace, job_graph: JobGraph) -> Any:
+    from pyspark import SparkConf, SparkContext
+
+    # PySpark starts executors' Python from this variable; they must import the engine too.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    conf = (
+        SparkConf()
+        .setMaster(ns.spark_master)
+        .setAppName(f"{job_graph.name} ({job_graph.job_id})")
+        .set("spark.ui.showConsoleProgress", "false")
+    )
+    for item in ns.conf or []:
+        k, _, v = item.partition("=")
+        conf.set(k, v)
+    sc = SparkContext(conf=conf)
+    sc.setLogLevel(ns.log_level)
+    return sc
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m engine.spark.driver")
+    ap.add_argument("--job-id", required=True)
+    ap.add_argument("--redis-url", required=True)
+    ap.add_argument("--spark-master", default="local[*]")
+    ap.add_argument("--job-graph", required=True, help="the JobGraph as JSON")
+    ap.add_argument("--user-code", help="the cloudpickled StreamGraph; default: from Redis")
+    ap.add_argument("--error-file", help="where to write the failure report")
+    ap.add_argument("--conf", action="append", help="a Spark setting key=value (repeatable)")
+    ap.add_argument("--log-level", default="WARN")
+    ns = ap.parse_args(argv)
+
+    cancel = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        cancel.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    client = redis.Redis.from_url(ns.redis_url)
+    sc = None
+    watcher: _Watcher | None = None
+    try:
+        with open(ns.job_graph) as f:
+            job_graph = JobGraph.from_dict(json.load(f))
+        from engine.compat.pyflink_alias import install as install_pyflink_alias
+
+        install_pyflink_alias()  # user code may name pyflink.* modules
+        stream_graph = cloudpickle.loads(_load_user_code(ns, client))
+        from engine.spark.translator import translate
+
+        sc = _spark_context(ns, job_graph)
+        plan = translate(sc, job_graph, stream_graph)
+        watcher = _Watcher(sc, client, ns.job_id)
+        watcher.cancel_requested = cancel  # the signal handler and the Redis key share one flag
+        watcher.start()
+        serializer = MsgpackSerializer()
+        collect_key = redis_keys.collect(ns.job_id)
+
+        def on_collect(node_id: int, values: list[Any]) -> None:
+            client.rpush(collect_key, serializer.encode(0, values))
+
+        if cancel.is_set():
+            return EXIT_CANCELED
+        plan.run(sc, on_collect, job_group=ns.job_id)
+        return EXIT_CANCELED if cancel.is_set() else EXIT_FINISHED
+    except UntranslatableJob as e:
+        _report(ns, f"UntranslatableJob: {e}")
+        return EXIT_UNTRANSLATABLE
+    except BaseException as e:
+        if cancel.is_set():
+            return EXIT_CANCELED
+        report = traceback.format_exc()
+        cause = python_cause(str(e))
+        if cause:
+            report += "\nCaused by an exception in user code on a Spark executor:\n" + cause
+        _report(ns, report)
+        return EXIT_FAILED
+    finally:
+        if watcher is not None:
+            watcher.stopped.set()
+            watcher.join(5)
+            watcher.publish()  # the final figures, kept after the context is gone
+        if sc is not None:
+            sc.stop()
+
+
+def _report(ns: argparse.Namespace, text: str) -> None:
+    sys.stderr.write(text.rstrip() + "\n")
+    sys.stderr.flush()
+    if ns.error_file:
+        with open(ns.error_file, "w") as f:
+            f.write(text.rstrip() + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,412 @@
+"""Per-partition logic of each operator kind on Spark: plain functions over iterators.
+
+Every builder returns ``run(index, iterator)`` for ``RDD.mapPartitionsWithIndex``
+(sinks consume and return nothing). Nothing here imports PySpark, so the
+logic runs on plain lists in tests, and it reuses the native operators'
+helpers so that both engines treat user functions alike.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator
+
+from engine.datastream.connectors.source import Source
+from engine.datastream.functions import (
+    FilterFunction,
+    FlatMapFunction,
+    Function,
+    KeyedProcessFunction,
+    MapFunction,
+    ProcessFunction,
+    ReduceFunction,
+    RuntimeContext,
+    SinkFunction,
+    TimerService,
+)
+from engine.runtime.key_groups import assign_to_key_group
+from engine.runtime.operators.basic import _extend
+from engine.runtime.state.heap_backend import HeapKeyedStateBackend
+
+try:  # side outputs are being added to the engine in parallel
+    from engine.datastream.output_tag import OutputTag
+except ImportError:  # pragma: no cover
+    OutputTag = None  # type: ignore[assignment,misc]
+
+PartitionFn = Callable[[int, Iterator[Any]], Iterator[Any]]
+#: a keyed record after the sorted shuffle: ((key group, upstream partition, position), (key, value))
+SortedKeyedRecord = tuple[tuple[int, int, int], tuple[Any, Any]]
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """What a function may learn about the parallel instance it runs in."""
+
+    vertex_name: str  # the JobVertex holding the operator, as the native runtime names tasks
+    operator_name: str
+    parallelism: int
+    max_parallelism: int
+    job_parameters: dict[str, str] = field(default_factory=dict)
+
+
+def _attempt_number() -> int:
+    # Spark's task attempt plays the part of Flink's attempt; absent outside a Spark task.
+    try:
+        from pyspark import TaskContext
+    except ImportError:  # pragma: no cover - PySpark is always there on an executor
+        return 0
+    tc = TaskContext.get()
+    return tc.attemptNumber() if tc is not None else 0
+
+
+class SparkRuntimeContext(RuntimeContext):
+    def __init__(self, info: TaskInfo, index: int, backend: HeapKeyedStateBackend | None = None) -> None:
+        self.info = info
+        self.index = index
+        self.backend = backend
+        self.attempt = _attempt_number()
+
+    def get_task_name(self) -> str:
+        return f"{self.info.vertex_name} ({self.index + 1}/{self.info.parallelism})#{self.attempt}"
+
+    def get_number_of_parallel_subtasks(self) -> int:
+        return self.info.parallelism
+
+    def get_max_number_of_parallel_subtasks(self) -> int:
+        return self.info.max_parallelism
+
+    def get_index_of_this_subtask(self) -> int:
+        return self.index
+
+    def get_attempt_number(self) -> int:
+        return self.attempt
+
+    def get_job_parameter(self, key: str, default_value: str | None = None) -> str | None:
+        return self.info.job_parameters.get(key, default_value)
+
+    def _backend(self) -> HeapKeyedStateBackend:
+        if self.backend is None:
+            raise TypeError(
+                f"keyed state is only available on a keyed stream; '{self.info.operator_name}' is not keyed"
+            )
+        return self.backend
+
+    def get_state(self, state_descriptor):
+        return self._backend().get_state(state_descriptor)
+
+    def get_list_state(self, state_descriptor):
+        return self._backend().get_list_state(state_descriptor)
+
+    def get_map_state(self, state_descriptor):
+        return self._backend().get_map_state(state_descriptor)
+
+
+def _open(fn: Any, info: TaskInfo, index: int, backend: HeapKeyedStateBackend | None = None) -> None:
+    if isinstance(fn, Function):
+        fn.open(SparkRuntimeContext(info, index, backend))
+
+
+def _close(fn: Any) -> None:
+    if isinstance(fn, Function):
+        fn.close()
+
+
+# -- sources -------------------------------------------------------------------
+def source_reader_partition(source: Source, parallelism: int) -> PartitionFn:
+    """Any bounded Source: partition i reads the split the native subtask i would read."""
+
+    def run(index: int, _: Iterator[Any]) -> Iterator[Any]:
+        reader = source.create_reader(index, parallelism, None)
+        try:
+            while True:
+                batch = reader.poll_batch(1024)
+                if batch is None:
+                    return
+                if not batch:
+                    time.sleep(0.01)  # nothing ready yet; a bounded source will end
+                yield from batch
+        finally:
+            reader.close()
+
+    return run
+
+
+def generator_partition(generator: Callable[[int], Any], per_second: float | None, parallelism: int) -> PartitionFn:
+    """DataGeneratorSource over the indices of ``sc.range``, keeping its rate limit per partition."""
+    per_partition = per_second / parallelism if per_second else None
+
+    def run(index: int, indices: Iterator[int]) -> Iterator[Any]:
+        if per_partition is None:
+            yield from map(generator, indices)
+            return
+        started, emitted = time.monotonic(), 0
+        for i in indices:
+            ahead = emitted / per_partition - (time.monotonic() - started)
+            if ahead > 0:
+                time.sleep(ahead)
+            yield generator(i)
+            emitted += 1
+
+    return run
+
+
+# -- one-input operators -----------------------------------------------------------
+def map_partition(fn: Any, info: TaskInfo) -> PartitionFn:
+    def run(index: int, it: Iterator[Any]) -> Iterator[Any]:
+        _open(fn, info, index)
+        try:
+            yield from map(fn.map if isinstance(fn, MapFunction) else fn, it)
+        finally:
+            _close(fn)
+
+    return run
+
+
+def flat_map_partition(fn: Any, info: TaskInfo) -> PartitionFn:
+    def run(index: int, it: Iterator[Any]) -> Iterator[Any]:
+        _open(fn, info, index)
+        call = fn.flat_map if isinstance(fn, FlatMapFunction) else fn
+        try:
+            for v in it:
+                out: list[Any] = []
+                _extend(out, call(v))  # the native rules: None is nothing, a str is an error
+                yield from out
+        finally:
+            _close(fn)
+
+    return run
+
+
+def filter_partition(fn: Any, info: TaskInfo) -> PartitionFn:
+    def run(index: int, it: Iterator[Any]) -> Iterator[Any]:
+        _open(fn, info, index)
+        try:
+            yield from filter(fn.filter if isinstance(fn, FilterFunction) else fn, it)
+        finally:
+            _close(fn)
+
+    return run
+
+
+class _NoTimers(TimerService):
+    """Bounded jobs on Spark have no timers yet: no watermarks, and processing time never advances a batch."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+    def current_processing_time(self) -> int:
+        return int(time.time() * 1000)
+
+    def current_watermark(self) -> int:
+        return -(2**63)
+
+    def _refuse(self, *_: Any) -> None:
+        raise NotImplementedError(self.why)
+
+    register_processing_time_timer = _refuse  # type: ignore[assignment]
+    register_event_time_timer = _refuse  # type: ignore[assignment]
+    delete_processing_time_timer = _refuse  # type: ignore[assignment]
+    delete_event_time_timer = _refuse  # type: ignore[assignment]
+
+
+def _results(result: Any) -> list[Any]:
+    """A process function's main-output records, by the native rules.
+
+    None is nothing and a string is an error (``_extend``). ``(OutputTag, value)``
+    pairs are side outputs; jobs that consume side outputs are refused before
+    they get here, so these pairs have no reader and are dropped, as natively.
+    """
+    out: list[Any] = []
+    _extend(out, result)
+    if OutputTag is not None:
+        out = [r for r in out if not (type(r) is tuple and len(r) == 2 and isinstance(r[0], OutputTag))]
+    return out
+
+
+class _ProcessContext(ProcessFunction.Context):
+    def __init__(self) -> None:
+        self.timers = _NoTimers("timers can only be used on a keyed stream (key_by(...).process(...))")
+
+    def timestamp(self) -> int | None:
+        return None  # records carry no timestamps yet
+
+    def timer_service(self) -> TimerService:
+        return self.timers
+
+
+def process_partition(fn: ProcessFunction, info: TaskInfo) -> PartitionFn:
+    def run(index: int, it: Iterator[Any]) -> Iterator[Any]:
+        _open(fn, info, index)
+        ctx = _ProcessContext()
+        try:
+            for v in it:
+                yield from _results(fn.process_element(v, ctx))
+        finally:
+            _close(fn)
+
+    return run
+
+
+# -- keyed operators ------------------------------------------------------------------
+class KeyPartitioner:
+    """Key -> the parallel instance owning its key group, exactly as the native HASH edge routes it."""
+
+    def __init__(self, max_parallelism: int, parallelism: int) -> None:
+        self.max_parallelism = max_parallelism
+        self.parallelism = parallelism
+
+    def __call__(self, key: Any) -> int:
+        return assign_to_key_group(key, self.max_parallelism) * self.parallelism // self.max_parallelism
+
+
+class SortKeyPartitioner:
+    """Routes a sort key ``(key group, ...)`` to the instance owning that key group."""
+
+    def __init__(self, max_parallelism: int, parallelism: int) -> None:
+        self.max_parallelism = max_parallelism
+        self.parallelism = parallelism
+
+    def __call__(self, sort_key: tuple[int, int, int]) -> int:
+        return sort_key[0] * self.parallelism // self.max_parallelism
+
+
+def sort_keyed_partition(key_selector: Callable[[Any], Any], max_parallelism: int) -> PartitionFn:
+    """Tags each record with a sort key that groups by key group and keeps input order within a key."""
+
+    def run(index: int, it: Iterator[Any]) -> Iterator[SortedKeyedRecord]:
+        for position, v in enumerate(it):
+            k = key_selector(v)
+            yield (assign_to_key_group(k, max_parallelism), index, position), (k, v)
+
+    return run
+
+
+class ReduceCall:
+    """A reduce function for ``reduceByKey``: opens a Function object on first use in each task.
+
+    Spark's combiner has no end-of-partition hook, so ``close`` is not called on Spark.
+    """
+
+    def __init__(self, fn: Any, info: TaskInfo) -> None:
+        self.fn = fn
+        self.info = info
+        self._call: Callable[[Any, Any], Any] | None = None
+
+    def __call__(self, a: Any, b: Any) -> Any:
+        call = self._call
+        if call is None:
+            fn = self.fn
+            if isinstance(fn, Function):
+                from pyspark import TaskContext
+
+                tc = TaskContext.get()
+                _open(fn, self.info, tc.partitionId() if tc is not None else 0)
+            call = self._call = fn.reduce if isinstance(fn, ReduceFunction) else fn
+        return call(a, b)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"fn": self.fn, "info": self.info, "_call": None}  # every task opens its own copy
+
+
+class _KeyedContext(KeyedProcessFunction.Context):
+    def __init__(self, backend: HeapKeyedStateBackend) -> None:
+        self.backend = backend
+        self.timers = _NoTimers("timers are not available for jobs on Spark yet")
+
+    def timestamp(self) -> int | None:
+        return None
+
+    def timer_service(self) -> TimerService:
+        return self.timers
+
+    def get_current_key(self) -> Any:
+        return self.backend.current_key
+
+
+def keyed_process_partition(fn: KeyedProcessFunction, info: TaskInfo) -> PartitionFn:
+    """Flink's BATCH execution of a KeyedProcessFunction over records sorted by key group.
+
+    Keyed state lives in a heap backend; it is dropped whenever a key group is
+    complete, since in BATCH no record of that group can follow.
+    """
+
+    def run(index: int, it: Iterator[SortedKeyedRecord]) -> Iterator[Any]:
+        backend = HeapKeyedStateBackend(info.max_parallelism)
+        _open(fn, info, index, backend)
+        ctx = _KeyedContext(backend)
+        current_group: int | None = None
+        try:
+            for (group, _, _), (k, v) in it:
+                if group != current_group:
+                    for table in backend.tables.values():
+                        table.clear()  # in place: state objects hold these dicts
+                    current_group = group
+                backend.current_key = k
+                yield from _results(fn.process_element(v, ctx))
+        finally:
+            _close(fn)
+
+    return run
+
+
+# -- sinks ------------------------------------------------------------------------------
+def print_prefix(identifier: str | None, index: int, parallelism: int) -> str:
+    """Flink's print(): ``<subtask+1>> `` when parallel, ``id:`` with an identifier."""
+    if parallelism > 1:
+        return f"{identifier}:{index + 1}> " if identifier else f"{index + 1}> "
+    return f"{identifier}> " if identifier else ""
+
+
+def print_partition(identifier: str | None, parallelism: int, write: Callable[[str], Any] | None = None) -> Callable[[int, Iterable[Any]], None]:
+    def run(index: int, it: Iterable[Any]) -> None:
+        out = write or sys.stdout.write
+        prefix = print_prefix(identifier, index, parallelism)
+        lines: list[str] = []
+        for v in it:
+            lines.append(f"{prefix}{v}\n")
+            if len(lines) >= 1024:
+                out("".join(lines))
+                lines = []
+        if lines:
+            out("".join(lines))
+        sys.stdout.flush()
+
+    return run
+
+
+class _SinkContext:
+    def timestamp(self) -> int | None:
+        return None
+
+
+def sink_function_partition(fn: Any, info: TaskInfo) -> Callable[[int, Iterable[Any]], None]:
+    def run(index: int, it: Iterable[Any]) -> None:
+        _open(fn, info, index)
+        try:
+            if isinstance(fn, SinkFunction):
+                ctx = _SinkContext()
+                for v in it:
+                    fn.invoke(v, ctx)
+            else:
+                for v in it:
+                    fn(v)
+        finally:
+            _close(fn)
+
+    return run
+
+
+def writer_partition(sink: Any, parallelism: int) -> Callable[[int, Iterable[Any]], None]:
+    """A ``sink_to`` Sink: one writer per partition, flushed at end of input as the native runtime does."""
+
+    def run(index: int, it: Iterable[Any]) -> None:
+        writer = sink.create_writer(index, parallelism)
+        try:
+            for v in it:
+                writer.write(v)
+            writer.flush(True)
+        finally:
+            writer.close()
+
+    return run

@@ -1,0 +1,157 @@
+"""Window assigners with PyFlink's names (``pyflink.datastream.window``)."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from engine.common.time import Duration, Time
+from engine.windowing.triggers import CountTrigger, EventTimeTrigger, ProcessingTimeTrigger, Trigger
+from engine.windowing.windows import GlobalWindow, TimeWindow, merge_time_windows
+
+
+def _ms(t: Time | Duration | int) -> int:
+    return t if isinstance(t, int) else t.to_milliseconds()
+
+
+class WindowAssigner:
+    is_event_time = True
+    is_merging = False
+
+    def assign_windows(self, element: Any, timestamp: int) -> list[Any]:
+        raise NotImplementedError
+
+    def get_default_trigger(self) -> Trigger:
+        return EventTimeTrigger.create() if self.is_event_time else ProcessingTimeTrigger.create()
+
+    def merge_windows(self, windows: list[Any]) -> list[tuple[Any, list[Any]]]:
+        return [(w, [w]) for w in windows]
+
+
+class TumblingEventTimeWindows(WindowAssigner):
+    def __init__(self, size: int, offset: int = 0) -> None:
+        if size <= 0:
+            raise ValueError(f"window size must be positive, got {size} ms")
+        self.size = size
+        self.offset = offset % size
+
+    @staticmethod
+    def of(size: Time | Duration | int, offset: Time | Duration | int = 0) -> "TumblingEventTimeWindows":
+        return TumblingEventTimeWindows(_ms(size), _ms(offset))
+
+    def assign_windows(self, element: Any, timestamp: int) -> list[TimeWindow]:
+        start = TimeWindow.get_window_start_with_offset(timestamp, self.offset, self.size)
+        return [TimeWindow(start, start + self.size)]
+
+
+class TumblingProcessingTimeWindows(TumblingEventTimeWindows):
+    is_event_time = False
+
+    @staticmethod
+    def of(size: Time | Duration | int, offset: Time | Duration | int = 0) -> "TumblingProcessingTimeWindows":
+        return TumblingProcessingTimeWindows(_ms(size), _ms(offset))
+
+
+class SlidingEventTimeWindows(WindowAssigner):
+    def __init__(self, size: int, slide: int, offset: int = 0) -> None:
+        if size <= 0 or slide <= 0:
+            raise ValueError(f"window size and slide must be positive, got {size} and {slide} ms")
+        self.size = size
+        self.slide = slide
+        self.offset = offset % slide
+
+    @staticmethod
+    def of(size: Time | Duration | int, slide: Time | Duration | int, offset: Time | Duration | int = 0) -> "SlidingEventTimeWindows":
+        return SlidingEventTimeWindows(_ms(size), _ms(slide), _ms(offset))
+
+    def assign_windows(self, element: Any, timestamp: int) -> list[TimeWindow]:
+        last_start = TimeWindow.get_window_start_with_offset(timestamp, self.offset, self.slide)
+        windows = []
+        start = last_start
+        while start > timestamp - self.size:
+            windows.append(TimeWindow(start, start + self.size))
+            start -= self.slide
+        return windows
+
+
+class SlidingProcessingTimeWindows(SlidingEventTimeWindows):
+    is_event_time = False
+
+    @staticmethod
+    def of(size: Time | Duration | int, slide: Time | Duration | int, offset: Time | Duration | int = 0) -> "SlidingProcessingTimeWindows":
+        return SlidingProcessingTimeWindows(_ms(size), _ms(slide), _ms(offset))
+
+
+class EventTimeSessionWindows(WindowAssigner):
+    is_merging = True
+
+    def __init__(self, gap: int | None = None, gap_extractor: Callable[[Any], int] | None = None) -> None:
+        if gap is not None and gap <= 0:
+            raise ValueError(f"session gap must be positive, got {gap} ms")
+        self.gap = gap
+        self.gap_extractor = gap_extractor
+
+    @classmethod
+    def with_gap(cls, size: Time | Duration | int) -> "EventTimeSessionWindows":
+        return cls(_ms(size))
+
+    @classmethod
+    def with_dynamic_gap(cls, extractor: Any) -> "EventTimeSessionWindows":
+        fn = extractor.extract if hasattr(extractor, "extract") else extractor
+        return cls(None, fn)
+
+    def assign_windows(self, element: Any, timestamp: int) -> list[TimeWindow]:
+        gap = self.gap if self.gap_extractor is None else int(self.gap_extractor(element))
+        if gap <= 0:
+            raise ValueError(f"dynamic session gap must be positive, got {gap} ms for {element!r}")
+        return [TimeWindow(timestamp, timestamp + gap)]
+
+    def merge_windows(self, windows: list[TimeWindow]) -> list[tuple[TimeWindow, list[TimeWindow]]]:
+        return merge_time_windows(windows)
+
+
+class ProcessingTimeSessionWindows(EventTimeSessionWindows):
+    is_event_time = False
+
+
+class GlobalWindows(WindowAssigner):
+    """One window per key that never fires by time: count windows use it with a CountTrigger."""
+
+    is_event_time = False
+
+    @staticmethod
+    def create() -> "GlobalWindows":
+        return GlobalWindows()
+
+    def assign_windows(self, element: Any, timestamp: int) -> list[GlobalWindow]:
+        return [GlobalWindow()]
+
+    def get_default_trigger(self) -> Trigger:
+        from engine.windowing.triggers import NeverTrigger
+
+        return NeverTrigger()
+
+
+class CountTumblingWindowAssigner(GlobalWindows):
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    @staticmethod
+    def of(window_size: int) -> "CountTumblingWindowAssigner":
+        return CountTumblingWindowAssigner(window_size)
+
+    def get_default_trigger(self) -> Trigger:
+        from engine.windowing.triggers import PurgingTrigger
+
+        return PurgingTrigger.of(CountTrigger.of(self.size))
+
+
+class CountSlidingWindowAssigner(GlobalWindows):
+    def __init__(self, size: int, slide: int) -> None:
+        self.size = size
+        self.slide = slide
+
+    @staticmethod
+    def of(window_size: int, window_slide: int) -> "CountSlidingWindowAssigner":
+        return CountSlidingWindowAssigner(window_size, window_slide)
+
+    def get_default_trigger(self) -> Trigger:
+        return CountTrigger.of(self.slide)

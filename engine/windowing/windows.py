@@ -1,0 +1,59 @@
+"""Window types: ``TimeWindow`` [start, end) and ``CountWindow``/``GlobalWindow``."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MAX_TIMESTAMP = 2**63 - 1
+
+
+@dataclass(frozen=True, order=True)
+class TimeWindow:
+    start: int
+    end: int
+
+    def max_timestamp(self) -> int:
+        return self.end - 1
+
+    def intersects(self, other: "TimeWindow") -> bool:
+        return self.start <= other.end and self.end >= other.start
+
+    def cover(self, other: "TimeWindow") -> "TimeWindow":
+        return TimeWindow(min(self.start, other.start), max(self.end, other.end))
+
+    @staticmethod
+    def get_window_start_with_offset(timestamp: int, offset: int, window_size: int) -> int:
+        """Flink's rule, correct for negative timestamps too."""
+        return timestamp - (timestamp - offset + window_size) % window_size
+
+
+@dataclass(frozen=True, order=True)
+class GlobalWindow:
+    """The single window of count windows; it never ends by time."""
+
+    def max_timestamp(self) -> int:
+        return MAX_TIMESTAMP
+
+    @staticmethod
+    def get() -> "GlobalWindow":
+        return GlobalWindow()
+
+
+# PyFlink calls the count-window type CountWindow.
+@dataclass(frozen=True, order=True)
+class CountWindow:
+    id: int = 0
+
+    def max_timestamp(self) -> int:
+        return MAX_TIMESTAMP
+
+
+def merge_time_windows(windows: list[TimeWindow]) -> list[tuple[TimeWindow, list[TimeWindow]]]:
+    """Flink's TimeWindow.mergeWindows: overlapping windows fuse into their cover."""
+    merged: list[tuple[TimeWindow, list[TimeWindow]]] = []
+    for w in sorted(windows):
+        if merged and merged[-1][0].intersects(w):
+            cover, members = merged[-1]
+            merged[-1] = (cover.cover(w), [*members, w])
+        else:
+            merged.append((w, [w]))
+    return merged
