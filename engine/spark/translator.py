@@ -62,7 +62,7 @@ class SparkPlan:
             sc.setJobGroup(job_group, f"Millstream job {self.job_name}", interruptOnCancel=True)
         try:
             for action in self.actions:
-                sc.setLocalProperty("callSite.short", action.name)
+                sc.setJobDescription(f"{self.job_name}: {action.name}")
                 if action.kind == "collect":
                     batch: list[Any] = []
                     for v in action.rdd.toLocalIterator():

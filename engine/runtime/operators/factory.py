@@ -6,6 +6,7 @@ from engine.runtime.operators.base import OperatorContext, StreamOperator
 from engine.runtime.operators.basic import FilterOperator, FlatMapOperator, MapOperator, ProcessOperator
 from engine.runtime.operators.keyed import KeyedProcessOperator, ReduceOperator
 from engine.runtime.operators.timestamps import TimestampsAndWatermarksOperator
+from engine.runtime.operators.aligned_window import AlignedWindowOperator, is_aligned
 from engine.runtime.operators.window import WindowOperator
 from engine.runtime.operators.sinks import (
     CollectSinkOperator,
@@ -37,6 +38,8 @@ def create_operator(t: Transformation, ctx: OperatorContext) -> StreamOperator:
     params = dict(t.params, node_id=t.id)
     if t.kind is OperatorKind.SINK:
         return _SINKS[t.params["sink"]](t.function, ctx, params)
+    if t.kind is OperatorKind.WINDOW and is_aligned(t.params):
+        return AlignedWindowOperator(t.function, ctx, params)
     cls = _BY_KIND.get(t.kind)
     if cls is None:
         raise ValueError(f"no runtime operator for {t.kind.value}")
