@@ -1,8 +1,13 @@
 """Millstream's equivalent of ``pyflink.datastream``."""
 from engine.datastream.data_stream import DataStream, DataStreamSink, KeyedStream
 from engine.datastream.execution_mode import RuntimeExecutionMode
+from engine.datastream.connected_streams import BroadcastConnectedStream, BroadcastStream, ConnectedStreams
 from engine.datastream.functions import (
     AggregateFunction,
+    BroadcastProcessFunction,
+    CoProcessFunction,
+    KeyedBroadcastProcessFunction,
+    KeyedCoProcessFunction,
     CoFlatMapFunction,
     CoMapFunction,
     FilterFunction,
@@ -25,6 +30,13 @@ from engine.datastream.connectors.source_function import SourceFunction
 from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
 
 __all__ = [
+    "BroadcastConnectedStream",
+    "BroadcastProcessFunction",
+    "BroadcastStream",
+    "CoProcessFunction",
+    "ConnectedStreams",
+    "KeyedBroadcastProcessFunction",
+    "KeyedCoProcessFunction",
     "AggregateFunction",
     "CoFlatMapFunction",
     "CoMapFunction",

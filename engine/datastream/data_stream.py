@@ -21,7 +21,9 @@ from engine.datastream.functions import (
     SinkFunction,
 )
 from engine.common.watermark_strategy import WatermarkStrategy
+from engine.datastream.connected_streams import BroadcastConnectedStream, BroadcastStream, ConnectedStreams
 from engine.datastream.output_tag import OutputTag
+from engine.datastream.state import MapStateDescriptor
 from engine.datastream.windowed_stream import WindowedStream
 from engine.graph.transformations import ChainingStrategy, OperatorKind, ShipStrategy
 from engine.windowing.assigners import CountSlidingWindowAssigner, CountTumblingWindowAssigner, WindowAssigner
@@ -154,8 +156,20 @@ class DataStream:
     def shuffle(self) -> "DataStream":
         return DataStream(self._env, self._partition(ShipStrategy.SHUFFLE))
 
-    def broadcast(self) -> "DataStream":
-        return DataStream(self._env, self._partition(ShipStrategy.BROADCAST))
+    def broadcast(self, *broadcast_state_descriptors: MapStateDescriptor) -> "DataStream | BroadcastStream":
+        """Without descriptors: BROADCAST partitioning. With MapStateDescriptors: a BroadcastStream
+        to ``connect`` to, whose elements update broadcast state."""
+        stream = DataStream(self._env, self._partition(ShipStrategy.BROADCAST))
+        if broadcast_state_descriptors:
+            return BroadcastStream(stream, tuple(broadcast_state_descriptors))
+        return stream
+
+    def connect(self, ds: "DataStream | BroadcastStream") -> "ConnectedStreams | BroadcastConnectedStream":
+        if isinstance(ds, BroadcastStream):
+            return BroadcastConnectedStream(self, ds)
+        if not isinstance(ds, DataStream):
+            raise TypeError(f"connect expects a DataStream or BroadcastStream, got {type(ds).__name__}")
+        return ConnectedStreams(self, ds)
 
     def forward(self) -> "DataStream":
         return DataStream(self._env, self._partition(ShipStrategy.FORWARD))

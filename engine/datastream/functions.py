@@ -206,3 +206,64 @@ class CoFlatMapFunction(Function):
 
     @abstractmethod
     def flat_map2(self, value: Any) -> Iterable[Any]: ...
+
+
+class CoProcessFunction(Function):
+    class Context(ABC):
+        @abstractmethod
+        def timestamp(self) -> int | None: ...
+
+        @abstractmethod
+        def timer_service(self) -> TimerService: ...
+
+    @abstractmethod
+    def process_element1(self, value: Any, ctx: "CoProcessFunction.Context") -> Iterable[Any]: ...
+
+    @abstractmethod
+    def process_element2(self, value: Any, ctx: "CoProcessFunction.Context") -> Iterable[Any]: ...
+
+
+class KeyedCoProcessFunction(Function):
+    class Context(ABC):
+        @abstractmethod
+        def timestamp(self) -> int | None: ...
+
+        @abstractmethod
+        def timer_service(self) -> TimerService: ...
+
+        @abstractmethod
+        def get_current_key(self) -> Any: ...
+
+    class OnTimerContext(Context):
+        @abstractmethod
+        def time_domain(self) -> Any: ...
+
+    @abstractmethod
+    def process_element1(self, value: Any, ctx: "KeyedCoProcessFunction.Context") -> Iterable[Any]: ...
+
+    @abstractmethod
+    def process_element2(self, value: Any, ctx: "KeyedCoProcessFunction.Context") -> Iterable[Any]: ...
+
+    def on_timer(self, timestamp: int, ctx: "KeyedCoProcessFunction.OnTimerContext") -> Iterable[Any]:
+        pass
+
+
+class BroadcastProcessFunction(Function):
+    """Input 1 is the regular stream, input 2 the broadcast stream that updates broadcast state."""
+
+    @abstractmethod
+    def process_element(self, value: Any, ctx: Any) -> Iterable[Any]: ...
+
+    @abstractmethod
+    def process_broadcast_element(self, value: Any, ctx: Any) -> Iterable[Any]: ...
+
+
+class KeyedBroadcastProcessFunction(Function):
+    @abstractmethod
+    def process_element(self, value: Any, ctx: Any) -> Iterable[Any]: ...
+
+    @abstractmethod
+    def process_broadcast_element(self, value: Any, ctx: Any) -> Iterable[Any]: ...
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Iterable[Any]:
+        pass

@@ -61,7 +61,11 @@ class StreamGraph:
     nodes: dict[int, StreamNode]
     edges: list[StreamEdge]
     transformations: dict[int, Transformation]
-    key_selectors: dict[int, Any] = field(default_factory=dict)  # target node -> selector
+    key_selectors: dict[int, Any] = field(default_factory=dict)  # target node -> selector of its (first) input
+    key_selectors2: dict[int, Any] = field(default_factory=dict)  # two-input nodes: the second input's selector
+
+    def key_selector_for(self, node_id: int, input_index: int) -> Any:
+        return (self.key_selectors if input_index == 0 else self.key_selectors2).get(node_id)
 
     def in_edges(self, node_id: int) -> list[StreamEdge]:
         return [e for e in self.edges if e.target == node_id]
@@ -90,6 +94,7 @@ def build_stream_graph(
     nodes: dict[int, StreamNode] = {}
     edges: list[StreamEdge] = []
     key_selectors: dict[int, Any] = {}
+    key_selectors2: dict[int, Any] = {}
     position = 0
     for t in sorted(transformations, key=lambda x: x.id):
         if t.kind.is_virtual:
@@ -140,9 +145,9 @@ def build_stream_graph(
                     f"'{up.name}' ({up.parallelism}) -> '{t.name}' ({parallelism}); use rebalance()"
                 )
             if strategy is ShipStrategy.HASH:
-                key_selectors[t.id] = selector
+                (key_selectors if input_index == 0 else key_selectors2)[t.id] = selector
             edges.append(StreamEdge(src, t.id, strategy, input_index, tag))
-    return StreamGraph(job_name, nodes, edges, by_id, key_selectors)
+    return StreamGraph(job_name, nodes, edges, by_id, key_selectors, key_selectors2)
 
 
 def _resolve(

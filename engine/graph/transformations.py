@@ -23,6 +23,10 @@ class OperatorKind(str, Enum):
     WINDOW = "Window"
     CO_MAP = "CoMap"
     CO_FLAT_MAP = "CoFlatMap"
+    CO_PROCESS = "CoProcess"
+    KEYED_CO_PROCESS = "KeyedCoProcess"
+    BROADCAST_PROCESS = "BroadcastProcess"
+    KEYED_BROADCAST_PROCESS = "KeyedBroadcastProcess"
     # Virtual kinds only shape edges; they never become operators.
     PARTITION = "Partition"
     UNION = "Union"

@@ -26,6 +26,7 @@ class OutputSpec:
     targets: tuple[int, ...]  # connected consumer subtasks, in channel order
     target_max_parallelism: int
     output_tag: str | None = None
+    target_input: int = 0  # which input of a two-input target operator this edge feeds
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,7 @@ def make_tdd(job_graph: JobGraph, vertex_id: str, subtask: int, attempt: int) ->
                 tuple(connected_targets(e.ship_strategy, subtask, v.parallelism, dst.parallelism)),
                 dst.max_parallelism,
                 e.output_tag,
+                e.input_index,
             )
         )
     return TaskDeploymentDescriptor(

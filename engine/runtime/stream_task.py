@@ -71,7 +71,9 @@ class StreamTask:
         tdd, g = self.tdd, self.graph
         head = tdd.operators[0]
         selector = g.key_selectors.get(head)
-        backend = HeapKeyedStateBackend(tdd.max_parallelism) if selector is not None else None
+        selector2 = g.key_selectors2.get(head)
+        keyed = selector is not None or selector2 is not None
+        backend = HeapKeyedStateBackend(tdd.max_parallelism) if keyed else None
         for node_id in tdd.operators:
             t = g.transformations[node_id]
             if t.kind is OperatorKind.SOURCE:
@@ -89,6 +91,7 @@ class StreamTask:
                 print_line=self.env.print_line,
                 collect=self.env.collect,
                 key_selector=selector if node_id == head else None,
+                key_selector2=selector2 if node_id == head else None,
                 keyed_backend=backend if node_id == head else None,
                 job_parameters=dict(tdd.config.get("pipeline.global-job-parameters", {})),
             )
@@ -102,7 +105,7 @@ class StreamTask:
             partitioner = create_partitioner(
                 spec.ship_strategy,
                 len(channel_writers),
-                g.key_selectors.get(spec.target_node),
+                g.key_selector_for(spec.target_node, spec.target_input),
                 spec.target_max_parallelism,
                 start=tdd.subtask,
             )
@@ -201,9 +204,11 @@ class StreamTask:
     def _run_input(self) -> None:
         tdd = self.tdd
         cids: list[ChannelId] = []
+        input_of: list[int] = []  # channel -> logical input (0, or 1 for a two-input operator)
         for spec in tdd.inputs:
             for src in spec.sources:
                 cids.append(ChannelId(tdd.job_id, spec.edge, src, tdd.subtask, tdd.attempt))
+                input_of.append(spec.input_index)
         gate = self.env.channels.gate(cids)
         head = self.operators[tdd.operators[0]]
         open_channels = set(range(len(cids)))
@@ -225,7 +230,10 @@ class StreamTask:
                 if kind == RECORDS:
                     metrics.records_in += len(a)
                     metrics.bytes_in += len(payload)
-                    head.process_batch(a, b)
+                    if input_of[ch] == 0:
+                        head.process_batch(a, b)
+                    else:
+                        head.process_batch2(a, b)
                     gate.ack(ch)
                 elif kind == WATERMARK:
                     advanced = valve.input_watermark(ch, a)

@@ -83,6 +83,7 @@ class OperatorContext:
     print_line: Callable[[str], None] = print
     collect: Callable[[int, list[Any]], None] | None = None
     key_selector: Callable[[Any], Any] | None = None
+    key_selector2: Callable[[Any], Any] | None = None  # a two-input operator's second input
     keyed_backend: HeapKeyedStateBackend | None = None
     job_parameters: dict[str, str] = field(default_factory=dict)
     clock: Callable[[], int] = field(default=lambda: int(time.time() * 1000))  # processing time, ms
@@ -150,6 +151,9 @@ class StreamOperator:
 
     def process_batch(self, values: list[Any], timestamps: list[int] | None) -> None:
         raise NotImplementedError
+
+    def process_batch2(self, values: list[Any], timestamps: list[int] | None) -> None:
+        raise TypeError(f"'{self.ctx.operator_name}' has one input")
 
     def process_watermark(self, watermark: int) -> None:
         self.output.emit_watermark(watermark)

@@ -4,6 +4,14 @@ from __future__ import annotations
 from engine.graph.transformations import OperatorKind, Transformation
 from engine.runtime.operators.base import OperatorContext, StreamOperator
 from engine.runtime.operators.basic import FilterOperator, FlatMapOperator, MapOperator, ProcessOperator
+from engine.runtime.operators.co_operators import (
+    BroadcastProcessOperator,
+    CoFlatMapOperator,
+    CoMapOperator,
+    CoProcessOperator,
+    KeyedBroadcastProcessOperator,
+    KeyedCoProcessOperator,
+)
 from engine.runtime.operators.keyed import KeyedProcessOperator, ReduceOperator
 from engine.runtime.operators.timestamps import TimestampsAndWatermarksOperator
 from engine.runtime.operators.aligned_window import AlignedWindowOperator, is_aligned
@@ -24,6 +32,12 @@ _BY_KIND: dict[OperatorKind, type[StreamOperator]] = {
     OperatorKind.KEYED_PROCESS: KeyedProcessOperator,
     OperatorKind.TIMESTAMPS: TimestampsAndWatermarksOperator,
     OperatorKind.WINDOW: WindowOperator,
+    OperatorKind.CO_MAP: CoMapOperator,
+    OperatorKind.CO_FLAT_MAP: CoFlatMapOperator,
+    OperatorKind.CO_PROCESS: CoProcessOperator,
+    OperatorKind.KEYED_CO_PROCESS: KeyedCoProcessOperator,
+    OperatorKind.BROADCAST_PROCESS: BroadcastProcessOperator,
+    OperatorKind.KEYED_BROADCAST_PROCESS: KeyedBroadcastProcessOperator,
 }
 
 _SINKS: dict[str, type[StreamOperator]] = {
