@@ -73,7 +73,7 @@ class StreamTask:
         selector = g.key_selectors.get(head)
         selector2 = g.key_selectors2.get(head)
         keyed = selector is not None or selector2 is not None
-        backend = HeapKeyedStateBackend(tdd.max_parallelism) if keyed else None
+        backend = HeapKeyedStateBackend(tdd.max_parallelism) if keyed else None  # TTL uses wall-clock time
         for node_id in tdd.operators:
             t = g.transformations[node_id]
             if t.kind is OperatorKind.SOURCE:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from engine.datastream.functions import Function, RuntimeContext
-from engine.runtime.state.heap_backend import HeapKeyedStateBackend
+from engine.runtime.state.heap_backend import HeapKeyedStateBackend, StateTypeMismatch
 from engine.runtime.task_metrics import TaskIOMetrics
 
 
@@ -122,14 +122,26 @@ class StreamingRuntimeContext(RuntimeContext):
             )
         return self._ctx.keyed_backend
 
+    def _state(self, getter: str, descriptor: Any) -> Any:
+        try:
+            return getattr(self._backend(), getter)(descriptor)
+        except StateTypeMismatch as e:
+            raise StateTypeMismatch(f"in '{self._ctx.operator_name}': {e}") from None
+
     def get_state(self, state_descriptor):
-        return self._backend().get_state(state_descriptor)
+        return self._state("get_state", state_descriptor)
 
     def get_list_state(self, state_descriptor):
-        return self._backend().get_list_state(state_descriptor)
+        return self._state("get_list_state", state_descriptor)
 
     def get_map_state(self, state_descriptor):
-        return self._backend().get_map_state(state_descriptor)
+        return self._state("get_map_state", state_descriptor)
+
+    def get_reducing_state(self, state_descriptor):
+        return self._state("get_reducing_state", state_descriptor)
+
+    def get_aggregating_state(self, state_descriptor):
+        return self._state("get_aggregating_state", state_descriptor)
 
 
 class StreamOperator:

@@ -5,13 +5,19 @@ key group, which is all that rescaling needs.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+import time
+from typing import Any, Callable, Iterable
 
 from engine.datastream.state import (
+    AggregatingState,
+    AggregatingStateDescriptor,
     ListState,
     ListStateDescriptor,
     MapState,
     MapStateDescriptor,
+    ReducingState,
+    ReducingStateDescriptor,
+    StateTtlConfig,
     ValueState,
     ValueStateDescriptor,
 )
@@ -23,8 +29,9 @@ class StateTypeMismatch(TypeError):
 
 
 class HeapKeyedStateBackend:
-    def __init__(self, max_parallelism: int) -> None:
+    def __init__(self, max_parallelism: int, clock: Callable[[], int] | None = None) -> None:
         self.max_parallelism = max_parallelism
+        self.clock = clock or (lambda: int(time.time() * 1000))
         self.current_key: Any = None
         self.tables: dict[str, dict[Any, Any]] = {}
         self.kinds: dict[str, str] = {}
@@ -36,14 +43,26 @@ class HeapKeyedStateBackend:
         self.kinds[name] = kind
         return self.tables.setdefault(name, {})
 
-    def get_state(self, d: ValueStateDescriptor) -> "HeapValueState":
+    def get_state(self, d: ValueStateDescriptor) -> ValueState:
+        if d.ttl_config is not None:
+            return TtlValueState(self, self.table(d.name, "ttl-value"), d.ttl_config)
         return HeapValueState(self, self.table(d.name, "value"))
 
-    def get_list_state(self, d: ListStateDescriptor) -> "HeapListState":
+    def get_list_state(self, d: ListStateDescriptor) -> ListState:
+        if d.ttl_config is not None:
+            return TtlListState(self, self.table(d.name, "ttl-list"), d.ttl_config)
         return HeapListState(self, self.table(d.name, "list"))
 
-    def get_map_state(self, d: MapStateDescriptor) -> "HeapMapState":
+    def get_map_state(self, d: MapStateDescriptor) -> MapState:
+        if d.ttl_config is not None:
+            return TtlMapState(self, self.table(d.name, "ttl-map"), d.ttl_config)
         return HeapMapState(self, self.table(d.name, "map"))
+
+    def get_reducing_state(self, d: ReducingStateDescriptor) -> "HeapReducingState":
+        return HeapReducingState(self, self.table(d.name, "reducing"), d.reduce_function)
+
+    def get_aggregating_state(self, d: AggregatingStateDescriptor) -> "HeapAggregatingState":
+        return HeapAggregatingState(self, self.table(d.name, "aggregating"), d.agg_function)
 
     def snapshot_by_key_group(self) -> dict[int, dict[str, list[tuple[Any, Any]]]]:
         """{key group: {state name: [(key, value)]}}, the unit that rescaling moves."""
@@ -137,6 +156,177 @@ class HeapMapState(MapState):
 
     def values(self) -> Iterable[Any]:
         return list(self._m().values())
+
+    def is_empty(self) -> bool:
+        return not self._m()
+
+    def clear(self) -> None:
+        self.t.pop(self.backend.current_key, None)
+
+
+class HeapReducingState(ReducingState):
+    def __init__(self, backend: HeapKeyedStateBackend, table: dict[Any, Any], reduce_function: Any) -> None:
+        self.backend = backend
+        self.t = table
+        self.fn = reduce_function.reduce if hasattr(reduce_function, "reduce") else reduce_function
+
+    def get(self) -> Any:
+        return self.t.get(self.backend.current_key)
+
+    def add(self, value: Any) -> None:
+        k = self.backend.current_key
+        self.t[k] = value if k not in self.t else self.fn(self.t[k], value)
+
+    def clear(self) -> None:
+        self.t.pop(self.backend.current_key, None)
+
+
+class HeapAggregatingState(AggregatingState):
+    def __init__(self, backend: HeapKeyedStateBackend, table: dict[Any, Any], agg_function: Any) -> None:
+        self.backend = backend
+        self.t = table
+        self.agg = agg_function
+
+    def get(self) -> Any:
+        k = self.backend.current_key
+        return self.agg.get_result(self.t[k]) if k in self.t else None
+
+    def add(self, value: Any) -> None:
+        k = self.backend.current_key
+        acc = self.t[k] if k in self.t else self.agg.create_accumulator()
+        self.t[k] = self.agg.add(value, acc)
+
+    def clear(self) -> None:
+        self.t.pop(self.backend.current_key, None)
+
+
+# -- time-to-live: entries are stored as (value, expires_at_ms) ---------------------
+
+
+class _Ttl:
+    def __init__(self, backend: HeapKeyedStateBackend, cfg: StateTtlConfig) -> None:
+        self.backend = backend
+        self.ttl = cfg.ttl_ms
+        self.refresh_on_read = cfg.update_type is StateTtlConfig.UpdateType.OnReadAndWrite
+        self.return_expired = cfg.visibility is StateTtlConfig.StateVisibility.ReturnExpiredIfNotCleanedUp
+
+    def stamp(self, value: Any) -> tuple[Any, int]:
+        return value, self.backend.clock() + self.ttl
+
+    def live(self, entry: tuple[Any, int]) -> bool:
+        return self.return_expired or entry[1] > self.backend.clock()
+
+
+class TtlValueState(ValueState):
+    def __init__(self, backend: HeapKeyedStateBackend, table: dict[Any, Any], cfg: StateTtlConfig) -> None:
+        self.backend, self.t, self.ttl = backend, table, _Ttl(backend, cfg)
+
+    def value(self) -> Any:
+        k = self.backend.current_key
+        entry = self.t.get(k)
+        if entry is None:
+            return None
+        if not self.ttl.live(entry):
+            del self.t[k]  # expired state is cleaned up when it is read
+            return None
+        if self.ttl.refresh_on_read:
+            self.t[k] = self.ttl.stamp(entry[0])
+        return entry[0]
+
+    def update(self, value: Any) -> None:
+        if value is None:
+            self.clear()
+        else:
+            self.t[self.backend.current_key] = self.ttl.stamp(value)
+
+    def clear(self) -> None:
+        self.t.pop(self.backend.current_key, None)
+
+
+class TtlListState(ListState):
+    """TTL per element, as in Flink."""
+
+    def __init__(self, backend: HeapKeyedStateBackend, table: dict[Any, Any], cfg: StateTtlConfig) -> None:
+        self.backend, self.t, self.ttl = backend, table, _Ttl(backend, cfg)
+
+    def get(self) -> Iterable[Any]:
+        k = self.backend.current_key
+        entries = [e for e in self.t.get(k, ()) if self.ttl.live(e)]
+        if self.ttl.refresh_on_read:
+            entries = [self.ttl.stamp(v) for v, _ in entries]
+        if entries:
+            self.t[k] = entries
+        else:
+            self.t.pop(k, None)
+        return [v for v, _ in entries]
+
+    def add(self, value: Any) -> None:
+        self.t.setdefault(self.backend.current_key, []).append(self.ttl.stamp(value))
+
+    def add_all(self, values: list[Any]) -> None:
+        self.t.setdefault(self.backend.current_key, []).extend(self.ttl.stamp(v) for v in values)
+
+    def update(self, values: list[Any]) -> None:
+        if values:
+            self.t[self.backend.current_key] = [self.ttl.stamp(v) for v in values]
+        else:
+            self.clear()
+
+    def clear(self) -> None:
+        self.t.pop(self.backend.current_key, None)
+
+
+class TtlMapState(MapState):
+    """TTL per map entry, as in Flink."""
+
+    def __init__(self, backend: HeapKeyedStateBackend, table: dict[Any, Any], cfg: StateTtlConfig) -> None:
+        self.backend, self.t, self.ttl = backend, table, _Ttl(backend, cfg)
+
+    def _m(self) -> dict[Any, Any]:
+        k = self.backend.current_key
+        m = self.t.get(k)
+        if m is None:
+            return {}
+        expired = [mk for mk, e in m.items() if not self.ttl.live(e)]
+        for mk in expired:
+            del m[mk]
+        if not m:
+            del self.t[k]
+        return m
+
+    def get(self, key: Any) -> Any:
+        m = self._m()
+        entry = m.get(key)
+        if entry is None:
+            return None
+        if self.ttl.refresh_on_read:
+            m[key] = self.ttl.stamp(entry[0])
+        return entry[0]
+
+    def put(self, key: Any, value: Any) -> None:
+        self.t.setdefault(self.backend.current_key, {})[key] = self.ttl.stamp(value)
+
+    def put_all(self, items: dict[Any, Any]) -> None:
+        for k, v in items.items():
+            self.put(k, v)
+
+    def contains(self, key: Any) -> bool:
+        return key in self._m()
+
+    def remove(self, key: Any) -> None:
+        m = self._m()
+        m.pop(key, None)
+        if not m:
+            self.t.pop(self.backend.current_key, None)
+
+    def items(self) -> Iterable[tuple[Any, Any]]:
+        return [(k, e[0]) for k, e in self._m().items()]
+
+    def keys(self) -> Iterable[Any]:
+        return list(self._m().keys())
+
+    def values(self) -> Iterable[Any]:
+        return [e[0] for e in self._m().values()]
 
     def is_empty(self) -> bool:
         return not self._m()
