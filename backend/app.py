@@ -56,6 +56,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             DispatcherConfig(
                 heartbeat_interval_ms=settings.heartbeat_interval_ms,
                 heartbeat_timeout_ms=settings.heartbeat_timeout_ms,
+                batch_engine=settings.batch_engine,
+                spark_master=settings.spark_master,
+                redis_url=settings.redis_url,
             ),
         )
         app.state.settings = settings

@@ -132,6 +132,9 @@ def run(
     parallelism: Optional[int] = typer.Option(None, "--parallelism", "-p", min=1, help="Default parallelism"),
     detached: bool = typer.Option(False, "--detached", "-d", help="Submit and return without waiting"),
     local: bool = typer.Option(False, "--local", help="Run in this process on a mini-cluster"),
+    engine: Optional[str] = typer.Option(
+        None, "--engine", help="Where a BATCH job runs: spark (the default) or native (the streaming runtime)"
+    ),
     jobmanager_url: Optional[str] = JM_OPTION,
 ) -> None:
     """Run PROGRAM against the cluster (or locally); extra arguments go to the program."""
@@ -149,8 +152,11 @@ def run(
     if local:
         set_context(LocalContext(parallelism))
     else:
+        if engine not in (None, "spark", "native"):
+            typer.echo(f"--engine must be spark or native, not {engine}", err=True)
+            raise typer.Exit(2)
         remote = RemoteContext(
-            jobmanager_url or settings.jobmanager, parallelism, detached, settings.auth_token, program_dir
+            jobmanager_url or settings.jobmanager, parallelism, detached, settings.auth_token, program_dir, engine
         )
         set_context(remote)
     failed = False

@@ -31,6 +31,8 @@ class Settings(BaseSettings):
     max_upload_bytes: int = 50 * 1024 * 1024
     plan_timeout_s: float = 60.0  # running an uploaded program to get its JobGraph
     auth_token: str | None = None
+    spark_master: str = Field(default="local[*]", validation_alias=AliasChoices("SPARK_MASTER", "MILLSTREAM_SPARK_MASTER"))
+    batch_engine: str = "spark"  # where BATCH jobs run: spark, or native (the streaming runtime in batch mode)
 
     @property
     def resolved_database_url(self) -> str:

@@ -25,6 +25,11 @@ TASK_METRICS = PREFIX + ":metrics:{job}"  # hash: "{vertex}:{subtask}" -> msgpac
 TASKMANAGER_METRICS = PREFIX + ":tm:{tm}:metrics"  # msgpack, with TTL
 COLLECT = PREFIX + ":collect:{job}"  # list of msgpack batches for execute_and_collect
 
+# Spark runner
+SPARK_PROGRESS = PREFIX + ":spark:{job}:progress"  # JSON: application id, UI URL, Spark jobs and stages
+SPARK_CANCEL = PREFIX + ":spark:{job}:cancel"  # string: present once cancellation was requested
+SPARK_PROGRESS_TTL_S = 3600  # long enough for a finished job's page to still show its stages
+
 
 def channel(job: str, attempt: int, edge: int, src: int, dst: int) -> str:
     return CHANNEL.format(job=job, attempt=attempt, edge=edge, src=src, dst=dst)
@@ -60,3 +65,11 @@ def task_metrics(job: str) -> str:
 
 def collect(job: str) -> str:
     return COLLECT.format(job=job)
+
+
+def spark_progress(job: str) -> str:
+    return SPARK_PROGRESS.format(job=job)
+
+
+def spark_cancel(job: str) -> str:
+    return SPARK_CANCEL.format(job=job)

@@ -55,6 +55,9 @@ def job_detail(dispatcher: DispatcherDep, jid: JobId) -> dict[str, Any]:
     message = dispatcher.status_message(detail["jid"])
     if message:
         detail["status-message"] = message
+    spark = dispatcher.spark_progress(detail["jid"])
+    if spark is not None:
+        detail["spark"] = spark  # Spark's application id, UI URL, jobs and stages (a Millstream addition)
     return detail
 
 

@@ -134,17 +134,21 @@ class RemoteContext:
         detached: bool = False,
         token: str | None = None,
         program_dir: str | None = None,
+        batch_engine: str | None = None,
     ) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.http = httpx.Client(base_url=jobmanager_url.rstrip("/"), headers=headers, timeout=60)
         self.parallelism = parallelism
         self.detached = detached
         self.program_dir = program_dir
+        self.batch_engine = batch_engine
         self.submitted: list[str] = []
 
     def configure(self, env: "StreamExecutionEnvironment") -> None:
         if self.parallelism:
             env.set_parallelism(self.parallelism)
+        if self.batch_engine:
+            env.get_config().set_string("execution.batch-engine", self.batch_engine)
 
     def submit(self, job_graph: "JobGraph", stream_graph: "StreamGraph") -> RestJobClient:
         if self.program_dir:

@@ -21,6 +21,8 @@ from engine.executiongraph.states import JobStatus
 from engine.graph.job_graph import JobGraph
 from engine.graph.stream_graph import UPPER_MAX_PARALLELISM
 from engine.jobmanager.job_master import JobMaster
+from engine.spark.spark_job_master import SparkJobMaster
+from engine.spark.validation import UntranslatableJob
 from engine.jobmanager.job_store import ExceptionRecord, JobRecord, JobStore
 from engine.resourcemanager.resource_manager import ResourceManager
 from engine.resourcemanager.slot_pool import SlotPool
@@ -43,6 +45,9 @@ class DispatcherConfig:
     heartbeat_interval_ms: int = 1000
     heartbeat_timeout_ms: int = 10_000
     max_parallelism: int = UPPER_MAX_PARALLELISM
+    batch_engine: str = "spark"  # BATCH jobs: "spark", or "native" (a job may override with execution.batch-engine)
+    spark_master: str = "local[*]"
+    redis_url: str = "redis://127.0.0.1:6379/0"  # for Spark driver processes
 
 
 class Dispatcher:
@@ -88,6 +93,9 @@ class Dispatcher:
                 for tm in self.pool.taskmanagers.values():
                     for slot in range(tm.slots):
                         self.gateway.cancel_job(tm.id, slot, rec.jid, 1 << 30)
+                if rec.job_type == "BATCH":
+                    # Spark drivers run in their own session and outlive us: tell them to stop.
+                    self.client.set(redis_keys.spark_cancel(rec.jid), 1, ex=3600)
                 now = int(self.clock() * 1000)
                 rec.state = JobStatus.FAILED.value
                 rec.end_time = now
@@ -147,9 +155,12 @@ class Dispatcher:
 
     def _schedule_waiting(self) -> None:
         waiting = [jm for jm in self.jobs.values() if jm.status is JobStatus.CREATED]
+        blocked = False
         for jm in sorted(waiting, key=lambda j: j.eg.timestamps.get("CREATED", 0)):
-            if not jm.try_schedule(self.pool):
-                break  # first come, first served: later jobs wait behind it
+            if isinstance(jm, SparkJobMaster):
+                jm.try_schedule(self.pool)  # Spark jobs take no slots, so nothing holds them back
+            elif not blocked and not jm.try_schedule(self.pool):
+                blocked = True  # first come, first served: later slot-hungry jobs wait behind it
 
     # -- commands ------------------------------------------------------------------
     def submit(self, job_graph: JobGraph, user_code: bytes) -> str:
@@ -157,12 +168,37 @@ class Dispatcher:
         with self.lock:
             if job_graph.job_id in self.jobs or self.store.get_job(job_graph.job_id):
                 raise JobSubmissionError(f"job {job_graph.job_id} was already submitted")
-            jm = JobMaster(job_graph, user_code, self.gateway, self.store, self.clock, self.read_metrics)
+            jm = self._job_master_for(job_graph, user_code)
             self.jobs[job_graph.job_id] = jm
             jm.persist()
             self.rm.refresh()
             self._schedule_waiting()
         return job_graph.job_id
+
+    def _job_master_for(self, job_graph: JobGraph, user_code: bytes) -> "JobMaster | SparkJobMaster":
+        engine = str(job_graph.config.get("execution.batch-engine", self.config.batch_engine))
+        if engine not in ("spark", "native"):
+            raise JobSubmissionError(f"unknown batch engine '{engine}'; choose spark or native")
+        if job_graph.job_type == "BATCH" and engine == "spark":
+            try:
+                return SparkJobMaster(
+                    job_graph,
+                    user_code,
+                    self.gateway,
+                    self.store,
+                    self.clock,
+                    self.read_metrics,
+                    spark_master=self.config.spark_master,
+                    redis_url=self.config.redis_url,
+                )
+            except UntranslatableJob as e:
+                raise JobSubmissionError(f"{e}; run it with --engine native to use the streaming runtime") from e
+        return JobMaster(job_graph, user_code, self.gateway, self.store, self.clock, self.read_metrics)
+
+    def spark_progress(self, job_id: str) -> dict[str, Any] | None:
+        with self.lock:
+            jm = self.jobs.get(job_id)
+        return jm.spark_progress() if isinstance(jm, SparkJobMaster) else None
 
     def _validate(self, g: JobGraph) -> None:
         if len(g.job_id) != 32 or any(c not in "0123456789abcdef" for c in g.job_id):

@@ -8,7 +8,7 @@ StreamGraph) from ``--user-code`` or else from Redis
 (``engine.redis_keys.job_user_code``). All Spark jobs run in the job group
 named by the job id. Collected results go to the job's Redis collect list as
 msgpack batches, exactly as the native runtime writes them; progress goes to
-``engine.spark.keys.spark_progress``. SIGTERM, SIGINT or the Redis cancel key
+``engine.redis_keys.spark_progress``. SIGTERM, SIGINT or the Redis cancel key
 cancel the job group.
 
 Exit status: 0 finished, 1 failed, 2 untranslatable, 3 canceled; on failure
@@ -33,7 +33,6 @@ import redis
 from engine import redis_keys
 from engine.graph.job_graph import JobGraph
 from engine.runtime.io.serialization import MsgpackSerializer
-from engine.spark import keys
 from engine.spark.validation import UntranslatableJob
 
 EXIT_FINISHED, EXIT_FAILED, EXIT_UNTRANSLATABLE, EXIT_CANCELED = 0, 1, 2, 3
@@ -88,14 +87,14 @@ class _Watcher(threading.Thread):
     def publish(self) -> None:
         try:
             snap = progress_snapshot(self.sc, self.job_id)
-            self.client.set(keys.spark_progress(self.job_id), json.dumps(snap), ex=keys.PROGRESS_TTL_S)
+            self.client.set(redis_keys.spark_progress(self.job_id), json.dumps(snap), ex=redis_keys.SPARK_PROGRESS_TTL_S)
         except Exception:  # progress is best effort; the job itself must not fail for it
             pass
 
     def run(self) -> None:
         cancelled = False
         while not self.stopped.wait(PROGRESS_INTERVAL_S):
-            if not self.cancel_requested.is_set() and self.client.exists(keys.spark_cancel(self.job_id)):
+            if not self.cancel_requested.is_set() and self.client.exists(redis_keys.spark_cancel(self.job_id)):
                 self.cancel_requested.set()
             if self.cancel_requested.is_set() and not cancelled:
                 # Called from this thread, never from the signal handler: the main

@@ -21,13 +21,14 @@ from typing import IO, Any, Callable
 
 import redis
 
+from engine import redis_keys
+
 from engine.executiongraph.archived import archive_vertices
 from engine.executiongraph.execution_graph import ExecutionGraph, now_ms
 from engine.executiongraph.states import ExecutionState, JobStatus
 from engine.graph.job_graph import JobGraph
 from engine.jobmanager.job_store import ExceptionRecord, JobRecord, JobStore
 from engine.resourcemanager.slot_pool import SlotPool
-from engine.spark import keys
 from engine.spark.driver import EXIT_CANCELED, EXIT_FINISHED, EXIT_UNTRANSLATABLE
 from engine.spark.validation import check_job_graph
 from engine.taskexecutor.gateway import TaskExecutorGateway
@@ -169,7 +170,7 @@ class SparkJobMaster:
             self._set_tasks(ExecutionState.CANCELING, at)
             self.cancel_requested_at = at
             try:
-                self._redis().set(keys.spark_cancel(self.job_id), "1", ex=keys.PROGRESS_TTL_S)
+                self._redis().set(redis_keys.spark_cancel(self.job_id), "1", ex=redis_keys.SPARK_PROGRESS_TTL_S)
             except redis.RedisError:
                 log.warning("could not set the cancel key of job %s", self.job_id, exc_info=True)
             self._signal(signal.SIGTERM)  # the driver cancels its Spark job group
@@ -250,7 +251,7 @@ class SparkJobMaster:
         pool.release(self.job_id)
         try:
             self.gateway.release_job(self.job_id)
-            self._redis().delete(keys.spark_cancel(self.job_id))
+            self._redis().delete(redis_keys.spark_cancel(self.job_id))
         except Exception:
             log.warning("could not clean up Redis keys of job %s", self.job_id, exc_info=True)
         self._cleanup()
@@ -280,7 +281,7 @@ class SparkJobMaster:
     # -- observation -----------------------------------------------------------------
     def _read_progress(self) -> dict[str, Any] | None:
         try:
-            raw = self._redis().get(keys.spark_progress(self.job_id))
+            raw = self._redis().get(redis_keys.spark_progress(self.job_id))
         except redis.RedisError:
             return None
         return json.loads(raw) if raw else None

@@ -165,3 +165,36 @@ def test_slow_consumer_backpressures_the_source_and_redis_stays_bounded(cluster:
     assert written < 2 * 500 * 60
     cluster.http.patch(f"/jobs/{jid}", params={"mode": "cancel"})
     cluster.wait_state(jid, ("CANCELED",), 30)
+
+
+def test_batch_jobs_run_on_spark_unless_native_is_asked_for(cluster: Cluster) -> None:
+    on_spark = cluster.run(PROGRAMS / "batch_reduce.py", options=("-p", "2"))
+    assert on_spark.returncode == 0, on_spark.stderr
+    (jid,) = job_ids(on_spark.stdout)
+    job = cluster.job(jid)
+    assert job["job-type"] == "BATCH"
+    assert job["spark"]["stages"], "a Spark job shows its stages"
+    native = cluster.run(PROGRAMS / "batch_reduce.py", options=("-p", "2", "--engine", "native"))
+    assert native.returncode == 0, native.stderr
+    (native_jid,) = job_ids(native.stdout)
+    assert "spark" not in cluster.job(native_jid)
+    # The same program gives the same result on both engines.
+    first = lambda out: next(ln for ln in out.splitlines() if ln.startswith("["))  # noqa: E731
+    assert first(on_spark.stdout) == first(native.stdout)
+
+
+def test_operator_spark_cannot_run_is_refused_by_name(cluster: Cluster, tmp_path: Path) -> None:
+    program = tmp_path / "windows_in_batch.py"
+    program.write_text(
+        "from pyflink.datastream import StreamExecutionEnvironment, RuntimeExecutionMode\n"
+        "from pyflink.datastream.connectors import DataGeneratorSource\n"
+        "from pyflink.common import WatermarkStrategy\n"
+        "env = StreamExecutionEnvironment.get_execution_environment()\n"
+        "env.set_runtime_mode(RuntimeExecutionMode.BATCH)\n"
+        "src = DataGeneratorSource(lambda i: i, None)\n"
+        "env.from_source(src, WatermarkStrategy.no_watermarks(), 'endless').print()\n"
+        "env.execute('refused')\n"
+    )
+    res = cluster.run(program)
+    assert res.returncode != 0
+    assert "endless" in res.stderr and "400" in res.stderr

@@ -1,0 +1,32 @@
+"""The live web dashboard under ``/ui/``: server-rendered pages (Jinja2 + htmx) whose
+fragments update over server-sent events.
+
+``install_ui(app)`` mounts the static files, the dashboard routers and the
+``/`` redirect; it is safe to call more than once.
+"""
+from __future__ import annotations
+
+from fastapi import FastAPI
+from fastapi.responses import RedirectResponse
+from fastapi.staticfiles import StaticFiles
+
+from backend.ui.templating import STATIC_DIR
+from backend.ui.throughput import ThroughputHistory
+
+
+def install_ui(app: FastAPI) -> None:
+    if getattr(app.state, "ui_installed", False):
+        return
+    app.state.ui_installed = True
+    app.state.ui_throughput = ThroughputHistory()
+    app.state.ui_sampler = None
+
+    from backend.ui.routes import actions, job, pages, submit
+
+    app.mount("/ui/static", StaticFiles(directory=str(STATIC_DIR)), name="ui-static")
+    for module in (pages, job, actions, submit):
+        app.include_router(module.router)
+
+    @app.get("/", include_in_schema=False)
+    def root() -> RedirectResponse:
+        return RedirectResponse("/ui/", status_code=307)

@@ -1,0 +1,121 @@
+"""Gathers what each dashboard page shows: the only place in ``backend/ui`` that
+calls the Dispatcher. Routes and SSE streams call these, then render; templates
+only read the view models they are given (templates never query)."""
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from backend.api.jobs import load_job
+from backend.services import job_views
+from backend.ui import backpressure_view, cluster_view, graph_view, job_view
+from backend.ui.throughput import ThroughputHistory
+from engine.jobmanager.dispatcher import Dispatcher
+from engine.jobmanager.job_store import JobRecord
+
+EXCEPTIONS_SHOWN = 50
+SAVEPOINT_TITLE = "Savepoints are not available yet in Millstream: the engine cannot take them."
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def hosts_of(dispatcher: Dispatcher) -> dict[str, str]:
+    return {tm.id: tm.host for tm in dispatcher.slot_pool_snapshot().taskmanagers.values() if tm.host}
+
+
+def overview_context(dispatcher: Dispatcher) -> dict[str, Any]:
+    now = now_ms()
+    running, completed = cluster_view.split_jobs(dispatcher.job_records(), now)
+    return {"counts": dispatcher.overview(), "running": running, "completed": completed[:20], "now": now}
+
+
+def jobs_context(dispatcher: Dispatcher, state: str, name: str, sort: str, descending: bool) -> dict[str, Any]:
+    now = now_ms()
+    running, completed = cluster_view.split_jobs(dispatcher.job_records(), now)
+    return {
+        "running": cluster_view.filter_jobs(running, state, name, sort, descending),
+        "completed": cluster_view.filter_jobs(completed, state, name, sort, descending),
+        "filters": {"state": state, "name": name, "sort": sort, "dir": "desc" if descending else "asc"},
+        "total": len(running) + len(completed),
+    }
+
+
+def slots_context(dispatcher: Dispatcher) -> dict[str, Any]:
+    pool = dispatcher.slot_pool_snapshot()
+    records: dict[str, JobRecord] = {}
+    for jid in set(pool.allocations.values()):
+        rec = dispatcher.job_record(jid)
+        if rec is not None:
+            records[jid] = rec
+    return {"rows": cluster_view.slots_grid(pool, records), "counts": dispatcher.overview()}
+
+
+def taskmanagers_context(dispatcher: Dispatcher) -> dict[str, Any]:
+    pool = dispatcher.slot_pool_snapshot()
+    metrics = {tm: dispatcher.taskmanager_metrics(tm) for tm in pool.taskmanagers}
+    cfg = dispatcher.config
+    rows = cluster_view.taskmanager_rows(pool, metrics, now_ms(), cfg.heartbeat_interval_ms, cfg.heartbeat_timeout_ms)
+    return {"rows": rows, "timeout_ms": cfg.heartbeat_timeout_ms}
+
+
+def job_context(
+    dispatcher: Dispatcher, history: ThroughputHistory, jid: str, tab: str, view: str
+) -> dict[str, Any]:
+    """Everything the job page's header and the chosen tab need. Raises UnknownJob."""
+    record = load_job(dispatcher, jid)
+    now = now_ms()
+    history.record(record, now)
+    header = job_view.job_header(record, now, dispatcher.status_message(record.jid))
+    ctx: dict[str, Any] = {
+        "header": header,
+        "tab": tab,
+        "tabs": job_view.TABS,
+        "view": view,
+        "live_body": tab in job_view.LIVE_TABS,
+        "savepoint_title": SAVEPOINT_TITLE,
+        "now": now,
+    }
+    ctx.update(_tab_context(dispatcher, history, record, tab, view, now, header.alive))
+    return ctx
+
+
+def _tab_context(
+    dispatcher: Dispatcher, history: ThroughputHistory, record: JobRecord, tab: str, view: str, now: int, alive: bool
+) -> dict[str, Any]:
+    vertices = job_views.vertices_of(record)
+    if tab == "graph":
+        model = graph_view.graph_model(record.job_graph, vertices, alive, view)
+        return {"graph": model, "graph_json": json.dumps(model.layout_json())}
+    if tab == "subtasks":
+        return {"vertices": job_view.subtasks_tab(record, now, hosts_of(dispatcher))}
+    if tab == "backpressure":
+        bp = backpressure_view.backpressure_vertices(record, now)
+        edges = [(e["source_vertex"], e["target_vertex"]) for e in record.job_graph.get("edges", [])]
+        return {"bp_vertices": bp, "bottleneck": backpressure_view.find_bottleneck(bp, edges) if alive else None}
+    if tab == "watermarks":
+        return {"watermarks": job_view.watermarks_tab(record)}
+    if tab == "timeline":
+        rows = job_view.timeline_tab(record, now)
+        return {"timeline": rows, "span": job_view.timeline_span(rows)}
+    if tab == "exceptions":
+        rows = dispatcher.exceptions(record.jid, EXCEPTIONS_SHOWN + 1)
+        entries, truncated, root = job_view.exceptions_tab(rows, EXCEPTIONS_SHOWN, record.failure_cause)
+        return {"exceptions": entries, "truncated": truncated, "root_cause": root}
+    if tab == "throughput":
+        return {"series_json": script_json(throughput_series(history, record))}
+    if tab == "configuration":
+        return {"config": job_view.configuration_tab(record), "plan": job_views.job_plan(record)}
+    return {}  # checkpoints: nothing to gather yet
+
+
+def script_json(value: Any) -> str:
+    """JSON safe to put inside a <script> element: a name holding "</script>" cannot end it."""
+    return json.dumps(value).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def throughput_series(history: ThroughputHistory, record: JobRecord) -> dict[str, Any]:
+    names = {v["id"]: v["name"] for v in job_views.vertices_of(record)}
+    return history.series(record.jid, names)

@@ -1,0 +1,1 @@
+"""The dashboard's routers: cluster pages, the job page, actions and submission."""

@@ -1,0 +1,76 @@
+"""Mutating dashboard routes (cancel, login, logout): CSRF-checked, login-checked when a
+token is configured, answering with an inline result and an ``HX-Trigger`` event."""
+from __future__ import annotations
+
+import hmac
+import json
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import HTMLResponse, Response
+
+from backend.api.jobs import _JOB_ID
+from backend.deps import DispatcherDep, SettingsDep
+from backend.ui.security import SESSION_COOKIE, UIRefused, check_csrf, check_mutation, logged_in, session_value
+from backend.ui.templating import templates
+from engine.jobmanager.dispatcher import UnknownJob
+
+router = APIRouter(prefix="/ui", include_in_schema=False)
+
+
+def result(request: Request, ok: bool, message: str, action: str, status: int = 200) -> Response:
+    """The inline result fragment, announced to the page as a ``job-action`` event."""
+    resp = templates.TemplateResponse(
+        request, "partials/action_result.html", {"ok": ok, "message": message}, status_code=status
+    )
+    resp.headers["HX-Trigger"] = json.dumps({"job-action": {"action": action, "ok": ok, "message": message}})
+    return resp
+
+
+@router.post("/jobs/{jid}/cancel")
+def cancel(request: Request, dispatcher: DispatcherDep, settings: SettingsDep, jid: str) -> Response:
+    try:
+        check_mutation(request, settings.auth_token)
+    except UIRefused as e:
+        return result(request, False, str(e), "cancel", e.status)
+    if not _JOB_ID.fullmatch(jid):
+        return result(request, False, f"There is no job {jid}.", "cancel", 404)
+    try:
+        changed = dispatcher.cancel(jid.lower())
+    except UnknownJob:
+        return result(request, False, f"There is no job {jid}.", "cancel", 404)
+    msg = "Cancellation requested." if changed else "The job had already ended; nothing to cancel."
+    return result(request, True, msg, "cancel")
+
+
+@router.get("/login", response_class=HTMLResponse)
+def login_page(request: Request, settings: SettingsDep) -> Response:
+    ctx = {"page": "login", "needed": bool(settings.auth_token), "done": logged_in(request, settings.auth_token)}
+    return templates.TemplateResponse(request, "login.html", ctx)
+
+
+@router.post("/login")
+def login(request: Request, settings: SettingsDep, token: str = Form("")) -> Response:
+    try:
+        check_csrf(request)
+    except UIRefused as e:
+        return result(request, False, str(e), "login", e.status)
+    expected = settings.auth_token
+    if not expected:
+        return result(request, True, "This cluster has no access token: no login is needed.", "login")
+    if not hmac.compare_digest(token.encode(), expected.encode()):
+        return result(request, False, "That token is not right.", "login", 401)
+    resp = result(request, True, "Logged in. Actions on this dashboard are now enabled.", "login")
+    secure = request.url.scheme == "https"
+    resp.set_cookie(SESSION_COOKIE, session_value(expected), httponly=True, samesite="strict", path="/ui", secure=secure)
+    return resp
+
+
+@router.post("/logout")
+def logout(request: Request) -> Response:
+    try:
+        check_csrf(request)
+    except UIRefused as e:
+        return result(request, False, str(e), "logout", e.status)
+    resp = result(request, True, "Logged out.", "logout")
+    resp.delete_cookie(SESSION_COOKIE, path="/ui")
+    return resp

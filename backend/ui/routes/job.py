@@ -1,0 +1,80 @@
+"""The job page: header and tabs, each tab with its own SSE stream while the job runs."""
+from __future__ import annotations
+
+
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from backend.deps import DispatcherDep
+from backend.ui import context
+from backend.ui.deps import HistoryDep
+from backend.ui.job_view import TAB_IDS
+from backend.ui.sse import stream
+from backend.ui.templating import block, is_htmx, templates
+from engine.jobmanager.dispatcher import UnknownJob
+
+router = APIRouter(prefix="/ui/jobs", include_in_schema=False)
+
+
+def _not_found(request: Request, jid: str) -> Response:
+    ctx = {"page": "jobs", "message": f"There is no job {jid}.", "hint": "Pick one from the Jobs list."}
+    return templates.TemplateResponse(request, "not_found.html", ctx, status_code=404)
+
+
+def _view(view: str) -> str:
+    return "execution" if view == "execution" else "job"
+
+
+@router.get("/{jid}")
+def job_root(jid: str) -> Response:
+    return RedirectResponse(f"/ui/jobs/{jid}/graph", status_code=307)
+
+
+@router.get("/{jid}/{tab}", response_class=HTMLResponse)
+def job_tab(
+    request: Request, dispatcher: DispatcherDep, history: HistoryDep, jid: str, tab: str, view: str = "job"
+) -> Response:
+    if tab not in TAB_IDS:
+        return _not_found(request, f"{jid} tab {tab}")
+    try:
+        ctx = {"page": "jobs", **context.job_context(dispatcher, history, jid, tab, _view(view))}
+    except UnknownJob:
+        return _not_found(request, jid)
+    if is_htmx(request):  # a tab switch: the whole live section, with its new stream
+        return templates.TemplateResponse(request, "job.html", ctx, block_name="live")
+    return templates.TemplateResponse(request, "job.html", ctx)
+
+
+@router.get("/{jid}/{tab}/stream")
+def job_stream(
+    request: Request, dispatcher: DispatcherDep, history: HistoryDep, jid: str, tab: str, view: str = "job"
+) -> Response:
+    """``header`` (and ``body`` for live tabs, ``series`` JSON for Throughput) every second
+    until the job has ended; then one last update and ``close``."""
+    if tab not in TAB_IDS:
+        return HTMLResponse("unknown tab", status_code=404)
+
+    def produce() -> tuple[list[tuple[str, str]], bool]:
+        ctx = {"request": request, "page": "jobs", **context.job_context(dispatcher, history, jid, tab, _view(view))}
+        events = [("header", block("job.html", "header", **ctx))]
+        if ctx["live_body"]:
+            events.append(("body", block("job.html", "body", **ctx)))
+        if tab == "throughput":
+            events.append(("series", ctx["series_json"]))
+        done = not ctx["header"].alive
+        if done:  # once: the Cancel button goes away when the job has ended
+            events.append(("actions", block("job.html", "actions", **ctx)))
+        return events, done
+
+    return stream(request, produce, interval_s=1.0)
+
+
+@router.get("/{jid}/throughput/data")
+def throughput_data(dispatcher: DispatcherDep, history: HistoryDep, jid: str) -> Response:
+    """The chart's series as JSON, for the polling fallback."""
+    ctx = context.job_context(dispatcher, history, jid, "throughput", "job")
+    return Response(ctx["series_json"], media_type="application/json")
+
+
+

@@ -1,0 +1,65 @@
+"""CSRF protection and the login for the dashboard's mutating routes.
+
+A mutating UI request must carry ``HX-Request: true`` (a cross-site form cannot
+set a custom header without a CORS preflight, which this server never grants)
+and, when the browser says where it comes from, an Origin or Referer of this
+very host. When ``MILLSTREAM_AUTH_TOKEN`` is set, it must also carry the session
+cookie that ``POST /ui/login`` sets after checking the token.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+from urllib.parse import urlsplit
+
+from fastapi import Request
+
+SESSION_COOKIE = "millstream_ui_session"
+
+
+class UIRefused(Exception):
+    """A mutating UI request that must not run; ``status`` and the message go to the user."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def session_value(token: str) -> str:
+    """The cookie proving a login: derived from the token, so it changes when the token does
+    and the token itself never sits in the browser."""
+    return hmac.new(token.encode(), b"millstream-ui-session-v1", hashlib.sha256).hexdigest()
+
+
+def same_origin(request: Request) -> bool:
+    host = request.headers.get("host", "")
+    for header in ("origin", "referer"):
+        value = request.headers.get(header)
+        if value:
+            return urlsplit(value).netloc == host
+    # Browsers send Origin on every POST; only non-browser clients omit both, and those
+    # cannot have been tricked into a cross-site request.
+    return True
+
+
+def check_csrf(request: Request) -> None:
+    if request.headers.get("hx-request") != "true":
+        raise UIRefused(403, "This action must come from the dashboard (missing HX-Request header).")
+    if request.headers.get("sec-fetch-site") not in (None, "same-origin"):
+        raise UIRefused(403, "Cross-site requests are refused.")
+    if not same_origin(request):
+        raise UIRefused(403, "Cross-origin requests are refused.")
+
+
+def logged_in(request: Request, token: str | None) -> bool:
+    if not token:
+        return True
+    given = request.cookies.get(SESSION_COOKIE, "")
+    return hmac.compare_digest(given.encode(), session_value(token).encode())
+
+
+def check_mutation(request: Request, token: str | None) -> None:
+    """CSRF first, then the login when the cluster has a token."""
+    check_csrf(request)
+    if not logged_in(request, token):
+        raise UIRefused(401, "This cluster requires a login: open /ui/login and enter the access token.")

@@ -1,0 +1,99 @@
+"""Spark fixtures: one local SparkContext for the whole session, and running one program on both engines.
+
+A context per module would cost several seconds each; PySpark allows only one per process anyway.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from engine.client.context import set_context
+from engine.client.job_client import CloseableIterator
+from engine.datastream import StreamExecutionEnvironment
+from engine.datastream.execution_mode import RuntimeExecutionMode
+from engine.graph.job_graph import JobGraph
+from engine.graph.stream_graph import StreamGraph
+
+pyspark = pytest.importorskip("pyspark")
+
+
+@pytest.fixture(scope="session")
+def sc() -> Iterator[Any]:
+    from pyspark import SparkConf, SparkContext
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # executors must import the engine
+    conf = (
+        SparkConf()
+        .setMaster("local[2]")
+        .setAppName("millstream-tests")
+        .set("spark.ui.enabled", "false")
+        .set("spark.ui.showConsoleProgress", "false")
+        .set("spark.driver.memory", "512m")
+        .set("spark.sql.shuffle.partitions", "2")
+        .set("spark.default.parallelism", "2")
+    )
+    context = SparkContext(conf=conf)
+    context.setLogLevel("ERROR")
+    try:
+        yield context
+    finally:
+        context.stop()
+
+
+class CaptureContext:
+    """An execution context that only records the submitted graphs (like plan capture, in-process)."""
+
+    def __init__(self) -> None:
+        self.graphs: tuple[JobGraph, StreamGraph] | None = None
+        self.collect_node: int | None = None
+
+    def configure(self, env: StreamExecutionEnvironment) -> None:
+        pass
+
+    def submit(self, job_graph: JobGraph, stream_graph: StreamGraph) -> "CaptureContext":
+        self.graphs = (job_graph, stream_graph)
+        return self
+
+    def collect(self, node_id: int, limit: int | None) -> CloseableIterator:
+        self.collect_node = node_id
+        return CloseableIterator(iter(()))
+
+
+Program = Callable[[StreamExecutionEnvironment], Any]  # builds a pipeline, returns the stream to collect
+
+
+def batch_env(parallelism: int = 2) -> StreamExecutionEnvironment:
+    env = StreamExecutionEnvironment()
+    env.set_parallelism(parallelism)
+    env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+    return env
+
+
+def capture(program: Program, parallelism: int = 2) -> tuple[JobGraph, StreamGraph]:
+    """The JobGraph and StreamGraph of ``program`` with a collect sink, as a client would submit them."""
+    ctx = CaptureContext()
+    previous = set_context(ctx)
+    try:
+        program(batch_env(parallelism)).execute_and_collect("test job")
+    finally:
+        set_context(previous)
+    assert ctx.graphs is not None
+    return ctx.graphs
+
+
+def run_native(program: Program, parallelism: int = 2) -> list[Any]:
+    """Run on the in-process MiniCluster (the default local context)."""
+    with program(batch_env(parallelism)).execute_and_collect("native") as results:
+        return list(results)
+
+
+def run_spark(sc: Any, program: Program, parallelism: int = 2) -> list[Any]:
+    from engine.spark.translator import translate
+
+    job_graph, stream_graph = capture(program, parallelism)
+    out: list[Any] = []
+    translate(sc, job_graph, stream_graph).run(sc, lambda node, batch: out.extend(batch), job_group=job_graph.job_id)
+    return out

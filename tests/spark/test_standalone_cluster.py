@@ -1,0 +1,95 @@
+"""A job on a real Spark standalone master and worker (from the PySpark package), on loopback."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from engine.executiongraph.states import JobStatus
+from engine.resourcemanager.slot_pool import SlotPool
+from tests.spark.test_spark_job_master import collected, make_master, run_until_terminal
+
+pyspark = pytest.importorskip("pyspark")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_for_worker(ui_port: int, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=2) as r:
+                if json.load(r).get("aliveworkers", 0) >= 1:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise TimeoutError("the Spark worker did not register with the master")
+
+
+@pytest.fixture(scope="module")
+def spark_master_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    spark_class = Path(pyspark.__file__).parent / "bin" / "spark-class"
+    work = tmp_path_factory.mktemp("spark-standalone")
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(work), "SPARK_NO_DAEMONIZE": "1"}
+    port, ui_port, worker_ui = free_port(), free_port(), free_port()
+    url = f"spark://127.0.0.1:{port}"
+    procs = []
+    try:
+        procs.append(subprocess.Popen(
+            [str(spark_class), "org.apache.spark.deploy.master.Master",
+             "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui_port)],
+            env=env, stdout=open(work / "master.log", "wb"), stderr=subprocess.STDOUT, start_new_session=True,
+        ))
+        procs.append(subprocess.Popen(
+            [str(spark_class), "org.apache.spark.deploy.worker.Worker", url,
+             "--host", "127.0.0.1", "--cores", "1", "--memory", "1g",
+             "--webui-port", str(worker_ui), "--work-dir", str(work / "worker")],
+            env=env, stdout=open(work / "worker.log", "wb"), stderr=subprocess.STDOUT, start_new_session=True,
+        ))
+        _wait_for_worker(ui_port)
+        yield url
+    finally:
+        for p in procs:
+            os.killpg(p.pid, signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+
+
+def word_count(env):
+    lines = ["a rose is a rose", "is a rose", "a"] * 50
+    return (
+        env.from_collection(lines)
+        .flat_map(lambda line: [(w, 1) for w in line.split()])
+        .rebalance()
+        .key_by(lambda t: t[0])
+        .reduce(lambda a, b: (a[0], a[1] + b[1]))
+    )
+
+
+def test_job_runs_on_a_standalone_cluster(spark_master_url, redis_url):
+    conf = {"spark.executor.memory": "512m", "spark.driver.host": "127.0.0.1", "spark.cores.max": "1"}
+    jm, store, client = make_master(word_count, redis_url, spark_master=spark_master_url, conf=conf)
+    pool = SlotPool()
+    jm.try_schedule(pool)
+    run_until_terminal(jm, pool, 180)
+    assert jm.status is JobStatus.FINISHED, [e.stacktrace[-2000:] for e in store.list_exceptions(jm.job_id)]
+    assert sorted(collected(client, jm.job_id)) == [("a", 200), ("is", 100), ("rose", 150)]
+    progress = jm.spark_progress()
+    assert progress["master"] == spark_master_url
+    assert progress["applicationId"].startswith("app-")  # a standalone application, not local-*
