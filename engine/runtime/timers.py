@@ -28,6 +28,16 @@ class _TimerQueue:
     def remove(self, key: Any, ts: int) -> None:
         self.live.discard((ts, key))
 
+    def poll(self, limit: int) -> tuple[int, Any] | None:
+        """The earliest live timer at or before ``limit``, removed; None if there is none."""
+        heap, live = self.heap, self.live
+        while heap and heap[0][0] <= limit:
+            ts, _, key = heapq.heappop(heap)
+            if (ts, key) in live:
+                live.discard((ts, key))
+                return ts, key
+        return None
+
     def pop_until(self, limit: int) -> list[tuple[int, Any]]:
         fired = []
         heap, live = self.heap, self.live
@@ -70,6 +80,16 @@ class InternalTimerService:
         """Event-time timers due at this watermark, in timestamp order."""
         self.current_watermark = max(self.current_watermark, watermark)
         return self.event.pop_until(self.current_watermark)
+
+    def set_watermark(self, watermark: int) -> None:
+        self.current_watermark = max(self.current_watermark, watermark)
+
+    def poll_event_timer(self) -> tuple[int, Any] | None:
+        """One due event-time timer at a time, so timers registered while firing fire too, in order."""
+        return self.event.poll(self.current_watermark)
+
+    def poll_processing_timer(self, now: int) -> tuple[int, Any] | None:
+        return self.processing.poll(now)
 
     def due_processing_timers(self) -> list[tuple[int, Any]]:
         return self.processing.pop_until(self.clock())

@@ -22,7 +22,9 @@ class CountEvictor(Evictor):
         return CountEvictor(max_count, do_evict_after)
 
     def evict(self, elements, window):
-        return elements[-self.max_count :] if len(elements) > self.max_count else elements
+        if len(elements) <= self.max_count:
+            return elements
+        return elements[len(elements) - self.max_count :]
 
 
 class TimeEvictor(Evictor):

@@ -92,7 +92,6 @@ class AlignedWindowOperator(StreamOperator):
         reduce_fn = self.reduce_fn if self.is_reduce else None
         agg = None if self.is_reduce else self.function
         tumbling = size == slide
-        fire_now: list[tuple[Any, int]] = []
         for v, ts in zip(values, timestamps):
             if tumbling:
                 start = ts - (ts - offset + size) % size
@@ -115,17 +114,17 @@ class AlignedWindowOperator(StreamOperator):
                     holders = keys_by_start.get(start)
                     if holders is None:
                         keys_by_start[start] = {key}
-                        heapq.heappush(self.fire_heap, start)
+                        # A window first opened behind the watermark fires per element below;
+                        # it only needs its cleanup, not a regular firing.
+                        heapq.heappush(self.cleanup_heap if end_ts <= wm else self.fire_heap, start)
                     else:
                         holders.add(key)
                 else:
                     wins[start] = reduce_fn(acc, v) if reduce_fn else agg.add(v, acc)
                 if end_ts <= wm:
-                    fire_now.append((key, start))  # late but within allowed lateness: fire again
+                    self._fire(key, start)  # late but within allowed lateness: fire with this element
             if key is _MISSING:
                 self._late(v, ts)
-        for key, start in fire_now:
-            self._fire(key, start)
         self.collector.flush()
 
     def _late(self, v: Any, ts: int) -> None:

@@ -116,11 +116,14 @@ class KeyedProcessOperator(StreamOperator):
             col.add_result(fn.process_element(v, ctx), ctx.ts)
         col.flush()
 
-    def _fire(self, timers: list[tuple[int, Any]], domain: "TimeDomain") -> None:
+    def _fire_due(self, poll: Any, domain: "TimeDomain") -> None:
+        """Fire timers one at a time until none is due, so a timer registered while
+        firing, and already due, fires in the same round, in timestamp order."""
         fn: KeyedProcessFunction = self.function
         ctx, col = self.kctx, self.collector
         ctx.domain = domain
-        for ts, key in timers:
+        while (timer := poll()) is not None:
+            ts, key = timer
             self.backend.current_key = key
             # Event-time timer output carries the timer's time; processing-time output has none.
             ctx.ts = ts if domain is TimeDomain.EVENT_TIME else None
@@ -128,16 +131,14 @@ class KeyedProcessOperator(StreamOperator):
         col.flush()
 
     def process_watermark(self, watermark: int) -> None:
-        self._fire(self.timers.advance_watermark(watermark), TimeDomain.EVENT_TIME)
+        self.timers.set_watermark(watermark)
+        self._fire_due(self.timers.poll_event_timer, TimeDomain.EVENT_TIME)
         self.output.emit_watermark(watermark)
 
     def on_tick(self, now_ms: int) -> None:
-        due = self.timers.due_processing_timers()
-        if due:
-            self._fire(due, TimeDomain.PROCESSING_TIME)
+        now = self.ctx.clock()
+        self._fire_due(lambda: self.timers.poll_processing_timer(now), TimeDomain.PROCESSING_TIME)
 
     def end_input(self) -> None:
         # Bounded input: pending processing-time timers fire now rather than never.
-        pending = self.timers.processing.pop_until(2**63 - 1)
-        if pending:
-            self._fire(pending, TimeDomain.PROCESSING_TIME)
+        self._fire_due(lambda: self.timers.poll_processing_timer(2**63 - 1), TimeDomain.PROCESSING_TIME)

@@ -180,7 +180,8 @@ class WindowOperator(StreamOperator):
                 if self._is_late(w):
                     continue
                 placed = True
-                self._add(windows, w, v, elem_ts)
+                # Keep the record's own timestamp (evictors read it); processing time only if it has none.
+                self._add(windows, w, v, ts if ts is not None else elem_ts)
                 result = self.trigger.on_element(v, elem_ts, w, self._bind(key, w))
                 self._react(key, windows, w, result)
                 if self.cleanup_time(w) != MAX_TIMESTAMP:
@@ -279,8 +280,10 @@ class WindowOperator(StreamOperator):
         else:
             self.collector.add_result(wf(key, w, results), out_ts)
 
-    def _on_timer(self, fired: list[tuple[int, Any]], event_time: bool) -> None:
-        for ts, (key, w) in fired:
+    def _on_timers(self, poll: Any, event_time: bool) -> None:
+        # One timer at a time: a trigger may register another timer that is already due.
+        while (timer := poll()) is not None:
+            ts, (key, w) = timer
             self.backend.current_key = key
             windows = self.contents.get(key)
             if windows is not None and w in windows:
@@ -307,14 +310,14 @@ class WindowOperator(StreamOperator):
             (self.window_function or self.function).clear(self.wctx)
 
     def process_watermark(self, watermark: int) -> None:
-        self._on_timer(self.timers.advance_watermark(watermark), True)
+        self.timers.set_watermark(watermark)
+        self._on_timers(self.timers.poll_event_timer, True)
         self.ctx.metrics.current_output_watermark = watermark
         self.output.emit_watermark(watermark)
 
     def on_tick(self, now_ms: int) -> None:
-        due = self.timers.due_processing_timers()
-        if due:
-            self._on_timer(due, False)
+        now = self.ctx.clock()
+        self._on_timers(lambda: self.timers.poll_processing_timer(now), False)
 
     def close(self) -> None:
         super().close()
@@ -324,6 +327,4 @@ class WindowOperator(StreamOperator):
     def end_input(self) -> None:
         # Bounded input: processing-time windows still open fire now instead of being lost.
         if not self.assigner.is_event_time:
-            pending = self.timers.processing.pop_until(MAX_TIMESTAMP)
-            if pending:
-                self._on_timer(pending, False)
+            self._on_timers(lambda: self.timers.poll_processing_timer(MAX_TIMESTAMP), False)

@@ -1,0 +1,55 @@
+"""CheckpointFailureManager: counts consecutive checkpoint failures against the tolerable number.
+
+As in Flink, savepoint failures and aborts caused by a job failover do not
+count, and one completed checkpoint resets the count.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class CheckpointFailureReason(str, Enum):
+    """Flink's reasons, with its messages; ``counts`` says whether the failure counts as a checkpoint failure."""
+
+    CHECKPOINT_EXPIRED = "Checkpoint expired before completing."
+    CHECKPOINT_DECLINED = "Checkpoint was declined."
+    FINALIZE_CHECKPOINT_FAILURE = "Failure to finalize checkpoint."
+    JOB_FAILOVER_REGION = "Checkpoint was aborted due to a job failover."
+    CHECKPOINT_COORDINATOR_SHUTDOWN = "CheckpointCoordinator shutdown."
+
+    @property
+    def counts(self) -> bool:
+        return self in (
+            CheckpointFailureReason.CHECKPOINT_EXPIRED,
+            CheckpointFailureReason.CHECKPOINT_DECLINED,
+            CheckpointFailureReason.FINALIZE_CHECKPOINT_FAILURE,
+        )
+
+
+@dataclass(frozen=True)
+class FailureVerdict:
+    should_fail_job: bool
+    message: str | None = None
+
+
+class CheckpointFailureManager:
+    def __init__(self, tolerable_failures: int) -> None:
+        self.tolerable_failures = tolerable_failures
+        self.continuous_failures = 0
+
+    def on_failure(self, reason: CheckpointFailureReason, is_savepoint: bool, detail: str) -> FailureVerdict:
+        if is_savepoint or not reason.counts:
+            return FailureVerdict(False)
+        self.continuous_failures += 1
+        if self.continuous_failures <= self.tolerable_failures:
+            return FailureVerdict(False)
+        self.continuous_failures = 0  # the job fails over; the next run starts counting afresh
+        return FailureVerdict(
+            True,
+            "Exceeded checkpoint tolerable failure threshold "
+            f"({self.tolerable_failures}). The latest checkpoint failed due to {detail}",
+        )
+
+    def on_success(self) -> None:
+        self.continuous_failures = 0

@@ -1,0 +1,192 @@
+"""CheckpointStorage: where snapshots are written, behind a small protocol; the only I/O in this package.
+
+``FileSystemCheckpointStorage`` lays out ``<dir>/<job>/chk-<n>/`` for checkpoints
+and ``<savepoint-dir>/savepoint-<job6>-<suffix>/`` for savepoints. Every file is
+written atomically (temp file, fsync, rename) and ``_metadata`` is written last,
+so a directory without ``_metadata`` is an incomplete checkpoint.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import uuid
+from typing import Any, Mapping, Protocol
+
+from engine.checkpoint.messages import TaskId
+
+METADATA_FILE = "_metadata"
+_DISCARDABLE = re.compile(r"^(chk-\d+|savepoint-[0-9a-zA-Z-]+)$")
+_SAFE = re.compile(r"[^0-9A-Za-z._-]")
+
+
+class CheckpointStorageError(OSError):
+    pass
+
+
+class InvalidSavepoint(Exception):
+    """A checkpoint or savepoint path that cannot be restored from."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"cannot restore from '{path}': {reason}")
+        self.path = path
+        self.reason = reason
+
+
+# -- layout: pure path arithmetic, shared with the coordinator ---------------------
+
+
+def checkpoint_location(base_dir: str, job_id: str, checkpoint_id: int) -> str:
+    return os.path.join(base_dir, job_id, f"chk-{checkpoint_id}")
+
+
+def savepoint_location(target_dir: str, job_id: str, checkpoint_id: int) -> str:
+    """Flink's ``savepoint-<first 6 of job id>-<12 hex>``, the suffix derived from (job, id) so it is repeatable."""
+    suffix = hashlib.sha1(f"{job_id}:{checkpoint_id}".encode()).hexdigest()[:12]
+    return os.path.join(target_dir, f"savepoint-{job_id[:6]}-{suffix}")
+
+
+def state_file_name(task: TaskId, operator_id: str) -> str:
+    vertex_id, subtask = task
+    return f"{_SAFE.sub('_', operator_id)}-{_SAFE.sub('_', str(vertex_id))}-{int(subtask)}.state"
+
+
+class CheckpointStorage(Protocol):
+    def check_writable(self, directory: str | None = None) -> None: ...
+
+    def write_task_state(
+        self, job_id: str, checkpoint_id: int, task: TaskId, operator_id: str, data: bytes, location: str | None = None
+    ) -> str: ...
+
+    def read_task_state(self, handle: str) -> bytes: ...
+
+    def write_metadata(
+        self, job_id: str, checkpoint_id: int, metadata: Mapping[str, Any], location: str | None = None
+    ) -> str: ...
+
+    def read_metadata(self, path: str) -> dict[str, Any]: ...
+
+    def discard(self, path: str) -> None: ...
+
+
+class FileSystemCheckpointStorage:
+    def __init__(self, base_dir: str) -> None:
+        self.base_dir = os.path.abspath(base_dir)
+
+    def location(self, job_id: str, checkpoint_id: int) -> str:
+        return checkpoint_location(self.base_dir, job_id, checkpoint_id)
+
+    def check_writable(self, directory: str | None = None) -> None:
+        """Create ``directory`` (default: the base directory) and prove a file can be written there."""
+        d = os.path.abspath(directory or self.base_dir)
+        try:
+            os.makedirs(d, exist_ok=True)
+            fd, probe = tempfile.mkstemp(prefix=".writable-", dir=d)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as e:
+            raise CheckpointStorageError(
+                f"checkpoint directory '{d}' is not writable: {e.strerror or e}"
+            ) from e
+
+    def write_task_state(
+        self, job_id: str, checkpoint_id: int, task: TaskId, operator_id: str, data: bytes, location: str | None = None
+    ) -> str:
+        """Write one operator's snapshot of one subtask; the returned path is its state handle."""
+        directory = location or self.location(job_id, checkpoint_id)
+        path = os.path.join(directory, state_file_name(task, operator_id))
+        _atomic_write(path, data)
+        return path
+
+    def read_task_state(self, handle: str) -> bytes:
+        try:
+            with open(handle, "rb") as f:
+                return f.read()
+        except OSError as e:
+            raise InvalidSavepoint(handle, f"state file cannot be read: {e.strerror or e}") from e
+
+    def write_metadata(
+        self, job_id: str, checkpoint_id: int, metadata: Mapping[str, Any], location: str | None = None
+    ) -> str:
+        """Write ``_metadata`` last, which makes the checkpoint complete; returns the checkpoint's directory."""
+        directory = location or self.location(job_id, checkpoint_id)
+        try:
+            data = json.dumps(metadata, sort_keys=True, indent=1).encode()
+        except (TypeError, ValueError) as e:
+            raise CheckpointStorageError(f"checkpoint {checkpoint_id} metadata is not JSON-serialisable: {e}") from e
+        _atomic_write(os.path.join(directory, METADATA_FILE), data)
+        return directory
+
+    def read_metadata(self, path: str) -> dict[str, Any]:
+        """Read ``_metadata`` from a checkpoint/savepoint directory or the file itself."""
+        if not path:
+            raise InvalidSavepoint(str(path), "no path given")
+        if not os.path.exists(path):
+            raise InvalidSavepoint(path, "the path does not exist")
+        file = os.path.join(path, METADATA_FILE) if os.path.isdir(path) else path
+        if not os.path.isfile(file):
+            raise InvalidSavepoint(
+                path, f"it has no {METADATA_FILE} file; the checkpoint is incomplete or this is not a checkpoint directory"
+            )
+        try:
+            with open(file, "rb") as f:
+                meta = json.loads(f.read().decode())
+        except (UnicodeDecodeError, ValueError) as e:
+            raise InvalidSavepoint(path, f"{METADATA_FILE} is corrupt: {e}") from e
+        except OSError as e:
+            raise InvalidSavepoint(path, f"{METADATA_FILE} cannot be read: {e.strerror or e}") from e
+        if not isinstance(meta, dict) or "operators" not in meta or "checkpoint_id" not in meta:
+            raise InvalidSavepoint(path, f"{METADATA_FILE} is not Millstream checkpoint metadata")
+        missing = [
+            s["handle"]
+            for o in meta["operators"]
+            for s in o.get("subtasks", ())
+            if isinstance(s.get("handle"), str) and not os.path.isfile(s["handle"])
+        ]
+        if missing:
+            raise InvalidSavepoint(path, f"{len(missing)} state file(s) are missing, e.g. '{missing[0]}'")
+        return meta
+
+    def discard(self, path: str) -> None:
+        """Delete one checkpoint or savepoint directory; a missing one is already discarded."""
+        if not path:
+            return
+        if not _DISCARDABLE.match(os.path.basename(os.path.normpath(path))):
+            raise CheckpointStorageError(f"refusing to discard '{path}': not a chk-<n> or savepoint-* directory")
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+
+
+def _atomic_write(path: str, data: bytes) -> None:
+    directory = os.path.dirname(path)
+    try:
+        os.makedirs(directory, exist_ok=True)
+        tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+        _fsync_dir(directory)
+    except OSError as e:
+        raise CheckpointStorageError(f"cannot write '{path}': {e.strerror or e}") from e
+
+
+def _fsync_dir(directory: str) -> None:
+    """Make the rename itself durable; not every platform can open a directory."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,456 @@
+"""The on-disk keyed state backend: state larger than memory, kept in LMDB behind a write-back cache.
+
+It plays the part of Flink's EmbeddedRocksDBStateBackend. Each state name is
+one LMDB named database of pickled key -> pickled value. Operators and the
+heap backend's state classes use a table as a plain dict and change nested
+values in place (``table.get(k).append(x)``), so recently used entries are
+held in an LRU cache as live Python objects, and only written to LMDB when
+they fall out of the cache or on ``flush()``.
+
+Two rules keep in-place changes from being lost:
+
+* Every cached entry that may hold a mutable value is treated as dirty and
+  written back whole when it leaves the cache. Only entries read from disk
+  whose value is immutable (numbers, strings, tuples of them, ...) skip that.
+* The entries of the backend's ``current_key`` are never evicted. The window
+  operator holds ``windows = contents.get(key)`` while its trigger touches
+  other tables; evicting ``windows`` then would detach the object it keeps
+  changing. Any other caller that holds a value object across accesses to
+  other keys must store it again (``table[k] = obj``), as with Flink's RocksDB.
+
+Keys are stored as their pickle (protocol 5, without memoization, so equal
+tuples encode alike). Equal keys map to one entry when they are str, int,
+bytes, None, bool or float (True and 1.0 are folded into 1, and the key
+first written is kept, as a dict does), or tuples of these, or frozen
+dataclasses of these such as windows. Keys of other types must pickle to the
+same bytes whenever they are equal: sets, dicts and objects whose pickled
+state depends on their history do not, and equal ones would become separate
+entries.
+
+The directory is a working copy, not a durable store: restores come from
+``snapshot_by_key_group()``. Opening discards what it held, and ``close()``
+deletes the LMDB files. One directory serves one backend at a time, and a
+backend is used by one thread.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import pickle
+import time
+from collections import OrderedDict
+from collections.abc import ItemsView, MutableMapping, ValuesView
+from typing import Any, Callable, Iterator
+
+import lmdb
+
+from engine.datastream.state import (
+    AggregatingStateDescriptor,
+    ListState,
+    ListStateDescriptor,
+    MapState,
+    MapStateDescriptor,
+    ReducingStateDescriptor,
+    ValueState,
+    ValueStateDescriptor,
+)
+from engine.runtime.key_groups import assign_to_key_group
+from engine.runtime.state.heap_backend import (
+    HeapAggregatingState,
+    HeapListState,
+    HeapMapState,
+    HeapReducingState,
+    HeapValueState,
+    StateTypeMismatch,
+    TtlListState,
+    TtlMapState,
+    TtlValueState,
+)
+
+MAX_STATES = 128  # LMDB named databases; each costs a little in every transaction
+_LMDB_FILES = ("data.mdb", "lock.mdb")
+_TOMB = object()  # a cached entry that knows its key has no value
+_WRAPPED = b"K"  # value record carrying its key: (key, value). Plain records are a pickle (first byte 0x80).
+_HASHED = b"#"  # LMDB key of a pickled key longer than LMDB allows: a digest of it
+_SCALARS = frozenset({int, float, str, bytes, bool, complex, type(None)})
+
+
+def _canonical(key: Any) -> Any:
+    """An equal key whose pickle is the same for all equal keys; ``key`` itself when it already is."""
+    t = type(key)
+    if t is bool or (t is float and key.is_integer()):
+        return int(key)
+    if t is tuple:
+        parts = [_canonical(k) for k in key]
+        if any(p is not k for p, k in zip(parts, key)):
+            return tuple(parts)
+    return key
+
+
+def _immutable(value: Any) -> bool:
+    t = type(value)
+    if t in _SCALARS:
+        return True
+    if t is tuple or t is frozenset:
+        return all(_immutable(v) for v in value)
+    return False
+
+
+class _Entry:
+    __slots__ = ("table", "lk", "key", "value", "dirty", "wrapped")
+
+    def __init__(self, table: "LmdbTable", lk: bytes, key: Any, value: Any, dirty: bool, wrapped: bool) -> None:
+        self.table, self.lk, self.key, self.value, self.dirty, self.wrapped = table, lk, key, value, dirty, wrapped
+
+
+class LmdbKeyedStateBackend:
+    def __init__(
+        self,
+        max_parallelism: int,
+        directory: str | os.PathLike[str],
+        cache_entries: int = 10_000,
+        clock: Callable[[], int] | None = None,
+        map_size: int = 1 << 36,
+    ) -> None:
+        if cache_entries < 1:
+            raise ValueError(f"cache_entries must be at least 1, got {cache_entries}")
+        self.max_parallelism = max_parallelism
+        self.clock = clock or (lambda: int(time.time() * 1000))
+        self.current_key: Any = None
+        self.tables: dict[str, LmdbTable] = {}
+        self.kinds: dict[str, str] = {}
+        self.directory = os.fspath(directory)
+        os.makedirs(self.directory, exist_ok=True)
+        for f in _LMDB_FILES:  # a previous run's working copy
+            _remove(os.path.join(self.directory, f))
+        # No fsync: a crash loses the working copy anyway, and recovery restores a snapshot.
+        # No readahead: state larger than memory is read at random.
+        self._env: lmdb.Environment | None = lmdb.open(
+            self.directory, map_size=map_size, max_dbs=MAX_STATES, sync=False, metasync=False, readahead=False, meminit=False
+        )
+        self._max_key = self._env.max_key_size()
+        self._capacity = cache_entries
+        self._low_water = cache_entries - max(1, cache_entries // 10)  # evict in batches of a tenth
+        self._cache: OrderedDict[tuple[int, bytes], _Entry] = OrderedDict()
+        self._rtxn: lmdb.Transaction | None = None  # reused for point reads until the next write
+        self._iterating = 0  # read transactions held by unfinished iterations
+        self._key_buf = io.BytesIO()
+        self._key_pickler = pickle.Pickler(self._key_buf, 5)
+        self._key_pickler.fast = True  # no memo: ("a", "a") pickles alike whether or not both are one object
+
+    # -- the backend interface (as HeapKeyedStateBackend) ------------------------------
+    def table(self, name: str, kind: str) -> "LmdbTable":
+        known = self.kinds.get(name)
+        if known is not None and known != kind:
+            raise StateTypeMismatch(f"state '{name}' was registered as {known} state, not {kind} state")
+        self.kinds[name] = kind
+        t = self.tables.get(name)
+        if t is None:
+            self._end_read()  # a read transaction begun before the database existed cannot see it
+            try:
+                db = self._open_env().open_db(name.encode("utf-8"))
+            except lmdb.DbsFullError:
+                raise ValueError(f"the LMDB state backend holds at most {MAX_STATES} states; '{name}' is one too many") from None
+            t = self.tables[name] = LmdbTable(self, name, len(self.tables), db)
+        return t
+
+    def get_state(self, d: ValueStateDescriptor) -> ValueState:
+        if d.ttl_config is not None:
+            return TtlValueState(self, self.table(d.name, "ttl-value"), d.ttl_config)  # type: ignore[arg-type]
+        return HeapValueState(self, self.table(d.name, "value"))  # type: ignore[arg-type]
+
+    def get_list_state(self, d: ListStateDescriptor) -> ListState:
+        if d.ttl_config is not None:
+            return TtlListState(self, self.table(d.name, "ttl-list"), d.ttl_config)  # type: ignore[arg-type]
+        return HeapListState(self, self.table(d.name, "list"))  # type: ignore[arg-type]
+
+    def get_map_state(self, d: MapStateDescriptor) -> MapState:
+        if d.ttl_config is not None:
+            return TtlMapState(self, self.table(d.name, "ttl-map"), d.ttl_config)  # type: ignore[arg-type]
+        return HeapMapState(self, self.table(d.name, "map"))  # type: ignore[arg-type]
+
+    def get_reducing_state(self, d: ReducingStateDescriptor) -> HeapReducingState:
+        return HeapReducingState(self, self.table(d.name, "reducing"), d.reduce_function)  # type: ignore[arg-type]
+
+    def get_aggregating_state(self, d: AggregatingStateDescriptor) -> HeapAggregatingState:
+        return HeapAggregatingState(self, self.table(d.name, "aggregating"), d.agg_function)  # type: ignore[arg-type]
+
+    def snapshot_by_key_group(self) -> dict[int, dict[str, list[tuple[Any, Any]]]]:
+        """{key group: {state name: [(key, value)]}}, read back from LMDB after a flush (values are copies)."""
+        self.flush()
+        out: dict[int, dict[str, list[tuple[Any, Any]]]] = {}
+        with self._open_env().begin() as txn:
+            for name, table in self.tables.items():
+                for lk, vb in txn.cursor(table.db):
+                    key, value = _decode(lk, vb)
+                    kg = assign_to_key_group(key, self.max_parallelism)
+                    out.setdefault(kg, {}).setdefault(name, []).append((key, value))
+        return out
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def flush(self) -> None:
+        """Write every cached entry to LMDB; entries stay cached."""
+        self._flush(None)
+
+    def close(self) -> None:
+        """Drop the cache and delete the working copy; the state is gone unless it was snapshotted."""
+        if self._env is None:
+            return
+        self._end_read()
+        self._cache.clear()
+        self._env.close()
+        self._env = None
+        for f in _LMDB_FILES:
+            _remove(os.path.join(self.directory, f))
+        try:
+            os.rmdir(self.directory)
+        except OSError:
+            pass  # not empty: it holds more than our files
+
+    def __enter__(self) -> "LmdbKeyedStateBackend":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- keys ----------------------------------------------------------------------------
+    def _encode(self, key: Any) -> tuple[bytes, bool]:
+        """(LMDB key, whether records must carry the original key)."""
+        t = type(key)
+        canon = key if t is str or t is int or t is bytes else _canonical(key)
+        buf = self._key_buf
+        buf.seek(0)
+        buf.truncate()
+        self._key_pickler.dump(canon)
+        kb = buf.getvalue()
+        if len(kb) > self._max_key:
+            return _HASHED + hashlib.blake2b(kb, digest_size=32).digest(), True
+        return kb, canon is not key
+
+    # -- the cache -----------------------------------------------------------------------
+    def _admit(self, ck: tuple[int, bytes], entry: _Entry) -> None:
+        if len(self._cache) >= self._capacity:
+            self._evict()  # before inserting, so the entry being handed out is never the victim
+        self._cache[ck] = entry
+
+    def _evict(self) -> None:
+        cache = self._cache
+        pinned = self._encode(self.current_key)[0]
+        excess = len(cache) - self._low_water
+        victims = []
+        for ck, e in cache.items():
+            if len(victims) >= excess:
+                break
+            if e.lk != pinned:
+                victims.append(ck)
+        self._commit([cache[ck] for ck in victims])  # raises before anything leaves the cache
+        for ck in victims:
+            del cache[ck]
+
+    def _flush(self, table: "LmdbTable | None") -> None:
+        entries = [e for e in self._cache.values() if e.dirty and (table is None or e.table is table)]
+        self._commit(entries)
+        for e in entries:
+            e.dirty = e.value is not _TOMB and not _immutable(e.value)
+
+    # -- LMDB ------------------------------------------------------------------------------
+    def _open_env(self) -> lmdb.Environment:
+        if self._env is None:
+            raise ValueError("the LMDB state backend is closed")
+        return self._env
+
+    def _read(self, db: Any, lk: bytes) -> bytes | None:
+        txn = self._rtxn
+        if txn is None:
+            txn = self._rtxn = self._open_env().begin()
+        return txn.get(lk, db=db)
+
+    def _end_read(self) -> None:
+        if self._rtxn is not None:
+            self._rtxn.abort()
+            self._rtxn = None
+
+    def _commit(self, entries: list[_Entry]) -> None:
+        """Write dirty entries (deleting tombstones) in one transaction."""
+        ops = [(e.table.db, e.lk, _record(e)) for e in entries if e.dirty]
+        if not ops:
+            return
+        env = self._open_env()
+        self._end_read()
+        while True:
+            try:
+                with env.begin(write=True) as txn:
+                    for db, lk, vb in ops:
+                        if vb is None:
+                            txn.delete(lk, db=db)
+                        else:
+                            txn.put(lk, vb, db=db)
+                return
+            except lmdb.MapFullError:
+                if self._iterating:  # remapping under an open read transaction is unsafe in LMDB
+                    raise
+                env.set_mapsize(env.info()["map_size"] * 2)
+
+    def _drop(self, table: "LmdbTable") -> None:
+        for ck in [ck for ck, e in self._cache.items() if e.table is table]:
+            del self._cache[ck]
+        self._end_read()
+        with self._open_env().begin(write=True) as txn:
+            txn.drop(table.db, delete=False)
+
+
+def _record(e: _Entry) -> bytes | None:
+    if e.value is _TOMB:
+        return None
+    try:
+        if e.wrapped:
+            return _WRAPPED + pickle.dumps((e.key, e.value), 5)
+        return pickle.dumps(e.value, 5)
+    except Exception as exc:
+        raise TypeError(f"state '{e.table.name}' holds a value for key {e.key!r} that cannot be pickled: {exc}") from exc
+
+
+def _decode(lk: bytes, vb: bytes) -> tuple[Any, Any]:
+    if vb[:1] == _WRAPPED:
+        key, value = pickle.loads(vb[1:])
+        return key, value
+    return pickle.loads(lk), pickle.loads(vb)
+
+
+def _remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+
+
+class LmdbTable(MutableMapping):
+    """One state's key -> value map: the cache in front, an LMDB named database behind.
+
+    Iteration and ``len`` flush this table's cached entries first, then read one
+    LMDB snapshot; cached entries are handed out as their live objects. Entries
+    added while iterating are not seen (a dict would raise instead).
+    """
+
+    def __init__(self, backend: LmdbKeyedStateBackend, name: str, tid: int, db: Any) -> None:
+        self.backend = backend
+        self.name = name
+        self.tid = tid
+        self.db = db
+
+    def _entry(self, key: Any) -> _Entry:
+        """The cached entry of ``key``; on a miss it is read from LMDB, or cached as known to be absent."""
+        b = self.backend
+        lk, wrapped = b._encode(key)
+        ck = (self.tid, lk)
+        e = b._cache.get(ck)
+        if e is not None:
+            b._cache.move_to_end(ck)
+            return e
+        vb = b._read(self.db, lk)
+        if vb is None:
+            e = _Entry(self, lk, key, _TOMB, False, wrapped)
+        elif vb[:1] == _WRAPPED:
+            k, v = pickle.loads(vb[1:])
+            e = _Entry(self, lk, k, v, not _immutable(v), True)
+        else:  # stored under its canonical form: the key it was first written with
+            v = pickle.loads(vb)
+            e = _Entry(self, lk, pickle.loads(lk) if wrapped else key, v, not _immutable(v), False)
+        b._admit(ck, e)
+        return e
+
+    def __getitem__(self, key: Any) -> Any:
+        v = self._entry(key).value
+        if v is _TOMB:
+            raise KeyError(key)
+        return v
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        v = self._entry(key).value
+        return default if v is _TOMB else v
+
+    def __contains__(self, key: object) -> bool:
+        return self._entry(key).value is not _TOMB
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        b = self.backend
+        lk, wrapped = b._encode(key)
+        ck = (self.tid, lk)
+        e = b._cache.get(ck)
+        if e is None:  # a blind write: no need to read what it replaces
+            b._admit(ck, _Entry(self, lk, key, value, True, wrapped))
+        else:
+            b._cache.move_to_end(ck)
+            e.value, e.dirty = value, True
+
+    def setdefault(self, key: Any, default: Any = None) -> Any:
+        e = self._entry(key)
+        if e.value is _TOMB:
+            e.value, e.dirty = default, True
+        return e.value
+
+    _NO_DEFAULT = object()
+
+    def pop(self, key: Any, default: Any = _NO_DEFAULT) -> Any:
+        e = self._entry(key)
+        v = e.value
+        if v is _TOMB:
+            if default is LmdbTable._NO_DEFAULT:
+                raise KeyError(key)
+            return default
+        e.value, e.dirty = _TOMB, True
+        return v
+
+    def __delitem__(self, key: Any) -> None:
+        e = self._entry(key)
+        if e.value is _TOMB:
+            raise KeyError(key)
+        e.value, e.dirty = _TOMB, True
+
+    def clear(self) -> None:
+        self.backend._drop(self)
+
+    def _items(self) -> Iterator[tuple[Any, Any]]:
+        b = self.backend
+        b._flush(self)
+        cache, tid = b._cache, self.tid
+        b._iterating += 1
+        try:
+            with b._open_env().begin() as txn:  # its own snapshot: evictions while iterating leave it alone
+                for lk, vb in txn.cursor(self.db):
+                    e = cache.get((tid, lk))
+                    if e is None:
+                        yield _decode(lk, vb)
+                    elif e.value is not _TOMB:
+                        yield e.key, e.value
+        finally:
+            b._iterating -= 1
+
+    def __iter__(self) -> Iterator[Any]:
+        return (k for k, _ in self._items())
+
+    def items(self) -> ItemsView:
+        return _Items(self)
+
+    def values(self) -> ValuesView:
+        return _Values(self)
+
+    def __len__(self) -> int:
+        b = self.backend
+        b._flush(self)
+        with b._open_env().begin() as txn:
+            return int(txn.stat(self.db)["entries"])
+
+    def __repr__(self) -> str:
+        return f"<LmdbTable {self.name!r}>"
+
+
+class _Items(ItemsView):
+    def __iter__(self) -> Iterator[tuple[Any, Any]]:
+        return self._mapping._items()
+
+
+class _Values(ValuesView):
+    def __iter__(self) -> Iterator[Any]:
+        return (v for _, v in self._mapping._items())
