@@ -65,7 +65,8 @@ class StatusWatermarkValve:
             if all(self.ended):
                 candidate = MAX_WATERMARK
             else:
-                return None  # every live channel is idle: hold the watermark where it is
+                # Every remaining channel is idle: Flink releases the highest watermark any of them reached.
+                candidate = max(wm for wm, ended in zip(self.watermarks, self.ended) if not ended)
         else:
             candidate = min(live)
         if candidate > self.current:

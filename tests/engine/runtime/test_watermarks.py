@@ -163,7 +163,16 @@ def test_input_idle_false_reactivates_a_channel():
     assert v.input_watermark(0, 20) is None  # channel 1 (still at MIN) counts again
 
 
-def test_all_idle_holds_the_watermark():
+def test_when_every_channel_is_idle_the_highest_watermark_is_released():
+    # Flink's StatusWatermarkValve: with all inputs idle, the maximum across channels goes out.
+    v = StatusWatermarkValve(2)
+    v.input_watermark(0, 100)
+    v.input_watermark(1, 300)
+    assert v.input_idle(1, True) is None  # channel 0 alone still holds the minimum at 100
+    assert v.input_idle(0, True) == 300
+
+
+def test_all_idle_after_the_minimum_moved_keeps_the_watermark():
     v = StatusWatermarkValve(2)
     v.input_watermark(0, 100)
     v.input_watermark(1, 300)
