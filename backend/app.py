@@ -91,6 +91,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     _install_error_handlers(app)
     if settings.auth_token:
         _require_token_for_mutations(app, settings.auth_token)
+    from backend.ui import install_ui  # deferred: backend.ui imports backend.api
+
+    install_ui(app)
     return app
 
 
@@ -100,7 +103,8 @@ def _require_token_for_mutations(app: FastAPI, token: str) -> None:
 
     @app.middleware("http")
     async def check_token(request: Request, call_next):
-        if request.method in ("POST", "PUT", "PATCH", "DELETE"):
+        # Dashboard forms under /ui/ check CSRF and the login session themselves.
+        if request.method in ("POST", "PUT", "PATCH", "DELETE") and not request.url.path.startswith("/ui/"):
             given = request.headers.get("authorization", "").encode()
             if not hmac.compare_digest(given, expected):
                 return JSONResponse(

@@ -6,12 +6,16 @@ fragments update over server-sent events.
 """
 from __future__ import annotations
 
+import threading
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator
+
 from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
 from backend.ui.templating import STATIC_DIR
-from backend.ui.throughput import ThroughputHistory
+from backend.ui.throughput import ThroughputHistory, start_sampler
 
 
 def install_ui(app: FastAPI) -> None:
@@ -19,7 +23,7 @@ def install_ui(app: FastAPI) -> None:
         return
     app.state.ui_installed = True
     app.state.ui_throughput = ThroughputHistory()
-    app.state.ui_sampler = None
+    _run_sampler_with_app(app)
 
     from backend.ui.routes import actions, job, pages, submit
 
@@ -30,3 +34,22 @@ def install_ui(app: FastAPI) -> None:
     @app.get("/", include_in_schema=False)
     def root() -> RedirectResponse:
         return RedirectResponse("/ui/", status_code=307)
+
+
+def _run_sampler_with_app(app: FastAPI) -> None:
+    """Wraps the app's lifespan: the throughput sampler needs the Dispatcher, which only
+    exists once create_app's lifespan has started, and must stop before it stops."""
+    inner = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(a: Any) -> AsyncIterator[Any]:
+        async with inner(a) as state:
+            stop = threading.Event()
+            thread = start_sampler(a.state, stop)
+            try:
+                yield state
+            finally:
+                stop.set()
+                thread.join(5)
+
+    app.router.lifespan_context = lifespan

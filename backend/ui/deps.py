@@ -5,13 +5,10 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from backend.ui.throughput import ThroughputHistory, ensure_sampler
+from backend.ui.throughput import ThroughputHistory
 
 
 def get_history(request: Request) -> ThroughputHistory:
-    # The sampler starts with the first dashboard request: install_ui runs before the
-    # app's lifespan has created the Dispatcher, so it cannot be started earlier.
-    ensure_sampler(request.app)
     return request.app.state.ui_throughput
 
 

@@ -62,39 +62,29 @@ class ThroughputHistory:
         return {"x": xs, "series": lines}
 
 
+
 SAMPLE_EVERY_S = 2.0
-_GIVE_UP_AFTER = 10  # consecutive failures: the app has shut down (Redis gone)
 
 
-def ensure_sampler(app: Any) -> None:
-    """Starts (once per app) a daemon thread sampling every running job, so the chart
+def start_sampler(state: Any, stop: threading.Event) -> threading.Thread:
+    """A daemon thread sampling every running job until ``stop`` is set, so the chart
     has history even for jobs nobody was watching."""
-    state = app.state
-    with _START_LOCK:
-        if getattr(state, "ui_sampler", None) is not None and state.ui_sampler.is_alive():
-            return
-        thread = threading.Thread(target=_sample_loop, args=(state,), name="ui-throughput-sampler", daemon=True)
-        state.ui_sampler = thread
-        thread.start()
+    thread = threading.Thread(target=_sample_loop, args=(state, stop), name="ui-throughput-sampler", daemon=True)
+    thread.start()
+    return thread
 
 
-_START_LOCK = threading.Lock()
-
-
-def _sample_loop(state: Any) -> None:
+def _sample_loop(state: Any, stop: threading.Event) -> None:
     import time
 
-    failures = 0
-    dispatcher = getattr(state, "dispatcher", None)
-    while failures < _GIVE_UP_AFTER and getattr(state, "dispatcher", None) is dispatcher is not None:
+    while not stop.wait(SAMPLE_EVERY_S):
         try:
+            dispatcher = state.dispatcher
             now = int(time.time() * 1000)
             for rec in dispatcher.job_records():
                 if not job_views.is_terminal(rec):
                     live = dispatcher.job_record(rec.jid)
                     if live is not None:
                         state.ui_throughput.record(live, now)
-            failures = 0
-        except Exception:  # noqa: BLE001 - a sampling hiccup must never take the dashboard down
-            failures += 1
-        time.sleep(SAMPLE_EVERY_S)
+        except Exception:  # noqa: BLE001 - a sampling hiccup (e.g. Redis away) must not end the history
+            continue
