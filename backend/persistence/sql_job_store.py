@@ -6,6 +6,7 @@ JobManager thread.
 from __future__ import annotations
 
 from sqlalchemy import select
+from sqlalchemy.orm import defer
 from sqlalchemy.orm import Session, sessionmaker
 
 from backend.persistence.models import JobExceptionRow, JobRow
@@ -20,10 +21,12 @@ class SqlJobStore:
         self._sessions = session_factory
 
     def save_job(self, record: JobRecord) -> None:
-        """Insert or update the job row by ``jid``."""
+        """Insert or update the job row by ``jid``. A record without user code leaves the stored code alone,
+        so state changes do not rewrite the program's bytes each time."""
         values = {name: getattr(record, name) for name in _JOB_COLUMNS}
+        update = [c for c in _JOB_COLUMNS if c != "jid" and not (c == "user_code" and record.user_code is None)]
         with self._sessions.begin() as session:
-            upsert(session, JobRow.__table__, values, keys=["jid"], update=[c for c in _JOB_COLUMNS if c != "jid"])
+            upsert(session, JobRow.__table__, values, keys=["jid"], update=update)
 
     def get_job(self, jid: str) -> JobRecord | None:
         with self._sessions() as session:
@@ -31,10 +34,12 @@ class SqlJobStore:
             return _to_job_record(row) if row is not None else None
 
     def list_jobs(self) -> list[JobRecord]:
-        """Every job, newest first."""
+        """Every job, newest first, without the user code (``get_job`` has it)."""
         with self._sessions() as session:
-            rows = session.scalars(select(JobRow).order_by(JobRow.start_time.desc(), JobRow.jid))
-            return [_to_job_record(row) for row in rows]
+            rows = session.scalars(
+                select(JobRow).options(defer(JobRow.user_code)).order_by(JobRow.start_time.desc(), JobRow.jid)
+            )
+            return [_to_job_record(row, with_code=False) for row in rows]
 
     def add_exception(self, record: ExceptionRecord) -> None:
         """Append to the job's exception history; the job must already be saved."""
@@ -67,7 +72,7 @@ class SqlJobStore:
             return [_to_exception_record(row) for row in session.scalars(stmt)]
 
 
-def _to_job_record(row: JobRow) -> JobRecord:
+def _to_job_record(row: JobRow, with_code: bool = True) -> JobRecord:
     return JobRecord(
         jid=row.jid,
         name=row.name,
@@ -80,7 +85,7 @@ def _to_job_record(row: JobRow) -> JobRecord:
         timestamps=row.timestamps,
         vertices=row.vertices,
         failure_cause=row.failure_cause,
-        user_code=row.user_code,
+        user_code=row.user_code if with_code else None,
     )
 
 

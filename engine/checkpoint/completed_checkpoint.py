@@ -12,6 +12,7 @@ from typing import Any, Iterable, Mapping
 from engine.checkpoint.messages import (
     CheckpointType,
     DiscardAction,
+    NotifyAbortedAction,
     NotifyCompleteAction,
     StateHandle,
     TaskAck,
@@ -68,6 +69,7 @@ class CompletedCheckpoint:
     # Actions for the caller, in this order: write the metadata, persist the pointer,
     # notify the tasks, then discard what this checkpoint subsumed.
     notify: NotifyCompleteAction | None = None
+    notify_aborted: tuple[NotifyAbortedAction, ...] = ()  # older checkpoints still in flight, now dropped
     discard: tuple[DiscardAction, ...] = ()
 
     @property

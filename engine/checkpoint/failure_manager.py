@@ -15,6 +15,7 @@ class CheckpointFailureReason(str, Enum):
     CHECKPOINT_EXPIRED = "Checkpoint expired before completing."
     CHECKPOINT_DECLINED = "Checkpoint was declined."
     FINALIZE_CHECKPOINT_FAILURE = "Failure to finalize checkpoint."
+    CHECKPOINT_SUBSUMED = "Checkpoint has been subsumed."
     JOB_FAILOVER_REGION = "Checkpoint was aborted due to a job failover."
     CHECKPOINT_COORDINATOR_SHUTDOWN = "CheckpointCoordinator shutdown."
 

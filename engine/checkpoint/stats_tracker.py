@@ -282,6 +282,12 @@ class CheckpointStatsTracker:
             s.discarded = True
             self._changed[checkpoint_id] = s
 
+    def undo_discarded(self, checkpoint_id: int) -> None:
+        s = self.history.get(checkpoint_id)
+        if s is not None and s.discarded:
+            s.discarded = False
+            self._changed[checkpoint_id] = s
+
     def report_restored(self, restored: RestoredCheckpointStats) -> dict[str, Any]:
         """Count a restore; returns its record to persist."""
         self.num_restored += 1
@@ -299,6 +305,7 @@ class CheckpointStatsTracker:
         """Rebuild from every persisted record. With ``now_ms``, checkpoints that were in progress
         when the JobManager stopped are failed (their pending state died with it) and marked changed."""
         t = CheckpointStatsTracker(history_size)
+        abandoned: dict[int, CheckpointStats] = {}
         for s in sorted((CheckpointStats.from_record(r) for r in records), key=lambda s: s.checkpoint_id):
             t.num_total += 1
             t._remember(s)
@@ -308,7 +315,7 @@ class CheckpointStatsTracker:
                     continue
                 s.status = CheckpointStatsStatus.FAILED
                 s.failure_timestamp, s.failure_message = now_ms, JOBMANAGER_RESTARTED
-                t._changed[s.checkpoint_id] = s
+                abandoned[s.checkpoint_id] = s
             if s.status is CheckpointStatsStatus.COMPLETED:
                 t.num_completed += 1
                 t.summary.append((s.checkpoint_id, {m: s.metric(m) for m in SUMMARY_METRICS}))
@@ -318,6 +325,7 @@ class CheckpointStatsTracker:
                 t.latest_failed = s
         for r in restored:
             t.report_restored(RestoredCheckpointStats.from_record(r))
+        t._changed = abandoned  # the rest is already persisted as it is
         return t
 
     def _remember(self, s: CheckpointStats) -> None:

@@ -43,6 +43,7 @@ class JobMaster:
         self.cancel_requested_at: int | None = None
         self.final_metrics: dict[tuple[str, int], dict[str, Any]] = {}
         self.metrics_reader = metrics_reader
+        self._code_saved = False  # the user code is stored once, with the first record
 
     @property
     def job_id(self) -> str:
@@ -240,11 +241,12 @@ class JobMaster:
             timestamps=dict(ts),
             vertices=archive_vertices(self.eg, metrics or self.final_metrics),
             failure_cause=self.eg.failure_cause,
-            user_code=self.user_code,
+            user_code=None if self._code_saved else self.user_code,
         )
 
     def persist(self) -> None:
         self.store.save_job(self.record())
+        self._code_saved = True
 
 
 def _last_line(text: str | None) -> str | None:

@@ -6,6 +6,7 @@ imports a database library.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -44,12 +45,12 @@ class ExceptionRecord:
 
 class JobStore(Protocol):
     def save_job(self, record: JobRecord) -> None:
-        """Insert or update the job row by ``jid``."""
+        """Insert or update the job row by ``jid``; ``user_code=None`` keeps the stored code."""
 
     def get_job(self, jid: str) -> JobRecord | None: ...
 
     def list_jobs(self) -> list[JobRecord]:
-        """Every job, newest first."""
+        """Every job, newest first; records may leave ``user_code`` out."""
 
     def add_exception(self, record: ExceptionRecord) -> None: ...
 
@@ -65,6 +66,9 @@ class InMemoryJobStore:
         self.exceptions: list[ExceptionRecord] = []
 
     def save_job(self, record: JobRecord) -> None:
+        old = self.jobs.get(record.jid)
+        if record.user_code is None and old is not None:
+            record = dataclasses.replace(record, user_code=old.user_code)
         self.jobs[record.jid] = record
 
     def get_job(self, jid: str) -> JobRecord | None:

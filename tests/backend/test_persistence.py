@@ -2,6 +2,8 @@
 directory always, and PostgreSQL when one is reachable (in a throwaway schema)."""
 from __future__ import annotations
 
+import dataclasses
+
 import os
 import uuid
 from collections.abc import Iterator
@@ -191,8 +193,10 @@ def test_save_job_updates_by_jid(sessions: sessionmaker[Session]) -> None:
 
     store.save_job(finished)
 
-    assert store.get_job("a" * 32) == finished
+    # user_code=None means "unchanged": state changes never rewrite the program's bytes.
+    assert store.get_job("a" * 32) == dataclasses.replace(finished, user_code=_job().user_code)
     assert len(store.list_jobs()) == 1
+    assert store.list_jobs()[0].user_code is None  # listing leaves the code out
 
 
 def test_list_jobs_newest_first(sessions: sessionmaker[Session]) -> None:

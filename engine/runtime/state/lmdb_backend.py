@@ -356,7 +356,7 @@ class LmdbTable(MutableMapping):
             e = _Entry(self, lk, k, v, not _immutable(v), True)
         else:  # stored under its canonical form: the key it was first written with
             v = pickle.loads(vb)
-            e = _Entry(self, lk, pickle.loads(lk) if wrapped else key, v, not _immutable(v), False)
+            e = _Entry(self, lk, pickle.loads(lk) if wrapped else key, v, False, False)
         b._admit(ck, e)
         return e
 
