@@ -138,6 +138,8 @@ class LmdbKeyedStateBackend:
         self._key_buf = io.BytesIO()
         self._key_pickler = pickle.Pickler(self._key_buf, 5)
         self._key_pickler.fast = True  # no memo: ("a", "a") pickles alike whether or not both are one object
+        self._last_key: Any = _TOMB
+        self._last_encoded: tuple[bytes, bool] = (b"", False)
 
     # -- the backend interface (as HeapKeyedStateBackend) ------------------------------
     def table(self, name: str, kind: str) -> "LmdbTable":
@@ -217,16 +219,24 @@ class LmdbKeyedStateBackend:
     # -- keys ----------------------------------------------------------------------------
     def _encode(self, key: Any) -> tuple[bytes, bool]:
         """(LMDB key, whether records must carry the original key)."""
+        if key is self._last_key:  # a read then a write of one key (keys are immutable)
+            return self._last_encoded
         t = type(key)
-        canon = key if t is str or t is int or t is bytes else _canonical(key)
-        buf = self._key_buf
-        buf.seek(0)
-        buf.truncate()
-        self._key_pickler.dump(canon)
-        kb = buf.getvalue()
+        if t is str or t is int or t is bytes:  # one object: memoization cannot vary
+            canon, kb = key, pickle.dumps(key, 5)
+        else:
+            canon = _canonical(key)
+            buf = self._key_buf
+            buf.seek(0)
+            buf.truncate()
+            self._key_pickler.dump(canon)
+            kb = buf.getvalue()
         if len(kb) > self._max_key:
-            return _HASHED + hashlib.blake2b(kb, digest_size=32).digest(), True
-        return kb, canon is not key
+            encoded = _HASHED + hashlib.blake2b(kb, digest_size=32).digest(), True
+        else:
+            encoded = kb, canon is not key
+        self._last_key, self._last_encoded = key, encoded
+        return encoded
 
     # -- the cache -----------------------------------------------------------------------
     def _admit(self, ck: tuple[int, bytes], entry: _Entry) -> None:
@@ -354,9 +364,9 @@ class LmdbTable(MutableMapping):
         elif vb[:1] == _WRAPPED:
             k, v = pickle.loads(vb[1:])
             e = _Entry(self, lk, k, v, not _immutable(v), True)
-        else:  # stored under its canonical form: the key it was first written with
+        else:  # a plain record was written with its canonical key: that key, not the equal one asked for
             v = pickle.loads(vb)
-            e = _Entry(self, lk, pickle.loads(lk) if wrapped else key, v, False, False)
+            e = _Entry(self, lk, pickle.loads(lk) if wrapped else key, v, not _immutable(v), False)
         b._admit(ck, e)
         return e
 
