@@ -85,6 +85,7 @@ def taskmanager(
             credits=settings.credits,
             buffer_records=settings.buffer_records,
             log_file=os.path.abspath(log_file) if log_file else None,
+            state_dir=str((settings.data_dir / "state").resolve()),
         )
     )
 

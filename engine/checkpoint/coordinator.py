@@ -90,7 +90,8 @@ class CheckpointCoordinator:
         self.completed: list[CompletedCheckpoint] = []  # retained checkpoints, oldest first
         # savepoints, and a checkpoint the job was started from: this job never deletes them
         self.savepoints: list[CompletedCheckpoint] = []
-        for c in sorted(completed, key=lambda c: c.checkpoint_id):
+        completed = sorted(completed, key=lambda c: c.checkpoint_id)
+        for c in completed:
             (self.savepoints if c.is_savepoint else self.completed).append(c)
         self._next_id = max(
             [checkpoint_id_counter, self.stats.max_id + 1, *(c.checkpoint_id + 1 for c in completed)]
@@ -211,18 +212,15 @@ class CheckpointCoordinator:
     def _complete(self, pending: PendingCheckpoint, now_ms: int) -> CompletedCheckpoint:
         cid = pending.checkpoint_id
         del self.pending[cid]
-        completed = pending.finalize(now_ms, self.operators)
         self.failure_manager.on_success()
         self._last_completion = now_ms
         self.stats.report_completed(cid, pending.location)
         discard: list[DiscardAction] = []
         aborted: list[NotifyAbortedAction] = []
-        if completed.is_savepoint:
-            self.savepoints.append(completed)
-        else:
-            self.completed.append(completed)
-            subsumed = self.completed[: -self.config.retained]
-            self.completed = self.completed[-self.config.retained :]
+        if not pending.is_savepoint:
+            # the new one plus the newest retained - 1 stay
+            drop = max(0, len(self.completed) - (self.config.retained - 1))
+            subsumed, self.completed = self.completed[:drop], self.completed[drop:]
             self._last_subsumed = (cid, subsumed)
             for old in subsumed:
                 self.stats.report_discarded(old.checkpoint_id)
@@ -233,12 +231,14 @@ class CheckpointCoordinator:
                 aborted.append(failed.notify_aborted)
                 if failed.discard is not None:
                     discard.append(failed.discard)
-        return dataclasses.replace(
-            completed,
+        completed = dataclasses.replace(
+            pending.finalize(now_ms, self.operators),
             notify=NotifyCompleteAction(self.job_id, cid, self.tasks_to_commit),
             notify_aborted=tuple(aborted),
             discard=tuple(discard),
         )
+        (self.savepoints if completed.is_savepoint else self.completed).append(completed)
+        return completed
 
     def fail_finalization(self, checkpoint_id: int, reason: str, now_ms: int) -> FailedCheckpoint | None:
         """The caller could not write the metadata of a checkpoint that just completed: it fails, and the

@@ -43,7 +43,10 @@ class OperatorSubtaskState:
     def to_dict(self) -> dict[str, Any]:
         """msgpack-friendly: only string map keys."""
         return {
-            "keyed": [[kg, {n: [list(e) for e in entries] for n, entries in states.items()}] for kg, states in sorted(self.keyed.items())],
+            "keyed": [
+                [kg, {n: [[k, v] for k, v in entries] for n, entries in states.items()}]
+                for kg, states in sorted(self.keyed.items())
+            ],
             "operator": self.operator,
             "broadcast": {n: [[k, v] for k, v in m.items()] for n, m in self.broadcast.items()},
         }
@@ -51,7 +54,10 @@ class OperatorSubtaskState:
     @staticmethod
     def from_dict(d: Mapping[str, Any]) -> "OperatorSubtaskState":
         return OperatorSubtaskState(
-            keyed={int(kg): {n: [tuple(e) for e in entries] for n, entries in states.items()} for kg, states in d.get("keyed", ())},
+            keyed={
+                int(kg): {n: [(_hashable(k), v) for k, v in entries] for n, entries in states.items()}
+                for kg, states in d.get("keyed", ())
+            },
             operator={n: list(v) for n, v in (d.get("operator") or {}).items()},
             broadcast={n: {_hashable(k): v for k, v in pairs} for n, pairs in (d.get("broadcast") or {}).items()},
         )
@@ -120,18 +126,18 @@ def restore_subtask(
     old_parallelism: int,
     max_parallelism: int,
 ) -> OperatorSubtaskState:
-    """One new subtask's share of an operator's state, from the old subtasks' states ({old index: state})."""
+    """One new subtask's share of an operator's state, from the old subtasks' states ({old index: state}).
+    An old subtask that is absent wrote no state handle: it had no state."""
     _check_parallelism(parallelism, max_parallelism)
     if parallelism == old_parallelism and set(states) == {subtask}:
         own = states[subtask]
         return OperatorSubtaskState(
             dict(own.keyed), {n: list(v) for n, v in own.operator.items()}, {n: dict(m) for n, m in own.broadcast.items()}
         )
-    missing = set(range(old_parallelism)) - set(states)
-    if parallelism != old_parallelism and missing:
-        raise StateRestoreError(f"rescaling needs the state of every old subtask; missing {sorted(missing)}")
     ordered = [states[i] for i in sorted(states)]
-    keyed = select_key_groups({i: s.keyed for i, s in states.items()}, key_group_range(max_parallelism, parallelism, subtask), max_parallelism)
+    keyed = select_key_groups(
+        {i: s.keyed for i, s in states.items()}, key_group_range(max_parallelism, parallelism, subtask), max_parallelism
+    )
     if parallelism == old_parallelism:
         operator = {n: list(v) for n, v in states[subtask].operator.items()} if subtask in states else {}
     else:

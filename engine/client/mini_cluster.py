@@ -7,7 +7,9 @@ pickled fails here too rather than only after deployment.
 from __future__ import annotations
 
 import queue
+import shutil
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -45,6 +47,7 @@ class LocalJobClient:
         self._lock = threading.Lock()
         self._cancelled = threading.Event()
         registry = LocalChannelRegistry(credits)
+        self.state_dir = tempfile.mkdtemp(prefix="millstream-state-")
         payload = cloudpickle.dumps(stream_graph)
         self.tasks: list[StreamTask] = []
         for v in job_graph.vertices:
@@ -55,6 +58,7 @@ class LocalJobClient:
                     cancelled=self._cancelled,
                     print_line=_print_line,
                     collect=self._collect,
+                    state_dir=self.state_dir,
                 )
                 self.tasks.append(StreamTask(tdd, cloudpickle.loads(payload), env))
         self._remaining = len(self.tasks)
@@ -90,6 +94,7 @@ class LocalJobClient:
                         self.status = "CANCELED"
                     else:
                         self.status = "FINISHED"
+                    shutil.rmtree(self.state_dir, ignore_errors=True)
                     self._done.set()
                     self.results.put(_END)
 

@@ -16,6 +16,7 @@ from engine.datastream.connectors.source import Source
 from engine.datastream.connectors.source_function import SourceFunction, SourceFunctionSource
 from engine.datastream.data_stream import DataStream
 from engine.datastream.execution_mode import RuntimeExecutionMode
+from engine.datastream.state_backend import StateBackend
 from engine.graph.job_graph import JobGraph, build_job_graph
 from engine.graph.stream_graph import build_stream_graph
 from engine.graph.transformations import OperatorKind, Transformation
@@ -84,6 +85,12 @@ class StreamExecutionEnvironment:
 
     def is_chaining_enabled(self) -> bool:
         return self._chaining
+
+    def set_state_backend(self, state_backend: "StateBackend") -> "StreamExecutionEnvironment":
+        if not isinstance(state_backend, StateBackend):
+            raise TypeError(f"expected a StateBackend, got {type(state_backend).__name__}")
+        self._config.set_string("state.backend", state_backend.kind)
+        return self
 
     def get_config(self) -> Configuration:
         return self._config

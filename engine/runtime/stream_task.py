@@ -7,6 +7,7 @@ output channel, and measure busy, idle and backpressured time.
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from engine.runtime.io.serialization import (
 from engine.runtime.operators.base import ChainingOutput, FanOut, OperatorContext, Output, StreamOperator
 from engine.runtime.operators.factory import create_operator
 from engine.runtime.partitioner import create_partitioner
-from engine.runtime.state.heap_backend import HeapKeyedStateBackend
+from engine.runtime.state.backend import create_keyed_backend
 from engine.runtime.task_metrics import TaskIOMetrics
 from engine.runtime.watermarks import MAX_WATERMARK, StatusWatermarkValve
 
@@ -43,6 +44,7 @@ class TaskEnvironment:
     cancelled: threading.Event
     print_line: Callable[[str], None] = print
     collect: Callable[[int, list[Any]], None] | None = None
+    state_dir: str | None = None  # where on-disk keyed state goes (state.backend=rocksdb)
 
 
 class StreamTask:
@@ -57,6 +59,7 @@ class StreamTask:
         self.buffer_records = int(cfg.get("taskmanager.buffer-records", 1024))
         self.buffer_timeout_ms = int(cfg.get("execution.buffer-timeout", 10))
         self.writers: list[RecordWriter] = []
+        self.keyed_backend: Any = None
         self.operators: dict[int, StreamOperator] = {}
 
     def sample_metrics(self) -> dict[str, Any]:
@@ -73,7 +76,17 @@ class StreamTask:
         selector = g.key_selectors.get(head)
         selector2 = g.key_selectors2.get(head)
         keyed = selector is not None or selector2 is not None
-        backend = HeapKeyedStateBackend(tdd.max_parallelism) if keyed else None  # TTL uses wall-clock time
+        backend = None
+        if keyed:
+            kind = str(tdd.config.get("state.backend", "hashmap"))
+            directory = None
+            if kind.strip().lower() != "hashmap":
+                if self.env.state_dir is None:
+                    raise ValueError(f"state.backend={kind} needs a TaskManager state directory")
+                # One directory per attempt: an LMDB environment must never be opened twice.
+                directory = os.path.join(self.env.state_dir, tdd.job_id, f"{tdd.vertex_id}-{tdd.subtask}-{tdd.attempt}")
+            backend = create_keyed_backend(kind, tdd.max_parallelism, directory)
+        self.keyed_backend = backend
         for node_id in tdd.operators:
             t = g.transformations[node_id]
             if t.kind is OperatorKind.SOURCE:
@@ -162,6 +175,9 @@ class StreamTask:
                     op.close()
                 except Exception:
                     pass
+            close = getattr(self.keyed_backend, "close", None)
+            if close is not None:
+                close()
 
     def _flush_due(self) -> float:
         now = time.monotonic()

@@ -42,6 +42,7 @@ class SlotConfig:
     redis_url: str
     credits: int = 8
     buffer_records: int = 1024
+    state_dir: str | None = None
 
 
 def _die_with_parent() -> None:
@@ -106,6 +107,7 @@ class SlotExecutor:
                 cancelled=cancelled,
                 print_line=self._print_line,
                 collect=lambda node_id, values, job=tdd.job_id: self._collect(job, values),
+                state_dir=self.cfg.state_dir,
             )
             tdd_cfg = dict(tdd.config)
             tdd_cfg.setdefault("taskmanager.buffer-records", self.cfg.buffer_records)

@@ -37,6 +37,7 @@ class TaskManagerConfig:
     host: str = "127.0.0.1"
     tm_id: str | None = None
     log_file: str | None = None
+    state_dir: str | None = None  # on-disk keyed state (state.backend=rocksdb) lives under here
 
 
 def new_taskmanager_id(host: str) -> str:
@@ -54,7 +55,8 @@ class TaskExecutor:
         self.started_ms = int(time.time() * 1000)
 
     def _start_slot(self, i: int) -> None:
-        cfg = SlotConfig(self.id, i, self.cfg.redis_url, self.cfg.credits, self.cfg.buffer_records)
+        state_dir = os.path.join(self.cfg.state_dir, self.id.replace(":", "_")) if self.cfg.state_dir else None
+        cfg = SlotConfig(self.id, i, self.cfg.redis_url, self.cfg.credits, self.cfg.buffer_records, state_dir)
         p = self.ctx.Process(target=slot_main, args=(cfg,), name=f"slot-{i}", daemon=False)
         p.start()
         self.slots[i] = p
