@@ -23,6 +23,7 @@ import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 JOB = Path(__file__).with_name("rolling_count_job.py")
+WINDOWED_JOB = Path(__file__).with_name("windowed_job.py")
 PEER_DIR = ROOT.parent / "shared" / "bench"
 
 
@@ -58,7 +59,7 @@ def run(cmd: list[str], env: dict[str, str] | None = None, timeout: float = 900)
     return lines[-1]
 
 
-def on_cluster(n: int, taskmanagers: int, parallelism: int) -> str:
+def on_cluster(n: int, taskmanagers: int, parallelism: int, job: Path = JOB) -> str:
     from backend.cluster_launcher import LocalCluster
     from backend.settings import Settings
 
@@ -70,7 +71,7 @@ def on_cluster(n: int, taskmanagers: int, parallelism: int) -> str:
             if not cluster.wait_ready():
                 return f"failed: the cluster did not start; see {tmp}/log"
             env = dict(cluster.env, MILLSTREAM_JOBMANAGER=f"http://127.0.0.1:{settings.port}")
-            cmd = [sys.executable, "-m", "backend.cli", "run", str(JOB), str(n), str(parallelism)]
+            cmd = [sys.executable, "-m", "backend.cli", "run", str(job), str(n), str(parallelism)]
             return run(cmd, env)
         finally:
             cluster.shutdown()
@@ -80,12 +81,16 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("-n", type=int, default=2_000_000)
     ap.add_argument("--pyflink-n", type=int, default=200_000, help="PyFlink's process mode is slow; smaller N")
+    ap.add_argument("--skip-peers", action="store_true", help="measure Millstream only")
     args = ap.parse_args()
     n = args.n
     print(f"machine: {machine()}")
     results: dict[str, str] = {}
 
     results["Millstream, 2 TaskManagers over Redis, P=2"] = on_cluster(n, taskmanagers=2, parallelism=2)
+    results["Millstream windowed: 1 s tumbling event-time sum, P=2"] = on_cluster(
+        n, taskmanagers=2, parallelism=2, job=WINDOWED_JOB
+    )
     # Do slots use separate cores? One TaskManager with 2 slots, at P=1 and at P=2.
     results["Millstream, 1 TaskManager x 2 slots, P=1"] = on_cluster(n // 2, taskmanagers=1, parallelism=1)
     results["Millstream, 1 TaskManager x 2 slots, P=2"] = on_cluster(n // 2, taskmanagers=1, parallelism=2)
@@ -93,10 +98,10 @@ def main() -> None:
         [sys.executable, "-m", "backend.cli", "run", "--local", str(JOB), str(n), "2", "minicluster"]
     )
     bytewax = Path("/tmp/bytewax/bin/python")
-    if bytewax.exists():
+    if bytewax.exists() and not args.skip_peers:
         results["Bytewax 0.21.1, 1 worker"] = run([str(bytewax), str(PEER_DIR / "bytewax_wordcount.py"), str(n)])
     pyflink = Path("/tmp/pyflink/bin/python")
-    if pyflink.exists():
+    if pyflink.exists() and not args.skip_peers:
         # PyFlink starts `python` from PATH for its workers: it must be the peer venv's.
         env = dict(os.environ, PATH=f"{pyflink.parent}:{os.environ.get('PATH', '')}")
         results["PyFlink, thread mode, P=2"] = run(
@@ -109,6 +114,10 @@ def main() -> None:
     two = rate(results["Millstream, 1 TaskManager x 2 slots, P=2"])
     if one and two:
         print(f"slot scaling on one TaskManager: P=2 runs {two / one:.2f}x the rate of P=1")
+    rolling = rate(results["Millstream, 2 TaskManagers over Redis, P=2"])
+    windowed = rate(results["Millstream windowed: 1 s tumbling event-time sum, P=2"])
+    if rolling and windowed:
+        print(f"windowed / rolling count on the same cluster: {windowed / rolling:.2f}")
     base = rate(results.get("Bytewax 0.21.1, 1 worker", ""))
     print(f"{'system':48} {'records/s':>12} {'vs Bytewax':>11}")
     for name, line in results.items():
