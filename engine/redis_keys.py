@@ -11,6 +11,7 @@ PREFIX = "ms"
 CHANNEL = PREFIX + ":ch:{job}:{attempt}:{edge}:{src}:{dst}"  # list of buffers
 CREDIT = PREFIX + ":cr:{job}:{attempt}:{edge}:{src}:{dst}"  # list of credit tokens
 JOB_CHANNELS_PATTERN = PREFIX + ":c[hr]:{job}:*"
+ATTEMPT_CHANNELS_PATTERN = PREFIX + ":c[hr]:{job}:{attempt}:*"
 
 # control plane
 JOBMANAGER_INBOX = PREFIX + ":jm:inbox"  # list: task state changes, acks, registrations
@@ -41,6 +42,10 @@ def credit(job: str, attempt: int, edge: int, src: int, dst: int) -> str:
 
 def job_channels_pattern(job: str) -> str:
     return JOB_CHANNELS_PATTERN.format(job=job)
+
+
+def attempt_channels_pattern(job: str, attempt: int) -> str:
+    return ATTEMPT_CHANNELS_PATTERN.format(job=job, attempt=attempt)
 
 
 def slot_inbox(tm: str, slot: int) -> str:

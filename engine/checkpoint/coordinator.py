@@ -263,14 +263,20 @@ class CheckpointCoordinator:
         return self._fail(stand_in, CheckpointFailureReason.FINALIZE_CHECKPOINT_FAILURE, now_ms, reason)
 
     # -- failures ----------------------------------------------------------------
-    def receive_decline(self, checkpoint_id: int, task_id: TaskId, reason: str, now_ms: int) -> FailedCheckpoint | None:
+    def receive_decline(
+        self, checkpoint_id: int, task_id: TaskId, reason: str, now_ms: int, task_not_ready: bool = False
+    ) -> FailedCheckpoint | None:
+        """``task_not_ready``: the task had finished or had not started; such declines are not counted."""
         pending = self.pending.get(checkpoint_id)
         tid = _tid(task_id)
         if pending is None or tid not in pending.tasks_to_ack:
             return None
-        return self._fail(
-            pending, CheckpointFailureReason.CHECKPOINT_DECLINED, now_ms, f"task {tid[0]} ({tid[1]}): {reason}", tid
+        kind = (
+            CheckpointFailureReason.CHECKPOINT_DECLINED_TASK_NOT_READY
+            if task_not_ready
+            else CheckpointFailureReason.CHECKPOINT_DECLINED
         )
+        return self._fail(pending, kind, now_ms, f"task {tid[0]} ({tid[1]}): {reason}", tid)
 
     def expire(self, now_ms: int) -> list[FailedCheckpoint]:
         """Fail every checkpoint older than the timeout."""

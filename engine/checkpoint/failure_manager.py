@@ -14,6 +14,8 @@ class CheckpointFailureReason(str, Enum):
 
     CHECKPOINT_EXPIRED = "Checkpoint expired before completing."
     CHECKPOINT_DECLINED = "Checkpoint was declined."
+    # A subtask had already finished or was not running yet: Flink does not count these.
+    CHECKPOINT_DECLINED_TASK_NOT_READY = "Checkpoint was declined (tasks not ready)."
     FINALIZE_CHECKPOINT_FAILURE = "Failure to finalize checkpoint."
     CHECKPOINT_SUBSUMED = "Checkpoint has been subsumed."
     JOB_FAILOVER_REGION = "Checkpoint was aborted due to a job failover."

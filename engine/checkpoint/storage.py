@@ -102,6 +102,10 @@ class FileSystemCheckpointStorage:
         return path
 
     def read_task_state(self, handle: str) -> bytes:
+        return FileSystemCheckpointStorage.read_state_file(handle)
+
+    @staticmethod
+    def read_state_file(handle: str) -> bytes:
         try:
             with open(handle, "rb") as f:
                 return f.read()

@@ -1,6 +1,7 @@
 """Millstream's equivalent of ``pyflink.common``: types, time, rows, configuration."""
 from engine.common.configuration import Configuration
 from engine.common.job_execution_result import JobExecutionException, JobExecutionResult
+from engine.common.restart_strategy import RestartStrategies, RestartStrategyConfiguration
 from engine.common.row import Row
 from engine.common.time import Duration, Time
 from engine.common.typeinfo import TypeInformation, Types
@@ -11,6 +12,8 @@ __all__ = [
     "Duration",
     "JobExecutionException",
     "JobExecutionResult",
+    "RestartStrategies",
+    "RestartStrategyConfiguration",
     "Row",
     "Time",
     "TimestampAssigner",

@@ -1,6 +1,7 @@
 """Millstream's equivalent of ``pyflink.datastream``."""
 from engine.datastream.data_stream import DataStream, DataStreamSink, KeyedStream
 from engine.datastream.execution_mode import RuntimeExecutionMode
+from engine.checkpoint.config import CheckpointConfig, CheckpointingMode, ExternalizedCheckpointRetention
 from engine.datastream.connected_streams import BroadcastConnectedStream, BroadcastStream, ConnectedStreams
 from engine.datastream.functions import (
     AggregateFunction,
@@ -30,6 +31,9 @@ from engine.datastream.connectors.source_function import SourceFunction
 from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
 
 __all__ = [
+    "CheckpointConfig",
+    "CheckpointingMode",
+    "ExternalizedCheckpointRetention",
     "BroadcastConnectedStream",
     "BroadcastProcessFunction",
     "BroadcastStream",

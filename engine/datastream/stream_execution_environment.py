@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable
 
+from engine.checkpoint.config import CheckpointConfig, CheckpointingMode
 from engine.common.configuration import Configuration
+from engine.common.restart_strategy import RestartStrategyConfiguration
 from engine.common.watermark_strategy import WatermarkStrategy
 from engine.datastream.connectors.collection import CollectionSource
 from engine.datastream.connectors.source import Source
@@ -37,6 +39,8 @@ class StreamExecutionEnvironment:
         self._buffer_timeout_ms = DEFAULT_BUFFER_TIMEOUT_MS
         self._chaining = True
         self._job_parameters: dict[str, str] = {}
+        self._checkpoint_config = CheckpointConfig()
+        self._restart_strategy: RestartStrategyConfiguration | None = None
 
     @staticmethod
     def get_execution_environment(configuration: Configuration | None = None) -> "StreamExecutionEnvironment":
@@ -85,6 +89,27 @@ class StreamExecutionEnvironment:
 
     def is_chaining_enabled(self) -> bool:
         return self._chaining
+
+    def enable_checkpointing(
+        self, interval: int, mode: CheckpointingMode | None = None
+    ) -> "StreamExecutionEnvironment":
+        """Exactly-once (default) or at-least-once checkpoints every ``interval`` ms."""
+        self._checkpoint_config.set_checkpoint_interval(interval)
+        if mode is not None:
+            self._checkpoint_config.set_checkpointing_mode(mode)
+        return self
+
+    def set_restart_strategy(self, restart_strategy_configuration: RestartStrategyConfiguration) -> None:
+        self._restart_strategy = restart_strategy_configuration
+
+    def get_restart_strategy(self) -> RestartStrategyConfiguration | None:
+        return self._restart_strategy
+
+    def get_checkpoint_config(self) -> CheckpointConfig:
+        return self._checkpoint_config
+
+    def get_checkpoint_interval(self) -> int:
+        return self._checkpoint_config.interval_ms
 
     def set_state_backend(self, state_backend: "StateBackend") -> "StreamExecutionEnvironment":
         if not isinstance(state_backend, StateBackend):
@@ -157,6 +182,8 @@ class StreamExecutionEnvironment:
             "pipeline.max-parallelism": self.get_max_parallelism(),
             "pipeline.operator-chaining": self._chaining,
             "pipeline.global-job-parameters": dict(self._job_parameters),
+            "execution.checkpointing": self._checkpoint_config.to_dict(),
+            "restart-strategy": self._restart_strategy.to_dict() if self._restart_strategy else None,
             **self._config.to_dict(),
         }
 

@@ -20,6 +20,7 @@ from engine import redis_keys
 from engine.executiongraph.states import JobStatus
 from engine.graph.job_graph import JobGraph
 from engine.graph.stream_graph import UPPER_MAX_PARALLELISM
+from engine.jobmanager.checkpointing import JobCheckpointing
 from engine.jobmanager.job_master import JobMaster
 from engine.spark.spark_job_master import SparkJobMaster
 from engine.spark.validation import UntranslatableJob
@@ -36,6 +37,10 @@ class JobSubmissionError(ValueError):
     """The submitted job cannot run; the message says why (answered with 400)."""
 
 
+class TooManyJobs(JobSubmissionError):
+    """The cluster already runs its configured maximum of concurrent jobs (answered with 429)."""
+
+
 class UnknownJob(KeyError):
     pass
 
@@ -48,6 +53,9 @@ class DispatcherConfig:
     batch_engine: str = "spark"  # BATCH jobs: "spark", or "native" (a job may override with execution.batch-engine)
     spark_master: str = "local[*]"
     redis_url: str = "redis://127.0.0.1:6379/0"  # for Spark driver processes
+    checkpoint_dir: str = "checkpoints"  # where checkpoints go when a job names no directory
+    cluster_secret: str | None = None  # signs user code in Redis; TaskManagers refuse anything else
+    max_concurrent_jobs: int | None = None  # jobs not yet in a terminal state; None: no limit
 
 
 class Dispatcher:
@@ -62,7 +70,7 @@ class Dispatcher:
         self.store = store
         self.config = config
         self.clock = clock
-        self.gateway = RedisTaskExecutorGateway(client)
+        self.gateway = RedisTaskExecutorGateway(client, config.cluster_secret)
         self.pool = SlotPool()
         self.rm = ResourceManager(client, self.pool)
         self.jobs: dict[str, JobMaster] = {}
@@ -135,6 +143,10 @@ class Dispatcher:
             jm = self.jobs.get(msg["job"])
             if jm is not None:
                 jm.on_task_state(msg, self.pool)
+        elif kind in ("checkpoint_ack", "checkpoint_decline"):
+            jm = self.jobs.get(msg["job"])
+            if isinstance(jm, JobMaster):
+                jm.on_checkpoint_message(msg)
         elif kind == "slot_lost":
             for jm in list(self.jobs.values()):
                 jm.on_slot_lost(msg["tm"], msg["slot"], msg["reason"], self.pool)
@@ -168,6 +180,9 @@ class Dispatcher:
         with self.lock:
             if job_graph.job_id in self.jobs or self.store.get_job(job_graph.job_id):
                 raise JobSubmissionError(f"job {job_graph.job_id} was already submitted")
+            limit = self.config.max_concurrent_jobs
+            if limit is not None and sum(not jm.status.is_terminal() for jm in self.jobs.values()) >= limit:
+                raise TooManyJobs(f"the cluster already runs {limit} jobs, its limit (max_concurrent_jobs)")
             jm = self._job_master_for(job_graph, user_code)
             self.jobs[job_graph.job_id] = jm
             jm.persist()
@@ -193,7 +208,9 @@ class Dispatcher:
                 )
             except UntranslatableJob as e:
                 raise JobSubmissionError(f"{e}; run it with --engine native to use the streaming runtime") from e
-        return JobMaster(job_graph, user_code, self.gateway, self.store, self.clock, self.read_metrics)
+        return JobMaster(
+            job_graph, user_code, self.gateway, self.store, self.clock, self.read_metrics, self.config.checkpoint_dir
+        )
 
     def spark_progress(self, job_id: str) -> dict[str, Any] | None:
         with self.lock:
@@ -214,7 +231,7 @@ class Dispatcher:
                 )
             if v.parallelism > self.config.max_parallelism:
                 raise JobSubmissionError(
-                    f"parallelism {v.parallelism} of '{v.name}' exceeds the cluster limit {self.config.max_parallelism}"
+                    f"parallelism {v.parallelism} of '{v.name}' exceeds the cluster limit {self.config.max_parallelism} (max_parallelism)"
                 )
 
     def cancel(self, job_id: str) -> bool:
@@ -260,6 +277,12 @@ class Dispatcher:
 
     def taskmanager_metrics(self, tm_id: str) -> dict[str, Any]:
         return self.rm.taskmanager_metrics(tm_id)
+
+    def checkpointing(self, job_id: str) -> "JobCheckpointing | None":
+        """The job's checkpoint statistics and config, while it is known to this JobManager."""
+        with self.lock:
+            jm = self.jobs.get(job_id)
+            return jm.checkpointing if isinstance(jm, JobMaster) else None
 
     def read_metrics(self, job_id: str, attempt: int) -> dict[tuple[str, int], dict[str, Any]]:
         raw = self.client.hgetall(redis_keys.task_metrics(job_id))

@@ -13,6 +13,9 @@ from engine.executiongraph.archived import archive_vertices
 from engine.executiongraph.execution_graph import ExecutionGraph, now_ms
 from engine.executiongraph.states import ExecutionState, JobStatus
 from engine.graph.job_graph import JobGraph
+from engine.checkpoint.rescale import plan_restore
+from engine.executiongraph.restart_backoff import RestartBackoffTimeStrategy
+from engine.jobmanager.checkpointing import JobCheckpointing
 from engine.jobmanager.job_store import ExceptionRecord, JobRecord, JobStore
 from engine.resourcemanager.slot_pool import SlotPool
 from engine.runtime.deployment import make_tdd
@@ -33,6 +36,7 @@ class JobMaster:
         store: JobStore,
         clock: Callable[[], float] = time.time,
         metrics_reader: Callable[[str, int], dict[tuple[str, int], dict[str, Any]]] | None = None,
+        checkpoint_dir: str = "checkpoints",
     ) -> None:
         self.job_graph = job_graph
         self.user_code = user_code
@@ -44,6 +48,11 @@ class JobMaster:
         self.final_metrics: dict[tuple[str, int], dict[str, Any]] = {}
         self.metrics_reader = metrics_reader
         self._code_saved = False  # the user code is stored once, with the first record
+        self.restart = RestartBackoffTimeStrategy.from_job_config(job_graph.config)
+        self.restart_at: int | None = None  # when a RESTARTING job deploys its next attempt
+        self.restore_plan: dict[tuple[str, int], Any] = {}
+        checkpointing = JobCheckpointing(job_graph, gateway, checkpoint_dir)
+        self.checkpointing: JobCheckpointing | None = checkpointing if checkpointing.enabled else None
 
     @property
     def job_id(self) -> str:
@@ -77,7 +86,10 @@ class JobMaster:
             ex.taskmanager_id, ex.slot = slot.taskmanager_id, slot.index
             ex.transition(ExecutionState.SCHEDULED, at)
             ex.transition(ExecutionState.DEPLOYING, at)
-            tdd = make_tdd(self.job_graph, ejv.job_vertex.id, ev.subtask, self.eg.attempt)
+            restore = self.restore_plan.get((ejv.job_vertex.id, ev.subtask))
+            tdd = make_tdd(
+                self.job_graph, ejv.job_vertex.id, ev.subtask, self.eg.attempt, restore.to_dict() if restore else None
+            )
             self.gateway.submit_task(slot.taskmanager_id, slot.index, tdd)
         self.persist()
         return True
@@ -169,11 +181,20 @@ class JobMaster:
         self.cancel_requested_at = at
 
     def fail(self, cause: str) -> None:
-        if self.eg.status in (JobStatus.RUNNING, JobStatus.CREATED):
-            self.eg.failure_cause = cause
-            self.eg.transition(JobStatus.FAILING, self._now())
-            self._cancel_tasks()
-            self.persist()
+        """A task or TaskManager failed: restart from the latest checkpoint if the strategy allows, else fail."""
+        if self.eg.status not in (JobStatus.RUNNING, JobStatus.CREATED):
+            return
+        now = self._now()
+        self.eg.failure_cause = cause
+        self.restart.notify_failure(now)
+        if self.eg.status is JobStatus.RUNNING and self.restart.can_restart(now):
+            self.eg.transition(JobStatus.RESTARTING, now)
+            if self.checkpointing is not None:
+                self.checkpointing.abort_all(f"the job is restarting: {cause}", now)
+        else:
+            self.eg.transition(JobStatus.FAILING, now)
+        self._cancel_tasks()
+        self.persist()
 
     def cancel(self, pool: SlotPool) -> bool:
         """Request cancellation; False if the job already ended."""
@@ -193,6 +214,12 @@ class JobMaster:
         ):
             return
         at = self._now()
+        if self.eg.status is JobStatus.RESTARTING:
+            if self.restart_at is None:
+                # Every task of the failed attempt has stopped: free its slots and wait out the backoff.
+                pool.release(self.job_id)
+                self.restart_at = at + self.restart.backoff_ms()
+            return
         if self.eg.status is JobStatus.RUNNING:
             target = JobStatus.FINISHED
         elif self.eg.status is JobStatus.FAILING:
@@ -200,6 +227,8 @@ class JobMaster:
         else:
             target = JobStatus.CANCELED
         self.eg.transition(target, at)
+        if self.checkpointing is not None:
+            self.checkpointing.on_terminal(target, at)
         if self.metrics_reader is not None:
             try:
                 self.final_metrics = self.metrics_reader(self.job_id, self.eg.attempt)
@@ -212,8 +241,51 @@ class JobMaster:
             log.warning("could not clean up Redis keys of job %s", self.job_id, exc_info=True)
         self.persist()
 
+    def on_checkpoint_message(self, msg: dict[str, Any]) -> None:
+        if self.checkpointing is None or msg["attempt"] != self.eg.attempt or self.eg.status.is_terminal():
+            return
+        if msg["type"] == "checkpoint_ack":
+            self.checkpointing.on_ack(msg, self.eg, self._now())
+        else:
+            self.checkpointing.on_decline(msg, self._now())
+        self._fail_on_checkpoint_failures()
+
+    def _fail_on_checkpoint_failures(self) -> None:
+        cause = self.checkpointing.failure_message if self.checkpointing else None
+        if cause and self.eg.status is JobStatus.RUNNING:
+            self.store.add_exception(ExceptionRecord(self.job_id, self._now(), "CheckpointException", cause))
+            self.fail(cause)
+
+    def _restart(self, pool: SlotPool) -> None:
+        """Deploy a new attempt of every task, restored from the latest completed checkpoint."""
+        at = self._now()
+        old_attempt = self.eg.attempt
+        self.restart.on_restart()
+        self.restart_at = None
+        self.cancel_requested_at = None
+        self.restore_plan = {}
+        if self.checkpointing is not None:
+            latest = self.checkpointing.coordinator.restore_latest(at)
+            if latest is not None:
+                self.restore_plan = plan_restore(latest, self.checkpointing.coordinator.operators)
+        self.eg.reset_for_restart(at)
+        try:
+            self.gateway.release_attempt(self.job_id, old_attempt)
+        except Exception:
+            log.warning("could not drop the channels of attempt %d of job %s", old_attempt, self.job_id, exc_info=True)
+        self.eg.transition(JobStatus.CREATED, at)
+        self.persist()
+        self.try_schedule(pool)
+
     def tick(self, pool: SlotPool) -> None:
-        """Periodic duties: give up on tasks that never confirm cancellation."""
+        """Periodic duties: checkpoints, restarts after their backoff, and giving up on tasks
+        that never confirm cancellation."""
+        if self.eg.status is JobStatus.RESTARTING and self.restart_at is not None and self._now() >= self.restart_at:
+            self._restart(pool)
+            return
+        if self.checkpointing is not None and self.eg.status is JobStatus.RUNNING:
+            self.checkpointing.tick(self.eg, self._now())
+            self._fail_on_checkpoint_failures()
         if self.cancel_requested_at is None or self.eg.status.is_terminal():
             return
         if self._now() - self.cancel_requested_at < CANCEL_TIMEOUT_MS:

@@ -62,7 +62,9 @@ class TaskDeploymentDescriptor:
         )
 
 
-def make_tdd(job_graph: JobGraph, vertex_id: str, subtask: int, attempt: int) -> TaskDeploymentDescriptor:
+def make_tdd(
+    job_graph: JobGraph, vertex_id: str, subtask: int, attempt: int, restore: dict[str, Any] | None = None
+) -> TaskDeploymentDescriptor:
     v = job_graph.vertex(vertex_id)
     inputs = []
     for e in job_graph.in_edges(vertex_id):
@@ -105,4 +107,5 @@ def make_tdd(job_graph: JobGraph, vertex_id: str, subtask: int, attempt: int) ->
         operators=tuple(o.node_id for o in v.operators),
         chained_edges=tuple(v.chained_edges),
         config=dict(job_graph.config, **{"job_type": job_graph.job_type}),
+        restore=restore,
     )

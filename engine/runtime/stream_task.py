@@ -8,8 +8,10 @@ output channel, and measure busy, idle and backpressured time.
 from __future__ import annotations
 
 import os
+import pickle
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -17,8 +19,13 @@ from engine.graph.stream_graph import StreamGraph
 from engine.graph.transformations import OperatorKind
 from engine.runtime.deployment import TaskDeploymentDescriptor
 from engine.runtime.io.channel import ChannelFactory, ChannelId, TaskCancelled
+from engine.checkpoint.messages import TaskAck
+from engine.checkpoint.rescale import OperatorSubtaskState, TaskRestore
+from engine.checkpoint.storage import FileSystemCheckpointStorage
+from engine.runtime.checkpointing import Barrier, BarrierAligner, SubtaskCheckpointer
 from engine.runtime.io.record_writer import RecordWriter
 from engine.runtime.io.serialization import (
+    BARRIER,
     END_OF_PARTITION,
     RECORDS,
     STATUS,
@@ -45,6 +52,9 @@ class TaskEnvironment:
     print_line: Callable[[str], None] = print
     collect: Callable[[int, list[Any]], None] | None = None
     state_dir: str | None = None  # where on-disk keyed state goes (state.backend=rocksdb)
+    # Checkpoint acknowledgements and declines go to the JobManager through these.
+    checkpoint_ack: Callable[[int, TaskAck], None] | None = None
+    checkpoint_decline: Callable[[int, str], None] | None = None
 
 
 class StreamTask:
@@ -60,6 +70,19 @@ class StreamTask:
         self.buffer_timeout_ms = int(cfg.get("execution.buffer-timeout", 10))
         self.writers: list[RecordWriter] = []
         self.keyed_backend: Any = None
+        ckpt = cfg.get("execution.checkpointing") or {}
+        self.exactly_once = ckpt.get("mode", "EXACTLY_ONCE") == "EXACTLY_ONCE"
+        # Filled by the hosting process's threads, drained by the task's own thread.
+        self.triggers: deque[Barrier] = deque()
+        self.completed_notifications: deque[int] = deque()
+        self.checkpointer: SubtaskCheckpointer | None = None
+        if env.checkpoint_ack is not None and env.checkpoint_decline is not None:
+            self.checkpointer = SubtaskCheckpointer(
+                tdd.job_id, tdd.vertex_id, tdd.subtask, env.checkpoint_ack, env.checkpoint_decline
+            )
+        self.reader: Any = None
+        self._pending_barrier: Barrier | None = None
+        self.restored_position: Any = None
         self.operators: dict[int, StreamOperator] = {}
 
     def sample_metrics(self) -> dict[str, Any]:
@@ -68,6 +91,87 @@ class StreamTask:
 
     def cancel(self) -> None:
         self.env.cancelled.set()
+
+    def trigger_checkpoint(self, barrier: Barrier) -> None:
+        """From another thread: a source subtask takes checkpoint ``barrier`` between two batches."""
+        self.triggers.append(barrier)
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        self.completed_notifications.append(checkpoint_id)
+
+    # -- checkpoints ---------------------------------------------------------
+    def _take_checkpoint(self, barrier: Barrier, alignment_ms: int) -> None:
+        """Snapshot every operator of the chain, then send the barrier on (it follows every record
+        that the snapshot covers), then write the snapshot in the background."""
+        head = self.tdd.operators[0]
+        states: dict[str, Any] = {}
+        offsets: dict[str, Any] = {}
+        for node_id in self.tdd.operators:
+            op_id = self.graph.nodes[node_id].operator_id
+            op = self.operators.get(node_id)
+            if op is None:  # the source
+                position = self.reader.snapshot() if self.reader is not None else None
+                states[op_id] = {"position": position}
+                offsets[op_id] = position
+                continue
+            state: dict[str, Any] = {"operator": op.snapshot_state()}
+            if node_id == head and self.keyed_backend is not None:
+                state["keyed"] = self.keyed_backend.snapshot_by_key_group()
+                state["kinds"] = dict(self.keyed_backend.kinds)
+            states[op_id] = state
+        for w in self.writers:
+            w.broadcast_event(BARRIER, barrier.to_wire())
+        if self.checkpointer is not None:
+            delay = max(int(time.time() * 1000) - barrier.timestamp, 0)
+            self.checkpointer.snapshot(barrier, states, offsets, alignment_ms, delay)
+
+    def _complete_alignment(self, aligner: BarrierAligner, barrier: Barrier, gate: Any, unblock: list[int]) -> None:
+        _, started = aligner.complete()
+        self._pending_barrier = None
+        self._take_checkpoint(barrier, int((time.monotonic() - started) * 1000))
+        for c in unblock:
+            gate.unblock(c)
+
+    def _restore(self) -> None:
+        """Load this subtask's share of a checkpoint: keyed state by key group, operator state, source position."""
+        plan = TaskRestore.from_dict(self.tdd.restore)
+        head = self.tdd.operators[0]
+        for node_id in self.tdd.operators:
+            spec = plan.operators.get(self.graph.nodes[node_id].operator_id)
+            if spec is None:
+                continue
+            loaded = {
+                old: pickle.loads(FileSystemCheckpointStorage.read_state_file(handle))
+                for old, handle in spec.handles.items()
+            }
+            op = self.operators.get(node_id)
+            if op is None:  # the source: resume at the recorded position
+                if len(loaded) != 1 or spec.parallelism != spec.old_parallelism:
+                    raise ValueError("a source can only be restored at the parallelism it was checkpointed with")
+                self.restored_position = next(iter(loaded.values()))["position"]
+                continue
+            if node_id == head and self.keyed_backend is not None:
+                share = spec.restore(
+                    {old: OperatorSubtaskState(keyed=st.get("keyed") or {}) for old, st in loaded.items()}
+                )
+                kinds: dict[str, str] = {}
+                for st in loaded.values():
+                    kinds.update(st.get("kinds") or {})
+                for groups in share.keyed.values():
+                    for name, entries in groups.items():
+                        table = self.keyed_backend.table(name, kinds.get(name, "value"))
+                        for key, value in entries:
+                            table[key] = value
+            if spec.parallelism == spec.old_parallelism:
+                op.restore_state(loaded[spec.subtask].get("operator"))
+            else:
+                op.restore_state(None)
+
+    def _drain_notifications(self) -> None:
+        while self.completed_notifications:
+            cid = self.completed_notifications.popleft()
+            for op in self.operators.values():
+                op.notify_checkpoint_complete(cid)
 
     # -- wiring ------------------------------------------------------------
     def _build(self) -> None:
@@ -158,6 +262,8 @@ class StreamTask:
                 if op is not None:
                     op.open()
                     opened.append(op)
+            if self.tdd.restore:
+                self._restore()
             head = self.graph.transformations[self.tdd.operators[0]]
             if head.kind is OperatorKind.SOURCE:
                 self._run_source(head)
@@ -175,6 +281,8 @@ class StreamTask:
                     op.close()
                 except Exception:
                     pass
+            if self.checkpointer is not None:
+                self.checkpointer.close()
             close = getattr(self.keyed_backend, "close", None)
             if close is not None:
                 close()
@@ -194,14 +302,19 @@ class StreamTask:
 
     def _run_source(self, t: Any) -> None:
         tdd = self.tdd
-        reader = t.function.create_reader(tdd.subtask, tdd.parallelism, None)
+        reader = self.reader = t.function.create_reader(tdd.subtask, tdd.parallelism, self.restored_position)
         out = self.outputs[t.id]
         cancelled = self.env.cancelled
         metrics = self.metrics
+        triggers = self.triggers
         try:
             while True:
                 if cancelled.is_set():
                     raise TaskCancelled()
+                while triggers:
+                    self._take_checkpoint(triggers.popleft(), 0)
+                if self.completed_notifications:
+                    self._drain_notifications()
                 t0 = time.monotonic()
                 batch = reader.poll_batch(SOURCE_BATCH)
                 if batch is None:
@@ -232,17 +345,22 @@ class StreamTask:
         metrics = self.metrics
         valve = StatusWatermarkValve(len(cids))
         idle_downstream = False
+        aligner = BarrierAligner(self.exactly_once)
         try:
             while open_channels:
                 due = self._flush_due()
                 t0 = time.monotonic()
                 item = gate.poll(min(due, 0.1))
                 metrics.idle_s += time.monotonic() - t0
+                if self.completed_notifications:
+                    self._drain_notifications()
                 if item is None:
                     continue
                 ch, payload = item
                 kind, a, b = decode(payload)
                 advanced: int | None = None
+                if kind == BARRIER:
+                    self._pending_barrier = Barrier.from_wire(a)
                 if kind == RECORDS:
                     metrics.records_in += len(a)
                     metrics.bytes_in += len(payload)
@@ -255,10 +373,22 @@ class StreamTask:
                     advanced = valve.input_watermark(ch, a)
                 elif kind == STATUS:
                     advanced = valve.input_idle(ch, bool(a))
+                elif kind == BARRIER:
+                    barrier = Barrier.from_wire(a)
+                    block, unblock, ready = aligner.on_barrier(ch, barrier.checkpoint_id, open_channels, time.monotonic())
+                    for c in block:
+                        gate.block(c)
+                    if ready:
+                        self._complete_alignment(aligner, barrier, gate, unblock)
+                    else:
+                        for c in unblock:
+                            gate.unblock(c)
                 elif kind == END_OF_PARTITION:
                     open_channels.discard(ch)
                     gate.block(ch)
                     advanced = valve.end_of_partition(ch)
+                    if aligner.on_end_of_partition(open_channels) and self._pending_barrier is not None:
+                        self._complete_alignment(aligner, self._pending_barrier, gate, sorted(aligner.arrived))
                 if advanced is not None:
                     metrics.current_input_watermark = advanced
                     head.process_watermark(advanced)

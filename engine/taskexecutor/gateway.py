@@ -7,7 +7,7 @@ import redis
 
 from engine import redis_keys
 from engine.runtime.deployment import TaskDeploymentDescriptor
-from engine.taskexecutor import messages
+from engine.taskexecutor import code_signing, messages
 
 
 class TaskExecutorGateway(Protocol):
@@ -20,13 +20,22 @@ class TaskExecutorGateway(Protocol):
     def release_job(self, job_id: str) -> None:
         """Drop the job's short-lived Redis data: channels, credits, user code."""
 
+    def trigger_checkpoint(self, tm_id: str, slot: int, msg: dict) -> None: ...
+
+    def release_attempt(self, job_id: str, attempt: int) -> None:
+        """Drop the channels of a failed attempt: the next attempt never reads them."""
+
+    def notify_checkpoint_complete(self, tm_id: str, slot: int, msg: dict) -> None: ...
+
 
 class RedisTaskExecutorGateway:
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: redis.Redis, cluster_secret: str | None = None) -> None:
         self.client = client
+        self.cluster_secret = cluster_secret
 
     def upload_user_code(self, job_id: str, code: bytes) -> None:
-        self.client.set(redis_keys.job_user_code(job_id), code)
+        # Signed, so a TaskManager never unpickles code that someone else put into Redis.
+        self.client.set(redis_keys.job_user_code(job_id), code_signing.sign(self.cluster_secret or "", job_id, code))
 
     def submit_task(self, tm_id: str, slot: int, tdd: TaskDeploymentDescriptor) -> None:
         self.client.rpush(redis_keys.slot_inbox(tm_id, slot), messages.pack(messages.deploy(tdd.to_dict())))
@@ -37,5 +46,16 @@ class RedisTaskExecutorGateway:
     def release_job(self, job_id: str) -> None:
         keys = list(self.client.scan_iter(match=redis_keys.job_channels_pattern(job_id), count=1000))
         keys.append(redis_keys.job_user_code(job_id))
+        for i in range(0, len(keys), 500):
+            self.client.delete(*keys[i : i + 500])
+
+    def trigger_checkpoint(self, tm_id: str, slot: int, msg: dict) -> None:
+        self.client.rpush(redis_keys.slot_inbox(tm_id, slot), messages.pack(msg))
+
+    def notify_checkpoint_complete(self, tm_id: str, slot: int, msg: dict) -> None:
+        self.client.rpush(redis_keys.slot_inbox(tm_id, slot), messages.pack(msg))
+
+    def release_attempt(self, job_id: str, attempt: int) -> None:
+        keys = list(self.client.scan_iter(match=redis_keys.attempt_channels_pattern(job_id, attempt), count=1000))
         for i in range(0, len(keys), 500):
             self.client.delete(*keys[i : i + 500])

@@ -51,3 +51,27 @@ def cancel(job: str, attempt: int) -> dict[str, Any]:
 
 def slot_lost(tm: str, slot: int, ts: int, reason: str) -> dict[str, Any]:
     return {"type": "slot_lost", "tm": tm, "slot": slot, "ts": ts, "reason": reason}
+
+
+def trigger_checkpoint(job: str, attempt: int, vertex: str, subtask: int, barrier: tuple) -> dict[str, Any]:
+    return {"type": "trigger_checkpoint", "job": job, "attempt": attempt, "vertex": vertex, "subtask": subtask, "barrier": list(barrier)}
+
+
+def notify_checkpoint_complete(job: str, attempt: int, checkpoint_id: int) -> dict[str, Any]:
+    return {"type": "notify_checkpoint_complete", "job": job, "attempt": attempt, "checkpoint_id": checkpoint_id}
+
+
+def checkpoint_ack(job: str, attempt: int, vertex: str, subtask: int, checkpoint_id: int, ack: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "checkpoint_ack", "job": job, "attempt": attempt, "vertex": vertex, "subtask": subtask,
+        "checkpoint_id": checkpoint_id, "ack": ack,
+    }
+
+
+def checkpoint_decline(
+    job: str, attempt: int, vertex: str, subtask: int, checkpoint_id: int, reason: str, not_ready: bool = False
+) -> dict[str, Any]:
+    return {
+        "type": "checkpoint_decline", "job": job, "attempt": attempt, "vertex": vertex, "subtask": subtask,
+        "checkpoint_id": checkpoint_id, "reason": reason, "not_ready": not_ready,
+    }

@@ -22,12 +22,13 @@ import cloudpickle
 import redis
 
 from engine import redis_keys
+from engine.runtime.checkpointing import Barrier
 from engine.runtime.deployment import TaskDeploymentDescriptor
 from engine.runtime.io.channel import TaskCancelled
 from engine.runtime.io.redis_channels import RedisChannelFactory
 from engine.runtime.io.serialization import MsgpackSerializer
 from engine.runtime.stream_task import StreamTask, TaskEnvironment
-from engine.taskexecutor import messages
+from engine.taskexecutor import code_signing, messages
 
 log = logging.getLogger("millstream.slot")
 
@@ -43,6 +44,7 @@ class SlotConfig:
     credits: int = 8
     buffer_records: int = 1024
     state_dir: str | None = None
+    cluster_secret: str | None = None  # user code not signed with it is refused
 
 
 def _die_with_parent() -> None:
@@ -85,6 +87,27 @@ class SlotExecutor:
     def handle(self, msg: dict[str, Any]) -> None:
         if msg["type"] == "deploy":
             self.deploy(TaskDeploymentDescriptor.from_dict(msg["tdd"]))
+        elif msg["type"] == "trigger_checkpoint":
+            with self.lock:
+                running = self.tasks.get((msg["job"], msg["vertex"], msg["subtask"], msg["attempt"]))
+            if running is not None:
+                running.task.trigger_checkpoint(Barrier.from_wire(msg["barrier"]))
+            else:  # the task already ended: the checkpoint cannot complete without it
+                self.client.rpush(
+                    redis_keys.JOBMANAGER_INBOX,
+                    messages.pack(
+                        messages.checkpoint_decline(
+                            msg["job"], msg["attempt"], msg["vertex"], msg["subtask"], msg["barrier"][0],
+                            "the source subtask is no longer running",
+                            not_ready=True,
+                        )
+                    ),
+                )
+        elif msg["type"] == "notify_checkpoint_complete":
+            with self.lock:
+                targets = [r for k, r in self.tasks.items() if k[0] == msg["job"] and k[3] == msg["attempt"]]
+            for r in targets:
+                r.task.notify_checkpoint_complete(msg["checkpoint_id"])
         elif msg["type"] == "cancel":
             with self.lock:
                 victims = [r for k, r in self.tasks.items() if k[0] == msg["job"] and k[3] <= msg["attempt"]]
@@ -96,9 +119,11 @@ class SlotExecutor:
         try:
             code = self.code_cache.get(tdd.job_id)
             if code is None:
-                code = self.client.get(redis_keys.job_user_code(tdd.job_id))
-                if code is None:
+                envelope = self.client.get(redis_keys.job_user_code(tdd.job_id))
+                if envelope is None:
                     raise RuntimeError(f"user code of job {tdd.job_id} is missing from Redis")
+                # Checked before it is ever unpickled: Redis is shared, the cluster secret is not.
+                code = code_signing.verify(self.cfg.cluster_secret, tdd.job_id, envelope)
                 self.code_cache[tdd.job_id] = code
             graph = cloudpickle.loads(code)
             cancelled = threading.Event()
@@ -108,6 +133,12 @@ class SlotExecutor:
                 print_line=self._print_line,
                 collect=lambda node_id, values, job=tdd.job_id: self._collect(job, values),
                 state_dir=self.cfg.state_dir,
+                checkpoint_ack=lambda cid, ack, t=tdd: self._send(
+                    messages.checkpoint_ack(t.job_id, t.attempt, t.vertex_id, t.subtask, cid, ack.to_dict())
+                ),
+                checkpoint_decline=lambda cid, reason, t=tdd: self._send(
+                    messages.checkpoint_decline(t.job_id, t.attempt, t.vertex_id, t.subtask, cid, reason)
+                ),
             )
             tdd_cfg = dict(tdd.config)
             tdd_cfg.setdefault("taskmanager.buffer-records", self.cfg.buffer_records)
@@ -139,6 +170,9 @@ class SlotExecutor:
             if not any(k[0] == tdd.job_id for k in self.tasks):
                 self.code_cache.pop(tdd.job_id, None)
         self.report(tdd, state, error, exc_name)
+
+    def _send(self, msg: dict[str, Any]) -> None:
+        self.client.rpush(redis_keys.JOBMANAGER_INBOX, messages.pack(msg))
 
     def _print_line(self, text: str) -> None:
         sys.stdout.write(text + "\n")

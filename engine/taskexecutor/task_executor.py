@@ -38,6 +38,7 @@ class TaskManagerConfig:
     tm_id: str | None = None
     log_file: str | None = None
     state_dir: str | None = None  # on-disk keyed state (state.backend=rocksdb) lives under here
+    cluster_secret: str | None = None  # checks the signature of user code before it is unpickled
 
 
 def new_taskmanager_id(host: str) -> str:
@@ -56,7 +57,9 @@ class TaskExecutor:
 
     def _start_slot(self, i: int) -> None:
         state_dir = os.path.join(self.cfg.state_dir, self.id.replace(":", "_")) if self.cfg.state_dir else None
-        cfg = SlotConfig(self.id, i, self.cfg.redis_url, self.cfg.credits, self.cfg.buffer_records, state_dir)
+        cfg = SlotConfig(
+            self.id, i, self.cfg.redis_url, self.cfg.credits, self.cfg.buffer_records, state_dir, self.cfg.cluster_secret
+        )
         p = self.ctx.Process(target=slot_main, args=(cfg,), name=f"slot-{i}", daemon=False)
         p.start()
         self.slots[i] = p

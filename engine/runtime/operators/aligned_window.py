@@ -47,6 +47,23 @@ class _Context(ProcessWindowFunction.Context):
 
 
 class AlignedWindowOperator(StreamOperator):
+    def snapshot_state(self) -> Any:
+        # Window contents live in keyed state; the per-start index is rebuilt from it on restore.
+        return {"watermark": self.watermark}
+
+    def restore_state(self, state: Any) -> None:
+        if state:
+            self.watermark = state["watermark"]
+        # Rebuild the per-start index from the restored window contents.
+        for key, windows in self.contents.items():
+            for start in windows:
+                holders = self.keys_by_start.get(start)
+                if holders is None:
+                    self.keys_by_start[start] = {key}
+                    end_ts = start + self.size - 1
+                    heapq.heappush(self.cleanup_heap if end_ts <= self.watermark else self.fire_heap, start)
+                else:
+                    holders.add(key)
     def open(self) -> None:
         p = self.params
         assigner = p["assigner"]

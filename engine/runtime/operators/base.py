@@ -173,6 +173,16 @@ class StreamOperator:
     def process_status(self, idle: bool) -> None:
         self.output.emit_status(idle)
 
+    def snapshot_state(self) -> Any:
+        """Operator state beyond keyed state (timers, broadcast state...): plain picklable data."""
+        return None
+
+    def restore_state(self, state: Any) -> None:
+        """The inverse of ``snapshot_state``, called after ``open`` (None: start empty, e.g. after rescaling)."""
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        """The checkpoint is complete everywhere: the commit point of two-phase-commit sinks."""
+
     def on_tick(self, now_ms: int) -> None:
         """Called every few tens of milliseconds by the task loop when ``wants_ticks``."""
 

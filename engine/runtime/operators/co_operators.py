@@ -183,6 +183,14 @@ class _BroadcastContext:
 
 
 class BroadcastProcessOperator(StreamOperator):
+    def snapshot_state(self) -> Any:
+        return {"broadcast": self.states.snapshot()}
+
+    def restore_state(self, state: Any) -> None:
+        for name, data in ((state or {}).get("broadcast") or {}).items():
+            if name in self.states.states:
+                self.states.states[name].data.update(data)
+
     def open(self) -> None:
         super().open()
         self.collector = ResultCollector(self)
@@ -214,6 +222,16 @@ class _KeyedBroadcastContext(_KeyedContext):
 
 
 class KeyedBroadcastProcessOperator(KeyedProcessOperator):
+    def snapshot_state(self) -> Any:
+        return {"timers": self.timers.snapshot(), "broadcast": self.states.snapshot()}
+
+    def restore_state(self, state: Any) -> None:
+        if state:
+            self.timers.restore(state["timers"])
+            for name, data in (state.get("broadcast") or {}).items():
+                if name in self.states.states:
+                    self.states.states[name].data.update(data)
+
     def open(self) -> None:
         super().open()
         self.states = _BroadcastStates(self.params.get("broadcast_states", []))

@@ -97,6 +97,13 @@ class _KeyedContext(KeyedProcessFunction.OnTimerContext):
 class KeyedProcessOperator(StreamOperator):
     wants_ticks = True
 
+    def snapshot_state(self) -> Any:
+        return {"timers": self.timers.snapshot()}
+
+    def restore_state(self, state: Any) -> None:
+        if state:
+            self.timers.restore(state["timers"])
+
     def open(self) -> None:
         super().open()
         assert self.ctx.keyed_backend is not None and self.ctx.key_selector is not None

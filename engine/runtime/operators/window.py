@@ -95,6 +95,13 @@ class _WindowFunctionContext(ProcessWindowFunction.Context):
 class WindowOperator(StreamOperator):
     wants_ticks = True
 
+    def snapshot_state(self) -> Any:
+        return {"timers": self.timers.snapshot()}
+
+    def restore_state(self, state: Any) -> None:
+        if state:
+            self.timers.restore(state["timers"])
+
     def open(self) -> None:
         p = self.params
         self.assigner: WindowAssigner = p["assigner"]
