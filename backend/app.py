@@ -8,22 +8,28 @@ from __future__ import annotations
 
 import hmac
 import logging
+import secrets
 from contextlib import asynccontextmanager
 from typing import AsyncIterator
 
 import redis
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse, RedirectResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from backend.audit import AuditMiddleware
+from backend.limits import RequestSizeLimit
+from backend.persistence.audit_log import AuditLog
 from backend.persistence.database import make_engine, make_session_factory, upgrade_database
 from backend.persistence.jar_store import JarRepository
 from backend.persistence.sql_job_store import SqlJobStore
 from backend.persistence.taskmanager_history import TaskManagerHistory
 from backend.services.programs import ProgramService
 from backend.settings import Settings
-from engine.jobmanager.dispatcher import Dispatcher, DispatcherConfig, JobSubmissionError, UnknownJob
+from backend.ui.security import logged_in
+from engine.jobmanager.dispatcher import Dispatcher, DispatcherConfig, JobSubmissionError, TooManyJobs, UnknownJob
 
 log = logging.getLogger("millstream.app")
 
@@ -31,9 +37,18 @@ VERSION = "0.1.0"
 
 
 def _routers():
-    from backend.api import cluster, jars, jobs, submission, taskmanagers, vertices
+    from backend.api import audit, checkpoints, cluster, jars, jobs, submission, taskmanagers, vertices
 
-    return [cluster.router, jobs.router, submission.router, vertices.router, taskmanagers.router, jars.router]
+    return [
+        cluster.router,
+        jobs.router,
+        submission.router,
+        vertices.router,
+        checkpoints.router,
+        taskmanagers.router,
+        jars.router,
+        audit.router,
+    ]
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -59,8 +74,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 batch_engine=settings.batch_engine,
                 spark_master=settings.spark_master,
                 redis_url=settings.redis_url,
+                checkpoint_dir=str((settings.data_dir / "checkpoints").resolve()),
+                cluster_secret=cluster_secret(settings),
+                max_parallelism=settings.max_parallelism,
+                max_concurrent_jobs=settings.max_concurrent_jobs,
             ),
         )
+        app.state.audit = AuditLog(sessions)
         app.state.settings = settings
         app.state.dispatcher = dispatcher
         app.state.jars = JarRepository(sessions)
@@ -89,22 +109,47 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(router)
         app.include_router(router, prefix="/v1", include_in_schema=False)
     _install_error_handlers(app)
+    app.add_middleware(RequestSizeLimit, max_bytes=settings.max_request_bytes)
     if settings.auth_token:
-        _require_token_for_mutations(app, settings.auth_token)
+        _require_token_for_mutations(app, settings.auth_token, settings.auth_reads)
+    app.add_middleware(AuditMiddleware)  # outside the token check, so refusals are recorded too
+    if settings.cors_origin_list:
+        app.add_middleware(
+            CORSMiddleware, allow_origins=settings.cors_origin_list, allow_methods=["*"],
+            allow_headers=["Authorization", "Content-Type"],
+        )
     from backend.ui import install_ui  # deferred: backend.ui imports backend.api
 
     install_ui(app)
     return app
 
 
-def _require_token_for_mutations(app: FastAPI, token: str) -> None:
-    """Every mutating request needs ``Authorization: Bearer <token>`` once a token is configured."""
+def cluster_secret(settings: Settings) -> str:
+    """The secret that signs user code. The CLI refuses to start without one; an app built
+    without it (tests, embedding) gets a random one, so its code is never unsigned and only
+    TaskManagers that share the secret will run it."""
+    if settings.cluster_secret:
+        return settings.cluster_secret
+    log.warning("MILLSTREAM_CLUSTER_SECRET is not set: signing user code with a random secret no TaskManager knows")
+    return secrets.token_hex(32)
+
+
+def _require_token_for_mutations(app: FastAPI, token: str, reads: bool = False) -> None:
+    """Every mutating request needs ``Authorization: Bearer <token>`` once a token is configured;
+    with ``reads`` every other request does too, and the dashboard's pages need its login."""
     expected = f"Bearer {token}".encode()
 
     @app.middleware("http")
     async def check_token(request: Request, call_next):
-        # Dashboard forms under /ui/ check CSRF and the login session themselves.
-        if request.method in ("POST", "PUT", "PATCH", "DELETE") and not request.url.path.startswith("/ui/"):
+        path = request.url.path
+        if path.startswith("/ui/"):
+            # Dashboard forms check CSRF and the login session themselves; its pages and
+            # streams are reads, open only after the login when reads are protected.
+            public = path == "/ui/login" or path.startswith("/ui/static/")
+            if reads and request.method in ("GET", "HEAD") and not public and not logged_in(request, token):
+                return RedirectResponse("/ui/login", status_code=303)
+            return await call_next(request)
+        if request.method in ("POST", "PUT", "PATCH", "DELETE") or (reads and path != "/"):
             given = request.headers.get("authorization", "").encode()
             if not hmac.compare_digest(given, expected):
                 return JSONResponse(
@@ -119,6 +164,10 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(UnknownJob)
     async def unknown_job(_: Request, exc: UnknownJob) -> JSONResponse:
         return JSONResponse({"errors": [f"Job {exc.args[0]} not found"]}, status_code=404)
+
+    @app.exception_handler(TooManyJobs)
+    async def too_many_jobs(_: Request, exc: TooManyJobs) -> JSONResponse:
+        return JSONResponse({"errors": [str(exc)]}, status_code=429)
 
     @app.exception_handler(JobSubmissionError)
     async def bad_job(_: Request, exc: JobSubmissionError) -> JSONResponse:

@@ -43,6 +43,20 @@ def _check_bind(settings: Settings, insecure: bool) -> None:
         typer.echo(f"WARNING: serving on {settings.host} without authentication (--insecure)", err=True)
 
 
+def _require_cluster_secret(settings: Settings, who: str) -> None:
+    # Without a shared secret a TaskManager could not tell the JobManager's code from code
+    # anyone with access to Redis planted there, so neither side starts without one.
+    if not settings.cluster_secret:
+        typer.echo(
+            f"refusing to start the {who} without MILLSTREAM_CLUSTER_SECRET: it signs the user code the "
+            "JobManager puts in Redis, and TaskManagers run only code signed with it. Set the same random "
+            "value (e.g. `python -c 'import secrets; print(secrets.token_hex(32))'`) on the JobManager and every "
+            "TaskManager; `millstream cluster start` generates one for its own processes.",
+            err=True,
+        )
+        raise typer.Exit(2)
+
+
 @app.command()
 def jobmanager(
     host: Optional[str] = typer.Option(None, help="Bind address [env MILLSTREAM_HOST, default 127.0.0.1]"),
@@ -57,6 +71,7 @@ def jobmanager(
     overrides = {k: v for k, v in {"host": host, "port": port}.items() if v is not None}
     settings = Settings(**overrides)
     _check_bind(settings, insecure)
+    _require_cluster_secret(settings, "JobManager")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="info")
 
@@ -75,6 +90,7 @@ def taskmanager(
     if not url:
         typer.echo("REDIS_URL is not set: a TaskManager needs the cluster's Redis", err=True)
         raise typer.Exit(2)
+    _require_cluster_secret(settings, "TaskManager")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     run_taskmanager(
         TaskManagerConfig(
@@ -86,6 +102,7 @@ def taskmanager(
             buffer_records=settings.buffer_records,
             log_file=os.path.abspath(log_file) if log_file else None,
             state_dir=str((settings.data_dir / "state").resolve()),
+            cluster_secret=settings.cluster_secret,
         )
     )
 

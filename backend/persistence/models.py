@@ -83,3 +83,19 @@ class TaskManagerRow(Base):
     first_seen: Mapped[int] = mapped_column(BigInteger)  # epoch ms
     last_seen: Mapped[int] = mapped_column(BigInteger)
     state: Mapped[str] = mapped_column(String(16))  # REGISTERED | LOST | STOPPED
+
+
+class AuditEntryRow(Base):
+    """One mutating request: who sent it, when, what it asked for and how it was answered."""
+
+    __tablename__ = "audit_log"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    timestamp: Mapped[int] = mapped_column(BigInteger, index=True)  # epoch ms
+    actor: Mapped[str] = mapped_column(String(64))  # token | dashboard-session | anonymous
+    client: Mapped[str | None] = mapped_column(String(255))  # the peer address
+    action: Mapped[str] = mapped_column(String(32))  # submit, upload, run, cancel, delete, login, ...
+    method: Mapped[str] = mapped_column(String(16))
+    path: Mapped[str] = mapped_column(Text)
+    job_id: Mapped[str | None] = mapped_column(String(32), index=True)
+    status: Mapped[int] = mapped_column(Integer)

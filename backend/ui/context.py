@@ -9,7 +9,7 @@ from typing import Any
 
 from backend.api.jobs import load_job
 from backend.services import job_views
-from backend.ui import backpressure_view, cluster_view, graph_view, job_view
+from backend.ui import backpressure_view, cluster_view, graph_view, job_view, spark_view
 from backend.ui.throughput import ThroughputHistory
 from engine.jobmanager.dispatcher import Dispatcher
 from engine.jobmanager.job_store import JobRecord
@@ -72,7 +72,7 @@ def job_context(
     ctx: dict[str, Any] = {
         "header": header,
         "tab": tab,
-        "tabs": job_view.TABS,
+        "tabs": job_view.tabs_for(header.job_type),
         "view": view,
         "live_body": tab in job_view.LIVE_TABS,
         "savepoint_title": SAVEPOINT_TITLE,
@@ -106,6 +106,10 @@ def _tab_context(
         return {"exceptions": entries, "truncated": truncated, "root_cause": root}
     if tab == "throughput":
         return {"series_json": script_json(throughput_series(history, record))}
+    if tab == "spark":
+        engine = str((record.job_graph.get("config") or {}).get("execution.batch-engine", dispatcher.config.batch_engine))
+        progress = dispatcher.spark_progress(record.jid)
+        return {"spark": spark_view.spark_progress(progress, engine, alive)}
     if tab == "configuration":
         return {"config": job_view.configuration_tab(record), "plan": job_views.job_plan(record)}
     return {}  # checkpoints: nothing to gather yet

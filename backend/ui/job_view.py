@@ -17,6 +17,7 @@ from engine.jobmanager.job_store import ExceptionRecord, JobRecord
 TABS = (
     ("graph", "Graph"),
     ("subtasks", "Subtasks"),
+    ("spark", "Spark"),
     ("backpressure", "Backpressure"),
     ("checkpoints", "Checkpoints"),
     ("exceptions", "Exceptions"),
@@ -28,8 +29,14 @@ TABS = (
 TAB_IDS = frozenset(t for t, _ in TABS)
 # Tabs whose body changes while the job runs. The others hold things a reader
 # opens or scrolls (stack traces, config): re-rendering them would fight the reader.
-LIVE_TABS = frozenset({"graph", "subtasks", "backpressure", "watermarks", "timeline"})
+LIVE_TABS = frozenset({"graph", "subtasks", "spark", "backpressure", "watermarks", "timeline"})
+_BATCH_ONLY_TABS = frozenset({"spark"})
 _TIMELINE_STATES = ("CREATED", "SCHEDULED", "DEPLOYING", "INITIALIZING", "RUNNING", "CANCELING")
+
+
+def tabs_for(job_type: str) -> tuple[tuple[str, str], ...]:
+    """The tabs the job page offers: Spark runs BATCH jobs only, so STREAMING jobs have no Spark tab."""
+    return TABS if job_type == "BATCH" else tuple(t for t in TABS if t[0] not in _BATCH_ONLY_TABS)
 
 
 @dataclass(frozen=True)

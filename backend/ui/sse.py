@@ -7,7 +7,9 @@ extension (``sse-close="close"``) stops listening instead of reconnecting.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Hashable
 
 from fastapi import Request
 from sse_starlette.sse import EventSourceResponse
@@ -15,6 +17,36 @@ from starlette.concurrency import run_in_threadpool
 
 # (events to send, whether the subject is finished) - computed off the event loop
 Produce = Callable[[], tuple[list[tuple[str, str]], bool]]
+
+
+class SharedTicks:
+    """One render per subject per tick, however many viewers stream it: the first
+    stream to ask renders, the others reuse that result while it is younger than
+    ``max_age_s``. Ten open dashboards on a running job then cost the JobManager
+    (which shares the machine with the job) about what one does."""
+
+    def __init__(self, max_age_s: float = 0.9, clock: Callable[[], float] = time.monotonic) -> None:
+        self.max_age_s = max_age_s
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._entries: dict[Hashable, tuple[float, tuple[list[tuple[str, str]], bool]]] = {}
+        self._key_locks: dict[Hashable, threading.Lock] = {}
+
+    def get(self, key: Hashable, produce: Produce) -> tuple[list[tuple[str, str]], bool]:
+        with self._lock:
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        with key_lock:  # concurrent viewers wait for the one render instead of repeating it
+            now = self.clock()
+            hit = self._entries.get(key)
+            if hit is not None and now - hit[0] < self.max_age_s:
+                return hit[1]
+            result = produce()
+            with self._lock:
+                self._entries[key] = (self.clock(), result)
+                for k in [k for k, (t, _) in self._entries.items() if now - t > 10 * self.max_age_s]:
+                    del self._entries[k]
+                    self._key_locks.pop(k, None)
+            return result
 
 
 def stream(request: Request, produce: Produce, interval_s: float = 1.0) -> EventSourceResponse:

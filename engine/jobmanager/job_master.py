@@ -188,6 +188,7 @@ class JobMaster:
         self.eg.failure_cause = cause
         self.restart.notify_failure(now)
         if self.eg.status is JobStatus.RUNNING and self.restart.can_restart(now):
+            log.info("job %s failed (%s); restarting", self.job_id, cause)
             self.eg.transition(JobStatus.RESTARTING, now)
             if self.checkpointing is not None:
                 self.checkpointing.abort_all(f"the job is restarting: {cause}", now)
@@ -268,6 +269,13 @@ class JobMaster:
             latest = self.checkpointing.coordinator.restore_latest(at)
             if latest is not None:
                 self.restore_plan = plan_restore(latest, self.checkpointing.coordinator.operators)
+        restored = next(iter(self.restore_plan.values())).checkpoint_id if self.restore_plan else None
+        log.info(
+            "job %s restarts as attempt %d from %s",
+            self.job_id,
+            old_attempt + 1,
+            f"checkpoint {restored}" if restored is not None else "the beginning (no completed checkpoint)",
+        )
         self.eg.reset_for_restart(at)
         try:
             self.gateway.release_attempt(self.job_id, old_attempt)

@@ -5,7 +5,8 @@
 
 The JobGraph comes as JSON in a file; the user code (a cloudpickled
 StreamGraph) from ``--user-code`` or else from Redis
-(``engine.redis_keys.job_user_code``). All Spark jobs run in the job group
+(``engine.redis_keys.job_user_code``, signed: verified with the secret in
+``--cluster-secret-file`` before unpickling). All Spark jobs run in the job group
 named by the job id. Collected results go to the job's Redis collect list as
 msgpack batches, exactly as the native runtime writes them; progress goes to
 ``engine.redis_keys.spark_progress``. SIGTERM, SIGINT or the Redis cancel key
@@ -34,6 +35,7 @@ from engine import redis_keys
 from engine.graph.job_graph import JobGraph
 from engine.runtime.io.serialization import MsgpackSerializer
 from engine.spark.validation import UntranslatableJob
+from engine.taskexecutor import code_signing
 
 EXIT_FINISHED, EXIT_FAILED, EXIT_UNTRANSLATABLE, EXIT_CANCELED = 0, 1, 2, 3
 PROGRESS_INTERVAL_S = 0.5
@@ -121,10 +123,15 @@ def _load_user_code(ns: argparse.Namespace, client: redis.Redis) -> bytes:
     if ns.user_code:
         with open(ns.user_code, "rb") as f:
             return f.read()
-    code = client.get(redis_keys.job_user_code(ns.job_id))
-    if code is None:
+    envelope = client.get(redis_keys.job_user_code(ns.job_id))
+    if envelope is None:
         raise RuntimeError(f"no user code for job {ns.job_id} in Redis")
-    return code
+    # Redis is shared: code from there is unpickled only with a valid signature.
+    secret = None
+    if ns.cluster_secret_file:
+        with open(ns.cluster_secret_file, "rb") as f:
+            secret = f.read().strip()
+    return code_signing.verify(secret, ns.job_id, envelope)
 
 
 def _spark_context(ns: argparse.Namespace, job_graph: JobGraph) -> Any:
@@ -153,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--spark-master", default="local[*]")
     ap.add_argument("--job-graph", required=True, help="the JobGraph as JSON")
     ap.add_argument("--user-code", help="the cloudpickled StreamGraph; default: from Redis")
+    ap.add_argument(
+        "--cluster-secret-file", help="file holding MILLSTREAM_CLUSTER_SECRET, to verify user code read from Redis"
+    )
     ap.add_argument("--error-file", help="where to write the failure report")
     ap.add_argument("--conf", action="append", help="a Spark setting key=value (repeatable)")
     ap.add_argument("--log-level", default="WARN")

@@ -23,11 +23,15 @@ from engine.datastream.functions import (
     ReduceFunction,
     RuntimeContext,
     SinkFunction,
+    TimeDomain,
     TimerService,
 )
 from engine.runtime.key_groups import assign_to_key_group
 from engine.runtime.operators.basic import _extend
 from engine.runtime.state.heap_backend import HeapKeyedStateBackend
+from engine.runtime.watermarks import MIN_WATERMARK
+from engine.spark.timer_service import BatchTimerService
+from engine.spark.timestamps import NO_STAMPS, Stamping
 
 try:  # side outputs are being added to the engine in parallel
     from engine.datastream.output_tag import OutputTag
@@ -35,8 +39,9 @@ except ImportError:  # pragma: no cover
     OutputTag = None  # type: ignore[assignment,misc]
 
 PartitionFn = Callable[[int, Iterator[Any]], Iterator[Any]]
-#: a keyed record after the sorted shuffle: ((key group, upstream partition, position), (key, value))
-SortedKeyedRecord = tuple[tuple[int, int, int], tuple[Any, Any]]
+#: a keyed record after the sorted shuffle: (sort key, (key, value, timestamp)), where the sort key is
+#: (key group, upstream partition, position), or (key group, timestamp, upstream partition, position)
+SortedKeyedRecord = tuple[tuple[int, ...], tuple[Any, Any, "int | None"]]
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,16 @@ class TaskInfo:
     parallelism: int
     max_parallelism: int
     job_parameters: dict[str, str] = field(default_factory=dict)
+
+
+def current_partition() -> int:
+    """The Spark partition (the parallel instance) running this code; 0 outside a Spark task."""
+    try:
+        from pyspark import TaskContext
+    except ImportError:  # pragma: no cover - PySpark is always there on an executor
+        return 0
+    tc = TaskContext.get()
+    return tc.partitionId() if tc is not None else 0
 
 
 def _attempt_number() -> int:
@@ -152,37 +167,52 @@ def generator_partition(generator: Callable[[int], Any], per_second: float | Non
 
 
 # -- one-input operators -----------------------------------------------------------
-def map_partition(fn: Any, info: TaskInfo) -> PartitionFn:
+# With ``stamped`` the records are (value, timestamp) pairs and outputs keep their input's timestamp.
+def map_partition(fn: Any, info: TaskInfo, stamped: bool = False) -> PartitionFn:
     def run(index: int, it: Iterator[Any]) -> Iterator[Any]:
         _open(fn, info, index)
+        call = fn.map if isinstance(fn, MapFunction) else fn
         try:
-            yield from map(fn.map if isinstance(fn, MapFunction) else fn, it)
+            if stamped:
+                for v, ts in it:
+                    yield call(v), ts
+            else:
+                yield from map(call, it)
         finally:
             _close(fn)
 
     return run
 
 
-def flat_map_partition(fn: Any, info: TaskInfo) -> PartitionFn:
+def flat_map_partition(fn: Any, info: TaskInfo, stamped: bool = False) -> PartitionFn:
     def run(index: int, it: Iterator[Any]) -> Iterator[Any]:
         _open(fn, info, index)
         call = fn.flat_map if isinstance(fn, FlatMapFunction) else fn
         try:
-            for v in it:
+            for record in it:
+                v, ts = record if stamped else (record, None)
                 out: list[Any] = []
                 _extend(out, call(v))  # the native rules: None is nothing, a str is an error
-                yield from out
+                if stamped:
+                    for o in out:
+                        yield o, ts
+                else:
+                    yield from out
         finally:
             _close(fn)
 
     return run
 
 
-def filter_partition(fn: Any, info: TaskInfo) -> PartitionFn:
+def filter_partition(fn: Any, info: TaskInfo, stamped: bool = False) -> PartitionFn:
     def run(index: int, it: Iterator[Any]) -> Iterator[Any]:
         _open(fn, info, index)
+        call = fn.filter if isinstance(fn, FilterFunction) else fn
         try:
-            yield from filter(fn.filter if isinstance(fn, FilterFunction) else fn, it)
+            if stamped:
+                yield from (p for p in it if call(p[0]))
+            else:
+                yield from filter(call, it)
         finally:
             _close(fn)
 
@@ -190,7 +220,7 @@ def filter_partition(fn: Any, info: TaskInfo) -> PartitionFn:
 
 
 class _NoTimers(TimerService):
-    """Bounded jobs on Spark have no timers yet: no watermarks, and processing time never advances a batch."""
+    """A non-keyed ProcessFunction has no timers, as natively."""
 
     def __init__(self, why: str) -> None:
         self.why = why
@@ -227,21 +257,30 @@ def _results(result: Any) -> list[Any]:
 class _ProcessContext(ProcessFunction.Context):
     def __init__(self) -> None:
         self.timers = _NoTimers("timers can only be used on a keyed stream (key_by(...).process(...))")
+        self.ts: int | None = None
 
     def timestamp(self) -> int | None:
-        return None  # records carry no timestamps yet
+        return self.ts
 
     def timer_service(self) -> TimerService:
         return self.timers
 
+    def output(self, output_tag: Any, value: Any) -> None:
+        pass  # side outputs with a reader are refused before the job runs; unread ones are dropped natively too
 
-def process_partition(fn: ProcessFunction, info: TaskInfo) -> PartitionFn:
+
+def _emit(results: list[Any], ts: int | None, stamped: bool) -> list[Any]:
+    return [(r, ts) for r in results] if stamped else results
+
+
+def process_partition(fn: ProcessFunction, info: TaskInfo, stamping: Stamping = NO_STAMPS) -> PartitionFn:
     def run(index: int, it: Iterator[Any]) -> Iterator[Any]:
         _open(fn, info, index)
         ctx = _ProcessContext()
         try:
-            for v in it:
-                yield from _results(fn.process_element(v, ctx))
+            for record in it:
+                v, ctx.ts = record if stamping.input else (record, None)
+                yield from _emit(_results(fn.process_element(v, ctx)), ctx.ts, stamping.output)
         finally:
             _close(fn)
 
@@ -271,15 +310,43 @@ class SortKeyPartitioner:
         return sort_key[0] * self.parallelism // self.max_parallelism
 
 
-def sort_keyed_partition(key_selector: Callable[[Any], Any], max_parallelism: int) -> PartitionFn:
-    """Tags each record with a sort key that groups by key group and keeps input order within a key."""
+def sort_keyed_partition(
+    key_selector: Callable[[Any], Any], max_parallelism: int, stamped: bool = False, by_timestamp: bool = False
+) -> PartitionFn:
+    """Tags each record with a sort key that groups by key group and orders records within a key.
+
+    The order is Flink's BATCH order: by timestamp when ``by_timestamp`` (records
+    without one come first), then input order.
+    """
 
     def run(index: int, it: Iterator[Any]) -> Iterator[SortedKeyedRecord]:
-        for position, v in enumerate(it):
+        for position, record in enumerate(it):
+            v, ts = record if stamped else (record, None)
             k = key_selector(v)
-            yield (assign_to_key_group(k, max_parallelism), index, position), (k, v)
+            group = assign_to_key_group(k, max_parallelism)
+            if by_timestamp:
+                yield (group, MIN_WATERMARK if ts is None else ts, index, position), (k, v, ts)
+            else:
+                yield (group, index, position), (k, v, ts)
 
     return run
+
+
+def records_by_key(it: Iterator[SortedKeyedRecord]) -> Iterator[tuple[Any, list[tuple[Any, int | None]]]]:
+    """Each key with its (value, timestamp) records in sorted order, one key group in memory at a time."""
+    current_group: int | None = None
+    keys: dict[Any, list[tuple[Any, int | None]]] = {}
+    for sort_key, (k, v, ts) in it:
+        if sort_key[0] != current_group:
+            yield from keys.items()
+            keys = {}
+            current_group = sort_key[0]
+        records = keys.get(k)
+        if records is None:
+            keys[k] = [(v, ts)]
+        else:
+            records.append((v, ts))
+    yield from keys.items()
 
 
 class ReduceCall:
@@ -298,10 +365,7 @@ class ReduceCall:
         if call is None:
             fn = self.fn
             if isinstance(fn, Function):
-                from pyspark import TaskContext
-
-                tc = TaskContext.get()
-                _open(fn, self.info, tc.partitionId() if tc is not None else 0)
+                _open(fn, self.info, current_partition())
             call = self._call = fn.reduce if isinstance(fn, ReduceFunction) else fn
         return call(a, b)
 
@@ -309,13 +373,15 @@ class ReduceCall:
         return {"fn": self.fn, "info": self.info, "_call": None}  # every task opens its own copy
 
 
-class _KeyedContext(KeyedProcessFunction.Context):
-    def __init__(self, backend: HeapKeyedStateBackend) -> None:
+class _KeyedContext(KeyedProcessFunction.OnTimerContext):
+    def __init__(self, backend: HeapKeyedStateBackend, timers: BatchTimerService) -> None:
         self.backend = backend
-        self.timers = _NoTimers("timers are not available for jobs on Spark yet")
+        self.timers = timers
+        self.ts: int | None = None
+        self.domain: TimeDomain | None = None
 
     def timestamp(self) -> int | None:
-        return None
+        return self.ts
 
     def timer_service(self) -> TimerService:
         return self.timers
@@ -323,27 +389,40 @@ class _KeyedContext(KeyedProcessFunction.Context):
     def get_current_key(self) -> Any:
         return self.backend.current_key
 
+    def time_domain(self) -> TimeDomain | None:
+        return self.domain
 
-def keyed_process_partition(fn: KeyedProcessFunction, info: TaskInfo) -> PartitionFn:
-    """Flink's BATCH execution of a KeyedProcessFunction over records sorted by key group.
+    def output(self, output_tag: Any, value: Any) -> None:
+        pass  # as _ProcessContext.output
 
-    Keyed state lives in a heap backend; it is dropped whenever a key group is
-    complete, since in BATCH no record of that group can follow.
+
+def keyed_process_partition(fn: KeyedProcessFunction, info: TaskInfo, stamped_output: bool = False) -> PartitionFn:
+    """Flink's BATCH execution of a KeyedProcessFunction over records sorted by key.
+
+    One key at a time: its records in order, then its timers (``BatchTimerService``).
+    Keyed state lives in a heap backend and is dropped when the key is done,
+    since in BATCH no record of that key can follow. Records keep their
+    timestamp; event-time timer output carries the timer's time, and
+    processing-time timer output none, as natively.
     """
 
     def run(index: int, it: Iterator[SortedKeyedRecord]) -> Iterator[Any]:
         backend = HeapKeyedStateBackend(info.max_parallelism)
         _open(fn, info, index, backend)
-        ctx = _KeyedContext(backend)
-        current_group: int | None = None
+        timers = BatchTimerService()
+        ctx = _KeyedContext(backend, timers)
         try:
-            for (group, _, _), (k, v) in it:
-                if group != current_group:
-                    for table in backend.tables.values():
-                        table.clear()  # in place: state objects hold these dicts
-                    current_group = group
-                backend.current_key = k
-                yield from _results(fn.process_element(v, ctx))
+            for key, records in records_by_key(it):
+                backend.current_key = key
+                ctx.domain = None
+                for v, ctx.ts in records:
+                    yield from _emit(_results(fn.process_element(v, ctx)), ctx.ts, stamped_output)
+                for ts, domain in timers.end_of_key():
+                    ctx.domain = domain
+                    ctx.ts = ts if domain is TimeDomain.EVENT_TIME else None
+                    yield from _emit(_results(fn.on_timer(ts, ctx)), ctx.ts, stamped_output)
+                for table in backend.tables.values():
+                    table.clear()  # in place: state objects hold these dicts
         finally:
             _close(fn)
 
@@ -376,21 +455,25 @@ def print_partition(identifier: str | None, parallelism: int, write: Callable[[s
 
 
 class _SinkContext:
+    def __init__(self) -> None:
+        self.ts: int | None = None
+
     def timestamp(self) -> int | None:
-        return None
+        return self.ts
 
 
-def sink_function_partition(fn: Any, info: TaskInfo) -> Callable[[int, Iterable[Any]], None]:
+def sink_function_partition(fn: Any, info: TaskInfo, stamped: bool = False) -> Callable[[int, Iterable[Any]], None]:
     def run(index: int, it: Iterable[Any]) -> None:
         _open(fn, info, index)
         try:
             if isinstance(fn, SinkFunction):
                 ctx = _SinkContext()
-                for v in it:
+                for record in it:
+                    v, ctx.ts = record if stamped else (record, None)
                     fn.invoke(v, ctx)
             else:
-                for v in it:
-                    fn(v)
+                for record in it:
+                    fn(record[0] if stamped else record)
         finally:
             _close(fn)
 

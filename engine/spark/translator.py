@@ -4,6 +4,8 @@ Each stream node becomes an RDD with as many partitions as the node's
 parallelism, so a partition plays the part of a native subtask. Edges become
 repartitioning (or nothing); keyed operators route keys to partitions with
 the native key-group assignment. Sinks become actions, run by ``SparkPlan.run``.
+Between an operator that stamps event timestamps and the operators that read
+them, RDDs hold (value, timestamp) pairs (``timestamps.plan_timestamps``).
 Nothing here does I/O beyond Spark itself: collected results go to a callback.
 """
 from __future__ import annotations
@@ -17,9 +19,12 @@ from engine.datastream.connectors.number_seq import NumberSequenceSource
 from engine.datastream.connectors.source import Source
 from engine.datastream.functions import Function
 from engine.graph.job_graph import JobGraph
-from engine.graph.stream_graph import StreamGraph, StreamNode
+from engine.graph.stream_graph import StreamEdge, StreamGraph, StreamNode
 from engine.graph.transformations import OperatorKind, ShipStrategy, Transformation
 from engine.spark import partitions as P
+from engine.spark import co_operators as C
+from engine.spark import windows as W
+from engine.spark.timestamps import NO_STAMPS, Stamping, plan_timestamps, timestamps_partition, unstamped, value_of
 from engine.spark.validation import UntranslatableJob, check_job_graph, untranslatable_operator
 
 __all__ = ["SparkPlan", "SinkAction", "UntranslatableJob", "translate"]
@@ -106,24 +111,41 @@ def translate_source(sc: Any, t: Transformation, node: StreamNode) -> RDD:
 
 
 # -- one-input operators -------------------------------------------------------------
-def translate_map(rdd: RDD, t: Transformation, info: P.TaskInfo) -> RDD:
-    return rdd.mapPartitionsWithIndex(P.map_partition(t.function, info))
+def translate_map(rdd: RDD, t: Transformation, info: P.TaskInfo, stamping: Stamping = NO_STAMPS) -> RDD:
+    return rdd.mapPartitionsWithIndex(P.map_partition(t.function, info, stamping.output))
 
 
-def translate_flat_map(rdd: RDD, t: Transformation, info: P.TaskInfo) -> RDD:
-    return rdd.mapPartitionsWithIndex(P.flat_map_partition(t.function, info))
+def translate_flat_map(rdd: RDD, t: Transformation, info: P.TaskInfo, stamping: Stamping = NO_STAMPS) -> RDD:
+    return rdd.mapPartitionsWithIndex(P.flat_map_partition(t.function, info, stamping.output))
 
 
-def translate_filter(rdd: RDD, t: Transformation, info: P.TaskInfo) -> RDD:
-    return rdd.mapPartitionsWithIndex(P.filter_partition(t.function, info), True)
+def translate_filter(rdd: RDD, t: Transformation, info: P.TaskInfo, stamping: Stamping = NO_STAMPS) -> RDD:
+    return rdd.mapPartitionsWithIndex(P.filter_partition(t.function, info, stamping.output), True)
 
 
-def translate_process(rdd: RDD, t: Transformation, info: P.TaskInfo) -> RDD:
-    return rdd.mapPartitionsWithIndex(P.process_partition(t.function, info))
+def translate_process(rdd: RDD, t: Transformation, info: P.TaskInfo, stamping: Stamping = NO_STAMPS) -> RDD:
+    return rdd.mapPartitionsWithIndex(P.process_partition(t.function, info, stamping))
+
+
+def translate_timestamps(rdd: RDD, t: Transformation, info: P.TaskInfo, stamping: Stamping = NO_STAMPS) -> RDD:
+    """The WatermarkStrategy's timestamp assigner; watermarks have no part in BATCH."""
+    strategy = t.params["watermark_strategy"]
+    return rdd.mapPartitionsWithIndex(timestamps_partition(strategy, info.operator_name, stamping), True)
+
+
+# -- two-input operators: the input holds (input index, record) ----------------------
+def translate_co_map(rdd: RDD, t: Transformation, info: P.TaskInfo, stamping: Stamping = NO_STAMPS) -> RDD:
+    return rdd.mapPartitionsWithIndex(C.co_map_partition(t.function, info, stamping.output))
+
+
+def translate_co_flat_map(rdd: RDD, t: Transformation, info: P.TaskInfo, stamping: Stamping = NO_STAMPS) -> RDD:
+    return rdd.mapPartitionsWithIndex(C.co_flat_map_partition(t.function, info, stamping.output))
 
 
 # -- keyed operators -----------------------------------------------------------------
-def translate_reduce(rdd: RDD, t: Transformation, info: P.TaskInfo, key_selector: Callable[[Any], Any]) -> RDD:
+def translate_reduce(
+    rdd: RDD, t: Transformation, info: P.TaskInfo, key_selector: Callable[[Any], Any], stamping: Stamping = NO_STAMPS
+) -> RDD:
     """BATCH keyed reduce: ``reduceByKey`` (map-side combine), emitting only the final value per key."""
     fn = t.function
     if isinstance(fn, Function) and type(fn).open is not Function.open:
@@ -139,20 +161,58 @@ def translate_reduce(rdd: RDD, t: Transformation, info: P.TaskInfo, key_selector
 
 
 def translate_keyed_process(
-    rdd: RDD, t: Transformation, info: P.TaskInfo, key_selector: Callable[[Any], Any]
+    rdd: RDD, t: Transformation, info: P.TaskInfo, key_selector: Callable[[Any], Any], stamping: Stamping = NO_STAMPS
 ) -> RDD:
-    """Flink's BATCH keyed processing: records grouped by key, in input order within a key."""
-    sorted_rdd = rdd.mapPartitionsWithIndex(
-        P.sort_keyed_partition(key_selector, info.max_parallelism)
+    """Flink's BATCH keyed processing: records grouped by key, by timestamp (if any) then input order
+    within a key; each key's timers fire when its records end."""
+    sorted_rdd = _sorted_by_key(rdd, info, key_selector, stamped=stamping.input, by_timestamp=stamping.input)
+    return sorted_rdd.mapPartitionsWithIndex(P.keyed_process_partition(t.function, info, stamping.output))
+
+
+def translate_window(
+    rdd: RDD, t: Transformation, info: P.TaskInfo, key_selector: Callable[[Any], Any], stamping: Stamping = NO_STAMPS
+) -> RDD:
+    """Keyed windows in BATCH: grouping by (key, window), or per key for session and count windows."""
+    plan = W.plan_window(info.operator_name, t.params)
+    fns = W.WindowFunctions(t.params, t.function, info)
+    p = info.parallelism
+    if plan.shape == W.BY_WINDOW:
+        combine = plan.incremental and fns.can_merge()
+        assign = W.assign_windows_partition(key_selector, t.params["assigner"], info.operator_name, combine)
+        partitioner = W.WindowKeyPartitioner(info.max_parallelism, p)
+        by_window = rdd.mapPartitionsWithIndex(assign)
+        if combine:  # aggregateByKey's shape, the first record creating the accumulator
+            combined = by_window.combineByKey(
+                fns.create, fns.add, fns.merge, numPartitions=p, partitionFunc=partitioner
+            )
+            return combined.mapPartitionsWithIndex(W.fire_accumulators_partition(fns, stamping.output))
+        grouped = by_window.groupByKey(numPartitions=p, partitionFunc=partitioner)
+        return grouped.mapPartitionsWithIndex(W.fire_groups_partition(fns, stamping.output))
+    if plan.shape == W.MERGING:
+        sorted_rdd = _sorted_by_key(rdd, info, key_selector, stamped=stamping.input, by_timestamp=True)
+        run = W.merging_windows_partition(fns, t.params["assigner"], info.operator_name, stamping.output)
+        return sorted_rdd.mapPartitionsWithIndex(run)
+    sorted_rdd = _sorted_by_key(rdd, info, key_selector, stamped=stamping.input, by_timestamp=False)
+    run = W.count_windows_partition(fns, t.params, plan.incremental, stamping.output)
+    return sorted_rdd.mapPartitionsWithIndex(run)
+
+
+def _sorted_by_key(
+    rdd: RDD, info: P.TaskInfo, key_selector: Callable[[Any], Any], stamped: bool, by_timestamp: bool
+) -> RDD:
+    """Records routed to the instance owning their key group, sorted there as Flink's BATCH keyed input."""
+    return rdd.mapPartitionsWithIndex(
+        P.sort_keyed_partition(key_selector, info.max_parallelism, stamped, by_timestamp)
     ).repartitionAndSortWithinPartitions(
         numPartitions=info.parallelism,
         partitionFunc=P.SortKeyPartitioner(info.max_parallelism, info.parallelism),
     )
-    return sorted_rdd.mapPartitionsWithIndex(P.keyed_process_partition(t.function, info))
 
 
 # -- edges -----------------------------------------------------------------------------
-def translate_edge(rdd: RDD, strategy: ShipStrategy, node: StreamNode, key_selector: Any = None) -> RDD:
+def translate_edge(
+    rdd: RDD, strategy: ShipStrategy, node: StreamNode, key_selector: Any = None, stamped: bool = False
+) -> RDD:
     """Re-distribute an upstream RDD over the target's ``parallelism`` partitions as the edge says."""
     p = node.parallelism
     if strategy is ShipStrategy.FORWARD:
@@ -172,7 +232,8 @@ def translate_edge(rdd: RDD, strategy: ShipStrategy, node: StreamNode, key_selec
     if strategy is ShipStrategy.HASH:
         # A keyed stream feeding a non-keyed operator (key_by(...).map(...)): route by key group only.
         partitioner = P.KeyPartitioner(node.max_parallelism, p)
-        return rdd.map(lambda v: (partitioner(key_selector(v)), v)).partitionBy(p, _identity).values()
+        key_of = (lambda r: key_selector(r[0])) if stamped else key_selector
+        return rdd.map(lambda r: (partitioner(key_of(r)), r)).partitionBy(p, _identity).values()
     raise untranslatable_operator(node.name, f"unknown ship strategy {strategy}")
 
 
@@ -180,8 +241,17 @@ def _identity(i: int) -> int:
     return i
 
 
+def _tag(input_index: int) -> Callable[[Any], tuple[int, Any]]:
+    def tag(record: Any) -> tuple[int, Any]:
+        return input_index, record
+
+    return tag
+
+
 # -- sinks --------------------------------------------------------------------------------
-def translate_sink(rdd: RDD, t: Transformation, node: StreamNode, info: P.TaskInfo) -> SinkAction:
+def translate_sink(
+    rdd: RDD, t: Transformation, node: StreamNode, info: P.TaskInfo, stamping: Stamping = NO_STAMPS
+) -> SinkAction:
     kind = t.params.get("sink")
     name = f"Sink: {node.name}"
     if kind == "collect":
@@ -189,7 +259,7 @@ def translate_sink(rdd: RDD, t: Transformation, node: StreamNode, info: P.TaskIn
     if kind == "print":
         fn = P.print_partition(t.params.get("identifier"), node.parallelism)
     elif kind == "function":
-        fn = P.sink_function_partition(t.function, info)
+        fn = P.sink_function_partition(t.function, info, stamping.input)
     elif kind == "writer":
         fn = P.writer_partition(t.function, node.parallelism)
     else:
@@ -206,16 +276,23 @@ def _with_partition_index(fn: Callable[[int, Any], None]) -> Callable[[Any], Non
     return run
 
 
-_ONE_INPUT: dict[OperatorKind, Callable[[RDD, Transformation, P.TaskInfo], RDD]] = {
+_ONE_INPUT: dict[OperatorKind, Callable[[RDD, Transformation, P.TaskInfo, Stamping], RDD]] = {
     OperatorKind.MAP: translate_map,
     OperatorKind.FLAT_MAP: translate_flat_map,
     OperatorKind.FILTER: translate_filter,
     OperatorKind.PROCESS: translate_process,
+    OperatorKind.TIMESTAMPS: translate_timestamps,
 }
 
-_KEYED: dict[OperatorKind, Callable[[RDD, Transformation, P.TaskInfo, Callable[[Any], Any]], RDD]] = {
+_TWO_INPUT: dict[OperatorKind, Callable[[RDD, Transformation, P.TaskInfo, Stamping], RDD]] = {
+    OperatorKind.CO_MAP: translate_co_map,
+    OperatorKind.CO_FLAT_MAP: translate_co_flat_map,
+}
+
+_KEYED: dict[OperatorKind, Callable[[RDD, Transformation, P.TaskInfo, Callable[[Any], Any], Stamping], RDD]] = {
     OperatorKind.REDUCE: translate_reduce,
     OperatorKind.KEYED_PROCESS: translate_keyed_process,
+    OperatorKind.WINDOW: translate_window,
 }
 
 
@@ -227,6 +304,7 @@ class _Translator:
         self.rdds: dict[int, RDD] = {}
         self.vertex_name = {op.node_id: v.name for v in job_graph.vertices for op in v.operators}
         self.job_parameters = dict(job_graph.config.get("pipeline.global-job-parameters", {}))
+        self.stamping = plan_timestamps(stream_graph)
 
     def info(self, node: StreamNode) -> P.TaskInfo:
         return P.TaskInfo(
@@ -245,7 +323,7 @@ class _Translator:
             node = self.sg.nodes[node_id]
             t = self.sg.transformations[node_id]
             if node.kind is OperatorKind.SINK:
-                actions.append(translate_sink(self._input(node), t, node, self.info(node)))
+                actions.append(translate_sink(self._input(node), t, node, self.info(node), self.stamping[node_id]))
                 continue
             rdd = self._translate(node, t)
             rdd.setName(node.name)
@@ -261,10 +339,14 @@ class _Translator:
     def _translate(self, node: StreamNode, t: Transformation) -> RDD:
         if node.kind is OperatorKind.SOURCE:
             return translate_source(self.sc, t, node)
+        stamping = self.stamping[node.id]
         if node.kind in _KEYED:
-            return _KEYED[node.kind](self._keyed_input(node), t, self.info(node), self.sg.key_selectors[node.id])
+            selector = self.sg.key_selectors.get(node.id)
+            return _KEYED[node.kind](self._keyed_input(node), t, self.info(node), selector, stamping)
         if node.kind in _ONE_INPUT:
-            return _ONE_INPUT[node.kind](self._input(node), t, self.info(node))
+            return _ONE_INPUT[node.kind](self._input(node), t, self.info(node), stamping)
+        if node.kind in _TWO_INPUT:
+            return _TWO_INPUT[node.kind](self._input(node, tagged=True), t, self.info(node), stamping)
         raise untranslatable_operator(node.name, f"{node.kind.value} has no Spark translation yet")
 
     def _keyed_input(self, node: StreamNode) -> RDD:
@@ -272,18 +354,44 @@ class _Translator:
         edges = self.sg.in_edges(node.id)
         if not edges or any(e.ship_strategy is not ShipStrategy.HASH for e in edges) or node.id not in self.sg.key_selectors:
             raise untranslatable_operator(node.name, "a keyed operator needs key_by() on every input")
-        return self._union([self.rdds[e.source] for e in edges])
+        return self._union([self._upstream(e, node) for e in edges])
 
-    def _input(self, node: StreamNode) -> RDD:
+    def _input(self, node: StreamNode, tagged: bool = False) -> RDD:
+        """The node's input over its parallelism; ``tagged`` records become (input index, record)."""
         edges = self.sg.in_edges(node.id)
         if not edges:
             raise untranslatable_operator(node.name, "it has no input")
-        selector = self.sg.key_selectors.get(node.id)
-        rdd = self._union([translate_edge(self.rdds[e.source], e.ship_strategy, node, selector) for e in edges])
+        stamped = self.stamping[node.id].input
+        rdds = []
+        for e in edges:
+            selector = self.sg.key_selector_for(node.id, e.input_index)
+            rdd = translate_edge(self._upstream(e, node), e.ship_strategy, node, selector, stamped)
+            rdds.append(rdd.map(_tag(e.input_index), True) if tagged else rdd)
+        rdd = self._union(rdds)
         if rdd.getNumPartitions() > node.parallelism:
             # A union of forwarded inputs: each instance reads several upstream partitions, as in native.
             rdd = rdd.coalesce(node.parallelism)
         return rdd
+
+    def _upstream(self, edge: StreamEdge, node: StreamNode) -> RDD:
+        """The edge's source RDD, with timestamps stripped or added as ``node`` takes its input."""
+        if edge.output_tag is not None:
+            return self._side_output(edge, node)
+        rdd = self.rdds[edge.source]
+        produced, wanted = self.stamping[edge.source].output, self.stamping[node.id].input
+        if produced and not wanted:
+            return rdd.map(value_of, True)
+        if wanted and not produced:
+            return rdd.map(unstamped, True)
+        return rdd
+
+    def _side_output(self, edge: StreamEdge, node: StreamNode) -> RDD:
+        source = self.sg.nodes[edge.source]
+        params = self.sg.transformations[edge.source].params
+        if source.kind is OperatorKind.WINDOW and edge.output_tag == params.get("late_tag"):
+            # In BATCH every record is on time (Flink's batch semantics): late data never exists.
+            return self.sc.parallelize([], node.parallelism)
+        raise untranslatable_operator(source.name, f"its side output '{edge.output_tag}' is not translated yet")
 
     def _union(self, rdds: list[RDD]) -> RDD:
         return rdds[0] if len(rdds) == 1 else self.sc.union(rdds)

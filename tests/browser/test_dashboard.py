@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -193,3 +194,42 @@ def test_jobs_page_filters_by_name_and_state_without_reload(cluster: Cluster, jo
         "([...document.querySelectorAll('#job-tables .job-row td:last-child .state')])"
     )
     assert "state=CANCELED" in page.url and page.evaluate("window.__notReloaded") is True
+
+
+def test_spark_tab_shows_a_batch_jobs_stages_live(cluster: Cluster, jobs: dict[str, str], page) -> None:
+    pytest.importorskip("pyspark")
+    known = {j["jid"] for j in cluster.http.get("/jobs/overview").json()["jobs"]}
+    with ThreadPoolExecutor(1) as pool:  # execute_and_collect needs an attached client: run it aside
+        run = pool.submit(cluster.run, PROGRAMS / "batch_reduce.py", options=("-p", "2"))
+        found: list[str] = []
+
+        def submitted() -> bool:
+            found[:] = [j["jid"] for j in cluster.http.get("/jobs/overview").json()["jobs"] if j["jid"] not in known]
+            return bool(found)
+
+        cluster.wait_for(submitted, 60, "the batch job to be submitted")
+        jid = found[0]
+        page.goto(f"{cluster.url}/ui/jobs/{jid}/spark")
+        page.evaluate("window.__notReloaded = true")
+        # stages arrive over the job's stream (Spark takes seconds to start its context)
+        page.wait_for_selector(".spark-stage", timeout=120000)
+        result = run.result(timeout=180)
+    assert result.returncode == 0, result.stderr
+    assert cluster.job(jid)["state"] == "FINISHED"
+    stages = cluster.job(jid)["spark"]["stages"]
+    assert stages and page.locator(".spark-stage").count() >= 1
+    # the last update before the stream closes shows every stage done and Spark's UI gone
+    page.wait_for_selector("#job-header .state-finished", timeout=15000)
+    page.wait_for_function(
+        "[...document.querySelectorAll('.spark-stage')].every(r => ['complete', 'skipped'].includes(r.dataset.status))",
+        timeout=15000,
+    )
+    complete = [s for s in stages if s["numCompletedTasks"] == s["numTasks"]]
+    assert page.locator(".spark-stage[data-status=complete]").count() == len(complete) >= 1
+    assert page.locator(".stage-complete .stage-bar .completed").first.get_attribute("style") == "width: 100.0%"
+    assert "closed when the job ended" in page.inner_text("#spark-progress")
+    assert page.evaluate("window.__notReloaded") is True
+    assert page.locator("nav.tabs a[data-tab=spark]").count() == 1
+    shot(page, "spark-stages")
+    page.goto(f"{cluster.url}/ui/jobs/{jobs['unbounded']}/graph")  # STREAMING jobs have no Spark tab
+    assert page.locator("nav.tabs a[data-tab=spark]").count() == 0

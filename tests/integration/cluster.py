@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -39,6 +40,7 @@ class Cluster:
             MILLSTREAM_HEARTBEAT_INTERVAL_MS="500",
             MILLSTREAM_JOBMANAGER=self.url,
             PYTHONUNBUFFERED="1",
+            MILLSTREAM_CLUSTER_SECRET=secrets.token_hex(32),  # signs user code; every process shares it
         )
         if database_url:
             self.env["DATABASE_URL"] = database_url

@@ -1,8 +1,6 @@
 """The job page: header and tabs, each tab with its own SSE stream while the job runs."""
 from __future__ import annotations
 
-
-
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
@@ -10,11 +8,13 @@ from backend.deps import DispatcherDep
 from backend.ui import context
 from backend.ui.deps import HistoryDep
 from backend.ui.job_view import TAB_IDS
-from backend.ui.sse import stream
+from backend.ui.sse import SharedTicks, stream
 from backend.ui.templating import block, is_htmx, templates
 from engine.jobmanager.dispatcher import UnknownJob
 
 router = APIRouter(prefix="/ui/jobs", include_in_schema=False)
+# Every viewer of one job tab gets the same events; the blocks read no per-request state.
+_ticks = SharedTicks()
 
 
 def _not_found(request: Request, jid: str) -> Response:
@@ -55,7 +55,7 @@ def job_stream(
     if tab not in TAB_IDS:
         return HTMLResponse("unknown tab", status_code=404)
 
-    def produce() -> tuple[list[tuple[str, str]], bool]:
+    def render() -> tuple[list[tuple[str, str]], bool]:
         ctx = {"request": request, "page": "jobs", **context.job_context(dispatcher, history, jid, tab, _view(view))}
         events = [("header", block("job.html", "header", **ctx))]
         if ctx["live_body"]:
@@ -66,6 +66,9 @@ def job_stream(
         if done:  # once: the Cancel button goes away when the job has ended
             events.append(("actions", block("job.html", "actions", **ctx)))
         return events, done
+
+    def produce() -> tuple[list[tuple[str, str]], bool]:
+        return _ticks.get((id(dispatcher), jid.lower(), tab, _view(view)), render)
 
     return stream(request, produce, interval_s=1.0)
 
