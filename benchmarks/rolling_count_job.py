@@ -12,9 +12,12 @@ from pyflink.datastream.connectors.number_seq import NumberSequenceSource
 N = int(sys.argv[1])
 P = int(sys.argv[2]) if len(sys.argv) > 2 else 2
 LABEL = sys.argv[3] if len(sys.argv) > 3 else "millstream"
+CHECKPOINT_MS = int(sys.argv[4]) if len(sys.argv) > 4 else 0
 
 env = StreamExecutionEnvironment.get_execution_environment()
 env.set_parallelism(P)
+if CHECKPOINT_MS:
+    env.enable_checkpointing(CHECKPOINT_MS)  # exactly-once
 numbers = env.from_source(NumberSequenceSource(1, N), WatermarkStrategy.no_watermarks(), "seq")
 words = numbers.map(lambda n: ("w%d" % (n % 1000), 1), output_type=Types.TUPLE([Types.STRING(), Types.INT()]))
 counts = words.key_by(lambda t: t[0], key_type=Types.STRING()).reduce(lambda a, b: (a[0], a[1] + b[1]))

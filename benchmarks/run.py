@@ -59,7 +59,7 @@ def run(cmd: list[str], env: dict[str, str] | None = None, timeout: float = 900)
     return lines[-1]
 
 
-def on_cluster(n: int, taskmanagers: int, parallelism: int, job: Path = JOB) -> str:
+def on_cluster(n: int, taskmanagers: int, parallelism: int, job: Path = JOB, extra: tuple[str, ...] = ()) -> str:
     from backend.cluster_launcher import LocalCluster
     from backend.settings import Settings
 
@@ -71,7 +71,7 @@ def on_cluster(n: int, taskmanagers: int, parallelism: int, job: Path = JOB) -> 
             if not cluster.wait_ready():
                 return f"failed: the cluster did not start; see {tmp}/log"
             env = dict(cluster.env, MILLSTREAM_JOBMANAGER=f"http://127.0.0.1:{settings.port}")
-            cmd = [sys.executable, "-m", "backend.cli", "run", str(job), str(n), str(parallelism)]
+            cmd = [sys.executable, "-m", "backend.cli", "run", str(job), str(n), str(parallelism), *extra]
             return run(cmd, env)
         finally:
             cluster.shutdown()
@@ -88,6 +88,12 @@ def main() -> None:
     results: dict[str, str] = {}
 
     results["Millstream, 2 TaskManagers over Redis, P=2"] = on_cluster(n, taskmanagers=2, parallelism=2)
+    # Checkpoint overhead: the same job with exactly-once checkpoints every second (a longer run, so
+    # several checkpoints happen), against the same length of run without them, in this run.
+    results["Millstream, P=2, N x3, no checkpoints"] = on_cluster(3 * n, taskmanagers=2, parallelism=2)
+    results["Millstream, P=2, N x3, exactly-once checkpoints every 1 s"] = on_cluster(
+        3 * n, taskmanagers=2, parallelism=2, extra=("millstream-checkpointed", "1000")
+    )
     results["Millstream windowed: 1 s tumbling event-time sum, P=2"] = on_cluster(
         n, taskmanagers=2, parallelism=2, job=WINDOWED_JOB
     )
@@ -114,6 +120,10 @@ def main() -> None:
     two = rate(results["Millstream, 1 TaskManager x 2 slots, P=2"])
     if one and two:
         print(f"slot scaling on one TaskManager: P=2 runs {two / one:.2f}x the rate of P=1")
+    plain = rate(results["Millstream, P=2, N x3, no checkpoints"])
+    checkpointed = rate(results["Millstream, P=2, N x3, exactly-once checkpoints every 1 s"])
+    if plain and checkpointed:
+        print(f"checkpoint overhead: throughput with checkpoints every 1 s / without = {checkpointed / plain:.2f}")
     rolling = rate(results["Millstream, 2 TaskManagers over Redis, P=2"])
     windowed = rate(results["Millstream windowed: 1 s tumbling event-time sum, P=2"])
     if rolling and windowed:

@@ -9,9 +9,9 @@ from typing import Any
 
 from backend.api.jobs import load_job
 from backend.services import job_views
-from backend.ui import backpressure_view, cluster_view, graph_view, job_view, spark_view
+from backend.ui import backpressure_view, checkpoint_view, cluster_view, graph_view, job_view, spark_view
 from backend.ui.throughput import ThroughputHistory
-from engine.jobmanager.dispatcher import Dispatcher
+from engine.jobmanager.dispatcher import Dispatcher, UnknownJob
 from engine.jobmanager.job_store import JobRecord
 
 EXCEPTIONS_SHOWN = 50
@@ -112,7 +112,53 @@ def _tab_context(
         return {"spark": spark_view.spark_progress(progress, engine, alive)}
     if tab == "configuration":
         return {"config": job_view.configuration_tab(record), "plan": job_views.job_plan(record)}
-    return {}  # checkpoints: nothing to gather yet
+    if tab == "checkpoints":
+        return checkpoints_context(dispatcher, record)
+    return {}
+
+
+def checkpoints_context(dispatcher: Dispatcher, record: JobRecord) -> dict[str, Any]:
+    """``checkpoints`` is None when the JobManager holds no checkpointing for the job;
+    ``configured_interval`` then tells "off" from "on, but its statistics are gone"."""
+    cp = dispatcher.checkpointing(record.jid)
+    if cp is None:
+        interval = checkpoint_view.configured_interval(record.job_graph.get("config") or {})
+        return {"checkpoints": None, "configured_interval": interval, "cp_series_json": "null"}
+    overview = _retry(cp.overview)
+    config = checkpoint_view.config_view(cp.config_view(), cp.config)
+    # the summary window holds (id, metrics) of every completed checkpoint still counted;
+    # list() of a deque runs without yielding the GIL, so it is a consistent copy
+    completed = list(cp.coordinator.stats.summary)
+    tab = checkpoint_view.checkpoints_tab(overview, config, completed)
+    return {"checkpoints": tab, "configured_interval": config.interval_ms if config else None,
+            "cp_series_json": script_json(tab.series)}
+
+
+def checkpoint_detail_context(dispatcher: Dispatcher, jid: str, checkpoint_id: int) -> dict[str, Any]:
+    """One checkpoint per vertex and per subtask, for an expanded history row. Raises UnknownJob
+    for an unknown job; ``detail`` is None when the checkpoint has left the history."""
+    record = load_job(dispatcher, jid)
+    cp = dispatcher.checkpointing(record.jid)
+    if cp is None:
+        raise UnknownJob(jid)
+    details = _retry(lambda: cp.details(checkpoint_id))
+    detail = None
+    if details is not None:
+        subtasks = {vid: _retry(lambda vid=vid: cp.subtasks(checkpoint_id, vid)) for vid in details.get("tasks", {})}
+        detail = checkpoint_view.checkpoint_detail(details, subtasks, job_views.vertices_of(record))
+    return {"jid": record.jid, "checkpoint_id": checkpoint_id, "detail": detail}
+
+
+def _retry(read: Any, attempts: int = 5) -> Any:
+    """The statistics are read while the JobManager's loop updates them; a read that meets
+    a concurrent change ("dictionary changed size during iteration") is simply repeated."""
+    for i in range(attempts):
+        try:
+            return read()
+        except RuntimeError:
+            if i == attempts - 1:
+                raise
+            time.sleep(0.001)
 
 
 def script_json(value: Any) -> str:

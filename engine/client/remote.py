@@ -54,17 +54,31 @@ def register_program_modules(program_dir: str) -> None:
                 pass
 
 
+JOBMANAGER_OUTAGE_S = 90.0  # how long a client waits for a restarted JobManager before giving up
+
+
 class RestJobClient:
     def __init__(self, http: httpx.Client, job_id: str, detached: bool = False) -> None:
         self.http = http
         self.job_id = job_id
         self.detached = detached
 
+    def _get(self, path: str, **kwargs: Any) -> httpx.Response:
+        """GET that survives a JobManager restart: connection errors are retried for a while."""
+        deadline = time.monotonic() + JOBMANAGER_OUTAGE_S
+        while True:
+            try:
+                return self.http.get(path, **kwargs)
+            except httpx.TransportError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+
     def get_job_id(self) -> str:
         return self.job_id
 
     def get_job_status(self) -> str:
-        r = self.http.get(f"/jobs/{self.job_id}")
+        r = self._get(f"/jobs/{self.job_id}")
         r.raise_for_status()
         return r.json()["state"]
 
@@ -73,7 +87,7 @@ class RestJobClient:
 
     def wait(self, poll_s: float = 0.3) -> dict[str, Any]:
         while True:
-            r = self.http.get(f"/jobs/{self.job_id}")
+            r = self._get(f"/jobs/{self.job_id}")
             r.raise_for_status()
             job = r.json()
             if job["state"] in TERMINAL:
@@ -81,7 +95,7 @@ class RestJobClient:
             time.sleep(poll_s)
 
     def failure_cause(self) -> str | None:
-        r = self.http.get(f"/jobs/{self.job_id}/exceptions", params={"maxExceptions": 1})
+        r = self._get(f"/jobs/{self.job_id}/exceptions", params={"maxExceptions": 1})
         if r.status_code != 200:
             return None
         entries = r.json().get("exceptionHistory", {}).get("entries", [])
@@ -105,7 +119,7 @@ class RestJobClient:
         def gen() -> Iterator[Any]:
             offset = 0
             while True:
-                r = self.http.get(f"/jobs/{self.job_id}/results", params={"offset": offset})
+                r = self._get(f"/jobs/{self.job_id}/results", params={"offset": offset})
                 r.raise_for_status()
                 body = msgpack.unpackb(r.content, raw=False)
                 for raw in body["batches"]:

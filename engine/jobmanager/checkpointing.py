@@ -8,10 +8,14 @@ two-phase-commit sinks) and subsumed checkpoints are deleted.
 """
 from __future__ import annotations
 
+import functools
 import logging
+import os
+import threading
 from typing import Any
 
 from engine.checkpoint import stats as checkpoint_stats
+from engine.checkpoint.completed_checkpoint import CompletedCheckpoint
 from engine.checkpoint.config import CheckpointConfig
 from engine.checkpoint.coordinator import CheckpointCoordinator, FailedCheckpoint
 from engine.checkpoint.messages import DiscardAction, TaskAck
@@ -25,6 +29,17 @@ from engine.taskexecutor.gateway import TaskExecutorGateway
 log = logging.getLogger("millstream.checkpointing")
 
 
+def _locked(method):
+    """The dispatcher thread changes checkpoint statistics while REST and dashboard threads read them."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        with self.lock:
+            return method(self, *args, **kwargs)
+
+    return wrapper
+
+
 class JobCheckpointing:
     def __init__(self, job_graph: JobGraph, gateway: TaskExecutorGateway, default_dir: str) -> None:
         config = CheckpointConfig.from_job_config(job_graph.config)
@@ -36,6 +51,7 @@ class JobCheckpointing:
         self.coordinator = CheckpointCoordinator.for_job_graph(job_graph, config)
         self.storage = FileSystemCheckpointStorage(config.storage_dir or default_dir)
         self.failure_message: str | None = None  # set when failed checkpoints must fail the job
+        self.lock = threading.RLock()
 
     @property
     def enabled(self) -> bool:
@@ -47,6 +63,7 @@ class JobCheckpointing:
             return None
         return ex.taskmanager_id, ex.slot
 
+    @_locked
     def tick(self, eg: ExecutionGraph, now_ms: int) -> None:
         if not self.enabled:
             return
@@ -63,6 +80,7 @@ class JobCheckpointing:
                 msg = messages.trigger_checkpoint(self.job_id, eg.attempt, vertex, subtask, barrier)
                 self.gateway.trigger_checkpoint(where[0], where[1], msg)
 
+    @_locked
     def on_ack(self, msg: dict[str, Any], eg: ExecutionGraph, now_ms: int) -> None:
         ack = TaskAck.from_dict(msg["ack"])
         completed = self.coordinator.receive_ack(msg["checkpoint_id"], (msg["vertex"], msg["subtask"]), ack, now_ms)
@@ -86,6 +104,7 @@ class JobCheckpointing:
                 self.gateway.notify_checkpoint_complete(where[0], where[1], msg_out)
         self._discard(completed.discard)
 
+    @_locked
     def on_decline(self, msg: dict[str, Any], now_ms: int) -> None:
         failed = self.coordinator.receive_decline(
             msg["checkpoint_id"], (msg["vertex"], msg["subtask"]), msg["reason"], now_ms, bool(msg.get("not_ready"))
@@ -108,11 +127,29 @@ class JobCheckpointing:
                 except Exception:
                     log.warning("could not delete checkpoint %s at %s", d.checkpoint_id, d.location, exc_info=True)
 
+    @_locked
+    def latest_in_storage(self) -> CompletedCheckpoint | None:
+        """The newest complete checkpoint (one with ``_metadata``) of this job in checkpoint storage."""
+        job_dir = os.path.join(self.config.storage_dir or "", self.job_id)
+        try:
+            names = [n for n in os.listdir(job_dir) if n.startswith("chk-") and n[4:].isdigit()]
+        except OSError:
+            return None
+        for name in sorted(names, key=lambda n: int(n[4:]), reverse=True):
+            path = os.path.join(job_dir, name)
+            try:
+                return CompletedCheckpoint.from_metadata(self.storage.read_metadata(path), external_path=path)
+            except Exception:
+                log.warning("skipping incomplete or unreadable checkpoint %s", path)
+        return None
+
+    @_locked
     def abort_all(self, reason: str, now_ms: int) -> None:
         for failed in self.coordinator.abort_all(reason, now_ms):
             if failed.discard is not None:
                 self._discard([failed.discard])
 
+    @_locked
     def on_terminal(self, status: JobStatus, now_ms: int) -> None:
         for failed in self.coordinator.abort_all(f"the job is {status.value}", now_ms):
             if failed.discard is not None:
@@ -120,14 +157,18 @@ class JobCheckpointing:
         self._discard(self.coordinator.on_job_terminal(status.value))
 
     # -- REST views (Flink's shapes) ---------------------------------------------------
+    @_locked
     def overview(self) -> dict[str, Any]:
         return checkpoint_stats.checkpoints_overview(self.coordinator.stats)
 
+    @_locked
     def config_view(self) -> dict[str, Any] | None:
         return checkpoint_stats.checkpoint_config(self.config)
 
+    @_locked
     def details(self, checkpoint_id: int) -> dict[str, Any] | None:
         return checkpoint_stats.checkpoint_details(self.coordinator.stats, checkpoint_id)
 
+    @_locked
     def subtasks(self, checkpoint_id: int, vertex_id: str) -> dict[str, Any] | None:
         return checkpoint_stats.subtask_details(self.coordinator.stats, checkpoint_id, vertex_id)

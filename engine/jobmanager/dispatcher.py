@@ -81,7 +81,7 @@ class Dispatcher:
 
     # -- lifecycle ----------------------------------------------------------------
     def start(self) -> None:
-        self._recover_orphans()
+        self._recover_jobs()
         self._thread = threading.Thread(target=self._loop, name="dispatcher", daemon=True)
         self._thread.start()
 
@@ -90,9 +90,10 @@ class Dispatcher:
         if self._thread:
             self._thread.join(5)
 
-    def _recover_orphans(self) -> None:
-        """Jobs that were running when a previous JobManager died cannot be resumed
-        without checkpoints: record them as failed and stop their tasks."""
+    def _recover_jobs(self) -> None:
+        """Jobs that were running when a previous JobManager died: their old tasks are stopped, and a
+        streaming job with a completed checkpoint resumes from it as a new attempt. Any other is
+        recorded as failed."""
         with self.lock:
             self.rm.refresh()
             for rec in self.store.list_jobs():
@@ -101,6 +102,8 @@ class Dispatcher:
                 for tm in self.pool.taskmanagers.values():
                     for slot in range(tm.slots):
                         self.gateway.cancel_job(tm.id, slot, rec.jid, 1 << 30)
+                if rec.job_type != "BATCH" and self._resume(rec):
+                    continue
                 if rec.job_type == "BATCH":
                     # Spark drivers run in their own session and outlive us: tell them to stop.
                     self.client.set(redis_keys.spark_cancel(rec.jid), 1, ex=3600)
@@ -112,6 +115,34 @@ class Dispatcher:
                 rec.failure_cause = "the JobManager restarted while this job was running"
                 self.store.save_job(rec)
                 self.gateway.release_job(rec.jid)
+
+    def _resume(self, rec: JobRecord) -> bool:
+        full = self.store.get_job(rec.jid)
+        if full is None or not full.user_code:
+            return False
+        try:
+            job_graph = JobGraph.from_dict(full.job_graph)
+            jm = JobMaster(
+                job_graph, full.user_code, self.gateway, self.store, self.clock, self.read_metrics,
+                self.config.checkpoint_dir,
+            )
+        except Exception:
+            log.exception("cannot rebuild job %s", rec.jid)
+            return False
+        if jm.checkpointing is None:
+            return False
+        # Attempts after the ones the old TaskManager tasks ran, so no stale channel is ever read.
+        seen = [s.get("attempt", 0) for s in self._all_metric_samples(rec.jid)]
+        if not jm.resume_from_latest_checkpoint(max(seen, default=0) + 1, rec.start_time):
+            return False
+        self.gateway.release_job(rec.jid)
+        self.jobs[rec.jid] = jm
+        jm.persist()
+        log.info("job %s resumes after a JobManager restart", rec.jid)
+        return True
+
+    def _all_metric_samples(self, job_id: str) -> list[dict[str, Any]]:
+        return [messages.unpack(v) for v in self.client.hvals(redis_keys.task_metrics(job_id))]
 
     def _loop(self) -> None:
         next_membership = 0.0

@@ -257,6 +257,22 @@ class JobMaster:
             self.store.add_exception(ExceptionRecord(self.job_id, self._now(), "CheckpointException", cause))
             self.fail(cause)
 
+    def resume_from_latest_checkpoint(self, attempt: int, start_time: int) -> bool:
+        """After a JobManager restart: start over as ``attempt`` from the newest completed checkpoint
+        in checkpoint storage. False when there is none."""
+        assert self.checkpointing is not None
+        latest = self.checkpointing.latest_in_storage()
+        if latest is None:
+            return False
+        now = self._now()
+        self.checkpointing.coordinator.restore_from(latest, now)
+        self.restore_plan = plan_restore(latest, self.checkpointing.coordinator.operators)
+        self.eg.timestamps[JobStatus.CREATED.value] = start_time
+        for _ in range(attempt):
+            self.eg.reset_for_restart(now)
+        log.info("job %s resumes as attempt %d from checkpoint %d", self.job_id, attempt, latest.checkpoint_id)
+        return True
+
     def _restart(self, pool: SlotPool) -> None:
         """Deploy a new attempt of every task, restored from the latest completed checkpoint."""
         at = self._now()

@@ -65,9 +65,11 @@ def test_every_page_loads_without_console_errors(cluster: Cluster, jobs: dict[st
     assert page.locator(".slot.used").count() == 3 and page.locator(".slot.free").count() == 1
     shot(page, "slots")
     page.goto(f"{cluster.url}/ui/jobs/{jobs['unbounded']}/checkpoints")
-    assert "Checkpointing is not available for this job yet" in page.inner_text("#checkpoints-empty")
+    assert "Checkpointing is off for this job (enable it with env.enable_checkpointing(ms))" in page.inner_text(
+        "#checkpoints-empty"
+    )
     assert page.locator("button:has-text('Trigger savepoint')").is_disabled()
-    shot(page, "checkpoints")
+    shot(page, "checkpoints-off")
 
 
 def test_graph_draws_every_vertex_and_every_subtask(cluster: Cluster, jobs: dict[str, str], page) -> None:

@@ -68,3 +68,33 @@ def test_exactly_once_keyed_count_survives_repeated_taskmanager_kills(tmp_path: 
         assert stats["latest"]["restored"] is not None
     finally:
         c.stop()
+
+
+def test_a_killed_jobmanager_resumes_its_job_from_the_latest_checkpoint(tmp_path: Path) -> None:
+    c = Cluster(tmp_path, heartbeat_timeout_ms=3000)
+    try:
+        c.start(taskmanagers=2, slots=2)
+        run = subprocess.Popen(
+            [sys.executable, "-m", "backend.cli", "run", "-p", "2", str(PROGRAM), str(N), "6000"],
+            env=c.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        c.wait_for(lambda: c.http.get("/jobs/overview").json()["jobs"], 30, "the job to be submitted")
+        jid = c.http.get("/jobs/overview").json()["jobs"][0]["jid"]
+        c.wait_for(lambda: c.http.get(f"/jobs/{jid}/checkpoints").json()["counts"]["completed"] >= 2, 60, "checkpoints")
+        taskmanagers = list(c.taskmanagers)
+        c.jobmanager.send_signal(signal.SIGKILL)
+        c.jobmanager.wait()
+        time.sleep(1.0)
+        c.start_jobmanager()
+        out, err = run.communicate(timeout=240)
+        assert run.returncode == 0, err[-3000:]
+        final = json.loads(next(ln for ln in out.splitlines() if ln.startswith("[")))
+        assert sorted(final) == sorted([f"k{i}", N // 40] for i in range(40)), final[:5]
+        job = c.job(jid)
+        assert job["state"] == "FINISHED"
+        # The TaskManagers were not restarted: the same processes re-registered with the new JobManager.
+        assert all(p.poll() is None for p in taskmanagers)
+        stats = c.http.get(f"/jobs/{jid}/checkpoints").json()
+        assert stats["counts"]["restored"] >= 1, stats["counts"]
+    finally:
+        c.stop()

@@ -62,6 +62,8 @@ def job_stream(
             events.append(("body", block("job.html", "body", **ctx)))
         if tab == "throughput":
             events.append(("series", ctx["series_json"]))
+        if tab == "checkpoints" and ctx["checkpoints"] is not None:
+            events.extend(checkpoint_events(ctx))
         done = not ctx["header"].alive
         if done:  # once: the Cancel button goes away when the job has ended
             events.append(("actions", block("job.html", "actions", **ctx)))
@@ -71,6 +73,24 @@ def job_stream(
         return _ticks.get((id(dispatcher), jid.lower(), tab, _view(view)), render)
 
     return stream(request, produce, interval_s=1.0)
+
+
+def checkpoint_events(ctx: dict) -> list[tuple[str, str]]:
+    """The Checkpoints tab updates in parts, so the chart keeps its canvas and an expanded
+    history row (``hx-preserve``) stays open: counts, history, summary, and the chart's JSON."""
+    parts = [(f"cp-{name}", block("job/checkpoints.html", name, **ctx)) for name in ("counts", "history", "summary")]
+    return [*parts, ("cp-series", ctx["cp_series_json"])]
+
+
+@router.get("/{jid}/checkpoints/details/{cid}", response_class=HTMLResponse)
+def checkpoint_detail(request: Request, dispatcher: DispatcherDep, jid: str, cid: int) -> Response:
+    """One checkpoint per vertex and subtask: the row an expanded history entry shows."""
+    try:
+        ctx = context.checkpoint_detail_context(dispatcher, jid, cid)
+    except UnknownJob:
+        ctx = {"jid": jid, "checkpoint_id": cid, "detail": None, "missing": "This job has no checkpoint statistics here."}
+        return templates.TemplateResponse(request, "partials/checkpoint_detail.html", ctx, status_code=404)
+    return templates.TemplateResponse(request, "partials/checkpoint_detail.html", ctx)
 
 
 @router.get("/{jid}/throughput/data")

@@ -1,5 +1,5 @@
-/* Millstream dashboard: lays out DAGs with dagre, draws the throughput chart with uPlot,
-   and reacts to the `job-action` events that dashboard actions announce (HX-Trigger).
+/* Millstream dashboard: lays out DAGs with dagre, draws the throughput and checkpoint charts
+   with uPlot, opens and closes Checkpoints history rows, and reacts to the `job-action` events that dashboard actions announce (HX-Trigger).
    Everything else is htmx attributes in the templates. */
 (function () {
   "use strict";
@@ -102,9 +102,99 @@
     }
   }
 
+  // --- Checkpoints tab -------------------------------------------------------------
+  var cpCharts = new WeakMap();
+
+  function fmtBytes(v) {
+    if (v == null) return "–";
+    var units = ["B", "KiB", "MiB", "GiB", "TiB"], i = 0;
+    while (Math.abs(v) >= 1024 && i < units.length - 1) { v /= 1024; i++; }
+    return (i ? v.toFixed(1) : Math.round(v)) + " " + units[i];
+  }
+
+  function fmtMs(v) {
+    if (v == null) return "–";
+    return v < 1000 ? Math.round(v) + " ms" : (v / 1000).toFixed(1) + " s";
+  }
+
+  function cpData(spec) { return [spec.x, spec.duration, spec.checkpointed, spec.state]; }
+
+  // Duration (left axis) and sizes (right axis) of completed checkpoints over their ids.
+  function makeCpChart(el, spec) {
+    el.innerHTML = "";
+    var ints = function (u, vals) { return vals.map(function (v) { return Number.isInteger(v) ? String(v) : ""; }); };
+    var opts = {
+      width: Math.max(el.clientWidth - 24, 400), height: 260,
+      scales: { x: { time: false }, ms: { range: function (u, lo, hi) { return [0, Math.max(hi * 1.1, 1)]; } },
+                bytes: { range: function (u, lo, hi) { return [0, Math.max(hi * 1.1, 1)]; } } },
+      series: [
+        { label: "Checkpoint", value: function (u, v) { return v == null ? "–" : "#" + v; } },
+        { label: "End-to-end duration", scale: "ms", stroke: "#2f6fdb", width: 2, points: { show: true, size: 5 },
+          value: function (u, v) { return fmtMs(v); } },
+        { label: "Checkpointed size", scale: "bytes", stroke: "#2e9e6a", width: 4, value: function (u, v) { return fmtBytes(v); } },
+        { label: "State size", scale: "bytes", stroke: "#b07d12", width: 1.5, dash: [6, 4], value: function (u, v) { return fmtBytes(v); } },
+      ],
+      axes: [
+        { label: "checkpoint id", incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000], values: ints },
+        { scale: "ms", label: "duration", size: 70, values: function (u, vals) { return vals.map(fmtMs); } },
+        { scale: "bytes", side: 1, label: "size", size: 80, grid: { show: false }, values: function (u, vals) { return vals.map(fmtBytes); } },
+      ],
+    };
+    cpCharts.set(el, new uPlot(opts, cpData(spec), el));
+  }
+
+  function updateCpChart(el, spec) {
+    if (spec && spec.x.length) {
+      var chart = cpCharts.get(el);
+      if (chart) chart.setData(cpData(spec)); else makeCpChart(el, spec);
+    }
+    el.setAttribute("data-points", String(spec ? spec.x.length : 0));
+  }
+
+  function initCpChart(el) {
+    if (el.hasAttribute("data-points")) return;
+    var script = el.parentNode.querySelector("script.cp-series-data");
+    updateCpChart(el, JSON.parse(script.textContent));
+  }
+
+  // The history block is re-rendered every second; its open detail rows survive (hx-preserve):
+  // mark their toggles open again.
+  function syncCpToggles() {
+    document.querySelectorAll(".cp-detail.open").forEach(function (row) {
+      var b = document.querySelector('.cp-toggle[aria-controls="' + row.id + '"]');
+      if (b) b.setAttribute("aria-expanded", "true");
+    });
+  }
+
+  function closedDetailRow(id) {
+    var tr = document.createElement("tr");
+    tr.id = id; tr.className = "cp-detail"; tr.hidden = true;
+    tr.setAttribute("hx-preserve", "true");
+    return tr;
+  }
+
+  document.addEventListener("click", function (evt) {
+    var b = evt.target.closest && evt.target.closest(".cp-toggle");
+    if (!b) return;
+    var row = document.getElementById(b.getAttribute("aria-controls"));
+    if (!row) return;
+    if (row.classList.contains("open")) {  // a fresh element: a self-refreshing cell stops with the old one
+      row.replaceWith(closedDetailRow(row.id));
+      b.setAttribute("aria-expanded", "false");
+      return;
+    }
+    row.classList.add("open");
+    row.hidden = false;
+    row.innerHTML = '<td colspan="8" class="muted small">Loading…</td>';
+    b.setAttribute("aria-expanded", "true");
+    htmx.ajax("GET", b.getAttribute("data-detail"), { target: row, swap: "innerHTML" });
+  });
+
   function init(root) {
     (root || document).querySelectorAll(".dag:not([data-laid-out])").forEach(layoutDag);
     (root || document).querySelectorAll(".throughput-chart").forEach(initChart);
+    (root || document).querySelectorAll(".cp-chart").forEach(initCpChart);
+    syncCpToggles();
   }
 
   document.addEventListener("DOMContentLoaded", function () { init(document); });
@@ -113,6 +203,12 @@
   document.body.addEventListener("htmx:oobAfterSwap", function (evt) { init(document); });
   // The throughput stream sends JSON, not HTML: feed it to the chart.
   document.body.addEventListener("htmx:sseMessage", function (evt) {
+    if (evt.target.classList && evt.target.classList.contains("cp-series-listener")) {
+      var cp = document.getElementById("checkpoint-chart");
+      if (cp) updateCpChart(cp, JSON.parse(evt.detail.data));
+      return;
+    }
+    if (evt.target.id === "cp-history") syncCpToggles();
     if (!evt.target.classList || !evt.target.classList.contains("series-listener")) return;
     var el = document.getElementById("throughput-chart");
     if (el) updateChart(el, JSON.parse(evt.detail.data));
