@@ -8,6 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from engine.executiongraph.execution_graph import ExecutionGraph
+from engine.executiongraph.states import JobStatus
+from engine.graph.job_graph import JobGraph
+from engine.jobmanager.job_store import JobRecord
 
 TERMINAL_TASK_STATES = ("FINISHED", "CANCELED", "FAILED")
 
@@ -44,3 +47,29 @@ def archive_vertices(eg: ExecutionGraph, metrics: dict[tuple[str, int], dict[str
             }
         )
     return out
+
+
+def job_record(
+    job_graph: JobGraph,
+    eg: ExecutionGraph,
+    metrics: dict[tuple[str, int], dict[str, Any]],
+    user_code: bytes | None,
+) -> JobRecord:
+    """The durable record of a job as it stands now (``user_code=None`` keeps the stored code)."""
+    ts = eg.timestamps
+    start = ts.get(JobStatus.CREATED.value, 0)
+    end = ts.get(eg.status.value, -1) if eg.status.is_terminal() else -1
+    return JobRecord(
+        jid=job_graph.job_id,
+        name=job_graph.name,
+        state=eg.status.value,
+        job_type=job_graph.job_type,
+        start_time=start,
+        end_time=end,
+        last_modification=max(ts.values()) if ts else start,
+        job_graph=job_graph.to_dict(),
+        timestamps=dict(ts),
+        vertices=archive_vertices(eg, metrics),
+        failure_cause=eg.failure_cause,
+        user_code=user_code,
+    )

@@ -23,7 +23,7 @@ import redis
 
 from engine import redis_keys
 
-from engine.executiongraph.archived import archive_vertices
+from engine.executiongraph.archived import job_record
 from engine.executiongraph.execution_graph import ExecutionGraph, now_ms
 from engine.executiongraph.states import ExecutionState, JobStatus
 from engine.graph.job_graph import JobGraph
@@ -294,23 +294,7 @@ class SparkJobMaster:
 
     # -- persistence -------------------------------------------------------------
     def record(self, metrics: dict[tuple[str, int], dict[str, Any]] | None = None) -> JobRecord:
-        ts = self.eg.timestamps
-        start = ts.get(JobStatus.CREATED.value, 0)
-        end = ts.get(self.eg.status.value, -1) if self.eg.status.is_terminal() else -1
-        return JobRecord(
-            jid=self.job_id,
-            name=self.job_graph.name,
-            state=self.eg.status.value,
-            job_type=self.job_graph.job_type,
-            start_time=start,
-            end_time=end,
-            last_modification=max(ts.values()) if ts else start,
-            job_graph=self.job_graph.to_dict(),
-            timestamps=dict(ts),
-            vertices=archive_vertices(self.eg, metrics or self.final_metrics),
-            failure_cause=self.eg.failure_cause,
-            user_code=self.user_code,
-        )
+        return job_record(self.job_graph, self.eg, metrics or self.final_metrics, self.user_code)
 
     def persist(self) -> None:
         self.store.save_job(self.record())
