@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install run test test-fast bench browser-deps clean
+.PHONY: install run test test-fast bench system-deps clean
 
 $(STAMP): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -18,13 +18,19 @@ install: $(STAMP)
 run: install
 	$(VENV)/bin/millstream cluster start
 
-# Browser tests drive Debian's Chromium through Playwright (never a downloaded browser).
-browser-deps:
-	@command -v chromium >/dev/null 2>&1 || { \
-		echo "installing Debian's chromium for the browser tests"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+# Debian packages the tests use: Chromium for the browser tests (driven by Playwright, never a
+# downloaded browser), redis-server and openssl for the TLS test.
+system-deps:
+	@missing=""; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
+	command -v openssl >/dev/null 2>&1 || missing="$$missing openssl"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages for the tests:$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
 
-test: install browser-deps
+test: install system-deps
 	$(PY) -m pytest -q
 
 test-fast: install

@@ -82,7 +82,7 @@ def expected() -> dict[str, list]:
 EXPECTED = expected()
 
 
-@pytest.mark.parametrize("parallelism", [1, 4])
+@pytest.mark.parametrize("parallelism", [1, 2, 4])
 def test_event_time_cases_match_reference(cluster: Cluster, parallelism: int) -> None:
     res = cluster.run(PROGRAM, *CASES, options=("-p", str(parallelism)), timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]

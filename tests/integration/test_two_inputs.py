@@ -21,7 +21,7 @@ def expected() -> dict:
     }
 
 
-@pytest.mark.parametrize("parallelism", [1, 4])
+@pytest.mark.parametrize("parallelism", [1, 2, 4])
 def test_two_input_streams(cluster: Cluster, parallelism: int) -> None:
     res = cluster.run(PROGRAM, options=("-p", str(parallelism)))
     assert res.returncode == 0, res.stderr[-3000:]
