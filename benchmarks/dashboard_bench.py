@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import random
 import re
 import statistics
@@ -34,26 +33,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import machine  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 JOB = Path(__file__).with_name("rolling_count_job.py")
 VERTICES, PARALLELISM, RUNS = 4, 32, 200
-
-
-def machine() -> str:
-    import psutil
-
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem = psutil.virtual_memory().total / 2**30
-    return f"{os.cpu_count()} cores ({cpu}), {mem:.1f} GiB RAM, Python {platform.python_version()}, {platform.system()}"
 
 
 # -- (a) render time ------------------------------------------------------------------
