@@ -8,11 +8,9 @@ import pytest
 from engine.datastream.functions import KeyedProcessFunction, TimeDomain
 from engine.datastream.output_tag import OutputTag
 from engine.datastream.state import ValueStateDescriptor
-from engine.runtime.operators.base import OperatorContext
 from engine.runtime.operators.keyed import KeyedProcessOperator
-from engine.runtime.state.heap_backend import HeapKeyedStateBackend
-from engine.runtime.task_metrics import TaskIOMetrics
 from engine.runtime.timers import EVENT_TIME, PROCESSING_TIME, InternalTimerService
+from tests.operator_context import keyed_context
 
 MIN = -(2**63)
 MAX = 2**63 - 1
@@ -162,20 +160,7 @@ class Collect:
 
 
 def _keyed_process(fn: KeyedProcessFunction, now: list[int]) -> tuple[KeyedProcessOperator, Collect]:
-    ctx = OperatorContext(
-        job_id="job",
-        task_name="task",
-        operator_name="KeyedProcess",
-        subtask=0,
-        parallelism=1,
-        max_parallelism=128,
-        attempt=0,
-        job_type="STREAMING",
-        metrics=TaskIOMetrics(),
-        key_selector=lambda e: e[0],
-        keyed_backend=HeapKeyedStateBackend(128),
-        clock=lambda: now[0],
-    )
+    ctx = keyed_context("KeyedProcess", lambda: now[0])
     op = KeyedProcessOperator(fn, ctx, {})
     out = Collect()
     op.output = out

@@ -9,9 +9,8 @@ from engine.common.time import Duration
 from engine.common.watermark_strategy import TimestampAssigner, WatermarkStrategy
 from engine.runtime.operators.base import OperatorContext
 from engine.runtime.operators.timestamps import AUTO_WATERMARK_INTERVAL_MS, TimestampsAndWatermarksOperator
-from engine.runtime.state.heap_backend import HeapKeyedStateBackend
-from engine.runtime.task_metrics import TaskIOMetrics
 from engine.runtime.watermarks import MAX_WATERMARK
+from tests.operator_context import keyed_context
 
 
 class Collect:
@@ -34,20 +33,7 @@ class Collect:
 def _operator(
     strategy: WatermarkStrategy, now: list[int]
 ) -> tuple[TimestampsAndWatermarksOperator, Collect, OperatorContext]:
-    ctx = OperatorContext(
-        job_id="job",
-        task_name="task",
-        operator_name="Timestamps/Watermarks",
-        subtask=0,
-        parallelism=1,
-        max_parallelism=128,
-        attempt=0,
-        job_type="STREAMING",
-        metrics=TaskIOMetrics(),
-        key_selector=lambda e: e[0],
-        keyed_backend=HeapKeyedStateBackend(128),
-        clock=lambda: now[0],
-    )
+    ctx = keyed_context("Timestamps/Watermarks", lambda: now[0])
     op = TimestampsAndWatermarksOperator(None, ctx, {"watermark_strategy": strategy})
     out = Collect()
     op.output = out

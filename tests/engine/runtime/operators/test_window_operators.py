@@ -11,10 +11,7 @@ import pytest
 from engine.datastream.functions import AggregateFunction, ProcessWindowFunction, ReduceFunction, WindowFunction
 from engine.datastream.output_tag import OutputTag
 from engine.runtime.operators.aligned_window import AlignedWindowOperator, is_aligned
-from engine.runtime.operators.base import OperatorContext
 from engine.runtime.operators.window import WindowOperator
-from engine.runtime.state.heap_backend import HeapKeyedStateBackend
-from engine.runtime.task_metrics import TaskIOMetrics
 from engine.windowing.assigners import (
     CountSlidingWindowAssigner,
     CountTumblingWindowAssigner,
@@ -29,6 +26,7 @@ from engine.windowing.assigners import (
 from engine.windowing.evictors import CountEvictor, TimeEvictor
 from engine.windowing.triggers import ContinuousEventTimeTrigger, CountTrigger, EventTimeTrigger, PurgingTrigger
 from engine.windowing.windows import MAX_TIMESTAMP, TimeWindow
+from tests.operator_context import keyed_context
 
 MAX = 2**63 - 1
 BOTH = pytest.mark.parametrize("cls", [AlignedWindowOperator, WindowOperator])
@@ -60,20 +58,7 @@ class Collect:
 class Harness:
     def __init__(self, cls: type, function: Any, now: list[int] | None = None, **params: Any) -> None:
         self.now = now if now is not None else [0]
-        self.ctx = OperatorContext(
-            job_id="job",
-            task_name="task",
-            operator_name="Window(test)",
-            subtask=0,
-            parallelism=1,
-            max_parallelism=128,
-            attempt=0,
-            job_type="STREAMING",
-            metrics=TaskIOMetrics(),
-            key_selector=lambda e: e[0],
-            keyed_backend=HeapKeyedStateBackend(128),
-            clock=lambda: self.now[0],
-        )
+        self.ctx = keyed_context("Window(test)", lambda: self.now[0])
         self.params = {
             "assigner": None,
             "trigger": None,

@@ -21,12 +21,10 @@ from engine.datastream.state import (
     ValueStateDescriptor,
 )
 from engine.runtime.operators.aligned_window import AlignedWindowOperator
-from engine.runtime.operators.base import OperatorContext
 from engine.runtime.operators.keyed import KeyedProcessOperator, ReduceOperator
 from engine.runtime.operators.window import WindowOperator
 from engine.runtime.state.heap_backend import HeapKeyedStateBackend, StateTypeMismatch
 from engine.runtime.state.lmdb_backend import LmdbKeyedStateBackend
-from engine.runtime.task_metrics import TaskIOMetrics
 from engine.windowing.assigners import (
     CountTumblingWindowAssigner,
     EventTimeSessionWindows,
@@ -37,6 +35,7 @@ from engine.windowing.assigners import (
 )
 from engine.windowing.evictors import CountEvictor
 from engine.windowing.triggers import CountTrigger, PurgingTrigger
+from tests.operator_context import keyed_context
 
 MAX = 2**63 - 1
 
@@ -606,20 +605,7 @@ class Collect:
 
 
 def run_operator(cls, function, backend, steps, now: list[int], job_type="STREAMING", **params):
-    ctx = OperatorContext(
-        job_id="job",
-        task_name="task",
-        operator_name="op",
-        subtask=0,
-        parallelism=1,
-        max_parallelism=128,
-        attempt=0,
-        job_type=job_type,
-        metrics=TaskIOMetrics(),
-        key_selector=lambda e: e[0],
-        keyed_backend=backend,
-        clock=lambda: now[0],
-    )
+    ctx = keyed_context("op", lambda: now[0], backend=backend, job_type=job_type)
     p = {"trigger": None, "evictor": None, "allowed_lateness": 0, "late_tag": "late", "window_function": None}
     p.update(params)
     op = cls(function, ctx, p)
