@@ -1,4 +1,10 @@
-"""``WindowedStream``: ``key_by(...).window(assigner)`` and what can follow it."""
+"""``WindowedStream``: ``key_by(...).window(assigner)`` and what can follow it.
+
+Besides the objects themselves, each window operator carries a
+``WindowDescriptor`` naming its assigner, effective trigger and evictor, so
+the JobGraph can be judged (for instance by the Spark validator) without
+unpickling user code.
+"""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
@@ -6,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 from engine.common.time import Duration, Time
 from engine.datastream.functions import AggregateFunction, ProcessWindowFunction, ReduceFunction, WindowFunction
 from engine.datastream.output_tag import OutputTag
-from engine.graph.transformations import OperatorKind
-from engine.windowing.assigners import WindowAssigner
+from engine.graph.transformations import OperatorKind, WindowDescriptor, type_name
+from engine.windowing.assigners import GlobalWindows, WindowAssigner
 from engine.windowing.evictors import Evictor
-from engine.windowing.triggers import Trigger
+from engine.windowing.triggers import PurgingTrigger, Trigger
 
 if TYPE_CHECKING:
     from engine.datastream.data_stream import DataStream, KeyedStream
@@ -61,6 +67,7 @@ class WindowedStream:
             late_tag=self._late_tag,
             function_kind=kind,
             window_function=window_function,
+            window_descriptor=describe_window(self._assigner, self._trigger, self._evictor, kind),
         )
 
     def reduce(self, reduce_function: ReduceFunction | Any, window_function: Any = None, output_type: Any = None) -> "DataStream":
@@ -88,3 +95,23 @@ class WindowedStream:
         if not isinstance(window_function, WindowFunction):
             raise TypeError(f"apply expects a WindowFunction, got {type(window_function).__name__}")
         return self._build("apply", window_function)
+
+
+def describe_window(
+    assigner: WindowAssigner, trigger: Trigger | None, evictor: Evictor | None, function_kind: str
+) -> WindowDescriptor:
+    """The class names a window operator is made of; the trigger is the one that will really run."""
+    effective = trigger if trigger is not None else assigner.get_default_trigger()
+    chain = [type_name(effective)]
+    while isinstance(effective, PurgingTrigger):  # PurgingTrigger.of(CountTrigger.of(n)) is still a count trigger
+        effective = effective.nested
+        chain.append(type_name(effective))
+    return WindowDescriptor(
+        assigner=type_name(assigner),
+        event_time=bool(assigner.is_event_time),
+        merging=bool(assigner.is_merging),
+        global_windows=isinstance(assigner, GlobalWindows),
+        trigger=tuple(chain),
+        evictor=type_name(evictor) if evictor is not None else None,
+        function_kind=function_kind,
+    )

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from engine.graph.stream_graph import StreamEdge, StreamGraph, StreamNode
-from engine.graph.transformations import ChainingStrategy, OperatorKind, ShipStrategy
+from engine.graph.transformations import ChainingStrategy, OperatorKind, ShipStrategy, WindowDescriptor
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,12 @@ class OperatorDescriptor:
     name: str
     kind: str
     uid: str | None
+    window: WindowDescriptor | None = None  # WINDOW operators: assigner, trigger and evictor by class name
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> "OperatorDescriptor":
+        window = d.get("window")
+        return OperatorDescriptor(**{**d, "window": WindowDescriptor.from_dict(window) if window else None})
 
 
 @dataclass(frozen=True)
@@ -87,7 +93,7 @@ class JobGraph:
             JobVertex(
                 **{
                     **v,
-                    "operators": tuple(OperatorDescriptor(**o) for o in v["operators"]),
+                    "operators": tuple(OperatorDescriptor.from_dict(o) for o in v["operators"]),
                     "chained_edges": tuple(tuple(e) for e in v["chained_edges"]),
                 }
             )
@@ -136,6 +142,11 @@ def display_name(node: StreamNode) -> str:
     if node.kind is OperatorKind.SINK:
         return f"Sink: {node.name}"
     return node.name
+
+
+def _window_of(graph: StreamGraph, node_id: int) -> WindowDescriptor | None:
+    t = graph.transformations.get(node_id)
+    return t.params.get("window_descriptor") if t is not None else None
 
 
 def is_chainable(graph: StreamGraph, edge: StreamEdge, chaining_enabled: bool = True) -> bool:
@@ -189,7 +200,14 @@ def build_job_graph(
                 parallelism=nodes[0].parallelism,
                 max_parallelism=nodes[0].max_parallelism,
                 operators=tuple(
-                    OperatorDescriptor(n.id, n.operator_id, display_name(n), n.kind.value, n.uid)
+                    OperatorDescriptor(
+                        n.id,
+                        n.operator_id,
+                        display_name(n),
+                        n.kind.value,
+                        n.uid,
+                        _window_of(graph, n.id),
+                    )
                     for n in nodes
                 ),
                 chained_edges=chained,

@@ -5,7 +5,7 @@ runtime instantiates operators from these descriptions inside a task.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import Enum
 from typing import Any
 
@@ -52,6 +52,41 @@ class ChainingStrategy(str, Enum):
     ALWAYS = "ALWAYS"  # may chain to its predecessor and successors
     HEAD = "HEAD"  # start_new_chain(): never chained to its predecessor
     NEVER = "NEVER"  # disable_chaining(): chained to nothing
+
+
+def type_name(obj: Any) -> str:
+    """``module.QualName`` of an object's class: the descriptor's way to name user code without loading it."""
+    cls = type(obj)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+@dataclass(frozen=True)
+class WindowDescriptor:
+    """What a WINDOW operator is made of, by class name, so a job can be judged without its user code.
+
+    The JobGraph carries it beside the operator, as Flink's plan carries an
+    operator's description; the Spark validator refuses an untranslatable
+    trigger or evictor at submission with it, before any driver starts.
+    """
+
+    assigner: str  # module.QualName of the WindowAssigner
+    event_time: bool
+    merging: bool
+    global_windows: bool  # GlobalWindows and the count window assigners
+    trigger: tuple[str, ...]  # the effective trigger (the assigner's default if none is set), outermost first
+    evictor: str | None
+    function_kind: str  # reduce | aggregate | process | apply
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> "WindowDescriptor":
+        """Parse the JSON a client sent; a malformed descriptor is a ValueError saying what is wrong."""
+        names = {f.name for f in fields(WindowDescriptor)}
+        if not isinstance(d, dict) or set(d) != names:
+            got = sorted(d) if isinstance(d, dict) else type(d).__name__
+            raise ValueError(f"a window descriptor needs the fields {sorted(names)}, got {got}")
+        if not isinstance(d["trigger"], (list, tuple)) or not all(isinstance(t, str) for t in d["trigger"]):
+            raise ValueError(f"a window descriptor's trigger is a list of class names, got {d['trigger']!r}")
+        return WindowDescriptor(**{**d, "trigger": tuple(d["trigger"])})
 
 
 @dataclass(frozen=True)

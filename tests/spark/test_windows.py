@@ -6,6 +6,7 @@ watermarks before the end), so both engines must agree exactly.
 """
 from __future__ import annotations
 
+import dataclasses
 import random
 from typing import Any
 
@@ -313,9 +314,26 @@ def _keyed(env):
 )
 def test_untranslatable_windows_are_refused_by_name(sc, build, refused):
     job_graph, stream_graph = capture(build)
-    check_job_graph(job_graph)  # the JobGraph carries no trigger or evictor: refused at translation
-    with pytest.raises(UntranslatableJob, match=rf"operator 'Window\(.*\)' cannot run on Spark: {refused}"):
-        translate(sc, job_graph, stream_graph)
+    message = rf"operator 'Window\(.*\)' cannot run on Spark: {refused}"
+    with pytest.raises(UntranslatableJob, match=message):
+        check_job_graph(job_graph)  # at submission, from the JobGraph's window descriptor alone
+    # A JobGraph whose descriptor claims a translatable window is still refused by the real objects.
+    with pytest.raises(UntranslatableJob, match=message):
+        translate(sc, _claiming_plain_tumbling_windows(job_graph), stream_graph)
+
+
+def _claiming_plain_tumbling_windows(job_graph):
+    honest = capture(lambda env: _keyed(env).window(TumblingEventTimeWindows.of(Time.seconds(1))).reduce(max))[0]
+    (plain,) = [op.window for v in honest.vertices for op in v.operators if op.window is not None]
+    vertices = tuple(
+        dataclasses.replace(
+            v, operators=tuple(dataclasses.replace(op, window=plain) if op.window else op for op in v.operators)
+        )
+        for v in job_graph.vertices
+    )
+    lying = dataclasses.replace(job_graph, vertices=vertices)
+    check_job_graph(lying)
+    return lying
 
 
 def test_co_map_and_co_flat_map_on_connected_streams(sc):
