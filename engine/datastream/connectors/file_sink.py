@@ -1,0 +1,381 @@
+"""``FileSink`` for row formats: part files committed by atomic rename when their checkpoint completes.
+
+Records go to one hidden in-progress part file per bucket,
+``.<prefix>-<uuid>-<subtask>-<n><suffix>.inprogress``. When the rolling policy
+says so the file is closed and becomes *pending*; a pending file is a
+committable ``[in-progress path, final path, length]`` that goes into the
+checkpoint and is renamed (``os.replace``) to its final, visible name once that
+checkpoint completes. A file still open at a checkpoint is recorded as
+``[bucket, in-progress path, length, final path]`` in the writer's state; on
+restore it is cut back to that length and committed, so the bytes written after
+the checkpoint, which the sources will replay, never become visible. Once every
+subtask has restored (the first checkpoint completed after it), in-progress
+files left by failed attempts of this subtask are deleted.
+"""
+from __future__ import annotations
+
+import os
+import re
+import time
+import uuid
+from datetime import datetime, timezone
+from typing import Any, BinaryIO
+
+from engine.common.serialization import Encoder
+from engine.datastream.connectors.sink import Committer, InitContext, Sink, SinkWriter
+
+IN_PROGRESS = ".inprogress"
+
+
+class OutputFileConfig:
+    """Part file names: ``<prefix>-<uuid>-<subtask>-<counter><suffix>``."""
+
+    def __init__(self, part_prefix: str = "part", part_suffix: str = "") -> None:
+        for what, v in (("part prefix", part_prefix), ("part suffix", part_suffix)):
+            if not isinstance(v, str) or os.sep in v or (os.altsep and os.altsep in v):
+                raise ValueError(f"the {what} must be a string without path separators, got {v!r}")
+        self.part_prefix = part_prefix
+        self.part_suffix = part_suffix
+
+    @staticmethod
+    def builder() -> "OutputFileConfigBuilder":
+        return OutputFileConfigBuilder()
+
+    def get_part_prefix(self) -> str:
+        return self.part_prefix
+
+    def get_part_suffix(self) -> str:
+        return self.part_suffix
+
+
+class OutputFileConfigBuilder:
+    def __init__(self) -> None:
+        self.part_prefix = "part"
+        self.part_suffix = ""
+
+    def with_part_prefix(self, prefix: str) -> "OutputFileConfigBuilder":
+        self.part_prefix = prefix
+        return self
+
+    def with_part_suffix(self, suffix: str) -> "OutputFileConfigBuilder":
+        self.part_suffix = suffix
+        return self
+
+    def build(self) -> OutputFileConfig:
+        return OutputFileConfig(self.part_prefix, self.part_suffix)
+
+
+class RollingPolicy:
+    """When an in-progress part file is closed: Flink's default (size, age, inactivity) or on every checkpoint."""
+
+    def __init__(self, on_checkpoint: bool, part_size: int, rollover_interval: int, inactivity_interval: int) -> None:
+        for what, v in (("part_size", part_size), ("rollover_interval", rollover_interval), ("inactivity_interval", inactivity_interval)):
+            if not isinstance(v, int) or v <= 0:
+                raise ValueError(f"RollingPolicy {what} must be a positive int, got {v!r}")
+        self.on_checkpoint = on_checkpoint
+        self.part_size = part_size
+        self.rollover_interval = rollover_interval
+        self.inactivity_interval = inactivity_interval
+
+    @staticmethod
+    def default_rolling_policy(
+        part_size: int = 1024 * 1024 * 128, rollover_interval: int = 60 * 1000, inactivity_interval: int = 60 * 1000
+    ) -> "RollingPolicy":
+        return RollingPolicy(False, part_size, rollover_interval, inactivity_interval)
+
+    @staticmethod
+    def on_checkpoint_rolling_policy() -> "RollingPolicy":
+        return RollingPolicy(True, 2**62, 2**62, 2**62)
+
+    def should_roll_on_event(self, size: int) -> bool:
+        return size >= self.part_size
+
+    def should_roll_on_processing_time(self, created_ms: int, last_write_ms: int, now_ms: int) -> bool:
+        return now_ms - created_ms >= self.rollover_interval or now_ms - last_write_ms >= self.inactivity_interval
+
+    def should_roll_on_checkpoint(self, size: int) -> bool:
+        return self.on_checkpoint or size >= self.part_size
+
+
+_JAVA_DATE = [("yyyy", "%Y"), ("MM", "%m"), ("dd", "%d"), ("HH", "%H"), ("mm", "%M"), ("ss", "%S")]
+
+
+class BucketAssigner:
+    """Which sub-directory of the base path a record goes to."""
+
+    def __init__(self, format_str: str | None, timezone_id: str | None = None) -> None:
+        self.format_str = format_str
+        self.timezone_id = timezone_id
+        self._strftime: str | None = None
+        self._tz: Any = None
+        self._cached: tuple[int, str] = (-1, "")  # (second, bucket id): strftime per record is slow
+        if format_str is not None:
+            fmt = format_str
+            for java, c in _JAVA_DATE:
+                fmt = fmt.replace(java, c)
+            self._strftime = fmt
+            if timezone_id is not None:
+                from zoneinfo import ZoneInfo
+
+                try:
+                    self._tz = ZoneInfo(timezone_id)
+                except Exception:
+                    raise ValueError(f"unknown time zone {timezone_id!r}") from None
+
+    @staticmethod
+    def base_path_bucket_assigner() -> "BucketAssigner":
+        """Everything in the base path itself."""
+        return BucketAssigner(None)
+
+    @staticmethod
+    def date_time_bucket_assigner(format_str: str = "yyyy-MM-dd--HH", timezone_id: str | None = None) -> "BucketAssigner":
+        """One directory per processing-time period, named with a Java date pattern (Flink's default)."""
+        return BucketAssigner(format_str, timezone_id)
+
+    def get_bucket_id(self, value: Any, now_ms: int) -> str:
+        if self._strftime is None:
+            return ""
+        second = now_ms // 1000
+        if self._cached[0] != second:
+            tz = self._tz if self._tz is not None else datetime.now().astimezone().tzinfo
+            self._cached = (second, datetime.fromtimestamp(second, tz or timezone.utc).strftime(self._strftime))
+        return self._cached[1]
+
+
+class _Part:
+    __slots__ = ("bucket", "tmp", "final", "file", "size", "created_ms", "last_write_ms")
+
+    def __init__(self, bucket: str, tmp: str, final: str, file: BinaryIO, now_ms: int) -> None:
+        self.bucket, self.tmp, self.final, self.file = bucket, tmp, final, file
+        self.size = 0
+        self.created_ms = self.last_write_ms = now_ms
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class FileCommitter(Committer):
+    """Renames pending part files to their final names; idempotent, so a replayed commit is harmless."""
+
+    def commit(self, committables: list[Any]) -> None:
+        for tmp, final, length in committables:
+            commit_part(tmp, final, length)
+
+
+def commit_part(tmp: str, final: str, length: int) -> None:
+    """Make the first ``length`` bytes of ``tmp`` visible as ``final``."""
+    if os.path.exists(tmp):
+        if os.path.getsize(tmp) > length:
+            # Bytes written after the checkpoint that covers this file: the sources replay them.
+            os.truncate(tmp, length)
+        os.replace(tmp, final)
+    elif not os.path.exists(final):
+        raise FileNotFoundError(
+            f"FileSink cannot commit {final!r}: neither it nor its in-progress file {tmp!r} exists"
+        )
+
+
+class FileWriter(SinkWriter):
+    """One subtask's writer: an in-progress part per bucket, pending parts until they are committed."""
+
+    def __init__(self, sink: "FileSink", subtask: int, parallelism: int, clean_up_after_restore: bool) -> None:
+        self.sink = sink
+        self.subtask = subtask
+        self.parallelism = parallelism
+        self.uuid = uuid.uuid4().hex  # new for every attempt: part names never clash across attempts
+        self.counter = 0
+        self.parts: dict[str, _Part] = {}
+        self.pending: list[list[Any]] = []
+        self.clean_up_due = clean_up_after_restore
+        self.encode = sink.encoder.encode
+        self.assigner = sink.bucket_assigner
+        self.policy = sink.rolling_policy
+
+    def _open_part(self, bucket: str, now_ms: int) -> _Part:
+        cfg = self.sink.output_file_config
+        directory = os.path.join(self.sink.base_path, bucket) if bucket else self.sink.base_path
+        os.makedirs(directory, exist_ok=True)
+        name = f"{cfg.part_prefix}-{self.uuid}-{self.subtask}-{self.counter}{cfg.part_suffix}"
+        self.counter += 1
+        tmp = os.path.join(directory, f".{name}{IN_PROGRESS}")
+        part = _Part(bucket, tmp, os.path.join(directory, name), open(tmp, "wb"), now_ms)
+        self.parts[bucket] = part
+        return part
+
+    def _roll(self, part: _Part) -> None:
+        part.file.flush()
+        os.fsync(part.file.fileno())
+        part.file.close()
+        del self.parts[part.bucket]
+        self.pending.append([part.tmp, part.final, part.size])
+
+    def write(self, value: Any) -> None:
+        now = _now_ms()
+        bucket = self.assigner.get_bucket_id(value, now)
+        part = self.parts.get(bucket)
+        if part is not None and (
+            self.policy.should_roll_on_event(part.size)
+            or self.policy.should_roll_on_processing_time(part.created_ms, part.last_write_ms, now)
+        ):
+            self._roll(part)
+            part = None
+        if part is None:
+            part = self._open_part(bucket, now)
+        data = self.encode(value)
+        part.file.write(data)
+        part.size += len(data)
+        part.last_write_ms = now
+
+    def flush(self, end_of_input: bool) -> None:
+        if end_of_input:
+            for part in list(self.parts.values()):
+                self._roll(part)
+
+    def prepare_commit(self) -> list[Any]:
+        now = _now_ms()
+        for part in list(self.parts.values()):
+            if self.policy.should_roll_on_checkpoint(part.size) or self.policy.should_roll_on_processing_time(
+                part.created_ms, part.last_write_ms, now
+            ):
+                self._roll(part)
+        out, self.pending = self.pending, []
+        return out
+
+    def snapshot_state(self, checkpoint_id: int) -> list[Any]:
+        state = []
+        for part in self.parts.values():
+            # Durable up to ``size`` before the checkpoint can complete: restore cuts back to it.
+            part.file.flush()
+            os.fsync(part.file.fileno())
+            state.append([part.bucket, part.tmp, part.size, part.final])
+        return state
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        if self.clean_up_due:
+            # Every subtask restored (and committed what it recovered) before this checkpoint
+            # could complete, so any other in-progress file of this subtask is a failed attempt's.
+            self.clean_up_due = False
+            self.clean_up()
+
+    def clean_up(self) -> None:
+        """Delete in-progress files of this subtask index left by other attempts (subtask 0 also
+        takes indices beyond the parallelism, left by a job that ran with more subtasks)."""
+        cfg = self.sink.output_file_config
+        pattern = re.compile(
+            r"^\." + re.escape(cfg.part_prefix) + r"-([0-9a-f]{32})-(\d+)-\d+" + re.escape(cfg.part_suffix)
+            + re.escape(IN_PROGRESS) + "$"
+        )
+        for dirpath, _, filenames in os.walk(self.sink.base_path):
+            for name in filenames:
+                m = pattern.match(name)
+                if m is None or m.group(1) == self.uuid:
+                    continue
+                index = int(m.group(2))
+                if index == self.subtask or (self.subtask == 0 and index >= self.parallelism):
+                    try:
+                        os.remove(os.path.join(dirpath, name))
+                    except FileNotFoundError:
+                        pass
+
+    def close(self) -> None:
+        # Files still open belong to no checkpoint that will complete: they stay hidden.
+        for part in self.parts.values():
+            part.file.close()
+        self.parts.clear()
+
+
+class FileSink(Sink):
+    """Exactly-once row-format file sink. Build with ``FileSink.for_row_format(base_path, encoder)``."""
+
+    def __init__(
+        self,
+        base_path: str,
+        encoder: Encoder,
+        output_file_config: OutputFileConfig,
+        rolling_policy: RollingPolicy,
+        bucket_assigner: BucketAssigner,
+        bucket_check_interval: int,
+    ) -> None:
+        self.base_path = base_path
+        self.encoder = encoder
+        self.output_file_config = output_file_config
+        self.rolling_policy = rolling_policy
+        self.bucket_assigner = bucket_assigner
+        self.bucket_check_interval = bucket_check_interval
+
+    @staticmethod
+    def for_row_format(base_path: str, encoder: Encoder) -> "RowFormatBuilder":
+        return RowFormatBuilder(base_path, encoder)
+
+    def create_writer(self, subtask: int, parallelism: int) -> SinkWriter:
+        return FileWriter(self, subtask, parallelism, clean_up_after_restore=False)
+
+    def restore_writer(self, context: InitContext, recovered_state: list[Any]) -> SinkWriter:
+        # A file that was in progress at the checkpoint holds exactly the checkpoint's data up to
+        # its recorded length: commit that much now rather than resuming it.
+        for item in recovered_state:
+            if not (isinstance(item, (list, tuple)) and len(item) == 4):
+                raise ValueError(f"FileSink cannot restore writer state {item!r}: expected [bucket, path, length, final]")
+            _, tmp, length, final = item
+            commit_part(tmp, final, int(length))
+        return FileWriter(
+            self, context.subtask, context.parallelism, clean_up_after_restore=context.restored or context.attempt > 0
+        )
+
+    def create_committer(self) -> Committer:
+        return FileCommitter()
+
+    def name(self) -> str:
+        return "FileSink"
+
+
+class RowFormatBuilder:
+    """PyFlink's ``FileSink.RowFormatBuilder``."""
+
+    def __init__(self, base_path: str, encoder: Encoder) -> None:
+        if not isinstance(base_path, str) or not base_path:
+            raise ValueError(f"FileSink needs a base path, got {base_path!r}")
+        if base_path.startswith("file://"):
+            base_path = base_path[len("file://") :]
+        elif "://" in base_path:
+            raise ValueError(f"FileSink writes local or mounted files only; cannot write {base_path!r}")
+        if not isinstance(encoder, Encoder):
+            raise TypeError(f"FileSink.for_row_format needs an Encoder, got {type(encoder).__name__}")
+        if os.path.exists(base_path) and not os.path.isdir(base_path):
+            raise ValueError(f"FileSink base path {base_path!r} is a file, not a directory")
+        self.base_path = os.path.abspath(base_path)
+        self.encoder = encoder
+        self.output_file_config = OutputFileConfig()
+        self.rolling_policy = RollingPolicy.default_rolling_policy()
+        self.bucket_assigner = BucketAssigner.date_time_bucket_assigner()
+        self.bucket_check_interval = 60 * 1000
+
+    def with_bucket_assigner(self, bucket_assigner: BucketAssigner) -> "RowFormatBuilder":
+        if not isinstance(bucket_assigner, BucketAssigner):
+            raise TypeError(f"with_bucket_assigner needs a BucketAssigner, got {type(bucket_assigner).__name__}")
+        self.bucket_assigner = bucket_assigner
+        return self
+
+    def with_rolling_policy(self, rolling_policy: RollingPolicy) -> "RowFormatBuilder":
+        if not isinstance(rolling_policy, RollingPolicy):
+            raise TypeError(f"with_rolling_policy needs a RollingPolicy, got {type(rolling_policy).__name__}")
+        self.rolling_policy = rolling_policy
+        return self
+
+    def with_output_file_config(self, output_file_config: OutputFileConfig) -> "RowFormatBuilder":
+        if not isinstance(output_file_config, OutputFileConfig):
+            raise TypeError(f"with_output_file_config needs an OutputFileConfig, got {type(output_file_config).__name__}")
+        self.output_file_config = output_file_config
+        return self
+
+    def with_bucket_check_interval(self, interval: int) -> "RowFormatBuilder":
+        """Kept for PyFlink compatibility: time-based rolling is checked on every write and checkpoint."""
+        self.bucket_check_interval = int(interval)
+        return self
+
+    def build(self) -> FileSink:
+        return FileSink(
+            self.base_path, self.encoder, self.output_file_config, self.rolling_policy,
+            self.bucket_assigner, self.bucket_check_interval,
+        )

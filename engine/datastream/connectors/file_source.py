@@ -1,0 +1,228 @@
+"""``FileSource`` for text lines: files split per subtask, read line by line, resumable by byte offset.
+
+Each file is one split. A reader's position is the list of its split states,
+``[path, offset]`` with ``offset`` the byte offset of the next line to read
+(``-1`` once the file is done), so a restored reader re-reads no line and
+skips none. Bounded (the default) reads the files present when the job starts;
+``monitor_continuously`` keeps looking for new files, as Flink's continuous
+enumerator does. Hidden files and those starting with ``_`` are skipped, as
+Flink's default file filter does.
+"""
+from __future__ import annotations
+
+import os
+import time
+import zlib
+from typing import Any, BinaryIO, Iterable
+
+from engine.common.serialization import _check_charset
+from engine.common.time import Duration
+from engine.datastream.connectors.source import Source, SourceReader
+
+DONE = -1  # the offset of a split that has been read to its end
+
+
+class StreamFormat:
+    """How a file's bytes become records; only text lines exist here (PyFlink's ``StreamFormat``)."""
+
+    def __init__(self, charset: str = "UTF-8") -> None:
+        _check_charset(charset)
+        self.charset = charset
+
+    @staticmethod
+    def text_line_format(charset: str = "UTF-8") -> "StreamFormat":
+        """One record per line, without its line separator, decoded with ``charset``."""
+        return StreamFormat(charset)
+
+    def __repr__(self) -> str:
+        return f"StreamFormat.text_line_format({self.charset!r})"
+
+
+def _local_path(path: str) -> str:
+    if not isinstance(path, str) or not path:
+        raise ValueError(f"a FileSource path must be a non-empty string, got {path!r}")
+    if path.startswith("file://"):
+        path = path[len("file://") :]
+    elif "://" in path:
+        raise ValueError(f"FileSource reads local or mounted files only; cannot read {path!r}")
+    return os.path.abspath(path)
+
+
+def _visible(name: str) -> bool:
+    # Flink's DefaultFileFilter: files being written or metadata (".x", "_SUCCESS") are not input.
+    return not (name.startswith(".") or name.startswith("_"))
+
+
+def enumerate_files(paths: Iterable[str]) -> list[str]:
+    """Every visible file under ``paths`` (files or directories, recursively), sorted, without repeats."""
+    found: set[str] = set()
+    for root in paths:
+        if not _visible(os.path.basename(root.rstrip(os.sep)) or root):
+            continue
+        if os.path.isfile(root):
+            found.add(root)
+            continue
+        if not os.path.isdir(root):
+            raise FileNotFoundError(f"FileSource path {root!r} does not exist")
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = [d for d in dirnames if _visible(d)]
+            found.update(os.path.join(dirpath, f) for f in filenames if _visible(f))
+    return sorted(found)
+
+
+def owner_of(path: str, parallelism: int) -> int:
+    """The subtask that reads a file found by continuous monitoring: stable across processes."""
+    return zlib.crc32(path.encode("utf-8")) % parallelism
+
+
+def assign_splits(files: list[str], subtask: int, parallelism: int, continuous: bool) -> list[list[Any]]:
+    """A fresh start's split states for ``subtask``: sorted files round-robin (or by path hash when monitoring)."""
+    if continuous:
+        # New files appear later; only a hash of the path gives every subtask the same answer then.
+        mine = [f for f in files if owner_of(f, parallelism) == subtask]
+    else:
+        mine = files[subtask::parallelism]
+    return [[f, 0] for f in mine]
+
+
+def _check_position(position: Any) -> list[list[Any]]:
+    if not isinstance(position, (list, tuple)) or not all(
+        isinstance(s, (list, tuple)) and len(s) == 2 and isinstance(s[0], str) and isinstance(s[1], int)
+        for s in position
+    ):
+        raise ValueError(f"a FileSource position is a list of [path, offset] split states, got {position!r}")
+    return [[str(p), int(o)] for p, o in position]
+
+
+class _TextLineReader(SourceReader):
+    def __init__(self, source: "FileSource", subtask: int, parallelism: int, splits: list[list[Any]]) -> None:
+        self.source = source
+        self.subtask = subtask
+        self.parallelism = parallelism
+        self.charset = source.stream_format.charset
+        # path -> byte offset of the next line (DONE when read); dict order is reading order.
+        self.splits: dict[str, int] = {p: o for p, o in splits}
+        self.current: str | None = None
+        self.file: BinaryIO | None = None
+        self.next_discovery = 0.0
+
+    def _next_split(self) -> str | None:
+        for path, offset in self.splits.items():
+            if offset != DONE:
+                return path
+        return None
+
+    def _discover(self) -> None:
+        interval = self.source.discovery_interval_ms or 0
+        now = time.monotonic()
+        if now < self.next_discovery:
+            return
+        self.next_discovery = now + interval / 1000.0
+        for f in enumerate_files(self.source.paths):
+            if f not in self.splits and owner_of(f, self.parallelism) == self.subtask:
+                self.splits[f] = 0
+
+    def poll_batch(self, max_records: int) -> list[Any] | None:
+        out: list[Any] = []
+        charset = self.charset
+        while len(out) < max_records:
+            if self.file is None:
+                path = self._next_split()
+                if path is None and self.source.discovery_interval_ms is not None:
+                    self._discover()
+                    path = self._next_split()
+                if path is None:
+                    if self.source.discovery_interval_ms is None:
+                        return out or None
+                    if not out:
+                        time.sleep(0.02)  # nothing new yet: let the task idle instead of spinning
+                    return out
+                try:
+                    self.file = open(path, "rb")
+                except FileNotFoundError:
+                    raise FileNotFoundError(f"FileSource split {path!r} disappeared before it was read") from None
+                self.file.seek(self.splits[path])
+                self.current = path
+            f, path = self.file, self.current
+            assert path is not None
+            offset = self.splits[path]
+            readline = f.readline
+            while len(out) < max_records:
+                line = readline()
+                if not line:
+                    f.close()
+                    self.file, self.current = None, None
+                    offset = DONE
+                    break
+                offset += len(line)
+                if line.endswith(b"\n"):
+                    line = line[:-2] if line.endswith(b"\r\n") else line[:-1]
+                out.append(line.decode(charset))
+            self.splits[path] = offset
+        return out
+
+    def snapshot(self) -> Any:
+        return [[p, o] for p, o in self.splits.items()]
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+
+
+class FileSource(Source):
+    """Reads text lines from files and directories. Build with ``for_record_stream_format``."""
+
+    def __init__(self, stream_format: StreamFormat, paths: tuple[str, ...], discovery_interval_ms: int | None) -> None:
+        self.stream_format = stream_format
+        self.paths: tuple[str, ...] = paths
+        self.discovery_interval_ms = discovery_interval_ms
+
+    @staticmethod
+    def for_record_stream_format(stream_format: StreamFormat, *paths: str) -> "FileSourceBuilder":
+        return FileSourceBuilder(stream_format, paths)
+
+    def is_bounded(self) -> bool:
+        return self.discovery_interval_ms is None
+
+    def create_reader(self, subtask: int, parallelism: int, position: Any = None) -> SourceReader:
+        if position is None:
+            splits = assign_splits(enumerate_files(self.paths), subtask, parallelism, not self.is_bounded())
+        else:
+            splits = _check_position(position)
+        return _TextLineReader(self, subtask, parallelism, splits)
+
+    def name(self) -> str:
+        return "FileSource"
+
+
+class FileSourceBuilder:
+    """PyFlink's ``FileSource.FileSourceBuilder``: bounded unless ``monitor_continuously`` is called."""
+
+    def __init__(self, stream_format: StreamFormat, paths: tuple[str, ...]) -> None:
+        if not isinstance(stream_format, StreamFormat):
+            raise TypeError(f"FileSource needs a StreamFormat, got {type(stream_format).__name__}")
+        if not paths:
+            raise ValueError("FileSource needs at least one path")
+        self.stream_format = stream_format
+        self.paths = tuple(_local_path(p) for p in paths)
+        self.discovery_interval_ms: int | None = None
+
+    def monitor_continuously(self, discovery_interval: Duration) -> "FileSourceBuilder":
+        """Unbounded: look for new files under the paths every ``discovery_interval``."""
+        ms = discovery_interval.to_milliseconds() if isinstance(discovery_interval, Duration) else None
+        if ms is None or ms <= 0:
+            raise ValueError(f"monitor_continuously needs a positive Duration, got {discovery_interval!r}")
+        self.discovery_interval_ms = ms
+        return self
+
+    def process_static_file_set(self) -> "FileSourceBuilder":
+        """Bounded: read the files present at the start, then end (the default)."""
+        self.discovery_interval_ms = None
+        return self
+
+    def build(self) -> FileSource:
+        for p in self.paths:
+            if not os.path.exists(p):
+                raise FileNotFoundError(f"FileSource path {p!r} does not exist")
+        return FileSource(self.stream_format, self.paths, self.discovery_interval_ms)
