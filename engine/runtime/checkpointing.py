@@ -26,13 +26,21 @@ class Barrier:
     timestamp: int  # when the coordinator triggered it (epoch ms)
     location: str | None  # the checkpoint's directory
     checkpoint_type: str = "CHECKPOINT"
+    # Stop-with-savepoint only: advance to the end of event time (MAX_WATERMARK) once it completes.
+    drain: bool = False
+
+    @property
+    def is_sync_savepoint(self) -> bool:
+        """A stop-with-savepoint: the job finishes once this savepoint completes."""
+        return self.checkpoint_type == "SYNC_SAVEPOINT"
 
     def to_wire(self) -> tuple[Any, ...]:
-        return (self.checkpoint_id, self.timestamp, self.location, self.checkpoint_type)
+        return (self.checkpoint_id, self.timestamp, self.location, self.checkpoint_type, self.drain)
 
     @staticmethod
     def from_wire(t: Any) -> "Barrier":
-        return Barrier(int(t[0]), int(t[1]), t[2], t[3])
+        # Senders older than the drain flag send 4-tuples.
+        return Barrier(int(t[0]), int(t[1]), t[2], t[3], bool(t[4]) if len(t) > 4 else False)
 
 
 class BarrierAligner:
@@ -65,6 +73,17 @@ class BarrierAligner:
     def on_end_of_partition(self, open_channels: set[int]) -> bool:
         """An input ended: the alignment in progress may now be complete."""
         return self.current is not None and self.arrived >= open_channels
+
+    def abort(self, checkpoint_id: int) -> list[int]:
+        """Checkpoint ``checkpoint_id`` was aborted: stop aligning it. Returns the channels to unblock."""
+        if self.current != checkpoint_id:
+            if self.current is None:
+                self.done = max(self.done, checkpoint_id)  # its barriers, if they still come, are ignored
+            return []
+        unblock = sorted(self.arrived) if self.exactly_once else []
+        self.done = checkpoint_id
+        self.current, self.arrived, self.started = None, set(), None
+        return unblock
 
     def complete(self) -> tuple[int, float]:
         """Mark the current checkpoint taken; returns its id and when alignment started."""

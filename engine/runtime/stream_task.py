@@ -75,6 +75,11 @@ class StreamTask:
         # Filled by the hosting process's threads, drained by the task's own thread.
         self.triggers: deque[Barrier] = deque()
         self.completed_notifications: deque[int] = deque()
+        self.aborted_notifications: deque[int] = deque()
+        # Stop-with-savepoint: the SYNC_SAVEPOINT barrier this task snapshotted, until it is aborted;
+        # ``_stopping`` once it completed and the task is to finish.
+        self._savepoint_stop: Barrier | None = None
+        self._stopping = False
         self.checkpointer: SubtaskCheckpointer | None = None
         if env.checkpoint_ack is not None and env.checkpoint_decline is not None:
             self.checkpointer = SubtaskCheckpointer(
@@ -99,6 +104,10 @@ class StreamTask:
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         self.completed_notifications.append(checkpoint_id)
 
+    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        """From another thread: checkpoint ``checkpoint_id`` will never complete."""
+        self.aborted_notifications.append(checkpoint_id)
+
     # -- checkpoints ---------------------------------------------------------
     def _take_checkpoint(self, barrier: Barrier, alignment_ms: int) -> None:
         """Snapshot every operator of the chain, then send the barrier on (it follows every record
@@ -114,6 +123,7 @@ class StreamTask:
                 states[op_id] = {"position": position}
                 offsets[op_id] = position
                 continue
+            op.prepare_snapshot_pre_barrier(barrier.checkpoint_id)
             state: dict[str, Any] = {"operator": op.snapshot_state()}
             if node_id == head and self.keyed_backend is not None:
                 state["keyed"] = self.keyed_backend.snapshot_by_key_group()
@@ -124,6 +134,10 @@ class StreamTask:
         if self.checkpointer is not None:
             delay = max(int(time.time() * 1000) - barrier.timestamp, 0)
             self.checkpointer.snapshot(barrier, states, offsets, alignment_ms, delay)
+        if barrier.is_sync_savepoint:
+            # Nothing may follow this barrier until the savepoint's outcome is known: a source stops
+            # reading, and no task fires processing-time timers (see _flush_due).
+            self._savepoint_stop = barrier
 
     def _complete_alignment(self, aligner: BarrierAligner, barrier: Barrier, gate: Any, unblock: list[int]) -> None:
         _, started = aligner.complete()
@@ -167,11 +181,39 @@ class StreamTask:
             else:
                 op.restore_state(None)
 
-    def _drain_notifications(self) -> None:
+    def _drain_notifications(self) -> list[int]:
+        """Hand checkpoint outcomes to the operators; returns the aborted checkpoint ids."""
         while self.completed_notifications:
             cid = self.completed_notifications.popleft()
             for op in self.operators.values():
                 op.notify_checkpoint_complete(cid)
+            if self._savepoint_stop is not None and cid >= self._savepoint_stop.checkpoint_id:
+                self._stopping = True
+        aborted: list[int] = []
+        while self.aborted_notifications:
+            cid = self.aborted_notifications.popleft()
+            aborted.append(cid)
+            for op in self.operators.values():
+                op.notify_checkpoint_aborted(cid)
+            if self._savepoint_stop is not None and cid == self._savepoint_stop.checkpoint_id and not self._stopping:
+                self._savepoint_stop = None  # the stop failed: the job goes on as before
+        return aborted
+
+    @property
+    def _drain(self) -> bool:
+        """Whether the task ends event time at its end: always, unless stopped with a savepoint without drain."""
+        return not self._stopping or self._savepoint_stop is None or self._savepoint_stop.drain
+
+    def _await_savepoint_outcome(self) -> None:
+        """A task whose inputs ended after it snapshotted a stop-with-savepoint waits for the savepoint
+        to complete before it finishes, so a two-phase-commit sink commits the savepoint's output first."""
+        cancelled = self.env.cancelled
+        while self._savepoint_stop is not None and not self._stopping:
+            if cancelled.is_set():
+                raise TaskCancelled()
+            self._drain_notifications()
+            self._flush_due()
+            time.sleep(0.005)
 
     # -- wiring ------------------------------------------------------------
     def _build(self) -> None:
@@ -269,10 +311,15 @@ class StreamTask:
                 self._run_source(head)
             else:
                 self._run_input()
+                self._await_savepoint_outcome()
+            drain = self._drain
             for node_id in self.tdd.operators:
                 op = self.operators.get(node_id)
                 if op is not None:
-                    op.end_input()
+                    if drain:
+                        op.end_input()
+                    else:
+                        op.stop_without_drain()
             for w in self.writers:
                 w.broadcast_event(END_OF_PARTITION)
         finally:
@@ -289,7 +336,7 @@ class StreamTask:
 
     def _flush_due(self) -> float:
         now = time.monotonic()
-        if self.ticking and now >= self.next_tick:
+        if self.ticking and now >= self.next_tick and self._savepoint_stop is None:
             # Processing-time timers and idleness checks run between batches, on this thread.
             self.next_tick = now + TICK_S
             now_ms = int(time.time() * 1000)
@@ -313,8 +360,17 @@ class StreamTask:
                     raise TaskCancelled()
                 while triggers:
                     self._take_checkpoint(triggers.popleft(), 0)
-                if self.completed_notifications:
+                if self.completed_notifications or self.aborted_notifications:
                     self._drain_notifications()
+                if self._savepoint_stop is not None:
+                    if self._stopping:
+                        break
+                    # Stop-with-savepoint: read nothing more until the savepoint completes or aborts.
+                    t0 = time.monotonic()
+                    self._flush_due()
+                    time.sleep(0.005)
+                    metrics.idle_s += time.monotonic() - t0
+                    continue
                 t0 = time.monotonic()
                 batch = reader.poll_batch(SOURCE_BATCH)
                 if batch is None:
@@ -325,8 +381,10 @@ class StreamTask:
                     continue
                 out.emit(batch, None)
                 self._flush_due()
-            # A bounded source ends event time: every window and timer downstream may fire.
-            out.emit_watermark(MAX_WATERMARK)
+            # A bounded source, or a stop with drain, ends event time: every window and timer
+            # downstream may fire. A stop without drain leaves them pending in the savepoint.
+            if self._drain:
+                out.emit_watermark(MAX_WATERMARK)
         finally:
             reader.close()
 
@@ -352,8 +410,10 @@ class StreamTask:
                 t0 = time.monotonic()
                 item = gate.poll(min(due, 0.1))
                 metrics.idle_s += time.monotonic() - t0
-                if self.completed_notifications:
-                    self._drain_notifications()
+                if self.completed_notifications or self.aborted_notifications:
+                    for cid in self._drain_notifications():
+                        for c in aligner.abort(cid):
+                            gate.unblock(c)
                 if item is None:
                     continue
                 ch, payload = item
@@ -387,6 +447,10 @@ class StreamTask:
                     open_channels.discard(ch)
                     gate.block(ch)
                     advanced = valve.end_of_partition(ch)
+                    if self._savepoint_stop is not None and not self._savepoint_stop.drain:
+                        # Stopped without drain: an ended input keeps holding event time back (as in
+                        # Flink), so no window or timer fires that the savepoint still holds pending.
+                        advanced = None
                     if aligner.on_end_of_partition(open_channels) and self._pending_barrier is not None:
                         self._complete_alignment(aligner, self._pending_barrier, gate, sorted(aligner.arrived))
                 if advanced is not None:

@@ -27,6 +27,9 @@ class TaskExecutorGateway(Protocol):
 
     def notify_checkpoint_complete(self, tm_id: str, slot: int, msg: dict) -> None: ...
 
+    def notify_checkpoint_aborted(self, tm_id: str, slot: int, msg: dict) -> None:
+        """``msg`` is ``messages.notify_checkpoint_aborted(...)``; every task of that job attempt in the slot gets it."""
+
 
 class RedisTaskExecutorGateway:
     def __init__(self, client: redis.Redis, cluster_secret: str | None = None) -> None:
@@ -53,6 +56,9 @@ class RedisTaskExecutorGateway:
         self.client.rpush(redis_keys.slot_inbox(tm_id, slot), messages.pack(msg))
 
     def notify_checkpoint_complete(self, tm_id: str, slot: int, msg: dict) -> None:
+        self.client.rpush(redis_keys.slot_inbox(tm_id, slot), messages.pack(msg))
+
+    def notify_checkpoint_aborted(self, tm_id: str, slot: int, msg: dict) -> None:
         self.client.rpush(redis_keys.slot_inbox(tm_id, slot), messages.pack(msg))
 
     def release_attempt(self, job_id: str, attempt: int) -> None:

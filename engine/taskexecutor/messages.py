@@ -61,6 +61,12 @@ def notify_checkpoint_complete(job: str, attempt: int, checkpoint_id: int) -> di
     return {"type": "notify_checkpoint_complete", "job": job, "attempt": attempt, "checkpoint_id": checkpoint_id}
 
 
+def notify_checkpoint_aborted(job: str, attempt: int, checkpoint_id: int, reason: str | None = None) -> dict[str, Any]:
+    """Checkpoint ``checkpoint_id`` will never complete: tasks stop aligning it, and a source stopped by
+    that stop-with-savepoint resumes reading."""
+    return {"type": "notify_checkpoint_aborted", "job": job, "attempt": attempt, "checkpoint_id": checkpoint_id, "reason": reason}
+
+
 def checkpoint_ack(job: str, attempt: int, vertex: str, subtask: int, checkpoint_id: int, ack: dict[str, Any]) -> dict[str, Any]:
     return {
         "type": "checkpoint_ack", "job": job, "attempt": attempt, "vertex": vertex, "subtask": subtask,

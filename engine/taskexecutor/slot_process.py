@@ -108,6 +108,11 @@ class SlotExecutor:
                 targets = [r for k, r in self.tasks.items() if k[0] == msg["job"] and k[3] == msg["attempt"]]
             for r in targets:
                 r.task.notify_checkpoint_complete(msg["checkpoint_id"])
+        elif msg["type"] == "notify_checkpoint_aborted":
+            with self.lock:
+                targets = [r for k, r in self.tasks.items() if k[0] == msg["job"] and k[3] == msg["attempt"]]
+            for r in targets:
+                r.task.notify_checkpoint_aborted(msg["checkpoint_id"])
         elif msg["type"] == "cancel":
             with self.lock:
                 victims = [r for k, r in self.tasks.items() if k[0] == msg["job"] and k[3] <= msg["attempt"]]

@@ -173,6 +173,10 @@ class StreamOperator:
     def process_status(self, idle: bool) -> None:
         self.output.emit_status(idle)
 
+    def prepare_snapshot_pre_barrier(self, checkpoint_id: int) -> None:
+        """Checkpoint ``checkpoint_id`` is about to be snapshotted (Flink's prepareSnapshotPreBarrier):
+        a two-phase-commit sink stages what it wrote for this checkpoint."""
+
     def snapshot_state(self) -> Any:
         """Operator state beyond keyed state (timers, broadcast state...): plain picklable data."""
         return None
@@ -182,6 +186,9 @@ class StreamOperator:
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         """The checkpoint is complete everywhere: the commit point of two-phase-commit sinks."""
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        """The checkpoint will never complete: whatever was staged for it will not be committed by it."""
 
     def on_tick(self, now_ms: int) -> None:
         """Called every few tens of milliseconds by the task loop when ``wants_ticks``."""
@@ -193,6 +200,12 @@ class StreamOperator:
 
     def end_input(self) -> None:
         pass
+
+    def stop_without_drain(self) -> None:
+        """Stop-with-savepoint without drain ends the task instead of ``end_input``: the job will resume
+        from the savepoint, so operators holding windows or timers leave them pending there unfired
+        (Flink calls finish() but not endInput()). Others finish as at the end of their input."""
+        self.end_input()
 
     def close(self) -> None:
         if isinstance(self.function, Function):

@@ -146,6 +146,9 @@ class KeyedProcessOperator(StreamOperator):
         now = self.ctx.clock()
         self._fire_due(lambda: self.timers.poll_processing_timer(now), TimeDomain.PROCESSING_TIME)
 
+    def stop_without_drain(self) -> None:
+        pass  # pending timers stay in the savepoint and fire after the job resumes from it
+
     def end_input(self) -> None:
         # Bounded input: pending processing-time timers fire now rather than never.
         self._fire_due(lambda: self.timers.poll_processing_timer(2**63 - 1), TimeDomain.PROCESSING_TIME)

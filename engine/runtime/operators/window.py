@@ -331,6 +331,9 @@ class WindowOperator(StreamOperator):
         if isinstance(self.window_function, Function):
             self.window_function.close()
 
+    def stop_without_drain(self) -> None:
+        pass  # open windows stay in the savepoint and fire after the job resumes from it
+
     def end_input(self) -> None:
         # Bounded input: processing-time windows still open fire now instead of being lost.
         if not self.assigner.is_event_time:

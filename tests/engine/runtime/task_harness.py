@@ -1,0 +1,161 @@
+"""Runs a job's real StreamTasks in this process over in-memory channels, playing the JobManager's
+checkpoint role by hand: trigger barriers at the sources, collect acks into a CompletedCheckpoint,
+notify complete or aborted, and deploy a new run restored (possibly rescaled) from it.
+
+Everything below the coordinator is the production code: tasks, operators, state backends,
+checkpoint storage on disk and ``plan_restore``.
+"""
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from typing import Any
+
+import cloudpickle
+
+from engine.checkpoint.completed_checkpoint import CompletedCheckpoint, operators_of_job_graph
+from engine.checkpoint.messages import CheckpointType, TaskAck
+from engine.checkpoint.rescale import plan_restore
+from engine.checkpoint.storage import checkpoint_location
+from engine.graph.transformations import OperatorKind
+from engine.runtime.checkpointing import Barrier
+from engine.runtime.deployment import make_tdd
+from engine.runtime.io.channel import TaskCancelled
+from engine.runtime.io.local_channels import LocalChannelRegistry
+from engine.runtime.stream_task import StreamTask, TaskEnvironment
+
+
+def collect_sink(ds: Any) -> int:
+    """Add a collect sink after ``ds``; the harness gathers what reaches it in ``results``."""
+    env = ds._env
+    return env._add(OperatorKind.SINK, "Collect Sink", (ds._id,), params={"sink": "collect"})
+
+
+class TaskHarness:
+    def __init__(self, env: Any, checkpoint_dir: str, restore_from: CompletedCheckpoint | None = None) -> None:
+        self.job_graph, stream_graph = env.get_job_graph("harness")
+        self.checkpoint_dir = checkpoint_dir
+        self.cancelled = threading.Event()
+        self.lock = threading.Lock()
+        self.results: list[Any] = []
+        self.acks: dict[int, dict[tuple[str, int], TaskAck]] = {}
+        self.declines: list[tuple[int, str]] = []
+        self.failures: list[str] = []
+        plan = plan_restore(restore_from, operators_of_job_graph(self.job_graph)) if restore_from else {}
+        payload = cloudpickle.dumps(stream_graph)
+        registry = LocalChannelRegistry(8)
+        self.tasks: dict[tuple[str, int], StreamTask] = {}
+        self.sources: list[StreamTask] = []
+        for v in self.job_graph.vertices:
+            for i in range(v.parallelism):
+                restore = plan.get((v.id, i))
+                tdd = make_tdd(self.job_graph, v.id, i, 0, restore.to_dict() if restore else None)
+                graph = cloudpickle.loads(payload)  # each subtask its own copy of the user code
+                env_ = TaskEnvironment(
+                    channels=registry.factory(self.cancelled),
+                    cancelled=self.cancelled,
+                    print_line=lambda s: None,
+                    collect=self._collect,
+                    checkpoint_ack=lambda cid, ack, t=(v.id, i): self._ack(cid, t, ack),
+                    checkpoint_decline=lambda cid, reason: self._decline(cid, reason),
+                )
+                task = StreamTask(tdd, graph, env_)
+                self.tasks[(v.id, i)] = task
+                if graph.transformations[tdd.operators[0]].kind is OperatorKind.SOURCE:
+                    self.sources.append(task)
+        self.threads = [threading.Thread(target=self._run, args=(t,), daemon=True) for t in self.tasks.values()]
+
+    def _collect(self, node_id: int, values: list[Any]) -> None:
+        with self.lock:
+            self.results.extend(values)
+
+    def _ack(self, cid: int, task: tuple[str, int], ack: TaskAck) -> None:
+        with self.lock:
+            self.acks.setdefault(cid, {})[task] = ack
+
+    def _decline(self, cid: int, reason: str) -> None:
+        with self.lock:
+            self.declines.append((cid, reason))
+
+    def _run(self, task: StreamTask) -> None:
+        try:
+            task.run()
+        except TaskCancelled:
+            pass
+        except BaseException:
+            with self.lock:
+                self.failures.append(f"{task.name}: {traceback.format_exc()}")
+            self.cancelled.set()
+
+    # -- the JobManager's part ------------------------------------------------
+    def start(self) -> "TaskHarness":
+        for t in self.threads:
+            t.start()
+        return self
+
+    def trigger(self, cid: int, checkpoint_type: str = "CHECKPOINT", drain: bool = False) -> Barrier:
+        barrier = Barrier(
+            cid, int(time.time() * 1000), checkpoint_location(self.checkpoint_dir, self.job_graph.job_id, cid),
+            checkpoint_type, drain,
+        )
+        for s in self.sources:
+            s.trigger_checkpoint(barrier)
+        return barrier
+
+    def await_checkpoint(self, cid: int, timeout: float = 20.0) -> CompletedCheckpoint:
+        """Wait until every task acknowledged ``cid``; the checkpoint as the coordinator would complete it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self.lock:
+                got = dict(self.acks.get(cid, {}))
+                if self.failures:
+                    raise AssertionError("\n".join(self.failures))
+                if self.declines:
+                    raise AssertionError(f"declined: {self.declines}")
+            if len(got) == len(self.tasks):
+                break
+            if time.monotonic() > deadline:
+                raise AssertionError(f"checkpoint {cid}: {len(got)} of {len(self.tasks)} acks")
+            time.sleep(0.01)
+        first = min(self.acks[cid].values(), key=lambda a: a.ack_timestamp or 0)
+        return CompletedCheckpoint.from_acks(
+            self.job_graph.job_id, cid, CheckpointType.CHECKPOINT, int(first.ack_timestamp or 0),
+            int(time.time() * 1000), None, got, operators_of_job_graph(self.job_graph),
+        )
+
+    def notify_complete(self, cid: int) -> None:
+        for t in self.tasks.values():
+            t.notify_checkpoint_complete(cid)
+
+    def notify_aborted(self, cid: int) -> None:
+        for t in self.tasks.values():
+            t.notify_checkpoint_aborted(cid)
+
+    def checkpoint(self, cid: int, checkpoint_type: str = "CHECKPOINT", drain: bool = False) -> CompletedCheckpoint:
+        self.trigger(cid, checkpoint_type, drain)
+        done = self.await_checkpoint(cid)
+        self.notify_complete(cid)
+        return done
+
+    def join(self, timeout: float = 30.0) -> list[Any]:
+        """Wait for every task to end; returns the collected results. Fails on a task failure or timeout."""
+        deadline = time.monotonic() + timeout
+        for t in self.threads:
+            t.join(max(deadline - time.monotonic(), 0.01))
+        alive = [t for t in self.threads if t.is_alive()]
+        if alive:
+            self.cancelled.set()
+            raise AssertionError(f"{len(alive)} tasks still running after {timeout}s")
+        if self.failures:
+            raise AssertionError("\n".join(self.failures))
+        with self.lock:
+            return list(self.results)
+
+    def running(self) -> int:
+        return sum(t.is_alive() for t in self.threads)
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+        for t in self.threads:
+            t.join(10)
