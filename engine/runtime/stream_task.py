@@ -115,6 +115,10 @@ class StreamTask:
         head = self.tdd.operators[0]
         states: dict[str, Any] = {}
         offsets: dict[str, Any] = {}
+        for node_id in self.tdd.operators:  # head first: what an operator emits here reaches the next
+            op = self.operators.get(node_id)
+            if op is not None:
+                op.prepare_snapshot_pre_barrier(barrier.checkpoint_id)
         for node_id in self.tdd.operators:
             op_id = self.graph.nodes[node_id].operator_id
             op = self.operators.get(node_id)
