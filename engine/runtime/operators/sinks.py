@@ -52,20 +52,103 @@ class FunctionSinkOperator(StreamOperator):
 
 
 class WriterSinkOperator(StreamOperator):
+    """``sink_to``: runs a Sink's writer, and for a two-phase-commit sink Flink's commit protocol.
+
+    Before checkpoint n's barrier passes, the writer's committables are staged under n;
+    the operator state (a plain list, so it can be split on rescale) holds every staged
+    committable and the writer's own state. ``notify_checkpoint_complete(n)`` commits
+    what is staged under ids <= n (a checkpoint that was aborted is covered by the next
+    one, whose state also holds its committables); a restore commits every committable
+    it finds again, since the failure may have struck between completion and
+    notification; end of input commits the rest.
+    """
+
     def open(self) -> None:
         super().open()
-        self.writer = self.function.create_writer(self.ctx.subtask, self.ctx.parallelism)
+        self.sink = self.function
+        self.committer = self.sink.create_committer()
+        self.staged: dict[int, list[Any]] = {}  # checkpoint id -> committables not yet committed
+        self.snapshot_id: int | None = None
+        self.writer: Any = None
+
+    def _create_writer(self, recovered: list[Any], restored: bool) -> Any:
+        from engine.datastream.connectors.sink import InitContext
+
+        c = self.ctx
+        context = InitContext(
+            subtask=c.subtask,
+            parallelism=c.parallelism,
+            attempt=c.attempt,
+            job_id=c.job_id,
+            operator_id=str(self.params.get("node_id")),
+            restored=restored,
+        )
+        self.writer = self.sink.restore_writer(context, recovered)
+        return self.writer
 
     def process_batch(self, values, timestamps):
-        w = self.writer
+        w = self.writer if self.writer is not None else self._create_writer([], False)
         for v in values:
             w.write(v)
 
+    def _commit(self, committables: list[Any]) -> None:
+        if not committables:
+            return
+        if self.committer is None:
+            raise TypeError(f"sink '{self.ctx.operator_name}' staged committables but has no Committer")
+        self.committer.commit(committables)
+
+    def prepare_snapshot_pre_barrier(self, checkpoint_id: int) -> None:
+        w = self.writer if self.writer is not None else self._create_writer([], False)
+        w.flush(False)
+        staged = w.prepare_commit()
+        if staged:
+            self.staged.setdefault(checkpoint_id, []).extend(staged)
+        self.snapshot_id = checkpoint_id
+
+    def snapshot_state(self) -> Any:
+        if self.snapshot_id is None:
+            raise RuntimeError(f"sink '{self.ctx.operator_name}' was snapshotted without prepare_snapshot_pre_barrier")
+        cid, self.snapshot_id = self.snapshot_id, None
+        items: list[Any] = [["committable", c, x] for c in sorted(self.staged) for x in self.staged[c]]
+        items.extend(["writer", s] for s in self.writer.snapshot_state(cid))
+        return items
+
+    def restore_state(self, state: Any) -> None:
+        committables: list[tuple[int, Any]] = []
+        writer_states: list[Any] = []
+        for item in state or []:
+            if isinstance(item, (list, tuple)) and len(item) == 3 and item[0] == "committable":
+                committables.append((int(item[1]), item[2]))
+            elif isinstance(item, (list, tuple)) and len(item) == 2 and item[0] == "writer":
+                writer_states.append(item[1])
+            else:
+                raise ValueError(f"sink '{self.ctx.operator_name}' cannot restore state item {item!r}")
+        committables.sort(key=lambda t: t[0])
+        self._commit([x for _, x in committables])
+        if self.writer is not None:
+            self.writer.close()
+        self._create_writer(writer_states, True)
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        for cid in sorted(c for c in self.staged if c <= checkpoint_id):
+            self._commit(self.staged.pop(cid))
+        if self.writer is not None:
+            self.writer.notify_checkpoint_complete(checkpoint_id)
+
     def end_input(self) -> None:
-        self.writer.flush(True)
+        w = self.writer if self.writer is not None else self._create_writer([], False)
+        w.flush(True)
+        rest = w.prepare_commit()
+        for cid in sorted(self.staged):
+            self._commit(self.staged.pop(cid))
+        self._commit(rest)
 
     def close(self) -> None:
-        self.writer.close()
+        if self.writer is not None:
+            self.writer.close()
+        if self.committer is not None:
+            self.committer.close()
         super().close()
 
 

@@ -1,0 +1,139 @@
+"""FileSource: file enumeration and filtering, split assignment, and resuming readers by byte offset."""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.common.time import Duration
+from engine.datastream.connectors.file_source import DONE, assign_splits, enumerate_files, owner_of
+from engine.datastream.connectors.file_system import FileSource, StreamFormat
+
+
+def _drain(reader, batch=3):
+    out = []
+    while (b := reader.poll_batch(batch)) is not None:
+        out.extend(b)
+    return out
+
+
+def _source(*paths, charset="UTF-8"):
+    return FileSource.for_record_stream_format(StreamFormat.text_line_format(charset=charset), *map(str, paths)).build()
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    (tmp_path / "a.txt").write_text("a1\na2\na3\n")
+    (tmp_path / "b.txt").write_text("b1\r\nb2")  # CRLF, and a last line without a newline
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "c.txt").write_text("c1\n\nc3\n")  # an empty line is a record
+    (tmp_path / ".hidden").write_text("no\n")
+    (tmp_path / "_SUCCESS").write_text("no\n")
+    (tmp_path / ".part-x.inprogress").write_text("no\n")
+    (tmp_path / "_tmp").mkdir()
+    (tmp_path / "_tmp" / "d.txt").write_text("no\n")
+    return tmp_path
+
+
+def test_directories_are_read_recursively_without_hidden_or_underscore_files(tree: Path) -> None:
+    assert enumerate_files([str(tree)]) == [str(tree / "a.txt"), str(tree / "b.txt"), str(tree / "sub" / "c.txt")]
+    lines = _drain(_source(tree).create_reader(0, 1))
+    assert lines == ["a1", "a2", "a3", "b1", "b2", "c1", "", "c3"]
+
+
+def test_public_attributes_the_spark_runner_reads(tree: Path) -> None:
+    src = FileSource.for_record_stream_format(StreamFormat.text_line_format("latin-1"), str(tree / "a.txt"), f"file://{tree}/sub").build()
+    assert src.paths == (str(tree / "a.txt"), str(tree / "sub"))
+    assert src.stream_format.charset == "latin-1"
+    assert src.is_bounded()
+
+
+@pytest.mark.parametrize("parallelism", [1, 2, 3, 4])
+def test_every_line_is_read_by_exactly_one_subtask(tree: Path, parallelism: int) -> None:
+    src = _source(tree)
+    lines = [ln for i in range(parallelism) for ln in _drain(src.create_reader(i, parallelism))]
+    assert sorted(lines) == sorted(["a1", "a2", "a3", "b1", "b2", "c1", "", "c3"])
+
+
+def test_fresh_splits_are_sorted_files_round_robin() -> None:
+    files = ["/d/a", "/d/b", "/d/c", "/d/d", "/d/e"]
+    assert assign_splits(files, 0, 2, continuous=False) == [["/d/a", 0], ["/d/c", 0], ["/d/e", 0]]
+    assert assign_splits(files, 1, 2, continuous=False) == [["/d/b", 0], ["/d/d", 0]]
+    # Monitoring assigns by a hash of the path, so files found later go to the same subtask everywhere.
+    for f in files:
+        owners = [i for i in range(3) if ["%s" % f, 0] in assign_splits(files, i, 3, continuous=True)]
+        assert owners == [owner_of(f, 3)]
+
+
+def test_resuming_from_any_snapshot_reads_each_line_exactly_once(tmp_path: Path) -> None:
+    expected = []
+    for name in ("x.txt", "y.txt"):
+        lines = [f"{name}-{i}-é" for i in range(50)]
+        (tmp_path / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+        expected += lines
+    src = _source(tmp_path)
+    for cut in range(0, 101, 7):
+        reader = src.create_reader(0, 1)
+        got = []
+        while len(got) < cut:
+            got.extend(reader.poll_batch(min(3, cut - len(got))))
+        position = reader.snapshot()
+        reader.close()
+        # The position is plain data: a list of [path, offset] split states.
+        assert all(isinstance(p, str) and isinstance(o, int) for p, o in position)
+        got += _drain(src.create_reader(0, 1, position))
+        assert got == expected, cut
+
+
+def test_finished_splits_are_kept_as_done(tree: Path) -> None:
+    reader = _source(tree / "a.txt").create_reader(0, 1)
+    assert _drain(reader) == ["a1", "a2", "a3"]
+    assert reader.snapshot() == [[str(tree / "a.txt"), DONE]]
+    assert _drain(_source(tree / "a.txt").create_reader(0, 1, reader.snapshot())) == []
+
+
+def test_splits_of_other_subtasks_can_be_resumed_after_rescale(tree: Path) -> None:
+    src = _source(tree)
+    r0, r1 = src.create_reader(0, 2), src.create_reader(1, 2)
+    first = r0.poll_batch(2) + r1.poll_batch(1)
+    merged = r0.snapshot() + r1.snapshot()
+    rest = _drain(src.create_reader(0, 1, merged))
+    assert sorted(first + rest) == sorted(["a1", "a2", "a3", "b1", "b2", "c1", "", "c3"])
+
+
+def test_monitoring_picks_up_new_files(tmp_path: Path) -> None:
+    (tmp_path / "1.txt").write_text("one\n")
+    src = FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(tmp_path)).monitor_continuously(
+        Duration.of_millis(10)
+    ).build()
+    assert not src.is_bounded()
+    reader = src.create_reader(0, 1)
+    got = reader.poll_batch(10)
+    assert got == ["one"]
+    assert reader.poll_batch(10) == []  # nothing new: unbounded sources never end
+    (tmp_path / ".2.txt").write_text("two\n")
+    os.replace(tmp_path / ".2.txt", tmp_path / "2.txt")  # appear atomically, as Flink expects
+    deadline = time.monotonic() + 5
+    while not (b := reader.poll_batch(10)) and time.monotonic() < deadline:
+        pass
+    assert b == ["two"]
+    # A restored reader remembers which files it read.
+    resumed = src.create_reader(0, 1, reader.snapshot())
+    assert resumed.poll_batch(10) == []
+
+
+def test_bad_input_is_named(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="missing"):
+        _source(tmp_path / "missing")
+    with pytest.raises(ValueError, match="unknown charset 'nope'"):
+        StreamFormat.text_line_format("nope")
+    with pytest.raises(ValueError, match="at least one path"):
+        FileSource.for_record_stream_format(StreamFormat.text_line_format())
+    with pytest.raises(ValueError, match="positive Duration"):
+        FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(tmp_path)).monitor_continuously(5)
+    with pytest.raises(ValueError, match=r"list of \[path, offset\]"):
+        _source(tmp_path).create_reader(0, 1, 17)
+    with pytest.raises(ValueError, match="hdfs://"):
+        FileSource.for_record_stream_format(StreamFormat.text_line_format(), "hdfs://nn/x")
