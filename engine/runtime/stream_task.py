@@ -127,7 +127,6 @@ class StreamTask:
                 states[op_id] = {"position": position}
                 offsets[op_id] = position
                 continue
-            op.prepare_snapshot_pre_barrier(barrier.checkpoint_id)
             state: dict[str, Any] = {"operator": op.snapshot_state()}
             if node_id == head and self.keyed_backend is not None:
                 state["keyed"] = self.keyed_backend.snapshot_by_key_group()

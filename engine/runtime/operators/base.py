@@ -174,10 +174,6 @@ class StreamOperator:
         self.output.emit_status(idle)
 
     def prepare_snapshot_pre_barrier(self, checkpoint_id: int) -> None:
-        """Checkpoint ``checkpoint_id`` is about to be snapshotted (Flink's prepareSnapshotPreBarrier):
-        a two-phase-commit sink stages what it wrote for this checkpoint."""
-
-    def prepare_snapshot_pre_barrier(self, checkpoint_id: int) -> None:
         """Just before the checkpoint's snapshot and barrier: the last moment to emit records or stage
         output (a two-phase-commit sink's pre-commit) that the checkpoint should cover."""
 
