@@ -219,9 +219,25 @@ def main(argv: list[str] | None = None) -> int:
         if watcher is not None:
             watcher.stopped.set()
             watcher.join(5)
+            if cancel.is_set() and sc is not None:
+                _await_killed_tasks(sc, ns.job_id)
             watcher.publish()  # the final figures, kept after the context is gone
         if sc is not None:
             sc.stop()
+
+
+def _await_killed_tasks(sc: Any, job_group: str, timeout_s: float = 10.0) -> None:
+    """After cancelJobGroup, wait (briefly) until Spark has counted the killed tasks as ended,
+    so the final progress does not show tasks of a cancelled job as still active."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            stages = progress_snapshot(sc, job_group)["stages"]
+        except Exception:
+            return
+        if all(s["numActiveTasks"] == 0 for s in stages):
+            return
+        time.sleep(0.1)
 
 
 def _report(ns: argparse.Namespace, text: str) -> None:

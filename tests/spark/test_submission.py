@@ -97,3 +97,37 @@ def test_a_translatable_window_is_accepted_and_runs_on_spark(cluster: Cluster, t
     res = cluster.run(path, timeout=240)
     assert res.returncode == 0, res.stderr
     assert "[('a', 1), ('a', 1500), ('b', 2)]" in res.stdout
+
+
+LONG = """
+from pyflink.datastream import RuntimeExecutionMode, StreamExecutionEnvironment
+from pyflink.datastream.connectors import DataGeneratorSource
+
+env = StreamExecutionEnvironment.get_execution_environment()
+env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+# Bounded, but 10 M records at 50 per second and subtask: it runs until cancelled.
+env.from_source(DataGeneratorSource(lambda i: i, 10_000_000, records_per_second=50), None, "slow").map(str).print()
+env.execute("long batch")
+"""
+
+
+def test_cancel_of_a_long_spark_job_over_rest(cluster: Cluster, tmp_path: Path) -> None:
+    path = tmp_path / "long.py"
+    path.write_text(LONG)
+    with open(path, "rb") as f:
+        jar_id = cluster.http.post("/jars/upload", files={"jarfile": ("long.py", f)}).json()["filename"]
+    run = cluster.http.post(f"/jars/{jar_id}/run", json={"parallelism": 2})
+    assert run.status_code == 200, run.text
+    jid = run.json()["jobid"]
+    # Spark really runs it: its tasks are active in the status tracker.
+    cluster.wait_for(
+        lambda: any(s["numActiveTasks"] > 0 for s in cluster.job(jid)["spark"]["stages"]), 120, "Spark tasks to run"
+    )
+    assert cluster.job(jid)["state"] == "RUNNING"
+    assert cluster.http.patch(f"/jobs/{jid}", params={"mode": "cancel"}).status_code == 202
+    job = cluster.wait_state(jid, ("CANCELED", "FAILED", "FINISHED"), 60)
+    assert job["state"] == "CANCELED"
+    assert job["job-type"] == "BATCH"
+    # The cancelled job group left no Spark task running.
+    assert all(s["numActiveTasks"] == 0 for s in job["spark"]["stages"])
+    assert cluster.http.get(f"/jobs/{jid}/exceptions").json()["exceptionHistory"]["entries"] == []
