@@ -29,7 +29,14 @@ from backend.persistence.taskmanager_history import TaskManagerHistory
 from backend.services.programs import ProgramService
 from backend.settings import Settings
 from backend.ui.security import logged_in
-from engine.jobmanager.dispatcher import Dispatcher, DispatcherConfig, JobSubmissionError, TooManyJobs, UnknownJob
+from engine.jobmanager.dispatcher import (
+    Dispatcher,
+    DispatcherConfig,
+    JobSubmissionError,
+    OperationRejected,
+    TooManyJobs,
+    UnknownJob,
+)
 
 log = logging.getLogger("millstream.app")
 
@@ -37,7 +44,7 @@ VERSION = "0.1.0"
 
 
 def _routers():
-    from backend.api import audit, checkpoints, cluster, jars, jobs, submission, taskmanagers, vertices
+    from backend.api import audit, checkpoints, cluster, jars, jobs, savepoints, submission, taskmanagers, vertices
 
     return [
         cluster.router,
@@ -45,6 +52,7 @@ def _routers():
         submission.router,
         vertices.router,
         checkpoints.router,
+        savepoints.router,  # after checkpoints: /checkpoints/{triggerid} must not shadow /checkpoints/config
         taskmanagers.router,
         jars.router,
         audit.router,
@@ -75,6 +83,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 spark_master=settings.spark_master,
                 redis_url=settings.redis_url,
                 checkpoint_dir=str((settings.data_dir / "checkpoints").resolve()),
+                savepoint_dir=str(settings.resolved_savepoint_dir),
                 cluster_secret=cluster_secret(settings),
                 max_parallelism=settings.max_parallelism,
                 max_concurrent_jobs=settings.max_concurrent_jobs,
@@ -168,6 +177,10 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(TooManyJobs)
     async def too_many_jobs(_: Request, exc: TooManyJobs) -> JSONResponse:
         return JSONResponse({"errors": [str(exc)]}, status_code=429)
+
+    @app.exception_handler(OperationRejected)
+    async def rejected_operation(_: Request, exc: OperationRejected) -> JSONResponse:
+        return JSONResponse({"errors": [str(exc)]}, status_code=exc.status)
 
     @app.exception_handler(JobSubmissionError)
     async def bad_job(_: Request, exc: JobSubmissionError) -> JSONResponse:

@@ -7,6 +7,7 @@ import os
 import runpy
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -153,6 +154,13 @@ def run(
     engine: Optional[str] = typer.Option(
         None, "--engine", help="Where a BATCH job runs: spark (the default) or native (the streaming runtime)"
     ),
+    from_savepoint: Optional[str] = typer.Option(
+        None, "--from-savepoint", "-s", help="Start the job from this savepoint (or retained checkpoint) directory"
+    ),
+    allow_non_restored_state: bool = typer.Option(
+        False, "--allow-non-restored-state", "-n",
+        help="Skip savepoint state that no operator of the program takes, instead of refusing the job",
+    ),
     jobmanager_url: Optional[str] = JM_OPTION,
 ) -> None:
     """Run PROGRAM against the cluster (or locally); extra arguments go to the program."""
@@ -167,14 +175,21 @@ def run(
     sys.path.insert(0, program_dir)
     sys.argv = [str(program), *ctx.args]
     remote = None
+    if allow_non_restored_state and not from_savepoint:
+        typer.echo("--allow-non-restored-state only makes sense with --from-savepoint", err=True)
+        raise typer.Exit(2)
     if local:
+        if from_savepoint:
+            typer.echo("--from-savepoint needs a cluster; it cannot be combined with --local", err=True)
+            raise typer.Exit(2)
         set_context(LocalContext(parallelism))
     else:
         if engine not in (None, "spark", "native"):
             typer.echo(f"--engine must be spark or native, not {engine}", err=True)
             raise typer.Exit(2)
         remote = RemoteContext(
-            jobmanager_url or settings.jobmanager, parallelism, detached, settings.auth_token, program_dir, engine
+            jobmanager_url or settings.jobmanager, parallelism, detached, settings.auth_token, program_dir, engine,
+            from_savepoint, allow_non_restored_state,
         )
         set_context(remote)
     failed = False
@@ -238,6 +253,107 @@ def cancel(job_id: str, jobmanager_url: Optional[str] = JM_OPTION) -> None:
         typer.echo("; ".join(r.json().get("errors", [r.text])), err=True)
         raise typer.Exit(1)
     typer.echo(f"Cancellation of job {job_id} requested.")
+
+
+def _errors_of(r: httpx.Response) -> str:
+    try:
+        return "; ".join(r.json().get("errors", [])) or r.text
+    except ValueError:
+        return r.text
+
+
+def _await_savepoint(http: httpx.Client, job_id: str, request_id: str, timeout: float) -> str:
+    """Poll the savepoint request until it completes; its path, or exit 1 with the failure cause."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            r = http.get(f"/jobs/{job_id}/savepoints/{request_id}")
+        except httpx.TransportError:  # a JobManager restart: savepoint requests are kept in SQL
+            time.sleep(1.0)
+            continue
+        if r.status_code >= 400:
+            typer.echo(f"cannot read the savepoint's status: {_errors_of(r)}", err=True)
+            raise typer.Exit(1)
+        body = r.json()
+        if body["status"]["id"] == "COMPLETED":
+            operation = body.get("operation") or {}
+            if "failure-cause" in operation:
+                cause = operation["failure-cause"].get("stack-trace") or "unknown cause"
+                typer.echo(f"The savepoint of job {job_id} failed: {cause}", err=True)
+                raise typer.Exit(1)
+            return operation["location"]
+        time.sleep(0.5)
+    typer.echo(
+        f"the savepoint of job {job_id} did not complete within {timeout:.0f} s; it may still complete. "
+        f"Poll GET /jobs/{job_id}/savepoints/{request_id}",
+        err=True,
+    )
+    raise typer.Exit(1)
+
+
+def _post_operation(http: httpx.Client, path: str, body: dict) -> str:
+    try:
+        r = http.post(path, json=body)
+    except httpx.ConnectError:
+        typer.echo("cannot reach the JobManager; is the cluster running?", err=True)
+        raise typer.Exit(2)
+    if r.status_code >= 400:
+        typer.echo(_errors_of(r), err=True)
+        raise typer.Exit(1)
+    return r.json()["request-id"]
+
+
+TRIGGER_ID_OPTION = typer.Option(
+    None, "--trigger-id", help="An id of your choice: running the command again with it takes no second savepoint"
+)
+TIMEOUT_OPTION = typer.Option(600.0, "--timeout", help="Seconds to wait for the savepoint")
+
+
+@app.command()
+def savepoint(
+    job_id: str = typer.Argument(..., help="The job's id"),
+    target_directory: Optional[str] = typer.Argument(
+        None, help="Where to write it [default: the job's state.savepoints.dir, else MILLSTREAM_SAVEPOINT_DIR]"
+    ),
+    trigger_id: Optional[str] = TRIGGER_ID_OPTION,
+    timeout: float = TIMEOUT_OPTION,
+    jobmanager_url: Optional[str] = JM_OPTION,
+) -> None:
+    """Take a savepoint of a running job, wait for it, and print its path."""
+    body = {"target-directory": os.path.abspath(target_directory) if target_directory else None, "triggerId": trigger_id}
+    with _client(jobmanager_url) as http:
+        request_id = _post_operation(http, f"/jobs/{job_id}/savepoints", body)
+        typer.echo(f"Triggering savepoint for job {job_id} (request {request_id}); waiting for it to complete...")
+        path = _await_savepoint(http, job_id, request_id, timeout)
+    typer.echo(f"Savepoint completed. Path: {path}")
+    typer.echo(f"Resume the program from it with: millstream run --from-savepoint {path} <program.py>")
+
+
+@app.command()
+def stop(
+    job_id: str = typer.Argument(..., help="The job's id"),
+    savepoint_dir: Optional[str] = typer.Option(
+        None, "--savepoint-dir", "-p", help="Where to write the final savepoint [default: as for `savepoint`]"
+    ),
+    drain: bool = typer.Option(
+        False, "--drain", "-d", help="Send MAX_WATERMARK first, firing every event-time timer and window"
+    ),
+    trigger_id: Optional[str] = TRIGGER_ID_OPTION,
+    timeout: float = TIMEOUT_OPTION,
+    jobmanager_url: Optional[str] = JM_OPTION,
+) -> None:
+    """Stop a job with a final savepoint (the job ends FINISHED) and print the savepoint's path."""
+    body = {
+        "targetDirectory": os.path.abspath(savepoint_dir) if savepoint_dir else None,
+        "drain": drain,
+        "triggerId": trigger_id,
+    }
+    with _client(jobmanager_url) as http:
+        request_id = _post_operation(http, f"/jobs/{job_id}/stop", body)
+        typer.echo(f"Suspending job {job_id} with a savepoint (request {request_id})...")
+        path = _await_savepoint(http, job_id, request_id, timeout)
+    typer.echo(f"Savepoint completed. Path: {path}")
+    typer.echo(f"Resume the program from it with: millstream run --from-savepoint {path} <program.py>")
 
 
 def main() -> None:

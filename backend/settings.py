@@ -21,6 +21,7 @@ class Settings(BaseSettings):
         default=None, validation_alias=AliasChoices("DATABASE_URL", "MILLSTREAM_DATABASE_URL")
     )
     data_dir: Path = Path("var")
+    savepoint_dir: Path | None = None  # default savepoint target (Flink's state.savepoints.dir); unset: <data_dir>/savepoints
     jobmanager: str = "http://127.0.0.1:8081"  # where `millstream run` submits
     taskmanagers: int = 2
     slots: int = 2
@@ -49,6 +50,10 @@ class Settings(BaseSettings):
     @property
     def cors_origin_list(self) -> list[str]:
         return [o.strip() for o in (self.cors_origins or "").split(",") if o.strip()]
+
+    @property
+    def resolved_savepoint_dir(self) -> Path:
+        return (self.savepoint_dir or self.data_dir / "savepoints").resolve()
 
     @property
     def upload_dir(self) -> Path:

@@ -93,8 +93,12 @@ def jar_plan(programs: ProgramsDep, jar_id: str, req: RunRequest = Body(default_
 def jar_run(
     programs: ProgramsDep, dispatcher: DispatcherDep, jar_id: str, req: RunRequest = Body(default_factory=RunRequest)
 ) -> dict[str, str]:
-    if req.savepointPath:
-        raise HTTPException(400, "restoring from a savepoint is not available in this version of Millstream")
+    """With ``savepointPath`` the job starts from that savepoint; a missing or corrupt one, or state no
+    operator takes without ``allowNonRestoredState``, answers 400 and starts nothing."""
+    if req.savepointPath is not None and not req.savepointPath.strip():
+        raise HTTPException(400, "savepointPath is empty")
     captured = _capture(programs, jar_id, req)
-    job_id = dispatcher.submit(captured.job_graph, captured.user_code)
+    job_id = dispatcher.submit(
+        captured.job_graph, captured.user_code, req.savepointPath or None, req.allowNonRestoredState
+    )
     return {"jobid": job_id}

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, ForeignKey, Integer, LargeBinary, MetaData, String, Text
+from sqlalchemy import JSON, BigInteger, Boolean, ForeignKey, Integer, LargeBinary, MetaData, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # Named constraints let Alembic's SQLite batch mode find and alter them later.
@@ -99,3 +99,58 @@ class AuditEntryRow(Base):
     path: Mapped[str] = mapped_column(Text)
     job_id: Mapped[str | None] = mapped_column(String(32), index=True)
     status: Mapped[int] = mapped_column(Integer)
+
+
+class CheckpointRow(Base):
+    """One checkpoint or savepoint of a job with its statistics; ``detail`` is the whole
+    ``CheckpointStats.to_record()`` (per-vertex and per-subtask acks), the columns are for queries."""
+
+    __tablename__ = "checkpoints"
+
+    jid: Mapped[str] = mapped_column(String(32), ForeignKey("jobs.jid", ondelete="CASCADE"), primary_key=True)
+    checkpoint_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    status: Mapped[str] = mapped_column(String(16))  # IN_PROGRESS | COMPLETED | FAILED
+    checkpoint_type: Mapped[str] = mapped_column(String(16))  # CHECKPOINT | SAVEPOINT | SYNC_SAVEPOINT
+    trigger_timestamp: Mapped[int] = mapped_column(BigInteger)  # epoch ms
+    latest_ack_timestamp: Mapped[int | None] = mapped_column(BigInteger)
+    failure_timestamp: Mapped[int | None] = mapped_column(BigInteger)
+    state_size: Mapped[int] = mapped_column(BigInteger, default=0)
+    checkpointed_size: Mapped[int] = mapped_column(BigInteger, default=0)
+    end_to_end_duration: Mapped[int] = mapped_column(BigInteger, default=0)
+    external_path: Mapped[str | None] = mapped_column(Text)
+    discarded: Mapped[bool] = mapped_column(Boolean, default=False)
+    failure_message: Mapped[str | None] = mapped_column(Text)
+    request_id: Mapped[str | None] = mapped_column(String(64))
+    detail: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class CheckpointRestoreRow(Base):
+    """The job (re)started from a checkpoint or savepoint: ``latest.restored`` and the restore count."""
+
+    __tablename__ = "checkpoint_restores"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    jid: Mapped[str] = mapped_column(String(32), ForeignKey("jobs.jid", ondelete="CASCADE"), index=True)
+    checkpoint_id: Mapped[int] = mapped_column(BigInteger)
+    restore_timestamp: Mapped[int] = mapped_column(BigInteger)
+    is_savepoint: Mapped[bool] = mapped_column(Boolean)
+    external_path: Mapped[str | None] = mapped_column(Text)
+
+
+class SavepointRow(Base):
+    """One savepoint request (trigger or stop-with-savepoint) and its outcome; never deleted with the files."""
+
+    __tablename__ = "savepoints"
+
+    jid: Mapped[str] = mapped_column(String(32), ForeignKey("jobs.jid", ondelete="CASCADE"), primary_key=True)
+    request_id: Mapped[str] = mapped_column(String(64), primary_key=True)  # the triggerId
+    checkpoint_id: Mapped[int | None] = mapped_column(BigInteger)
+    checkpoint_type: Mapped[str] = mapped_column(String(16))  # SAVEPOINT | SYNC_SAVEPOINT
+    status: Mapped[str] = mapped_column(String(16))  # IN_PROGRESS | COMPLETED | FAILED
+    trigger_timestamp: Mapped[int] = mapped_column(BigInteger, index=True)
+    completion_timestamp: Mapped[int | None] = mapped_column(BigInteger)
+    target_directory: Mapped[str] = mapped_column(Text)
+    path: Mapped[str | None] = mapped_column(Text)
+    cancel_job: Mapped[bool] = mapped_column(Boolean, default=False)
+    drain: Mapped[bool] = mapped_column(Boolean, default=False)
+    failure_cause: Mapped[str | None] = mapped_column(Text)

@@ -1,19 +1,23 @@
 """``SqlJobStore``: the engine's ``JobStore`` protocol on top of SQLAlchemy.
 
-Each call opens its own short session, so one store can be shared by every
-JobManager thread.
+Jobs, exceptions, checkpoint statistics, restores and savepoints. Each call opens
+its own short session, so one store can be shared by every JobManager thread.
 """
 from __future__ import annotations
+
+import dataclasses
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import defer
 from sqlalchemy.orm import Session, sessionmaker
 
-from backend.persistence.models import JobExceptionRow, JobRow
+from backend.persistence.models import CheckpointRestoreRow, CheckpointRow, JobExceptionRow, JobRow, SavepointRow
 from backend.persistence.upsert import upsert
-from engine.jobmanager.job_store import ExceptionRecord, JobRecord
+from engine.jobmanager.job_store import ExceptionRecord, JobRecord, SavepointRecord
 
 _JOB_COLUMNS = [c.name for c in JobRow.__table__.columns]
+_SAVEPOINT_COLUMNS = [c.name for c in SavepointRow.__table__.columns]
 
 
 class SqlJobStore:
@@ -70,6 +74,96 @@ class SqlJobStore:
         )
         with self._sessions() as session:
             return [_to_exception_record(row) for row in session.scalars(stmt)]
+
+
+    # -- checkpoint and savepoint history ---------------------------------------------
+    def save_checkpoints(self, jid: str, records: list[dict[str, Any]]) -> None:
+        """Upsert checkpoint statistics by (jid, id); the job must already be saved."""
+        if not records:
+            return
+        with self._sessions.begin() as session:
+            for r in records:
+                values = _checkpoint_values(jid, r)
+                upsert(
+                    session, CheckpointRow.__table__, values, keys=["jid", "checkpoint_id"],
+                    update=[c for c in values if c not in ("jid", "checkpoint_id")],
+                )
+
+    def list_checkpoints(self, jid: str) -> list[dict[str, Any]]:
+        stmt = select(CheckpointRow.detail).where(CheckpointRow.jid == jid).order_by(CheckpointRow.checkpoint_id)
+        with self._sessions() as session:
+            return [dict(d) for d in session.scalars(stmt)]
+
+    def add_checkpoint_restore(self, jid: str, record: dict[str, Any]) -> None:
+        with self._sessions.begin() as session:
+            session.add(
+                CheckpointRestoreRow(
+                    jid=jid,
+                    checkpoint_id=int(record["id"]),
+                    restore_timestamp=int(record["restore_timestamp"]),
+                    is_savepoint=bool(record["is_savepoint"]),
+                    external_path=record.get("external_path"),
+                )
+            )
+
+    def list_checkpoint_restores(self, jid: str) -> list[dict[str, Any]]:
+        stmt = select(CheckpointRestoreRow).where(CheckpointRestoreRow.jid == jid).order_by(CheckpointRestoreRow.id)
+        with self._sessions() as session:
+            return [
+                {
+                    "id": row.checkpoint_id,
+                    "restore_timestamp": row.restore_timestamp,
+                    "is_savepoint": row.is_savepoint,
+                    "external_path": row.external_path,
+                }
+                for row in session.scalars(stmt)
+            ]
+
+    def save_savepoint(self, record: SavepointRecord) -> None:
+        values = dataclasses.asdict(record)
+        with self._sessions.begin() as session:
+            upsert(
+                session, SavepointRow.__table__, values, keys=["jid", "request_id"],
+                update=[c for c in _SAVEPOINT_COLUMNS if c not in ("jid", "request_id")],
+            )
+
+    def get_savepoint(self, jid: str, request_id: str) -> SavepointRecord | None:
+        with self._sessions() as session:
+            row = session.get(SavepointRow, (jid, request_id))
+            return _to_savepoint_record(row) if row is not None else None
+
+    def list_savepoints(self, jid: str) -> list[SavepointRecord]:
+        stmt = (
+            select(SavepointRow)
+            .where(SavepointRow.jid == jid)
+            .order_by(SavepointRow.trigger_timestamp.desc(), SavepointRow.request_id)
+        )
+        with self._sessions() as session:
+            return [_to_savepoint_record(row) for row in session.scalars(stmt)]
+
+
+def _checkpoint_values(jid: str, r: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "jid": jid,
+        "checkpoint_id": int(r["id"]),
+        "status": r["status"],
+        "checkpoint_type": r["checkpoint_type"],
+        "trigger_timestamp": int(r["trigger_timestamp"]),
+        "latest_ack_timestamp": r.get("latest_ack_timestamp"),
+        "failure_timestamp": r.get("failure_timestamp"),
+        "state_size": int(r.get("state_size") or 0),
+        "checkpointed_size": int(r.get("checkpointed_size") or 0),
+        "end_to_end_duration": int(r.get("end_to_end_duration") or 0),
+        "external_path": r.get("external_path"),
+        "discarded": bool(r.get("discarded")),
+        "failure_message": r.get("failure_message"),
+        "request_id": r.get("request_id"),
+        "detail": dict(r),
+    }
+
+
+def _to_savepoint_record(row: SavepointRow) -> SavepointRecord:
+    return SavepointRecord(**{name: getattr(row, name) for name in _SAVEPOINT_COLUMNS})
 
 
 def _to_job_record(row: JobRow, with_code: bool = True) -> JobRecord:

@@ -149,6 +149,8 @@ class RemoteContext:
         token: str | None = None,
         program_dir: str | None = None,
         batch_engine: str | None = None,
+        savepoint_path: str | None = None,
+        allow_non_restored_state: bool = False,
     ) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.http = httpx.Client(base_url=jobmanager_url.rstrip("/"), headers=headers, timeout=60)
@@ -156,6 +158,8 @@ class RemoteContext:
         self.detached = detached
         self.program_dir = program_dir
         self.batch_engine = batch_engine
+        self.savepoint_path = savepoint_path
+        self.allow_non_restored_state = allow_non_restored_state
         self.submitted: list[str] = []
 
     def configure(self, env: "StreamExecutionEnvironment") -> None:
@@ -163,6 +167,11 @@ class RemoteContext:
             env.set_parallelism(self.parallelism)
         if self.batch_engine:
             env.get_config().set_string("execution.batch-engine", self.batch_engine)
+        if self.savepoint_path:
+            # Flink's CLI -s/--fromSavepoint sets the same options; the JobManager validates the path.
+            env.get_config().set_string("execution.savepoint.path", os.path.abspath(self.savepoint_path))
+            if self.allow_non_restored_state:
+                env.get_config().set_string("execution.savepoint.ignore-unclaimed-state", "true")
 
     def submit(self, job_graph: "JobGraph", stream_graph: "StreamGraph") -> RestJobClient:
         if self.program_dir:

@@ -1,13 +1,19 @@
 """The JobManager's side of checkpointing for one job: it carries out what the
 CheckpointCoordinator decides.
 
-Triggers go to the source subtasks' slots, acknowledgements and declines come
-back through the JobManager inbox, a completed checkpoint gets its
-``_metadata`` written last, then every task is notified (the commit point for
-two-phase-commit sinks) and subsumed checkpoints are deleted.
+Triggers (periodic checkpoints, manual checkpoints, savepoints and
+stop-with-savepoint) go to the source subtasks' slots, acknowledgements and
+declines come back through the JobManager inbox, a completed checkpoint gets its
+``_metadata`` written last, its statistics go to the JobStore (SQL), then every
+task is notified (the commit point for two-phase-commit sinks) and subsumed
+checkpoints are deleted. A failed checkpoint or savepoint is announced to every
+task, so sources waiting on a stop-with-savepoint resume. Savepoints are never
+deleted. Every job has one, even with periodic checkpointing off, because
+savepoints need a coordinator too (as in Flink).
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import os
@@ -18,15 +24,19 @@ from engine.checkpoint import stats as checkpoint_stats
 from engine.checkpoint.completed_checkpoint import CompletedCheckpoint
 from engine.checkpoint.config import CheckpointConfig
 from engine.checkpoint.coordinator import CheckpointCoordinator, FailedCheckpoint
-from engine.checkpoint.messages import DiscardAction, TaskAck
+from engine.checkpoint.messages import DiscardAction, NotifyAbortedAction, TaskAck, TriggerAction
+from engine.checkpoint.stats_tracker import CheckpointStatsTracker
 from engine.checkpoint.storage import FileSystemCheckpointStorage
 from engine.executiongraph.execution_graph import ExecutionGraph
 from engine.executiongraph.states import ExecutionState, JobStatus
 from engine.graph.job_graph import JobGraph
+from engine.jobmanager.job_store import JobStore, SavepointRecord
 from engine.taskexecutor import messages
 from engine.taskexecutor.gateway import TaskExecutorGateway
 
 log = logging.getLogger("millstream.checkpointing")
+
+SAVEPOINT_DIR_KEY = "state.savepoints.dir"  # Flink's job option for the default savepoint directory
 
 
 def _locked(method):
@@ -41,21 +51,50 @@ def _locked(method):
 
 
 class JobCheckpointing:
-    def __init__(self, job_graph: JobGraph, gateway: TaskExecutorGateway, default_dir: str) -> None:
+    def __init__(
+        self,
+        job_graph: JobGraph,
+        gateway: TaskExecutorGateway | None,
+        default_dir: str,
+        store: JobStore | None = None,
+        *,
+        default_savepoint_dir: str | None = None,
+        stats: CheckpointStatsTracker | None = None,
+    ) -> None:
         config = CheckpointConfig.from_job_config(job_graph.config)
         if config.storage_dir is None:
             config.set_checkpoint_storage_dir(default_dir)
         self.job_id = job_graph.job_id
         self.config = config
         self.gateway = gateway
-        self.coordinator = CheckpointCoordinator.for_job_graph(job_graph, config)
+        self.store = store
+        self.coordinator = CheckpointCoordinator.for_job_graph(job_graph, config, stats=stats)
         self.storage = FileSystemCheckpointStorage(config.storage_dir or default_dir)
+        configured = job_graph.config.get(SAVEPOINT_DIR_KEY)
+        self.savepoint_dir: str | None = (
+            str(configured).removeprefix("file://") if configured else default_savepoint_dir
+        )
         self.failure_message: str | None = None  # set when failed checkpoints must fail the job
         self.lock = threading.RLock()
+        self._savepoints: dict[str, SavepointRecord] = {}  # request id -> a savepoint still in flight
+        self.stop_savepoint: SavepointRecord | None = None  # a stop-with-savepoint in flight or completed
+        self.cancel_requested = False  # a savepoint with cancel-job completed: the JobMaster cancels
+        self._unsaved: dict[int, dict[str, Any]] = {}  # statistics SQL did not take yet
+        self._restores_saved = self.coordinator.stats.num_restored
+
+    @staticmethod
+    def archived(job_graph: JobGraph, stats: CheckpointStatsTracker, default_dir: str) -> "JobCheckpointing":
+        """Read-only statistics of a job this JobManager does not run (it ended before a restart)."""
+        return JobCheckpointing(job_graph, None, default_dir, stats=stats)
 
     @property
     def enabled(self) -> bool:
+        """Periodic checkpointing is on; savepoints and manual checkpoints work either way."""
         return self.config.is_checkpointing_enabled()
+
+    @property
+    def has_history(self) -> bool:
+        return self.coordinator.stats.num_total > 0 or self.coordinator.stats.num_restored > 0
 
     def _placement(self, eg: ExecutionGraph, vertex: str, subtask: int) -> tuple[str, int] | None:
         ex = eg.vertices[vertex].subtasks[subtask].current
@@ -63,23 +102,86 @@ class JobCheckpointing:
             return None
         return ex.taskmanager_id, ex.slot
 
+    def _slots(self, eg: ExecutionGraph, tasks: Any) -> list[tuple[str, int]]:
+        out: list[tuple[str, int]] = []
+        for vertex, subtask in tasks:
+            where = self._placement(eg, vertex, subtask)
+            if where is not None and where not in out:
+                out.append(where)
+        return out
+
+    # -- triggering ---------------------------------------------------------------------
     @_locked
     def tick(self, eg: ExecutionGraph, now_ms: int) -> None:
-        if not self.enabled:
-            return
         for failed in self.coordinator.expire(now_ms):
-            self._failed(failed)
-        running = eg.status is JobStatus.RUNNING and eg.all_in(ExecutionState.RUNNING)
-        action = self.coordinator.maybe_trigger(now_ms, running)
-        if action is None:
-            return
-        barrier = (action.checkpoint_id, action.timestamp, action.location, action.checkpoint_type.value)
+            self._failed(failed, eg)
+        if self.enabled and self.stop_savepoint is None:
+            # No periodic checkpoint once the job is stopping: sources are about to end.
+            running = eg.status is JobStatus.RUNNING and eg.all_in(ExecutionState.RUNNING)
+            action = self.coordinator.maybe_trigger(now_ms, running)
+            if action is not None:
+                self._send_trigger(eg, action)
+        self.flush_history()
+
+    def _send_trigger(self, eg: ExecutionGraph, action: TriggerAction) -> None:
+        # (id, timestamp, location, type, drain): the task side's Barrier wire format.
+        barrier = (action.checkpoint_id, action.timestamp, action.location, action.checkpoint_type.value, action.drain)
         for vertex, subtask in action.tasks:
             where = self._placement(eg, vertex, subtask)
             if where is not None:
                 msg = messages.trigger_checkpoint(self.job_id, eg.attempt, vertex, subtask, barrier)
-                self.gateway.trigger_checkpoint(where[0], where[1], msg)
+                self.gateway.trigger_checkpoint(where[0], where[1], msg)  # type: ignore[union-attr]
 
+    @_locked
+    def trigger_savepoint(
+        self,
+        eg: ExecutionGraph,
+        now_ms: int,
+        request_id: str,
+        target_directory: str | None,
+        *,
+        stop: bool = False,
+        drain: bool = False,
+        cancel_job: bool = False,
+    ) -> SavepointRecord:
+        """Start a savepoint (``stop``: stop-with-savepoint). Raises CheckpointTriggerError without a
+        directory, and CheckpointStorageError when the directory cannot be written."""
+        chosen = target_directory or self.savepoint_dir
+        target = os.path.abspath(chosen) if chosen else ""
+        if target:
+            self.storage.check_writable(target)
+        action = self.coordinator.trigger_savepoint(now_ms, target, request_id, stop=stop, drain=drain)
+        if action.duplicate and request_id in self._savepoints:
+            return self._savepoints[request_id]
+        record = SavepointRecord(
+            jid=self.job_id,
+            request_id=request_id,
+            status="IN_PROGRESS",
+            trigger_timestamp=now_ms,
+            target_directory=target,
+            checkpoint_id=action.checkpoint_id,
+            checkpoint_type=action.checkpoint_type.value,
+            cancel_job=cancel_job and not stop,
+            drain=drain,
+        )
+        self._savepoints[request_id] = record
+        if stop:
+            self.stop_savepoint = record
+        self._save_savepoint(record)
+        self.flush_history()  # the IN_PROGRESS entry is durable before any task sees the barrier
+        self._send_trigger(eg, action)
+        return record
+
+    @_locked
+    def trigger_checkpoint(self, eg: ExecutionGraph, now_ms: int, request_id: str) -> int:
+        """A checkpoint by hand (``POST /jobs/{id}/checkpoints``); the same request id triggers once."""
+        action = self.coordinator.trigger_checkpoint(now_ms, request_id)
+        if not action.duplicate:
+            self.flush_history()
+            self._send_trigger(eg, action)
+        return action.checkpoint_id
+
+    # -- acknowledgements and failures ---------------------------------------------------
     @_locked
     def on_ack(self, msg: dict[str, Any], eg: ExecutionGraph, now_ms: int) -> None:
         ack = TaskAck.from_dict(msg["ack"])
@@ -93,31 +195,70 @@ class JobCheckpointing:
         except Exception as e:
             failed = self.coordinator.fail_finalization(completed.checkpoint_id, f"writing _metadata failed: {e}", now_ms)
             if failed is not None:
-                self._failed(failed)
+                self._failed(failed, eg)
             return
-        notified: set[tuple[str, int]] = set()
-        for vertex, subtask in completed.notify.tasks if completed.notify else ():
-            where = self._placement(eg, vertex, subtask)
-            if where is not None and where not in notified:
-                notified.add(where)
-                msg_out = messages.notify_checkpoint_complete(self.job_id, eg.attempt, completed.checkpoint_id)
-                self.gateway.notify_checkpoint_complete(where[0], where[1], msg_out)
+        self._savepoint_completed(completed, now_ms)
+        self.flush_history()  # the pointer is in SQL before any task commits
+        for aborted in completed.notify_aborted:
+            self._notify_aborted(eg, aborted)
+        for tm, slot in self._slots(eg, completed.notify.tasks if completed.notify else ()):
+            msg_out = messages.notify_checkpoint_complete(self.job_id, eg.attempt, completed.checkpoint_id)
+            self.gateway.notify_checkpoint_complete(tm, slot, msg_out)  # type: ignore[union-attr]
         self._discard(completed.discard)
 
+    def _savepoint_completed(self, completed: CompletedCheckpoint, now_ms: int) -> None:
+        record = self._savepoints.pop(completed.request_id, None) if completed.request_id else None
+        if record is None:
+            return
+        record.status = "COMPLETED"
+        record.path = completed.external_path
+        record.completion_timestamp = now_ms
+        self._save_savepoint(record)
+        log.info("savepoint %s of job %s completed at %s", record.request_id, self.job_id, record.path)
+        if record.cancel_job:
+            self.cancel_requested = True
+
     @_locked
-    def on_decline(self, msg: dict[str, Any], now_ms: int) -> None:
+    def on_decline(self, msg: dict[str, Any], eg: ExecutionGraph, now_ms: int) -> None:
         failed = self.coordinator.receive_decline(
             msg["checkpoint_id"], (msg["vertex"], msg["subtask"]), msg["reason"], now_ms, bool(msg.get("not_ready"))
         )
         if failed is not None:
-            self._failed(failed)
+            self._failed(failed, eg)
 
-    def _failed(self, failed: FailedCheckpoint) -> None:
+    def _failed(self, failed: FailedCheckpoint, eg: ExecutionGraph | None) -> None:
         log.warning("checkpoint %d of job %s failed: %s", failed.checkpoint_id, self.job_id, failed.message)
+        self._savepoint_failed(failed)
+        if eg is not None:
+            self._notify_aborted(eg, failed.notify_aborted)
         if failed.discard is not None:
             self._discard([failed.discard])
         if failed.should_fail_job and self.failure_message is None:
             self.failure_message = failed.job_failure_message or failed.message
+        self.flush_history()
+
+    def _savepoint_failed(self, failed: FailedCheckpoint) -> None:
+        record = self._savepoints.pop(failed.request_id, None) if failed.request_id else None
+        if record is None:
+            return
+        record.status = "FAILED"
+        record.failure_cause = failed.message
+        record.completion_timestamp = failed.failure_timestamp
+        self._save_savepoint(record)
+        if record is self.stop_savepoint:
+            self.stop_savepoint = None  # the job keeps running, periodic checkpoints resume
+
+    def _notify_aborted(self, eg: ExecutionGraph, aborted: NotifyAbortedAction) -> None:
+        """Sources that hold back after a stop-with-savepoint barrier wait for this to resume."""
+        send = getattr(self.gateway, "notify_checkpoint_aborted", None)
+        build = getattr(messages, "notify_checkpoint_aborted", None)
+        if send is None or build is None:
+            return  # a task side without abort notifications: nothing waits for them
+        for tm, slot in self._slots(eg, aborted.tasks):
+            try:
+                send(tm, slot, build(self.job_id, eg.attempt, aborted.checkpoint_id))
+            except Exception:
+                log.warning("could not tell %s/%d that checkpoint %d aborted", tm, slot, aborted.checkpoint_id, exc_info=True)
 
     def _discard(self, actions: Any) -> None:
         for d in actions:
@@ -127,6 +268,39 @@ class JobCheckpointing:
                 except Exception:
                     log.warning("could not delete checkpoint %s at %s", d.checkpoint_id, d.location, exc_info=True)
 
+    # -- persistence ------------------------------------------------------------------------
+    def _save_savepoint(self, record: SavepointRecord) -> None:
+        if self.store is None:
+            return
+        try:
+            self.store.save_savepoint(dataclasses.replace(record))
+        except Exception:
+            log.exception("could not store savepoint %s of job %s", record.request_id, self.job_id)
+
+    @_locked
+    def flush_history(self) -> None:
+        """Write the checkpoint statistics that changed, and a new restore, to the JobStore.
+        Records SQL refuses are kept and written with the next flush."""
+        stats = self.coordinator.stats
+        for r in stats.take_changed_records():
+            self._unsaved[int(r["id"])] = r
+        if self.store is None:
+            self._unsaved.clear()
+            return
+        if self._unsaved:
+            try:
+                self.store.save_checkpoints(self.job_id, [r for _, r in sorted(self._unsaved.items())])
+                self._unsaved.clear()
+            except Exception:
+                log.exception("could not store checkpoint statistics of job %s", self.job_id)
+        if stats.num_restored > self._restores_saved and stats.latest_restored is not None:
+            try:
+                self.store.add_checkpoint_restore(self.job_id, stats.latest_restored.to_record())
+                self._restores_saved = stats.num_restored
+            except Exception:
+                log.exception("could not store the restore of job %s", self.job_id)
+
+    # -- restore ------------------------------------------------------------------------------
     @_locked
     def latest_in_storage(self) -> CompletedCheckpoint | None:
         """The newest complete checkpoint (one with ``_metadata``) of this job in checkpoint storage."""
@@ -143,18 +317,29 @@ class JobCheckpointing:
                 log.warning("skipping incomplete or unreadable checkpoint %s", path)
         return None
 
+    def read_savepoint(self, path: str) -> CompletedCheckpoint:
+        """Load a savepoint (or retained checkpoint) directory; raises InvalidSavepoint saying what is wrong."""
+        from engine.checkpoint.storage import InvalidSavepoint
+
+        meta = self.storage.read_metadata(path)
+        try:
+            return CompletedCheckpoint.from_metadata(meta, external_path=os.path.abspath(path))
+        except (KeyError, ValueError, TypeError) as e:
+            raise InvalidSavepoint(path, f"_metadata is corrupt: {e}") from e
+
     @_locked
     def abort_all(self, reason: str, now_ms: int) -> None:
         for failed in self.coordinator.abort_all(reason, now_ms):
+            self._savepoint_failed(failed)
             if failed.discard is not None:
                 self._discard([failed.discard])
+        self.flush_history()
 
     @_locked
     def on_terminal(self, status: JobStatus, now_ms: int) -> None:
-        for failed in self.coordinator.abort_all(f"the job is {status.value}", now_ms):
-            if failed.discard is not None:
-                self._discard([failed.discard])
+        self.abort_all(f"the job is {status.value}", now_ms)
         self._discard(self.coordinator.on_job_terminal(status.value))
+        self.flush_history()
 
     # -- REST views (Flink's shapes) ---------------------------------------------------
     @_locked
@@ -172,3 +357,8 @@ class JobCheckpointing:
     @_locked
     def subtasks(self, checkpoint_id: int, vertex_id: str) -> dict[str, Any] | None:
         return checkpoint_stats.subtask_details(self.coordinator.stats, checkpoint_id, vertex_id)
+
+    @_locked
+    def request_status(self, request_id: str) -> dict[str, Any] | None:
+        """Flink's asynchronous-operation answer for a manual checkpoint this job triggered."""
+        return checkpoint_stats.savepoint_operation(self.coordinator.find_request(request_id))

@@ -1,5 +1,9 @@
 """Dispatcher: accepts jobs, runs one JobMaster each, and drives them from one control loop.
 
+It is also the service the REST API and the dashboard call for savepoints,
+stop-with-savepoint, manual checkpoints and checkpoint history (live, or read
+back from the JobStore for jobs that ended before this JobManager started).
+
 The loop reads task reports from the JobManager inbox in Redis, refreshes
 TaskManager membership every heartbeat interval, fails jobs whose TaskManager
 vanished, and starts jobs that were waiting for slots. REST handlers call in
@@ -8,7 +12,9 @@ under the same lock, so every state change happens one at a time.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -20,8 +26,12 @@ from engine import redis_keys
 from engine.executiongraph.states import JobStatus
 from engine.graph.job_graph import JobGraph
 from engine.graph.stream_graph import UPPER_MAX_PARALLELISM
+from engine.checkpoint.rescale import StateRestoreError
+from engine.checkpoint.stats_tracker import CheckpointStatsTracker
+from engine.checkpoint.storage import InvalidSavepoint
 from engine.jobmanager.checkpointing import JobCheckpointing
-from engine.jobmanager.job_master import JobMaster
+from engine.jobmanager.job_master import ALLOW_NON_RESTORED_KEY, SAVEPOINT_PATH_KEY, JobMaster
+from engine.jobmanager.savepoints import OperationRejected, SavepointOperations
 from engine.spark.spark_job_master import SparkJobMaster
 from engine.spark.validation import UntranslatableJob
 from engine.jobmanager.job_store import ExceptionRecord, JobRecord, JobStore
@@ -37,12 +47,16 @@ class JobSubmissionError(ValueError):
     """The submitted job cannot run; the message says why (answered with 400)."""
 
 
+__all__ = ["Dispatcher", "DispatcherConfig", "JobSubmissionError", "OperationRejected", "TooManyJobs", "UnknownJob"]
+
+
 class TooManyJobs(JobSubmissionError):
     """The cluster already runs its configured maximum of concurrent jobs (answered with 429)."""
 
 
 class UnknownJob(KeyError):
     pass
+
 
 
 @dataclass(frozen=True)
@@ -54,11 +68,12 @@ class DispatcherConfig:
     spark_master: str = "local[*]"
     redis_url: str = "redis://127.0.0.1:6379/0"  # for Spark driver processes
     checkpoint_dir: str = "checkpoints"  # where checkpoints go when a job names no directory
+    savepoint_dir: str | None = None  # where savepoints go when neither the request nor the job names one
     cluster_secret: str | None = None  # signs user code in Redis; TaskManagers refuse anything else
     max_concurrent_jobs: int | None = None  # jobs not yet in a terminal state; None: no limit
 
 
-class Dispatcher:
+class Dispatcher(SavepointOperations):
     def __init__(
         self,
         client: redis.Redis,
@@ -99,6 +114,7 @@ class Dispatcher:
             for rec in self.store.list_jobs():
                 if JobStatus(rec.state).is_terminal():
                     continue
+                self._fail_interrupted_savepoints(rec.jid)
                 for tm in self.pool.taskmanagers.values():
                     for slot in range(tm.slots):
                         self.gateway.cancel_job(tm.id, slot, rec.jid, 1 << 30)
@@ -116,6 +132,20 @@ class Dispatcher:
                 self.store.save_job(rec)
                 self.gateway.release_job(rec.jid)
 
+    def _fail_interrupted_savepoints(self, jid: str) -> None:
+        now = int(self.clock() * 1000)
+        for sp in self.store.list_savepoints(jid):
+            if sp.status == "IN_PROGRESS":
+                sp.status, sp.completion_timestamp = "FAILED", now
+                sp.failure_cause = "the JobManager restarted while the savepoint was in progress"
+                self.store.save_savepoint(sp)
+
+    def _history(self, jid: str) -> CheckpointStatsTracker:
+        """Checkpoint statistics from SQL; checkpoints in flight when the old JobManager died count as failed."""
+        return CheckpointStatsTracker.from_records(
+            self.store.list_checkpoints(jid), self.store.list_checkpoint_restores(jid), now_ms=int(self.clock() * 1000)
+        )
+
     def _resume(self, rec: JobRecord) -> bool:
         full = self.store.get_job(rec.jid)
         if full is None or not full.user_code:
@@ -124,12 +154,10 @@ class Dispatcher:
             job_graph = JobGraph.from_dict(full.job_graph)
             jm = JobMaster(
                 job_graph, full.user_code, self.gateway, self.store, self.clock, self.read_metrics,
-                self.config.checkpoint_dir,
+                self.config.checkpoint_dir, self.config.savepoint_dir, self._history(rec.jid),
             )
         except Exception:
             log.exception("cannot rebuild job %s", rec.jid)
-            return False
-        if jm.checkpointing is None:
             return False
         # Attempts after the ones the old TaskManager tasks ran, so no stale channel is ever read.
         seen = [s.get("attempt", 0) for s in self._all_metric_samples(rec.jid)]
@@ -206,8 +234,18 @@ class Dispatcher:
                 blocked = True  # first come, first served: later slot-hungry jobs wait behind it
 
     # -- commands ------------------------------------------------------------------
-    def submit(self, job_graph: JobGraph, user_code: bytes) -> str:
+    def submit(
+        self,
+        job_graph: JobGraph,
+        user_code: bytes,
+        savepoint_path: str | None = None,
+        allow_non_restored_state: bool | None = None,
+    ) -> str:
+        """Accept a job; with ``savepoint_path`` (or Flink's ``execution.savepoint.path`` in the job's
+        config) it starts from that savepoint. A missing or corrupt savepoint, or state no operator
+        takes (unless ``allow_non_restored_state``), refuses the job and starts nothing."""
         self._validate(job_graph)
+        job_graph = _with_savepoint_options(job_graph, savepoint_path, allow_non_restored_state)
         with self.lock:
             if job_graph.job_id in self.jobs or self.store.get_job(job_graph.job_id):
                 raise JobSubmissionError(f"job {job_graph.job_id} was already submitted")
@@ -215,6 +253,16 @@ class Dispatcher:
             if limit is not None and sum(not jm.status.is_terminal() for jm in self.jobs.values()) >= limit:
                 raise TooManyJobs(f"the cluster already runs {limit} jobs, its limit (max_concurrent_jobs)")
             jm = self._job_master_for(job_graph, user_code)
+            path = job_graph.config.get(SAVEPOINT_PATH_KEY)
+            if path:
+                if not isinstance(jm, JobMaster):
+                    raise JobSubmissionError("a BATCH job on Spark cannot start from a savepoint; use --engine native")
+                try:
+                    jm.restore_from_savepoint(str(path), jm.allow_non_restored_state)
+                except InvalidSavepoint as e:
+                    raise JobSubmissionError(f"invalid savepoint: {e}") from e
+                except StateRestoreError as e:
+                    raise JobSubmissionError(str(e)) from e
             self.jobs[job_graph.job_id] = jm
             jm.persist()
             self.rm.refresh()
@@ -240,7 +288,8 @@ class Dispatcher:
             except UntranslatableJob as e:
                 raise JobSubmissionError(f"{e}; run it with --engine native to use the streaming runtime") from e
         return JobMaster(
-            job_graph, user_code, self.gateway, self.store, self.clock, self.read_metrics, self.config.checkpoint_dir
+            job_graph, user_code, self.gateway, self.store, self.clock, self.read_metrics, self.config.checkpoint_dir,
+            self.config.savepoint_dir,
         )
 
     def spark_progress(self, job_id: str) -> dict[str, Any] | None:
@@ -310,10 +359,24 @@ class Dispatcher:
         return self.rm.taskmanager_metrics(tm_id)
 
     def checkpointing(self, job_id: str) -> "JobCheckpointing | None":
-        """The job's checkpoint statistics and config, while it is known to this JobManager."""
+        """The job's checkpoint statistics and config: live while this JobManager runs the job, else
+        rebuilt from SQL. None when checkpointing is off and the job has no savepoint either."""
         with self.lock:
             jm = self.jobs.get(job_id)
-            return jm.checkpointing if isinstance(jm, JobMaster) else None
+            if isinstance(jm, JobMaster):
+                cp = jm.checkpointing
+                return cp if cp.enabled or cp.has_history else None
+            if jm is not None:
+                return None  # a Spark job
+        records = self.store.list_checkpoints(job_id)
+        restores = self.store.list_checkpoint_restores(job_id)
+        if not records and not restores:
+            return None
+        record = self.store.get_job(job_id)
+        if record is None:
+            return None
+        stats = CheckpointStatsTracker.from_records(records, restores)
+        return JobCheckpointing.archived(JobGraph.from_dict(record.job_graph), stats, self.config.checkpoint_dir)
 
     def read_metrics(self, job_id: str, attempt: int) -> dict[tuple[str, int], dict[str, Any]]:
         raw = self.client.hgetall(redis_keys.task_metrics(job_id))
@@ -356,3 +419,20 @@ class Dispatcher:
                 "slots-available": self.pool.available_slots(),
                 **{f"jobs-{k}": v for k, v in counts.items()},
             }
+
+
+def _with_savepoint_options(
+    job_graph: JobGraph, savepoint_path: str | None, allow_non_restored_state: bool | None
+) -> JobGraph:
+    """The savepoint options go into the job's config, as Flink's CLI does, so a JobManager that
+    restarts before the first checkpoint still knows where the job started from."""
+    config = dict(job_graph.config)
+    if savepoint_path:
+        config[SAVEPOINT_PATH_KEY] = savepoint_path
+    if allow_non_restored_state is not None:
+        config[ALLOW_NON_RESTORED_KEY] = bool(allow_non_restored_state)
+    if config.get(SAVEPOINT_PATH_KEY):
+        config[SAVEPOINT_PATH_KEY] = os.path.abspath(str(config[SAVEPOINT_PATH_KEY]).removeprefix("file://"))
+    if config == job_graph.config:
+        return job_graph
+    return dataclasses.replace(job_graph, config=config)

@@ -1,4 +1,5 @@
-"""JobMaster: drives one job's ExecutionGraph: scheduling, deployment, task states, cancel and failure.
+"""JobMaster: drives one job's ExecutionGraph: scheduling, deployment, task states, cancel and failure,
+savepoints and stop-with-savepoint, and restoring from a savepoint or checkpoint.
 
 It owns no thread; the Dispatcher calls it under its lock. Everything it does
 to the outside world goes through the TaskExecutorGateway and the JobStore.
@@ -13,10 +14,13 @@ from engine.executiongraph.archived import job_record
 from engine.executiongraph.execution_graph import ExecutionGraph, now_ms
 from engine.executiongraph.states import ExecutionState, JobStatus
 from engine.graph.job_graph import JobGraph
+from engine.checkpoint.completed_checkpoint import CompletedCheckpoint
+from engine.checkpoint.coordinator import CheckpointTriggerError
 from engine.checkpoint.rescale import plan_restore
+from engine.checkpoint.stats_tracker import CheckpointStatsTracker
 from engine.executiongraph.restart_backoff import RestartBackoffTimeStrategy
 from engine.jobmanager.checkpointing import JobCheckpointing
-from engine.jobmanager.job_store import ExceptionRecord, JobRecord, JobStore
+from engine.jobmanager.job_store import ExceptionRecord, JobRecord, JobStore, SavepointRecord
 from engine.resourcemanager.slot_pool import SlotPool
 from engine.runtime.deployment import make_tdd
 from engine.scheduler.slot_assignment import NotEnoughSlots, subtask_slots
@@ -25,6 +29,12 @@ from engine.taskexecutor.gateway import TaskExecutorGateway
 log = logging.getLogger("millstream.jobmaster")
 
 CANCEL_TIMEOUT_MS = 30_000  # a task that never confirms cancellation is declared CANCELED
+SAVEPOINT_PATH_KEY = "execution.savepoint.path"  # Flink's options for starting from a savepoint
+ALLOW_NON_RESTORED_KEY = "execution.savepoint.ignore-unclaimed-state"
+
+
+class JobNotRunning(CheckpointTriggerError):
+    """A savepoint or checkpoint was asked of a job whose tasks are not all running."""
 
 
 class JobMaster:
@@ -37,6 +47,8 @@ class JobMaster:
         clock: Callable[[], float] = time.time,
         metrics_reader: Callable[[str, int], dict[tuple[str, int], dict[str, Any]]] | None = None,
         checkpoint_dir: str = "checkpoints",
+        savepoint_dir: str | None = None,
+        checkpoint_stats: CheckpointStatsTracker | None = None,
     ) -> None:
         self.job_graph = job_graph
         self.user_code = user_code
@@ -51,8 +63,11 @@ class JobMaster:
         self.restart = RestartBackoffTimeStrategy.from_job_config(job_graph.config)
         self.restart_at: int | None = None  # when a RESTARTING job deploys its next attempt
         self.restore_plan: dict[tuple[str, int], Any] = {}
-        checkpointing = JobCheckpointing(job_graph, gateway, checkpoint_dir)
-        self.checkpointing: JobCheckpointing | None = checkpointing if checkpointing.enabled else None
+        self.allow_non_restored_state = _truthy(job_graph.config.get(ALLOW_NON_RESTORED_KEY))
+        # Always there: savepoints need the coordinator even when periodic checkpointing is off.
+        self.checkpointing = JobCheckpointing(
+            job_graph, gateway, checkpoint_dir, store, default_savepoint_dir=savepoint_dir, stats=checkpoint_stats
+        )
 
     @property
     def job_id(self) -> str:
@@ -190,8 +205,7 @@ class JobMaster:
         if self.eg.status is JobStatus.RUNNING and self.restart.can_restart(now):
             log.info("job %s failed (%s); restarting", self.job_id, cause)
             self.eg.transition(JobStatus.RESTARTING, now)
-            if self.checkpointing is not None:
-                self.checkpointing.abort_all(f"the job is restarting: {cause}", now)
+            self.checkpointing.abort_all(f"the job is restarting: {cause}", now)
         else:
             self.eg.transition(JobStatus.FAILING, now)
         self._cancel_tasks()
@@ -228,8 +242,7 @@ class JobMaster:
         else:
             target = JobStatus.CANCELED
         self.eg.transition(target, at)
-        if self.checkpointing is not None:
-            self.checkpointing.on_terminal(target, at)
+        self.checkpointing.on_terminal(target, at)
         if self.metrics_reader is not None:
             try:
                 self.final_metrics = self.metrics_reader(self.job_id, self.eg.attempt)
@@ -243,35 +256,87 @@ class JobMaster:
         self.persist()
 
     def on_checkpoint_message(self, msg: dict[str, Any]) -> None:
-        if self.checkpointing is None or msg["attempt"] != self.eg.attempt or self.eg.status.is_terminal():
+        if msg["attempt"] != self.eg.attempt or self.eg.status.is_terminal():
             return
         if msg["type"] == "checkpoint_ack":
             self.checkpointing.on_ack(msg, self.eg, self._now())
         else:
-            self.checkpointing.on_decline(msg, self._now())
+            self.checkpointing.on_decline(msg, self.eg, self._now())
         self._fail_on_checkpoint_failures()
 
+    # -- savepoints ----------------------------------------------------------------
+    def _require_running(self, what: str) -> None:
+        if self.eg.status is not JobStatus.RUNNING or not self.eg.all_in(ExecutionState.RUNNING):
+            state = self.eg.status.value
+            detail = "" if self.eg.status is not JobStatus.RUNNING else " but not all of its tasks are running"
+            raise JobNotRunning(f"cannot take a {what} of job {self.job_id}: it is {state}{detail}")
+
+    def trigger_savepoint(
+        self, request_id: str, target_directory: str | None, *, stop: bool = False, drain: bool = False,
+        cancel_job: bool = False,
+    ) -> SavepointRecord:
+        """A savepoint, or with ``stop`` a stop-with-savepoint: once it completes the sources end
+        (after MAX_WATERMARK with ``drain``) and the job finishes. ``cancel_job`` cancels the job
+        after the savepoint completes. A failed savepoint leaves the job running."""
+        self._require_running("stop-with-savepoint" if stop else "savepoint")
+        stopping = self.checkpointing.stop_savepoint
+        if stopping is not None and stopping.request_id != request_id:
+            raise JobNotRunning(f"job {self.job_id} is already stopping with savepoint {stopping.request_id}")
+        return self.checkpointing.trigger_savepoint(
+            self.eg, self._now(), request_id, target_directory, stop=stop, drain=drain, cancel_job=cancel_job
+        )
+
+    def trigger_checkpoint(self, request_id: str) -> int:
+        self._require_running("checkpoint")
+        return self.checkpointing.trigger_checkpoint(self.eg, self._now(), request_id)
+
+    def restore_from_savepoint(self, path: str, allow_non_restored_state: bool) -> CompletedCheckpoint:
+        """Before the first deployment: every task starts from the savepoint at ``path``, its state
+        redistributed when the parallelism changed. Raises InvalidSavepoint for a missing or corrupt
+        savepoint and NonRestoredStateError (naming the operator) for state no operator takes."""
+        savepoint = self.checkpointing.read_savepoint(path)
+        self._restore_from(savepoint, allow_non_restored_state)
+        return savepoint
+
+    def _restore_from(self, checkpoint: CompletedCheckpoint, allow_non_restored_state: bool) -> None:
+        plan = plan_restore(checkpoint, self.checkpointing.coordinator.operators, allow_non_restored_state)
+        self.allow_non_restored_state = allow_non_restored_state
+        self.restore_plan = plan
+        self.checkpointing.coordinator.restore_from(checkpoint, self._now())
+
     def _fail_on_checkpoint_failures(self) -> None:
-        cause = self.checkpointing.failure_message if self.checkpointing else None
+        cause = self.checkpointing.failure_message
         if cause and self.eg.status is JobStatus.RUNNING:
             self.store.add_exception(ExceptionRecord(self.job_id, self._now(), "CheckpointException", cause))
             self.fail(cause)
 
     def resume_from_latest_checkpoint(self, attempt: int, start_time: int) -> bool:
-        """After a JobManager restart: start over as ``attempt`` from the newest completed checkpoint
-        in checkpoint storage. False when there is none."""
-        assert self.checkpointing is not None
-        latest = self.checkpointing.latest_in_storage()
+        """After a JobManager restart: start over as ``attempt`` from the newest of the completed
+        checkpoints in checkpoint storage, this job's completed savepoints, and the savepoint it
+        was started from. False when there is none."""
+        latest = self._latest_restorable()
         if latest is None:
             return False
         now = self._now()
         self.checkpointing.coordinator.restore_from(latest, now)
-        self.restore_plan = plan_restore(latest, self.checkpointing.coordinator.operators)
+        self.restore_plan = plan_restore(latest, self.checkpointing.coordinator.operators, self.allow_non_restored_state)
         self.eg.timestamps[JobStatus.CREATED.value] = start_time
         for _ in range(attempt):
             self.eg.reset_for_restart(now)
         log.info("job %s resumes as attempt %d from checkpoint %d", self.job_id, attempt, latest.checkpoint_id)
         return True
+
+    def _latest_restorable(self) -> CompletedCheckpoint | None:
+        candidates = [self.checkpointing.latest_in_storage()]
+        paths = [r.path for r in self.store.list_savepoints(self.job_id) if r.status == "COMPLETED" and r.path]
+        if self.job_graph.config.get(SAVEPOINT_PATH_KEY):
+            paths.append(str(self.job_graph.config[SAVEPOINT_PATH_KEY]))
+        for path in paths:
+            try:
+                candidates.append(self.checkpointing.read_savepoint(path))
+            except Exception:
+                log.warning("job %s cannot resume from savepoint %s", self.job_id, path, exc_info=True)
+        return max((c for c in candidates if c is not None), key=lambda c: c.checkpoint_id, default=None)
 
     def _restart(self, pool: SlotPool) -> None:
         """Deploy a new attempt of every task, restored from the latest completed checkpoint."""
@@ -281,10 +346,11 @@ class JobMaster:
         self.restart_at = None
         self.cancel_requested_at = None
         self.restore_plan = {}
-        if self.checkpointing is not None:
-            latest = self.checkpointing.coordinator.restore_latest(at)
-            if latest is not None:
-                self.restore_plan = plan_restore(latest, self.checkpointing.coordinator.operators)
+        latest = self.checkpointing.coordinator.restore_latest(at)
+        if latest is not None:
+            self.restore_plan = plan_restore(
+                latest, self.checkpointing.coordinator.operators, self.allow_non_restored_state
+            )
         restored = next(iter(self.restore_plan.values())).checkpoint_id if self.restore_plan else None
         log.info(
             "job %s restarts as attempt %d from %s",
@@ -307,9 +373,16 @@ class JobMaster:
         if self.eg.status is JobStatus.RESTARTING and self.restart_at is not None and self._now() >= self.restart_at:
             self._restart(pool)
             return
-        if self.checkpointing is not None and self.eg.status is JobStatus.RUNNING:
+        if self.eg.status is JobStatus.RUNNING:
             self.checkpointing.tick(self.eg, self._now())
             self._fail_on_checkpoint_failures()
+            if self.checkpointing.cancel_requested:  # a savepoint with cancel-job=true completed
+                self.checkpointing.cancel_requested = False
+                log.info("job %s is cancelled after its savepoint, as requested", self.job_id)
+                self.cancel(pool)
+                return
+        else:
+            self.checkpointing.flush_history()
         if self.cancel_requested_at is None or self.eg.status.is_terminal():
             return
         if self._now() - self.cancel_requested_at < CANCEL_TIMEOUT_MS:
@@ -328,6 +401,10 @@ class JobMaster:
     def persist(self) -> None:
         self.store.save_job(self.record())
         self._code_saved = True
+
+
+def _truthy(value: Any) -> bool:
+    return str(value).strip().lower() in ("1", "true", "yes") if value is not None else False
 
 
 def _last_line(text: str | None) -> str | None:

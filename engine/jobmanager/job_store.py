@@ -1,8 +1,9 @@
 """The JobStore protocol: where the JobManager keeps durable job history.
 
-The backend implements it with SQLAlchemy; tests and the local mini-cluster use
-``InMemoryJobStore``. Records are plain dataclasses so the engine never
-imports a database library.
+Jobs, their exceptions, every checkpoint's statistics (``CheckpointStats.to_record()``
+dicts), restores, and savepoints. The backend implements it with SQLAlchemy;
+tests and the local mini-cluster use ``InMemoryJobStore``. Records are plain
+dataclasses and dicts so the engine never imports a database library.
 """
 from __future__ import annotations
 
@@ -43,6 +44,28 @@ class ExceptionRecord:
     taskmanager_id: str | None = None
 
 
+@dataclass
+class SavepointRecord:
+    """One savepoint request (``POST /jobs/{id}/savepoints`` or ``/stop``) and what became of it."""
+
+    jid: str
+    request_id: str  # the client's triggerId, or one the JobManager made up
+    status: str  # IN_PROGRESS | COMPLETED | FAILED
+    trigger_timestamp: int  # epoch ms
+    target_directory: str
+    checkpoint_id: int | None = None
+    checkpoint_type: str = "SAVEPOINT"  # SAVEPOINT, or SYNC_SAVEPOINT for stop-with-savepoint
+    cancel_job: bool = False
+    drain: bool = False
+    path: str | None = None  # the savepoint directory, once COMPLETED
+    completion_timestamp: int | None = None  # when it completed or failed
+    failure_cause: str | None = None
+
+    @property
+    def is_stop(self) -> bool:
+        return self.checkpoint_type == "SYNC_SAVEPOINT"
+
+
 class JobStore(Protocol):
     def save_job(self, record: JobRecord) -> None:
         """Insert or update the job row by ``jid``; ``user_code=None`` keeps the stored code."""
@@ -57,6 +80,26 @@ class JobStore(Protocol):
     def list_exceptions(self, jid: str, limit: int = 100) -> list[ExceptionRecord]:
         """Newest first."""
 
+    def save_checkpoints(self, jid: str, records: list[dict[str, Any]]) -> None:
+        """Insert or update checkpoint statistics records by (jid, record ``id``)."""
+
+    def list_checkpoints(self, jid: str) -> list[dict[str, Any]]:
+        """Every stored checkpoint record of the job, oldest id first."""
+
+    def add_checkpoint_restore(self, jid: str, record: dict[str, Any]) -> None:
+        """A ``RestoredCheckpointStats.to_record()``: the job (re)started from that checkpoint."""
+
+    def list_checkpoint_restores(self, jid: str) -> list[dict[str, Any]]:
+        """Oldest first."""
+
+    def save_savepoint(self, record: SavepointRecord) -> None:
+        """Insert or update by (jid, request_id)."""
+
+    def get_savepoint(self, jid: str, request_id: str) -> SavepointRecord | None: ...
+
+    def list_savepoints(self, jid: str) -> list[SavepointRecord]:
+        """Newest first."""
+
 
 class InMemoryJobStore:
     """A JobStore for the local mini-cluster and unit tests."""
@@ -64,6 +107,9 @@ class InMemoryJobStore:
     def __init__(self) -> None:
         self.jobs: dict[str, JobRecord] = {}
         self.exceptions: list[ExceptionRecord] = []
+        self.checkpoints: dict[str, dict[int, dict[str, Any]]] = {}
+        self.restores: dict[str, list[dict[str, Any]]] = {}
+        self.savepoints: dict[tuple[str, str], SavepointRecord] = {}
 
     def save_job(self, record: JobRecord) -> None:
         old = self.jobs.get(record.jid)
@@ -83,3 +129,27 @@ class InMemoryJobStore:
     def list_exceptions(self, jid: str, limit: int = 100) -> list[ExceptionRecord]:
         rows = [e for e in self.exceptions if e.jid == jid]
         return sorted(rows, key=lambda e: e.timestamp, reverse=True)[:limit]
+
+    def save_checkpoints(self, jid: str, records: list[dict[str, Any]]) -> None:
+        for r in records:
+            self.checkpoints.setdefault(jid, {})[int(r["id"])] = dict(r)
+
+    def list_checkpoints(self, jid: str) -> list[dict[str, Any]]:
+        return [dict(r) for _, r in sorted(self.checkpoints.get(jid, {}).items())]
+
+    def add_checkpoint_restore(self, jid: str, record: dict[str, Any]) -> None:
+        self.restores.setdefault(jid, []).append(dict(record))
+
+    def list_checkpoint_restores(self, jid: str) -> list[dict[str, Any]]:
+        return list(self.restores.get(jid, ()))
+
+    def save_savepoint(self, record: SavepointRecord) -> None:
+        self.savepoints[(record.jid, record.request_id)] = dataclasses.replace(record)
+
+    def get_savepoint(self, jid: str, request_id: str) -> SavepointRecord | None:
+        r = self.savepoints.get((jid, request_id))
+        return dataclasses.replace(r) if r is not None else None
+
+    def list_savepoints(self, jid: str) -> list[SavepointRecord]:
+        rows = [dataclasses.replace(r) for (j, _), r in self.savepoints.items() if j == jid]
+        return sorted(rows, key=lambda r: r.trigger_timestamp, reverse=True)
