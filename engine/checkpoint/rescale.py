@@ -119,6 +119,27 @@ def split_operator_state(states: Sequence[Mapping[str, list]], new_parallelism: 
     return out
 
 
+def redistribute_splits(
+    positions: Mapping[int, Sequence[Any] | None], subtask: int, parallelism: int, old_parallelism: int
+) -> list[Any] | None:
+    """A source subtask's splits to resume, from the old subtasks' reader positions ({old index: list of
+    split states}). Unchanged parallelism: its own list. Otherwise every old list is concatenated in
+    old-subtask order and cut into even shares, as operator list state is. None: nothing recorded."""
+    if not positions:
+        return None
+    for i, p in positions.items():
+        if p is not None and not isinstance(p, (list, tuple)):
+            raise StateRestoreError(
+                f"source subtask {i} recorded its position as {type(p).__name__} {p!r}, not a list of split "
+                "states; this checkpoint was taken by an older version and cannot be resumed"
+            )
+    if parallelism == old_parallelism:
+        own = positions.get(subtask)
+        return None if own is None else list(own)
+    ordered = [list(positions[i] or ()) for i in sorted(positions)]
+    return split_operator_state([{"splits": p} for p in ordered], parallelism)[subtask]["splits"]
+
+
 def restore_subtask(
     states: Mapping[int, OperatorSubtaskState],
     subtask: int,

@@ -83,6 +83,52 @@ class KeySelector(Function):
     def get_key(self, value: Any) -> Any: ...
 
 
+class FunctionSnapshotContext(ABC):
+    """What ``CheckpointedFunction.snapshot_state`` learns about the checkpoint being taken."""
+
+    @abstractmethod
+    def get_checkpoint_id(self) -> int: ...
+
+    @abstractmethod
+    def get_checkpoint_timestamp(self) -> int: ...
+
+
+class FunctionInitializationContext(FunctionSnapshotContext):
+    """What ``CheckpointedFunction.initialize_state`` gets: the operator state store, and whether the
+    state was restored from a checkpoint (then ``get_checkpoint_id`` names it, else it returns None)."""
+
+    @abstractmethod
+    def is_restored(self) -> bool: ...
+
+    @abstractmethod
+    def get_operator_state_store(self) -> Any:
+        """Has ``get_list_state(ListStateDescriptor)`` and ``get_union_list_state(ListStateDescriptor)``."""
+
+
+class CheckpointedFunction(ABC):
+    """Flink's CheckpointedFunction for sources and sinks: operator list state, snapshot per checkpoint.
+
+    ``initialize_state`` runs once before the first record (after ``open``), ``snapshot_state``
+    each time a checkpoint is taken, on the task's thread, before its barrier goes downstream.
+    """
+
+    @abstractmethod
+    def snapshot_state(self, context: FunctionSnapshotContext) -> None: ...
+
+    @abstractmethod
+    def initialize_state(self, context: FunctionInitializationContext) -> None: ...
+
+
+class CheckpointListener(ABC):
+    """Told when a checkpoint completes everywhere (the commit point), or is aborted."""
+
+    @abstractmethod
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None: ...
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        pass
+
+
 class SinkFunction(Function):
     """A user sink: ``invoke(value, context)`` is called for every record."""
 

@@ -188,3 +188,17 @@ class AggregatingState(State):
 
     @abstractmethod
     def add(self, value: Any) -> None: ...
+
+
+class OperatorStateStore(ABC):
+    """Operator (non-keyed) state of one subtask, from ``FunctionInitializationContext.get_operator_state_store()``.
+
+    ``get_list_state``: on restore at another parallelism the elements of all subtasks are split
+    evenly over the new ones. ``get_union_list_state``: every subtask gets all elements.
+    """
+
+    @abstractmethod
+    def get_list_state(self, state_descriptor: ListStateDescriptor) -> ListState: ...
+
+    @abstractmethod
+    def get_union_list_state(self, state_descriptor: ListStateDescriptor) -> ListState: ...

@@ -20,7 +20,7 @@ from engine.graph.transformations import OperatorKind
 from engine.runtime.deployment import TaskDeploymentDescriptor
 from engine.runtime.io.channel import ChannelFactory, ChannelId, TaskCancelled
 from engine.checkpoint.messages import TaskAck
-from engine.checkpoint.rescale import OperatorSubtaskState, TaskRestore
+from engine.checkpoint.rescale import TaskRestore
 from engine.checkpoint.storage import FileSystemCheckpointStorage
 from engine.runtime.checkpointing import Barrier, BarrierAligner, SubtaskCheckpointer
 from engine.runtime.io.record_writer import RecordWriter
@@ -36,6 +36,14 @@ from engine.runtime.operators.base import ChainingOutput, FanOut, OperatorContex
 from engine.runtime.operators.factory import create_operator
 from engine.runtime.partitioner import create_partitioner
 from engine.runtime.state.backend import create_keyed_backend
+from engine.runtime.state.operator_state import FunctionStateHandler
+from engine.runtime.state.task_state_manager import (
+    restore_function_state,
+    restore_keyed,
+    restore_operator_state,
+    restore_splits,
+    snapshot_keyed,
+)
 from engine.runtime.task_metrics import TaskIOMetrics
 from engine.runtime.watermarks import MAX_WATERMARK, StatusWatermarkValve
 
@@ -88,6 +96,9 @@ class StreamTask:
         self.reader: Any = None
         self._pending_barrier: Barrier | None = None
         self.restored_position: Any = None
+        self.restored_checkpoint_id: int | None = None
+        self.restored_functions: dict[int, Any] = {}  # node -> CheckpointedFunction state restored
+        self.function_states: dict[int, FunctionStateHandler] = {}
         self.operators: dict[int, StreamOperator] = {}
 
     def sample_metrics(self) -> dict[str, Any]:
@@ -113,25 +124,41 @@ class StreamTask:
         """Snapshot every operator of the chain, then send the barrier on (it follows every record
         that the snapshot covers), then write the snapshot in the background."""
         head = self.tdd.operators[0]
+        cid, ts = barrier.checkpoint_id, barrier.timestamp
         states: dict[str, Any] = {}
         offsets: dict[str, Any] = {}
-        for node_id in self.tdd.operators:  # head first: what an operator emits here reaches the next
-            op = self.operators.get(node_id)
-            if op is not None:
-                op.prepare_snapshot_pre_barrier(barrier.checkpoint_id)
-        for node_id in self.tdd.operators:
-            op_id = self.graph.nodes[node_id].operator_id
-            op = self.operators.get(node_id)
-            if op is None:  # the source
-                position = self.reader.snapshot() if self.reader is not None else None
-                states[op_id] = {"position": position}
-                offsets[op_id] = position
-                continue
-            state: dict[str, Any] = {"operator": op.snapshot_state()}
-            if node_id == head and self.keyed_backend is not None:
-                state["keyed"] = self.keyed_backend.snapshot_by_key_group()
-                state["kinds"] = dict(self.keyed_backend.kinds)
-            states[op_id] = state
+        reader = self.reader if head not in self.operators else None
+        # A push source (SourceFunction) hands over what it queued and pauses under its checkpoint lock.
+        prepare = getattr(reader, "prepare_snapshot", None)
+        locked = prepare is not None
+        try:
+            if prepare is not None:
+                queued = prepare()
+                if queued:
+                    self.outputs[head].emit(queued, None)
+            for node_id in self.tdd.operators:  # head first: what an operator emits here reaches the next
+                op = self.operators.get(node_id)
+                if op is not None:
+                    op.prepare_snapshot_pre_barrier(cid)
+            for node_id in self.tdd.operators:
+                op_id = self.graph.nodes[node_id].operator_id
+                op = self.operators.get(node_id)
+                if op is None:  # the source: its splits, and a SourceFunction's operator state
+                    splits = list(reader.snapshot()) if reader is not None else []
+                    fn_state = getattr(reader, "snapshot_function_state", None)
+                    states[op_id] = {"splits": splits, "function": fn_state(cid, ts) if fn_state else None}
+                    offsets[op_id] = splits
+                    continue
+                state: dict[str, Any] = {"operator": op.snapshot_state()}
+                handler = self.function_states.get(node_id)
+                if handler is not None:
+                    state["function"] = handler.snapshot(cid, ts)
+                if node_id == head and self.keyed_backend is not None:
+                    state["keyed"], state["kinds"] = snapshot_keyed(self.keyed_backend, op)
+                states[op_id] = state
+        finally:
+            if locked:
+                reader.finish_snapshot()
         for w in self.writers:
             w.broadcast_event(BARRIER, barrier.to_wire())
         if self.checkpointer is not None:
@@ -150,8 +177,10 @@ class StreamTask:
             gate.unblock(c)
 
     def _restore(self) -> None:
-        """Load this subtask's share of a checkpoint: keyed state by key group, operator state, source position."""
+        """Load this subtask's share of a checkpoint, possibly taken at another parallelism: keyed state
+        and timers by key group, operator state, CheckpointedFunction state, a source's splits."""
         plan = TaskRestore.from_dict(self.tdd.restore)
+        self.restored_checkpoint_id = plan.checkpoint_id
         head = self.tdd.operators[0]
         for node_id in self.tdd.operators:
             spec = plan.operators.get(self.graph.nodes[node_id].operator_id)
@@ -161,28 +190,19 @@ class StreamTask:
                 old: pickle.loads(FileSystemCheckpointStorage.read_state_file(handle))
                 for old, handle in spec.handles.items()
             }
+            self.restored_functions[node_id] = restore_function_state(loaded, spec)
             op = self.operators.get(node_id)
-            if op is None:  # the source: resume at the recorded position
-                if len(loaded) != 1 or spec.parallelism != spec.old_parallelism:
-                    raise ValueError("a source can only be restored at the parallelism it was checkpointed with")
-                self.restored_position = next(iter(loaded.values()))["position"]
+            if op is None:  # the source: resume its splits
+                self.restored_position = restore_splits(loaded, spec)
                 continue
             if node_id == head and self.keyed_backend is not None:
-                share = spec.restore(
-                    {old: OperatorSubtaskState(keyed=st.get("keyed") or {}) for old, st in loaded.items()}
-                )
-                kinds: dict[str, str] = {}
-                for st in loaded.values():
-                    kinds.update(st.get("kinds") or {})
-                for groups in share.keyed.values():
-                    for name, entries in groups.items():
-                        table = self.keyed_backend.table(name, kinds.get(name, "value"))
-                        for key, value in entries:
-                            table[key] = value
-            if spec.parallelism == spec.old_parallelism:
-                op.restore_state(loaded[spec.subtask].get("operator"))
-            else:
-                op.restore_state(None)
+                restore_keyed(self.keyed_backend, op, loaded, spec)
+            op.restore_state(restore_operator_state(loaded, spec))
+
+    def _initialize_functions(self) -> None:
+        """CheckpointedFunction.initialize_state, once, after open and restore, before any record."""
+        for node_id, handler in self.function_states.items():
+            handler.initialize(self.restored_functions.get(node_id), self.restored_checkpoint_id)
 
     def _drain_notifications(self) -> list[int]:
         """Hand checkpoint outcomes to the operators; returns the aborted checkpoint ids."""
@@ -190,6 +210,11 @@ class StreamTask:
             cid = self.completed_notifications.popleft()
             for op in self.operators.values():
                 op.notify_checkpoint_complete(cid)
+            for handler in self.function_states.values():
+                handler.notify_checkpoint_complete(cid)
+            notify = getattr(self.reader, "notify_checkpoint_complete", None)
+            if notify is not None:
+                notify(cid)
             if self._savepoint_stop is not None and cid >= self._savepoint_stop.checkpoint_id:
                 self._stopping = True
         aborted: list[int] = []
@@ -198,6 +223,11 @@ class StreamTask:
             aborted.append(cid)
             for op in self.operators.values():
                 op.notify_checkpoint_aborted(cid)
+            for handler in self.function_states.values():
+                handler.notify_checkpoint_aborted(cid)
+            notify = getattr(self.reader, "notify_checkpoint_aborted", None)
+            if notify is not None:
+                notify(cid)
             if self._savepoint_stop is not None and cid == self._savepoint_stop.checkpoint_id and not self._stopping:
                 self._savepoint_stop = None  # the stop failed: the job goes on as before
         return aborted
@@ -258,6 +288,9 @@ class StreamTask:
                 job_parameters=dict(tdd.config.get("pipeline.global-job-parameters", {})),
             )
             self.operators[node_id] = create_operator(t, ctx)
+            handler = FunctionStateHandler(t.function, t.name)
+            if handler.checkpointed or handler.listener:
+                self.function_states[node_id] = handler
         writers_by_node: dict[tuple[int, str | None], list[Output]] = {}
         for spec in tdd.outputs:
             channel_writers = [
@@ -309,6 +342,7 @@ class StreamTask:
                     opened.append(op)
             if self.tdd.restore:
                 self._restore()
+            self._initialize_functions()
             head = self.graph.transformations[self.tdd.operators[0]]
             if head.kind is OperatorKind.SOURCE:
                 self._run_source(head)
@@ -353,6 +387,9 @@ class StreamTask:
     def _run_source(self, t: Any) -> None:
         tdd = self.tdd
         reader = self.reader = t.function.create_reader(tdd.subtask, tdd.parallelism, self.restored_position)
+        initialize = getattr(reader, "initialize_function_state", None)
+        if initialize is not None:
+            initialize(self.restored_functions.get(t.id), self.restored_checkpoint_id)
         out = self.outputs[t.id]
         cancelled = self.env.cancelled
         metrics = self.metrics

@@ -57,9 +57,18 @@ class _TimerQueue:
         return sorted(self.live, key=lambda p: p[0])
 
 
+def _identity(key: Any) -> Any:
+    return key
+
+
 class InternalTimerService:
-    def __init__(self, clock: Callable[[], int]) -> None:
+    """``key_of`` maps a timer's key to the state key it belongs to (a window operator's timers are
+    keyed by (key, window)); snapshots group timers by that key's key group, as Flink's
+    InternalTimerServiceImpl does, so rescaling moves them with the rest of the key's state."""
+
+    def __init__(self, clock: Callable[[], int], key_of: Callable[[Any], Any] = _identity) -> None:
         self.clock = clock
+        self.key_of = key_of
         self.event = _TimerQueue()
         self.processing = _TimerQueue()
         self.current_watermark = -(2**63)
@@ -105,3 +114,29 @@ class InternalTimerService:
             self.event.add(key, ts)
         for ts, key in snap.get(PROCESSING_TIME, ()):
             self.processing.add(key, ts)
+
+    def snapshot_by_key_group(self, key_group_of: Callable[[Any], int]) -> dict[int, list[tuple[Any, list[tuple[str, int, Any]]]]]:
+        """{key group: [(state key, [(domain, timestamp, timer key)])]}: the keyed snapshot's shape."""
+        per_key: dict[Any, list[tuple[str, int, Any]]] = {}
+        for domain, queue in ((EVENT_TIME, self.event), (PROCESSING_TIME, self.processing)):
+            for ts, key in queue.items():
+                per_key.setdefault(self.key_of(key), []).append((domain, ts, key))
+        out: dict[int, list[tuple[Any, list[tuple[str, int, Any]]]]] = {}
+        for state_key, timers in per_key.items():
+            out.setdefault(key_group_of(state_key), []).append((state_key, timers))
+        return out
+
+    def restore_timers(self, timers: list[tuple[str, int, Any]]) -> None:
+        """Add one key's timers from ``snapshot_by_key_group``."""
+        for domain, ts, key in timers:
+            key = _hashable(key)
+            if domain == EVENT_TIME:
+                self.event.add(key, int(ts))
+            elif domain == PROCESSING_TIME:
+                self.processing.add(key, int(ts))
+            else:
+                raise ValueError(f"unknown timer domain {domain!r} in a snapshot")
+
+
+def _hashable(k: Any) -> Any:
+    return tuple(_hashable(x) for x in k) if isinstance(k, list) else k

@@ -1,48 +1,68 @@
-"""``DataGeneratorSource``: ``generator_function(index)`` for index 0..count-1, optionally rate-limited."""
+"""``DataGeneratorSource``: ``generator_function(index)`` for index 0..count-1, optionally rate-limited.
+
+Split states: bounded, ``[next index, end index]`` (one contiguous range per
+subtask at the start); unbounded, ``[k, stride, residue]`` generating the
+indices ``k*stride + residue`` for k = k, k+1, ... (subtask i of p starts with
+``[0, p, i]``). After a rescale a reader may hold several splits: it reads
+bounded ones in turn and round-robins over unbounded ones.
+"""
 from __future__ import annotations
 
 import time
 from typing import Any, Callable
 
 from engine.datastream.connectors.number_seq import split_range
-from engine.datastream.connectors.source import Source, SourceReader
+from engine.datastream.connectors.source import Source, SourceReader, check_position
 
 
 class _GeneratorReader(SourceReader):
-    def __init__(
-        self,
-        fn: Callable[[int], Any],
-        next_index: int,
-        hi: int | None,
-        per_second: float | None,
-    ) -> None:
+    def __init__(self, fn: Callable[[int], Any], splits: list[list[int]], bounded: bool, per_second: float | None) -> None:
         self.fn = fn
-        self.next_index = next_index
-        self.hi = hi
+        self.splits = splits
+        self.bounded = bounded
         self.per_second = per_second
         self.started = time.monotonic()
         self.emitted = 0
+        self.turn = 0  # which unbounded split is next
+
+    def _allowed(self, n: int) -> int:
+        if not self.per_second:
+            return n
+        # Emit only what the rate allows so far; an empty batch lets the task idle.
+        allowed = int((time.monotonic() - self.started) * self.per_second) - self.emitted
+        if allowed <= 0:
+            time.sleep(min(0.05, 1.0 / self.per_second))
+            return 0
+        return min(n, allowed)
 
     def poll_batch(self, max_records: int) -> list[Any] | None:
-        if self.hi is not None and self.next_index >= self.hi:
-            return None
-        n = max_records
-        if self.per_second:
-            # Emit only what the rate allows so far; an empty batch lets the task idle.
-            allowed = int((time.monotonic() - self.started) * self.per_second) - self.emitted
-            if allowed <= 0:
-                time.sleep(min(0.05, 1.0 / self.per_second))
-                return []
-            n = min(n, allowed)
-        stop = self.next_index + n if self.hi is None else min(self.next_index + n, self.hi)
         fn = self.fn
-        batch = [fn(i) for i in range(self.next_index, stop)]
-        self.emitted += stop - self.next_index
-        self.next_index = stop
+        if self.bounded:
+            while self.splits and self.splits[0][0] >= self.splits[0][1]:
+                self.splits.pop(0)
+            if not self.splits:
+                return None
+            n = self._allowed(max_records)
+            split = self.splits[0]
+            stop = min(split[0] + n, split[1])
+            batch = [fn(i) for i in range(split[0], stop)]
+            split[0] = stop
+        else:
+            if not self.splits:
+                return []  # an unbounded subtask left without splits after a rescale idles
+            n = self._allowed(max_records)
+            split = self.splits[self.turn % len(self.splits)]
+            self.turn += 1
+            k, stride, residue = split
+            batch = [fn(j * stride + residue) for j in range(k, k + n)]
+            split[0] = k + n
+        self.emitted += len(batch)
         return batch
 
-    def snapshot(self) -> Any:
-        return self.next_index
+    def snapshot(self) -> list[Any]:
+        if self.bounded:
+            return [[a, b] for a, b in self.splits if a < b]
+        return [list(s) for s in self.splits]
 
 
 class DataGeneratorSource(Source):
@@ -64,14 +84,18 @@ class DataGeneratorSource(Source):
 
     def create_reader(self, subtask: int, parallelism: int, position: Any = None) -> SourceReader:
         per_subtask = self.records_per_second / parallelism if self.records_per_second else None
-        if self.count is None:
-            # Unbounded: subtask i generates indices i, i+p, ... by striding its own counter.
-            fn, p, i = self.generator_function, parallelism, subtask
-            return _GeneratorReader(lambda k: fn(k * p + i), position or 0, None, per_subtask)
-        lo, hi = split_range(0, self.count - 1, subtask, parallelism)
-        return _GeneratorReader(
-            self.generator_function, lo if position is None else int(position), hi, per_subtask
-        )
+        splits = check_position(self, position)
+        width = 2 if self.count is not None else 3
+        if splits is None:
+            if self.count is None:
+                splits = [[0, parallelism, subtask]]
+            else:
+                splits = [list(split_range(0, self.count - 1, subtask, parallelism))]
+        for s in splits:
+            if not (isinstance(s, (list, tuple)) and len(s) == width and all(isinstance(x, int) for x in s)):
+                shape = "[next, end]" if width == 2 else "[k, stride, residue]"
+                raise TypeError(f"{self.name()}: a split state must be {shape}, got {s!r}")
+        return _GeneratorReader(self.generator_function, [list(s) for s in splits], self.count is not None, per_subtask)
 
     def name(self) -> str:
         return "Data Generator"

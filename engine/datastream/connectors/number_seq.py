@@ -1,9 +1,13 @@
-"""``NumberSequenceSource``: the numbers from..to, split evenly over subtasks."""
+"""``NumberSequenceSource``: the numbers from..to, split evenly over subtasks.
+
+A split is ``[next, end)`` as the list ``[next, end]``; each subtask starts with
+one split, and a restore at another parallelism hands whole splits around.
+"""
 from __future__ import annotations
 
 from typing import Any
 
-from engine.datastream.connectors.source import Source, SourceReader
+from engine.datastream.connectors.source import Source, SourceReader, check_position
 
 
 def split_range(start: int, end: int, subtask: int, parallelism: int) -> tuple[int, int]:
@@ -14,21 +18,26 @@ def split_range(start: int, end: int, subtask: int, parallelism: int) -> tuple[i
     return lo, hi
 
 
-class _RangeReader(SourceReader):
-    def __init__(self, next_value: int, hi: int) -> None:
-        self.next_value = next_value
-        self.hi = hi
+class RangeSplitReader(SourceReader):
+    """Reads ``[next, end)`` splits one after another; ``produce(i)`` makes the record of index i."""
+
+    def __init__(self, splits: list[list[int]], produce: Any = None) -> None:
+        self.splits = [[int(a), int(b)] for a, b in splits if int(a) < int(b)]
+        self.produce = produce
 
     def poll_batch(self, max_records: int) -> list[Any] | None:
-        if self.next_value >= self.hi:
+        while self.splits and self.splits[0][0] >= self.splits[0][1]:
+            self.splits.pop(0)
+        if not self.splits:
             return None
-        stop = min(self.next_value + max_records, self.hi)
-        batch = list(range(self.next_value, stop))
-        self.next_value = stop
-        return batch
+        split = self.splits[0]
+        stop = min(split[0] + max_records, split[1])
+        rng = range(split[0], stop)
+        split[0] = stop
+        return list(rng) if self.produce is None else [self.produce(i) for i in rng]
 
-    def snapshot(self) -> Any:
-        return self.next_value
+    def snapshot(self) -> list[Any]:
+        return [[a, b] for a, b in self.splits if a < b]
 
 
 class NumberSequenceSource(Source):
@@ -44,8 +53,20 @@ class NumberSequenceSource(Source):
         return True
 
     def create_reader(self, subtask: int, parallelism: int, position: Any = None) -> SourceReader:
-        lo, hi = split_range(self.start, self.end, subtask, parallelism)
-        return _RangeReader(lo if position is None else int(position), hi)
+        splits = check_position(self, position)
+        if splits is None:
+            lo, hi = split_range(self.start, self.end, subtask, parallelism)
+            splits = [[lo, hi]]
+        return RangeSplitReader(_pairs(self, splits))
 
     def name(self) -> str:
         return "Sequence Source"
+
+
+def _pairs(source: Source, splits: list[Any]) -> list[list[int]]:
+    out = []
+    for s in splits:
+        if not (isinstance(s, (list, tuple)) and len(s) == 2 and all(isinstance(x, int) for x in s)):
+            raise TypeError(f"{source.name()}: a split state must be [next, end], got {s!r}")
+        out.append([s[0], s[1]])
+    return out

@@ -1,23 +1,31 @@
-"""The source protocol: a source splits its input per subtask and reads in batches.
+"""The source protocol: a source splits its input into splits and reads them in batches.
 
-A reader's position is plain data (``snapshot()``/``restore``) so checkpoints can
-rewind it. Readers do no network I/O of their own unless the source is external.
+A reader's position is a **list of split states** (``snapshot()``), plain
+msgpack-able data, so checkpoints can rewind it and a restore at another
+parallelism can hand the splits of the old subtasks to the new ones:
+``create_reader(subtask, parallelism, None)`` starts fresh and computes the
+subtask's own splits; ``create_reader(subtask, parallelism, splits)`` resumes
+exactly the given splits (after a rescale, possibly splits of several old
+subtasks, or none). Readers do no network I/O of their own unless the source
+is external.
 """
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from typing import Any
 
+SplitState = Any  # one split's resumable state: plain msgpack-able data
+
 
 class SourceReader(ABC):
-    """Reads one split. ``poll_batch`` returns records, [] when nothing is ready, None at the end."""
+    """Reads its splits. ``poll_batch`` returns records, [] when nothing is ready, None at the end."""
 
     @abstractmethod
     def poll_batch(self, max_records: int) -> list[Any] | None: ...
 
-    def snapshot(self) -> Any:
-        """The position to resume from; plain msgpack-able data."""
-        return None
+    def snapshot(self) -> list[SplitState]:
+        """The state of every split not yet finished, to resume from: a list, possibly empty."""
+        return []
 
     def close(self) -> None:
         pass
@@ -33,7 +41,20 @@ class Source(ABC):
     def is_bounded(self) -> bool: ...
 
     @abstractmethod
-    def create_reader(self, subtask: int, parallelism: int, position: Any = None) -> SourceReader: ...
+    def create_reader(self, subtask: int, parallelism: int, position: list[SplitState] | None = None) -> SourceReader:
+        """A reader of this subtask's own splits (``position`` None) or of exactly the splits in ``position``."""
 
     def name(self) -> str:
         return type(self).__name__
+
+
+def check_position(source: Source, position: Any) -> list[SplitState] | None:
+    """``position`` as a list of split states, or a clear error naming the source."""
+    if position is None or isinstance(position, list):
+        return position
+    if isinstance(position, tuple):
+        return list(position)
+    raise TypeError(
+        f"{source.name()}: a reader position must be a list of split states, got {type(position).__name__} "
+        f"{position!r} (a checkpoint taken before splits were introduced cannot be resumed)"
+    )

@@ -178,11 +178,19 @@ class StreamOperator:
         output (a two-phase-commit sink's pre-commit) that the checkpoint should cover."""
 
     def snapshot_state(self) -> Any:
-        """Operator state beyond keyed state (timers, broadcast state...): plain picklable data."""
+        """Operator state beyond keyed state and timers (broadcast state, a sink's staged output...):
+        plain picklable data. On restore at another parallelism a **list** is operator list state: the
+        lists of all old subtasks are concatenated and split evenly; anything else is taken as the same
+        on every subtask (broadcast state) and each new subtask gets one old subtask's copy."""
         return None
 
     def restore_state(self, state: Any) -> None:
-        """The inverse of ``snapshot_state``, called after ``open`` (None: start empty, e.g. after rescaling)."""
+        """The inverse of ``snapshot_state``, called after ``open`` (None: nothing to restore)."""
+
+    def timer_services(self) -> dict[str, Any]:
+        """The keyed operator's InternalTimerServices by name: the task snapshots their timers inside
+        the keyed state, by key group, and restores each key group's timers where the key group goes."""
+        return {}
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         """The checkpoint is complete everywhere: the commit point of two-phase-commit sinks."""

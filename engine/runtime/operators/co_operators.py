@@ -223,11 +223,12 @@ class _KeyedBroadcastContext(_KeyedContext):
 
 class KeyedBroadcastProcessOperator(KeyedProcessOperator):
     def snapshot_state(self) -> Any:
-        return {"timers": self.timers.snapshot(), "broadcast": self.states.snapshot()}
+        # Timers are keyed state (timer_services); broadcast state is the same on every subtask.
+        return {"broadcast": self.states.snapshot()}
 
     def restore_state(self, state: Any) -> None:
         if state:
-            self.timers.restore(state["timers"])
+            super().restore_state(state)
             for name, data in (state.get("broadcast") or {}).items():
                 if name in self.states.states:
                     self.states.states[name].data.update(data)

@@ -97,11 +97,11 @@ class _KeyedContext(KeyedProcessFunction.OnTimerContext):
 class KeyedProcessOperator(StreamOperator):
     wants_ticks = True
 
-    def snapshot_state(self) -> Any:
-        return {"timers": self.timers.snapshot()}
+    def timer_services(self) -> dict[str, Any]:
+        return {"timers": self.timers}
 
     def restore_state(self, state: Any) -> None:
-        if state:
+        if state and "timers" in state:  # a snapshot from before timers moved into keyed state
             self.timers.restore(state["timers"])
 
     def open(self) -> None:

@@ -27,6 +27,10 @@ from engine.windowing.triggers import Trigger, TriggerResult
 from engine.windowing.windows import MAX_TIMESTAMP
 
 
+def _timer_key(timer_key: tuple[Any, Any]) -> Any:
+    return timer_key[0]
+
+
 class _TriggerContext:
     """What a trigger may touch: bound to one (key, window) at a time."""
 
@@ -55,18 +59,26 @@ class _TriggerContext:
         self.op.timers.delete_processing_time_timer((self.key, self.window), ts)
 
     def get_state(self, name: str) -> Any:
-        slot = self.op.trigger_state.get((self.key, self.window))
+        windows = self.op.trigger_state.get(self.key)
+        slot = windows.get(self.window) if windows else None
         return slot.get(name) if slot else None
 
     def set_state(self, name: str, value: Any) -> None:
-        slot = self.op.trigger_state.get((self.key, self.window))
+        # key -> {window: {name: value}}: keyed by the key alone, so it moves with its key group.
+        table = self.op.trigger_state
+        windows = table.get(self.key)
+        slot = windows.get(self.window) if windows else None
         if value is None:
             if slot:
                 slot.pop(name, None)
                 if not slot:
-                    del self.op.trigger_state[(self.key, self.window)]
+                    del windows[self.window]  # type: ignore[index]
+                    if not windows:
+                        del table[self.key]
+        elif windows is None:
+            table[self.key] = {self.window: {name: value}}
         elif slot is None:
-            self.op.trigger_state[(self.key, self.window)] = {name: value}
+            windows[self.window] = {name: value}
         else:
             slot[name] = value
 
@@ -95,11 +107,11 @@ class _WindowFunctionContext(ProcessWindowFunction.Context):
 class WindowOperator(StreamOperator):
     wants_ticks = True
 
-    def snapshot_state(self) -> Any:
-        return {"timers": self.timers.snapshot()}
+    def timer_services(self) -> dict[str, Any]:
+        return {"timers": self.timers}
 
     def restore_state(self, state: Any) -> None:
-        if state:
+        if state and "timers" in state:  # a snapshot from before timers moved into keyed state
             self.timers.restore(state["timers"])
 
     def open(self) -> None:
@@ -120,8 +132,9 @@ class WindowOperator(StreamOperator):
         self.backend = self.ctx.keyed_backend
         self.key_selector = self.ctx.key_selector
         self.contents: dict[Any, dict[Any, Any]] = self.backend.table("_window_contents", "window")
-        self.trigger_state: dict[tuple[Any, Any], dict[str, Any]] = self.backend.table("_window_triggers", "window")
-        self.timers = InternalTimerService(self.ctx.clock)
+        self.trigger_state: dict[Any, dict[Any, dict[str, Any]]] = self.backend.table("_window_triggers", "window")
+        # Timers are keyed by (key, window); they belong to the key's key group.
+        self.timers = InternalTimerService(self.ctx.clock, key_of=_timer_key)
         self.tctx = _TriggerContext(self)
         self.wctx = _WindowFunctionContext(self)
         self.collector = ResultCollector(self)
@@ -223,7 +236,7 @@ class WindowOperator(StreamOperator):
                 tctx = self._bind(key, m)
                 counts += tctx.get_state("count") or 0
                 self.trigger.clear(m, tctx)
-                self.trigger_state.pop((key, m), None)
+                self._drop_trigger_state(key, m)
                 self.timers.delete_event_time_timer((key, m), self.cleanup_time(m))
                 self.timers.delete_processing_time_timer((key, m), self.cleanup_time(m))
             if acc is not None:
@@ -303,6 +316,11 @@ class WindowOperator(StreamOperator):
                 self._clear(key, w)
         self.collector.flush()
 
+    def _drop_trigger_state(self, key: Any, w: Any) -> None:
+        windows = self.trigger_state.get(key)
+        if windows is not None and windows.pop(w, None) is not None and not windows:
+            del self.trigger_state[key]
+
     def _clear(self, key: Any, w: Any) -> None:
         windows = self.contents.get(key)
         if windows is not None:
@@ -311,7 +329,7 @@ class WindowOperator(StreamOperator):
                 del self.contents[key]
         tctx = self._bind(key, w)
         self.trigger.clear(w, tctx)
-        self.trigger_state.pop((key, w), None)
+        self._drop_trigger_state(key, w)
         if isinstance(self.window_function or self.function, ProcessWindowFunction):
             self.wctx.w = w
             (self.window_function or self.function).clear(self.wctx)

@@ -16,8 +16,8 @@ def test_resumes_from_its_snapshot():
     src = CollectionSource(list(range(10)))
     reader = src.create_reader(0, 1)
     reader.poll_batch(4)
-    assert reader.snapshot() == 4
-    assert src.create_reader(0, 1, position=4).poll_batch(100) == [4, 5, 6, 7, 8, 9]
+    assert reader.snapshot() == [[4, 10]]  # one split: [next index, end index]
+    assert src.create_reader(0, 1, position=[[4, 10]]).poll_batch(100) == [4, 5, 6, 7, 8, 9]
 
 
 def test_copies_its_input():

@@ -1,0 +1,94 @@
+"""What one subtask puts into a checkpoint and takes back out of one (Flink's TaskStateManager and
+StreamTaskStateInitializer), as pure functions over already loaded snapshots.
+
+Per operator a task writes one state file holding a dict:
+
+* ``keyed``/``kinds`` (the keyed head only): ``{key group: {state name: [(key, value)]}}`` from the
+  keyed backend, plus the operator's timers under ``_timers/<service>`` as ``[(key, [(domain, ts,
+  timer key)])]``, so timers move with their key group when a job is rescaled;
+* ``operator``: the operator's own ``snapshot_state()`` (a list is split evenly on rescale, anything
+  else is copied, like broadcast state);
+* ``function``: a CheckpointedFunction's operator list and union list states;
+* ``splits`` (a source only): its reader position, a list of split states.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from engine.checkpoint.rescale import OperatorRestore, OperatorSubtaskState, StateRestoreError, redistribute_splits, split_operator_state
+from engine.runtime.key_groups import assign_to_key_group
+from engine.runtime.state.operator_state import redistribute_operator_state
+
+TIMERS_PREFIX = "_timers/"
+
+
+def snapshot_keyed(backend: Any, operator: Any) -> tuple[dict[int, dict[str, list]], dict[str, str]]:
+    """The keyed head's state and timers by key group, and the kind of every state table."""
+    keyed = backend.snapshot_by_key_group()
+    max_p = backend.max_parallelism
+
+    def key_group_of(key: Any) -> int:
+        return assign_to_key_group(key, max_p)
+
+    for name, service in operator.timer_services().items():
+        for kg, entries in service.snapshot_by_key_group(key_group_of).items():
+            keyed.setdefault(kg, {})[TIMERS_PREFIX + name] = entries
+    return keyed, dict(backend.kinds)
+
+
+def restore_keyed(backend: Any, operator: Any, loaded: Mapping[int, Mapping[str, Any]], spec: OperatorRestore) -> None:
+    """Fill an opened keyed head's backend and timer services with this subtask's key groups."""
+    share = spec.restore({old: OperatorSubtaskState(keyed=st.get("keyed") or {}) for old, st in loaded.items()})
+    kinds: dict[str, str] = {}
+    for st in loaded.values():
+        kinds.update(st.get("kinds") or {})
+    services = operator.timer_services()
+    for groups in share.keyed.values():
+        for name, entries in groups.items():
+            if name.startswith(TIMERS_PREFIX):
+                service = services.get(name[len(TIMERS_PREFIX) :])
+                if service is None:
+                    raise StateRestoreError(
+                        f"the state of '{operator.ctx.operator_name}' holds timers ('{name}') but the operator "
+                        "has no timer service of that name"
+                    )
+                for _key, timers in entries:
+                    service.restore_timers(timers)
+                continue
+            table = backend.table(name, kinds.get(name, "value"))
+            for key, value in entries:
+                table[key] = value
+
+
+def restore_operator_state(loaded: Mapping[int, Mapping[str, Any]], spec: OperatorRestore) -> Any:
+    """The argument of ``restore_state``: its own at an unchanged parallelism; else lists split evenly
+    across the new subtasks, or one old subtask's copy of anything that is not a list."""
+    if spec.parallelism == spec.old_parallelism:
+        own = loaded.get(spec.subtask)
+        return None if own is None else own.get("operator")
+    olds = [loaded[i].get("operator") for i in sorted(loaded)]
+    present = [o for o in olds if o is not None]
+    if not present:
+        return None
+    if all(isinstance(o, list) for o in present):
+        return split_operator_state([{"state": o} for o in present], spec.parallelism)[spec.subtask]["state"]
+    source = loaded.get(spec.subtask % spec.old_parallelism)
+    if source is None or source.get("operator") is None:
+        return present[0]
+    return source.get("operator")
+
+
+def restore_function_state(loaded: Mapping[int, Mapping[str, Any]], spec: OperatorRestore) -> Any:
+    """A CheckpointedFunction's operator state for this subtask, or None (then it starts fresh)."""
+    old = [(loaded.get(i) or {}).get("function") for i in range(spec.old_parallelism)]
+    return redistribute_operator_state(old, spec.subtask, spec.parallelism)
+
+
+def restore_splits(loaded: Mapping[int, Mapping[str, Any]], spec: OperatorRestore) -> list[Any] | None:
+    """A source's splits to resume: its own, or an even share of every old subtask's after a rescale."""
+    positions = {i: st.get("splits") for i, st in loaded.items() if "splits" in st}
+    if not positions and any("position" in st for st in loaded.values()):
+        raise StateRestoreError(
+            "the checkpoint records source positions in the format before split lists; it cannot be resumed"
+        )
+    return redistribute_splits(positions, spec.subtask, spec.parallelism, spec.old_parallelism)
