@@ -29,10 +29,10 @@ from backend.persistence.jar_store import JarRepository
 from backend.persistence.models import Base
 from backend.persistence.sql_job_store import SqlJobStore
 from backend.persistence.taskmanager_history import TaskManagerHistory, TaskManagerState
-from engine.jobmanager.job_store import ExceptionRecord, JobRecord
+from engine.jobmanager.job_store import ExceptionRecord, JobRecord, SavepointRecord
 
 POSTGRES_URL = os.environ.get("MILLSTREAM_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
-TABLES = {"jobs", "job_exceptions", "jars", "taskmanagers"}
+TABLES = {"jobs", "job_exceptions", "jars", "taskmanagers", "checkpoints", "checkpoint_restores", "savepoints"}
 
 
 def _libpq_dsn(url: str) -> str:
@@ -353,3 +353,67 @@ def test_concurrent_saves_from_many_threads(sessions: sessionmaker[Session]) -> 
         list(pool.map(save, range(8)))
 
     assert len(store.list_jobs()) == 1 + 8 * 20
+
+
+# --- checkpoint and savepoint history -------------------------------------------------
+
+
+def _checkpoint_records() -> list[dict]:
+    from engine.checkpoint.messages import CheckpointType, TaskAck
+    from engine.checkpoint.stats_tracker import CheckpointStats, CheckpointStatsTracker, SubtaskStats
+
+    tracker = CheckpointStatsTracker()
+    tracker.report_pending(CheckpointStats(1, CheckpointType.CHECKPOINT, 1000, {"v1": 2}))
+    for sub in (0, 1):
+        tracker.report_ack(1, "v1", SubtaskStats.from_ack(sub, TaskAck({}, 100 + sub, sync_ms=3, async_ms=7), 1100 + sub))
+    tracker.report_completed(1, "/ck/job/chk-1")
+    tracker.report_pending(CheckpointStats(2, CheckpointType.SAVEPOINT, 2000, {"v1": 2}, request_id="t-1"))
+    tracker.report_failed(2, 2500, "task v1 (1): disk full — ünïcode")
+    tracker.report_pending(CheckpointStats(3, CheckpointType.CHECKPOINT, 3000, {"v1": 2}))
+    return tracker.take_changed_records()
+
+
+def test_checkpoint_statistics_round_trip_and_update_in_place(sessions: sessionmaker[Session]) -> None:
+    from engine.checkpoint.stats_tracker import JOBMANAGER_RESTARTED, CheckpointStatsTracker
+
+    store = SqlJobStore(sessions)
+    store.save_job(_job())
+    records = _checkpoint_records()
+    store.save_checkpoints("a" * 32, records)
+    assert store.list_checkpoints("a" * 32) == records
+    done = dict(records[2], status="COMPLETED", external_path="/ck/job/chk-3")
+    store.save_checkpoints("a" * 32, [done])  # an update, not a second row
+    stored = store.list_checkpoints("a" * 32)
+    assert [r["id"] for r in stored] == [1, 2, 3] and stored[2]["external_path"] == "/ck/job/chk-3"
+    assert store.list_checkpoints("b" * 32) == []
+
+    store.add_checkpoint_restore("a" * 32, {"id": 1, "restore_timestamp": 5000, "is_savepoint": False, "external_path": "/ck/job/chk-1"})
+    restores = store.list_checkpoint_restores("a" * 32)
+    tracker = CheckpointStatsTracker.from_records(store.list_checkpoints("a" * 32), restores)
+    assert (tracker.num_completed, tracker.num_failed, tracker.num_restored) == (2, 1, 1)
+    assert tracker.latest_failed.failure_message == "task v1 (1): disk full — ünïcode"
+    assert tracker.get(1).subtasks["v1"][1].state_size == 101
+    # in progress when a JobManager died: failed on the way back
+    store.save_checkpoints("a" * 32, [records[2]])
+    again = CheckpointStatsTracker.from_records(store.list_checkpoints("a" * 32), now_ms=9000)
+    assert again.get(3).failure_message == JOBMANAGER_RESTARTED
+
+
+def test_savepoints_upsert_by_trigger_id_newest_first_and_cascade(sessions: sessionmaker[Session]) -> None:
+    store = SqlJobStore(sessions)
+    store.save_job(_job())
+    jid = "a" * 32
+    first = SavepointRecord(jid, "t-1", "IN_PROGRESS", 1000, "/sp", checkpoint_id=4)
+    store.save_savepoint(first)
+    store.save_savepoint(SavepointRecord(jid, "t-2", "IN_PROGRESS", 2000, "/sp", 9, "SYNC_SAVEPOINT", drain=True))
+    first.status, first.path, first.completion_timestamp = "COMPLETED", "/sp/savepoint-aaaaaa-0123456789ab", 1500
+    store.save_savepoint(first)
+    assert store.get_savepoint(jid, "t-1") == first
+    assert [(r.request_id, r.status, r.is_stop) for r in store.list_savepoints(jid)] == [
+        ("t-2", "IN_PROGRESS", True),
+        ("t-1", "COMPLETED", False),
+    ]
+    assert store.get_savepoint(jid, "t-3") is None and store.get_savepoint("b" * 32, "t-1") is None
+    with sessions.begin() as session:
+        session.execute(text("DELETE FROM jobs"))
+    assert store.list_savepoints(jid) == []
