@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import signal
 import subprocess
 import sys
 import time
+from collections import defaultdict
 from pathlib import Path
 
 from tests.integration.cluster import Cluster
@@ -15,13 +17,28 @@ PROGRAM = Path(__file__).parent / "programs" / "recovering_count.py"
 N = 120_000
 
 
+def committed_counts(out: Path) -> dict[str, list[int]]:
+    """Every ``key,count`` line of the FileSink's committed (visible) part files, per key."""
+    counts: dict[str, list[int]] = defaultdict(list)
+    for dirpath, dirnames, names in os.walk(out):
+        assert not [d for d in dirnames if d.startswith(".")]
+        for name in names:
+            if name.startswith("."):
+                continue  # in-progress or pending: not output
+            for line in Path(dirpath, name).read_text().splitlines():
+                key, count = line.split(",")
+                counts[key].append(int(count))
+    return counts
+
+
 def test_exactly_once_keyed_count_survives_repeated_taskmanager_kills(tmp_path: Path) -> None:
     c = Cluster(tmp_path, heartbeat_timeout_ms=3000)
     rng = random.Random(7)
+    out_dir = tmp_path / "out"
     try:
         c.start(taskmanagers=2, slots=2)
         run = subprocess.Popen(
-            [sys.executable, "-m", "backend.cli", "run", "-p", "2", str(PROGRAM), str(N), "6000"],
+            [sys.executable, "-m", "backend.cli", "run", "-p", "2", str(PROGRAM), str(N), "6000", str(out_dir)],
             env=c.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         c.wait_for(lambda: c.http.get("/jobs/overview").json()["jobs"], 30, "the job to be submitted")
@@ -57,6 +74,11 @@ def test_exactly_once_keyed_count_survives_repeated_taskmanager_kills(tmp_path: 
         final = json.loads(next(ln for ln in out.splitlines() if ln.startswith("[")))
         # Every key reached exactly N/40: no update lost, none counted twice.
         assert sorted(final) == sorted([f"k{i}", N // 40] for i in range(40)), final[:5]
+        # The FileSink's committed files hold every update exactly once: per key 1..N/40, no gap, no repeat.
+        written = committed_counts(out_dir)
+        assert sorted(written) == sorted(f"k{i}" for i in range(40))
+        bad = {k: v for k, v in written.items() if sorted(v) != list(range(1, N // 40 + 1))}
+        assert not bad, {k: (len(v), len(set(v))) for k, v in list(bad.items())[:5]}
         entries = c.http.get(f"/jobs/{jid}/exceptions").json()["exceptionHistory"]["entries"]
         lost = [e for e in entries if e["exceptionName"] == "TaskManagerLostException"]
         assert len(lost) >= 3, [e["exceptionName"] for e in entries]
