@@ -39,6 +39,8 @@ class TaskHarness:
         self.cancelled = threading.Event()
         self.lock = threading.Lock()
         self.results: list[Any] = []
+        self.results_by_task: dict[tuple[str, int], list[Any]] = {}
+        self.cuts: dict[int, dict[tuple[str, int], int]] = {}  # checkpoint -> task -> results before it
         self.acks: dict[int, dict[tuple[str, int], TaskAck]] = {}
         self.declines: list[tuple[int, str]] = []
         self.failures: list[str] = []
@@ -56,19 +58,40 @@ class TaskHarness:
                     channels=registry.factory(self.cancelled),
                     cancelled=self.cancelled,
                     print_line=lambda s: None,
-                    collect=self._collect,
+                    collect=lambda node, values, t=(v.id, i): self._collect(t, values),
                     checkpoint_ack=lambda cid, ack, t=(v.id, i): self._ack(cid, t, ack),
                     checkpoint_decline=lambda cid, reason: self._decline(cid, reason),
                 )
                 task = StreamTask(tdd, graph, env_)
+                self._record_cuts(task, (v.id, i))
                 self.tasks[(v.id, i)] = task
                 if graph.transformations[tdd.operators[0]].kind is OperatorKind.SOURCE:
                     self.sources.append(task)
         self.threads = [threading.Thread(target=self._run, args=(t,), daemon=True) for t in self.tasks.values()]
 
-    def _collect(self, node_id: int, values: list[Any]) -> None:
+    def _collect(self, task: tuple[str, int], values: list[Any]) -> None:
         with self.lock:
             self.results.extend(values)
+            self.results_by_task.setdefault(task, []).extend(values)
+
+    def _record_cuts(self, task: StreamTask, key: tuple[str, int]) -> None:
+        """Note how much a task had sent to the collect sink when it took each snapshot (on its own
+        thread, in the synchronous part): that output is covered by the checkpoint, the rest is not."""
+        checkpointer = task.checkpointer
+        assert checkpointer is not None
+        snapshot = checkpointer.snapshot
+
+        def recording(barrier: Barrier, *args: Any) -> None:
+            with self.lock:
+                self.cuts.setdefault(barrier.checkpoint_id, {})[key] = len(self.results_by_task.get(key, ()))
+            snapshot(barrier, *args)
+
+        checkpointer.snapshot = recording  # type: ignore[method-assign]
+
+    def output_before(self, cid: int) -> list[Any]:
+        """What reached the collect sinks before checkpoint ``cid``'s snapshot, in every task."""
+        with self.lock:
+            return [v for t, n in self.cuts.get(cid, {}).items() for v in self.results_by_task.get(t, [])[:n]]
 
     def _ack(self, cid: int, task: tuple[str, int], ack: TaskAck) -> None:
         with self.lock:
