@@ -479,17 +479,3 @@ def sink_function_partition(fn: Any, info: TaskInfo, stamped: bool = False) -> C
 
     return run
 
-
-def writer_partition(sink: Any, parallelism: int) -> Callable[[int, Iterable[Any]], None]:
-    """A ``sink_to`` Sink: one writer per partition, flushed at end of input as the native runtime does."""
-
-    def run(index: int, it: Iterable[Any]) -> None:
-        writer = sink.create_writer(index, parallelism)
-        try:
-            for v in it:
-                writer.write(v)
-            writer.flush(True)
-        finally:
-            writer.close()
-
-    return run

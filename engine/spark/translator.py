@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from engine.datastream.connectors.collection import CollectionSource
 from engine.datastream.connectors.datagen import DataGeneratorSource
+from engine.datastream.connectors.file_source import FileSource, enumerate_files
 from engine.datastream.connectors.number_seq import NumberSequenceSource
 from engine.datastream.connectors.source import Source
 from engine.datastream.functions import Function
@@ -23,6 +24,7 @@ from engine.graph.stream_graph import StreamEdge, StreamGraph, StreamNode
 from engine.graph.transformations import OperatorKind, ShipStrategy, Transformation
 from engine.spark import partitions as P
 from engine.spark import co_operators as C
+from engine.spark import files as F
 from engine.spark import windows as W
 from engine.spark.timestamps import NO_STAMPS, Stamping, plan_timestamps, timestamps_partition, unstamped, value_of
 from engine.spark.validation import UntranslatableJob, check_job_graph, untranslatable_operator
@@ -98,6 +100,9 @@ def translate_source(sc: Any, t: Transformation, node: StreamNode) -> RDD:
         raise untranslatable_operator(f"Source: {node.name}", "it is an unbounded source")
     if isinstance(source, CollectionSource):
         return sc.parallelize(source.values, p)
+    if isinstance(source, FileSource):
+        # The files the native source would read, cut into splits by Spark rather than one file per subtask.
+        return F.read_text_files(sc, enumerate_files(source.paths), source.stream_format.charset, p)
     if isinstance(source, NumberSequenceSource):
         # sc.range slices [start, end] exactly as split_range gives native subtasks their splits.
         return sc.range(source.start, source.end + 1, numSlices=p)
@@ -250,7 +255,7 @@ def _tag(input_index: int) -> Callable[[Any], tuple[int, Any]]:
 
 # -- sinks --------------------------------------------------------------------------------
 def translate_sink(
-    rdd: RDD, t: Transformation, node: StreamNode, info: P.TaskInfo, stamping: Stamping = NO_STAMPS
+    rdd: RDD, t: Transformation, node: StreamNode, info: P.TaskInfo, stamping: Stamping = NO_STAMPS, job_id: str = ""
 ) -> SinkAction:
     kind = t.params.get("sink")
     name = f"Sink: {node.name}"
@@ -261,7 +266,9 @@ def translate_sink(
     elif kind == "function":
         fn = P.sink_function_partition(t.function, info, stamping.input)
     elif kind == "writer":
-        fn = P.writer_partition(t.function, node.parallelism)
+        # Spark's output commit protocol: tasks hand back commit messages, the driver commits them.
+        context = F.WriterContext(node.parallelism, job_id, str(node.id))
+        return SinkAction(node.id, name, kind, rdd, run=lambda: F.write_and_commit(rdd, t.function, context, name))
     else:
         raise untranslatable_operator(name, f"unknown sink '{kind}'")
     return SinkAction(node.id, name, kind, rdd, run=lambda: rdd.foreachPartition(_with_partition_index(fn)))
@@ -323,7 +330,8 @@ class _Translator:
             node = self.sg.nodes[node_id]
             t = self.sg.transformations[node_id]
             if node.kind is OperatorKind.SINK:
-                actions.append(translate_sink(self._input(node), t, node, self.info(node), self.stamping[node_id]))
+                sink = translate_sink(self._input(node), t, node, self.info(node), self.stamping[node_id], self.jg.job_id)
+                actions.append(sink)
                 continue
             rdd = self._translate(node, t)
             rdd.setName(node.name)
