@@ -17,6 +17,7 @@ import dataclasses
 import functools
 import logging
 import os
+import pickle
 import threading
 from typing import Any
 
@@ -65,6 +66,7 @@ class JobCheckpointing:
         if config.storage_dir is None:
             config.set_checkpoint_storage_dir(default_dir)
         self.job_id = job_graph.job_id
+        self.job_graph = job_graph
         self.config = config
         self.gateway = gateway
         self.store = store
@@ -128,9 +130,42 @@ class JobCheckpointing:
         barrier = (action.checkpoint_id, action.timestamp, action.location, action.checkpoint_type.value, action.drain)
         for vertex, subtask in action.tasks:
             where = self._placement(eg, vertex, subtask)
-            if where is not None:
+            if where is not None and eg.vertices[vertex].subtasks[subtask].current.state is not ExecutionState.FINISHED:
                 msg = messages.trigger_checkpoint(self.job_id, eg.attempt, vertex, subtask, barrier)
                 self.gateway.trigger_checkpoint(where[0], where[1], msg)  # type: ignore[union-attr]
+        self._acknowledge_finished(eg, action)
+
+    def _acknowledge_finished(self, eg: ExecutionGraph, action: TriggerAction) -> None:
+        """Flink's checkpoints after tasks finished, in small: a subtask that already FINISHED cannot take
+        the barrier, so it is acknowledged here with what it would have snapshotted. A finished source
+        has no splits left; that is written as its state file (the task side's format), so a restore
+        at the same parallelism does not read its range again. Any other finished task received all
+        its input and emitted all its output: it has no state to keep. (A source subtask finishes
+        early when a rescale leaves it no split.)"""
+        now = action.timestamp
+        for vertex, subtask in self.coordinator.tasks_to_ack:
+            if eg.vertices[vertex].subtasks[subtask].current.state is not ExecutionState.FINISHED:
+                continue
+            handles: dict[str, Any] = {}
+            offsets: dict[str, Any] = {}
+            jv = self.job_graph.vertex(vertex)
+            if jv.is_source and action.location:
+                op_id = jv.operators[0].operator_id
+                data = pickle.dumps({"splits": [], "function": None}, protocol=pickle.HIGHEST_PROTOCOL)
+                try:
+                    handles[op_id] = self.storage.write_task_state(
+                        self.job_id, action.checkpoint_id, (vertex, subtask), op_id, data, location=action.location
+                    )
+                except Exception as e:
+                    failed = self.coordinator.receive_decline(
+                        action.checkpoint_id, (vertex, subtask), f"the state of the finished subtask could not be written: {e}", now
+                    )
+                    if failed is not None:
+                        self._failed(failed, eg)
+                    return
+                offsets[op_id] = []
+            ack = TaskAck(handles, 0, ack_timestamp=now, source_offsets=offsets)
+            self._acknowledged(action.checkpoint_id, (vertex, subtask), ack, eg, now)
 
     @_locked
     def trigger_savepoint(
@@ -184,8 +219,10 @@ class JobCheckpointing:
     # -- acknowledgements and failures ---------------------------------------------------
     @_locked
     def on_ack(self, msg: dict[str, Any], eg: ExecutionGraph, now_ms: int) -> None:
-        ack = TaskAck.from_dict(msg["ack"])
-        completed = self.coordinator.receive_ack(msg["checkpoint_id"], (msg["vertex"], msg["subtask"]), ack, now_ms)
+        self._acknowledged(msg["checkpoint_id"], (msg["vertex"], msg["subtask"]), TaskAck.from_dict(msg["ack"]), eg, now_ms)
+
+    def _acknowledged(self, checkpoint_id: int, task: tuple[str, int], ack: TaskAck, eg: ExecutionGraph, now_ms: int) -> None:
+        completed = self.coordinator.receive_ack(checkpoint_id, task, ack, now_ms)
         if completed is None:
             return
         try:

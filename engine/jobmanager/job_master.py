@@ -266,10 +266,15 @@ class JobMaster:
 
     # -- savepoints ----------------------------------------------------------------
     def _require_running(self, what: str) -> None:
-        if self.eg.status is not JobStatus.RUNNING or not self.eg.all_in(ExecutionState.RUNNING):
-            state = self.eg.status.value
-            detail = "" if self.eg.status is not JobStatus.RUNNING else " but not all of its tasks are running"
-            raise JobNotRunning(f"cannot take a {what} of job {self.job_id}: it is {state}{detail}")
+        """Every task runs or has finished (finished ones are acknowledged on their behalf), and some
+        source still runs to take the barrier."""
+        if self.eg.status is not JobStatus.RUNNING:
+            raise JobNotRunning(f"cannot take a {what} of job {self.job_id}: it is {self.eg.status.value}")
+        states = [(ejv.job_vertex.is_source, ev.current.state) for ejv, ev in self.eg.all_executions()]
+        if any(st not in (ExecutionState.RUNNING, ExecutionState.FINISHED) for _, st in states):
+            raise JobNotRunning(f"cannot take a {what} of job {self.job_id}: not all of its tasks are running yet")
+        if not any(src and st is ExecutionState.RUNNING for src, st in states):
+            raise JobNotRunning(f"cannot take a {what} of job {self.job_id}: every source has finished")
 
     def trigger_savepoint(
         self, request_id: str, target_directory: str | None, *, stop: bool = False, drain: bool = False,

@@ -111,6 +111,40 @@ class Cluster:
             timeout=timeout,
         )
 
+    def cli(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+        """Any ``millstream`` command as a user would type it (``savepoint``, ``stop``, ``list`` ...)."""
+        return subprocess.run(
+            [sys.executable, "-m", "backend.cli", *args], env=self.env, capture_output=True, text=True, timeout=timeout
+        )
+
+    def start_run(self, program: Path, *args: str, options: tuple[str, ...] = ()) -> subprocess.Popen:
+        """``millstream run`` in the background, for jobs the test stops or kills midway."""
+        return subprocess.Popen(
+            [sys.executable, "-m", "backend.cli", "run", *options, str(program), *args],
+            env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+
+    def job_ids(self) -> set[str]:
+        return {j["jid"] for j in self.http.get("/jobs/overview").json()["jobs"]}
+
+    def wait_new_job(self, known: set[str], timeout: float = 60) -> str:
+        """The id of a job submitted after ``known`` was read."""
+        self.wait_for(lambda: self.job_ids() - known, timeout, "a new job")
+        (jid,) = self.job_ids() - known
+        return jid
+
+    def wait_running(self, jid: str, timeout: float = 60) -> dict[str, Any]:
+        """Until the job runs and every one of its tasks has started (running, or already finished,
+        as a source subtask left without a split after a rescale does)."""
+        def running() -> bool:
+            job = self.job(jid)
+            counts = job["status-counts"]
+            started = counts.get("RUNNING", 0) + counts.get("FINISHED", 0)
+            return job["state"] == "RUNNING" and counts.get("RUNNING", 0) > 0 and started == sum(counts.values())
+
+        self.wait_for(running, timeout, f"job {jid} and all its tasks to run")
+        return self.job(jid)
+
     def stop(self) -> None:
         self.http.close()
         for p in [*self.taskmanagers, self.jobmanager]:

@@ -197,6 +197,33 @@ def test_cancel_job_cancels_after_the_savepoint_completes(tmp_path: Path) -> Non
     assert h.jm.status is JobStatus.CANCELLING and h.gw.of("cancel")
 
 
+def test_finished_subtasks_are_acknowledged_for_and_a_finished_source_keeps_no_splits(tmp_path: Path) -> None:
+    import pickle
+
+    h = Harness(tmp_path).run()
+    for vertex in ("v-src", "v-agg"):  # e.g. a source subtask a rescale left without a split, and its reader
+        h.jm.on_task_state(
+            {"attempt": 0, "vertex": vertex, "subtask": 1, "state": "FINISHED", "ts": 1, "tm": "tm-1"}, h.pool
+        )
+    rec = h.jm.trigger_savepoint("with-finished", str(tmp_path / "sp"))
+    assert [(m["vertex"], m["subtask"]) for _, _, m in h.gw.of("trigger")] == [("v-src", 0)]
+    for vertex in ("v-src", "v-agg"):
+        ack = TaskAck({}, 1, source_offsets={"op-src": [[5, 9]]} if vertex == "v-src" else {})
+        h.jm.on_checkpoint_message(
+            {"type": "checkpoint_ack", "attempt": 0, "vertex": vertex, "subtask": 0,
+             "checkpoint_id": rec.checkpoint_id, "ack": ack.to_dict()}
+        )
+    done = h.store.get_savepoint(JOB, "with-finished")
+    assert done.status == "COMPLETED"
+    meta = json.loads((Path(done.path) / "_metadata").read_text())
+    src = next(o for o in meta["operators"] if o["operator_id"] == "op-src")
+    assert [s.get("source_offset") for s in src["subtasks"]] == [[[5, 9]], []]
+    assert pickle.loads(Path(src["subtasks"][1]["handle"]).read_bytes())["splits"] == []
+    h.report_all("FINISHED")
+    with pytest.raises(JobNotRunning):
+        h.jm.trigger_savepoint("late", str(tmp_path / "sp"))
+
+
 def test_a_savepoint_of_a_job_that_does_not_run_is_refused(tmp_path: Path) -> None:
     h = Harness(tmp_path)
     with pytest.raises(JobNotRunning, match="it is CREATED"):

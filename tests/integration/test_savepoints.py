@@ -1,0 +1,187 @@
+"""Savepoints on a real cluster: the CLI and REST as a user drives them, real processes, real Redis,
+real SQLite, and a JobManager SIGKILL."""
+from __future__ import annotations
+
+import json
+import re
+import signal
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from tests.integration.cluster import Cluster
+
+PROGRAMS = Path(__file__).parent / "programs"
+RESCALED = PROGRAMS / "rescaled_count.py"
+CHECKPOINTED = PROGRAMS / "checkpointed_count.py"
+KEYS = 40
+
+
+def updates_of(stdout: str) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = defaultdict(list)
+    for line in stdout.splitlines():
+        if line.startswith("["):
+            key, count = json.loads(line)
+            out[key].append(count)
+    return out
+
+
+def savepoint_path(stdout: str) -> str:
+    found = re.findall(r"^Savepoint completed\. Path: (.+)$", stdout, re.M)
+    assert found, stdout
+    return found[-1]
+
+
+def stop_midway(cluster: Cluster, options: tuple[str, ...], n: int, rate: int, target: Path, run_s: float) -> tuple[str, str, dict[str, list[int]]]:
+    """Start the count, let it run ``run_s`` seconds, stop it with a savepoint from the CLI.
+    Returns (job id, savepoint path, the updates it printed)."""
+    known = cluster.job_ids()
+    run = cluster.start_run(RESCALED, str(n), str(rate), options=options)
+    jid = cluster.wait_new_job(known)
+    cluster.wait_running(jid)
+    time.sleep(run_s)
+    stop = cluster.cli("stop", jid, "--savepoint-dir", str(target))
+    assert stop.returncode == 0, stop.stdout + stop.stderr
+    path = savepoint_path(stop.stdout)
+    out, err = run.communicate(timeout=120)
+    assert run.returncode == 0, err[-3000:]
+    assert cluster.job(jid)["state"] == "FINISHED"  # stop-with-savepoint finishes the job, as in Flink
+    assert (Path(path) / "_metadata").is_file()
+    return jid, path, updates_of(out)
+
+
+def test_stop_at_2_restore_at_3_then_at_1_gives_the_uninterrupted_result(cluster: Cluster, tmp_path: Path) -> None:
+    """Issue 4, test 2: every key's count goes 1..N/40 exactly once over the three runs, and the final
+    counts equal those of a run that was never interrupted."""
+    n, rate = 24_000, 2_000
+    _, first, run1 = stop_midway(cluster, ("-p", "2"), n, rate, tmp_path / "sp", 3.0)
+    jid2, second, run2 = stop_midway(cluster, ("-p", "3", "--from-savepoint", first), n, rate, tmp_path / "sp", 3.0)
+    known = cluster.job_ids()
+    last = cluster.run(RESCALED, str(n), str(rate), options=("-p", "1", "--from-savepoint", second))
+    assert last.returncode == 0, last.stderr[-3000:]
+    jid3 = cluster.wait_new_job(known)
+    run3 = updates_of(last.stdout)
+
+    # each run did part of the work: the stops really happened midway
+    sizes = [sum(len(v) for v in run.values()) for run in (run1, run2, run3)]
+    assert all(s > 0 for s in sizes) and sum(sizes) == n, sizes
+    assert max(v["parallelism"] for v in cluster.job(jid2)["vertices"]) == 3
+    assert max(v["parallelism"] for v in cluster.job(jid3)["vertices"]) == 1
+
+    combined: dict[str, list[int]] = defaultdict(list)
+    for run in (run1, run2, run3):
+        for key, counts in run.items():
+            combined[key].extend(counts)
+    assert len(combined) == KEYS
+    for key, counts in combined.items():
+        assert sorted(counts) == list(range(1, n // KEYS + 1)), (key, len(counts))
+
+    uninterrupted = cluster.run(RESCALED, str(n), str(rate * 4), options=("-p", "2"))
+    assert uninterrupted.returncode == 0, uninterrupted.stderr[-3000:]
+    final = {key: max(counts) for key, counts in combined.items()}
+    assert final == {key: max(counts) for key, counts in updates_of(uninterrupted.stdout).items()}
+
+    restored = cluster.http.get(f"/jobs/{jid3}/checkpoints").json()
+    assert restored["latest"]["restored"]["external_path"] == second
+    assert restored["latest"]["restored"]["is_savepoint"]
+    assert Path(first).is_dir() and Path(second).is_dir()  # savepoints are never deleted
+
+
+def test_a_trigger_id_sent_twice_takes_one_savepoint_and_the_cli_prints_its_path(cluster: Cluster, tmp_path: Path) -> None:
+    known = cluster.job_ids()
+    run = cluster.start_run(RESCALED, "1000000", "2000", options=("-p", "2"))
+    jid = cluster.wait_new_job(known)
+    try:
+        cluster.wait_running(jid)
+        body = {"target-directory": str(tmp_path / "twice"), "triggerId": "same-request"}
+        ids = [cluster.http.post(f"/jobs/{jid}/savepoints", json=body) for _ in range(2)]
+        assert [(r.status_code, r.json()) for r in ids] == [(202, {"request-id": "same-request"})] * 2
+        cluster.wait_for(
+            lambda: cluster.http.get(f"/jobs/{jid}/savepoints/same-request").json()["status"]["id"] == "COMPLETED",
+            60, "the savepoint",
+        )
+        again = cluster.http.post(f"/jobs/{jid}/savepoints", json=body)
+        assert again.json() == {"request-id": "same-request"}
+        time.sleep(1.0)
+        assert len(list((tmp_path / "twice").glob("savepoint-*"))) == 1
+
+        cli = cluster.cli("savepoint", jid, str(tmp_path / "cli"))
+        assert cli.returncode == 0, cli.stderr
+        path = savepoint_path(cli.stdout)
+        assert Path(path).parent == tmp_path / "cli" and (Path(path) / "_metadata").is_file()
+        listed = cluster.http.get(f"/jobs/{jid}/savepoints").json()["savepoints"]
+        assert len(listed) == 2 and {s["status"] for s in listed} == {"COMPLETED"}
+        assert cluster.job(jid)["state"] == "RUNNING"
+    finally:
+        cluster.http.patch(f"/jobs/{jid}")
+        run.communicate(timeout=60)
+
+
+def test_a_missing_or_corrupt_savepoint_starts_nothing(cluster: Cluster, tmp_path: Path) -> None:
+    known = cluster.job_ids()
+    missing = cluster.run(RESCALED, "100", "0", options=("--from-savepoint", str(tmp_path / "nowhere")))
+    assert missing.returncode != 0
+    assert "does not exist" in missing.stderr and "(400)" in missing.stderr, missing.stderr
+    corrupt = tmp_path / "savepoint-corrupt"
+    corrupt.mkdir()
+    (corrupt / "_metadata").write_bytes(b"\x00\x01 not json")
+    bad = cluster.run(RESCALED, "100", "0", options=("--from-savepoint", str(corrupt)))
+    assert bad.returncode != 0 and "_metadata is corrupt" in bad.stderr, bad.stderr
+    assert cluster.job_ids() == known
+
+
+def test_state_no_operator_takes_is_refused_naming_it_and_accepted_when_allowed(cluster: Cluster, tmp_path: Path) -> None:
+    _, path, _ = stop_midway(cluster, ("-p", "2"), 1_000_000, 2000, tmp_path / "sp", 1.0)
+    known = cluster.job_ids()
+    refused = cluster.run(RESCALED, "4000", "0", "renamed", options=("-p", "2", "--from-savepoint", path))
+    assert refused.returncode != 0
+    assert "uid 'counts'" in refused.stderr and "allowNonRestoredState" in refused.stderr, refused.stderr
+    assert cluster.job_ids() == known
+
+    allowed = cluster.run(
+        RESCALED, "4000", "0", "renamed",
+        options=("-p", "2", "--from-savepoint", path, "--allow-non-restored-state"),
+    )
+    assert allowed.returncode == 0, allowed.stderr[-3000:]
+    updates = updates_of(allowed.stdout)
+    # The source resumed from its saved position (its state matched by uid 'numbers'), while
+    # the renamed count started from zero: the counts cover only the records after the savepoint.
+    total = sum(len(v) for v in updates.values())
+    assert 0 < total < 4000
+    assert all(sorted(c) == list(range(1, len(c) + 1)) for c in updates.values())
+
+
+def test_checkpoint_history_survives_a_jobmanager_sigkill(tmp_path: Path) -> None:
+    c = Cluster(tmp_path, heartbeat_timeout_ms=3000)
+    try:
+        c.start(taskmanagers=1, slots=2)
+        known = c.job_ids()
+        run = c.start_run(CHECKPOINTED, "1000000", "1000", options=("-p", "2"))
+        jid = c.wait_new_job(known)
+        c.wait_for(lambda: c.http.get(f"/jobs/{jid}/checkpoints").json()["counts"]["completed"] >= 3, 60, "checkpoints")
+        before = c.http.get(f"/jobs/{jid}/checkpoints").json()
+        done_before = {h["id"] for h in before["history"] if h["status"] == "COMPLETED"}
+        c.jobmanager.send_signal(signal.SIGKILL)
+        c.jobmanager.wait()
+        c.start_jobmanager()
+        after = c.http.get(f"/jobs/{jid}/checkpoints").json()
+        # the history from before the kill, from SQL; Flink's would start empty
+        assert done_before <= {h["id"] for h in after["history"]}, (done_before, after["history"])
+        assert after["counts"]["completed"] >= before["counts"]["completed"]
+        assert after["counts"]["restored"] >= 1  # the job resumed from its latest checkpoint
+        c.http.patch(f"/jobs/{jid}")
+        c.wait_state(jid, ("CANCELED",), 60)
+        run.communicate(timeout=60)
+        at_end = c.http.get(f"/jobs/{jid}/checkpoints").json()
+
+        # a terminal job's history after another restart: served from SQL alone
+        c.jobmanager.send_signal(signal.SIGTERM)
+        c.jobmanager.wait(20)
+        c.start_jobmanager()
+        final = c.http.get(f"/jobs/{jid}/checkpoints")
+        assert final.status_code == 200, final.text
+        assert final.json()["counts"] == at_end["counts"]
+        assert [h["id"] for h in final.json()["history"]] == [h["id"] for h in at_end["history"]]
+        assert final.json()["latest"]["completed"] == at_end["latest"]["completed"]
+    finally:
+        c.stop()
