@@ -120,3 +120,74 @@ def test_a_killed_jobmanager_resumes_its_job_from_the_latest_checkpoint(tmp_path
         assert stats["counts"]["restored"] >= 1, stats["counts"]
     finally:
         c.stop()
+
+
+def test_at_least_once_mode_recovers_without_loss(tmp_path: Path) -> None:
+    """Issue 4 test 4: unaligned barriers may count records twice after a restore, but never lose one."""
+    c = Cluster(tmp_path, heartbeat_timeout_ms=3000)
+    out_dir = tmp_path / "out"
+    n = 60_000
+    try:
+        c.start(taskmanagers=2, slots=2)
+        run = subprocess.Popen(
+            [sys.executable, "-m", "backend.cli", "run", "-p", "2", str(PROGRAM), str(n), "5000", str(out_dir), "AT_LEAST_ONCE"],
+            env=c.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        c.wait_for(lambda: c.http.get("/jobs/overview").json()["jobs"], 30, "the job to be submitted")
+        jid = c.http.get("/jobs/overview").json()["jobs"][0]["jid"]
+        assert c.http.get(f"/jobs/{jid}/checkpoints/config").json()["mode"] == "at_least_once"
+        c.wait_for(lambda: c.http.get(f"/jobs/{jid}/checkpoints").json()["counts"]["completed"] >= 2, 60, "checkpoints")
+        victim = c.taskmanagers[0]
+        victim.send_signal(signal.SIGKILL)
+        victim.wait()
+        c.start_taskmanager(slots=2)
+        out, err = run.communicate(timeout=240)
+        assert run.returncode == 0, err[-3000:]
+        assert c.job(jid)["state"] == "FINISHED"
+        assert c.http.get(f"/jobs/{jid}/checkpoints").json()["counts"]["restored"] >= 1
+        final = dict(json.loads(next(ln for ln in out.splitlines() if ln.startswith("["))) or [])
+        # No loss: every key reached at least N/40 (a replayed record may have been counted twice).
+        assert sorted(final) == sorted(f"k{i}" for i in range(40))
+        assert all(count >= n // 40 for count in final.values()), final
+        # The FileSink saw every count from 1 up: duplicates allowed, gaps not.
+        written = committed_counts(out_dir)
+        missing = {k: sorted(set(range(1, n // 40 + 1)) - set(v))[:5] for k, v in written.items()}
+        assert sorted(written) == sorted(final) and not any(missing.values()), missing
+    finally:
+        c.stop()
+
+
+def test_an_unwritable_checkpoint_directory_fails_checkpoints_then_the_job(tmp_path: Path) -> None:
+    """Issue 4 test 5: each checkpoint fails with the cause; the job runs until the tolerable number is exceeded."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("checkpoints cannot go under a regular file, even for root\n")
+    program = Path(__file__).parent / "programs" / "unwritable_checkpoints.py"
+    c = Cluster(tmp_path, heartbeat_timeout_ms=3000)
+    try:
+        c.start(taskmanagers=1, slots=2)
+        run = subprocess.Popen(
+            [sys.executable, "-m", "backend.cli", "run", "-p", "2", str(program), str(blocker / "chk"), "3"],
+            env=c.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        c.wait_for(lambda: c.http.get("/jobs/overview").json()["jobs"], 30, "the job to be submitted")
+        jid = c.http.get("/jobs/overview").json()["jobs"][0]["jid"]
+        # The job keeps running while failures stay within the tolerable number.
+        c.wait_for(lambda: c.http.get(f"/jobs/{jid}/checkpoints").json()["counts"]["failed"] >= 1, 60, "a failed checkpoint")
+        seen_running_after_failure = c.job(jid)["state"] == "RUNNING"
+        run.communicate(timeout=120)
+        assert run.returncode != 0
+        job = c.wait_state(jid, ("FAILED",), 60)
+        assert job["state"] == "FAILED"
+        assert seen_running_after_failure
+        stats = c.http.get(f"/jobs/{jid}/checkpoints").json()
+        assert stats["counts"]["completed"] == 0
+        assert stats["counts"]["failed"] >= 4, stats["counts"]  # 3 tolerated, the 4th in a row fails the job
+        failed = [h for h in stats["history"] if h["status"] == "FAILED"]
+        assert failed and all(h["failure_message"] for h in failed)
+        # The cause names the directory and what is wrong with it.
+        assert any("Not a directory" in h["failure_message"] and "a-file" in h["failure_message"] for h in failed), failed[0]
+        entries = c.http.get(f"/jobs/{jid}/exceptions").json()["exceptionHistory"]["entries"]
+        texts = [e["exceptionName"] + " " + e["stacktrace"] for e in entries]
+        assert any("tolerable failure threshold" in t and "Not a directory" in t for t in texts), texts
+    finally:
+        c.stop()
