@@ -40,6 +40,9 @@ class TimestampExtractor:
             out = [fn(v, MIN_WATERMARK) for v in values]
         else:
             out = [fn(v, p) for v, p in zip(values, previous)]
+        # The check runs in C for the usual all-int batch; only a bad batch is walked in Python.
+        if not out or set(map(type, out)) == {int}:
+            return out
         for ts, v in zip(out, values):
             if type(ts) is not int:
                 if isinstance(ts, bool) or not isinstance(ts, int):

@@ -6,6 +6,7 @@ import time
 from collections import deque
 
 from engine.runtime.io.channel import ChannelId, TaskCancelled
+from engine.runtime.io.frames import FramedInputGate
 
 
 class _LocalChannel:
@@ -112,5 +113,5 @@ class LocalChannelFactory:
     def writer(self, channel: ChannelId) -> LocalChannelWriter:
         return LocalChannelWriter(self.reg, channel, self.cancelled)
 
-    def gate(self, channels: list[ChannelId]) -> LocalInputGate:
-        return LocalInputGate(self.reg, channels, self.cancelled)
+    def gate(self, channels: list[ChannelId]) -> FramedInputGate:
+        return FramedInputGate(LocalInputGate(self.reg, channels, self.cancelled), len(channels))

@@ -2,6 +2,11 @@
 
 A channel's buffer is flushed when it holds ``buffer_records`` records or when
 its oldest record has waited ``buffer_timeout_ms``: Flink's latency/throughput knob.
+Watermarks do not flush: as in Flink they are written into the channel's
+buffer after the records before them and travel with them in one frame
+(``frames.py``), so a per-batch watermark costs no extra round trip and does
+not cut buffers short. Barriers, idleness and end-of-partition still flush
+every channel and travel alone.
 """
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ import time
 from typing import Any
 
 from engine.runtime.io.channel import ChannelWriter
+from engine.runtime.io.frames import pack_frame
 from engine.runtime.io.serialization import RECORDS, STATUS, WATERMARK, BufferSerializer
 from engine.runtime.partitioner import StreamPartitioner
 from engine.runtime.task_metrics import TaskIOMetrics
@@ -35,34 +41,63 @@ class RecordWriter:
         self.values: list[list[Any]] = [[] for _ in range(n)]
         self.stamps: list[list[int] | None] = [None] * n
         self.first_at: list[float | None] = [None] * n
+        # Already-encoded buffers waiting ahead of ``values`` in the channel's next frame.
+        self.parts: list[list[bytes]] = [[] for _ in range(n)]
+        self.part_records = [0] * n  # records in those parts
+        self.data_parts = [0] * n  # how many of those parts carry records
+        self.watermark_last = [False] * n  # the last part is a watermark (a newer one replaces it)
 
     def emit(self, values: list[Any], timestamps: list[int] | None) -> None:
         for ch, vals, ts in self.partitioner.split(values, timestamps):
             buf = self.values[ch]
             if not buf:
-                self.first_at[ch] = time.monotonic()
+                if self.first_at[ch] is None:
+                    self.first_at[ch] = time.monotonic()
                 if ts is not None:
                     self.stamps[ch] = []
             elif (ts is None) != (self.stamps[ch] is None):
-                self._flush(ch)  # timestamped and plain records never share a buffer
-                self.first_at[ch] = time.monotonic()
+                self._close_part(ch)  # timestamped and plain records never share a buffer
                 self.stamps[ch] = [] if ts is not None else None
+                buf = self.values[ch]
             buf.extend(vals)
             if ts is not None:
                 self.stamps[ch].extend(ts)  # type: ignore[union-attr]
-            if len(buf) >= self.buffer_records:
+            if len(buf) + self.part_records[ch] >= self.buffer_records:
                 self._flush(ch)
 
-    def _flush(self, ch: int) -> None:
+    def _close_part(self, ch: int) -> None:
+        """Encode the channel's pending records as one buffer of its next frame."""
         buf = self.values[ch]
-        if not buf:
-            return
-        payload = self.serializer.encode(RECORDS, buf, self.stamps[ch])
+        self.parts[ch].append(self.serializer.encode(RECORDS, buf, self.stamps[ch]))
+        self.part_records[ch] += len(buf)
+        self.data_parts[ch] += 1
+        self.watermark_last[ch] = False
         self.values[ch] = []
         self.stamps[ch] = None
+
+    def _flush(self, ch: int) -> None:
+        parts = self.parts[ch]
+        if not parts:
+            buf = self.values[ch]
+            if not buf:
+                return
+            payload = self.serializer.encode(RECORDS, buf, self.stamps[ch])
+            records, is_data = len(buf), True
+            self.values[ch] = []
+            self.stamps[ch] = None
+        else:
+            if self.values[ch]:
+                self._close_part(ch)
+            records, data = self.part_records[ch], self.data_parts[ch]
+            payload = parts[0] if len(parts) == 1 else pack_frame(parts, data)
+            is_data = data > 0
+            self.parts[ch] = []
+            self.part_records[ch] = 0
+            self.data_parts[ch] = 0
+            self.watermark_last[ch] = False
         self.first_at[ch] = None
-        self.metrics.backpressured_s += self.writers[ch].send(payload, True)
-        self.metrics.records_out += len(buf)
+        self.metrics.backpressured_s += self.writers[ch].send(payload, is_data)
+        self.metrics.records_out += records
         self.metrics.bytes_out += len(payload)
 
     def blocked_since(self) -> float | None:
@@ -87,7 +122,22 @@ class RecordWriter:
         return next_due
 
     def emit_watermark(self, watermark: int) -> None:
-        self.broadcast_event(WATERMARK, watermark)
+        """Queue the watermark behind every record already written, on every channel; no flush."""
+        payload = self.serializer.encode(WATERMARK, watermark)
+        now: float | None = None
+        for ch in range(len(self.writers)):
+            if self.values[ch]:
+                self._close_part(ch)
+            elif self.watermark_last[ch]:
+                # No record since the last watermark: the newer one says everything it said.
+                self.parts[ch][-1] = payload
+                continue
+            self.parts[ch].append(payload)
+            self.watermark_last[ch] = True
+            if self.first_at[ch] is None:
+                if now is None:
+                    now = time.monotonic()
+                self.first_at[ch] = now
 
     def emit_status(self, idle: bool) -> None:
         self.broadcast_event(STATUS, idle)

@@ -15,6 +15,7 @@ import redis
 
 from engine import redis_keys
 from engine.runtime.io.channel import ChannelId, TaskCancelled
+from engine.runtime.io.frames import FramedInputGate
 
 _POLL_SLICE = 0.1  # seconds; how often a blocked wait re-checks cancellation
 
@@ -129,5 +130,5 @@ class RedisChannelFactory:
     def writer(self, channel: ChannelId) -> RedisChannelWriter:
         return RedisChannelWriter(self.client, channel, self.credits, self.cancelled)
 
-    def gate(self, channels: list[ChannelId]) -> RedisInputGate:
-        return RedisInputGate(self.client, channels, self.cancelled)
+    def gate(self, channels: list[ChannelId]) -> FramedInputGate:
+        return FramedInputGate(RedisInputGate(self.client, channels, self.cancelled), len(channels))
