@@ -8,7 +8,6 @@ after the job ended.
 """
 from __future__ import annotations
 
-import dataclasses
 import re
 import threading
 import uuid
@@ -16,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 from engine.checkpoint.coordinator import CheckpointTriggerError
 from engine.checkpoint.storage import CheckpointStorageError
-from engine.graph.job_graph import JobGraph
 from engine.jobmanager.job_master import JobMaster, JobNotRunning
 from engine.jobmanager.job_store import JobStore, SavepointRecord
 
@@ -41,33 +39,6 @@ class SavepointOperations:
     jobs: "dict[str, JobMaster | SparkJobMaster]"
     store: JobStore
     lock: threading.RLock
-
-    def submit(
-        self, job_graph: JobGraph, user_code: bytes, savepoint_path: str | None = None,
-        allow_non_restored_state: bool | None = None,
-    ) -> str: ...  # the Dispatcher's
-
-    def resume_from_savepoint(
-        self,
-        job_id: str,
-        savepoint_path: str,
-        parallelism: int | None = None,
-        allow_non_restored_state: bool = False,
-    ) -> str:
-        """Submit ``job_id``'s program again as a new job that starts from ``savepoint_path``, optionally
-        at a new ``parallelism`` (the dashboard's "Resume from this savepoint": a rescale in two clicks).
-        Returns the new job's id; a bad savepoint or unmatched state raises JobSubmissionError."""
-        record = self.store.get_job(job_id)
-        if record is None:
-            raise _unknown(job_id)
-        if not record.user_code:
-            raise OperationRejected(f"the program of job {job_id} is not stored; submit it again with its savepoint")
-        graph = JobGraph.from_dict(record.job_graph)
-        try:
-            new_graph = rescaled(graph, parallelism, uuid.uuid4().hex)
-        except ValueError as e:
-            raise OperationRejected(str(e)) from e
-        return self.submit(new_graph, record.user_code, savepoint_path, allow_non_restored_state)
 
     def _live_job(self, job_id: str, what: str) -> JobMaster:
         jm = self.jobs.get(job_id)
@@ -151,30 +122,6 @@ class SavepointOperations:
             if jm is None and self.store.get_job(job_id) is None:
                 raise _unknown(job_id)
             return jm.checkpointing.request_status(request_id) if isinstance(jm, JobMaster) else None
-
-
-SAVEPOINT_OPTIONS = ("execution.savepoint.path", "execution.savepoint.ignore-unclaimed-state")
-
-
-def rescaled(job_graph: JobGraph, parallelism: int | None, job_id: str) -> JobGraph:
-    """The same JobGraph under a new job id, its vertices that ran at the job's default parallelism
-    set to ``parallelism`` (vertices with a parallelism of their own keep it, as Flink's rescaling
-    does). Operator ids stay, so state matches; FORWARD edges connect equal parallelisms before,
-    hence after. The old savepoint options are dropped: the caller names the savepoint."""
-    config = {k: v for k, v in job_graph.config.items() if k not in SAVEPOINT_OPTIONS}
-    vertices = job_graph.vertices
-    if parallelism is not None:
-        if parallelism < 1:
-            raise ValueError(f"parallelism must be at least 1, got {parallelism}")
-        default = int(config.get("parallelism.default") or max(v.parallelism for v in vertices))
-        too_high = [v.name for v in vertices if v.parallelism == default and parallelism > v.max_parallelism]
-        if too_high:
-            raise ValueError(f"parallelism {parallelism} exceeds the max parallelism of '{too_high[0]}'")
-        vertices = tuple(
-            dataclasses.replace(v, parallelism=parallelism) if v.parallelism == default else v for v in vertices
-        )
-        config["parallelism.default"] = parallelism
-    return dataclasses.replace(job_graph, job_id=job_id, vertices=vertices, config=config)
 
 
 def _unknown(job_id: str) -> KeyError:

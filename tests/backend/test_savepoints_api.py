@@ -223,19 +223,3 @@ def test_history_and_trigger_ids_survive_a_jobmanager_restart(settings: Settings
         assert r.status_code == 409 and "CANCELED" in r.json()["errors"][0]
         assert len(api.get(f"/jobs/{jid}/savepoints").json()["savepoints"]) == 1
 
-
-def test_resume_from_a_savepoint_at_a_new_parallelism_submits_a_restored_job(api: TestClient, rds: redis.Redis, tmp_path: Path) -> None:
-    jid, tasks = running_job(api, rds)
-    request_id = api.post(f"/jobs/{jid}/stop", json={"targetDirectory": str(tmp_path / "sp")}).json()["request-id"]
-    tasks.ack(tasks.inbox("trigger_checkpoint")[0]["barrier"][0])
-    path = wait_for(lambda: status(api, jid, request_id)["operation"])["location"]
-    dispatcher = api.app.state.dispatcher
-    new = dispatcher.resume_from_savepoint(jid, path, parallelism=1)
-    assert new != jid
-    job = api.get(f"/jobs/{new}").json()
-    assert max(v["parallelism"] for v in job["vertices"]) == 1
-    assert api.get(f"/jobs/{new}/config").json()["execution-config"]["job-parallelism"] == 1
-    cp = dispatcher.checkpointing(new)
-    assert cp.overview()["latest"]["restored"]["external_path"] == path
-    with pytest.raises(Exception, match="does not exist"):
-        dispatcher.resume_from_savepoint(jid, str(tmp_path / "gone"), parallelism=2)

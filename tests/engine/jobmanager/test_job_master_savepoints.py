@@ -303,20 +303,3 @@ def test_history_written_to_the_store_rebuilds_the_same_overview(tmp_path: Path)
     assert [e["id"] for e in back["history"]] == [e["id"] for e in live["history"]]
     assert back["latest"]["completed"]["external_path"] == live["latest"]["completed"]["external_path"]
 
-
-def test_rescaled_changes_the_vertices_at_the_default_parallelism_only() -> None:
-    from engine.jobmanager.savepoints import rescaled
-
-    base = graph(2, config={"parallelism.default": 2, "execution.savepoint.path": "/old", "x": 1})
-    one = JobVertex("v-one", "Sink", 1, 128, (OperatorDescriptor(3, "op-sink", "Sink", "sink", None),), (), False, False)
-    base = JobGraph(base.job_id, base.name, (*base.vertices, one), base.edges, config=base.config)
-    new = rescaled(base, 5, "ef" * 16)
-    assert new.job_id == "ef" * 16
-    assert {v.id: v.parallelism for v in new.vertices} == {"v-src": 5, "v-agg": 5, "v-one": 1}
-    assert [o.operator_id for v in new.vertices for o in v.operators] == [o.operator_id for v in base.vertices for o in v.operators]
-    assert new.config == {"parallelism.default": 5, "x": 1}
-    assert rescaled(base, None, "ef" * 16).vertices == base.vertices
-    with pytest.raises(ValueError, match="exceeds the max parallelism of 'Source'"):
-        rescaled(base, 129, "ef" * 16)
-    with pytest.raises(ValueError, match="at least 1"):
-        rescaled(base, 0, "ef" * 16)
