@@ -1,0 +1,136 @@
+"""Timers are keyed state: snapshotted by key group and moved with their keys when rescaling 2 -> 3 -> 1,
+driven with a fake clock through real KeyedProcessOperators and window operators."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from engine.common.time import Time
+from engine.checkpoint.rescale import OperatorRestore, StateRestoreError
+from engine.datastream.functions import KeyedProcessFunction, ProcessWindowFunction
+from engine.datastream.state import ValueStateDescriptor
+from engine.runtime.key_groups import assign_key_to_operator, assign_to_key_group, key_group_range
+from engine.runtime.operators.base import ChainingOutput, StreamOperator
+from engine.runtime.operators.keyed import KeyedProcessOperator
+from engine.runtime.operators.window import WindowOperator
+from engine.runtime.state.heap_backend import HeapKeyedStateBackend
+from engine.runtime.state.task_state_manager import TIMERS_PREFIX, restore_keyed, snapshot_keyed
+from engine.windowing.assigners import TumblingEventTimeWindows
+from tests.operator_context import keyed_context
+
+MAX_P = 16
+KEYS = [f"k{i}" for i in range(40)]
+
+
+class Remember(KeyedProcessFunction):
+    """Per key: a value, one event-time and one processing-time timer derived from the key."""
+
+    def open(self, runtime_context):
+        self.value = runtime_context.get_state(ValueStateDescriptor("v", None))
+
+    def process_element(self, value, ctx):
+        key, n = value
+        self.value.update(n)
+        ctx.timer_service().register_event_time_timer(1000 + n)
+        ctx.timer_service().register_processing_time_timer(5000 + n)
+
+    def on_timer(self, timestamp, ctx):
+        yield (ctx.time_domain().name, ctx.get_current_key(), timestamp, self.value.value())
+
+
+class Sink(StreamOperator):
+    def __init__(self) -> None:
+        self.got: list[Any] = []
+
+    def process_batch(self, values, timestamps):
+        self.got.extend(values)
+
+    def process_watermark(self, watermark):
+        pass
+
+
+def _operator(cls: type, function: Any, subtask: int, parallelism: int, now: list[int], params: dict | None = None):
+    ctx = dataclasses.replace(
+        keyed_context("op", lambda: now[0], HeapKeyedStateBackend(MAX_P)),
+        subtask=subtask, parallelism=parallelism, max_parallelism=MAX_P,
+    )
+    op = cls(function, ctx, params or {})
+    sink = Sink()
+    op.output = ChainingOutput(sink)
+    op.open()
+    return op, sink
+
+
+def _rescale(ops: list, cls: type, function_factory: Any, parallelism: int, now: list[int], params: dict | None = None):
+    loaded = {}
+    for i, (op, _) in enumerate(ops):
+        keyed, kinds = snapshot_keyed(op.backend, op)
+        loaded[i] = {"keyed": keyed, "kinds": kinds}
+    new = []
+    for j in range(parallelism):
+        op, sink = _operator(cls, function_factory(), j, parallelism, now, params)
+        spec = OperatorRestore("op", j, parallelism, len(ops), MAX_P, {i: None for i in loaded})
+        restore_keyed(op.backend, op, loaded, spec)
+        new.append((op, sink))
+    return new
+
+
+def _timer_keys(op) -> set:
+    return {k for _, k in op.timers.event.items()} | {k for _, k in op.timers.processing.items()}
+
+
+def test_keyed_process_timers_follow_their_key_groups_2_3_1_and_fire_once_with_their_state():
+    now = [0]
+    ops = [_operator(KeyedProcessOperator, Remember(), i, 2, now) for i in range(2)]
+    for n, key in enumerate(KEYS):
+        ops[assign_key_to_operator(key, MAX_P, 2)][0].process_batch([(key, n)], None)
+    for parallelism in (3, 1):
+        ops = _rescale(ops, KeyedProcessOperator, Remember, parallelism, now)
+        for j, (op, _) in enumerate(ops):
+            groups = key_group_range(MAX_P, parallelism, j)
+            keys = _timer_keys(op)
+            assert all(assign_to_key_group(k, MAX_P) in groups for k in keys), "a timer landed outside its key groups"
+            assert keys == {k for k in KEYS if assign_key_to_operator(k, MAX_P, parallelism) == j}
+    (op, sink), = ops
+    op.process_watermark(1000 + len(KEYS))
+    now[0] = 5000 + len(KEYS)
+    op.on_tick(now[0])
+    expected = [("EVENT_TIME", k, 1000 + n, n) for n, k in enumerate(KEYS)]
+    expected += [("PROCESSING_TIME", k, 5000 + n, n) for n, k in enumerate(KEYS)]
+    assert sorted(sink.got) == sorted(expected)
+    op.process_watermark(2**62)
+    op.on_tick(2**62)
+    assert len(sink.got) == len(expected), "a timer fired twice"
+
+
+class CountWindow(ProcessWindowFunction):
+    def process(self, key, context, elements):
+        yield (key, context.window().start, len(list(elements)))
+
+
+def test_window_timers_keyed_by_key_and_window_move_with_the_key():
+    now = [0]
+    params = {"assigner": TumblingEventTimeWindows.of(Time.milliseconds(100)), "function_kind": "process"}
+    ops = [_operator(WindowOperator, CountWindow(), i, 2, now, params) for i in range(2)]
+    for n, key in enumerate(KEYS):
+        op = ops[assign_key_to_operator(key, MAX_P, 2)][0]
+        op.process_batch([(key, n), (key, n)], [n * 10, n * 10 + 1])
+    ops = _rescale(ops, WindowOperator, CountWindow, 3, now, params)
+    for j, (op, _) in enumerate(ops):
+        keys = {k for _, (k, _w) in op.timers.event.items()}
+        assert keys == {k for k in KEYS if assign_key_to_operator(k, MAX_P, 3) == j}
+    fired = []
+    for op, sink in ops:
+        op.process_watermark(10_000)
+        fired.extend(sink.got)
+    assert sorted(fired) == sorted((k, (n * 10) // 100 * 100, 2) for n, k in enumerate(KEYS))
+
+
+def test_timers_of_a_service_the_operator_does_not_have_are_refused():
+    now = [0]
+    op, _ = _operator(KeyedProcessOperator, Remember(), 0, 1, now)
+    loaded = {0: {"keyed": {3: {TIMERS_PREFIX + "gone": [("k", [("EVENT_TIME", 5, "k")])]}}, "kinds": {}}}
+    with pytest.raises(StateRestoreError, match="gone"):
+        restore_keyed(op.backend, op, loaded, OperatorRestore("op", 0, 1, 1, MAX_P, {0: None}))
