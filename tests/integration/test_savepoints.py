@@ -131,15 +131,15 @@ def test_a_missing_or_corrupt_savepoint_starts_nothing(cluster: Cluster, tmp_pat
 
 
 def test_state_no_operator_takes_is_refused_naming_it_and_accepted_when_allowed(cluster: Cluster, tmp_path: Path) -> None:
-    _, path, _ = stop_midway(cluster, ("-p", "2"), 1_000_000, 2000, tmp_path / "sp", 1.0)
+    _, path, before = stop_midway(cluster, ("-p", "2"), 8000, 2000, tmp_path / "sp", 1.0)
     known = cluster.job_ids()
-    refused = cluster.run(RESCALED, "4000", "0", "renamed", options=("-p", "2", "--from-savepoint", path))
+    refused = cluster.run(RESCALED, "8000", "0", "renamed", options=("-p", "2", "--from-savepoint", path))
     assert refused.returncode != 0
     assert "uid 'counts'" in refused.stderr and "allowNonRestoredState" in refused.stderr, refused.stderr
     assert cluster.job_ids() == known
 
     allowed = cluster.run(
-        RESCALED, "4000", "0", "renamed",
+        RESCALED, "8000", "0", "renamed",
         options=("-p", "2", "--from-savepoint", path, "--allow-non-restored-state"),
     )
     assert allowed.returncode == 0, allowed.stderr[-3000:]
@@ -147,7 +147,7 @@ def test_state_no_operator_takes_is_refused_naming_it_and_accepted_when_allowed(
     # The source resumed from its saved position (its state matched by uid 'numbers'), while
     # the renamed count started from zero: the counts cover only the records after the savepoint.
     total = sum(len(v) for v in updates.values())
-    assert 0 < total < 4000
+    assert total == 8000 - sum(len(v) for v in before.values()), total
     assert all(sorted(c) == list(range(1, len(c) + 1)) for c in updates.values())
 
 
