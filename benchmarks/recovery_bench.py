@@ -1,0 +1,139 @@
+"""Recovery time: SIGKILL a TaskManager under a running checkpointed job and time the way back.
+
+A local cluster of 2 TaskManagers x 2 slots runs ``recovery_job.py`` at
+parallelism 2 (so the surviving TaskManager has the slots for the new
+attempt and no supervisor restart is needed). Once the job has completed a
+checkpoint, one TaskManager's whole process group is SIGKILLed, as when its
+machine or container dies. Three instants are measured from the kill:
+
+- ``detected``: the job left RUNNING (missed heartbeats, then RESTARTING);
+- ``running``: the job is RUNNING again on the new attempt, every subtask RUNNING;
+- ``processing``: the first record processed by the new attempt, stamped by the
+  job itself with its attempt number and processing time (the REST records-in
+  metrics are sampled only once a second, too coarse for this figure).
+
+Run alone: ``python benchmarks/recovery_bench.py [heartbeat timeout ms ...]``.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+JOB = Path(__file__).with_name("recovery_job.py")
+HEARTBEAT_ENV = "MILLSTREAM_HEARTBEAT_TIMEOUT_MS"
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _wait(what: str, check: Any, timeout_s: float, poll_s: float = 0.05) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(poll_s)
+    raise TimeoutError(f"timed out waiting for {what}")
+
+
+def _job_state(http: httpx.Client, jid: str) -> tuple[str, bool]:
+    """The job's state, and whether every subtask of every vertex is RUNNING."""
+    job = http.get(f"/jobs/{jid}").json()
+    vertices = job.get("vertices") or []
+    all_running = bool(vertices) and all(
+        {state for state, count in (v.get("tasks") or {}).items() if count} == {"RUNNING"} for v in vertices
+    )
+    return job["state"], all_running
+
+
+def measure_recovery(heartbeat_timeout_ms: int | None, n: int = 10_000_000, rate: int = 20_000) -> dict[str, Any]:
+    """Seconds from the SIGKILL to detection, to RUNNING again and to the first record processed."""
+    from backend.cluster_launcher import LocalCluster
+    from backend.settings import Settings
+    from run import free_port  # benchmarks/run.py
+
+    saved = os.environ.get(HEARTBEAT_ENV)
+    if heartbeat_timeout_ms is None:
+        os.environ.pop(HEARTBEAT_ENV, None)  # the default, whatever the caller's environment says
+    else:
+        os.environ[HEARTBEAT_ENV] = str(heartbeat_timeout_ms)
+    timeout_ms = heartbeat_timeout_ms or Settings().heartbeat_timeout_ms
+    job: subprocess.Popen | None = None
+    try:
+        with tempfile.TemporaryDirectory(prefix="millstream-recovery-") as tmp:
+            settings = Settings(port=free_port(), data_dir=Path(tmp), redis_url=None, database_url=None)
+            cluster = LocalCluster(settings, taskmanagers=2, slots=2, restart_taskmanagers=False)
+            http = httpx.Client(base_url=f"http://127.0.0.1:{settings.port}", timeout=10)
+            try:
+                cluster.start()
+                if not cluster.wait_ready():
+                    return {"error": f"the cluster did not start; see {tmp}/log"}
+                env = dict(cluster.env, MILLSTREAM_JOBMANAGER=str(http.base_url))
+                job = subprocess.Popen(
+                    [sys.executable, "-m", "backend.cli", "run", str(JOB), str(n), str(rate), "2"],
+                    env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                )
+                stamps: list[tuple[int, int]] = []  # (attempt, processing time ms), as printed by the job
+
+                def read() -> None:
+                    for line in job.stdout:  # type: ignore[union-attr]
+                        parts = line.split()
+                        if len(parts) == 2 and parts[0].isdigit():
+                            stamps.append((int(parts[0]), int(parts[1])))
+
+                threading.Thread(target=read, daemon=True).start()
+                jid = _wait("the job", lambda: (http.get("/jobs/overview").json()["jobs"] or [{}])[0].get("jid"), 60)
+                _wait("a completed checkpoint", lambda: http.get(f"/jobs/{jid}/checkpoints").json()["counts"]["completed"] >= 1, 60, 0.2)
+                _wait("output of the first attempt", lambda: stamps, 30)
+                victim = next(c for c in cluster.children if c.name == "taskmanager-0")
+                killed_at = _now_ms()
+                os.killpg(victim.proc.pid, signal.SIGKILL)  # the TaskManager and its slot processes
+                detected_at = _wait("the failure to be noticed", lambda: _job_state(http, jid)[0] != "RUNNING" and _now_ms(), timeout_ms / 1000 + 60)
+                running_at = _wait("RUNNING again", lambda: _job_state(http, jid) == ("RUNNING", True) and _now_ms(), 60)
+                first = _wait("a record of the new attempt", lambda: next((t for a, t in stamps if a > 0), None), 60)
+                return {
+                    "heartbeat_timeout_ms": timeout_ms,
+                    "detected_s": (detected_at - killed_at) / 1000,
+                    "running_s": (running_at - killed_at) / 1000,
+                    "processing_s": (first - killed_at) / 1000,
+                }
+            finally:
+                if job is not None:
+                    job.kill()
+                    job.wait()
+                cluster.shutdown()
+    except TimeoutError as e:
+        return {"heartbeat_timeout_ms": timeout_ms, "error": str(e)}
+    finally:
+        if saved is None:
+            os.environ.pop(HEARTBEAT_ENV, None)
+        else:
+            os.environ[HEARTBEAT_ENV] = saved
+
+
+def describe(r: dict[str, Any]) -> str:
+    if "error" in r:
+        return f"failed: {r['error']}"
+    return (
+        f"kill -> detected {r['detected_s']:.2f} s, RUNNING again {r['running_s']:.2f} s, "
+        f"processing records {r['processing_s']:.2f} s"
+    )
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    for arg in sys.argv[1:] or ["default", "3000"]:
+        ms = None if arg == "default" else int(arg)
+        print(f"heartbeat timeout {arg}: {describe(measure_recovery(ms))}", flush=True)
