@@ -25,10 +25,10 @@ def install_ui(app: FastAPI) -> None:
     app.state.ui_throughput = ThroughputHistory()
     _run_sampler_with_app(app)
 
-    from backend.ui.routes import actions, audit, job, pages, submit
+    from backend.ui.routes import actions, audit, job, pages, savepoints, submit
 
     app.mount("/ui/static", StaticFiles(directory=str(STATIC_DIR)), name="ui-static")
-    for module in (pages, job, actions, submit, audit):
+    for module in (pages, savepoints, job, actions, submit, audit):
         app.include_router(module.router)
 
     @app.get("/", include_in_schema=False)

@@ -9,13 +9,12 @@ from typing import Any
 
 from backend.api.jobs import load_job
 from backend.services import job_views
-from backend.ui import backpressure_view, checkpoint_view, cluster_view, graph_view, job_view, spark_view
+from backend.ui import backpressure_view, checkpoint_view, cluster_view, graph_view, job_view, savepoint_view, spark_view
 from backend.ui.throughput import ThroughputHistory
 from engine.jobmanager.dispatcher import Dispatcher, UnknownJob
 from engine.jobmanager.job_store import JobRecord
 
 EXCEPTIONS_SHOWN = 50
-SAVEPOINT_TITLE = "Savepoints are not available yet in Millstream: the engine cannot take them."
 
 
 def now_ms() -> int:
@@ -75,7 +74,10 @@ def job_context(
         "tabs": job_view.tabs_for(header.job_type),
         "view": view,
         "live_body": tab in job_view.LIVE_TABS,
-        "savepoint_title": SAVEPOINT_TITLE,
+        "on_spark": on_spark(dispatcher, record),
+        "savepoint_dir": savepoint_view.default_savepoint_dir(
+            record.job_graph.get("config") or {}, dispatcher.config.savepoint_dir
+        ),
         "now": now,
     }
     ctx.update(_tab_context(dispatcher, history, record, tab, view, now, header.alive))
@@ -107,14 +109,33 @@ def _tab_context(
     if tab == "throughput":
         return {"series_json": script_json(throughput_series(history, record))}
     if tab == "spark":
-        engine = str((record.job_graph.get("config") or {}).get("execution.batch-engine", dispatcher.config.batch_engine))
+        engine = batch_engine(dispatcher, record)
         progress = dispatcher.spark_progress(record.jid)
         return {"spark": spark_view.spark_progress(progress, engine, alive)}
     if tab == "configuration":
         return {"config": job_view.configuration_tab(record), "plan": job_views.job_plan(record)}
     if tab == "checkpoints":
         return checkpoints_context(dispatcher, record)
+    if tab == "savepoints":
+        return {"savepoints": savepoints_of(dispatcher, record, alive)}
     return {}
+
+
+def batch_engine(dispatcher: Dispatcher, record: JobRecord) -> str:
+    return str((record.job_graph.get("config") or {}).get("execution.batch-engine", dispatcher.config.batch_engine))
+
+
+def on_spark(dispatcher: Dispatcher, record: JobRecord) -> bool:
+    """A BATCH job on Spark takes no savepoints; the page offers none."""
+    return record.job_type == "BATCH" and batch_engine(dispatcher, record) == "spark"
+
+
+def savepoints_of(dispatcher: Dispatcher, record: JobRecord, alive: bool) -> savepoint_view.SavepointsTab:
+    """Every savepoint of the job, newest first: from SQL, so an ended job's are there too."""
+    return savepoint_view.savepoints_tab(
+        dispatcher.savepoints(record.jid), record.job_graph,
+        alive=alive, on_spark=on_spark(dispatcher, record), cluster_dir=dispatcher.config.savepoint_dir,
+    )
 
 
 def checkpoints_context(dispatcher: Dispatcher, record: JobRecord) -> dict[str, Any]:

@@ -20,6 +20,7 @@ TABS = (
     ("spark", "Spark"),
     ("backpressure", "Backpressure"),
     ("checkpoints", "Checkpoints"),
+    ("savepoints", "Savepoints"),
     ("exceptions", "Exceptions"),
     ("watermarks", "Watermarks"),
     ("timeline", "Timeline"),

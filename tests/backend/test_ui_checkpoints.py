@@ -72,7 +72,7 @@ def _header(alive: bool = True) -> SimpleNamespace:
 
 
 def test_the_blocks_render_rows_that_open_and_a_preserved_detail_row_each() -> None:
-    ctx = {"header": _header(), "checkpoints": _tab(_tracker()), "savepoint_title": "no"}
+    ctx = {"header": _header(), "checkpoints": _tab(_tracker())}
     history = block("job/checkpoints.html", "history", **ctx)
     assert history.count('class="cp-toggle"') == 4
     assert f'data-detail="/ui/jobs/{"a" * 32}/checkpoints/details/4"' in history
@@ -86,12 +86,12 @@ def test_the_blocks_render_rows_that_open_and_a_preserved_detail_row_each() -> N
 
 def test_empty_states_say_off_gone_or_not_yet() -> None:
     page = templates.env.get_template("job/checkpoints.html")
-    off = page.render(header=_header(), checkpoints=None, configured_interval=None, savepoint_title="")
+    off = page.render(header=_header(), checkpoints=None, configured_interval=None)
     assert "Checkpointing is off for this job (enable it with <code>env.enable_checkpointing(ms)</code>)" in off
-    gone = page.render(header=_header(False), checkpoints=None, configured_interval=300, savepoint_title="")
+    gone = page.render(header=_header(False), checkpoints=None, configured_interval=300)
     assert "every 300 ms" in gone and "Checkpointing is off" not in gone
     empty = _tab(CheckpointStatsTracker())
-    html = page.render(header=_header(), checkpoints=empty, configured_interval=300, cp_series_json="null", savepoint_title="")
+    html = page.render(header=_header(), checkpoints=empty, configured_interval=300, cp_series_json="null")
     assert "No checkpoint completed yet." in html and "then every 300 ms" in html
     assert "No checkpoint triggered yet." in html and 'sse-swap="cp-history"' in html
 

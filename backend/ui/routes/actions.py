@@ -1,9 +1,10 @@
-"""Mutating dashboard routes (cancel, login, logout): CSRF-checked, login-checked when a
+"""Mutating dashboard routes (cancel, login, logout; savepoints are in ``savepoints.py``): CSRF-checked, login-checked when a
 token is configured, answering with an inline result and an ``HX-Trigger`` event."""
 from __future__ import annotations
 
 import hmac
 import json
+from typing import Any
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, Response
@@ -17,12 +18,17 @@ from engine.jobmanager.dispatcher import UnknownJob
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
 
-def result(request: Request, ok: bool, message: str, action: str, status: int = 200) -> Response:
-    """The inline result fragment, announced to the page as a ``job-action`` event."""
+def result(
+    request: Request, ok: bool, message: str, action: str, status: int = 200,
+    extra: dict[str, Any] | None = None, link: tuple[str, str] | None = None,
+) -> Response:
+    """The inline result fragment, announced to the page as a ``job-action`` event; ``extra``
+    (e.g. a savepoint's ``requestId``) rides along in the event, ``link`` is (href, label)."""
     resp = templates.TemplateResponse(
-        request, "partials/action_result.html", {"ok": ok, "message": message}, status_code=status
+        request, "partials/action_result.html", {"ok": ok, "message": message, "link": link}, status_code=status
     )
-    resp.headers["HX-Trigger"] = json.dumps({"job-action": {"action": action, "ok": ok, "message": message}})
+    event = {"action": action, "ok": ok, "message": message, **(extra or {})}
+    resp.headers["HX-Trigger"] = json.dumps({"job-action": event})
     return resp
 
 

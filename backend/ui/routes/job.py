@@ -64,6 +64,8 @@ def job_stream(
             events.append(("series", ctx["series_json"]))
         if tab == "checkpoints" and ctx["checkpoints"] is not None:
             events.extend(checkpoint_events(ctx))
+        if tab == "savepoints":  # only the rows: the resume forms inside are hx-preserve'd
+            events.append(("sp-rows", block("job/savepoints.html", "rows", **ctx)))
         done = not ctx["header"].alive
         if done:  # once: the Cancel button goes away when the job has ended
             events.append(("actions", block("job.html", "actions", **ctx)))

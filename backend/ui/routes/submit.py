@@ -97,11 +97,18 @@ def run(
     jar_id: str,
     args: str = Form(""),
     parallelism: str = Form(""),
+    savepoint_path: str = Form(""),
+    allow_non_restored_state: bool = Form(False),
 ) -> Response:
+    """As ``POST /jars/{id}/run``: with a savepoint path the job starts from it, and a missing or
+    corrupt savepoint, or state no operator takes without allowNonRestoredState, starts nothing."""
     try:
         check_mutation(request, settings.auth_token)
         captured = _capture(request, jar_id, args, parallelism)
-        jid = dispatcher.submit(captured.job_graph, captured.user_code)
+        jid = dispatcher.submit(
+            # unticked means "not asked", so a job's own ignore-unclaimed-state option still holds
+            captured.job_graph, captured.user_code, savepoint_path.strip() or None, allow_non_restored_state or None
+        )
     except UIRefused as e:
         return result(request, False, str(e), "run", e.status)
     except (ValueError, ProgramFailed, UploadRejected, JobSubmissionError) as e:

@@ -213,9 +213,20 @@
     var el = document.getElementById("throughput-chart");
     if (el) updateChart(el, JSON.parse(evt.detail.data));
   });
-  // Actions announce themselves; a successful cancel disables its button until the stream replaces it.
+  // Actions announce themselves; a successful cancel disables its button until the stream replaces
+  // it, and a savepoint form that did its work closes. A stop leaves Cancel usable: if its savepoint
+  // fails the job keeps running, and a stop that hangs may still need a cancel.
   document.body.addEventListener("job-action", function (evt) {
-    if (evt.detail && evt.detail.action === "cancel" && evt.detail.ok) {
+    var d = evt.detail || {};
+    if (!d.ok) return;
+    if (d.action === "savepoint" || d.action === "stop") {
+      document.querySelectorAll("#savepoint-action, #stop-action, #savepoint-tab-action").forEach(function (el) {
+        el.open = false;
+        var f = el.querySelector("form");
+        if (f) f.reset();
+      });
+    }
+    if (d.action === "cancel") {
       var b = document.getElementById("cancel-job");
       if (b) { b.disabled = true; b.textContent = "Cancelling…"; }
     }
