@@ -38,6 +38,8 @@ _ACTIONS = [
     ("POST", re.compile(r"^/jars/[^/]+/plan$"), "plan"),
     ("DELETE", re.compile(r"^/jars/[^/]+$"), "delete"),
     ("POST", re.compile(r"^/ui/jobs/[^/]+/cancel$"), "cancel"),
+    ("POST", re.compile(r"^/ui/jobs/[^/]+/(savepoint|stop)$"), "savepoint"),
+    ("POST", re.compile(r"^/ui/jobs/[^/]+/savepoints/[^/]+/resume$"), "resume"),
     ("POST", re.compile(r"^/ui/submit/upload$"), "upload"),
     ("POST", re.compile(r"^/ui/submit/[^/]+/run$"), "run"),
     ("POST", re.compile(r"^/ui/submit/[^/]+/plan$"), "plan"),
