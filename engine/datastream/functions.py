@@ -231,6 +231,15 @@ class ProcessWindowFunction(Function):
         @abstractmethod
         def current_watermark(self) -> int: ...
 
+        def window_state(self) -> Any:
+            """A KeyedStateStore (``get_state``, ``get_list_state``...) for the current key and window.
+            Clear it in ``clear``; whatever is left is dropped when the window is cleaned up."""
+            raise NotImplementedError
+
+        def global_state(self) -> Any:
+            """A KeyedStateStore for the current key, across all its windows."""
+            raise NotImplementedError
+
     @abstractmethod
     def process(self, key: Any, context: "ProcessWindowFunction.Context", elements: Iterable[Any]) -> Iterable[Any]: ...
 

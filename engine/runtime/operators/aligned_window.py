@@ -14,6 +14,8 @@ from typing import Any
 from engine.datastream.functions import AggregateFunction, Function, ProcessWindowFunction, ReduceFunction, WindowFunction
 from engine.runtime.operators.base import StreamingRuntimeContext, StreamOperator
 from engine.runtime.operators.results import ResultCollector
+from engine.runtime.operators.window import WINDOW_STATE_PREFIX
+from engine.runtime.state.namespaced import NamespacedStateStore
 from engine.runtime.watermarks import MIN_WATERMARK
 from engine.windowing.assigners import SlidingEventTimeWindows, TumblingEventTimeWindows
 from engine.windowing.triggers import EventTimeTrigger
@@ -44,6 +46,14 @@ class _Context(ProcessWindowFunction.Context):
 
     def current_watermark(self) -> int:
         return self.op.watermark
+
+    def window_state(self) -> Any:
+        """State of the current key and this window, dropped when the window is cleaned up."""
+        return self.op.window_states
+
+    def global_state(self) -> Any:
+        """State of the current key, shared by all its windows."""
+        return self.op.global_states
 
 
 class AlignedWindowOperator(StreamOperator):
@@ -93,6 +103,9 @@ class AlignedWindowOperator(StreamOperator):
         self.watermark = MIN_WATERMARK
         self.collector = ResultCollector(self)
         self.wctx = _Context(self)
+        self.window_states = NamespacedStateStore(self.backend, WINDOW_STATE_PREFIX, lambda: self.wctx.w, self.ctx.operator_name)
+        self.global_states = StreamingRuntimeContext(self.ctx)
+        self.clears = isinstance(self.window_function, ProcessWindowFunction)
 
     def _starts(self, ts: int) -> list[int]:
         last = ts - (ts - self.offset + self.slide) % self.slide
@@ -160,6 +173,7 @@ class AlignedWindowOperator(StreamOperator):
             return
         window = TimeWindow(start, start + self.size)
         if isinstance(wf, ProcessWindowFunction):
+            self.backend.current_key = key  # for global and per-window state
             self.wctx.w = window
             self.collector.add_result(wf.process(key, self.wctx, [result]), out_ts)
         elif isinstance(wf, WindowFunction):
@@ -173,6 +187,12 @@ class AlignedWindowOperator(StreamOperator):
             wins.pop(start, None)
             if not wins:
                 del self.contents[key]
+        if self.clears:  # the window is gone: ProcessWindowFunction.clear, then its per-window state
+            window = TimeWindow(start, start + self.size)
+            self.backend.current_key = key
+            self.wctx.w = window
+            self.window_function.clear(self.wctx)
+            self.window_states.clear_namespace(key, window)
 
     def process_watermark(self, watermark: int) -> None:
         if watermark <= self.watermark:

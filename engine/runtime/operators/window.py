@@ -21,10 +21,14 @@ from engine.datastream.functions import (
 )
 from engine.runtime.operators.base import StreamingRuntimeContext, StreamOperator
 from engine.runtime.operators.results import ResultCollector
+from engine.runtime.state.namespaced import NamespacedStateStore
 from engine.runtime.timers import InternalTimerService
 from engine.windowing.assigners import WindowAssigner
 from engine.windowing.triggers import Trigger, TriggerResult
 from engine.windowing.windows import MAX_TIMESTAMP
+
+
+WINDOW_STATE_PREFIX = "_window_state/"
 
 
 def _timer_key(timer_key: tuple[Any, Any]) -> Any:
@@ -98,10 +102,17 @@ class _WindowFunctionContext(ProcessWindowFunction.Context):
         return self.op.timers.current_watermark
 
     def window_state(self) -> Any:
-        raise NotImplementedError("per-window state in a ProcessWindowFunction is not available yet")
+        """State of the current key and this window, dropped when the window is cleaned up."""
+        if self.op.assigner.is_merging:
+            # As in Flink: merged session windows would have to merge arbitrary user state.
+            raise TypeError(
+                f"'{self.op.ctx.operator_name}': per-window state is not allowed with merging (session) windows"
+            )
+        return self.op.window_states
 
     def global_state(self) -> Any:
-        raise NotImplementedError("global state in a ProcessWindowFunction is not available yet")
+        """State of the current key, shared by all its windows."""
+        return self.op.global_states
 
 
 class WindowOperator(StreamOperator):
@@ -137,6 +148,8 @@ class WindowOperator(StreamOperator):
         self.timers = InternalTimerService(self.ctx.clock, key_of=_timer_key)
         self.tctx = _TriggerContext(self)
         self.wctx = _WindowFunctionContext(self)
+        self.window_states = NamespacedStateStore(self.backend, WINDOW_STATE_PREFIX, lambda: self.wctx.w, self.ctx.operator_name)
+        self.global_states = StreamingRuntimeContext(self.ctx)
         self.collector = ResultCollector(self)
         self.incremental = self.evictor is None and self.kind in ("reduce", "aggregate")
         f = self.function
@@ -333,6 +346,8 @@ class WindowOperator(StreamOperator):
         if isinstance(self.window_function or self.function, ProcessWindowFunction):
             self.wctx.w = w
             (self.window_function or self.function).clear(self.wctx)
+            # Whatever per-window state clear() left behind is unreachable now: drop it too.
+            self.window_states.clear_namespace(key, w)
 
     def process_watermark(self, watermark: int) -> None:
         self.timers.set_watermark(watermark)
