@@ -19,16 +19,16 @@ def job_id(output: str) -> str:
     return re.findall(r"^Job ([0-9a-f]{32}) ", output, re.M)[0]
 
 
-def load_checkpoint(directory: Path) -> tuple[dict[int, int], dict[str, int]]:
-    """Source positions per subtask and the keyed counts, read straight from the state files
-    (named ``<operator>-<vertex>-<subtask>.state``)."""
-    positions: dict[int, int] = {}
+def load_checkpoint(directory: Path) -> tuple[dict[int, list[list[int]]], dict[str, int]]:
+    """Source splits still to read per subtask (``[[next, end], ...]``) and the keyed counts, read
+    straight from the state files (named ``<operator>-<vertex>-<subtask>.state``)."""
+    positions: dict[int, list[list[int]]] = {}
     counts: dict[str, int] = {}
     for f in directory.glob("*.state"):
         subtask = int(f.stem.rsplit("-", 1)[1])
         state = pickle.loads(f.read_bytes())
-        if "position" in state:
-            positions[subtask] = state["position"]
+        if "splits" in state:
+            positions[subtask] = state["splits"]
         for groups in (state.get("keyed") or {}).values():
             for key, value in groups.get("_reduce", []):
                 counts[key] = value[1]
@@ -57,7 +57,11 @@ def test_every_completed_checkpoint_is_a_consistent_cut(cluster: Cluster) -> Non
         assert meta
         positions, counts = load_checkpoint(chk)
         assert sorted(positions) == [0, 1]
-        # the generator's subtask i reads its own contiguous index range [lo, hi)
-        emitted = sum(pos - split_range(0, N - 1, sub, 2)[0] for sub, pos in positions.items())
+        # the generator's subtask i reads its own contiguous index range [lo, hi); what is left of it
+        # is in its splits
+        emitted = sum(
+            (hi - lo) - sum(end - nxt for nxt, end in positions[sub])
+            for sub, (lo, hi) in ((sub, split_range(0, N - 1, sub, 2)) for sub in positions)
+        )
         # Exactly once: the counts in the snapshot cover exactly the records read before the barrier.
         assert sum(counts.values()) == emitted, (chk.name, sum(counts.values()), emitted)

@@ -9,7 +9,10 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
+
 from tests.integration.cluster import Cluster
+from tests.integration.test_cluster_resources import _drop_database, _postgres_database
 
 PROGRAMS = Path(__file__).parent / "programs"
 RESCALED = PROGRAMS / "rescaled_count.py"
@@ -151,8 +154,14 @@ def test_state_no_operator_takes_is_refused_naming_it_and_accepted_when_allowed(
     assert all(sorted(c) == list(range(1, len(c) + 1)) for c in updates.values())
 
 
-def test_checkpoint_history_survives_a_jobmanager_sigkill(tmp_path: Path) -> None:
-    c = Cluster(tmp_path, heartbeat_timeout_ms=3000)
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+def test_checkpoint_history_survives_a_jobmanager_sigkill(tmp_path: Path, database: str) -> None:
+    url = None
+    if database == "postgresql":
+        url = _postgres_database()
+        if url is None:
+            pytest.skip("no PostgreSQL reachable")
+    c = Cluster(tmp_path, heartbeat_timeout_ms=3000, database_url=url)
     try:
         c.start(taskmanagers=1, slots=2)
         known = c.job_ids()
@@ -185,3 +194,5 @@ def test_checkpoint_history_survives_a_jobmanager_sigkill(tmp_path: Path) -> Non
         assert final.json()["latest"]["completed"] == at_end["latest"]["completed"]
     finally:
         c.stop()
+        if url:
+            _drop_database(url)
