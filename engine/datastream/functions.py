@@ -322,3 +322,12 @@ class KeyedBroadcastProcessFunction(Function):
 
     def on_timer(self, timestamp: int, ctx: Any) -> Iterable[Any]:
         pass
+
+
+def __getattr__(name: str) -> Any:
+    # PyFlink has SourceFunction here too; it lives with the source adapter (imported lazily: no cycle).
+    if name == "SourceFunction":
+        from engine.datastream.connectors.source_function import SourceFunction
+
+        return SourceFunction
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
