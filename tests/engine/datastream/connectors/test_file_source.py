@@ -137,3 +137,30 @@ def test_bad_input_is_named(tmp_path: Path) -> None:
         _source(tmp_path).create_reader(0, 1, 17)
     with pytest.raises(ValueError, match="hdfs://"):
         FileSource.for_record_stream_format(StreamFormat.text_line_format(), "hdfs://nn/x")
+
+
+@pytest.mark.parametrize("stages", [(2, 3, 1), (3, 1, 2), (1, 4, 2)])
+def test_rescaled_resumes_read_every_line_exactly_once(tmp_path: Path, stages) -> None:
+    """Stop part way at one parallelism, resume at another from the redistributed split lists."""
+    from engine.checkpoint.rescale import redistribute_splits
+
+    expected = []
+    for f in range(5):
+        lines = [f"{f}-{i}" for i in range(40)]
+        (tmp_path / f"{f}.txt").write_text("\n".join(lines) + "\n")
+        expected += lines
+    src = _source(tmp_path)
+    seen: list[str] = []
+    positions: dict[int, list] | None = None
+    for stage, parallelism in enumerate(stages):
+        old, positions = positions, {}
+        for i in range(parallelism):
+            splits = None if old is None else redistribute_splits(old, i, parallelism, len(old))
+            reader = src.create_reader(i, parallelism, splits)
+            if stage < len(stages) - 1:
+                for _ in range(4):  # part way: a few batches, leaving files half read
+                    seen.extend(reader.poll_batch(9) or [])
+            else:
+                seen.extend(_drain(reader))
+            positions[i] = reader.snapshot()
+    assert sorted(seen) == sorted(expected)

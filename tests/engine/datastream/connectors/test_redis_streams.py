@@ -179,3 +179,24 @@ def test_password_urls_work(tmp_path) -> None:
         assert RedisStreamSource(url, "out", bounded=True).create_reader(0, 1).poll_batch(10) == ["x"]
     finally:
         server.stop()
+
+
+def test_rescaled_resumes_read_every_entry_exactly_once(redis_url, client) -> None:
+    from engine.checkpoint.rescale import redistribute_splits
+
+    expected = []
+    for s in ("s1", "s2", "s3"):
+        _fill(client, s, 30, s + "-")
+        expected += [f"{s}-{i}" for i in range(30)]
+    src = RedisStreamSource(redis_url, ["s1", "s2", "s3"], bounded=True)
+    seen: list[str] = []
+    positions = None
+    for stage, parallelism in enumerate((2, 3, 1)):
+        old, positions = positions, {}
+        for i in range(parallelism):
+            splits = None if old is None else redistribute_splits(old, i, parallelism, len(old))
+            reader = src.create_reader(i, parallelism, splits)
+            seen.extend(_drain(reader) if stage == 2 else (reader.poll_batch(7) or []))
+            positions[i] = reader.snapshot()
+            reader.close()
+    assert sorted(seen) == sorted(expected)
