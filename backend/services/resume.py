@@ -60,9 +60,9 @@ def rescale_job_graph(job_graph: dict[str, Any], parallelism: int | None, new_jo
     if too_small:
         v = min(too_small, key=lambda v: v["max_parallelism"])
         raise ResumeRefused(
-            f"Parallelism {parallelism} is above the max parallelism {v['max_parallelism']} of '{v['name']}': "
-            f"its state is split into {v['max_parallelism']} key groups, which cannot be spread over more "
-            f"subtasks. Choose at most {v['max_parallelism']}."
+            f"Parallelism {parallelism} is above the max parallelism {v['max_parallelism']} of '{v['name']}'. "
+            f"Max parallelism stays with the job's state (keyed state is split into that many key groups), "
+            f"so choose at most {v['max_parallelism']}."
         )
     for v in vertices:
         if v["id"] in rescaled:

@@ -52,7 +52,6 @@ def test_checkpoints_arrive_live_and_a_row_opens_to_its_subtasks(cluster: Cluste
 
     page.locator(f".cp-toggle[aria-controls='cp-detail-{cid}']").click()  # closes again
     assert page.locator(f"#cp-detail-{cid} .cp-subtask").count() == 0
-    assert page.locator("button:has-text('Trigger savepoint')").is_disabled()
     cluster.http.patch(f"/jobs/{jid}")
     cluster.wait_state(jid, ("CANCELED",), 30)
     page.wait_for_selector("#job-header .state-canceled", timeout=15000)

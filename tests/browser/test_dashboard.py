@@ -19,7 +19,7 @@ from tests.integration.cluster import Cluster
 pytestmark = pytest.mark.integration
 
 PROGRAMS = Path(__file__).resolve().parents[1] / "integration" / "programs"
-TABS = ("graph", "subtasks", "backpressure", "checkpoints", "exceptions", "watermarks", "timeline", "throughput", "configuration")
+TABS = ("graph", "subtasks", "backpressure", "checkpoints", "savepoints", "exceptions", "watermarks", "timeline", "throughput", "configuration")
 
 
 def submit(cluster: Cluster, program: str, parallelism: int) -> str:
@@ -68,7 +68,6 @@ def test_every_page_loads_without_console_errors(cluster: Cluster, jobs: dict[st
     assert "Checkpointing is off for this job (enable it with env.enable_checkpointing(ms))" in page.inner_text(
         "#checkpoints-empty"
     )
-    assert page.locator("button:has-text('Trigger savepoint')").is_disabled()
     shot(page, "checkpoints-off")
 
 
