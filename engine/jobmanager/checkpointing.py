@@ -40,6 +40,20 @@ log = logging.getLogger("millstream.checkpointing")
 SAVEPOINT_DIR_KEY = "state.savepoints.dir"  # Flink's job option for the default savepoint directory
 
 
+def not_checkpointable(eg: ExecutionGraph) -> str | None:
+    """Why the job cannot take a checkpoint or savepoint now, or None when it can: it runs, every
+    task runs or has finished (finished ones are acknowledged on their behalf, as Flink does with
+    checkpoints after tasks finish), and some source still runs to take the barrier."""
+    if eg.status is not JobStatus.RUNNING:
+        return f"it is {eg.status.value}"
+    states = [(ejv.job_vertex.is_source, ev.current.state) for ejv, ev in eg.all_executions()]
+    if any(st not in (ExecutionState.RUNNING, ExecutionState.FINISHED) for _, st in states):
+        return "not all of its tasks are running yet"
+    if not any(src and st is ExecutionState.RUNNING for src, st in states):
+        return "every source has finished"
+    return None
+
+
 def _locked(method):
     """The dispatcher thread changes checkpoint statistics while REST and dashboard threads read them."""
 
@@ -119,8 +133,7 @@ class JobCheckpointing:
             self._failed(failed, eg)
         if self.enabled and self.stop_savepoint is None:
             # No periodic checkpoint once the job is stopping: sources are about to end.
-            running = eg.status is JobStatus.RUNNING and eg.all_in(ExecutionState.RUNNING)
-            action = self.coordinator.maybe_trigger(now_ms, running)
+            action = self.coordinator.maybe_trigger(now_ms, not_checkpointable(eg) is None)
             if action is not None:
                 self._send_trigger(eg, action)
         self.flush_history()

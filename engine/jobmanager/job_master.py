@@ -19,7 +19,7 @@ from engine.checkpoint.coordinator import CheckpointTriggerError
 from engine.checkpoint.rescale import plan_restore
 from engine.checkpoint.stats_tracker import CheckpointStatsTracker
 from engine.executiongraph.restart_backoff import RestartBackoffTimeStrategy
-from engine.jobmanager.checkpointing import JobCheckpointing
+from engine.jobmanager.checkpointing import JobCheckpointing, not_checkpointable
 from engine.jobmanager.job_store import ExceptionRecord, JobRecord, JobStore, SavepointRecord
 from engine.resourcemanager.slot_pool import SlotPool
 from engine.runtime.deployment import make_tdd
@@ -266,15 +266,9 @@ class JobMaster:
 
     # -- savepoints ----------------------------------------------------------------
     def _require_running(self, what: str) -> None:
-        """Every task runs or has finished (finished ones are acknowledged on their behalf), and some
-        source still runs to take the barrier."""
-        if self.eg.status is not JobStatus.RUNNING:
-            raise JobNotRunning(f"cannot take a {what} of job {self.job_id}: it is {self.eg.status.value}")
-        states = [(ejv.job_vertex.is_source, ev.current.state) for ejv, ev in self.eg.all_executions()]
-        if any(st not in (ExecutionState.RUNNING, ExecutionState.FINISHED) for _, st in states):
-            raise JobNotRunning(f"cannot take a {what} of job {self.job_id}: not all of its tasks are running yet")
-        if not any(src and st is ExecutionState.RUNNING for src, st in states):
-            raise JobNotRunning(f"cannot take a {what} of job {self.job_id}: every source has finished")
+        reason = not_checkpointable(self.eg)
+        if reason is not None:
+            raise JobNotRunning(f"cannot take a {what} of job {self.job_id}: {reason}")
 
     def trigger_savepoint(
         self, request_id: str, target_directory: str | None, *, stop: bool = False, drain: bool = False,

@@ -224,6 +224,26 @@ def test_finished_subtasks_are_acknowledged_for_and_a_finished_source_keeps_no_s
         h.jm.trigger_savepoint("late", str(tmp_path / "sp"))
 
 
+def test_periodic_checkpoints_go_on_after_a_source_subtask_finished(tmp_path: Path) -> None:
+    h = Harness(tmp_path, graph(config={"execution.checkpointing": {"interval_ms": 100}})).run()
+    h.jm.on_task_state({"attempt": 0, "vertex": "v-src", "subtask": 1, "state": "FINISHED", "ts": 1, "tm": "tm-1"}, h.pool)
+    h.tick()
+    h.tick(150)
+    (trigger,) = h.gw.of("trigger")
+    assert (trigger[2]["vertex"], trigger[2]["subtask"]) == ("v-src", 0)
+    cid = trigger[2]["barrier"][0]
+    for vertex, sub in (("v-src", 0), ("v-agg", 0), ("v-agg", 1)):
+        h.jm.on_checkpoint_message(
+            {"type": "checkpoint_ack", "attempt": 0, "vertex": vertex, "subtask": sub, "checkpoint_id": cid,
+             "ack": TaskAck({}, 1).to_dict()}
+        )
+    assert h.jm.checkpointing.overview()["counts"]["completed"] == 1
+    h.jm.on_task_state({"attempt": 0, "vertex": "v-src", "subtask": 0, "state": "FINISHED", "ts": 2, "tm": "tm-1"}, h.pool)
+    h.tick(150)
+    h.tick(150)
+    assert len(h.gw.of("trigger")) == 1  # every source finished: nothing could take a barrier
+
+
 def test_a_savepoint_of_a_job_that_does_not_run_is_refused(tmp_path: Path) -> None:
     h = Harness(tmp_path)
     with pytest.raises(JobNotRunning, match="it is CREATED"):
