@@ -4,8 +4,11 @@ Starts 2 TaskManagers (2 slots each) and a JobManager on a free port with a
 private valkey, runs the keyed rolling word count at parallelism 2, and prints
 records/s for Millstream, for Millstream's in-process mini-cluster, and for
 Bytewax and PyFlink when their virtual environments exist (see shared/bench).
-Because the machine is shared and noisy, ratios against the peers measured in
-this same run are the figures to compare.
+It adds the windowed job, the checkpoint overhead and checkpoint durations
+(p50/p99 from ``/jobs/{id}/checkpoints``), recovery time after a TaskManager
+SIGKILL (``recovery_bench.py``) and, unless ``--skip-spark``, the Spark word
+count (``spark_wordcount.py``). Because the machine is shared and noisy,
+ratios between figures measured in this same run are the figures to compare.
 """
 from __future__ import annotations
 
@@ -17,8 +20,9 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any, Callable
 
-import psutil
+import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import machine  # noqa: E402
@@ -40,15 +44,38 @@ def rate(line: str) -> float | None:
     return float(m.group(1)) if m else None
 
 
-def run(cmd: list[str], env: dict[str, str] | None = None, timeout: float = 900) -> str:
+def run(cmd: list[str], env: dict[str, str] | None = None, timeout: float = 900, output: list[str] | None = None) -> str:
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    if output is not None:
+        output.append(p.stdout)
     lines = [ln for ln in p.stdout.splitlines() if "records_per_s=" in ln]
     if p.returncode != 0 or not lines:
         return f"failed: {(p.stderr or p.stdout).strip().splitlines()[-1:]}"
     return lines[-1]
 
 
-def on_cluster(n: int, taskmanagers: int, parallelism: int, job: Path = JOB, extra: tuple[str, ...] = ()) -> str:
+def checkpoint_durations(url: str, stdout: str) -> str:
+    """End-to-end checkpoint duration p50/p99 of the finished job, from its REST checkpoint summary."""
+    m = re.search(r"Job (\w+) FINISHED", stdout)
+    if not m:
+        return "failed: no finished job in the output"
+    stats = httpx.get(f"{url}/jobs/{m.group(1)}/checkpoints", timeout=10).json()
+    d, size = stats["summary"]["end_to_end_duration"], stats["summary"]["state_size"]
+    return (
+        f"p50 {d['p50']:.0f} ms, p99 {d['p99']:.0f} ms (min {d['min']}, max {d['max']}) over "
+        f"{stats['counts']['completed']} completed checkpoints, state {size['p50']:,.0f} bytes"
+    )
+
+
+def on_cluster(
+    n: int,
+    taskmanagers: int,
+    parallelism: int,
+    job: Path = JOB,
+    extra: tuple[str, ...] = (),
+    inspect: Callable[[str, str], Any] | None = None,
+) -> str:
+    """Run ``job`` on a fresh local cluster; ``inspect(rest url, job stdout)`` runs before it shuts down."""
     from backend.cluster_launcher import LocalCluster
     from backend.settings import Settings
 
@@ -61,7 +88,11 @@ def on_cluster(n: int, taskmanagers: int, parallelism: int, job: Path = JOB, ext
                 return f"failed: the cluster did not start; see {tmp}/log"
             env = dict(cluster.env, MILLSTREAM_JOBMANAGER=f"http://127.0.0.1:{settings.port}")
             cmd = [sys.executable, "-m", "backend.cli", "run", str(job), str(n), str(parallelism), *extra]
-            return run(cmd, env)
+            output: list[str] = []
+            line = run(cmd, env, output=output)
+            if inspect is not None and not line.startswith("failed"):
+                inspect(env["MILLSTREAM_JOBMANAGER"], output[0])
+            return line
         finally:
             cluster.shutdown()
 
@@ -71,6 +102,8 @@ def main() -> None:
     ap.add_argument("-n", type=int, default=2_000_000)
     ap.add_argument("--pyflink-n", type=int, default=200_000, help="PyFlink's process mode is slow; smaller N")
     ap.add_argument("--skip-peers", action="store_true", help="measure Millstream only")
+    ap.add_argument("--skip-spark", action="store_true", help="leave out the Spark word count (minutes)")
+    ap.add_argument("--skip-recovery", action="store_true", help="leave out the recovery-time runs")
     args = ap.parse_args()
     n = args.n
     print(f"machine: {machine()}")
@@ -78,10 +111,13 @@ def main() -> None:
 
     results["Millstream, 2 TaskManagers over Redis, P=2"] = on_cluster(n, taskmanagers=2, parallelism=2)
     # Checkpoint overhead: the same job with exactly-once checkpoints every second (a longer run, so
-    # several checkpoints happen), against the same length of run without them, in this run.
+    # several checkpoints happen), against the same length of run without them, in this run. The
+    # checkpointed run's durations (1000 keys of state) are read from its REST checkpoint summary.
+    durations: list[str] = []
     results["Millstream, P=2, N x3, no checkpoints"] = on_cluster(3 * n, taskmanagers=2, parallelism=2)
     results["Millstream, P=2, N x3, exactly-once checkpoints every 1 s"] = on_cluster(
-        3 * n, taskmanagers=2, parallelism=2, extra=("millstream-checkpointed", "1000")
+        3 * n, taskmanagers=2, parallelism=2, extra=("millstream-checkpointed", "1000"),
+        inspect=lambda url, out: durations.append(checkpoint_durations(url, out)),
     )
     results["Millstream windowed: 1 s tumbling event-time sum, P=2"] = on_cluster(
         n, taskmanagers=2, parallelism=2, job=WINDOWED_JOB
@@ -113,6 +149,8 @@ def main() -> None:
     checkpointed = rate(results["Millstream, P=2, N x3, exactly-once checkpoints every 1 s"])
     if plain and checkpointed:
         print(f"checkpoint overhead: throughput with checkpoints every 1 s / without = {checkpointed / plain:.2f}")
+    for d in durations:
+        print(f"checkpoint duration (end to end, 1000 keys of state, under full load): {d}")
     rolling = rate(results["Millstream, 2 TaskManagers over Redis, P=2"])
     windowed = rate(results["Millstream windowed: 1 s tumbling event-time sum, P=2"])
     if rolling and windowed:
@@ -122,7 +160,16 @@ def main() -> None:
     for name, line in results.items():
         r = rate(line)
         ratio = f"{r / base:.2f}x" if r and base else "-"
-        print(f"{name:48} {r or 0:12,.0f} {ratio:>11}   {line}")
+        print(f"{name:48} {r or 0:12,.0f} {ratio:>11}   {line}", flush=True)
+    if not args.skip_recovery:
+        from recovery_bench import describe, measure_recovery
+
+        for timeout in (None, 3000):
+            label = "default (10 s)" if timeout is None else f"{timeout} ms"
+            print(f"recovery, heartbeat timeout {label}: {describe(measure_recovery(timeout))}", flush=True)
+    if not args.skip_spark:
+        # The Spark helper's benchmark prints its own figures and ratios.
+        subprocess.run([sys.executable, str(Path(__file__).with_name("spark_wordcount.py"))], timeout=3600)
 
 
 if __name__ == "__main__":
