@@ -94,10 +94,11 @@ def test_exactly_once_keyed_count_survives_repeated_taskmanager_kills(tmp_path: 
 
 def test_a_killed_jobmanager_resumes_its_job_from_the_latest_checkpoint(tmp_path: Path) -> None:
     c = Cluster(tmp_path, heartbeat_timeout_ms=3000)
+    out_dir = tmp_path / "out"
     try:
         c.start(taskmanagers=2, slots=2)
         run = subprocess.Popen(
-            [sys.executable, "-m", "backend.cli", "run", "-p", "2", str(PROGRAM), str(N), "6000"],
+            [sys.executable, "-m", "backend.cli", "run", "-p", "2", str(PROGRAM), str(N), "6000", str(out_dir)],
             env=c.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         c.wait_for(lambda: c.http.get("/jobs/overview").json()["jobs"], 30, "the job to be submitted")
@@ -112,6 +113,9 @@ def test_a_killed_jobmanager_resumes_its_job_from_the_latest_checkpoint(tmp_path
         assert run.returncode == 0, err[-3000:]
         final = json.loads(next(ln for ln in out.splitlines() if ln.startswith("[")))
         assert sorted(final) == sorted([f"k{i}", N // 40] for i in range(40)), final[:5]
+        written = committed_counts(out_dir)
+        assert sorted(written) == sorted(f"k{i}" for i in range(40))
+        assert all(sorted(v) == list(range(1, N // 40 + 1)) for v in written.values())
         job = c.job(jid)
         assert job["state"] == "FINISHED"
         # The TaskManagers were not restarted: the same processes re-registered with the new JobManager.
