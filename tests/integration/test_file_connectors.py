@@ -85,3 +85,33 @@ def test_a_bounded_file_source_job_without_failures(tmp_path: Path) -> None:
         assert not [n for n in os.listdir(out) if n.startswith(".")]
     finally:
         c.stop()
+
+
+def test_a_monitoring_file_source_picks_up_files_added_while_it_runs(tmp_path: Path) -> None:
+    src, out = tmp_path / "in", tmp_path / "out"
+    src.mkdir()
+    (src / "first.txt").write_text("one\ntwo\n")
+    c = Cluster(tmp_path)
+    try:
+        c.start(taskmanagers=1, slots=2)
+        run = subprocess.Popen(
+            [sys.executable, "-m", "backend.cli", "run", "--detached", "-p", "2", str(PROGRAM), str(src), str(out), "0", "100"],
+            env=c.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        stdout, stderr = run.communicate(timeout=60)
+        assert run.returncode == 0, stderr[-2000:]
+        jid = re.findall(r"[0-9a-f]{32}", stdout)[0]
+        c.wait_for(lambda: sorted(committed_lines(out)) == ["ONE", "TWO"], 60, "the first file committed")
+        # A file written in place would be read half-written: write it hidden, then rename, as Flink expects.
+        for name, text in (("second.txt", "three\nfour\n"), ("deeper/third.txt", "five\n")):
+            (src / name).parent.mkdir(exist_ok=True)
+            hidden = (src / name).parent / f".{Path(name).name}"
+            hidden.write_text(text)
+            os.replace(hidden, src / name)
+        c.wait_for(lambda: len(committed_lines(out)) == 5, 60, "the new files committed")
+        assert sorted(committed_lines(out)) == ["FIVE", "FOUR", "ONE", "THREE", "TWO"]
+        assert c.job(jid)["state"] == "RUNNING"  # unbounded: it waits for more files
+        c.http.patch(f"/jobs/{jid}", params={"mode": "cancel"})
+        c.wait_state(jid, ("CANCELED",))
+    finally:
+        c.stop()
