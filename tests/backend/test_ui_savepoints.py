@@ -169,3 +169,23 @@ def test_submit_page_passes_the_savepoint_path_to_the_dispatcher(ui: TestClient,
     r = ui.post(f"/ui/submit/{jar}/run", data={"savepoint_path": str(tmp_path / "nowhere")}, headers=UI)
     assert r.status_code == 400 and "invalid savepoint" in r.text
     assert len(ui.app.state.dispatcher.job_records()) == before
+
+
+def test_with_a_token_savepoint_actions_need_the_login(redis_url: str, rds: redis.Redis, tmp_path: Path) -> None:
+    settings = Settings(redis_url=redis_url, data_dir=tmp_path / "var", heartbeat_interval_ms=200, auth_token="s3cret")
+    app = create_app(settings)
+    install_ui(app)
+    with TestClient(app, base_url="http://testserver") as ui:
+        ui.headers["Authorization"] = "Bearer s3cret"  # for the REST reads and submissions of running_job
+        jid, tasks = running_job(ui, rds)
+        del ui.headers["Authorization"]  # the dashboard's forms send the session cookie, never the token
+        for action in ("savepoint", "stop"):
+            r = ui.post(f"/ui/jobs/{jid}/{action}", data={"target_directory": str(tmp_path / "sp")}, headers=UI)
+            assert r.status_code == 401 and "/ui/login" in r.text
+        r = ui.post(f"/ui/jobs/{jid}/savepoints/any/resume", data={"parallelism": "1"}, headers=UI)
+        assert r.status_code == 401
+        assert tasks.inbox("trigger_checkpoint") == []
+        assert ui.post("/ui/login", data={"token": "s3cret"}, headers=UI).status_code == 200
+        r = ui.post(f"/ui/jobs/{jid}/savepoint", data={"target_directory": str(tmp_path / "sp")}, headers=UI)
+        assert r.status_code == 200 and _event(r)["ok"]
+        assert len(tasks.inbox("trigger_checkpoint")) == 1

@@ -62,6 +62,7 @@ def test_a_savepoint_triggered_in_the_header_appears_completed_with_its_path(clu
 
     page.goto(f"{cluster.url}/ui/jobs/{job}/checkpoints")  # the latest savepoint, from the checkpoint statistics
     assert entry["location"] in page.inner_text(".cp-latest")
+    shot(page, "checkpoints-with-savepoint")
 
 
 def test_stop_with_savepoint_from_the_ui_ends_the_job_finished(cluster: Cluster, job: str, page) -> None:
