@@ -116,7 +116,8 @@ def resume_from_savepoint(
     if savepoint is None:
         raise ResumeRefused(f"Job {jid} has no savepoint request {request_id}.")
     if savepoint.status != "COMPLETED" or not savepoint.path:
-        raise ResumeRefused(f"Savepoint {request_id} is {savepoint.status.lower().replace('_', ' ')}: only a completed savepoint can be resumed.")
+        state = savepoint.status.lower().replace("_", " ")
+        raise ResumeRefused(f"Savepoint {request_id} is {state}: only a completed savepoint can be resumed.")
     record = dispatcher.store.get_job(jid)
     if record is None or not record.user_code:
         raise ResumeRefused(

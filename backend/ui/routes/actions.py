@@ -1,5 +1,6 @@
-"""Mutating dashboard routes (cancel, login, logout; savepoints are in ``savepoints.py``): CSRF-checked, login-checked when a
-token is configured, answering with an inline result and an ``HX-Trigger`` event."""
+"""Mutating dashboard routes (cancel, login, logout; the savepoint ones are in ``savepoints.py``):
+CSRF-checked, login-checked when a token is configured, answering with an inline result and an
+``HX-Trigger`` event."""
 from __future__ import annotations
 
 import hmac

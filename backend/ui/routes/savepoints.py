@@ -90,7 +90,8 @@ def resume(
     except ResumeRefused as e:
         return result(request, False, f"Nothing was started: {e}", "resume", 400)
     except JobSubmissionError as e:  # a missing or corrupt savepoint, unmatched state, the cluster's limits
-        hint = " Tick “Allow non-restored state” to start without it." if isinstance(e.__cause__, NonRestoredStateError) else ""
+        unmatched = isinstance(e.__cause__, NonRestoredStateError)
+        hint = " Tick “Allow non-restored state” to start without it." if unmatched else ""
         return result(request, False, f"Nothing was started: {str(e).rstrip('.')}.{hint}", "resume", 400)
     kept = f" Kept at their own parallelism: {', '.join(resumed.kept)}." if resumed.kept else ""
     resp = result(
