@@ -300,13 +300,12 @@ class JobCheckpointing:
 
     def _notify_aborted(self, eg: ExecutionGraph, aborted: NotifyAbortedAction) -> None:
         """Sources that hold back after a stop-with-savepoint barrier wait for this to resume."""
-        send = getattr(self.gateway, "notify_checkpoint_aborted", None)
-        build = getattr(messages, "notify_checkpoint_aborted", None)
-        if send is None or build is None:
-            return  # a task side without abort notifications: nothing waits for them
+        if self.gateway is None:
+            return
         for tm, slot in self._slots(eg, aborted.tasks):
             try:
-                send(tm, slot, build(self.job_id, eg.attempt, aborted.checkpoint_id))
+                msg = messages.notify_checkpoint_aborted(self.job_id, eg.attempt, aborted.checkpoint_id, aborted.reason)
+                self.gateway.notify_checkpoint_aborted(tm, slot, msg)
             except Exception:
                 log.warning("could not tell %s/%d that checkpoint %d aborted", tm, slot, aborted.checkpoint_id, exc_info=True)
 
