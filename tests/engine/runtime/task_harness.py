@@ -58,6 +58,7 @@ class TaskHarness:
                     channels=registry.factory(self.cancelled),
                     cancelled=self.cancelled,
                     print_line=lambda s: None,
+                    state_dir=checkpoint_dir + "/task-state",  # used by the on-disk backend only
                     collect=lambda node, values, t=(v.id, i): self._collect(t, values),
                     checkpoint_ack=lambda cid, ack, t=(v.id, i): self._ack(cid, t, ack),
                     checkpoint_decline=lambda cid, reason: self._decline(cid, reason),

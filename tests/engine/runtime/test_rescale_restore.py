@@ -12,7 +12,8 @@ from engine.common.time import Time
 from engine.common.watermark_strategy import TimestampAssigner, WatermarkStrategy
 from engine.datastream.connectors.datagen import DataGeneratorSource
 from engine.datastream.functions import KeyedProcessFunction, ProcessWindowFunction, RuntimeContext
-from engine.datastream.state import MapStateDescriptor
+from engine.datastream.state import MapStateDescriptor, ValueStateDescriptor
+from engine.datastream.state_backend import EmbeddedRocksDBStateBackend
 from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
 from engine.datastream.window import TumblingEventTimeWindows
 from tests.engine.runtime.task_harness import TaskHarness, collect_sink
@@ -49,13 +50,20 @@ class PerSecond(KeyedProcessFunction):
 
 
 class CountWindow(ProcessWindowFunction):
+    """Also numbers each key's windows in global state: every key has events in every second,
+    so window n of a key is second n, across the rescale too."""
+
     def process(self, key, context, elements):
-        yield ("window", key, context.window().start // 1000, len(list(elements)))
+        fired = context.global_state().get_state(ValueStateDescriptor("fired", None))
+        fired.update((fired.value() or 0) + 1)
+        yield ("window", key, context.window().start // 1000, len(list(elements)), fired.value())
 
 
-def _job(parallelism: int) -> StreamExecutionEnvironment:
+def _job(parallelism: int, on_disk: bool = False) -> StreamExecutionEnvironment:
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(parallelism)
+    if on_disk:
+        env.set_state_backend(EmbeddedRocksDBStateBackend())
     strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(_Ts())
     events = env.from_source(DataGeneratorSource(_event, N, RATE), strategy, "events")
     keyed = events.key_by(lambda e: e[0])
@@ -72,13 +80,15 @@ def _expected() -> Counter:
     out: Counter = Counter()
     for (k, sec), c in per.items():
         out[("timer", k, sec, c)] += 1
-        out[("window", k, sec, c)] += 1
+        out[("window", k, sec, c, sec + 1)] += 1
     return out
 
 
-@pytest.mark.parametrize(("before", "after"), [(2, 3), (3, 1)])
-def test_stop_with_savepoint_and_resume_at_another_parallelism_gives_an_uninterrupted_result(tmp_path, before, after) -> None:
-    first = TaskHarness(_job(before), str(tmp_path)).start()
+@pytest.mark.parametrize(("before", "after", "on_disk"), [(2, 3, False), (3, 1, False), (2, 3, True)])
+def test_stop_with_savepoint_and_resume_at_another_parallelism_gives_an_uninterrupted_result(
+    tmp_path, before, after, on_disk
+) -> None:
+    first = TaskHarness(_job(before, on_disk), str(tmp_path)).start()
     time.sleep(0.4)
     first.trigger(1, "SYNC_SAVEPOINT", drain=False)
     savepoint = first.await_checkpoint(1)
@@ -86,7 +96,7 @@ def test_stop_with_savepoint_and_resume_at_another_parallelism_gives_an_uninterr
     part1 = first.join()
     # The savepoint really cut the run in the middle, with timers and windows pending in it.
     assert 0 < len(part1) < sum(_expected().values())
-    second = TaskHarness(_job(after), str(tmp_path), restore_from=savepoint)
+    second = TaskHarness(_job(after, on_disk), str(tmp_path), restore_from=savepoint)
     assert all(t.tdd.parallelism == after for t in second.tasks.values())
     part2 = second.start().join()
     assert Counter(part1) + Counter(part2) == _expected()
