@@ -31,7 +31,8 @@ def main() -> None:
         .reduceByKey(add, numPartitions=ns.partitions)
         .collect()
     )
-    print(f"distinct words: {len(counts)}; job seconds: {time.perf_counter() - started:.2f}")
+    total = sum(n for _, n in counts)
+    print(f"distinct words: {len(counts)}; total words: {total}; job seconds: {time.perf_counter() - started:.2f}")
     sc.stop()
 
 
