@@ -60,6 +60,16 @@ def test_a_savepoint_triggered_in_the_header_appears_completed_with_its_path(clu
     assert page.url.endswith(f"/ui/jobs/{job}/savepoints") and page.evaluate("window.__notReloaded") is True
     shot(page, "savepoints")
 
+    # the rows re-render every second while the job runs; an open resume form keeps what was typed
+    page.evaluate("""window.__spSwaps = 0; document.body.addEventListener('htmx:sseMessage',
+        e => { if (e.target.id === 'sp-rows') window.__spSwaps++; })""")
+    row.locator("summary:has-text('Resume from this savepoint')").click()
+    row.locator("input[name=parallelism]").fill("7")
+    page.wait_for_function("window.__spSwaps >= 2", timeout=10000)
+    assert row.locator("details.resume").get_attribute("open") is not None
+    assert row.locator("input[name=parallelism]").input_value() == "7"
+    row.locator("summary:has-text('Resume from this savepoint')").click()  # closes it again
+
     page.goto(f"{cluster.url}/ui/jobs/{job}/checkpoints")  # the latest savepoint, from the checkpoint statistics
     assert entry["location"] in page.inner_text(".cp-latest")
     shot(page, "checkpoints-with-savepoint")
