@@ -236,7 +236,9 @@ class OperatorRestore:
     old_parallelism: int
     max_parallelism: int
     handles: Mapping[int, StateHandle]  # old subtask -> handle; only its own when parallelism is unchanged
-    source_offsets: Mapping[int, Any] = field(default_factory=dict)  # old subtask -> reader position
+    # old subtask -> reader position (a list of split states). For display and planning: the task
+    # resumes from the same positions as stored in its state handles (``redistribute_splits``).
+    source_offsets: Mapping[int, Any] = field(default_factory=dict)
 
     @property
     def key_groups(self) -> range:

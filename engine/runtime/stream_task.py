@@ -4,6 +4,13 @@ A source task polls its reader and pushes batches down the chain; any other
 task reads buffers from its input gate. Both flush record writers on the
 buffer timeout, finish on end of input by sending END_OF_PARTITION on every
 output channel, and measure busy, idle and backpressured time.
+
+Checkpoints: sources take them between batches when triggered, other tasks
+when barriers are aligned; what goes into the snapshot and comes back out of
+it (keyed state and timers by key group, operator and function state, source
+splits) is in ``engine.runtime.state.task_state_manager``. A stop-with-savepoint
+(SYNC_SAVEPOINT) halts the sources at its barrier; every task finishes once it
+completes, ending event time only when asked to drain.
 """
 from __future__ import annotations
 

@@ -134,3 +134,22 @@ def test_timers_of_a_service_the_operator_does_not_have_are_refused():
     loaded = {0: {"keyed": {3: {TIMERS_PREFIX + "gone": [("k", [("EVENT_TIME", 5, "k")])]}}, "kinds": {}}}
     with pytest.raises(StateRestoreError, match="gone"):
         restore_keyed(op.backend, op, loaded, OperatorRestore("op", 0, 1, 1, MAX_P, {0: None}))
+
+
+def test_operator_state_lists_are_split_and_broadcast_style_state_is_copied_on_rescale():
+    from engine.runtime.state.task_state_manager import restore_operator_state, restore_splits
+
+    lists = {0: {"operator": ["a", "b", "c"]}, 1: {"operator": ["d"]}}
+    shares = [restore_operator_state(lists, OperatorRestore("op", j, 3, 2, MAX_P, {})) for j in range(3)]
+    assert shares == [["a", "b"], ["c"], ["d"]]
+    broadcast = {0: {"operator": {"broadcast": {"rules": {"x": 1}}}}, 1: {"operator": {"broadcast": {"rules": {"x": 1}}}}}
+    for j in range(3):
+        assert restore_operator_state(broadcast, OperatorRestore("op", j, 3, 2, MAX_P, {})) == {"broadcast": {"rules": {"x": 1}}}
+    own = {1: {"operator": {"mine": True}}}
+    assert restore_operator_state(own, OperatorRestore("op", 1, 2, 2, MAX_P, {})) == {"mine": True}
+    splits = {0: {"splits": [[0, 5]]}, 1: {"splits": [[5, 9], [20, 30]]}}
+    assert [restore_splits(splits, OperatorRestore("src", j, 3, 2, MAX_P, {})) for j in range(3)] == [
+        [[0, 5]], [[5, 9]], [[20, 30]],
+    ]
+    with pytest.raises(StateRestoreError, match="format before split lists"):
+        restore_splits({0: {"position": 17}}, OperatorRestore("src", 0, 1, 1, MAX_P, {}))
