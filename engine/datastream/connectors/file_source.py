@@ -3,7 +3,8 @@
 Each file is one split. A reader's position is the list of its split states,
 ``[path, offset]`` with ``offset`` the byte offset of the next line to read
 (``-1`` once the file is done), so a restored reader re-reads no line and
-skips none. Bounded (the default) reads the files present when the job starts;
+skips none. When monitoring, each state also names the parallelism, because
+such a source cannot be resumed at another one (see ``_check_position``). Bounded (the default) reads the files present when the job starts;
 ``monitor_continuously`` keeps looking for new files, as Flink's continuous
 enumerator does. Hidden files and those starting with ``_`` are skipped, as
 Flink's default file filter does.
@@ -85,13 +86,24 @@ def assign_splits(files: list[str], subtask: int, parallelism: int, continuous: 
     return [[f, 0] for f in mine]
 
 
-def _check_position(position: Any) -> list[list[Any]]:
-    if not isinstance(position, (list, tuple)) or not all(
-        isinstance(s, (list, tuple)) and len(s) == 2 and isinstance(s[0], str) and isinstance(s[1], int)
+def _check_position(position: Any, parallelism: int, continuous: bool) -> list[list[Any]]:
+    ok = isinstance(position, (list, tuple)) and all(
+        isinstance(s, (list, tuple)) and len(s) in (2, 3) and isinstance(s[0], str) and isinstance(s[1], int)
         for s in position
-    ):
+    )
+    if not ok:
         raise ValueError(f"a FileSource position is a list of [path, offset] split states, got {position!r}")
-    return [[str(p), int(o)] for p, o in position]
+    if continuous:
+        # Which subtask reads a new file depends on the parallelism, and the files a subtask has
+        # finished are known only to the subtask that holds their split: at another parallelism a
+        # new owner could read a finished file again.
+        old = {s[2] for s in position if len(s) == 3}
+        if old and old != {parallelism}:
+            raise ValueError(
+                f"a FileSource that monitors its paths continuously was checkpointed at parallelism "
+                f"{sorted(old)[0]} and cannot resume at parallelism {parallelism}: files already read could be read again"
+            )
+    return [[str(s[0]), int(s[1])] for s in position]
 
 
 class _TextLineReader(SourceReader):
@@ -162,6 +174,8 @@ class _TextLineReader(SourceReader):
         return out
 
     def snapshot(self) -> Any:
+        if self.source.discovery_interval_ms is not None:
+            return [[p, o, self.parallelism] for p, o in self.splits.items()]
         return [[p, o] for p, o in self.splits.items()]
 
     def close(self) -> None:
@@ -189,7 +203,7 @@ class FileSource(Source):
         if position is None:
             splits = assign_splits(enumerate_files(self.paths), subtask, parallelism, not self.is_bounded())
         else:
-            splits = _check_position(position)
+            splits = _check_position(position, parallelism, not self.is_bounded())
         return _TextLineReader(self, subtask, parallelism, splits)
 
     def name(self) -> str:

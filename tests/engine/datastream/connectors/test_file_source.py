@@ -164,3 +164,18 @@ def test_rescaled_resumes_read_every_line_exactly_once(tmp_path: Path, stages) -
                 seen.extend(_drain(reader))
             positions[i] = reader.snapshot()
     assert sorted(seen) == sorted(expected)
+
+
+def test_a_monitoring_source_refuses_to_resume_at_another_parallelism(tmp_path: Path) -> None:
+    for i in range(4):
+        (tmp_path / f"{i}.txt").write_text(f"{i}\n")
+    src = FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(tmp_path)).monitor_continuously(
+        Duration.of_seconds(1)
+    ).build()
+    readers = [src.create_reader(i, 2) for i in range(2)]
+    assert sorted(v for r in readers for v in r.poll_batch(10)) == ["0", "1", "2", "3"]
+    merged = readers[0].snapshot() + readers[1].snapshot()
+    with pytest.raises(ValueError, match="checkpointed at parallelism 2 and cannot resume at parallelism 3"):
+        src.create_reader(0, 3, merged)
+    # At the same parallelism each subtask resumes and reads nothing again.
+    assert [src.create_reader(i, 2, r.snapshot()).poll_batch(10) for i, r in enumerate(readers)] == [[], []]
