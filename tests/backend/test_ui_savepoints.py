@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import redis
@@ -16,7 +17,9 @@ from fastapi.testclient import TestClient
 
 from backend.app import create_app
 from backend.settings import Settings
-from backend.ui import install_ui
+from backend.ui import install_ui, savepoint_view
+from backend.ui.templating import block
+from engine.jobmanager.job_store import SavepointRecord
 from tests.backend.test_savepoints_api import FakeTasks, running_job, status
 from tests.backend.test_rest_api import wait_for
 
@@ -189,3 +192,28 @@ def test_with_a_token_savepoint_actions_need_the_login(redis_url: str, rds: redi
         r = ui.post(f"/ui/jobs/{jid}/savepoint", data={"target_directory": str(tmp_path / "sp")}, headers=UI)
         assert r.status_code == 200 and _event(r)["ok"]
         assert len(tasks.inbox("trigger_checkpoint")) == 1
+
+
+def test_rows_say_kind_times_and_failure_and_offer_resume_only_for_completed() -> None:
+    t = 1_700_000_000_000
+    records = [
+        SavepointRecord("a" * 32, "r3", "IN_PROGRESS", t + 9000, "/sp", checkpoint_id=3),
+        SavepointRecord("a" * 32, "r2", "FAILED", t + 5000, "/sp", 2, "SYNC_SAVEPOINT", drain=True,
+                        completion_timestamp=t + 6500, failure_cause="Checkpoint expired before completing."),
+        SavepointRecord("a" * 32, "r.1", "COMPLETED", t, "/sp", 1, path="/sp/savepoint-aaaaaa-0123",
+                        completion_timestamp=t + 250),
+    ]
+    graph = {"config": {"parallelism.default": 2, "state.savepoints.dir": "file:///job/sp"},
+             "vertices": [{"parallelism": 2, "max_parallelism": 64}, {"parallelism": 1, "max_parallelism": 128}]}
+    tab = savepoint_view.savepoints_tab(records, graph, alive=True, on_spark=False, cluster_dir="/cluster/sp")
+    assert tab.in_progress and tab.can_trigger and tab.default_dir == "/job/sp" and tab.max_parallelism == 64
+    assert [r.kind for r in tab.rows] == ["savepoint", "stop with savepoint, drained", "savepoint"]
+    html = block("job/savepoints.html", "rows", header=SimpleNamespace(jid="a" * 32, alive=True), savepoints=tab)
+    assert html.count('class="sp-row') == 3 and html.count("Resume from this savepoint") == 1
+    assert "/ui/jobs/%s/savepoints/r.1/resume" % ("a" * 32) in html
+    assert "Checkpoint expired before completing." in html and "1.5s" in html and "250 ms" in html
+    assert "writing into <span class=\"mono\">/sp</span>" in html
+    ended = savepoint_view.savepoints_tab([], graph, alive=False, on_spark=False, cluster_dir=None)
+    assert not ended.can_trigger and "has ended" in (ended.why_not or "")
+    assert savepoint_view.savepoints_tab([], {"config": {}}, alive=True, on_spark=True, cluster_dir=None).why_not == \
+        "This job runs on Spark, which takes no savepoints."
