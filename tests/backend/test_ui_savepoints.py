@@ -157,7 +157,7 @@ def test_resume_starts_a_rescaled_job_from_the_savepoint_and_refuses_bad_input(
     }
     config = dispatcher.job_record(new).job_graph["config"]
     assert config["execution.savepoint.path"] == location and config["parallelism.default"] == 3
-    assert "Kept at their own parallelism: Source: Collection Source" in r.text
+    assert "Left at their own parallelism: Source: Collection Source" in r.text
 
 
 def test_submit_page_passes_the_savepoint_path_to_the_dispatcher(ui: TestClient, tmp_path: Path) -> None:

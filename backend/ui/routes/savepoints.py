@@ -93,7 +93,10 @@ def resume(
         unmatched = isinstance(e.__cause__, NonRestoredStateError)
         hint = " Tick “Allow non-restored state” to start without it." if unmatched else ""
         return result(request, False, f"Nothing was started: {str(e).rstrip('.')}.{hint}", "resume", 400)
-    kept = f" Kept at their own parallelism: {', '.join(resumed.kept)}." if resumed.kept else ""
+    kept = (
+        f" Left at their own parallelism: {', '.join(resumed.kept)} (set apart in the program, or a source"
+        " at 1 that may be non-parallel)." if resumed.kept else ""
+    )
     resp = result(
         request, True, f"Started job {resumed.job_id} from {resumed.savepoint_path}.{kept}", "resume",
         extra={"jobId": resumed.job_id, "requestId": request_id},
