@@ -115,3 +115,39 @@ def test_a_monitoring_file_source_picks_up_files_added_while_it_runs(tmp_path: P
         c.wait_state(jid, ("CANCELED",))
     finally:
         c.stop()
+
+
+def test_a_file_copy_stopped_at_2_and_resumed_at_3_from_the_savepoint_writes_every_line_once(tmp_path: Path) -> None:
+    """The sources' half-read splits are redistributed over 3 subtasks; the sink's committables in the
+    savepoint (committed when the stop completed) are committed again, harmlessly, by their new owners."""
+    src, out = tmp_path / "in", tmp_path / "out"
+    src.mkdir()
+    expected: list[str] = []
+    for i in range(3):
+        lines = [f"f{i}-{j}" for j in range(6000)]
+        (src / f"{i}.txt").write_text("\n".join(lines) + "\n")
+        expected += [ln.upper() for ln in lines]
+    c = Cluster(tmp_path)
+    try:
+        c.start(taskmanagers=2, slots=2)
+        known = c.job_ids()
+        first = c.start_run(PROGRAM, str(src), str(out), "300", options=("-p", "2"))
+        jid = c.wait_new_job(known)
+        c.wait_for(lambda: len(committed_lines(out)) >= 2000, 90, "some lines committed")
+        stop = c.cli("stop", jid, "--savepoint-dir", str(tmp_path / "sp"))
+        assert stop.returncode == 0, stop.stdout + stop.stderr
+        savepoint = re.findall(r"^Savepoint completed\. Path: (.+)$", stop.stdout, re.M)[-1]
+        assert first.wait(120) == 0, first.stderr.read()[-3000:] if first.stderr else ""
+        assert c.job(jid)["state"] == "FINISHED"
+        part_way = len(committed_lines(out))
+        assert 2000 <= part_way < len(expected) // 2, part_way
+        known = c.job_ids()
+        res = c.run(PROGRAM, str(src), str(out), "0", options=("-p", "3", "--from-savepoint", savepoint), timeout=180)
+        assert res.returncode == 0, res.stderr[-3000:]
+        jid2 = c.wait_new_job(known)
+        assert max(v["parallelism"] for v in c.job(jid2)["vertices"]) == 3
+        got = committed_lines(out)
+        assert len(got) == len(expected), (len(got), len(expected))
+        assert Counter(got) == Counter(expected)
+    finally:
+        c.stop()
