@@ -239,6 +239,9 @@ class OperatorRestore:
     # old subtask -> reader position (a list of split states). For display and planning: the task
     # resumes from the same positions as stored in its state handles (``redistribute_splits``).
     source_offsets: Mapping[int, Any] = field(default_factory=dict)
+    # Every old subtask's handle when ``handles`` holds only this subtask's own (parallelism unchanged):
+    # read only if its own state holds union list state, which every subtask gets whole.
+    peer_handles: Mapping[int, StateHandle] = field(default_factory=dict)
 
     @property
     def key_groups(self) -> range:
@@ -257,6 +260,7 @@ class OperatorRestore:
             "max_parallelism": self.max_parallelism,
             "handles": [[i, h] for i, h in sorted(self.handles.items())],
             "source_offsets": [[i, o] for i, o in sorted(self.source_offsets.items())],
+            "peer_handles": [[i, h] for i, h in sorted(self.peer_handles.items())],
         }
 
     @staticmethod
@@ -265,6 +269,7 @@ class OperatorRestore:
             d["operator_id"], int(d["subtask"]), int(d["parallelism"]), int(d["old_parallelism"]),
             int(d["max_parallelism"]), {int(i): h for i, h in d["handles"]},
             {int(i): o for i, o in d.get("source_offsets", ())},
+            {int(i): h for i, h in d.get("peer_handles", ())},
         )
 
 
@@ -321,6 +326,7 @@ def plan_restore(
                 new.operator_id, i, new.parallelism, old.parallelism, max_p,
                 {j: h for j, h in handles.items() if not same or j == i},
                 {j: o for j, o in offsets.items() if not same or j == i},
+                dict(handles) if same else {},
             )
     return {
         tid: TaskRestore(checkpoint.checkpoint_id, checkpoint.is_savepoint, checkpoint.external_path, ops)

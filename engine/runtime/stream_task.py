@@ -58,6 +58,10 @@ SOURCE_BATCH = 1024
 TICK_S = 0.05  # how often operators' on_tick runs (processing-time timers, idleness)
 
 
+def _read_state(handle: Any) -> Any:
+    return pickle.loads(FileSystemCheckpointStorage.read_state_file(handle))
+
+
 @dataclass
 class TaskEnvironment:
     """What the hosting process gives a task: channels, stdout and the result collector."""
@@ -193,11 +197,8 @@ class StreamTask:
             spec = plan.operators.get(self.graph.nodes[node_id].operator_id)
             if spec is None:
                 continue
-            loaded = {
-                old: pickle.loads(FileSystemCheckpointStorage.read_state_file(handle))
-                for old, handle in spec.handles.items()
-            }
-            self.restored_functions[node_id] = restore_function_state(loaded, spec)
+            loaded = {old: _read_state(handle) for old, handle in spec.handles.items()}
+            self.restored_functions[node_id] = restore_function_state(loaded, spec, _read_state)
             op = self.operators.get(node_id)
             if op is None:  # the source: resume its splits
                 self.restored_position = restore_splits(loaded, spec)

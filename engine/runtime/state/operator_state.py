@@ -91,8 +91,8 @@ def redistribute_operator_state(
     if not present:
         return None
     if len(old) == parallelism:
-        # Unchanged parallelism: each subtask reads only its own state file, so it gets its own
-        # lists back, union lists included (Flink would hand every subtask the whole union here too).
+        # Unchanged parallelism: each subtask gets its own lists back; union lists are its own too
+        # here, and the task adds the other subtasks' (task_state_manager.restore_function_state).
         own = old[subtask]
         if own is None:
             return None

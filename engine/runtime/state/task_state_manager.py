@@ -13,11 +13,11 @@ Per operator a task writes one state file holding a dict:
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from engine.checkpoint.rescale import OperatorRestore, OperatorSubtaskState, StateRestoreError, redistribute_splits, split_operator_state
 from engine.runtime.key_groups import assign_to_key_group
-from engine.runtime.state.operator_state import redistribute_operator_state
+from engine.runtime.state.operator_state import UNION, redistribute_operator_state
 
 TIMERS_PREFIX = "_timers/"
 
@@ -78,10 +78,22 @@ def restore_operator_state(loaded: Mapping[int, Mapping[str, Any]], spec: Operat
     return source.get("operator")
 
 
-def restore_function_state(loaded: Mapping[int, Mapping[str, Any]], spec: OperatorRestore) -> Any:
-    """A CheckpointedFunction's operator state for this subtask, or None (then it starts fresh)."""
+def restore_function_state(
+    loaded: Mapping[int, Mapping[str, Any]], spec: OperatorRestore, read_peer: Callable[[Any], Mapping[str, Any]]
+) -> Any:
+    """A CheckpointedFunction's operator state for this subtask, or None (then it starts fresh).
+    Union list state goes whole to every subtask: at an unchanged parallelism, where a subtask loaded
+    only its own file, the other subtasks' files are read (``read_peer``) for it, only when there is any."""
     old = [(loaded.get(i) or {}).get("function") for i in range(spec.old_parallelism)]
-    return redistribute_operator_state(old, spec.subtask, spec.parallelism)
+    state = redistribute_operator_state(old, spec.subtask, spec.parallelism)
+    if state is not None and state.get(UNION) and spec.peer_handles and set(loaded) == {spec.subtask}:
+        union: dict[str, list] = {}
+        for i, handle in sorted(spec.peer_handles.items()):
+            fn = ((loaded[i] if i in loaded else read_peer(handle)) or {}).get("function") or {}
+            for name, items in (fn.get(UNION) or {}).items():
+                union.setdefault(name, []).extend(items)
+        state[UNION] = union
+    return state
 
 
 def restore_splits(loaded: Mapping[int, Mapping[str, Any]], spec: OperatorRestore) -> list[Any] | None:

@@ -153,3 +153,19 @@ def test_operator_state_lists_are_split_and_broadcast_style_state_is_copied_on_r
     ]
     with pytest.raises(StateRestoreError, match="format before split lists"):
         restore_splits({0: {"position": 17}}, OperatorRestore("src", 0, 1, 1, MAX_P, {}))
+
+
+def test_union_state_goes_whole_to_every_subtask_also_at_an_unchanged_parallelism():
+    from engine.runtime.state.task_state_manager import restore_function_state
+
+    files = {
+        "h0": {"function": {"list": {"x": [1]}, "union": {"u": ["a"]}}},
+        "h1": {"function": {"list": {"x": [2]}, "union": {"u": ["b"]}}},
+    }
+    spec = OperatorRestore("op", 1, 2, 2, MAX_P, {1: "h1"}, peer_handles={0: "h0", 1: "h1"})
+    read = []
+    state = restore_function_state({1: files["h1"]}, spec, lambda h: read.append(h) or files[h])
+    assert state == {"list": {"x": [2]}, "union": {"u": ["a", "b"]}}
+    assert read == ["h0"], "only the other subtask's file is read"
+    no_union = {1: {"function": {"list": {"x": [2]}, "union": {}}}}
+    restore_function_state(no_union, spec, lambda h: pytest.fail("read a peer without union state"))
