@@ -35,30 +35,40 @@ def savepoint_path(stdout: str) -> str:
     return found[-1]
 
 
-def stop_midway(cluster: Cluster, options: tuple[str, ...], n: int, rate: int, target: Path, run_s: float) -> tuple[str, str, dict[str, list[int]]]:
-    """Start the count, let it run ``run_s`` seconds, stop it with a savepoint from the CLI.
-    Returns (job id, savepoint path, the updates it printed)."""
+def stop_midway(
+    cluster: Cluster, options: tuple[str, ...], n: int, rate: int, target: Path, after: int
+) -> tuple[str, str, dict[str, list[int]]]:
+    """Start the count, read its output until it printed ``after`` updates, then stop it with a
+    savepoint from the CLI. Returns (job id, savepoint path, every update it printed)."""
     known = cluster.job_ids()
     run = cluster.start_run(RESCALED, str(n), str(rate), options=options)
     jid = cluster.wait_new_job(known)
-    cluster.wait_running(jid)
-    time.sleep(run_s)
+    seen = []
+    assert run.stdout is not None
+    while len(seen) < after:  # progress, not time: a loaded machine only makes the run slower
+        line = run.stdout.readline()
+        assert line, f"the job ended after {len(seen)} updates, before it could be stopped"
+        if line.startswith("["):
+            seen.append(line)
     stop = cluster.cli("stop", jid, "--savepoint-dir", str(target))
     assert stop.returncode == 0, stop.stdout + stop.stderr
     path = savepoint_path(stop.stdout)
-    out, err = run.communicate(timeout=120)
-    assert run.returncode == 0, err[-3000:]
+    # Through the same buffered file: communicate() would read the pipe underneath it and lose
+    # whatever readline() had already buffered.
+    out = run.stdout.read()
+    err = run.stderr.read() if run.stderr else ""
+    assert run.wait(120) == 0, err[-3000:]
     assert cluster.job(jid)["state"] == "FINISHED"  # stop-with-savepoint finishes the job, as in Flink
     assert (Path(path) / "_metadata").is_file()
-    return jid, path, updates_of(out)
+    return jid, path, updates_of("".join(seen) + out)
 
 
 def test_stop_at_2_restore_at_3_then_at_1_gives_the_uninterrupted_result(cluster: Cluster, tmp_path: Path) -> None:
     """Issue 4, test 2: every key's count goes 1..N/40 exactly once over the three runs, and the final
     counts equal those of a run that was never interrupted."""
-    n, rate = 24_000, 2_000
-    _, first, run1 = stop_midway(cluster, ("-p", "2"), n, rate, tmp_path / "sp", 3.0)
-    jid2, second, run2 = stop_midway(cluster, ("-p", "3", "--from-savepoint", first), n, rate, tmp_path / "sp", 3.0)
+    n, rate = 24_000, 1_500
+    _, first, run1 = stop_midway(cluster, ("-p", "2"), n, rate, tmp_path / "sp", 4000)
+    jid2, second, run2 = stop_midway(cluster, ("-p", "3", "--from-savepoint", first), n, rate, tmp_path / "sp", 4000)
     known = cluster.job_ids()
     last = cluster.run(RESCALED, str(n), str(rate), options=("-p", "1", "--from-savepoint", second))
     assert last.returncode == 0, last.stderr[-3000:]
@@ -79,7 +89,7 @@ def test_stop_at_2_restore_at_3_then_at_1_gives_the_uninterrupted_result(cluster
     for key, counts in combined.items():
         assert sorted(counts) == list(range(1, n // KEYS + 1)), (key, len(counts))
 
-    uninterrupted = cluster.run(RESCALED, str(n), str(rate * 4), options=("-p", "2"))
+    uninterrupted = cluster.run(RESCALED, str(n), "0", options=("-p", "2"))  # 0: no rate limit
     assert uninterrupted.returncode == 0, uninterrupted.stderr[-3000:]
     final = {key: max(counts) for key, counts in combined.items()}
     assert final == {key: max(counts) for key, counts in updates_of(uninterrupted.stdout).items()}
@@ -134,7 +144,7 @@ def test_a_missing_or_corrupt_savepoint_starts_nothing(cluster: Cluster, tmp_pat
 
 
 def test_state_no_operator_takes_is_refused_naming_it_and_accepted_when_allowed(cluster: Cluster, tmp_path: Path) -> None:
-    _, path, before = stop_midway(cluster, ("-p", "2"), 8000, 2000, tmp_path / "sp", 1.0)
+    _, path, before = stop_midway(cluster, ("-p", "2"), 8000, 1000, tmp_path / "sp", 1000)
     known = cluster.job_ids()
     refused = cluster.run(RESCALED, "8000", "0", "renamed", options=("-p", "2", "--from-savepoint", path))
     assert refused.returncode != 0
