@@ -399,6 +399,10 @@ class StreamTask:
         if initialize is not None:
             initialize(self.restored_functions.get(t.id), self.restored_checkpoint_id)
         out = self.outputs[t.id]
+        if self.restored_position == [] and not t.bounded:
+            # Restored with no splits (more subtasks than splits after a rescale): this subtask will
+            # never emit, so it must not hold back event time downstream.
+            out.emit_status(True)
         cancelled = self.env.cancelled
         metrics = self.metrics
         triggers = self.triggers

@@ -114,3 +114,31 @@ def test_a_checkpoint_then_failover_restored_at_one_keeps_every_record_exactly_o
     assert covered, "the checkpoint came after some output"
     part2 = TaskHarness(_job(1), str(tmp_path), restore_from=done).start().join()
     assert Counter(covered) + Counter(part2) == _expected()
+
+
+def test_an_unbounded_source_subtask_left_without_splits_does_not_hold_back_event_time(tmp_path) -> None:
+    """2 -> 3 with two splits: the third source subtask has nothing to read and says it is idle,
+    so windows downstream go on firing with the other two."""
+    def job(parallelism: int) -> StreamExecutionEnvironment:
+        env = StreamExecutionEnvironment.get_execution_environment()
+        env.set_parallelism(parallelism)
+        strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(_Ts())
+        events = env.from_source(DataGeneratorSource(_event, None, RATE), strategy, "events")
+        keyed = events.key_by(lambda e: e[0])
+        collect_sink(keyed.window(TumblingEventTimeWindows.of(Time.seconds(1))).process(CountWindow()))
+        return env
+
+    first = TaskHarness(job(2), str(tmp_path)).start()
+    time.sleep(0.3)
+    first.trigger(1, "SYNC_SAVEPOINT")
+    savepoint = first.await_checkpoint(1)
+    first.notify_complete(1)
+    first.join()
+    second = TaskHarness(job(3), str(tmp_path), restore_from=savepoint).start()
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and len(second.results) < 3 * KEYS:
+            time.sleep(0.05)
+        assert len(second.results) >= 3 * KEYS, "windows stopped firing after the rescale"
+    finally:
+        second.cancel()
