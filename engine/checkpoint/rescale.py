@@ -1,8 +1,9 @@
 """Restoring state, possibly at a new parallelism: operator matching and state redistribution.
 
-Keyed state moves in whole key groups (Flink's KeyGroupRangeAssignment); operator
-list state is split evenly in order (Flink's RoundRobinOperatorStateRepartitioner),
-and broadcast state is copied to every subtask. Pure functions.
+Keyed state (timers included) moves in whole key groups (Flink's KeyGroupRangeAssignment);
+operator list state is split evenly in order (Flink's RoundRobinOperatorStateRepartitioner),
+and so are sources' split lists (``redistribute_splits``); union list state and broadcast
+state are copied to every subtask. Pure functions.
 """
 from __future__ import annotations
 
