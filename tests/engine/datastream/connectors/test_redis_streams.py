@@ -9,6 +9,7 @@ from engine.datastream.connectors.redis_streams import MARKER_KEY, RedisStreamSi
 from engine.runtime.operators.base import OperatorContext
 from engine.runtime.operators.sinks import WriterSinkOperator
 from engine.runtime.task_metrics import TaskIOMetrics
+from tests.backend.test_redis_tls import OPENSSL, REDIS_SERVER, tls_redis  # noqa: F401  (a TLS server fixture)
 
 
 def _drain(reader, batch=4):
@@ -200,3 +201,15 @@ def test_rescaled_resumes_read_every_entry_exactly_once(redis_url, client) -> No
             positions[i] = reader.snapshot()
             reader.close()
     assert sorted(seen) == sorted(expected)
+
+
+@pytest.mark.skipif(not (REDIS_SERVER and OPENSSL), reason="needs Debian's redis-server and openssl")
+def test_tls_urls_work(tls_redis) -> None:
+    url, _ = tls_redis  # rediss://...?ssl_ca_certs=<test CA>, as REDIS_URL takes it
+    op = _operator(RedisStreamSink(url, "tls-out"))
+    op.process_batch(["x", "y"], None)
+    op.end_input()
+    op.close()
+    reader = RedisStreamSource(url, "tls-out", bounded=True).create_reader(0, 1)
+    assert _drain(reader) == ["x", "y"]
+    reader.close()
