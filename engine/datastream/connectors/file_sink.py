@@ -379,3 +379,8 @@ class RowFormatBuilder:
             self.base_path, self.encoder, self.output_file_config, self.rolling_policy,
             self.bucket_assigner, self.bucket_check_interval,
         )
+
+
+# PyFlink names the builders as nested classes.
+FileSink.RowFormatBuilder = RowFormatBuilder  # type: ignore[attr-defined]
+OutputFileConfig.OutputFileConfigBuilder = OutputFileConfigBuilder  # type: ignore[attr-defined]

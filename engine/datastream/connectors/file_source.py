@@ -31,9 +31,10 @@ class StreamFormat:
         self.charset = charset
 
     @staticmethod
-    def text_line_format(charset: str = "UTF-8") -> "StreamFormat":
-        """One record per line, without its line separator, decoded with ``charset``."""
-        return StreamFormat(charset)
+    def text_line_format(charset_name: str = "UTF-8", charset: str | None = None) -> "StreamFormat":
+        """One record per line, without its line separator, decoded with ``charset_name`` (PyFlink's
+        parameter name; ``charset`` is accepted too)."""
+        return StreamFormat(charset if charset is not None else charset_name)
 
     def __repr__(self) -> str:
         return f"StreamFormat.text_line_format({self.charset!r})"
