@@ -82,7 +82,9 @@ def test_a_bounded_file_source_job_without_failures(tmp_path: Path) -> None:
         res = c.run(PROGRAM, str(src), str(out), "0", options=("-p", "2"), timeout=120)
         assert res.returncode == 0, res.stderr[-2000:]
         assert sorted(committed_lines(out)) == sorted(expected)
-        assert not [n for n in os.listdir(out) if n.startswith(".")]
+        # Nothing left in progress; each sink subtask marked that it committed everything at its end.
+        hidden = sorted(n for n in os.listdir(out) if n.startswith("."))
+        assert len(hidden) == 2 and all(n.endswith(".finished") for n in hidden), hidden
     finally:
         c.stop()
 
@@ -146,6 +148,46 @@ def test_a_file_copy_stopped_at_2_and_resumed_at_3_from_the_savepoint_writes_eve
         assert res.returncode == 0, res.stderr[-3000:]
         jid2 = c.wait_new_job(known)
         assert max(v["parallelism"] for v in c.job(jid2)["vertices"]) == 3
+        got = committed_lines(out)
+        assert len(got) == len(expected), (len(got), len(expected))
+        assert Counter(got) == Counter(expected)
+    finally:
+        c.stop()
+
+
+def test_a_failover_after_one_sink_subtask_finished_writes_nothing_twice(tmp_path: Path) -> None:
+    """Subtask 0 reads a short file, commits everything at its end and finishes; then the TaskManager
+    of subtask 1 dies and every task restarts from a checkpoint taken before subtask 0 finished."""
+    src, out = tmp_path / "in", tmp_path / "out"
+    src.mkdir()
+    expected: list[str] = []
+    for name, n in (("a.txt", 1500), ("b.txt", 15000)):  # sorted round-robin: a -> subtask 0, b -> 1
+        lines = [f"{name}-{j}" for j in range(n)]
+        (src / name).write_text("\n".join(lines) + "\n")
+        expected += [ln.upper() for ln in lines]
+    c = Cluster(tmp_path, heartbeat_timeout_ms=3000)
+    try:
+        c.start(taskmanagers=2, slots=2)
+        known = c.job_ids()
+        run = c.start_run(PROGRAM, str(src), str(out), "300", options=("-p", "2"))
+        jid = c.wait_new_job(known)
+        vid = c.job(jid)["vertices"][0]["id"]
+
+        def subtasks() -> list[dict]:
+            return c.http.get(f"/jobs/{jid}/vertices/{vid}").json()["subtasks"]
+
+        c.wait_for(lambda: [s["status"] for s in subtasks()] == ["FINISHED", "RUNNING"], 90, "subtask 0 to finish")
+        assert any(n.endswith(".finished") for n in os.listdir(out))
+        tm = subtasks()[1]["taskmanager-id"]
+        pid = int(tm.split(":")[-1].split("-")[0])
+        (victim,) = [p for p in c.taskmanagers if p.pid == pid]
+        victim.send_signal(signal.SIGKILL)
+        victim.wait()
+        c.start_taskmanager(slots=2)
+        stdout, stderr = run.communicate(timeout=240)
+        assert run.returncode == 0, stderr[-3000:]
+        assert c.http.get(f"/jobs/{jid}/checkpoints").json()["counts"]["restored"] >= 1
+        assert max(s["attempt"] for s in subtasks()) >= 1
         got = committed_lines(out)
         assert len(got) == len(expected), (len(got), len(expected))
         assert Counter(got) == Counter(expected)

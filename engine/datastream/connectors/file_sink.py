@@ -10,7 +10,10 @@ checkpoint completes. A file still open at a checkpoint is recorded as
 restore it is cut back to that length and committed, so the bytes written after
 the checkpoint, which the sources will replay, never become visible. Once every
 subtask has restored (the first checkpoint completed after it), in-progress
-files left by failed attempts of this subtask are deleted.
+files left by failed attempts of this subtask are deleted. A subtask that
+committed all its output at the end of its input leaves a hidden
+``.<prefix>-<job>-<operator>-<subtask>.finished`` marker, so that if the job
+fails over afterwards (another task failed) the replay writes nothing twice.
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ from engine.common.serialization import Encoder
 from engine.datastream.connectors.sink import Committer, InitContext, Sink, SinkWriter
 
 IN_PROGRESS = ".inprogress"
+FINISHED = ".finished"
 
 
 class OutputFileConfig:
@@ -156,10 +160,15 @@ def _now_ms() -> int:
 
 
 class FileCommitter(Committer):
-    """Renames pending part files to their final names; idempotent, so a replayed commit is harmless."""
+    """Renames pending part files to their final names; idempotent, so a replayed commit is harmless.
+    A committable without an in-progress path is a subtask's end-of-input marker: it is created."""
 
     def commit(self, committables: list[Any]) -> None:
         for tmp, final, length in committables:
+            if tmp is None:
+                with open(final, "ab"):
+                    pass
+                continue
             commit_part(tmp, final, length)
 
 
@@ -179,7 +188,14 @@ def commit_part(tmp: str, final: str, length: int) -> None:
 class FileWriter(SinkWriter):
     """One subtask's writer: an in-progress part per bucket, pending parts until they are committed."""
 
-    def __init__(self, sink: "FileSink", subtask: int, parallelism: int, clean_up_after_restore: bool) -> None:
+    def __init__(
+        self,
+        sink: "FileSink",
+        subtask: int,
+        parallelism: int,
+        clean_up_after_restore: bool,
+        finished_marker: str | None = None,
+    ) -> None:
         self.sink = sink
         self.subtask = subtask
         self.parallelism = parallelism
@@ -188,6 +204,8 @@ class FileWriter(SinkWriter):
         self.parts: dict[str, _Part] = {}
         self.pending: list[list[Any]] = []
         self.clean_up_due = clean_up_after_restore
+        self.finished_marker = finished_marker
+        self.ended = False
         self.encode = sink.encoder.encode
         self.assigner = sink.bucket_assigner
         self.policy = sink.rolling_policy
@@ -229,6 +247,7 @@ class FileWriter(SinkWriter):
 
     def flush(self, end_of_input: bool) -> None:
         if end_of_input:
+            self.ended = True
             for part in list(self.parts.values()):
                 self._roll(part)
 
@@ -240,6 +259,9 @@ class FileWriter(SinkWriter):
             ):
                 self._roll(part)
         out, self.pending = self.pending, []
+        if self.ended and self.finished_marker is not None:
+            # Committed after every part: from then on a replay of this subtask's input writes nothing.
+            out.append([None, self.finished_marker, None])
         return out
 
     def snapshot_state(self, checkpoint_id: int) -> list[Any]:
@@ -285,6 +307,13 @@ class FileWriter(SinkWriter):
         self.parts.clear()
 
 
+class _FinishedWriter(FileWriter):
+    """The writer of a subtask whose whole output is already committed: it drops what it is given."""
+
+    def write(self, value: Any) -> None:
+        pass
+
+
 class FileSink(Sink):
     """Exactly-once row-format file sink. Build with ``FileSink.for_row_format(base_path, encoder)``."""
 
@@ -311,6 +340,12 @@ class FileSink(Sink):
     def create_writer(self, subtask: int, parallelism: int) -> SinkWriter:
         return FileWriter(self, subtask, parallelism, clean_up_after_restore=False)
 
+    def finished_marker(self, context: InitContext) -> str:
+        """The hidden file that says this job's subtask committed all its input at its end."""
+        cfg = self.output_file_config
+        name = f".{cfg.part_prefix}-{context.job_id}-{context.operator_id}-{context.subtask}{FINISHED}"
+        return os.path.join(self.base_path, name)
+
     def restore_writer(self, context: InitContext, recovered_state: list[Any]) -> SinkWriter:
         # A file that was in progress at the checkpoint holds exactly the checkpoint's data up to
         # its recorded length: commit that much now rather than resuming it.
@@ -319,8 +354,15 @@ class FileSink(Sink):
                 raise ValueError(f"FileSink cannot restore writer state {item!r}: expected [bucket, path, length, final]")
             _, tmp, length, final = item
             commit_part(tmp, final, int(length))
-        return FileWriter(
-            self, context.subtask, context.parallelism, clean_up_after_restore=context.restored or context.attempt > 0
+        marker = self.finished_marker(context) if context.job_id else None
+        cls = FileWriter
+        if marker is not None and os.path.exists(marker):
+            # This subtask committed everything up to its end of input before the job failed over
+            # (another task failed after it finished): what it is given again was written then.
+            cls = _FinishedWriter
+        return cls(
+            self, context.subtask, context.parallelism,
+            clean_up_after_restore=context.restored or context.attempt > 0, finished_marker=marker,
         )
 
     def create_committer(self) -> Committer:

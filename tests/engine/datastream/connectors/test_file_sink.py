@@ -174,7 +174,28 @@ def test_end_of_input_commits_everything(tmp_path: Path) -> None:
     op.end_input()
     op.close()
     assert _committed(tmp_path) == ["a", "b"]
-    assert _hidden(tmp_path) == []
+    assert _hidden(tmp_path) == [".out-job-3-0.finished"]  # the subtask's end-of-input marker
+
+
+def test_a_subtask_that_finished_writes_nothing_again_when_the_job_fails_over_later(tmp_path: Path) -> None:
+    op = _operator(_sink(tmp_path, RollingPolicy.default_rolling_policy()))
+    op.process_batch(["a"], None)
+    state = _checkpoint(op, 1)
+    op.process_batch(["b"], None)
+    op.end_input()  # everything committed; then another subtask fails and the job fails over
+    restored = _operator(_sink(tmp_path, RollingPolicy.default_rolling_policy()), attempt=1)
+    restored.restore_state(state)
+    restored.process_batch(["b"], None)  # the replay after checkpoint 1
+    _checkpoint(restored, 2)
+    restored.notify_checkpoint_complete(2)
+    restored.end_input()
+    assert sorted(_committed(tmp_path)) == ["a", "b"]
+    # Another job (or a subtask that did not finish) writes as usual.
+    other = _operator(_sink(tmp_path), subtask=1, parallelism=2, attempt=1)
+    other.restore_state([])
+    other.process_batch(["c"], None)
+    other.end_input()
+    assert sorted(_committed(tmp_path)) == ["a", "b", "c"]
 
 
 def test_size_based_rolling_makes_several_parts(tmp_path: Path) -> None:
@@ -182,14 +203,14 @@ def test_size_based_rolling_makes_several_parts(tmp_path: Path) -> None:
     op.process_batch([f"line{i}" for i in range(10)], None)  # 6 bytes a line: a new part every 2 lines
     op.end_input()
     assert sorted(_committed(tmp_path)) == sorted(f"line{i}" for i in range(10))
-    assert len(os.listdir(tmp_path)) == 5
+    assert len([n for n in os.listdir(tmp_path) if not n.startswith(".")]) == 5
 
 
 def test_date_time_buckets_are_directories(tmp_path: Path) -> None:
     op = _operator(_sink(tmp_path, bucket=BucketAssigner.date_time_bucket_assigner("yyyy-MM-dd", "UTC")))
     op.process_batch(["a"], None)
     op.end_input()
-    (bucket,) = os.listdir(tmp_path)
+    (bucket,) = [n for n in os.listdir(tmp_path) if not n.startswith(".")]
     assert re.fullmatch(r"\d{4}-\d\d-\d\d", bucket)
     assert _committed(tmp_path) == ["a"]
 
