@@ -14,6 +14,7 @@ notification) finds the marker and writes nothing twice.
 """
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from engine.common.serialization import DeserializationSchema, SerializationSchema, SimpleStringSchema
@@ -63,10 +64,7 @@ class _StreamReader(SourceReader):
         if not live:
             if self.source.bounded:
                 return None
-            self._open()  # unbounded with no stream assigned: idle, never end
-            import time
-
-            time.sleep(BLOCK_MS / 1000)
+            time.sleep(BLOCK_MS / 1000)  # unbounded with no stream left to this subtask: idle, never end
             return []
         client = self._open()
         block = None if self.source.bounded else BLOCK_MS
