@@ -1,0 +1,122 @@
+"""Redis channels against the session's real valkey: frames, credits, blocking and the per-task links."""
+from __future__ import annotations
+
+import threading
+from typing import Iterator
+
+import pytest
+import redis
+
+from engine import redis_keys
+from engine.runtime.io.channel import ChannelId, TaskCancelled
+from engine.runtime.io.record_writer import RecordWriter
+from engine.runtime.io.redis_channels import RedisChannelFactory
+from engine.runtime.io.serialization import END_OF_PARTITION, RECORDS, WATERMARK, MsgpackSerializer
+from engine.runtime.partitioner import create_partitioner
+from engine.runtime.task_metrics import TaskIOMetrics
+
+SER = MsgpackSerializer()
+
+
+@pytest.fixture
+def client(redis_url: str) -> Iterator[redis.Redis]:
+    c = redis.Redis.from_url(redis_url)
+    yield c
+    c.close()
+
+
+def _cid(src: int) -> ChannelId:
+    return ChannelId("job", 3, src, 0, 0)
+
+
+def _drain(gate, ack: bool = True) -> list[tuple[int, int, object]]:
+    seen = []
+    while (item := gate.poll(0.01)) is not None:
+        kind, a, _ = SER.decode(item[1])
+        seen.append((item[0], kind, list(a) if kind == RECORDS else a))
+        if kind == RECORDS and ack:
+            gate.ack(item[0])
+    return seen
+
+
+def test_records_and_watermarks_cross_redis_in_order_in_one_element_per_frame(client: redis.Redis):
+    cancelled = threading.Event()
+    producer = RedisChannelFactory(client, 8, cancelled)
+    metrics = TaskIOMetrics()
+    rw = RecordWriter(create_partitioner("FORWARD", 1), [producer.writer(_cid(0))], SER, metrics, 4, 10)
+    rw.emit([1, 2], [1, 2])
+    rw.emit_watermark(2)
+    rw.emit([3, 4], [3, 4])  # full: one frame goes out
+    rw.emit_watermark(4)
+    rw.broadcast_event(END_OF_PARTITION)
+    key = redis_keys.channel("job", 0, 3, 0, 0)
+    assert client.llen(key) == 3  # the frame, the last watermark alone, end of partition
+    gate = RedisChannelFactory(client, 8, cancelled).gate([_cid(0)])
+    assert _drain(gate) == [
+        (0, RECORDS, [1, 2]), (0, WATERMARK, 2), (0, RECORDS, [3, 4]), (0, WATERMARK, 4), (0, END_OF_PARTITION, None)
+    ]
+    gate.close()  # returns the frame's one credit
+    assert client.llen(redis_keys.credit("job", 0, 3, 0, 0)) == 1
+
+
+def test_a_producer_without_credit_blocks_until_the_consumer_acks(client: redis.Redis):
+    cancelled = threading.Event()
+    writer = RedisChannelFactory(client, 2, cancelled).writer(_cid(0))
+    writer.send(SER.encode(RECORDS, [1]), True)
+    writer.send(SER.encode(RECORDS, [2]), True)
+    assert writer.credits == 0
+    gate = RedisChannelFactory(client, 2, cancelled).gate([_cid(0)])
+    done = threading.Event()
+    blocked_for: list[float] = []
+
+    def third() -> None:
+        blocked_for.append(writer.send(SER.encode(RECORDS, [3]), True))
+        done.set()
+
+    t = threading.Thread(target=third)
+    t.start()
+    assert not done.wait(0.3)  # no credit: the third buffer waits
+    ch, first = gate.poll(0.05)
+    assert SER.decode(first)[1] == (1,) and not done.is_set()  # read but not yet processed: no credit back
+    gate.ack(ch)
+    gate.poll(0.05)  # the credit rides with this BLPOP
+    assert done.wait(5)
+    t.join()
+    assert blocked_for[0] >= 0.3
+    assert [v for _, _, v in _drain(gate)] == [[3]]
+    gate.close()
+
+
+def test_a_blocked_wait_for_credit_ends_when_the_task_is_cancelled(client: redis.Redis):
+    cancelled = threading.Event()
+    writer = RedisChannelFactory(client, 1, cancelled).writer(_cid(0))
+    writer.send(b"x", True)
+    threading.Timer(0.2, cancelled.set).start()
+    with pytest.raises(TaskCancelled):
+        writer.send(b"y", True)
+
+
+def test_a_blocked_channel_is_not_read_and_other_channels_are(client: redis.Redis):
+    cancelled = threading.Event()
+    producer = RedisChannelFactory(client, 8, cancelled)
+    for src in (0, 1):
+        producer.writer(_cid(src)).send(SER.encode(RECORDS, [src]), True)
+    gate = RedisChannelFactory(client, 8, cancelled).gate([_cid(0), _cid(1)])
+    gate.block(0)
+    assert [(ch, v) for ch, _, v in _drain(gate)] == [(1, [1])]
+    gate.unblock(0)
+    assert [(ch, v) for ch, _, v in _drain(gate)] == [(0, [0])]
+    gate.close()
+
+
+def test_each_task_uses_its_own_connections_not_the_shared_pool(client: redis.Redis):
+    cancelled = threading.Event()
+    factory = RedisChannelFactory(client, 8, cancelled)
+    w1, w2 = factory.writer(_cid(0)), factory.writer(_cid(1))
+    assert w1.link is w2.link  # one link for the task's writers
+    w1.send(b"a", True)
+    gate = factory.gate([_cid(0)])
+    assert gate.poll(0.05) == (0, b"a")
+    names = [c.get("id") for c in client.client_list()]
+    assert len(names) >= 3  # the test's client, the writers' link, the gate's link
+    assert client.connection_pool._created_connections >= 3
