@@ -78,6 +78,8 @@ def test_a_savepoint_triggered_in_the_header_appears_completed_with_its_path(clu
 def test_stop_with_savepoint_from_the_ui_ends_the_job_finished(cluster: Cluster, job: str, page) -> None:
     page.goto(f"{cluster.url}/ui/jobs/{job}/savepoints")
     page.click("#stop-action summary")
+    page.check("#stop-action input[name=drain]")  # reaches the engine: the row below says "drained"
+    shot(page, "job-header-stop-form")
     page.once("dialog", lambda d: d.accept())
     page.click("#stop-action button[type=submit]")
     page.wait_for_selector("#action-result .action-result.ok")
@@ -87,7 +89,7 @@ def test_stop_with_savepoint_from_the_ui_ends_the_job_finished(cluster: Cluster,
     page.wait_for_selector("#job-header .state-finished", timeout=15000)
     page.wait_for_selector(f".sp-row[data-request-id='{request_id}'][data-status='COMPLETED']", timeout=15000)
     page.wait_for_selector("#stop-action", state="detached", timeout=15000)
-    assert "stop with savepoint" in page.inner_text(f".sp-row[data-request-id='{request_id}']")
+    assert "stop with savepoint, drained" in page.inner_text(f".sp-row[data-request-id='{request_id}']")
     assert page.locator(".sp-row[data-status='COMPLETED']").count() == 2
 
 
