@@ -21,6 +21,7 @@ from engine.common.time import Duration
 from engine.datastream.connectors.source import Source, SourceReader
 
 DONE = -1  # the offset of a split that has been read to its end
+CHUNK = 1 << 20  # bytes read at a time
 
 
 class StreamFormat:
@@ -28,6 +29,9 @@ class StreamFormat:
 
     def __init__(self, charset: str = "UTF-8") -> None:
         _check_charset(charset)
+        if "\n".encode(charset) != b"\n":
+            # Lines are split on the 0x0a byte, which is only a line feed in ASCII-compatible charsets.
+            raise ValueError(f"text_line_format reads ASCII-compatible charsets only, not {charset!r}")
         self.charset = charset
 
     @staticmethod
@@ -108,6 +112,9 @@ def _check_position(position: Any, parallelism: int, continuous: bool) -> list[l
 
 
 class _TextLineReader(SourceReader):
+    """Reads its splits in order, a chunk at a time: one decode and one split per chunk, and the byte
+    offset of the next line worked out only when a snapshot asks for it."""
+
     def __init__(self, source: "FileSource", subtask: int, parallelism: int, splits: list[list[Any]]) -> None:
         self.source = source
         self.subtask = subtask
@@ -118,6 +125,18 @@ class _TextLineReader(SourceReader):
         self.current: str | None = None
         self.file: BinaryIO | None = None
         self.next_discovery = 0.0
+        # The current file's decoded lines read ahead (separators cut, a "\r" before them kept), the
+        # next one to emit, the byte offset of the first, whether they are all ASCII (a character is a
+        # byte) and hold a "\r", whether the last has no separator (the file's end), and the bytes of
+        # an incomplete line after them with their offset.
+        self.lines: list[str] = []
+        self.index = 0
+        self.base = 0
+        self.ascii = True
+        self.cr = False
+        self.unterminated = False
+        self.rest = b""
+        self.rest_offset = 0
 
     def _next_split(self) -> str | None:
         for path, offset in self.splits.items():
@@ -135,49 +154,89 @@ class _TextLineReader(SourceReader):
             if f not in self.splits and owner_of(f, self.parallelism) == self.subtask:
                 self.splits[f] = 0
 
+    def _open_split(self) -> bool:
+        """Open the next unfinished split; False when there is none (yet)."""
+        path = self._next_split()
+        if path is None and self.source.discovery_interval_ms is not None:
+            self._discover()
+            path = self._next_split()
+        if path is None:
+            return False
+        try:
+            self.file = open(path, "rb")
+        except FileNotFoundError:
+            raise FileNotFoundError(f"FileSource split {path!r} disappeared before it was read") from None
+        offset = self.splits[path]
+        self.file.seek(offset)
+        self.current = path
+        self.lines, self.index, self.base, self.unterminated = [], 0, offset, False
+        self.rest, self.rest_offset = b"", offset
+        return True
+
+    def _refill(self) -> bool:
+        """Read the next chunk of the current file into whole lines; False at its end."""
+        assert self.file is not None
+        while True:
+            data = self.file.read(CHUNK)
+            if not data and not self.rest:
+                return False
+            data = self.rest + data
+            if not data.endswith(b"\n") and len(data) == len(self.rest):
+                # End of file: its last line has no line separator, and is a record all the same.
+                block, cut, self.unterminated = data, len(data), True
+            else:
+                cut = data.rfind(b"\n")
+                if cut < 0:
+                    self.rest = data  # a line longer than a chunk: read on
+                    continue
+                block = data[:cut]
+            self.base, self.index = self.rest_offset, 0
+            self.ascii = block.isascii()
+            text = block.decode(self.charset)
+            self.cr = "\r" in text
+            self.lines = text.split("\n")
+            self.rest, self.rest_offset = data[cut + 1 :], self.rest_offset + cut + 1
+            return True
+
     def poll_batch(self, max_records: int) -> list[Any] | None:
         out: list[Any] = []
-        charset = self.charset
         while len(out) < max_records:
-            if self.file is None:
-                path = self._next_split()
-                if path is None and self.source.discovery_interval_ms is not None:
-                    self._discover()
-                    path = self._next_split()
-                if path is None:
-                    if self.source.discovery_interval_ms is None:
-                        return out or None
-                    if not out:
-                        time.sleep(0.02)  # nothing new yet: let the task idle instead of spinning
-                    return out
-                try:
-                    self.file = open(path, "rb")
-                except FileNotFoundError:
-                    raise FileNotFoundError(f"FileSource split {path!r} disappeared before it was read") from None
-                self.file.seek(self.splits[path])
-                self.current = path
-            f, path = self.file, self.current
-            assert path is not None
-            offset = self.splits[path]
-            readline = f.readline
-            while len(out) < max_records:
-                line = readline()
-                if not line:
-                    f.close()
-                    self.file, self.current = None, None
-                    offset = DONE
-                    break
-                offset += len(line)
-                if line.endswith(b"\n"):
-                    line = line[:-2] if line.endswith(b"\r\n") else line[:-1]
-                out.append(line.decode(charset))
-            self.splits[path] = offset
+            if self.file is None and not self._open_split():
+                if self.source.discovery_interval_ms is None:
+                    return out or None
+                if not out:
+                    time.sleep(0.02)  # nothing new yet: let the task idle instead of spinning
+                return out
+            if self.index >= len(self.lines) and not self._refill():
+                self.file.close()  # type: ignore[union-attr]
+                self.splits[self.current] = DONE  # type: ignore[index]
+                self.file, self.current = None, None
+                continue
+            batch = self.lines[self.index : self.index + max_records - len(out)]
+            self.index += len(batch)
+            if self.cr:
+                batch = [t[:-1] if t.endswith("\r") else t for t in batch]
+            out.extend(batch)
         return out
 
+    def _current_offset(self) -> int:
+        done = self.lines[: self.index]
+        if self.ascii:
+            size = sum(map(len, done))
+        else:
+            charset = self.charset
+            size = sum(len(t.encode(charset)) for t in done)
+        # Each line read so far ended with a separator, except an unterminated last one.
+        size += len(done) - (1 if self.unterminated and self.index == len(self.lines) and done else 0)
+        return self.base + size
+
     def snapshot(self) -> Any:
+        offsets = dict(self.splits)
+        if self.current is not None:
+            offsets[self.current] = self._current_offset()
         if self.source.discovery_interval_ms is not None:
-            return [[p, o, self.parallelism] for p, o in self.splits.items()]
-        return [[p, o] for p, o in self.splits.items()]
+            return [[p, o, self.parallelism] for p, o in offsets.items()]
+        return [[p, o] for p, o in offsets.items()]
 
     def close(self) -> None:
         if self.file is not None:

@@ -179,3 +179,26 @@ def test_a_monitoring_source_refuses_to_resume_at_another_parallelism(tmp_path: 
         src.create_reader(0, 3, merged)
     # At the same parallelism each subtask resumes and reads nothing again.
     assert [src.create_reader(i, 2, r.snapshot()).poll_batch(10) for i, r in enumerate(readers)] == [[], []]
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 7, 64])
+def test_chunk_boundaries_never_split_or_lose_a_line(tmp_path: Path, monkeypatch, chunk: int) -> None:
+    """Lines longer than a chunk, CRLF endings, multi-byte characters and an unterminated last line,
+    read in tiny chunks and resumed from a snapshot after every batch."""
+    import engine.datastream.connectors.file_source as fs
+
+    monkeypatch.setattr(fs, "CHUNK", chunk)
+    lines = ["", "short", "a much longer line than any chunk: ünïcödé ✓", "crlf", "", "last"]
+    (tmp_path / "f.txt").write_bytes("\r\n".join(lines[:4]).encode() + b"\r\n\n" + b"last")
+    src = _source(tmp_path)
+    got: list[str] = []
+    position = None
+    while True:
+        reader = src.create_reader(0, 1, position)
+        batch = reader.poll_batch(1)
+        position = reader.snapshot()
+        reader.close()
+        if batch is None:
+            break
+        got += batch
+    assert got == lines
