@@ -55,7 +55,7 @@ def state_file_name(task: TaskId, operator_id: str) -> str:
 
 
 class CheckpointStorage(Protocol):
-    def check_writable(self, directory: str | None = None) -> None: ...
+    def check_writable(self, directory: str | None = None, kind: str = "checkpoint") -> None: ...
 
     def write_task_state(
         self, job_id: str, checkpoint_id: int, task: TaskId, operator_id: str, data: bytes, location: str | None = None
@@ -79,8 +79,9 @@ class FileSystemCheckpointStorage:
     def location(self, job_id: str, checkpoint_id: int) -> str:
         return checkpoint_location(self.base_dir, job_id, checkpoint_id)
 
-    def check_writable(self, directory: str | None = None) -> None:
-        """Create ``directory`` (default: the base directory) and prove a file can be written there."""
+    def check_writable(self, directory: str | None = None, kind: str = "checkpoint") -> None:
+        """Create ``directory`` (default: the base directory) and prove a file can be written there;
+        ``kind`` names it in the error ("checkpoint" or "savepoint")."""
         d = os.path.abspath(directory or self.base_dir)
         try:
             os.makedirs(d, exist_ok=True)
@@ -89,7 +90,7 @@ class FileSystemCheckpointStorage:
             os.unlink(probe)
         except OSError as e:
             raise CheckpointStorageError(
-                f"checkpoint directory '{d}' is not writable: {e.strerror or e}"
+                f"{kind} directory '{d}' is not writable: {e.strerror or e}"
             ) from e
 
     def write_task_state(

@@ -197,7 +197,7 @@ class JobCheckpointing:
         chosen = target_directory or self.savepoint_dir
         target = os.path.abspath(chosen) if chosen else ""
         if target:
-            self.storage.check_writable(target)
+            self.storage.check_writable(target, "savepoint")
         action = self.coordinator.trigger_savepoint(now_ms, target, request_id, stop=stop, drain=drain)
         if action.duplicate and request_id in self._savepoints:
             return self._savepoints[request_id]

@@ -182,7 +182,7 @@ def test_an_unwritable_target_directory_is_refused(api: TestClient, rds: redis.R
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
     r = api.post(f"/jobs/{jid}/savepoints", json={"target-directory": str(blocker / "sp")})
-    assert r.status_code == 400 and "not writable" in r.json()["errors"][0]
+    assert r.status_code == 400 and "savepoint directory" in r.json()["errors"][0] and "not writable" in r.json()["errors"][0]
     assert api.get(f"/jobs/{jid}/savepoints").json() == {"savepoints": []}
 
 
