@@ -144,6 +144,14 @@ def test_a_savepoint_works_with_checkpointing_off_and_is_recorded(tmp_path: Path
     assert [(r["id"], r["status"], r["is_savepoint"], r["external_path"]) for r in history] == [(cid, "COMPLETED", True, location)]
 
 
+def test_the_jobs_state_savepoints_dir_is_the_default_target(tmp_path: Path) -> None:
+    h = Harness(tmp_path, graph(config={"state.savepoints.dir": f"file://{tmp_path / 'configured'}"})).run()
+    rec = h.jm.trigger_savepoint("cfg", None)
+    assert Path(rec.target_directory) == tmp_path / "configured"
+    rec = h.jm.trigger_savepoint("given", str(tmp_path / "given"))
+    assert Path(rec.target_directory) == tmp_path / "given"
+
+
 def test_the_same_request_id_takes_one_savepoint(tmp_path: Path) -> None:
     h = Harness(tmp_path).run()
     first = h.jm.trigger_savepoint("again", str(tmp_path / "sp"))
