@@ -6,6 +6,8 @@ from engine.datastream.connected_streams import BroadcastConnectedStream, Broadc
 from engine.datastream.functions import (
     AggregateFunction,
     BroadcastProcessFunction,
+    CheckpointedFunction,
+    CheckpointListener,
     CoProcessFunction,
     KeyedBroadcastProcessFunction,
     KeyedCoProcessFunction,
@@ -37,6 +39,8 @@ __all__ = [
     "BroadcastConnectedStream",
     "BroadcastProcessFunction",
     "BroadcastStream",
+    "CheckpointListener",
+    "CheckpointedFunction",
     "CoProcessFunction",
     "ConnectedStreams",
     "KeyedBroadcastProcessFunction",
