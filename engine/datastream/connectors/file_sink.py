@@ -354,7 +354,7 @@ class FileSink(Sink):
                 raise ValueError(f"FileSink cannot restore writer state {item!r}: expected [bucket, path, length, final]")
             _, tmp, length, final = item
             commit_part(tmp, final, int(length))
-        marker = self.finished_marker(context) if context.job_id else None
+        marker = self.finished_marker(context) if context.job_id and context.restarts_finished_tasks else None
         cls = FileWriter
         if marker is not None and os.path.exists(marker):
             # This subtask committed everything up to its end of input before the job failed over

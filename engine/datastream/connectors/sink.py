@@ -66,6 +66,9 @@ class InitContext:
     job_id: str = ""
     operator_id: str = ""  # stable within a job: names the writer in external systems
     restored: bool = False  # restored from a checkpoint or savepoint (its state may be empty)
+    # The native runtime: a job failover restarts tasks that had already finished, replaying their
+    # input, so a writer that committed everything at its end must not write it again.
+    restarts_finished_tasks: bool = False
 
 
 class Sink(ABC):

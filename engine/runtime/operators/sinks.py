@@ -82,6 +82,7 @@ class WriterSinkOperator(StreamOperator):
             job_id=c.job_id,
             operator_id=str(self.params.get("node_id")),
             restored=restored,
+            restarts_finished_tasks=True,
         )
         self.writer = self.sink.restore_writer(context, recovered)
         return self.writer
