@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import time
+from itertools import chain
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
@@ -169,6 +170,13 @@ def generator_partition(generator: Callable[[int], Any], per_second: float | Non
 # -- one-input operators -----------------------------------------------------------
 # With ``stamped`` the records are (value, timestamp) pairs and outputs keep their input's timestamp.
 def map_partition(fn: Any, info: TaskInfo, stamped: bool = False) -> PartitionFn:
+    if not stamped and not isinstance(fn, Function):
+
+        def run_plain(index: int, it: Iterator[Any]) -> Iterator[Any]:
+            return map(fn, it)  # no open()/close(), so no generator step per record
+
+        return run_plain
+
     def run(index: int, it: Iterator[Any]) -> Iterator[Any]:
         _open(fn, info, index)
         call = fn.map if isinstance(fn, MapFunction) else fn
@@ -184,20 +192,36 @@ def map_partition(fn: Any, info: TaskInfo, stamped: bool = False) -> PartitionFn
     return run
 
 
+def _flat_results(fn_results: Iterable[Any]) -> Iterator[Any]:
+    """A flat_map function's results under the native rules: None is nothing, a str is an error."""
+    for r in fn_results:
+        if r is None:
+            continue
+        if isinstance(r, (str, bytes)):
+            raise TypeError("a flat_map/process function must return an iterable of records, not a string")
+        yield r
+
+
 def flat_map_partition(fn: Any, info: TaskInfo, stamped: bool = False) -> PartitionFn:
+    if not stamped and not isinstance(fn, Function):
+        # A plain callable has no open()/close(): a C-level chain takes no Python step per output record.
+        def run_plain(index: int, it: Iterator[Any]) -> Iterator[Any]:
+            return chain.from_iterable(_flat_results(map(fn, it)))
+
+        return run_plain
+
     def run(index: int, it: Iterator[Any]) -> Iterator[Any]:
         _open(fn, info, index)
         call = fn.flat_map if isinstance(fn, FlatMapFunction) else fn
         try:
-            for record in it:
-                v, ts = record if stamped else (record, None)
-                out: list[Any] = []
-                _extend(out, call(v))  # the native rules: None is nothing, a str is an error
-                if stamped:
+            if stamped:
+                for v, ts in it:
+                    out: list[Any] = []
+                    _extend(out, call(v))
                     for o in out:
                         yield o, ts
-                else:
-                    yield from out
+            else:
+                yield from chain.from_iterable(_flat_results(map(call, it)))
         finally:
             _close(fn)
 

@@ -26,6 +26,7 @@ from engine.spark import partitions as P
 from engine.spark import co_operators as C
 from engine.spark import files as F
 from engine.spark import windows as W
+from engine.spark.combiner import combine_partition
 from engine.spark.timestamps import NO_STAMPS, Stamping, plan_timestamps, timestamps_partition, unstamped, value_of
 from engine.spark.validation import UntranslatableJob, check_job_graph, untranslatable_operator
 
@@ -158,8 +159,9 @@ def translate_reduce(
     else:
         reduce_fn = getattr(fn, "reduce", fn)
     partitioner = P.KeyPartitioner(info.max_parallelism, info.parallelism)
+    # Our own map-side combine (cheaper per record than reduceByKey's); reduceByKey then merges the partials.
     return (
-        rdd.map(lambda v: (key_selector(v), v))
+        rdd.mapPartitions(combine_partition(key_selector, reduce_fn))
         .reduceByKey(reduce_fn, numPartitions=info.parallelism, partitionFunc=partitioner)
         .values()
     )
