@@ -57,6 +57,7 @@ class SparkJobMaster:
         check_job_graph(job_graph)  # UntranslatableJob: the Dispatcher answers 400 with its message
         self.job_graph = job_graph
         self.user_code = user_code
+        self._code_saved = False  # stored once, with the first record, as the streaming JobMaster does
         self.gateway = gateway
         self.store = store
         self.clock = clock
@@ -294,10 +295,12 @@ class SparkJobMaster:
 
     # -- persistence -------------------------------------------------------------
     def record(self, metrics: dict[tuple[str, int], dict[str, Any]] | None = None) -> JobRecord:
-        return job_record(self.job_graph, self.eg, metrics or self.final_metrics, self.user_code)
+        code = None if self._code_saved else self.user_code
+        return job_record(self.job_graph, self.eg, metrics or self.final_metrics, code)
 
     def persist(self) -> None:
         self.store.save_job(self.record())
+        self._code_saved = True
 
 
 def _last_line(text: str | None) -> str | None:

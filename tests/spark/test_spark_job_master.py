@@ -132,3 +132,12 @@ def test_unbounded_job_is_refused_at_construction(redis_url):
 
     with pytest.raises(UntranslatableJob, match="Source: endless"):
         make_master(endless, redis_url)
+
+
+def test_user_code_is_stored_once_not_on_every_state_change(redis_url):
+    jm, store, _ = make_master(counts, redis_url)
+    assert jm.record().user_code == jm.user_code  # the first record carries it
+    jm.persist()
+    assert jm.record().user_code is None  # later records leave it out ...
+    jm.persist()
+    assert store.get_job(jm.job_id).user_code == jm.user_code  # ... and the store keeps what it has
