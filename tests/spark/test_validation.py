@@ -161,3 +161,17 @@ def test_malformed_window_descriptor_is_refused_saying_what_is_wrong():
                 o["window"] = {"assigner": "x"}
     with pytest.raises(ValueError, match=r"a window descriptor needs the fields \['assigner', .*got \['assigner'\]"):
         JobGraph.from_dict(d)  # the REST layer answers it with 400 "malformed JobGraph"
+
+
+def test_a_monitoring_file_source_is_refused_as_unbounded(tmp_path):
+    from engine.common.time import Duration
+    from engine.datastream.connectors.file_system import FileSource, StreamFormat
+
+    source = (
+        FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(tmp_path))
+        .monitor_continuously(Duration.of_seconds(1))
+        .build()
+    )
+    job_graph, _ = capture(lambda env: env.from_source(source, None, "watched"))
+    with pytest.raises(UntranslatableJob, match="operator 'Source: watched' cannot run on Spark: it is an unbounded source"):
+        check_job_graph(_through_json(job_graph))
