@@ -4,6 +4,8 @@ Each stream node becomes an RDD with as many partitions as the node's
 parallelism, so a partition plays the part of a native subtask. Edges become
 repartitioning (or nothing); keyed operators route keys to partitions with
 the native key-group assignment. Sinks become actions, run by ``SparkPlan.run``.
+FileSource and two-phase-commit sinks (FileSink) are in ``files``: Spark reads
+the files in splits and writes with its output commit protocol.
 Between an operator that stamps event timestamps and the operators that read
 them, RDDs hold (value, timestamp) pairs (``timestamps.plan_timestamps``).
 Nothing here does I/O beyond Spark itself: collected results go to a callback.
