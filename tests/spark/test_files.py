@@ -116,7 +116,9 @@ def expected_counts(src: Path) -> list[str]:
     return sorted(f"{w}\t{n}" for w, n in counts.items())
 
 
-@pytest.mark.parametrize("dirname", ["plain", "odd,name[1]"], ids=["hadoop-splits", "python-splits"])
+@pytest.mark.parametrize(
+    "dirname", ["plain", "with space %20 é", "odd,name[1]"], ids=["hadoop-splits", "hadoop-quoted-path", "python-splits"]
+)
 def test_file_word_count_native_and_spark_leave_the_same_files(sc, tmp_path, dirname):
     src = write_corpus(tmp_path / dirname)
     run_native_job(word_count_to_files(src, tmp_path / "native"))
