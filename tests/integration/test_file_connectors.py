@@ -161,7 +161,7 @@ def test_a_failover_after_one_sink_subtask_finished_writes_nothing_twice(tmp_pat
     src, out = tmp_path / "in", tmp_path / "out"
     src.mkdir()
     expected: list[str] = []
-    for name, n in (("a.txt", 1500), ("b.txt", 15000)):  # sorted round-robin: a -> subtask 0, b -> 1
+    for name, n in (("a.txt", 6000), ("b.txt", 24000)):  # sorted round-robin: a -> subtask 0, b -> 1
         lines = [f"{name}-{j}" for j in range(n)]
         (src / name).write_text("\n".join(lines) + "\n")
         expected += [ln.upper() for ln in lines]
@@ -176,6 +176,8 @@ def test_a_failover_after_one_sink_subtask_finished_writes_nothing_twice(tmp_pat
         def subtasks() -> list[dict]:
             return c.http.get(f"/jobs/{jid}/vertices/{vid}").json()["subtasks"]
 
+        # A checkpoint completes while both run (none can once a subtask finished): the failover restores it.
+        c.wait_for(lambda: c.http.get(f"/jobs/{jid}/checkpoints").json()["counts"]["completed"] >= 1, 60, "a checkpoint")
         c.wait_for(lambda: [s["status"] for s in subtasks()] == ["FINISHED", "RUNNING"], 90, "subtask 0 to finish")
         assert any(n.endswith(".finished") for n in os.listdir(out))
         tm = subtasks()[1]["taskmanager-id"]
