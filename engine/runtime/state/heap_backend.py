@@ -28,20 +28,12 @@ class StateTypeMismatch(TypeError):
     pass
 
 
-class HeapKeyedStateBackend:
-    def __init__(self, max_parallelism: int, clock: Callable[[], int] | None = None) -> None:
-        self.max_parallelism = max_parallelism
-        self.clock = clock or (lambda: int(time.time() * 1000))
-        self.current_key: Any = None
-        self.tables: dict[str, dict[Any, Any]] = {}
-        self.kinds: dict[str, str] = {}
+class StateFactory:
+    """Builds Flink's state objects from descriptors over ``table(name, kind)``, which each
+    store implements (the heap and LMDB backends, and per-window namespaced stores)."""
 
-    def table(self, name: str, kind: str) -> dict[Any, Any]:
-        known = self.kinds.get(name)
-        if known is not None and known != kind:
-            raise StateTypeMismatch(f"state '{name}' was registered as {known} state, not {kind} state")
-        self.kinds[name] = kind
-        return self.tables.setdefault(name, {})
+    def table(self, name: str, kind: str) -> Any:
+        raise NotImplementedError
 
     def get_state(self, d: ValueStateDescriptor) -> ValueState:
         if d.ttl_config is not None:
@@ -63,6 +55,22 @@ class HeapKeyedStateBackend:
 
     def get_aggregating_state(self, d: AggregatingStateDescriptor) -> "HeapAggregatingState":
         return HeapAggregatingState(self, self.table(d.name, "aggregating"), d.agg_function)
+
+
+class HeapKeyedStateBackend(StateFactory):
+    def __init__(self, max_parallelism: int, clock: Callable[[], int] | None = None) -> None:
+        self.max_parallelism = max_parallelism
+        self.clock = clock or (lambda: int(time.time() * 1000))
+        self.current_key: Any = None
+        self.tables: dict[str, dict[Any, Any]] = {}
+        self.kinds: dict[str, str] = {}
+
+    def table(self, name: str, kind: str) -> dict[Any, Any]:
+        known = self.kinds.get(name)
+        if known is not None and known != kind:
+            raise StateTypeMismatch(f"state '{name}' was registered as {known} state, not {kind} state")
+        self.kinds[name] = kind
+        return self.tables.setdefault(name, {})
 
     def snapshot_by_key_group(self) -> dict[int, dict[str, list[tuple[Any, Any]]]]:
         """{key group: {state name: [(key, value)]}}, the unit that rescaling moves."""

@@ -45,28 +45,8 @@ from typing import Any, Callable, Iterator
 
 import lmdb
 
-from engine.datastream.state import (
-    AggregatingStateDescriptor,
-    ListState,
-    ListStateDescriptor,
-    MapState,
-    MapStateDescriptor,
-    ReducingStateDescriptor,
-    ValueState,
-    ValueStateDescriptor,
-)
 from engine.runtime.key_groups import assign_to_key_group
-from engine.runtime.state.heap_backend import (
-    HeapAggregatingState,
-    HeapListState,
-    HeapMapState,
-    HeapReducingState,
-    HeapValueState,
-    StateTypeMismatch,
-    TtlListState,
-    TtlMapState,
-    TtlValueState,
-)
+from engine.runtime.state.heap_backend import StateFactory, StateTypeMismatch
 
 MAX_STATES = 128  # LMDB named databases; each costs a little in every transaction
 _LMDB_FILES = ("data.mdb", "lock.mdb")
@@ -104,7 +84,7 @@ class _Entry:
         self.table, self.lk, self.key, self.value, self.dirty, self.wrapped = table, lk, key, value, dirty, wrapped
 
 
-class LmdbKeyedStateBackend:
+class LmdbKeyedStateBackend(StateFactory):
     def __init__(
         self,
         max_parallelism: int,
@@ -156,27 +136,6 @@ class LmdbKeyedStateBackend:
                 raise ValueError(f"the LMDB state backend holds at most {MAX_STATES} states; '{name}' is one too many") from None
             t = self.tables[name] = LmdbTable(self, name, len(self.tables), db)
         return t
-
-    def get_state(self, d: ValueStateDescriptor) -> ValueState:
-        if d.ttl_config is not None:
-            return TtlValueState(self, self.table(d.name, "ttl-value"), d.ttl_config)  # type: ignore[arg-type]
-        return HeapValueState(self, self.table(d.name, "value"))  # type: ignore[arg-type]
-
-    def get_list_state(self, d: ListStateDescriptor) -> ListState:
-        if d.ttl_config is not None:
-            return TtlListState(self, self.table(d.name, "ttl-list"), d.ttl_config)  # type: ignore[arg-type]
-        return HeapListState(self, self.table(d.name, "list"))  # type: ignore[arg-type]
-
-    def get_map_state(self, d: MapStateDescriptor) -> MapState:
-        if d.ttl_config is not None:
-            return TtlMapState(self, self.table(d.name, "ttl-map"), d.ttl_config)  # type: ignore[arg-type]
-        return HeapMapState(self, self.table(d.name, "map"))  # type: ignore[arg-type]
-
-    def get_reducing_state(self, d: ReducingStateDescriptor) -> HeapReducingState:
-        return HeapReducingState(self, self.table(d.name, "reducing"), d.reduce_function)  # type: ignore[arg-type]
-
-    def get_aggregating_state(self, d: AggregatingStateDescriptor) -> HeapAggregatingState:
-        return HeapAggregatingState(self, self.table(d.name, "aggregating"), d.agg_function)  # type: ignore[arg-type]
 
     def snapshot_by_key_group(self) -> dict[int, dict[str, list[tuple[Any, Any]]]]:
         """{key group: {state name: [(key, value)]}}, read back from LMDB after a flush (values are copies)."""

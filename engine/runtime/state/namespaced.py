@@ -9,23 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from engine.datastream.state import (
-    AggregatingStateDescriptor,
-    ListStateDescriptor,
-    MapStateDescriptor,
-    ReducingStateDescriptor,
-    ValueStateDescriptor,
-)
-from engine.runtime.state.heap_backend import (
-    HeapAggregatingState,
-    HeapListState,
-    HeapMapState,
-    HeapReducingState,
-    HeapValueState,
-    TtlListState,
-    TtlMapState,
-    TtlValueState,
-)
+from engine.runtime.state.heap_backend import StateFactory, StateTypeMismatch
 
 _NONE = object()
 
@@ -79,7 +63,7 @@ class _ScopedTable:
         self.pop(ns)
 
 
-class NamespacedStateStore:
+class NamespacedStateStore(StateFactory):
     """A KeyedStateStore (``get_state``, ``get_list_state``...) for the current key and ``namespace()``."""
 
     def __init__(self, backend: Any, prefix: str, namespace: Callable[[], Any], operator_name: str) -> None:
@@ -97,36 +81,13 @@ class NamespacedStateStore:
     def clock(self) -> Callable[[], int]:
         return self.backend.clock
 
-    def _table(self, name: str, kind: str) -> _ScopedTable:
-        from engine.runtime.state.heap_backend import StateTypeMismatch
-
+    def table(self, name: str, kind: str) -> _ScopedTable:  # type: ignore[override]
         full = self.prefix + name
         try:
             root = self.backend.table(full, "namespaced-" + kind)
         except StateTypeMismatch as e:
             raise StateTypeMismatch(f"in '{self.operator_name}': per-window {e}") from None
         return _ScopedTable(root, self.backend)
-
-    def get_state(self, d: ValueStateDescriptor) -> Any:
-        if d.ttl_config is not None:
-            return TtlValueState(self, self._table(d.name, "ttl-value"), d.ttl_config)  # type: ignore[arg-type]
-        return HeapValueState(self, self._table(d.name, "value"))  # type: ignore[arg-type]
-
-    def get_list_state(self, d: ListStateDescriptor) -> Any:
-        if d.ttl_config is not None:
-            return TtlListState(self, self._table(d.name, "ttl-list"), d.ttl_config)  # type: ignore[arg-type]
-        return HeapListState(self, self._table(d.name, "list"))  # type: ignore[arg-type]
-
-    def get_map_state(self, d: MapStateDescriptor) -> Any:
-        if d.ttl_config is not None:
-            return TtlMapState(self, self._table(d.name, "ttl-map"), d.ttl_config)  # type: ignore[arg-type]
-        return HeapMapState(self, self._table(d.name, "map"))  # type: ignore[arg-type]
-
-    def get_reducing_state(self, d: ReducingStateDescriptor) -> Any:
-        return HeapReducingState(self, self._table(d.name, "reducing"), d.reduce_function)  # type: ignore[arg-type]
-
-    def get_aggregating_state(self, d: AggregatingStateDescriptor) -> Any:
-        return HeapAggregatingState(self, self._table(d.name, "aggregating"), d.agg_function)  # type: ignore[arg-type]
 
     def clear_namespace(self, key: Any, namespace: Any) -> None:
         """Drop every state of (key, namespace): the window is gone."""
