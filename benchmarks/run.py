@@ -18,9 +18,11 @@ import re
 import socket
 import subprocess
 import sys
+import statistics
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import httpx
 
@@ -67,15 +69,13 @@ def checkpoint_durations(url: str, stdout: str) -> str:
     )
 
 
-def on_cluster(
-    n: int,
-    taskmanagers: int,
-    parallelism: int,
-    job: Path = JOB,
-    extra: tuple[str, ...] = (),
-    inspect: Callable[[str, str], Any] | None = None,
-) -> str:
-    """Run ``job`` on a fresh local cluster; ``inspect(rest url, job stdout)`` runs before it shuts down."""
+Submit = Callable[..., str]
+
+
+@contextmanager
+def local_cluster(taskmanagers: int) -> Iterator[Submit]:
+    """A fresh local cluster; yields ``submit(n, parallelism, job, extra, inspect)`` to run jobs on it
+    one after another. ``inspect(rest url, job stdout)`` runs after the job, before shutdown."""
     from backend.cluster_launcher import LocalCluster
     from backend.settings import Settings
 
@@ -85,16 +85,53 @@ def on_cluster(
         try:
             cluster.start()
             if not cluster.wait_ready():
-                return f"failed: the cluster did not start; see {tmp}/log"
+                raise RuntimeError(f"the cluster did not start; see {tmp}/log")
             env = dict(cluster.env, MILLSTREAM_JOBMANAGER=f"http://127.0.0.1:{settings.port}")
-            cmd = [sys.executable, "-m", "backend.cli", "run", str(job), str(n), str(parallelism), *extra]
-            output: list[str] = []
-            line = run(cmd, env, output=output)
-            if inspect is not None and not line.startswith("failed"):
-                inspect(env["MILLSTREAM_JOBMANAGER"], output[0])
-            return line
+
+            def submit(
+                n: int,
+                parallelism: int,
+                job: Path = JOB,
+                extra: tuple[str, ...] = (),
+                inspect: Callable[[str, str], Any] | None = None,
+            ) -> str:
+                cmd = [sys.executable, "-m", "backend.cli", "run", str(job), str(n), str(parallelism), *extra]
+                output: list[str] = []
+                line = run(cmd, env, output=output)
+                if inspect is not None and not line.startswith("failed"):
+                    inspect(env["MILLSTREAM_JOBMANAGER"], output[0])
+                return line
+
+            yield submit
         finally:
             cluster.shutdown()
+
+
+def on_cluster(n: int, taskmanagers: int, parallelism: int, job: Path = JOB, extra: tuple[str, ...] = ()) -> str:
+    """One job on a fresh local cluster."""
+    try:
+        with local_cluster(taskmanagers) as submit:
+            return submit(n, parallelism, job, extra)
+    except RuntimeError as e:
+        return f"failed: {e}"
+
+
+def interleaved(pairs: int, first: Callable[[Submit], str], second: Callable[[Submit], str]) -> list[tuple[str, str]]:
+    """``pairs`` runs of two jobs, alternating on one cluster, so load that comes and goes on a
+    shared machine hits both alike; the median of the per-pair ratios is the figure."""
+    try:
+        with local_cluster(2) as submit:
+            return [(first(submit), second(submit)) for _ in range(pairs)]
+    except RuntimeError as e:
+        return [(f"failed: {e}", f"failed: {e}")]
+
+
+def ratio_line(what: str, runs: list[tuple[str, str]]) -> str:
+    ratios = [b / a for a, b in ((rate(x), rate(y)) for x, y in runs) if a and b]
+    if not ratios:
+        return f"{what}: failed"
+    each = ", ".join(f"{r:.2f}" for r in ratios)
+    return f"{what}: median {statistics.median(ratios):.2f} of {len(ratios)} interleaved pairs ({each})"
 
 
 def main() -> None:
@@ -104,24 +141,31 @@ def main() -> None:
     ap.add_argument("--skip-peers", action="store_true", help="measure Millstream only")
     ap.add_argument("--skip-spark", action="store_true", help="leave out the Spark word count (minutes)")
     ap.add_argument("--skip-recovery", action="store_true", help="leave out the recovery-time runs")
+    ap.add_argument("--pairs", type=int, default=3, help="interleaved pairs behind each ratio")
     args = ap.parse_args()
     n = args.n
     print(f"machine: {machine()}")
     results: dict[str, str] = {}
 
-    results["Millstream, 2 TaskManagers over Redis, P=2"] = on_cluster(n, taskmanagers=2, parallelism=2)
-    # Checkpoint overhead: the same job with exactly-once checkpoints every second (a longer run, so
-    # several checkpoints happen), against the same length of run without them, in this run. The
-    # checkpointed run's durations (1000 keys of state) are read from its REST checkpoint summary.
+    # The windowed job against the rolling count, and the rolling count over 3N with exactly-once
+    # checkpoints every second against the same run without them, each as interleaved pairs on one
+    # cluster. The checkpointed runs' durations (1000 keys of state) come from their REST summaries.
+    windowed = interleaved(
+        args.pairs, lambda submit: submit(n, 2), lambda submit: submit(n, 2, WINDOWED_JOB)
+    )
     durations: list[str] = []
-    results["Millstream, P=2, N x3, no checkpoints"] = on_cluster(3 * n, taskmanagers=2, parallelism=2)
-    results["Millstream, P=2, N x3, exactly-once checkpoints every 1 s"] = on_cluster(
-        3 * n, taskmanagers=2, parallelism=2, extra=("millstream-checkpointed", "1000"),
-        inspect=lambda url, out: durations.append(checkpoint_durations(url, out)),
+    checkpointed = interleaved(
+        args.pairs,
+        lambda submit: submit(3 * n, 2),
+        lambda submit: submit(
+            3 * n, 2, JOB, ("millstream-checkpointed", "1000"),
+            lambda url, out: durations.append(checkpoint_durations(url, out)),
+        ),
     )
-    results["Millstream windowed: 1 s tumbling event-time sum, P=2"] = on_cluster(
-        n, taskmanagers=2, parallelism=2, job=WINDOWED_JOB
-    )
+    results["Millstream, 2 TaskManagers over Redis, P=2"] = windowed[0][0]
+    results["Millstream, P=2, N x3, no checkpoints"] = checkpointed[0][0]
+    results["Millstream, P=2, N x3, exactly-once checkpoints every 1 s"] = checkpointed[0][1]
+    results["Millstream windowed: 1 s tumbling event-time sum, P=2"] = windowed[0][1]
     # Do slots use separate cores? One TaskManager with 2 slots, at P=1 and at P=2.
     results["Millstream, 1 TaskManager x 2 slots, P=1"] = on_cluster(n // 2, taskmanagers=1, parallelism=1)
     results["Millstream, 1 TaskManager x 2 slots, P=2"] = on_cluster(n // 2, taskmanagers=1, parallelism=2)
@@ -145,16 +189,10 @@ def main() -> None:
     two = rate(results["Millstream, 1 TaskManager x 2 slots, P=2"])
     if one and two:
         print(f"slot scaling on one TaskManager: P=2 runs {two / one:.2f}x the rate of P=1")
-    plain = rate(results["Millstream, P=2, N x3, no checkpoints"])
-    checkpointed = rate(results["Millstream, P=2, N x3, exactly-once checkpoints every 1 s"])
-    if plain and checkpointed:
-        print(f"checkpoint overhead: throughput with checkpoints every 1 s / without = {checkpointed / plain:.2f}")
+    print(ratio_line("checkpoint overhead: throughput with checkpoints every 1 s / without", checkpointed))
     for d in durations:
         print(f"checkpoint duration (end to end, 1000 keys of state, under full load): {d}")
-    rolling = rate(results["Millstream, 2 TaskManagers over Redis, P=2"])
-    windowed = rate(results["Millstream windowed: 1 s tumbling event-time sum, P=2"])
-    if rolling and windowed:
-        print(f"windowed / rolling count on the same cluster: {windowed / rolling:.2f}")
+    print(ratio_line("windowed / rolling count on the same cluster", windowed))
     base = rate(results.get("Bytewax 0.21.1, 1 worker", ""))
     print(f"{'system':48} {'records/s':>12} {'vs Bytewax':>11}")
     for name, line in results.items():
