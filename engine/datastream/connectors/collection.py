@@ -34,13 +34,5 @@ class _ListReader(RangeSplitReader):
         super().__init__(splits)
         self.values = values
 
-    def poll_batch(self, max_records: int) -> list[Any] | None:
-        while self.splits and self.splits[0][0] >= self.splits[0][1]:
-            self.splits.pop(0)
-        if not self.splits:
-            return None
-        split = self.splits[0]
-        stop = min(split[0] + max_records, split[1])
-        batch = self.values[split[0] : stop]
-        split[0] = stop
-        return batch
+    def records(self, lo: int, hi: int) -> list[Any]:
+        return self.values[lo:hi]

@@ -25,16 +25,20 @@ class RangeSplitReader(SourceReader):
         self.splits = [[int(a), int(b)] for a, b in splits if int(a) < int(b)]
         self.produce = produce
 
+    def records(self, lo: int, hi: int) -> list[Any]:
+        """The records of indexes [lo, hi); subclasses with a cheaper way (a list slice) override it."""
+        rng = range(lo, hi)
+        return list(rng) if self.produce is None else [self.produce(i) for i in rng]
+
     def poll_batch(self, max_records: int) -> list[Any] | None:
         while self.splits and self.splits[0][0] >= self.splits[0][1]:
             self.splits.pop(0)
         if not self.splits:
             return None
         split = self.splits[0]
-        stop = min(split[0] + max_records, split[1])
-        rng = range(split[0], stop)
-        split[0] = stop
-        return list(rng) if self.produce is None else [self.produce(i) for i in rng]
+        lo = split[0]
+        split[0] = min(lo + max_records, split[1])
+        return self.records(lo, split[0])
 
     def snapshot(self) -> list[Any]:
         return [[a, b] for a, b in self.splits if a < b]
