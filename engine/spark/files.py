@@ -4,7 +4,11 @@ A bounded ``FileSource`` is read by Spark in parallel splits: its files (found
 as the native source finds them, hidden and ``_`` files left out) go to
 ``sc.textFile``, whose Hadoop input format cuts them at block boundaries, a
 line belonging to the split it starts in. Lines end at ``\\n`` only, with a
-trailing ``\\r`` dropped, exactly as the native reader splits them.
+trailing ``\\r`` dropped, exactly as the native reader splits them. Files in
+another charset than UTF-8 (textFile decodes UTF-8 in the JVM), and paths
+Hadoop would read as lists or globs, are cut into the same byte splits and
+read by the Python workers. One difference remains: bytes that are not valid
+UTF-8 become U+FFFD through textFile, where the native reader fails.
 
 A ``sink_to`` sink with a ``Committer`` (FileSink) is written with Spark's
 output commit protocol: each task runs the sink's writer and ends with its
@@ -92,7 +96,9 @@ def read_split(path: str, lo: int, hi: int, charset: str) -> Iterator[str]:
                 return
             pos += len(line)
             if line.endswith(b"\n"):
-                line = line[:-2] if line.endswith(b"\r\n") else line[:-1]
+                line = line[:-1]
+            if line.endswith(b"\r"):  # also on a last line without \n, as the native reader does
+                line = line[:-1]
             yield line.decode(charset)
 
 

@@ -37,7 +37,7 @@ def write_corpus(d: Path, files: int = 3, lines: int = 2000, seed: int = 5) -> P
             out.append(line + ("\r\n" if n % 5 == 0 else "\n"))
         text = "".join(out)
         if i == 0:
-            text = text.rstrip("\n")  # the last line has no newline
+            text = text.rstrip("\n") + "\r"  # the last line has no newline, but a \r
         (d / f"part-{i}.txt").write_text(text, encoding="utf-8", newline="")
     (d / ".hidden").write_text("hidden words hidden\n")
     (d / "_SUCCESS").write_text("")
@@ -96,12 +96,12 @@ def run_spark_job(sc, program, parallelism: int = 2) -> None:
 
 
 def native_lines(path: Path | str) -> list[str]:
-    """A file's lines as the native reader splits them: at \n only, a \r before it dropped."""
+    """A file's lines as the native reader splits them: at \\n only, a trailing \\r dropped."""
     data = Path(path).read_bytes()
     parts = data.split(b"\n")
     last = parts.pop()  # after the final \n: empty, or a last line without one
-    lines = [p[:-1] if p.endswith(b"\r") else p for p in parts] + ([last] if last else [])
-    return [ln.decode() for ln in lines]
+    lines = parts + ([last] if last else [])
+    return [(ln[:-1] if ln.endswith(b"\r") else ln).decode() for ln in lines]
 
 
 def corpus_lines(src: Path) -> list[str]:
