@@ -281,6 +281,9 @@ def main() -> None:
         finally:
             server.stop()
     translated, baseline = best(translated_runs), best(baseline_runs)
+    if ns.rounds > 1:
+        for what, runs in (("millstream on spark", translated_runs), ("hand-written pyspark", baseline_runs)):
+            print(f"{what}, every run: " + "; ".join(str(r) for r in runs))
     figures = {"millstream on spark": translated, "hand-written pyspark": baseline}
     if not ns.skip_native:
         figures["millstream native runtime, BATCH mode (millstream run --engine native)"] = run_native(
