@@ -117,11 +117,23 @@ def on_cluster(n: int, taskmanagers: int, parallelism: int, job: Path = JOB, ext
 
 
 def interleaved(pairs: int, first: Callable[[Submit], str], second: Callable[[Submit], str]) -> list[tuple[str, str]]:
-    """``pairs`` runs of two jobs, alternating on one cluster, so load that comes and goes on a
-    shared machine hits both alike; the median of the per-pair ratios is the figure."""
+    """``pairs`` runs of two jobs on one cluster, so load that comes and goes on a shared machine
+    hits both alike; the median of the per-pair ratios is the figure. A warm-up run goes first (the
+    first job on a fresh cluster is slower) and the order alternates (ABBA), so neither job is
+    always the one that runs first."""
     try:
         with local_cluster(2) as submit:
-            return [(first(submit), second(submit)) for _ in range(pairs)]
+            first(submit)  # warm-up, not counted
+            runs = []
+            for i in range(pairs):
+                if i % 2 == 0:
+                    a = first(submit)
+                    b = second(submit)
+                else:
+                    b = second(submit)
+                    a = first(submit)
+                runs.append((a, b))
+            return runs
     except RuntimeError as e:
         return [(f"failed: {e}", f"failed: {e}")]
 
