@@ -47,7 +47,9 @@ def deploy(client: redis.Redis, redis_url: str, job_graph, secret: str | None = 
     tdd = make_tdd(job_graph, job_graph.vertices[0].id, 0, 1)
     executor.deploy(tdd)
     reports = [messages.unpack(raw) for raw in client.lrange(redis_keys.JOBMANAGER_INBOX, 0, -1)]
-    for running in executor.tasks.values():  # a deployed task is stopped again: only deploy is under test
+    with executor.lock:  # a task thread removes itself when it ends
+        deployed = list(executor.tasks.values())
+    for running in deployed:  # a deployed task is stopped again: only deploy is under test
         running.task.cancel()
         running.thread.join(10)
     return reports
