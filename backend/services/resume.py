@@ -36,9 +36,10 @@ def rescale_job_graph(job_graph: dict[str, Any], parallelism: int | None, new_jo
     """The JobGraph dict under ``new_job_id``, with ``parallelism`` applied to the vertices that
     ran at the job's default parallelism.
 
-    Left alone, as Flink leaves them: vertices with a parallelism of their own, and a source at
-    parallelism 1 in a job whose default is 1, since the JobGraph does not record whether a
-    source is non-parallel and a non-parallel source run N times reads its input N times.
+    Left alone, as Flink leaves them: vertices with a parallelism of their own, and non-parallel
+    sources (``fixed_parallelism``), since a non-parallel source run N times reads its input N
+    times. A JobGraph stored before that flag existed does not say which sources are
+    non-parallel, so there every source at parallelism 1 in a job whose default is 1 stays.
     Vertices joined by a FORWARD edge keep equal parallelism, so one kept vertex keeps its
     whole FORWARD group. Max parallelism never changes: restored key groups must match."""
     g = copy.deepcopy(job_graph)
@@ -52,7 +53,7 @@ def rescale_job_graph(job_graph: dict[str, Any], parallelism: int | None, new_jo
     default = _default_parallelism(config, vertices)
     eligible = {
         v["id"] for v in vertices
-        if v["parallelism"] == default and not (v.get("is_source") and v["parallelism"] == 1)
+        if v["parallelism"] == default and not is_fixed_parallelism(v)
     }
     groups = _forward_groups(vertices, g.get("edges", []))
     rescaled = {vid for vid in eligible if groups[vid] <= eligible}
@@ -70,6 +71,13 @@ def rescale_job_graph(job_graph: dict[str, Any], parallelism: int | None, new_jo
     config["parallelism.default"] = parallelism
     kept = tuple(v["name"] for v in vertices if v["id"] not in rescaled and v["parallelism"] != parallelism)
     return Rescaled(g, parallelism, kept)
+
+
+def is_fixed_parallelism(v: dict[str, Any]) -> bool:
+    """Whether a JobGraph vertex dict stays at its parallelism whatever the job's (a non-parallel source)."""
+    if "fixed_parallelism" in v:
+        return bool(v["fixed_parallelism"])
+    return bool(v.get("is_source")) and v["parallelism"] == 1  # an older JobGraph: cannot tell
 
 
 def _default_parallelism(config: dict[str, Any], vertices: list[dict[str, Any]]) -> int:

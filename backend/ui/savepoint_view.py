@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from backend.services.resume import is_fixed_parallelism
 from engine.jobmanager.job_store import SavepointRecord
 
 
@@ -37,7 +38,7 @@ class SavepointsTab:
     default_dir: str | None  # where a savepoint goes when the form names no directory
     parallelism: int  # the job's default parallelism, the resume form's starting value
     max_parallelism: int  # the most a resumed job's default-parallelism vertices can take
-    sources_stay: bool  # the job ran at 1: its sources stay at 1 (the JobGraph does not mark non-parallel ones)
+    sources_stay: bool  # the job has non-parallel sources (or, for an older JobGraph, sources at 1): they stay at 1
 
     @property
     def in_progress(self) -> bool:
@@ -94,5 +95,5 @@ def savepoints_tab(
         default_dir=default_savepoint_dir(config, cluster_dir),
         parallelism=parallelism,
         max_parallelism=min(at_default, default=128),
-        sources_stay=parallelism == 1 and any(v.get("is_source") for v in vertices),
+        sources_stay=any(v.get("is_source") and is_fixed_parallelism(v) for v in vertices),
     )

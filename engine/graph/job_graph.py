@@ -39,6 +39,9 @@ class JobVertex:
     chained_edges: tuple[tuple[int, int, str | None], ...]  # (source node, target node, side output tag)
     is_source: bool
     bounded: bool
+    # Runs at parallelism 1 whatever the job's parallelism (a non-parallel source): a resume
+    # at a new parallelism leaves it alone. JobGraphs stored before this field read as False.
+    fixed_parallelism: bool = False
 
     @property
     def head_node(self) -> int:
@@ -213,6 +216,7 @@ def build_job_graph(
                 chained_edges=chained,
                 is_source=nodes[0].kind is OperatorKind.SOURCE,
                 bounded=nodes[0].bounded,
+                fixed_parallelism=any(n.fixed_parallelism for n in nodes),
             )
         )
     edges = []

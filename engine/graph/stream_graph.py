@@ -42,6 +42,7 @@ class StreamNode:
     operator_id: str  # stable 32-hex id used to match state on restore
     chaining: ChainingStrategy
     bounded: bool
+    fixed_parallelism: bool = False  # a non-parallel source: never rescaled
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,7 @@ def build_stream_graph(
             operator_id=_operator_id(t, position, input_ids),
             chaining=t.chaining,
             bounded=t.bounded,
+            fixed_parallelism=t.fixed_parallelism is not None,
         )
         position += 1
         clash = next((n for n in nodes.values() if n.operator_id == node.operator_id), None)

@@ -66,23 +66,34 @@ def test_scaling_down_and_keeping_the_parallelism() -> None:
     assert _par(same.job_graph) == _par(_graph(2)) and same.parallelism is None and same.kept == ()
 
 
-def test_a_source_at_parallelism_one_in_a_job_at_one_keeps_its_forward_group() -> None:
+def _without_flag(g: dict[str, Any]) -> dict[str, Any]:
+    """A JobGraph as stored before vertices said whether they are non-parallel."""
+    for v in g["vertices"]:
+        del v["fixed_parallelism"]
+    return g
+
+
+def test_a_parallel_source_of_a_job_at_one_scales_with_its_forward_group() -> None:
     # Without chaining, gen -> key_by is HASH but sum -> print is FORWARD between two vertices.
     g = _graph(1, chaining=False)
+    assert [v["fixed_parallelism"] for v in g["vertices"]] == [False, False, False]
     forward = [e for e in g["edges"] if e["ship_strategy"] == "FORWARD"]
     assert forward, "the test needs an unchained FORWARD edge"
     out = rescale_job_graph(g, 4, NEW_ID).job_graph
-    # The source may be non-parallel (the JobGraph does not say), so it stays at 1; the rest scales.
-    assert _par(out)["Source: gen"] == 1
-    assert _par(out)["Keyed Aggregation"] == 4 and _par(out)["Sink: Print to Std. Out"] == 4
-    by_id = {v["id"]: v["parallelism"] for v in out["vertices"]}
-    for e in out["edges"]:
+    assert _par(out) == {"Source: gen": 4, "Keyed Aggregation": 4, "Sink: Print to Std. Out": 4}
+    # An older JobGraph does not say whether the source is non-parallel, so it stays at 1.
+    old = rescale_job_graph(_without_flag(_graph(1, chaining=False)), 4, NEW_ID).job_graph
+    assert _par(old)["Source: gen"] == 1
+    assert _par(old)["Keyed Aggregation"] == 4 and _par(old)["Sink: Print to Std. Out"] == 4
+    by_id = {v["id"]: v["parallelism"] for v in old["vertices"]}
+    for e in old["edges"]:
         if e["ship_strategy"] == "FORWARD":
             assert by_id[e["source_vertex"]] == by_id[e["target_vertex"]]
+    JobGraph.from_dict(old)  # a stored JobGraph without the flag still loads
 
 
 def test_forward_group_with_a_kept_vertex_is_kept_whole() -> None:
-    g = _graph(1, chaining=False)
+    g = _without_flag(_graph(1, chaining=False))
     # every edge FORWARD: one group, holding the source that must stay at 1
     for e in g["edges"]:
         e["ship_strategy"] = "FORWARD"

@@ -95,7 +95,7 @@ def resume(
         return result(request, False, f"Nothing was started: {str(e).rstrip('.')}.{hint}", "resume", 400)
     kept = (
         f" Left at their own parallelism: {', '.join(resumed.kept)} (set apart in the program, or a source"
-        " at 1 that may be non-parallel)." if resumed.kept else ""
+        " that is non-parallel)." if resumed.kept else ""
     )
     resp = result(
         request, True, f"Started job {resumed.job_id} from {resumed.savepoint_path}.{kept}", "resume",
