@@ -33,14 +33,22 @@ def result(
     return resp
 
 
+def refuse_job_action(request: Request, token: str | None, jid: str, action: str) -> Response | None:
+    """The inline refusal of an action on job ``jid`` (no login or CSRF token, or no such job id),
+    or None when the action may go ahead."""
+    try:
+        check_mutation(request, token)
+    except UIRefused as e:
+        return result(request, False, str(e), action, e.status)
+    if not _JOB_ID.fullmatch(jid):
+        return result(request, False, f"There is no job {jid}.", action, 404)
+    return None
+
+
 @router.post("/jobs/{jid}/cancel")
 def cancel(request: Request, dispatcher: DispatcherDep, settings: SettingsDep, jid: str) -> Response:
-    try:
-        check_mutation(request, settings.auth_token)
-    except UIRefused as e:
-        return result(request, False, str(e), "cancel", e.status)
-    if not _JOB_ID.fullmatch(jid):
-        return result(request, False, f"There is no job {jid}.", "cancel", 404)
+    if (refused := refuse_job_action(request, settings.auth_token, jid, "cancel")) is not None:
+        return refused
     try:
         changed = dispatcher.cancel(jid.lower())
     except UnknownJob:

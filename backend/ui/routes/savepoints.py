@@ -6,11 +6,9 @@ from __future__ import annotations
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
 
-from backend.api.jobs import _JOB_ID
 from backend.deps import DispatcherDep, SettingsDep
 from backend.services.resume import ResumeRefused, resume_from_savepoint
-from backend.ui.routes.actions import result
-from backend.ui.security import UIRefused, check_mutation
+from backend.ui.routes.actions import refuse_job_action, result
 from engine.checkpoint.rescale import NonRestoredStateError
 from engine.jobmanager.dispatcher import JobSubmissionError, UnknownJob
 from engine.jobmanager.savepoints import OperationRejected
@@ -27,12 +25,8 @@ def _start(
     drain: bool,
 ) -> Response:
     action = "stop" if stop else "savepoint"
-    try:
-        check_mutation(request, token)
-    except UIRefused as e:
-        return result(request, False, str(e), action, e.status)
-    if not _JOB_ID.fullmatch(jid):
-        return result(request, False, f"There is no job {jid}.", action, 404)
+    if (refused := refuse_job_action(request, token, jid, action)) is not None:
+        return refused
     jid = jid.lower()
     directory = target_directory.strip() or None
     try:
@@ -73,12 +67,8 @@ def resume(
     parallelism: str = Form(""), allow_non_restored_state: bool = Form(False),
 ) -> Response:
     """Start a new job of the same program from this savepoint, then open its page."""
-    try:
-        check_mutation(request, settings.auth_token)
-    except UIRefused as e:
-        return result(request, False, str(e), "resume", e.status)
-    if not _JOB_ID.fullmatch(jid):
-        return result(request, False, f"There is no job {jid}.", "resume", 404)
+    if (refused := refuse_job_action(request, settings.auth_token, jid, "resume")) is not None:
+        return refused
     try:
         wanted = int(parallelism) if parallelism.strip() else None
     except ValueError:
