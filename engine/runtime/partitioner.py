@@ -88,29 +88,50 @@ class ShufflePartitioner(StreamPartitioner):
 
 
 class KeyGroupStreamPartitioner(StreamPartitioner):
-    """HASH: key -> key group -> the consumer subtask owning that group."""
+    """HASH: key -> key group -> the consumer subtask owning that group.
+
+    The channel of each str or int key is remembered (up to ``CACHE_KEYS`` keys): a dict lookup
+    costs a fraction of encoding and hashing the key again for every record. Only exact str
+    and int keys are cached, because a dict would confuse ``True`` with ``1`` and ``1.0``,
+    which hash into different key groups.
+    """
+
+    CACHE_KEYS = 65536
 
     def __init__(self, n: int, key_selector: Callable[[Any], Any], max_parallelism: int) -> None:
         super().__init__(n)
         self.key_selector = key_selector
         self.max_parallelism = max_parallelism
+        self.cache: dict[Any, int] = {}
+
+    def channel(self, key: Any) -> int:
+        mp = self.max_parallelism
+        i = zlib.crc32(key_bytes(key)) % mp * self.n // mp
+        if (type(key) is str or type(key) is int) and len(self.cache) < self.CACHE_KEYS:
+            self.cache[key] = i
+        return i
 
     def split(self, values, timestamps):
-        ks, mp, n, crc = self.key_selector, self.max_parallelism, self.n, zlib.crc32
+        ks, n, get, channel = self.key_selector, self.n, self.cache.get, self.channel
         buckets: list[list[Any]] = [[] for _ in range(n)]
+        add = [b.append for b in buckets]
         if timestamps is None:
             for v in values:
                 k = ks(v)
-                kg = crc(k.encode() if type(k) is str else key_bytes(k)) % mp
-                buckets[kg * n // mp].append(v)
+                t = type(k)
+                i = get(k) if t is str or t is int else None
+                add[channel(k) if i is None else i](v)
             return [(i, b, None) for i, b in enumerate(buckets) if b]
         tbuckets: list[list[int]] = [[] for _ in range(n)]
-        for v, t in zip(values, timestamps):
+        tadd = [b.append for b in tbuckets]
+        for v, ts in zip(values, timestamps):
             k = ks(v)
-            kg = crc(k.encode() if type(k) is str else key_bytes(k)) % mp
-            i = kg * n // mp
-            buckets[i].append(v)
-            tbuckets[i].append(t)
+            t = type(k)
+            i = get(k) if t is str or t is int else None
+            if i is None:
+                i = channel(k)
+            add[i](v)
+            tadd[i](ts)
         return [(i, b, tbuckets[i]) for i, b in enumerate(buckets) if b]
 
 

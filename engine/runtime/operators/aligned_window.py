@@ -117,7 +117,53 @@ class AlignedWindowOperator(StreamOperator):
                 f"'{self.ctx.operator_name}' uses event-time windows but its records carry no timestamps; "
                 "assign them with a WatermarkStrategy and a timestamp assigner"
             )
-        ks, contents, keys_by_start = self.key_selector, self.contents, self.keys_by_start
+        if self.size == self.slide and self.is_reduce:
+            self._reduce_tumbling(values, timestamps)
+        else:
+            self._add_general(values, timestamps)
+        self.collector.flush()
+
+    def _reduce_tumbling(self, values: list[Any], timestamps: list[int]) -> None:
+        """The common case, one window per record and a reduce, without the general loop's per-record branching."""
+        ks, contents, keys_by_start, reduce_fn = self.key_selector, self.contents, self.keys_by_start, self.reduce_fn
+        size, offset, wm = self.size, self.offset, self.watermark
+        # A window [start, start + size) is late once start + size - 1 + lateness <= wm, and is
+        # already fired (so fires again with each element) once start + size - 1 <= wm.
+        late_upto = wm - self.lateness - size + 1
+        fired_upto = wm - size + 1
+        for v, ts in zip(values, timestamps):
+            start = ts - (ts - offset) % size
+            if start <= late_upto:
+                self._late(v, ts)
+                continue
+            key = ks(v)
+            wins = contents.get(key)
+            if wins is None:
+                contents[key] = {start: v}
+                self._opened(key, start)
+            else:
+                acc = wins.get(start, _MISSING)
+                if acc is _MISSING:
+                    wins[start] = v
+                    self._opened(key, start)
+                else:
+                    wins[start] = reduce_fn(acc, v)
+            if start <= fired_upto:
+                self._fire(key, start)  # late but within allowed lateness: fire with this element
+
+    def _opened(self, key: Any, start: int) -> None:
+        """Index a (key, window) that just got its first element."""
+        holders = self.keys_by_start.get(start)
+        if holders is None:
+            self.keys_by_start[start] = {key}
+            # A window first opened behind the watermark fires per element; it only needs its cleanup.
+            behind = start + self.size - 1 <= self.watermark
+            heapq.heappush(self.cleanup_heap if behind else self.fire_heap, start)
+        else:
+            holders.add(key)
+
+    def _add_general(self, values: list[Any], timestamps: list[int]) -> None:
+        ks, contents = self.key_selector, self.contents
         size, slide, offset, lateness, wm = self.size, self.slide, self.offset, self.lateness, self.watermark
         reduce_fn = self.reduce_fn if self.is_reduce else None
         agg = None if self.is_reduce else self.function
@@ -141,21 +187,13 @@ class AlignedWindowOperator(StreamOperator):
                 acc = wins.get(start, _MISSING)
                 if acc is _MISSING:
                     wins[start] = v if reduce_fn else agg.add(v, agg.create_accumulator())
-                    holders = keys_by_start.get(start)
-                    if holders is None:
-                        keys_by_start[start] = {key}
-                        # A window first opened behind the watermark fires per element below;
-                        # it only needs its cleanup, not a regular firing.
-                        heapq.heappush(self.cleanup_heap if end_ts <= wm else self.fire_heap, start)
-                    else:
-                        holders.add(key)
+                    self._opened(key, start)
                 else:
                     wins[start] = reduce_fn(acc, v) if reduce_fn else agg.add(v, acc)
                 if end_ts <= wm:
                     self._fire(key, start)  # late but within allowed lateness: fire with this element
             if key is _MISSING:
                 self._late(v, ts)
-        self.collector.flush()
 
     def _late(self, v: Any, ts: int) -> None:
         if self.late_tag is not None:
@@ -181,6 +219,19 @@ class AlignedWindowOperator(StreamOperator):
         else:
             self.collector.add_result(wf(key, window, [result]), out_ts)
 
+    def _fire_and_drop(self, start: int) -> None:
+        """Fire one window start for every key and drop it at once: no lateness, no window function."""
+        contents = self.contents
+        results = []
+        for key in self.keys_by_start.pop(start, ()):
+            wins = contents[key]
+            results.append(wins.pop(start))
+            if not wins:
+                del contents[key]
+        if not self.is_reduce:
+            results = [self.function.get_result(acc) for acc in results]
+        self.collector.add_records(results, start + self.size - 1)
+
     def _drop(self, key: Any, start: int) -> None:
         wins = self.contents.get(key)
         if wins is not None:
@@ -201,6 +252,9 @@ class AlignedWindowOperator(StreamOperator):
         size, lateness = self.size, self.lateness
         while self.fire_heap and self.fire_heap[0] + size - 1 <= watermark:
             start = heapq.heappop(self.fire_heap)
+            if lateness == 0 and self.window_function is None:
+                self._fire_and_drop(start)
+                continue
             holders = self.keys_by_start.get(start, ())
             for key in holders:
                 self._fire(key, start)

@@ -32,6 +32,11 @@ class ResultCollector:
             self.values.append(item)
             self.stamps.append(ts)
 
+    def add_records(self, items: list[Any], ts: int | None) -> None:
+        """Plain records, such as window results: never read as side outputs."""
+        self.values.extend(items)
+        self.stamps.extend([ts] * len(items))
+
     def add_side(self, tag: OutputTag, value: Any, ts: int | None) -> None:
         vals, stamps = self.side.setdefault(tag.tag_id, ([], []))
         vals.append(value)

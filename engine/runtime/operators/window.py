@@ -303,8 +303,7 @@ class WindowOperator(StreamOperator):
     def _apply_window_function(self, key: Any, w: Any, results: list[Any], out_ts: int, direct: bool) -> None:
         wf = self.window_function
         if wf is None:
-            for r in results:
-                self.collector.add(r, out_ts)
+            self.collector.add_records(results, out_ts)
         elif isinstance(wf, ProcessWindowFunction):
             self.wctx.w = w
             self.collector.add_result(wf.process(key, self.wctx, results), out_ts)

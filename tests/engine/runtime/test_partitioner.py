@@ -109,6 +109,28 @@ def test_hash_partitioner_agrees_with_key_groups_for_any_key_type(selector):
         assert all(assign_key_to_operator(selector(v), 128, 4) == ch for v in vs)
 
 
+def test_hash_partitioner_key_cache_never_confuses_equal_keys_of_other_types():
+    # 1, True and 1.0 are one dict key but three key groups: the cache must not route one as another.
+    keys = [1, True, 1.0, 0, False, 0.0, "1", b"1"] * 3
+    for n in (2, 3, 5, 8):
+        p = KeyGroupStreamPartitioner(n, lambda v: v, 128)
+        for _ in range(2):  # the second pass reads the cached channels
+            for ch, vs, _ in p.split(keys, None):
+                assert all(assign_key_to_operator(v, 128, n) == ch for v in vs), (n, ch, vs)
+        assert set(p.cache) <= {1, 0, "1"} and all(type(k) in (int, str) for k in p.cache)
+
+
+def test_hash_partitioner_key_cache_is_bounded():
+    p = KeyGroupStreamPartitioner(4, lambda v: v, 128)
+    p.CACHE_KEYS = 100
+    values = [f"k{i}" for i in range(1000)]
+    out = p.split(values, list(range(1000)))
+    assert len(p.cache) == 100
+    for ch, vs, ts in out:
+        assert all(assign_key_to_operator(v, 128, 4) == ch for v in vs)
+        assert [int(v[1:]) for v in vs] == ts
+
+
 def test_hash_partitioner_omits_empty_channels():
     p = KeyGroupStreamPartitioner(8, lambda v: "same", 128)
     result = p.split([1, 2, 3], None)
