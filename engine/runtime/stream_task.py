@@ -367,6 +367,8 @@ class StreamTask:
                         op.stop_without_drain()
             for w in self.writers:
                 w.broadcast_event(END_OF_PARTITION)
+            for w in self.writers:
+                w.close()  # everything sent has reached the channels before the task reports FINISHED
         finally:
             for op in opened:
                 try:

@@ -23,9 +23,10 @@ class ChannelWriter(Protocol):
     blocked_since: float | None  # monotonic time a credit wait began, while it lasts
 
     def send(self, payload: bytes, is_data: bool) -> float:
-        """Append a buffer; returns seconds spent blocked waiting for credit."""
+        """Append a buffer (it may still be on its way); returns seconds spent blocked waiting for credit."""
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Wait until every buffer sent has reached the channel."""
 
 
 class InputGate(Protocol):

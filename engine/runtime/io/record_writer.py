@@ -148,3 +148,8 @@ class RecordWriter:
         payload = self.serializer.encode(kind, a, b)
         for w in self.writers:
             w.send(payload, False)
+
+    def close(self) -> None:
+        """Wait until every buffer sent has been taken by its channel."""
+        for w in self.writers:
+            w.close()

@@ -4,7 +4,12 @@ Data buffers go to ``ms:ch:...`` with RPUSH; the consumer pops them with BLPOP
 over all its unblocked channels at once. Each consumed buffer returns a credit
 token on ``ms:cr:...``. A producer starts with N credits and blocks when it has
 none, so at most N unread buffers ever sit in Redis per channel, however slow
-the consumer. Credit fetches ride in the same round trip as the next push.
+the consumer. Credit fetches ride along with a push.
+
+Pushes are pipelined, as Flink's network stack writes buffers without waiting:
+the producer writes the command and goes on; replies are read later, in order,
+when a credit fetch's answer is needed, when many are waiting, or when the
+writers close. Only a task that has run out of credit waits for Redis.
 
 A task's channels talk to Redis over connections of their own (``RedisLink``):
 only the task's thread uses them, so the pool's per-command checkout, liveness
@@ -15,7 +20,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from collections import deque
+from typing import Any, Callable
 
 import redis
 
@@ -26,25 +32,65 @@ from engine.runtime.io.frames import FramedInputGate
 _POLL_SLICE = 0.1  # seconds; how often a blocked wait re-checks cancellation
 
 
+_MAX_UNREAD = 64  # replies left unread before the link reads them (they are usually there already)
+
+ReplyHandler = Callable[[Any], None] | None
+
+
 class RedisLink:
-    """One connection used by one thread: commands written straight to the socket, replies read in order."""
+    """One connection used by one thread: commands written straight to the socket, replies read in order.
+
+    ``send`` does not wait for replies; each gets a handler (or None), run when the reply is read.
+    An error reply raises from whichever call reads it, and fails the task.
+    """
 
     def __init__(self, client: redis.Redis) -> None:
         # Same host, credentials and TLS settings as the client, but outside its pool.
         self.conn: Any = client.connection_pool.make_connection()
+        self.unread: deque[ReplyHandler] = deque()
 
     def call(self, *args: Any) -> Any:
         return self.pipeline([args])[0]
 
     def pipeline(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        """Send and wait for these commands' replies (reading any earlier unread ones first)."""
         conn = self.conn
         try:
             conn.send_packed_command(conn.pack_commands(commands), check_health=False)
+            self._read_unread()
             return [conn.read_response() for _ in commands]
         except BaseException:
             # Replies may be left unread: the connection cannot be trusted for the next command.
             conn.disconnect()
             raise
+
+    def send(self, commands: list[tuple[Any, ...]], handlers: list[ReplyHandler]) -> None:
+        """Write commands without waiting; ``handlers[i]`` gets command i's reply when it is read."""
+        conn = self.conn
+        try:
+            conn.send_packed_command(conn.pack_commands(commands), check_health=False)
+            self.unread.extend(handlers)
+            if len(self.unread) > _MAX_UNREAD:
+                self._read_unread()
+        except BaseException:
+            conn.disconnect()
+            raise
+
+    def read_unread(self) -> None:
+        """Wait for every reply still unread, so everything sent so far has been done by Redis."""
+        try:
+            self._read_unread()
+        except BaseException:
+            self.conn.disconnect()
+            raise
+
+    def _read_unread(self) -> None:
+        unread, read = self.unread, self.conn.read_response
+        while unread:
+            reply = read()
+            handler = unread.popleft()
+            if handler is not None:
+                handler(reply)
 
     def close(self) -> None:
         self.conn.disconnect()
@@ -59,9 +105,12 @@ class RedisChannelWriter:
         self.credits = credits
         self.cancelled = cancelled
         self.blocked_since: float | None = None  # set while waiting for credit, read by the metrics sampler
+        self.fetching = False  # a credit fetch is in flight
 
     def send(self, payload: bytes, is_data: bool) -> float:
         blocked = 0.0
+        if is_data and self.credits <= 0 and self.fetching:
+            self.link.read_unread()  # the credit fetch in flight may bring enough
         if is_data and self.credits <= 0:
             t0 = self.blocked_since = time.monotonic()
             while self.credits <= 0:
@@ -77,16 +126,23 @@ class RedisChannelWriter:
             blocked = time.monotonic() - t0
         if is_data:
             self.credits -= 1
-        if is_data and self.credits < self.initial // 2:
-            # Piggyback a non-blocking credit fetch on the push: one round trip.
-            _, more = self.link.pipeline([("RPUSH", self.data_key, payload), ("LPOP", self.credit_key, self.initial)])
-            self.credits += len(more or ())
+        if is_data and self.credits < self.initial // 2 and not self.fetching:
+            # Piggyback a non-blocking credit fetch on the push; its answer is counted when read.
+            self.fetching = True
+            self.link.send(
+                [("RPUSH", self.data_key, payload), ("LPOP", self.credit_key, self.initial)], [None, self._fetched]
+            )
         else:
-            self.link.call("RPUSH", self.data_key, payload)
+            self.link.send([("RPUSH", self.data_key, payload)], [None])
         return blocked
 
+    def _fetched(self, tokens: list[bytes] | None) -> None:
+        self.fetching = False
+        self.credits += len(tokens or ())
+
     def close(self) -> None:
-        pass
+        """Wait until Redis has taken every buffer sent (before the task may report it finished)."""
+        self.link.read_unread()
 
 
 class RedisInputGate:
