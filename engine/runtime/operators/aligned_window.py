@@ -5,6 +5,14 @@ event-time trigger, there is no evictor and the function is incremental
 (reduce or aggregate). Aligned windows start at the same instants for every
 key, so one timer per window start replaces one timer per (key, window), and
 windows are plain integers until they fire. Results match the general operator.
+
+On the heap backend the accumulators are held by window start, ``start -> {key:
+accumulator}``: the records of a batch mostly fall into one or two windows, so a
+record costs one dict lookup, and firing a window start takes its whole dict.
+Checkpoints write them as the keyed table ``_aligned_windows`` (``key -> {start:
+accumulator}``), by key group, which is also where ``aligned_window_table.py``
+keeps them for backends that hold state off the heap; so savepoints move freely
+between the two, across state backends and parallelisms.
 """
 from __future__ import annotations
 
@@ -22,6 +30,7 @@ from engine.windowing.triggers import EventTimeTrigger
 from engine.windowing.windows import TimeWindow
 
 _MISSING = object()
+WINDOWS_TABLE = "_aligned_windows"
 
 
 def is_aligned(params: dict[str, Any]) -> bool:
@@ -57,23 +66,6 @@ class _Context(ProcessWindowFunction.Context):
 
 
 class AlignedWindowOperator(StreamOperator):
-    def snapshot_state(self) -> Any:
-        # Window contents live in keyed state; the per-start index is rebuilt from it on restore.
-        return {"watermark": self.watermark}
-
-    def restore_state(self, state: Any) -> None:
-        if state:
-            self.watermark = state["watermark"]
-        # Rebuild the per-start index from the restored window contents.
-        for key, windows in self.contents.items():
-            for start in windows:
-                holders = self.keys_by_start.get(start)
-                if holders is None:
-                    self.keys_by_start[start] = {key}
-                    end_ts = start + self.size - 1
-                    heapq.heappush(self.cleanup_heap if end_ts <= self.watermark else self.fire_heap, start)
-                else:
-                    holders.add(key)
     def open(self) -> None:
         p = self.params
         assigner = p["assigner"]
@@ -95,9 +87,9 @@ class AlignedWindowOperator(StreamOperator):
         assert self.ctx.keyed_backend is not None and self.ctx.key_selector is not None
         self.backend = self.ctx.keyed_backend
         self.key_selector = self.ctx.key_selector
-        # key -> {window start: accumulator}; kept in the backend so snapshots include it
-        self.contents: dict[Any, dict[int, Any]] = self.backend.table("_aligned_windows", "window")
-        self.keys_by_start: dict[int, set[Any]] = {}
+        # key -> {window start: accumulator}: the checkpointed form (and a restore's input)
+        self.contents: dict[Any, dict[int, Any]] = self.backend.table(WINDOWS_TABLE, "window")
+        self.windows: dict[int, dict[Any, Any]] = {}  # window start -> {key: accumulator}
         self.fire_heap: list[int] = []  # window starts not yet fired
         self.cleanup_heap: list[int] = []  # fired starts kept for allowed lateness
         self.watermark = MIN_WATERMARK
@@ -107,10 +99,30 @@ class AlignedWindowOperator(StreamOperator):
         self.global_states = StreamingRuntimeContext(self.ctx)
         self.clears = isinstance(self.window_function, ProcessWindowFunction)
 
-    def _starts(self, ts: int) -> list[int]:
-        last = ts - (ts - self.offset + self.slide) % self.slide
-        return list(range(last, ts - self.size, -self.slide))
+    # -- checkpoints -------------------------------------------------------------
+    def snapshot_state(self) -> Any:
+        return {"watermark": self.watermark}
 
+    def restore_state(self, state: Any) -> None:
+        if state:
+            self.watermark = state["watermark"]
+        for key, wins in self.contents.items():
+            for start, acc in wins.items():
+                self._window(start)[key] = acc
+        self.contents.clear()
+
+    def keyed_tables(self) -> dict[str, tuple[str, Any]]:
+        by_key: dict[Any, dict[int, Any]] = {}
+        for start, accs in self.windows.items():
+            for key, acc in accs.items():
+                wins = by_key.get(key)
+                if wins is None:
+                    by_key[key] = {start: acc}
+                else:
+                    wins[start] = acc
+        return {WINDOWS_TABLE: ("window", by_key.items())}
+
+    # -- records ---------------------------------------------------------------
     def process_batch(self, values, timestamps):
         if timestamps is None:
             raise TypeError(
@@ -120,78 +132,67 @@ class AlignedWindowOperator(StreamOperator):
         if self.size == self.slide and self.is_reduce:
             self._reduce_tumbling(values, timestamps)
         else:
-            self._add_general(values, timestamps)
+            self._add(values, timestamps)
         self.collector.flush()
 
+    def _starts(self, ts: int) -> list[int]:
+        last = ts - (ts - self.offset) % self.slide
+        return list(range(last, ts - self.size, -self.slide))
+
+    def _window(self, start: int) -> dict[Any, Any]:
+        """The accumulators of window ``start``, opened (and scheduled) if it is new."""
+        accs = self.windows.get(start)
+        if accs is None:
+            accs = self.windows[start] = {}
+            # A window first opened behind the watermark fires per element; it only needs its cleanup.
+            behind = start + self.size - 1 <= self.watermark
+            heapq.heappush(self.cleanup_heap if behind else self.fire_heap, start)
+        return accs
+
     def _reduce_tumbling(self, values: list[Any], timestamps: list[int]) -> None:
-        """The common case, one window per record and a reduce, without the general loop's per-record branching."""
-        ks, contents, keys_by_start, reduce_fn = self.key_selector, self.contents, self.keys_by_start, self.reduce_fn
-        size, offset, wm = self.size, self.offset, self.watermark
-        # A window [start, start + size) is late once start + size - 1 + lateness <= wm, and is
-        # already fired (so fires again with each element) once start + size - 1 <= wm.
+        """The common case, one window per record and a reduce: a record costs one dict lookup."""
+        ks, reduce_fn, size, offset, wm = self.key_selector, self.reduce_fn, self.size, self.offset, self.watermark
+        # Window [start, start + size) is late once start + size - 1 + lateness <= wm, and already
+        # fired (so it fires again with each element) once start + size - 1 <= wm.
         late_upto = wm - self.lateness - size + 1
         fired_upto = wm - size + 1
+        current, accs = None, {}
         for v, ts in zip(values, timestamps):
             start = ts - (ts - offset) % size
             if start <= late_upto:
                 self._late(v, ts)
                 continue
+            if start != current:
+                current, accs = start, self._window(start)
             key = ks(v)
-            wins = contents.get(key)
-            if wins is None:
-                contents[key] = {start: v}
-                self._opened(key, start)
-            else:
-                acc = wins.get(start, _MISSING)
-                if acc is _MISSING:
-                    wins[start] = v
-                    self._opened(key, start)
-                else:
-                    wins[start] = reduce_fn(acc, v)
+            acc = accs.get(key, _MISSING)
+            accs[key] = v if acc is _MISSING else reduce_fn(acc, v)
             if start <= fired_upto:
                 self._fire(key, start)  # late but within allowed lateness: fire with this element
 
-    def _opened(self, key: Any, start: int) -> None:
-        """Index a (key, window) that just got its first element."""
-        holders = self.keys_by_start.get(start)
-        if holders is None:
-            self.keys_by_start[start] = {key}
-            # A window first opened behind the watermark fires per element; it only needs its cleanup.
-            behind = start + self.size - 1 <= self.watermark
-            heapq.heappush(self.cleanup_heap if behind else self.fire_heap, start)
-        else:
-            holders.add(key)
-
-    def _add_general(self, values: list[Any], timestamps: list[int]) -> None:
-        ks, contents = self.key_selector, self.contents
-        size, slide, offset, lateness, wm = self.size, self.slide, self.offset, self.lateness, self.watermark
+    def _add(self, values: list[Any], timestamps: list[int]) -> None:
+        """Sliding windows, or an aggregate."""
+        ks, size, slide, offset, wm = self.key_selector, self.size, self.slide, self.offset, self.watermark
         reduce_fn = self.reduce_fn if self.is_reduce else None
         agg = None if self.is_reduce else self.function
-        tumbling = size == slide
+        late_upto = wm - self.lateness - size + 1
+        fired_upto = wm - size + 1
         for v, ts in zip(values, timestamps):
-            if tumbling:
-                start = ts - (ts - offset + size) % size
-                starts = (start,)
-            else:
-                starts = self._starts(ts)
+            starts = (ts - (ts - offset) % size,) if size == slide else self._starts(ts)
             key = _MISSING
             for start in starts:
-                end_ts = start + size - 1
-                if end_ts + lateness <= wm:
+                if start <= late_upto:
                     continue
                 if key is _MISSING:
                     key = ks(v)
-                    wins = contents.get(key)
-                    if wins is None:
-                        wins = contents[key] = {}
-                acc = wins.get(start, _MISSING)
+                accs = self._window(start)
+                acc = accs.get(key, _MISSING)
                 if acc is _MISSING:
-                    wins[start] = v if reduce_fn else agg.add(v, agg.create_accumulator())
-                    self._opened(key, start)
+                    accs[key] = v if reduce_fn else agg.add(v, agg.create_accumulator())
                 else:
-                    wins[start] = reduce_fn(acc, v) if reduce_fn else agg.add(v, acc)
-                if end_ts <= wm:
-                    self._fire(key, start)  # late but within allowed lateness: fire with this element
+                    accs[key] = reduce_fn(acc, v) if reduce_fn else agg.add(v, acc)
+                if start <= fired_upto:
+                    self._fire(key, start)
             if key is _MISSING:
                 self._late(v, ts)
 
@@ -201,13 +202,37 @@ class AlignedWindowOperator(StreamOperator):
         else:
             self.ctx.metrics.late_records_dropped += 1
 
+    # -- firing ----------------------------------------------------------------
     def _fire(self, key: Any, start: int) -> None:
-        acc = self.contents[key][start]
+        self._emit(key, start, self.windows[start][key])
+
+    def _fire_start(self, start: int) -> None:
+        """Fire window ``start`` for every key that has it."""
+        accs = self.windows.get(start)
+        if not accs:
+            return
+        if self.window_function is None:
+            results = list(accs.values())
+            if not self.is_reduce:
+                results = [self.function.get_result(acc) for acc in results]
+            self.collector.add_records(results, start + self.size - 1)
+            return
+        for key, acc in accs.items():
+            self._emit(key, start, acc)
+
+    def _drop_start(self, start: int) -> None:
+        accs = self.windows.pop(start, None)
+        if accs and self.clears:
+            for key in accs:
+                self._clear(key, start)
+
+    def _emit(self, key: Any, start: int, acc: Any) -> None:
+        """One window's result for one key, through the window function if there is one."""
         result = acc if self.is_reduce else self.function.get_result(acc)
         out_ts = start + self.size - 1
         wf = self.window_function
         if wf is None:
-            self.collector.add(result, out_ts)
+            self.collector.add_records([result], out_ts)
             return
         window = TimeWindow(start, start + self.size)
         if isinstance(wf, ProcessWindowFunction):
@@ -219,31 +244,13 @@ class AlignedWindowOperator(StreamOperator):
         else:
             self.collector.add_result(wf(key, window, [result]), out_ts)
 
-    def _fire_and_drop(self, start: int) -> None:
-        """Fire one window start for every key and drop it at once: no lateness, no window function."""
-        contents = self.contents
-        results = []
-        for key in self.keys_by_start.pop(start, ()):
-            wins = contents[key]
-            results.append(wins.pop(start))
-            if not wins:
-                del contents[key]
-        if not self.is_reduce:
-            results = [self.function.get_result(acc) for acc in results]
-        self.collector.add_records(results, start + self.size - 1)
-
-    def _drop(self, key: Any, start: int) -> None:
-        wins = self.contents.get(key)
-        if wins is not None:
-            wins.pop(start, None)
-            if not wins:
-                del self.contents[key]
-        if self.clears:  # the window is gone: ProcessWindowFunction.clear, then its per-window state
-            window = TimeWindow(start, start + self.size)
-            self.backend.current_key = key
-            self.wctx.w = window
-            self.window_function.clear(self.wctx)
-            self.window_states.clear_namespace(key, window)
+    def _clear(self, key: Any, start: int) -> None:
+        """The window is gone: ProcessWindowFunction.clear, then its per-window state."""
+        window = TimeWindow(start, start + self.size)
+        self.backend.current_key = key
+        self.wctx.w = window
+        self.window_function.clear(self.wctx)
+        self.window_states.clear_namespace(key, window)
 
     def process_watermark(self, watermark: int) -> None:
         if watermark <= self.watermark:
@@ -252,22 +259,13 @@ class AlignedWindowOperator(StreamOperator):
         size, lateness = self.size, self.lateness
         while self.fire_heap and self.fire_heap[0] + size - 1 <= watermark:
             start = heapq.heappop(self.fire_heap)
-            if lateness == 0 and self.window_function is None:
-                self._fire_and_drop(start)
-                continue
-            holders = self.keys_by_start.get(start, ())
-            for key in holders:
-                self._fire(key, start)
+            self._fire_start(start)
             if lateness == 0:
-                for key in holders:
-                    self._drop(key, start)
-                self.keys_by_start.pop(start, None)
+                self._drop_start(start)
             else:
                 heapq.heappush(self.cleanup_heap, start)
         while self.cleanup_heap and self.cleanup_heap[0] + size - 1 + lateness <= watermark:
-            start = heapq.heappop(self.cleanup_heap)
-            for key in self.keys_by_start.pop(start, ()):
-                self._drop(key, start)
+            self._drop_start(heapq.heappop(self.cleanup_heap))
         self.collector.flush()
         self.ctx.metrics.current_output_watermark = watermark
         self.output.emit_watermark(watermark)

@@ -192,6 +192,12 @@ class StreamOperator:
         the keyed state, by key group, and restores each key group's timers where the key group goes."""
         return {}
 
+    def keyed_tables(self) -> dict[str, tuple[str, Any]]:
+        """Keyed state the operator holds outside its backend, as ``{state name: (kind, (key, value)
+        pairs)}``: checkpointed by key group with the backend's tables, and restored into the backend
+        table of that name (where ``restore_state`` finds it)."""
+        return {}
+
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         """The checkpoint is complete everywhere: the commit point of two-phase-commit sinks."""
 

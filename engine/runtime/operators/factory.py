@@ -15,6 +15,8 @@ from engine.runtime.operators.co_operators import (
 from engine.runtime.operators.keyed import KeyedProcessOperator, ReduceOperator
 from engine.runtime.operators.timestamps import TimestampsAndWatermarksOperator
 from engine.runtime.operators.aligned_window import AlignedWindowOperator, is_aligned
+from engine.runtime.operators.aligned_window_table import StateTableAlignedWindowOperator
+from engine.runtime.state.heap_backend import HeapKeyedStateBackend
 from engine.runtime.operators.window import WindowOperator
 from engine.runtime.operators.sinks import (
     CollectSinkOperator,
@@ -53,7 +55,9 @@ def create_operator(t: Transformation, ctx: OperatorContext) -> StreamOperator:
     if t.kind is OperatorKind.SINK:
         return _SINKS[t.params["sink"]](t.function, ctx, params)
     if t.kind is OperatorKind.WINDOW and is_aligned(t.params):
-        return AlignedWindowOperator(t.function, ctx, params)
+        # Accumulators on the heap, by window start; other backends keep them in their own tables.
+        on_heap = isinstance(ctx.keyed_backend, HeapKeyedStateBackend)
+        return (AlignedWindowOperator if on_heap else StateTableAlignedWindowOperator)(t.function, ctx, params)
     cls = _BY_KIND.get(t.kind)
     if cls is None:
         raise ValueError(f"no runtime operator for {t.kind.value}")

@@ -5,7 +5,8 @@ Per operator a task writes one state file holding a dict:
 
 * ``keyed``/``kinds`` (the keyed head only): ``{key group: {state name: [(key, value)]}}`` from the
   keyed backend, plus the operator's timers under ``_timers/<service>`` as ``[(key, [(domain, ts,
-  timer key)])]``, so timers move with their key group when a job is rescaled;
+  timer key)])]``, so timers move with their key group when a job is rescaled, and any keyed state
+  the operator holds itself (``keyed_tables``);
 * ``operator``: the operator's own ``snapshot_state()`` (a list is split evenly on rescale, anything
   else is copied, like broadcast state);
 * ``function``: a CheckpointedFunction's operator list and union list states;
@@ -33,7 +34,12 @@ def snapshot_keyed(backend: Any, operator: Any) -> tuple[dict[int, dict[str, lis
     for name, service in operator.timer_services().items():
         for kg, entries in service.snapshot_by_key_group(key_group_of).items():
             keyed.setdefault(kg, {})[TIMERS_PREFIX + name] = entries
-    return keyed, dict(backend.kinds)
+    kinds = dict(backend.kinds)
+    for name, (kind, pairs) in operator.keyed_tables().items():
+        kinds[name] = kind
+        for key, value in pairs:
+            keyed.setdefault(key_group_of(key), {}).setdefault(name, []).append((key, value))
+    return keyed, kinds
 
 
 def restore_keyed(backend: Any, operator: Any, loaded: Mapping[int, Mapping[str, Any]], spec: OperatorRestore) -> None:

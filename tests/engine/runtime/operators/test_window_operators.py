@@ -10,6 +10,7 @@ import pytest
 
 from engine.datastream.functions import AggregateFunction, ProcessWindowFunction, ReduceFunction, WindowFunction
 from engine.datastream.output_tag import OutputTag
+from engine.runtime.operators.aligned_window_table import StateTableAlignedWindowOperator
 from engine.runtime.operators.aligned_window import AlignedWindowOperator, is_aligned
 from engine.runtime.operators.window import WindowOperator
 from engine.windowing.assigners import (
@@ -29,7 +30,7 @@ from engine.windowing.windows import MAX_TIMESTAMP, TimeWindow
 from tests.operator_context import keyed_context
 
 MAX = 2**63 - 1
-BOTH = pytest.mark.parametrize("cls", [AlignedWindowOperator, WindowOperator])
+BOTH = pytest.mark.parametrize("cls", [AlignedWindowOperator, StateTableAlignedWindowOperator, WindowOperator])
 
 # -- harness ----------------------------------------------------------------------------
 
@@ -219,9 +220,10 @@ def _assert_same(steps, function: Any, **params: Any) -> tuple[Harness, Harness]
     assert is_aligned(params)
     fast = _run(AlignedWindowOperator, function, steps, **params)
     general = _run(WindowOperator, function, steps, **params)
-    assert Counter(fast.out.records) == Counter(general.out.records)
-    assert Counter(fast.late.records) == Counter(general.late.records)
-    assert fast.dropped == general.dropped
+    for aligned in (fast, _run(StateTableAlignedWindowOperator, function, steps, **params)):
+        assert Counter(aligned.out.records) == Counter(general.out.records)
+        assert Counter(aligned.late.records) == Counter(general.late.records)
+        assert aligned.dropped == general.dropped
     assert fast.out.records  # the job produced windows at all
     return fast, general
 

@@ -6,12 +6,13 @@ import pytest
 
 from engine.datastream.functions import ProcessWindowFunction
 from engine.datastream.state import ValueStateDescriptor
+from engine.runtime.operators.aligned_window_table import StateTableAlignedWindowOperator
 from engine.runtime.operators.aligned_window import AlignedWindowOperator
 from engine.runtime.operators.window import WINDOW_STATE_PREFIX, WindowOperator
 from engine.windowing.assigners import EventTimeSessionWindows, TumblingEventTimeWindows
 from tests.engine.runtime.operators.test_window_operators import Harness, sum_reduce
 
-BOTH = pytest.mark.parametrize("cls", [AlignedWindowOperator, WindowOperator])
+BOTH = pytest.mark.parametrize("cls", [AlignedWindowOperator, StateTableAlignedWindowOperator, WindowOperator])
 
 
 class Firings(ProcessWindowFunction):

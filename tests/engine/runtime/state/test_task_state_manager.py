@@ -13,6 +13,8 @@ from engine.datastream.functions import KeyedProcessFunction, ProcessWindowFunct
 from engine.datastream.state import ValueStateDescriptor
 from engine.runtime.key_groups import assign_key_to_operator, assign_to_key_group, key_group_range
 from engine.runtime.operators.base import ChainingOutput, StreamOperator
+from engine.runtime.operators.aligned_window import AlignedWindowOperator
+from engine.runtime.operators.aligned_window_table import StateTableAlignedWindowOperator
 from engine.runtime.operators.keyed import KeyedProcessOperator
 from engine.runtime.operators.window import WindowOperator
 from engine.runtime.state.heap_backend import HeapKeyedStateBackend
@@ -126,6 +128,52 @@ def test_window_timers_keyed_by_key_and_window_move_with_the_key():
         op.process_watermark(10_000)
         fired.extend(sink.got)
     assert sorted(fired) == sorted((k, (n * 10) // 100 * 100, 2) for n, k in enumerate(KEYS))
+
+
+def _add_counts(a, b):
+    return (a[0], a[1] + b[1])
+
+
+@pytest.mark.parametrize(
+    "layouts",
+    [(AlignedWindowOperator, StateTableAlignedWindowOperator, AlignedWindowOperator),
+     (StateTableAlignedWindowOperator, AlignedWindowOperator, StateTableAlignedWindowOperator)],
+    ids=["heap-table-heap", "table-heap-table"],
+)
+def test_aligned_window_accumulators_move_with_their_key_groups_2_3_1_between_layouts(layouts):
+    # The heap layout (by window start) and the backend-table layout checkpoint the same keyed table,
+    # so a savepoint of one restores into the other, at another parallelism.
+    now = [0]
+    params = {
+        "assigner": TumblingEventTimeWindows.of(Time.milliseconds(100)), "function_kind": "reduce",
+        "trigger": None, "evictor": None, "allowed_lateness": 0, "late_tag": None, "window_function": None,
+    }
+    records = [((key, n % 7 + 1), (n * 37) % 250) for n, key in enumerate(KEYS * 5)]
+    ops = [_operator(layouts[0], _add_counts, i, 2, now, params) for i in range(2)]
+    for parallelism, cls, part in ((3, layouts[1], records[:100]), (1, layouts[2], records[100:])):
+        for (key, n), ts in part:
+            ops[assign_key_to_operator(key, MAX_P, len(ops))][0].process_batch([(key, n)], [ts])
+        for op, _ in ops:
+            op.process_watermark(-1)  # nothing fires yet, but the watermark is part of the snapshot
+        loaded = {}
+        for i, (op, _) in enumerate(ops):
+            keyed, kinds = snapshot_keyed(op.backend, op)
+            loaded[i] = {"keyed": keyed, "kinds": kinds, "operator": op.snapshot_state()}
+        new = []
+        for j in range(parallelism):
+            op, sink = _operator(cls, _add_counts, j, parallelism, now, params)
+            spec = OperatorRestore("op", j, parallelism, len(ops), MAX_P, {i: None for i in loaded})
+            restore_keyed(op.backend, op, loaded, spec)
+            op.restore_state(loaded[0]["operator"])
+            new.append((op, sink))
+        ops = new
+    (op, sink), = ops
+    op.process_watermark(2**62)
+    expected: dict = {}
+    for (key, n), ts in records:
+        expected[(key, ts // 100 * 100 + 99)] = expected.get((key, ts // 100 * 100 + 99), 0) + n
+    assert sorted((v[0], v[1]) for v in sink.got) == sorted((k, total) for (k, _end), total in expected.items())
+    assert len(sink.got) == len(expected)
 
 
 def test_timers_of_a_service_the_operator_does_not_have_are_refused():
