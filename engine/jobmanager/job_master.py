@@ -63,6 +63,8 @@ class JobMaster:
         self.restart = RestartBackoffTimeStrategy.from_job_config(job_graph.config)
         self.restart_at: int | None = None  # when a RESTARTING job deploys its next attempt
         self.restore_plan: dict[tuple[str, int], Any] = {}
+        # Restored from a completed stop-with-savepoint (its barrier, on the wire): the tasks end at once.
+        self.finish_barrier: tuple[Any, ...] | None = None
         self.allow_non_restored_state = _truthy(job_graph.config.get(ALLOW_NON_RESTORED_KEY))
         # Always there: savepoints need the coordinator even when periodic checkpointing is off.
         self.checkpointing = JobCheckpointing(
@@ -103,7 +105,8 @@ class JobMaster:
             ex.transition(ExecutionState.DEPLOYING, at)
             restore = self.restore_plan.get((ejv.job_vertex.id, ev.subtask))
             tdd = make_tdd(
-                self.job_graph, ejv.job_vertex.id, ev.subtask, self.eg.attempt, restore.to_dict() if restore else None
+                self.job_graph, ejv.job_vertex.id, ev.subtask, self.eg.attempt, restore.to_dict() if restore else None,
+                self.finish_barrier,
             )
             self.gateway.submit_task(slot.taskmanager_id, slot.index, tdd)
         self.persist()
@@ -322,8 +325,27 @@ class JobMaster:
         self.eg.timestamps[JobStatus.CREATED.value] = start_time
         for _ in range(attempt):
             self.eg.reset_for_restart(now)
+        self._end_as_requested(latest.checkpoint_id)
         log.info("job %s resumes as attempt %d from checkpoint %d", self.job_id, attempt, latest.checkpoint_id)
         return True
+
+    def _end_as_requested(self, restored_id: int | None) -> None:
+        """Restored from a savepoint that was to end the job: a stop-with-savepoint finishes it at once
+        (the tasks restore, commit what the savepoint staged, and end, draining only if the stop did),
+        and a savepoint with cancel-job cancels it, as they would have without the restart."""
+        self.finish_barrier = None
+        if restored_id is None:
+            return
+        for r in self.store.list_savepoints(self.job_id):
+            if r.status != "COMPLETED" or r.checkpoint_id != restored_id:
+                continue
+            if r.is_stop:
+                self.finish_barrier = (r.checkpoint_id, r.trigger_timestamp, r.path, r.checkpoint_type, r.drain)
+                self.checkpointing.stop_savepoint = r  # no periodic checkpoint while the job ends
+                log.info("job %s restored from its stop-with-savepoint %s: it finishes", self.job_id, r.request_id)
+            elif r.cancel_job:
+                self.checkpointing.cancel_requested = True
+            return
 
     def _latest_restorable(self) -> CompletedCheckpoint | None:
         candidates = [self.checkpointing.latest_in_storage()]
@@ -351,6 +373,7 @@ class JobMaster:
                 latest, self.checkpointing.coordinator.operators, self.allow_non_restored_state
             )
         restored = next(iter(self.restore_plan.values())).checkpoint_id if self.restore_plan else None
+        self._end_as_requested(restored)
         log.info(
             "job %s restarts as attempt %d from %s",
             self.job_id,

@@ -45,6 +45,9 @@ class TaskDeploymentDescriptor:
     chained_edges: tuple[tuple[int, int, str | None], ...] = ()
     config: dict[str, Any] = field(default_factory=dict)
     restore: Any = None  # the state to restore from, once checkpoints exist
+    # Restored from a completed stop-with-savepoint: its barrier (wire form); the task ends at once,
+    # as it would have after that savepoint completed.
+    finish_barrier: tuple[Any, ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -63,7 +66,12 @@ class TaskDeploymentDescriptor:
 
 
 def make_tdd(
-    job_graph: JobGraph, vertex_id: str, subtask: int, attempt: int, restore: dict[str, Any] | None = None
+    job_graph: JobGraph,
+    vertex_id: str,
+    subtask: int,
+    attempt: int,
+    restore: dict[str, Any] | None = None,
+    finish_barrier: tuple[Any, ...] | None = None,
 ) -> TaskDeploymentDescriptor:
     v = job_graph.vertex(vertex_id)
     inputs = []
@@ -108,4 +116,5 @@ def make_tdd(
         chained_edges=tuple(v.chained_edges),
         config=dict(job_graph.config, **{"job_type": job_graph.job_type}),
         restore=restore,
+        finish_barrier=tuple(finish_barrier) if finish_barrier is not None else None,
     )

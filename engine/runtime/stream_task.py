@@ -99,6 +99,11 @@ class StreamTask:
         # ``_stopping`` once it completed and the task is to finish.
         self._savepoint_stop: Barrier | None = None
         self._stopping = False
+        if tdd.finish_barrier is not None:
+            # Restored from a stop-with-savepoint that completed: end now, as the task would have then
+            # (sources read nothing; event time ends only if that stop drained).
+            self._savepoint_stop = Barrier.from_wire(tdd.finish_barrier)
+            self._stopping = True
         self.checkpointer: SubtaskCheckpointer | None = None
         if env.checkpoint_ack is not None and env.checkpoint_decline is not None:
             self.checkpointer = SubtaskCheckpointer(

@@ -17,6 +17,7 @@ from tests.integration.test_cluster_resources import _drop_database, _postgres_d
 PROGRAMS = Path(__file__).parent / "programs"
 RESCALED = PROGRAMS / "rescaled_count.py"
 CHECKPOINTED = PROGRAMS / "checkpointed_count.py"
+SLOW_COMMIT = PROGRAMS / "slow_commit.py"
 KEYS = 40
 
 
@@ -206,3 +207,44 @@ def test_checkpoint_history_survives_a_jobmanager_sigkill(tmp_path: Path, databa
         c.stop()
         if url:
             _drop_database(url)
+
+
+def test_a_stop_with_savepoint_the_jobmanager_died_in_finishes_after_its_restart(tmp_path: Path) -> None:
+    """The stop's savepoint completed, but the JobManager was SIGKILLed while the job's sink still
+    committed it. The restarted JobManager must not resume the job: it restores the tasks from that
+    savepoint only to end them (the sink redoes the savepoint's commit) and the job is FINISHED, with
+    every record read before the stop committed exactly once and nothing read after it."""
+    out = tmp_path / "out"
+    out.mkdir()
+    n = 1_000_000
+    c = Cluster(tmp_path, heartbeat_timeout_ms=3000)
+    try:
+        c.start(taskmanagers=1, slots=2)
+        known = c.job_ids()
+        run = c.start_run(SLOW_COMMIT, str(out), str(n), "1000", "20", options=("-p", "2"))
+        jid = c.wait_new_job(known)
+        c.wait_running(jid)
+        time.sleep(2.0)
+        r = c.http.post(f"/jobs/{jid}/stop", json={"targetDirectory": str(tmp_path / "sp"), "triggerId": "stop-1"})
+        assert r.status_code == 202, r.text
+        c.wait_for(
+            lambda: c.http.get(f"/jobs/{jid}/savepoints/stop-1").json()["status"]["id"] == "COMPLETED",
+            60, "the stop's savepoint",
+        )
+        assert c.job(jid)["state"] == "RUNNING"  # the sink is still committing (20 s)
+        c.jobmanager.send_signal(signal.SIGKILL)
+        c.jobmanager.wait()
+        c.start_jobmanager()
+        c.wait_state(jid, ("FINISHED",), 90)
+        run.communicate(timeout=60)
+        committed: list[int] = []
+        for f in out.glob("*.txt"):
+            committed.extend(int(x) for x in f.read_text().split())
+        assert committed and len(committed) == len(set(committed)), "a record was committed twice"
+        # Two source subtasks read [0, n/2) and [n/2, n) from their starts: each committed a prefix.
+        for lo in (0, n // 2):
+            mine = sorted(v for v in committed if lo <= v < lo + n // 2)
+            assert mine == list(range(lo, lo + len(mine))), "a gap: a record read before the stop is missing"
+        assert len(committed) < 20_000  # nothing was read after the stop
+    finally:
+        c.stop()

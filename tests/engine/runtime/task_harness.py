@@ -33,7 +33,12 @@ def collect_sink(ds: Any) -> int:
 
 
 class TaskHarness:
-    def __init__(self, env: Any, checkpoint_dir: str, restore_from: CompletedCheckpoint | None = None) -> None:
+    def __init__(
+        self, env: Any, checkpoint_dir: str, restore_from: CompletedCheckpoint | None = None,
+        finish_barrier: Barrier | None = None,
+    ) -> None:
+        """``finish_barrier``: deploy as the JobMaster does after a restart that found ``restore_from``
+        to be a completed stop-with-savepoint (that savepoint's barrier)."""
         self.job_graph, stream_graph = env.get_job_graph("harness")
         self.checkpoint_dir = checkpoint_dir
         self.cancelled = threading.Event()
@@ -52,7 +57,10 @@ class TaskHarness:
         for v in self.job_graph.vertices:
             for i in range(v.parallelism):
                 restore = plan.get((v.id, i))
-                tdd = make_tdd(self.job_graph, v.id, i, 0, restore.to_dict() if restore else None)
+                tdd = make_tdd(
+                    self.job_graph, v.id, i, 0, restore.to_dict() if restore else None,
+                    finish_barrier.to_wire() if finish_barrier is not None else None,
+                )
                 graph = cloudpickle.loads(payload)  # each subtask its own copy of the user code
                 env_ = TaskEnvironment(
                     channels=registry.factory(self.cancelled),

@@ -102,6 +102,27 @@ def test_stop_with_savepoint_and_resume_at_another_parallelism_gives_an_uninterr
     assert Counter(part1) + Counter(part2) == _expected()
 
 
+@pytest.mark.parametrize("drain", [False, True])
+def test_a_stop_with_savepoint_restored_after_a_jobmanager_death_finishes_as_the_stop_would_have(tmp_path, drain) -> None:
+    """The stop's savepoint completed but the JobManager died before the tasks heard of it. Restored
+    (at another parallelism) with that savepoint's barrier, the tasks read nothing more and end,
+    emitting exactly what the stopped job emitted once it heard: with drain the pending windows and
+    timers fire, without drain nothing does."""
+    first = TaskHarness(_job(2), str(tmp_path)).start()
+    time.sleep(0.4)
+    barrier = first.trigger(1, "SYNC_SAVEPOINT", drain=drain)
+    savepoint = first.await_checkpoint(1)
+    before = list(first.results)
+    assert 0 < len(before) < sum(_expected().values())
+    first.notify_complete(1)  # the run without a JobManager death, for reference
+    after_stop = Counter(first.join()) - Counter(before)
+    second = TaskHarness(_job(3), str(tmp_path), restore_from=savepoint, finish_barrier=barrier).start()
+    finished = second.join()
+    assert not second.failures and second.running() == 0
+    assert Counter(finished) == after_stop
+    assert bool(finished) == drain
+
+
 def test_a_checkpoint_then_failover_restored_at_one_keeps_every_record_exactly_once(tmp_path) -> None:
     """A plain checkpoint (the job goes on after it), the job dies, and a restore rescaled 2 -> 1:
     output covered by the checkpoint plus everything the restored run produces is exactly one run."""
