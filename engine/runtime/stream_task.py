@@ -14,7 +14,6 @@ completes, ending event time only when asked to drain.
 """
 from __future__ import annotations
 
-import os
 import pickle
 import threading
 import time
@@ -30,7 +29,6 @@ from engine.checkpoint.messages import TaskAck
 from engine.checkpoint.rescale import TaskRestore
 from engine.checkpoint.storage import FileSystemCheckpointStorage
 from engine.runtime.checkpointing import Barrier, BarrierAligner, SubtaskCheckpointer
-from engine.runtime.io.record_writer import RecordWriter
 from engine.runtime.io.serialization import (
     BARRIER,
     END_OF_PARTITION,
@@ -39,10 +37,9 @@ from engine.runtime.io.serialization import (
     WATERMARK,
     create_serializer,
 )
-from engine.runtime.operators.base import ChainingOutput, FanOut, OperatorContext, Output, StreamOperator
-from engine.runtime.operators.factory import create_operator
-from engine.runtime.partitioner import create_partitioner
-from engine.runtime.state.backend import create_keyed_backend
+from engine.runtime.operator_chain import build_operator_chain
+from engine.runtime.operators.base import Output, StreamOperator
+from engine.runtime.io.record_writer import RecordWriter
 from engine.runtime.state.operator_state import FunctionStateHandler
 from engine.runtime.state.task_state_manager import (
     restore_function_state,
@@ -87,7 +84,9 @@ class StreamTask:
         self.serializer = create_serializer(str(cfg.get("pipeline.serializer", "msgpack")))
         self.buffer_records = int(cfg.get("taskmanager.buffer-records", 1024))
         self.buffer_timeout_ms = int(cfg.get("execution.buffer-timeout", 10))
+        # The operator chain, built by ``run`` on the task's thread (see operator_chain.py).
         self.writers: list[RecordWriter] = []
+        self.outputs: dict[int, Output] = {}
         self.keyed_backend: Any = None
         ckpt = cfg.get("execution.checkpointing") or {}
         self.exactly_once = ckpt.get("mode", "EXACTLY_ONCE") == "EXACTLY_ONCE"
@@ -263,82 +262,15 @@ class StreamTask:
 
     # -- wiring ------------------------------------------------------------
     def _build(self) -> None:
-        tdd, g = self.tdd, self.graph
-        head = tdd.operators[0]
-        selector = g.key_selectors.get(head)
-        selector2 = g.key_selectors2.get(head)
-        keyed = selector is not None or selector2 is not None
-        backend = None
-        if keyed:
-            kind = str(tdd.config.get("state.backend", "hashmap"))
-            directory = None
-            if kind.strip().lower() != "hashmap":
-                if self.env.state_dir is None:
-                    raise ValueError(f"state.backend={kind} needs a TaskManager state directory")
-                # One directory per attempt: an LMDB environment must never be opened twice.
-                directory = os.path.join(self.env.state_dir, tdd.job_id, f"{tdd.vertex_id}-{tdd.subtask}-{tdd.attempt}")
-            backend = create_keyed_backend(kind, tdd.max_parallelism, directory)
-        self.keyed_backend = backend
-        for node_id in tdd.operators:
-            t = g.transformations[node_id]
-            if t.kind is OperatorKind.SOURCE:
-                continue
-            ctx = OperatorContext(
-                job_id=tdd.job_id,
-                task_name=self.name,
-                operator_name=t.name,
-                subtask=tdd.subtask,
-                parallelism=tdd.parallelism,
-                max_parallelism=tdd.max_parallelism,
-                attempt=tdd.attempt,
-                job_type=str(tdd.config.get("job_type", "STREAMING")),
-                metrics=self.metrics,
-                print_line=self.env.print_line,
-                collect=self.env.collect,
-                key_selector=selector if node_id == head else None,
-                key_selector2=selector2 if node_id == head else None,
-                keyed_backend=backend if node_id == head else None,
-                job_parameters=dict(tdd.config.get("pipeline.global-job-parameters", {})),
-            )
-            self.operators[node_id] = create_operator(t, ctx)
-            handler = FunctionStateHandler(t.function, t.name)
-            if handler.checkpointed or handler.listener:
-                self.function_states[node_id] = handler
-        writers_by_node: dict[tuple[int, str | None], list[Output]] = {}
-        for spec in tdd.outputs:
-            channel_writers = [
-                self.env.channels.writer(ChannelId(tdd.job_id, spec.edge, tdd.subtask, dst, tdd.attempt))
-                for dst in spec.targets
-            ]
-            partitioner = create_partitioner(
-                spec.ship_strategy,
-                len(channel_writers),
-                g.key_selector_for(spec.target_node, spec.target_input),
-                spec.target_max_parallelism,
-                start=tdd.subtask,
-            )
-            rw = RecordWriter(
-                partitioner, channel_writers, self.serializer, self.metrics, self.buffer_records, self.buffer_timeout_ms
-            )
-            self.writers.append(rw)
-            writers_by_node.setdefault((spec.source_node, spec.output_tag), []).append(rw)
-        # Each operator's outputs, split into the main output and its side outputs by tag.
-        routes: dict[tuple[int, str | None], list[Output]] = {}
-        for src, dst, tag in tdd.chained_edges:
-            routes.setdefault((src, tag), []).append(ChainingOutput(self.operators[dst]))
-        for (src, tag), writers in writers_by_node.items():
-            routes.setdefault((src, tag), []).extend(writers)
-        self.outputs: dict[int, Output] = {}
-        for node_id in tdd.operators:
-            main = routes.get((node_id, None), [])
-            out: Output = main[0] if len(main) == 1 else FanOut(main)
-            self.outputs[node_id] = out
-            op = self.operators.get(node_id)
-            if op is not None:
-                op.output = out
-                for (src, tag), outs in routes.items():
-                    if src == node_id and tag is not None:
-                        op.side_outputs[tag] = outs[0] if len(outs) == 1 else FanOut(outs)
+        chain = build_operator_chain(
+            self.tdd, self.graph, self.env, self.name, self.metrics, self.serializer,
+            self.buffer_records, self.buffer_timeout_ms,
+        )
+        self.keyed_backend = chain.keyed_backend
+        self.operators = chain.operators
+        self.function_states = chain.function_states
+        self.writers = chain.writers
+        self.outputs = chain.outputs
         self.ticking = [op for op in self.operators.values() if op.wants_ticks]
         self.next_tick = 0.0
 

@@ -1,0 +1,127 @@
+"""OperatorChain: the operators of one task and how their outputs are wired (Flink's OperatorChain).
+
+Each chained operator gets its context (the head also its key selectors and the keyed state
+backend), and each output edge of the task a RecordWriter over one channel per connected
+consumer subtask, partitioned by the edge's ship strategy. An operator's output is then the
+next chained operator, the record writers of its edges, or both; side outputs are routed by tag.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from engine.graph.stream_graph import StreamGraph
+from engine.graph.transformations import OperatorKind
+from engine.runtime.deployment import TaskDeploymentDescriptor
+from engine.runtime.io.channel import ChannelId
+from engine.runtime.io.record_writer import RecordWriter
+from engine.runtime.io.serialization import BufferSerializer
+from engine.runtime.operators.base import ChainingOutput, FanOut, OperatorContext, Output, StreamOperator
+from engine.runtime.operators.factory import create_operator
+from engine.runtime.partitioner import create_partitioner
+from engine.runtime.state.backend import create_keyed_backend
+from engine.runtime.state.operator_state import FunctionStateHandler
+from engine.runtime.task_metrics import TaskIOMetrics
+
+if TYPE_CHECKING:  # the task module imports this one
+    from engine.runtime.stream_task import TaskEnvironment
+
+
+@dataclass
+class OperatorChain:
+    keyed_backend: Any  # the head's keyed state backend, or None for a task without keys
+    operators: dict[int, StreamOperator]  # stream node id -> operator (a source head has none)
+    function_states: dict[int, FunctionStateHandler]  # CheckpointedFunction / CheckpointListener users
+    writers: list[RecordWriter]  # one per output edge of the task
+    outputs: dict[int, Output]  # stream node id -> its main output
+
+
+def build_operator_chain(
+    tdd: TaskDeploymentDescriptor,
+    graph: StreamGraph,
+    env: "TaskEnvironment",
+    task_name: str,
+    metrics: TaskIOMetrics,
+    serializer: BufferSerializer,
+    buffer_records: int,
+    buffer_timeout_ms: int,
+) -> OperatorChain:
+    head = tdd.operators[0]
+    selector = graph.key_selectors.get(head)
+    selector2 = graph.key_selectors2.get(head)
+    backend = _keyed_backend(tdd, env) if selector is not None or selector2 is not None else None
+    operators: dict[int, StreamOperator] = {}
+    function_states: dict[int, FunctionStateHandler] = {}
+    for node_id in tdd.operators:
+        t = graph.transformations[node_id]
+        if t.kind is OperatorKind.SOURCE:
+            continue
+        ctx = OperatorContext(
+            job_id=tdd.job_id,
+            task_name=task_name,
+            operator_name=t.name,
+            subtask=tdd.subtask,
+            parallelism=tdd.parallelism,
+            max_parallelism=tdd.max_parallelism,
+            attempt=tdd.attempt,
+            job_type=str(tdd.config.get("job_type", "STREAMING")),
+            metrics=metrics,
+            print_line=env.print_line,
+            collect=env.collect,
+            key_selector=selector if node_id == head else None,
+            key_selector2=selector2 if node_id == head else None,
+            keyed_backend=backend if node_id == head else None,
+            job_parameters=dict(tdd.config.get("pipeline.global-job-parameters", {})),
+        )
+        operators[node_id] = create_operator(t, ctx)
+        handler = FunctionStateHandler(t.function, t.name)
+        if handler.checkpointed or handler.listener:
+            function_states[node_id] = handler
+
+    writers: list[RecordWriter] = []
+    writers_by_node: dict[tuple[int, str | None], list[Output]] = {}
+    for spec in tdd.outputs:
+        channel_writers = [
+            env.channels.writer(ChannelId(tdd.job_id, spec.edge, tdd.subtask, dst, tdd.attempt)) for dst in spec.targets
+        ]
+        partitioner = create_partitioner(
+            spec.ship_strategy,
+            len(channel_writers),
+            graph.key_selector_for(spec.target_node, spec.target_input),
+            spec.target_max_parallelism,
+            start=tdd.subtask,
+        )
+        rw = RecordWriter(partitioner, channel_writers, serializer, metrics, buffer_records, buffer_timeout_ms)
+        writers.append(rw)
+        writers_by_node.setdefault((spec.source_node, spec.output_tag), []).append(rw)
+
+    # Each operator's outputs, split into the main output and its side outputs by tag.
+    routes: dict[tuple[int, str | None], list[Output]] = {}
+    for src, dst, tag in tdd.chained_edges:
+        routes.setdefault((src, tag), []).append(ChainingOutput(operators[dst]))
+    for (src, tag), node_writers in writers_by_node.items():
+        routes.setdefault((src, tag), []).extend(node_writers)
+    outputs: dict[int, Output] = {}
+    for node_id in tdd.operators:
+        main = routes.get((node_id, None), [])
+        out: Output = main[0] if len(main) == 1 else FanOut(main)
+        outputs[node_id] = out
+        op = operators.get(node_id)
+        if op is not None:
+            op.output = out
+            for (src, tag), outs in routes.items():
+                if src == node_id and tag is not None:
+                    op.side_outputs[tag] = outs[0] if len(outs) == 1 else FanOut(outs)
+    return OperatorChain(backend, operators, function_states, writers, outputs)
+
+
+def _keyed_backend(tdd: TaskDeploymentDescriptor, env: "TaskEnvironment") -> Any:
+    kind = str(tdd.config.get("state.backend", "hashmap"))
+    directory = None
+    if kind.strip().lower() != "hashmap":
+        if env.state_dir is None:
+            raise ValueError(f"state.backend={kind} needs a TaskManager state directory")
+        # One directory per attempt: an LMDB environment must never be opened twice.
+        directory = os.path.join(env.state_dir, tdd.job_id, f"{tdd.vertex_id}-{tdd.subtask}-{tdd.attempt}")
+    return create_keyed_backend(kind, tdd.max_parallelism, directory)
