@@ -205,7 +205,7 @@ class StreamTask:
             self.restored_functions[node_id] = restore_function_state(loaded, spec, _read_state)
             op = self.operators.get(node_id)
             if op is None:  # the source: resume its splits
-                self.restored_position = restore_splits(loaded, spec)
+                self.restored_position = restore_splits(loaded, spec, self.graph.transformations[node_id].function)
                 continue
             if node_id == head and self.keyed_backend is not None:
                 restore_keyed(self.keyed_backend, op, loaded, spec)

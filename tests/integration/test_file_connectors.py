@@ -7,6 +7,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -95,7 +96,7 @@ def test_a_monitoring_file_source_picks_up_files_added_while_it_runs(tmp_path: P
     (src / "first.txt").write_text("one\ntwo\n")
     c = Cluster(tmp_path)
     try:
-        c.start(taskmanagers=1, slots=2)
+        c.start(taskmanagers=2, slots=2)  # 3 slots for the resume at parallelism 3
         run = subprocess.Popen(
             [sys.executable, "-m", "backend.cli", "run", "--detached", "-p", "2", str(PROGRAM), str(src), str(out), "0", "100"],
             env=c.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -113,8 +114,31 @@ def test_a_monitoring_file_source_picks_up_files_added_while_it_runs(tmp_path: P
         c.wait_for(lambda: len(committed_lines(out)) == 5, 60, "the new files committed")
         assert sorted(committed_lines(out)) == ["FIVE", "FOUR", "ONE", "THREE", "TWO"]
         assert c.job(jid)["state"] == "RUNNING"  # unbounded: it waits for more files
-        c.http.patch(f"/jobs/{jid}", params={"mode": "cancel"})
-        c.wait_state(jid, ("CANCELED",))
+
+        # Stopped at 2 and resumed at 3: every file, read or not, goes to the subtask that owns its
+        # path at 3, so no file is read again and new ones are still picked up.
+        stop = c.cli("stop", jid, "--savepoint-dir", str(tmp_path / "sp"))
+        assert stop.returncode == 0, stop.stdout + stop.stderr
+        savepoint = re.findall(r"^Savepoint completed\. Path: (.+)$", stop.stdout, re.M)[-1]
+        c.wait_state(jid, ("FINISHED",))
+        known = c.job_ids()
+        res = c.run(
+            PROGRAM, str(src), str(out), "0", "100", options=("--detached", "-p", "3", "--from-savepoint", savepoint)
+        )
+        assert res.returncode == 0, res.stderr[-3000:]
+        jid2 = c.wait_new_job(known)
+        c.wait_running(jid2)
+        for i in range(6):
+            hidden = src / f".later{i}.txt"
+            hidden.write_text(f"later{i}\n")
+            os.replace(hidden, src / f"later{i}.txt")
+        c.wait_for(lambda: len(committed_lines(out)) >= 11, 60, "the files added after the resume committed")
+        time.sleep(1.0)  # a file read twice would show up by now
+        assert Counter(committed_lines(out)) == Counter(
+            ["FIVE", "FOUR", "ONE", "THREE", "TWO"] + [f"LATER{i}" for i in range(6)]
+        )
+        c.http.patch(f"/jobs/{jid2}", params={"mode": "cancel"})
+        c.wait_state(jid2, ("CANCELED",))
     finally:
         c.stop()
 

@@ -3,8 +3,12 @@
 Each file is one split. A reader's position is the list of its split states,
 ``[path, offset]`` with ``offset`` the byte offset of the next line to read
 (``-1`` once the file is done), so a restored reader re-reads no line and
-skips none. When monitoring, each state also names the parallelism, because
-such a source cannot be resumed at another one (see ``_check_position``). Bounded (the default) reads the files present when the job starts;
+skips none. When monitoring, each state also names the parallelism it was taken
+at, and a rescale hands every split, finished or not, to the subtask that owns
+its path at the new parallelism (``FileSource.redistribute_splits``): the one
+that would discover the file, so no file is read twice. Flink's continuous
+enumerator keeps the set of processed paths for the same reason. Bounded (the
+default) reads the files present when the job starts;
 ``monitor_continuously`` keeps looking for new files, as Flink's continuous
 enumerator does. Hidden files and those starting with ``_`` are skipped, as
 Flink's default file filter does.
@@ -14,7 +18,7 @@ from __future__ import annotations
 import os
 import time
 import zlib
-from typing import Any, BinaryIO, Iterable
+from typing import Any, BinaryIO, Iterable, Mapping, Sequence
 
 from engine.common.serialization import _check_charset
 from engine.common.time import Duration
@@ -100,13 +104,14 @@ def _check_position(position: Any, parallelism: int, continuous: bool) -> list[l
         raise ValueError(f"a FileSource position is a list of [path, offset] split states, got {position!r}")
     if continuous:
         # Which subtask reads a new file depends on the parallelism, and the files a subtask has
-        # finished are known only to the subtask that holds their split: at another parallelism a
-        # new owner could read a finished file again.
+        # finished are known only to the subtask that holds their split: splits taken at another
+        # parallelism must come through redistribute_splits, or a new owner could read a file again.
         old = {s[2] for s in position if len(s) == 3}
         if old and old != {parallelism}:
             raise ValueError(
                 f"a FileSource that monitors its paths continuously was checkpointed at parallelism "
-                f"{sorted(old)[0]} and cannot resume at parallelism {parallelism}: files already read could be read again"
+                f"{sorted(old)[0]} and its splits were not redistributed by path for parallelism {parallelism}: "
+                "files already read could be read again"
             )
     return [[str(s[0]), int(s[1])] for s in position]
 
@@ -265,6 +270,21 @@ class FileSource(Source):
         else:
             splits = _check_position(position, parallelism, not self.is_bounded())
         return _TextLineReader(self, subtask, parallelism, splits)
+
+    def redistribute_splits(
+        self, positions: Mapping[int, Sequence[Any] | None], subtask: int, parallelism: int, old_parallelism: int
+    ) -> list[list[Any]] | None:
+        if self.is_bounded() or parallelism == old_parallelism:
+            return super().redistribute_splits(positions, subtask, parallelism, old_parallelism)
+        mine: list[list[Any]] = []
+        for i in sorted(positions):
+            states = positions[i] or []
+            if not isinstance(states, (list, tuple)):
+                raise ValueError(f"a FileSource position is a list of [path, offset] split states, got {states!r}")
+            for state in _check_position(states, old_parallelism, True):
+                if owner_of(state[0], parallelism) == subtask:
+                    mine.append([state[0], state[1], parallelism])
+        return mine
 
     def name(self) -> str:
         return "FileSource"

@@ -12,7 +12,9 @@ is external.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, Mapping, Sequence
+
+from engine.checkpoint.rescale import redistribute_splits
 
 SplitState = Any  # one split's resumable state: plain msgpack-able data
 
@@ -46,6 +48,14 @@ class Source(ABC):
 
     def name(self) -> str:
         return type(self).__name__
+
+    def redistribute_splits(
+        self, positions: Mapping[int, Sequence[Any] | None], subtask: int, parallelism: int, old_parallelism: int
+    ) -> list[SplitState] | None:
+        """The splits ``subtask`` resumes from the old subtasks' positions ({old index: split states}):
+        by default its own, or an even share of all of them after a rescale. A source whose splits
+        belong to a particular subtask (as new files do to a monitoring FileSource) overrides this."""
+        return redistribute_splits(positions, subtask, parallelism, old_parallelism)
 
 
 def check_position(source: Source, position: Any) -> list[SplitState] | None:

@@ -102,11 +102,15 @@ def restore_function_state(
     return state
 
 
-def restore_splits(loaded: Mapping[int, Mapping[str, Any]], spec: OperatorRestore) -> list[Any] | None:
-    """A source's splits to resume: its own, or an even share of every old subtask's after a rescale."""
+def restore_splits(loaded: Mapping[int, Mapping[str, Any]], spec: OperatorRestore, source: Any = None) -> list[Any] | None:
+    """A source's splits to resume: its own, or after a rescale what the source's
+    ``redistribute_splits`` gives it (by default an even share of every old subtask's)."""
     positions = {i: st.get("splits") for i, st in loaded.items() if "splits" in st}
     if not positions and any("position" in st for st in loaded.values()):
         raise StateRestoreError(
             "the checkpoint records source positions in the format before split lists; it cannot be resumed"
         )
+    custom = getattr(source, "redistribute_splits", None)
+    if custom is not None and positions:
+        return custom(positions, spec.subtask, spec.parallelism, spec.old_parallelism)
     return redistribute_splits(positions, spec.subtask, spec.parallelism, spec.old_parallelism)

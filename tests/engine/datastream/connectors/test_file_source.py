@@ -166,16 +166,55 @@ def test_rescaled_resumes_read_every_line_exactly_once(tmp_path: Path, stages) -
     assert sorted(seen) == sorted(expected)
 
 
-def test_a_monitoring_source_refuses_to_resume_at_another_parallelism(tmp_path: Path) -> None:
+def _monitoring(path: Path):
+    return FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(path)).monitor_continuously(
+        Duration.of_millis(1)
+    ).build()
+
+
+def _write(path: Path, name: str, n: int) -> list[str]:
+    lines = [f"{name}-{i}" for i in range(n)]
+    (path / f"{name}.txt").write_text("\n".join(lines) + "\n")
+    return lines
+
+
+@pytest.mark.parametrize("stages", [(2, 3, 1), (3, 1, 2), (1, 4, 2)])
+def test_a_monitoring_source_rescales_and_reads_every_line_once_as_files_keep_coming(tmp_path: Path, stages) -> None:
+    """Files finished, half read and not yet seen at each stop; at the new parallelism every split
+    goes to the subtask that owns its path, which is also the one that would discover it again."""
+    expected = [line for f in range(4) for line in _write(tmp_path, f"start{f}", 30)]
+    src = _monitoring(tmp_path)
+    seen: list[str] = []
+    positions: dict[int, list] | None = None
+    for stage, parallelism in enumerate(stages):
+        old, positions = positions, {}
+        readers = [
+            src.create_reader(i, parallelism, None if old is None else src.redistribute_splits(old, i, parallelism, len(old)))
+            for i in range(parallelism)
+        ]
+        for f in range(3):  # new files while this stage runs
+            expected += _write(tmp_path, f"stage{stage}-{f}", 25)
+        last = stage == len(stages) - 1
+        quiet = 0
+        while quiet < 3 if last else quiet < 1:
+            got = [line for r in readers for line in r.poll_batch(7)]
+            seen.extend(got)
+            quiet = quiet + 1 if not got or not last else 0
+        positions = {i: r.snapshot() for i, r in enumerate(readers)}
+        for r in readers:
+            r.close()
+    assert sorted(seen) == sorted(expected)
+    assert len(seen) == len(set(seen)), "a line was read twice"
+
+
+def test_a_monitoring_source_refuses_splits_not_redistributed_by_path(tmp_path: Path) -> None:
     for i in range(4):
         (tmp_path / f"{i}.txt").write_text(f"{i}\n")
-    src = FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(tmp_path)).monitor_continuously(
-        Duration.of_seconds(1)
-    ).build()
+    src = _monitoring(tmp_path)
     readers = [src.create_reader(i, 2) for i in range(2)]
     assert sorted(v for r in readers for v in r.poll_batch(10)) == ["0", "1", "2", "3"]
     merged = readers[0].snapshot() + readers[1].snapshot()
-    with pytest.raises(ValueError, match="checkpointed at parallelism 2 and cannot resume at parallelism 3"):
+    with pytest.raises(ValueError, match="checkpointed at parallelism 2 and its splits were not redistributed by path"):
         src.create_reader(0, 3, merged)
     # At the same parallelism each subtask resumes and reads nothing again.
     assert [src.create_reader(i, 2, r.snapshot()).poll_batch(10) for i, r in enumerate(readers)] == [[], []]
