@@ -185,16 +185,24 @@ class AlignedWindowOperator(StreamOperator):
                     continue
                 if key is _MISSING:
                     key = ks(v)
-                accs = self._window(start)
-                acc = accs.get(key, _MISSING)
+                accs, slot = self._slot(key, start)
+                acc = accs.get(slot, _MISSING)
                 if acc is _MISSING:
-                    accs[key] = v if reduce_fn else agg.add(v, agg.create_accumulator())
+                    accs[slot] = v if reduce_fn else agg.add(v, agg.create_accumulator())
+                    self._opened(key, start)
                 else:
-                    accs[key] = reduce_fn(acc, v) if reduce_fn else agg.add(v, acc)
+                    accs[slot] = reduce_fn(acc, v) if reduce_fn else agg.add(v, acc)
                 if start <= fired_upto:
                     self._fire(key, start)
             if key is _MISSING:
                 self._late(v, ts)
+
+    def _slot(self, key: Any, start: int) -> tuple[dict[Any, Any], Any]:
+        """Where the accumulator of (key, window start) lives: a dict and its key in that dict."""
+        return self._window(start), key
+
+    def _opened(self, key: Any, start: int) -> None:
+        """(key, window start) got its first element (the heap layout has nothing more to record)."""
 
     def _late(self, v: Any, ts: int) -> None:
         if self.late_tag is not None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-from engine.runtime.operators.aligned_window import _MISSING, AlignedWindowOperator
+from engine.runtime.operators.aligned_window import AlignedWindowOperator
 
 
 class StateTableAlignedWindowOperator(AlignedWindowOperator):
@@ -43,36 +43,16 @@ class StateTableAlignedWindowOperator(AlignedWindowOperator):
     def _reduce_tumbling(self, values: list[Any], timestamps: list[int]) -> None:
         self._add(values, timestamps)
 
-    def _add(self, values: list[Any], timestamps: list[int]) -> None:
-        ks, contents, size, slide, offset, wm = self.key_selector, self.contents, self.size, self.slide, self.offset, self.watermark
-        reduce_fn = self.reduce_fn if self.is_reduce else None
-        agg = None if self.is_reduce else self.function
-        late_upto = wm - self.lateness - size + 1
-        fired_upto = wm - size + 1
-        for v, ts in zip(values, timestamps):
-            starts = (ts - (ts - offset) % size,) if size == slide else self._starts(ts)
-            key = _MISSING
-            for start in starts:
-                if start <= late_upto:
-                    continue
-                if key is _MISSING:
-                    key = ks(v)
-                    # Held across the loop and changed in place: no other key is touched meanwhile,
-                    # and the on-disk backend never evicts the entry being changed (its current key).
-                    self.backend.current_key = key
-                    wins = contents.get(key)
-                    if wins is None:
-                        wins = contents[key] = {}
-                acc = wins.get(start, _MISSING)
-                if acc is _MISSING:
-                    wins[start] = v if reduce_fn else agg.add(v, agg.create_accumulator())
-                    self._holders(start).add(key)
-                else:
-                    wins[start] = reduce_fn(acc, v) if reduce_fn else agg.add(v, acc)
-                if start <= fired_upto:
-                    self._fire(key, start)
-            if key is _MISSING:
-                self._late(v, ts)
+    def _slot(self, key: Any, start: int) -> tuple[dict[Any, Any], Any]:
+        # Changed in place by the caller: the on-disk backend never evicts its current key's entry.
+        self.backend.current_key = key
+        wins = self.contents.get(key)
+        if wins is None:
+            wins = self.contents[key] = {}
+        return wins, start
+
+    def _opened(self, key: Any, start: int) -> None:
+        self._holders(start).add(key)
 
     def _fire(self, key: Any, start: int) -> None:
         self._emit(key, start, self.contents[key][start])
