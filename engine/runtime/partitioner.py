@@ -6,11 +6,10 @@ returns one sub-batch per connected consumer, keeping record order per channel.
 from __future__ import annotations
 
 import random
-import zlib
 from abc import ABC, abstractmethod
 from typing import Any, Callable
 
-from engine.runtime.key_groups import key_bytes
+from engine.runtime.key_groups import assign_key_to_operator
 
 Batch = tuple[list[Any], list[int] | None]
 
@@ -105,8 +104,7 @@ class KeyGroupStreamPartitioner(StreamPartitioner):
         self.cache: dict[Any, int] = {}
 
     def channel(self, key: Any) -> int:
-        mp = self.max_parallelism
-        i = zlib.crc32(key_bytes(key)) % mp * self.n // mp
+        i = assign_key_to_operator(key, self.max_parallelism, self.n)
         if (type(key) is str or type(key) is int) and len(self.cache) < self.CACHE_KEYS:
             self.cache[key] = i
         return i

@@ -278,10 +278,7 @@ class FileSource(Source):
             return super().redistribute_splits(positions, subtask, parallelism, old_parallelism)
         mine: list[list[Any]] = []
         for i in sorted(positions):
-            states = positions[i] or []
-            if not isinstance(states, (list, tuple)):
-                raise ValueError(f"a FileSource position is a list of [path, offset] split states, got {states!r}")
-            for state in _check_position(states, old_parallelism, True):
+            for state in _check_position(positions[i] or [], old_parallelism, True):
                 if owner_of(state[0], parallelism) == subtask:
                     mine.append([state[0], state[1], parallelism])
         return mine
