@@ -2,7 +2,10 @@
 
 If ``REDIS_URL`` is unset a private valkey-server is started first. Each child
 logs to ``<data_dir>/log``. A TaskManager that dies is started again, as a
-supervisor would, unless ``restart_taskmanagers`` is off. Ctrl-C stops everything.
+supervisor would, unless ``restart_taskmanagers`` is off. A JobManager that dies
+is started again too, and the TaskManagers are left running: the new JobManager
+resumes running jobs from their latest checkpoints, as after a restart by hand.
+Ctrl-C stops everything.
 """
 from __future__ import annotations
 
@@ -21,17 +24,26 @@ from backend.embedded_redis import redis_url_of, start_embedded_redis
 from backend.settings import Settings
 
 
+#: a JobManager that exits this soon after its start counts as crashing on start-up
+JOBMANAGER_QUICK_EXIT_S = 15.0
+#: start-up crashes in a row after which the launcher stops restarting it (a bad config, a port taken)
+JOBMANAGER_MAX_QUICK_EXITS = 3
+
+
 @dataclass
 class _Child:
     name: str
     cmd: list[str]
     log: Path
     proc: subprocess.Popen | None = None
+    started_at: float = 0.0
+    quick_exits: int = 0  # consecutive exits within JOBMANAGER_QUICK_EXIT_S of a start
 
     def start(self, env: dict[str, str]) -> None:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         out = open(self.log, "ab")
         self.proc = subprocess.Popen(self.cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        self.started_at = time.monotonic()
         out.close()
 
 
@@ -103,9 +115,28 @@ class LocalCluster:
                         print(f"{child.name} exited with {child.proc.returncode}; starting it again", flush=True)
                         child.start(self.env)
                     elif child.name == "jobmanager":
-                        print(f"the JobManager exited with {child.proc.returncode}; see {child.log}", flush=True)
-                        self._stop = True
+                        self._restart_jobmanager(child)
             time.sleep(0.5)
+
+    def _restart_jobmanager(self, child: _Child) -> None:
+        """Start a dead JobManager again, leaving the TaskManagers (and their slots' tasks) alone:
+        they re-register with the new JobManager, which resumes running jobs from SQL. One that keeps
+        dying on start-up is given up on, and the cluster stops, rather than looping forever."""
+        code = child.proc.returncode if child.proc is not None else None
+        if time.monotonic() - child.started_at < JOBMANAGER_QUICK_EXIT_S:
+            child.quick_exits += 1
+        else:
+            child.quick_exits = 0
+        if child.quick_exits >= JOBMANAGER_MAX_QUICK_EXITS:
+            print(
+                f"the JobManager exited with {code} {child.quick_exits} times in a row right after starting; "
+                f"giving up, see {child.log}",
+                flush=True,
+            )
+            self._stop = True
+            return
+        print(f"the JobManager exited with {code}; starting it again (see {child.log})", flush=True)
+        child.start(self.env)
 
     def stop(self, *_: object) -> None:
         self._stop = True

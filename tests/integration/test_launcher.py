@@ -1,0 +1,80 @@
+"""``millstream cluster start`` as a user runs it: the launcher restarts a dead JobManager and leaves
+its TaskManagers running, so a checkpointed job resumes and finishes with exact results."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.integration.cluster import Cluster
+
+PROGRAM = Path(__file__).parent / "programs" / "recovering_count.py"
+N = 60_000
+
+
+def _children(pid: int) -> dict[int, str]:
+    """The child processes of ``pid`` with their command lines, read from /proc."""
+    out: dict[int, str] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        ppid = int(stat.rpartition(")")[2].split()[1])
+        if ppid == pid:
+            out[int(entry)] = cmdline
+    return out
+
+
+def _role_pids(launcher: int, role: str) -> list[int]:
+    return sorted(p for p, cmd in _children(launcher).items() if f"backend.cli {role}" in cmd)
+
+
+def test_the_launcher_restarts_a_killed_jobmanager_and_keeps_its_taskmanagers(tmp_path: Path) -> None:
+    c = Cluster(tmp_path, heartbeat_timeout_ms=3000)  # only its Redis, port and environment are used
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "backend.cli", "cluster", "start", "--taskmanagers", "2", "--slots", "2"],
+        env=c.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    run = None
+    try:
+        c.wait_for(lambda: c.overview()["taskmanagers"] >= 2, 90, "the launched cluster to come up")
+        (jobmanager,) = _role_pids(launcher.pid, "jobmanager")
+        taskmanagers = _role_pids(launcher.pid, "taskmanager")
+        assert len(taskmanagers) == 2
+        run = c.start_run(PROGRAM, str(N), "4000", options=("-p", "2"))
+        jid = c.wait_new_job(set())
+        c.wait_for(lambda: c.http.get(f"/jobs/{jid}/checkpoints").json()["counts"]["completed"] >= 2, 60, "checkpoints")
+
+        os.kill(jobmanager, signal.SIGKILL)
+        c.wait_for(lambda: _role_pids(launcher.pid, "jobmanager") not in ([], [jobmanager]), 30, "a new JobManager")
+        assert launcher.poll() is None, "the launcher exited with the JobManager"
+
+        out, err = run.communicate(timeout=240)
+        assert run.returncode == 0, err[-3000:]
+        final = json.loads(next(ln for ln in out.splitlines() if ln.startswith("[")))
+        assert sorted(final) == sorted([f"k{i}", N // 40] for i in range(40)), final[:5]
+        assert c.job(jid)["state"] == "FINISHED"
+        # The same TaskManager processes ran the resumed job: the launcher left them alone.
+        assert _role_pids(launcher.pid, "taskmanager") == taskmanagers
+        assert c.http.get(f"/jobs/{jid}/checkpoints").json()["counts"]["restored"] >= 1
+    finally:
+        if run is not None and run.poll() is None:
+            run.kill()
+        launcher.send_signal(signal.SIGINT)
+        try:
+            launcher.wait(30)
+        except subprocess.TimeoutExpired:
+            launcher.kill()
+        c.http.close()
+        c.redis.stop()
+    assert "starting it again" in (launcher.stdout.read() if launcher.stdout else "")
