@@ -149,6 +149,10 @@ class CheckpointConfig:
     def get_checkpoint_storage_dir(self) -> str | None:
         return self.storage_dir
 
+    def set_checkpoint_storage(self, storage: Any) -> "CheckpointConfig":
+        """A ``pyflink.datastream.checkpoint_storage`` object; its directory (None: the default) is used."""
+        return self._set(storage_dir=getattr(storage, "directory", None))
+
     def is_exactly_once(self) -> bool:
         return self.mode is CheckpointingMode.EXACTLY_ONCE
 

@@ -17,6 +17,7 @@ import cloudpickle
 import httpx
 import msgpack
 
+from engine.client import job_output
 from engine.client.job_client import CloseableIterator
 from engine.common.job_execution_result import JobExecutionException, JobExecutionResult
 from engine.runtime.io.serialization import MsgpackSerializer
@@ -107,6 +108,7 @@ class RestJobClient:
         if self.detached:
             return JobExecutionResult(self.job_id, 0)
         job = self.wait()
+        job_output.finish(self.job_id)  # the job's print() output, complete, before execute() returns
         if job["state"] != "FINISHED":
             raise JobExecutionException(self.job_id, job["state"], self.failure_cause())
         return JobExecutionResult(self.job_id, int(job.get("duration", 0)))
@@ -166,12 +168,12 @@ class RemoteContext:
         if self.parallelism:
             env.set_parallelism(self.parallelism)
         if self.batch_engine:
-            env.get_config().set_string("execution.batch-engine", self.batch_engine)
+            env._config.set_string("execution.batch-engine", self.batch_engine)
         if self.savepoint_path:
             # Flink's CLI -s/--fromSavepoint sets the same options; the JobManager validates the path.
-            env.get_config().set_string("execution.savepoint.path", os.path.abspath(self.savepoint_path))
+            env._config.set_string("execution.savepoint.path", os.path.abspath(self.savepoint_path))
             if self.allow_non_restored_state:
-                env.get_config().set_string("execution.savepoint.ignore-unclaimed-state", "true")
+                env._config.set_string("execution.savepoint.ignore-unclaimed-state", "true")
 
     def submit(self, job_graph: "JobGraph", stream_graph: "StreamGraph") -> RestJobClient:
         if self.program_dir:
@@ -186,4 +188,6 @@ class RemoteContext:
             raise SubmissionFailed(f"the JobManager refused the job ({r.status_code}): {_errors(r)}")
         job_id = r.json()["jobid"]
         self.submitted.append(job_id)
+        if not self.detached:
+            job_output.follow(self.http, job_id)  # its print() lines appear here as they come
         return RestJobClient(self.http, job_id, self.detached)

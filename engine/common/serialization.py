@@ -74,3 +74,42 @@ def _check_charset(charset: str) -> None:
         codecs.lookup(charset)
     except LookupError:
         raise ValueError(f"unknown charset {charset!r}") from None
+
+
+class ByteArraySchema(SerializationSchema, DeserializationSchema):
+    """Records are ``bytes`` and pass through unchanged."""
+
+    def serialize(self, value: Any) -> bytes:
+        if not isinstance(value, (bytes, bytearray)):
+            raise TypeError(f"ByteArraySchema serializes bytes, got {type(value).__name__}")
+        return bytes(value)
+
+    def deserialize(self, message: bytes) -> Any:
+        return bytes(message)
+
+
+class RowFieldExtractorSchema(SerializationSchema):
+    """Serializes one field of a Row (or tuple), which must be bytes, as Flink's schema of that name."""
+
+    def __init__(self, field_index: int) -> None:
+        if field_index < 0:
+            raise ValueError(f"the field index must not be negative, got {field_index}")
+        self.field_index = field_index
+
+    def serialize(self, value: Any) -> bytes:
+        field = value[self.field_index]
+        if field is None:
+            return b""
+        if not isinstance(field, (bytes, bytearray)):
+            raise TypeError(f"field {self.field_index} must be bytes, got {type(field).__name__}")
+        return bytes(field)
+
+
+from engine.compat.unsupported import declare_unsupported  # noqa: E402 (placeholders defined last)
+
+declare_unsupported(
+    globals(),
+    ["BulkWriterFactory"],
+    why="bulk (columnar) writers are Java-side formats; Millstream's FileSink writes row formats",
+    instead="FileSink.for_row_format(path, Encoder.simple_string_encoder())",
+)

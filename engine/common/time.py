@@ -66,3 +66,18 @@ class Time:
 
     def to_milliseconds(self) -> int:
         return self.millis
+
+
+@dataclass(frozen=True)
+class Instant:
+    """A point in time as seconds and nanoseconds since the epoch (``pyflink.common.time.Instant``)."""
+
+    seconds: int
+    nanos: int = 0
+
+    @staticmethod
+    def of_epoch_milli(epoch_milli: int) -> "Instant":
+        return Instant(epoch_milli // 1000, (epoch_milli % 1000) * 1_000_000)
+
+    def to_epoch_milli(self) -> int:
+        return self.seconds * 1000 + self.nanos // 1_000_000

@@ -53,3 +53,13 @@ class WatermarkStrategy:
         if isinstance(a, TimestampAssigner):
             return a.extract_timestamp
         return a
+
+
+from engine.compat.unsupported import declare_unsupported  # noqa: E402 (placeholders defined last)
+
+declare_unsupported(
+    globals(),
+    ["AssignerWithPeriodicWatermarksWrapper"],
+    why="it wraps Java's legacy AssignerWithPeriodicWatermarks",
+    instead="WatermarkStrategy.for_bounded_out_of_orderness(...).with_timestamp_assigner(...)",
+)

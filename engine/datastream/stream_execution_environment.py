@@ -7,10 +7,12 @@ capture when the Dispatcher runs an uploaded program.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any, Iterable
 
 from engine.checkpoint.config import CheckpointConfig, CheckpointingMode
 from engine.common.configuration import Configuration
+from engine.common.execution_config import ExecutionConfig
 from engine.common.restart_strategy import RestartStrategyConfiguration
 from engine.common.watermark_strategy import WatermarkStrategy
 from engine.datastream.connectors.collection import CollectionSource
@@ -41,6 +43,7 @@ class StreamExecutionEnvironment:
         self._job_parameters: dict[str, str] = {}
         self._checkpoint_config = CheckpointConfig()
         self._restart_strategy: RestartStrategyConfiguration | None = None
+        self._execution_config = ExecutionConfig(self)
 
     @staticmethod
     def get_execution_environment(configuration: Configuration | None = None) -> "StreamExecutionEnvironment":
@@ -117,8 +120,15 @@ class StreamExecutionEnvironment:
         self._config.set_string("state.backend", state_backend.kind)
         return self
 
-    def get_config(self) -> Configuration:
-        return self._config
+    def get_config(self) -> ExecutionConfig:
+        return self._execution_config
+
+    def configure(self, configuration: Configuration) -> "StreamExecutionEnvironment":
+        """Apply Flink options; later settings in the program still win."""
+        self._config.add_all(configuration)
+        if configuration.contains_key("parallelism.default"):
+            self.set_parallelism(configuration.get_integer("parallelism.default"))
+        return self
 
     def set_job_parameter(self, key: str, value: str) -> None:
         self._job_parameters[key] = value
@@ -184,16 +194,30 @@ class StreamExecutionEnvironment:
             "pipeline.global-job-parameters": dict(self._job_parameters),
             "execution.checkpointing": self._checkpoint_config.to_dict(),
             "restart-strategy": self._restart_strategy.to_dict() if self._restart_strategy else None,
+            **self._execution_config.to_job_config(),
             **self._config.to_dict(),
         }
 
     def _sinks(self) -> list[Transformation]:
         return [t for t in self._transformations.values() if t.kind is OperatorKind.SINK]
 
+    def _final_transformations(self) -> list[Transformation]:
+        """The transformations with the environment's settings that operators need baked in."""
+        interval = self._execution_config.get_auto_watermark_interval()
+        out = []
+        for t in self._transformations.values():
+            if not self._execution_config.has_auto_generated_uids_enabled() and not t.kind.is_virtual and not t.uid:
+                # Flink's rule: with auto-generated uids off, state could not be matched on restore.
+                raise RuntimeError(
+                    f"Auto generated UIDs have been disabled but no UID or hash has been assigned to operator '{t.name}'"
+                )
+            if t.kind is OperatorKind.TIMESTAMPS:
+                t = replace(t, params={**t.params, "auto_watermark_interval": interval})
+            out.append(t)
+        return out
+
     def get_stream_graph(self, job_name: str = "Flink Streaming Job"):
-        return build_stream_graph(
-            list(self._transformations.values()), job_name, self._parallelism, self._max_parallelism
-        )
+        return build_stream_graph(self._final_transformations(), job_name, self._parallelism, self._max_parallelism)
 
     def get_job_graph(self, job_name: str | None = None) -> tuple[JobGraph, Any]:
         """The JobGraph plus the stream graph that carries the user code."""

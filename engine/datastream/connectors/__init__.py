@@ -1,4 +1,5 @@
 """Sources and sinks (``pyflink.datastream.connectors``)."""
+from engine.datastream.connectors.base import DeliveryGuarantee
 from engine.datastream.connectors.source import Source, SourceReader
 from engine.datastream.connectors.sink import Committer, Sink, SinkWriter
 from engine.datastream.connectors.number_seq import NumberSequenceSource
@@ -18,6 +19,7 @@ __all__ = [
     "BucketAssigner",
     "Committer",
     "DataGeneratorSource",
+    "DeliveryGuarantee",
     "FileSink",
     "FileSource",
     "FileSourceBuilder",

@@ -30,6 +30,8 @@ class TimestampsAndWatermarksOperator(StreamOperator):
         self.last_emit_ms = 0
         self.last_record_ms = self.ctx.clock()
         self.idle = False
+        # env.get_config().set_auto_watermark_interval(); 0 turns periodic watermarks off, as in Flink.
+        self.interval_ms = int(self.params.get("auto_watermark_interval", AUTO_WATERMARK_INTERVAL_MS))
 
     def process_batch(self, values, timestamps):
         if self.extractor is not None:
@@ -49,7 +51,8 @@ class TimestampsAndWatermarksOperator(StreamOperator):
             self.idle = False
             self.output.emit_status(False)
         self.output.emit(values, timestamps)
-        self._emit_watermark(now)
+        if self.interval_ms > 0:
+            self._emit_watermark(now)
 
     def _emit_watermark(self, now: int) -> None:
         self.last_emit_ms = now
@@ -62,7 +65,7 @@ class TimestampsAndWatermarksOperator(StreamOperator):
             self.output.emit_watermark(wm)
 
     def on_tick(self, now_ms: int) -> None:
-        if now_ms - self.last_emit_ms >= AUTO_WATERMARK_INTERVAL_MS:
+        if self.interval_ms > 0 and now_ms - self.last_emit_ms >= self.interval_ms:
             self._emit_watermark(now_ms)
         if self.idleness_ms is not None and not self.idle and now_ms - self.last_record_ms >= self.idleness_ms:
             self.idle = True

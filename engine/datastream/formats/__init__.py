@@ -1,0 +1,1 @@
+"""``pyflink.datastream.formats``: serialization formats for connectors (see the submodules)."""
