@@ -43,54 +43,89 @@ class Barrier:
         return Barrier(int(t[0]), int(t[1]), t[2], t[3], bool(t[4]) if len(t) > 4 else False)
 
 
+@dataclass(frozen=True)
+class AlignmentStep:
+    """What the task does after an alignment event: block and unblock channels, snapshot ``ready``
+    (the barrier the aligner owns, never the one that merely arrived last), decline ``abandoned``."""
+
+    block: tuple[int, ...] = ()
+    unblock: tuple[int, ...] = ()
+    ready: Barrier | None = None
+    started: float | None = None  # when the alignment of ``ready`` began (monotonic seconds)
+    abandoned: int | None = None  # an older checkpoint whose alignment a newer barrier cut short
+
+
 class BarrierAligner:
-    """Which inputs to block, and when a checkpoint's barriers have all arrived (pure)."""
+    """Which inputs to block, and when a checkpoint's barriers have all arrived (pure).
+
+    As Flink's SingleCheckpointBarrierHandler: one alignment at a time, owned by the barrier that
+    started it. A barrier older than the alignment in progress, or of a checkpoint already taken,
+    abandoned or aborted, is dropped; a newer one abandons the alignment in progress and starts its
+    own. In at-least-once mode nothing is blocked, but the counting is the same.
+    """
 
     def __init__(self, exactly_once: bool) -> None:
         self.exactly_once = exactly_once
-        self.current: int | None = None
+        self.barrier: Barrier | None = None  # the alignment in progress
         self.arrived: set[int] = set()
         self.started: float | None = None
-        self.done: int = 0  # the last checkpoint id taken
+        self.done: int = 0  # every checkpoint id up to this one was taken or abandoned
+        self._aborted: set[int] = set()  # aborted ids above ``done`` whose barriers may still come
 
-    def on_barrier(self, channel: int, checkpoint_id: int, open_channels: set[int], now: float) -> tuple[list[int], list[int], bool]:
-        """Returns (channels to block, channels to unblock, whether to snapshot now)."""
-        if checkpoint_id <= self.done:
-            return [], [], False  # a late barrier of a checkpoint already taken (or abandoned)
+    @property
+    def current(self) -> int | None:
+        return None if self.barrier is None else self.barrier.checkpoint_id
+
+    def on_barrier(self, channel: int, barrier: Barrier, open_channels: set[int], now: float) -> AlignmentStep:
+        cid = barrier.checkpoint_id
+        current = self.current
+        if cid <= self.done or cid in self._aborted or (current is not None and cid < current):
+            return AlignmentStep()  # late: its checkpoint was taken, abandoned or aborted, or a newer one aligns
         unblock: list[int] = []
-        if self.current is not None and checkpoint_id > self.current:
-            # A newer checkpoint overtook one still aligning: the old one is abandoned, as in Flink.
-            unblock = sorted(self.arrived)
-            self.current = None
-        if self.current is None:
-            self.current, self.arrived, self.started = checkpoint_id, set(), now
+        abandoned: int | None = None
+        if current is not None and cid > current:
+            # A newer checkpoint overtook the one aligning: the old one can no longer complete here.
+            abandoned = current
+            unblock = sorted(self.arrived) if self.exactly_once else []
+            self._reset(current)
+        if self.barrier is None:
+            self.barrier, self.arrived, self.started = barrier, set(), now
         self.arrived.add(channel)
-        block = [channel] if self.exactly_once else []
         if self.arrived >= open_channels:
-            return [], sorted(set(unblock) | self.arrived) if self.exactly_once else unblock, True
-        return block, unblock, False
+            step = self._ready()
+            return AlignmentStep((), tuple(sorted(set(unblock) | set(step.unblock))), step.ready, step.started, abandoned)
+        block = (channel,) if self.exactly_once else ()
+        return AlignmentStep(block, tuple(unblock), abandoned=abandoned)
 
-    def on_end_of_partition(self, open_channels: set[int]) -> bool:
+    def on_end_of_partition(self, open_channels: set[int]) -> AlignmentStep:
         """An input ended: the alignment in progress may now be complete."""
-        return self.current is not None and self.arrived >= open_channels
+        if self.barrier is None or not self.arrived >= open_channels:
+            return AlignmentStep()
+        return self._ready()
 
     def abort(self, checkpoint_id: int) -> list[int]:
-        """Checkpoint ``checkpoint_id`` was aborted: stop aligning it. Returns the channels to unblock."""
+        """Checkpoint ``checkpoint_id`` was aborted: stop aligning it (its barriers, if they still come,
+        are dropped). Returns the channels to unblock."""
+        if checkpoint_id <= self.done:
+            return []
         if self.current != checkpoint_id:
-            if self.current is None:
-                self.done = max(self.done, checkpoint_id)  # its barriers, if they still come, are ignored
+            self._aborted.add(checkpoint_id)
             return []
         unblock = sorted(self.arrived) if self.exactly_once else []
-        self.done = checkpoint_id
-        self.current, self.arrived, self.started = None, set(), None
+        self._reset(checkpoint_id)
         return unblock
 
-    def complete(self) -> tuple[int, float]:
-        """Mark the current checkpoint taken; returns its id and when alignment started."""
-        cid, started = self.current, self.started
-        self.done = cid  # type: ignore[assignment]
-        self.current, self.arrived, self.started = None, set(), None
-        return cid, (time.monotonic() if started is None else started)  # type: ignore[return-value]
+    def _ready(self) -> AlignmentStep:
+        barrier, started = self.barrier, self.started
+        unblock = tuple(sorted(self.arrived)) if self.exactly_once else ()
+        self._reset(barrier.checkpoint_id)  # type: ignore[union-attr]
+        return AlignmentStep((), unblock, barrier, started)
+
+    def _reset(self, finished_id: int) -> None:
+        """The alignment of ``finished_id`` is over (taken or abandoned): nothing at or below it counts."""
+        self.done = max(self.done, finished_id)
+        self._aborted = {c for c in self._aborted if c > self.done}
+        self.barrier, self.arrived, self.started = None, set(), None
 
 
 class SubtaskCheckpointer:

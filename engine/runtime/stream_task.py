@@ -28,7 +28,8 @@ from engine.runtime.io.channel import ChannelFactory, ChannelId, TaskCancelled
 from engine.checkpoint.messages import TaskAck
 from engine.checkpoint.rescale import TaskRestore
 from engine.checkpoint.storage import FileSystemCheckpointStorage
-from engine.runtime.checkpointing import Barrier, BarrierAligner, SubtaskCheckpointer
+from engine.runtime.collect import CollectGateway
+from engine.runtime.checkpointing import AlignmentStep, Barrier, BarrierAligner, SubtaskCheckpointer
 from engine.runtime.io.serialization import (
     BARRIER,
     END_OF_PARTITION,
@@ -66,11 +67,13 @@ class TaskEnvironment:
     channels: ChannelFactory
     cancelled: threading.Event
     print_line: Callable[[str], None] = print
-    collect: Callable[[int, list[Any]], None] | None = None
+    collect: CollectGateway | None = None  # where a collect sink sends its results
     state_dir: str | None = None  # where on-disk keyed state goes (state.backend=rocksdb)
     # Checkpoint acknowledgements and declines go to the JobManager through these.
     checkpoint_ack: Callable[[int, TaskAck], None] | None = None
-    checkpoint_decline: Callable[[int, str], None] | None = None
+    # ``(checkpoint_id, reason, not_ready=False)``; ``not_ready``: the task could not take it (it ended,
+    # or a newer barrier overtook it), which Flink does not count as a checkpoint failure.
+    checkpoint_decline: Callable[..., None] | None = None
 
 
 class StreamTask:
@@ -92,6 +95,8 @@ class StreamTask:
         self.exactly_once = ckpt.get("mode", "EXACTLY_ONCE") == "EXACTLY_ONCE"
         # Filled by the hosting process's threads, drained by the task's own thread.
         self.triggers: deque[Barrier] = deque()
+        self._triggers_lock = threading.Lock()
+        self._triggers_closed = False  # the source loop ended: a trigger now is declined at once
         self.completed_notifications: deque[int] = deque()
         self.aborted_notifications: deque[int] = deque()
         # Stop-with-savepoint: the SYNC_SAVEPOINT barrier this task snapshotted, until it is aborted;
@@ -109,7 +114,6 @@ class StreamTask:
                 tdd.job_id, tdd.vertex_id, tdd.subtask, env.checkpoint_ack, env.checkpoint_decline
             )
         self.reader: Any = None
-        self._pending_barrier: Barrier | None = None
         self.restored_position: Any = None
         self.restored_checkpoint_id: int | None = None
         self.restored_functions: dict[int, Any] = {}  # node -> CheckpointedFunction state restored
@@ -124,8 +128,28 @@ class StreamTask:
         self.env.cancelled.set()
 
     def trigger_checkpoint(self, barrier: Barrier) -> None:
-        """From another thread: a source subtask takes checkpoint ``barrier`` between two batches."""
-        self.triggers.append(barrier)
+        """From another thread: a source subtask takes checkpoint ``barrier`` between two batches,
+        or, once its input ended, declines it at once (so the checkpoint fails fast, uncounted)."""
+        with self._triggers_lock:
+            if not self._triggers_closed:
+                self.triggers.append(barrier)
+                return
+        self._decline(barrier.checkpoint_id, "the source subtask reached the end of its input")
+
+    def _close_triggers(self) -> None:
+        """The source loop ended: decline what it left unread and whatever comes later."""
+        with self._triggers_lock:
+            self._triggers_closed = True
+            left = list(self.triggers)
+            self.triggers.clear()
+        for barrier in left:
+            self._decline(barrier.checkpoint_id, "the source subtask reached the end of its input")
+
+    def _decline(self, checkpoint_id: int, reason: str) -> None:
+        """Decline a checkpoint this task will not take, as not ready (not a checkpoint failure)."""
+        decline = self.env.checkpoint_decline
+        if decline is not None:
+            decline(checkpoint_id, f"{self.name}: {reason}", True)
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         self.completed_notifications.append(checkpoint_id)
@@ -184,11 +208,16 @@ class StreamTask:
             # reading, and no task fires processing-time timers (see _flush_due).
             self._savepoint_stop = barrier
 
-    def _complete_alignment(self, aligner: BarrierAligner, barrier: Barrier, gate: Any, unblock: list[int]) -> None:
-        _, started = aligner.complete()
-        self._pending_barrier = None
-        self._take_checkpoint(barrier, int((time.monotonic() - started) * 1000))
-        for c in unblock:
+    def _apply_alignment(self, step: AlignmentStep, gate: Any) -> None:
+        """Carry out what the aligner decided: block, snapshot with the barrier it owns, unblock."""
+        for c in step.block:
+            gate.block(c)
+        if step.abandoned is not None:
+            self._decline(step.abandoned, "a newer checkpoint's barrier arrived before its alignment completed")
+        if step.ready is not None:
+            started = step.started if step.started is not None else time.monotonic()
+            self._take_checkpoint(step.ready, int((time.monotonic() - started) * 1000))
+        for c in step.unblock:
             gate.unblock(c)
 
     def _restore(self) -> None:
@@ -372,11 +401,14 @@ class StreamTask:
                     continue
                 out.emit(batch, None)
                 self._flush_due()
+            while triggers:  # came with the last batch: the source is at its final, consistent point
+                self._take_checkpoint(triggers.popleft(), 0)
             # A bounded source, or a stop with drain, ends event time: every window and timer
             # downstream may fire. A stop without drain leaves them pending in the savepoint.
             if self._drain:
                 out.emit_watermark(MAX_WATERMARK)
         finally:
+            self._close_triggers()
             reader.close()
 
     def _run_input(self) -> None:
@@ -410,8 +442,6 @@ class StreamTask:
                 ch, payload = item
                 kind, a, b = decode(payload)
                 advanced: int | None = None
-                if kind == BARRIER:
-                    self._pending_barrier = Barrier.from_wire(a)
                 if kind == RECORDS:
                     metrics.records_in += len(a)
                     metrics.bytes_in += len(payload)
@@ -425,15 +455,8 @@ class StreamTask:
                 elif kind == STATUS:
                     advanced = valve.input_idle(ch, bool(a))
                 elif kind == BARRIER:
-                    barrier = Barrier.from_wire(a)
-                    block, unblock, ready = aligner.on_barrier(ch, barrier.checkpoint_id, open_channels, time.monotonic())
-                    for c in block:
-                        gate.block(c)
-                    if ready:
-                        self._complete_alignment(aligner, barrier, gate, unblock)
-                    else:
-                        for c in unblock:
-                            gate.unblock(c)
+                    step = aligner.on_barrier(ch, Barrier.from_wire(a), open_channels, time.monotonic())
+                    self._apply_alignment(step, gate)
                 elif kind == END_OF_PARTITION:
                     open_channels.discard(ch)
                     gate.block(ch)
@@ -442,8 +465,7 @@ class StreamTask:
                         # Stopped without drain: an ended input keeps holding event time back (as in
                         # Flink), so no window or timer fires that the savepoint still holds pending.
                         advanced = None
-                    if aligner.on_end_of_partition(open_channels) and self._pending_barrier is not None:
-                        self._complete_alignment(aligner, self._pending_barrier, gate, sorted(aligner.arrived))
+                    self._apply_alignment(aligner.on_end_of_partition(open_channels), gate)
                 if advanced is not None:
                     metrics.current_input_watermark = advanced
                     head.process_watermark(advanced)

@@ -141,8 +141,8 @@ class SlotExecutor:
                 checkpoint_ack=lambda cid, ack, t=tdd: self._send(
                     messages.checkpoint_ack(t.job_id, t.attempt, t.vertex_id, t.subtask, cid, ack.to_dict())
                 ),
-                checkpoint_decline=lambda cid, reason, t=tdd: self._send(
-                    messages.checkpoint_decline(t.job_id, t.attempt, t.vertex_id, t.subtask, cid, reason)
+                checkpoint_decline=lambda cid, reason, not_ready=False, t=tdd: self._send(
+                    messages.checkpoint_decline(t.job_id, t.attempt, t.vertex_id, t.subtask, cid, reason, not_ready)
                 ),
             )
             tdd_cfg = dict(tdd.config)
