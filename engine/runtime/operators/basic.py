@@ -1,11 +1,16 @@
-"""Stateless one-input operators: map, flat_map, filter and process."""
+"""One-input operators: map, flat_map, filter and process.
+
+Map, flat_map and filter are keyed operators when they follow ``key_by`` (PyFlink runs them as a
+KeyedProcessFunction there): a rich function's keyed state is then scoped to each record's key.
+"""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from engine.datastream.functions import (
     FilterFunction,
     FlatMapFunction,
+    Function,
     MapFunction,
     ProcessFunction,
     TimerService,
@@ -15,11 +20,31 @@ from engine.runtime.operators.base import StreamOperator
 from engine.runtime.operators.results import ResultCollector
 
 
+def may_use_keyed_state(function: Any) -> bool:
+    """Whether a function can hold keyed state: only through the runtime context its ``open`` gets,
+    so a lambda or a function that keeps Function.open cannot, and needs no current key."""
+    return isinstance(function, Function) and type(function).open is not Function.open
+
+
+def keyed_call(op: StreamOperator, fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``fn``, or on a keyed input a wrapper that first makes the record's key the backend's
+    current key, so the function's keyed state is the state of that key (as in Flink)."""
+    backend, selector = op.ctx.keyed_backend, op.ctx.key_selector
+    if backend is None or selector is None or not may_use_keyed_state(op.function):
+        return fn
+
+    def call(value: Any) -> Any:
+        backend.current_key = selector(value)
+        return fn(value)
+
+    return call
+
+
 class MapOperator(StreamOperator):
     def open(self) -> None:
         super().open()
         f = self.function
-        self.fn = f.map if isinstance(f, MapFunction) else f
+        self.fn = keyed_call(self, f.map if isinstance(f, MapFunction) else f)
 
     def process_batch(self, values, timestamps):
         fn = self.fn
@@ -30,7 +55,7 @@ class FilterOperator(StreamOperator):
     def open(self) -> None:
         super().open()
         f = self.function
-        self.fn = f.filter if isinstance(f, FilterFunction) else f
+        self.fn = keyed_call(self, f.filter if isinstance(f, FilterFunction) else f)
 
     def process_batch(self, values, timestamps):
         fn = self.fn
@@ -59,7 +84,7 @@ class FlatMapOperator(StreamOperator):
     def open(self) -> None:
         super().open()
         f = self.function
-        self.fn = f.flat_map if isinstance(f, FlatMapFunction) else f
+        self.fn = keyed_call(self, f.flat_map if isinstance(f, FlatMapFunction) else f)
 
     def process_batch(self, values, timestamps):
         fn = self.fn

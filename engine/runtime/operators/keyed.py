@@ -1,7 +1,8 @@
 """Keyed operators: reduce (and the sum/min/max aggregations) and KeyedProcessFunction.
 
 The key of each record is computed with the key selector of the HASH edge
-that feeds the operator, and becomes the state backend's current key.
+that feeds the operator, and becomes the state backend's current key (for a
+reduce, only when its function can hold keyed state of its own).
 """
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 from engine.datastream.functions import KeyedProcessFunction, ReduceFunction, TimeDomain, TimerService
 from engine.datastream.output_tag import OutputTag
 from engine.runtime.operators.base import StreamOperator
+from engine.runtime.operators.basic import may_use_keyed_state
 from engine.runtime.operators.results import ResultCollector
 from engine.runtime.timers import InternalTimerService
 
@@ -27,17 +29,27 @@ class ReduceOperator(StreamOperator):
         self.values = self.ctx.keyed_backend.table("_reduce", "value")
         self.key_selector = self.ctx.key_selector
         self.emit_updates = not self.ctx.is_batch
+        self.scoped = may_use_keyed_state(f)  # a rich function may read and write keyed state of its own
 
     def process_batch(self, values, timestamps):
         fn, ks, table, missing = self.fn, self.key_selector, self.values, _MISSING
         out: list[Any] = []
         append = out.append
-        for v in values:
-            k = ks(v)
-            cur = table.get(k, missing)
-            nv = v if cur is missing else fn(cur, v)
-            table[k] = nv
-            append(nv)
+        if self.scoped:
+            backend = self.ctx.keyed_backend
+            for v in values:
+                k = backend.current_key = ks(v)
+                cur = table.get(k, missing)
+                nv = v if cur is missing else fn(cur, v)
+                table[k] = nv
+                append(nv)
+        else:
+            for v in values:
+                k = ks(v)
+                cur = table.get(k, missing)
+                nv = v if cur is missing else fn(cur, v)
+                table[k] = nv
+                append(nv)
         if self.emit_updates:
             self.output.emit(out, timestamps)
 
