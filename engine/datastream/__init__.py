@@ -5,6 +5,7 @@ from engine.checkpoint.config import CheckpointConfig, CheckpointingMode, Extern
 from engine.datastream.connected_streams import BroadcastConnectedStream, BroadcastStream, ConnectedStreams
 from engine.datastream.functions import (
     AggregateFunction,
+    AllWindowFunction,
     BroadcastProcessFunction,
     CheckpointedFunction,
     CheckpointListener,
@@ -18,6 +19,8 @@ from engine.datastream.functions import (
     KeyedProcessFunction,
     KeySelector,
     MapFunction,
+    Partitioner,
+    ProcessAllWindowFunction,
     ProcessFunction,
     ReduceFunction,
     RuntimeContext,
@@ -27,12 +30,59 @@ from engine.datastream.functions import (
     TimerService,
     WindowFunction,
 )
+from engine.datastream.checkpoint_storage import (
+    CheckpointStorage,
+    CustomCheckpointStorage,
+    FileSystemCheckpointStorage,
+    JobManagerCheckpointStorage,
+)
 from engine.datastream.output_tag import OutputTag
-from engine.datastream.windowed_stream import WindowedStream
+from engine.datastream.slot_sharing_group import MemorySize, SlotSharingGroup
+from engine.datastream.state_backend import (
+    CustomStateBackend,
+    EmbeddedRocksDBStateBackend,
+    HashMapStateBackend,
+    PredefinedOptions,
+    StateBackend,
+)
+from engine.datastream.window import (
+    CountWindow,
+    GlobalWindow,
+    MergingWindowAssigner,
+    TimeWindow,
+    Trigger,
+    TriggerResult,
+    Window,
+    WindowAssigner,
+)
+from engine.datastream.windowed_stream import AllWindowedStream, WindowedStream
 from engine.datastream.connectors.source_function import SourceFunction
 from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
 
 __all__ = [
+    "AllWindowFunction",
+    "AllWindowedStream",
+    "CheckpointStorage",
+    "CountWindow",
+    "CustomCheckpointStorage",
+    "CustomStateBackend",
+    "EmbeddedRocksDBStateBackend",
+    "FileSystemCheckpointStorage",
+    "GlobalWindow",
+    "HashMapStateBackend",
+    "JobManagerCheckpointStorage",
+    "MemorySize",
+    "MergingWindowAssigner",
+    "Partitioner",
+    "PredefinedOptions",
+    "ProcessAllWindowFunction",
+    "SlotSharingGroup",
+    "StateBackend",
+    "TimeWindow",
+    "Trigger",
+    "TriggerResult",
+    "Window",
+    "WindowAssigner",
     "CheckpointConfig",
     "CheckpointingMode",
     "ExternalizedCheckpointRetention",

@@ -1,19 +1,58 @@
-"""Built-in reducers behind ``KeyedStream.sum/min/max/min_by/max_by`` (by tuple position)."""
+"""Built-in reducers behind ``KeyedStream.sum/min/max/min_by/max_by``, and ``DataStream.project``.
+
+A field is a position (tuples, lists, Rows) or a name (Rows with field names),
+as in PyFlink. A name is resolved against each record, so a Row stream needs no
+declared type; a name on a record without it fails with a message naming the
+operator's field and the record's fields.
+"""
 from __future__ import annotations
 
 from typing import Any
 
 from engine.common.row import Row
-from engine.datastream.functions import ReduceFunction
+from engine.datastream.functions import MapFunction, ReduceFunction
 
 
-def _replace(record: Any, position: int, value: Any) -> Any:
+def _row_names(record: Row) -> list[str] | None:
+    try:
+        names = object.__getattribute__(record, "_fields")
+    except AttributeError:
+        return None
+    return list(names) if names else None
+
+
+def _position(record: Any, field: int | str) -> int:
+    if isinstance(field, int):
+        return field
+    if isinstance(record, Row):
+        names = _row_names(record)
+        if names is not None and field in names:
+            return names.index(field)
+        raise KeyError(f"field '{field}' is not a field of {record!r} (fields: {names})")
+    raise TypeError(f"aggregating by field name '{field}' needs Rows with field names, got a {type(record).__name__}")
+
+
+def _copy_row(record: Row, items: list[Any]) -> Row:
+    """A Row like ``record`` (names, kind) holding ``items``."""
+    names = _row_names(record)
+    if names is None:
+        row = Row(*items)
+    elif hasattr(Row, "set_field_names"):
+        row = Row(*items)
+        row.set_field_names(names)
+    else:
+        row = Row(**dict(zip(names, items)))
+    if hasattr(record, "get_row_kind") and hasattr(row, "set_row_kind"):
+        row.set_row_kind(record.get_row_kind())
+    return row
+
+
+def _replace(record: Any, field: int | str, value: Any) -> Any:
+    position = _position(record, field)
     if isinstance(record, Row):
         items = list(record)
         items[position] = value
-        if record._fields:
-            return Row(**dict(zip(record._fields, items)))
-        return Row(*items)
+        return _copy_row(record, items)
     if isinstance(record, tuple):
         return record[:position] + (value,) + record[position + 1 :]
     if isinstance(record, list):
@@ -25,54 +64,65 @@ def _replace(record: Any, position: int, value: Any) -> Any:
     return value
 
 
-def _field(record: Any, position: int) -> Any:
-    if isinstance(record, (tuple, list)):
-        return record[position]
-    if position != 0:
-        raise TypeError(f"cannot aggregate position {position} of a {type(record).__name__}")
+def _field(record: Any, field: int | str) -> Any:
+    if isinstance(record, (tuple, list, Row)):
+        return record[_position(record, field)]
+    if field != 0:
+        raise TypeError(f"cannot aggregate field {field!r} of a {type(record).__name__}")
     return record
 
 
-class SumAggregator(ReduceFunction):
-    def __init__(self, position: int = 0) -> None:
-        self.position = position
+def _check_field(field: Any) -> int | str:
+    if isinstance(field, bool) or not isinstance(field, (int, str)):
+        raise TypeError(f"an aggregation field is a position (int) or a field name (str), got {field!r}")
+    if isinstance(field, int) and field < 0:
+        raise ValueError(f"an aggregation position must not be negative, got {field}")
+    return field
 
+
+class _FieldAggregator(ReduceFunction):
+    def __init__(self, position: int | str = 0) -> None:
+        self.position = _check_field(position)
+
+
+class SumAggregator(_FieldAggregator):
     def reduce(self, value1: Any, value2: Any) -> Any:
         p = self.position
         return _replace(value1, p, _field(value1, p) + _field(value2, p))
 
 
-class MinAggregator(ReduceFunction):
+class MinAggregator(_FieldAggregator):
     """Keeps the first record's other fields, as Flink's ``min`` does."""
-
-    def __init__(self, position: int = 0) -> None:
-        self.position = position
 
     def reduce(self, value1: Any, value2: Any) -> Any:
         p = self.position
         return _replace(value1, p, min(_field(value1, p), _field(value2, p)))
 
 
-class MaxAggregator(ReduceFunction):
-    def __init__(self, position: int = 0) -> None:
-        self.position = position
-
+class MaxAggregator(_FieldAggregator):
     def reduce(self, value1: Any, value2: Any) -> Any:
         p = self.position
         return _replace(value1, p, max(_field(value1, p), _field(value2, p)))
 
 
-class MinByAggregator(ReduceFunction):
-    def __init__(self, position: int = 0) -> None:
-        self.position = position
-
+class MinByAggregator(_FieldAggregator):
     def reduce(self, value1: Any, value2: Any) -> Any:
         return value2 if _field(value2, self.position) < _field(value1, self.position) else value1
 
 
-class MaxByAggregator(ReduceFunction):
-    def __init__(self, position: int = 0) -> None:
-        self.position = position
-
+class MaxByAggregator(_FieldAggregator):
     def reduce(self, value1: Any, value2: Any) -> Any:
         return value2 if _field(value2, self.position) > _field(value1, self.position) else value1
+
+
+class Projection(MapFunction):
+    """``project(*positions)``: a tuple of the chosen fields, in the chosen order."""
+
+    def __init__(self, positions: tuple[int, ...]) -> None:
+        self.positions = positions
+
+    def map(self, value: Any) -> Any:
+        if not isinstance(value, tuple):
+            # Flink projects Tuple streams only; a Row is not a tuple there either.
+            raise TypeError(f"Only Tuple DataStreams can be projected, got a {type(value).__name__}")
+        return tuple(value[i] for i in self.positions)

@@ -24,8 +24,9 @@ from engine.common.watermark_strategy import WatermarkStrategy
 from engine.datastream.connected_streams import BroadcastConnectedStream, BroadcastStream, ConnectedStreams
 from engine.datastream.output_tag import OutputTag
 from engine.datastream.state import MapStateDescriptor
-from engine.datastream.windowed_stream import WindowedStream
+from engine.datastream.windowed_stream import AllWindowedStream, WindowedStream
 from engine.graph.transformations import ChainingStrategy, OperatorKind, ShipStrategy
+from engine.client.job_client import CloseableIterator  # noqa: F401 (PyFlink exports it from this module)
 from engine.windowing.assigners import CountSlidingWindowAssigner, CountTumblingWindowAssigner, WindowAssigner
 from engine.windowing.evictors import CountEvictor
 
@@ -137,6 +138,28 @@ class DataStream:
         tid = self._env._add(OperatorKind.UNION, "Union", (self._id, *(s._id for s in streams)))
         return DataStream(self._env, tid)
 
+    def force_non_parallel(self) -> "DataStream":
+        """Pin this operator to parallelism 1 for good (set_parallelism can no longer change it)."""
+        return self._update(fixed_parallelism=1, parallelism=1)
+
+    def project(self, *field_indexes: int) -> "DataStream":
+        """Keep only the given positions of each tuple, in the given order (Flink's ``project``)."""
+        if not field_indexes:
+            raise ValueError("project needs at least one field index")
+        for i in field_indexes:
+            if not isinstance(i, int) or isinstance(i, bool) or i < 0:
+                raise TypeError(f"project takes non-negative field positions, got {i!r}")
+        return self._op(OperatorKind.MAP, "Projection", aggregators.Projection(tuple(field_indexes)))
+
+    def window_all(self, window_assigner: WindowAssigner) -> AllWindowedStream:
+        """Windows over the whole stream (not per key), evaluated at parallelism 1 as in Flink."""
+        return AllWindowedStream(self, window_assigner)
+
+    def count_window_all(self, size: int, slide: int | None = None) -> AllWindowedStream:
+        if slide is None:
+            return AllWindowedStream(self, CountTumblingWindowAssigner.of(size))
+        return AllWindowedStream(self, CountSlidingWindowAssigner.of(size, slide)).evictor(CountEvictor.of(size))
+
     # -- partitioning ------------------------------------------------------
     def _partition(self, strategy: ShipStrategy, key_selector: Any = None) -> int:
         return self._env._add(
@@ -211,26 +234,46 @@ class KeyedStream(DataStream):
     def set_parallelism(self, parallelism: int) -> "DataStream":
         raise TypeError("set the parallelism on the operator after key_by, not on the KeyedStream")
 
+    # PyFlink's refusals, word for word: repartitioning a KeyedStream would split its keyed state.
+    def shuffle(self) -> "DataStream":
+        raise Exception("Cannot override partitioning for KeyedStream.")
+
+    def rebalance(self) -> "DataStream":
+        raise Exception("Cannot override partitioning for KeyedStream.")
+
+    def rescale(self) -> "DataStream":
+        raise Exception("Cannot override partitioning for KeyedStream.")
+
+    def forward(self) -> "DataStream":
+        raise Exception("Cannot override partitioning for KeyedStream.")
+
+    def broadcast(self, *broadcast_state_descriptors: MapStateDescriptor) -> Any:
+        raise Exception("Cannot override partitioning for KeyedStream.")
+
+    def force_non_parallel(self) -> "DataStream":
+        raise Exception("Set force non-parallel for KeyedStream is not supported.")
+
     def reduce(self, func: ReduceFunction | Callable[[Any, Any], Any], output_type: Any = None) -> DataStream:
         fn = func.reduce if isinstance(func, ReduceFunction) else func
         if not callable(fn):
             raise TypeError("reduce expects a ReduceFunction or a callable")
         return self._op(OperatorKind.REDUCE, "Keyed Reduce", func, output_type)
 
+    # A position (tuples, Rows, lists) or a field name (Rows with names); see aggregators.
     def sum(self, position_to_sum: int | str = 0) -> DataStream:
-        return self._op(OperatorKind.REDUCE, "Keyed Aggregation", aggregators.SumAggregator(int(position_to_sum)))
+        return self._op(OperatorKind.REDUCE, "Keyed Aggregation", aggregators.SumAggregator(position_to_sum))
 
     def min(self, position_to_min: int | str = 0) -> DataStream:
-        return self._op(OperatorKind.REDUCE, "Keyed Aggregation", aggregators.MinAggregator(int(position_to_min)))
+        return self._op(OperatorKind.REDUCE, "Keyed Aggregation", aggregators.MinAggregator(position_to_min))
 
     def max(self, position_to_max: int | str = 0) -> DataStream:
-        return self._op(OperatorKind.REDUCE, "Keyed Aggregation", aggregators.MaxAggregator(int(position_to_max)))
+        return self._op(OperatorKind.REDUCE, "Keyed Aggregation", aggregators.MaxAggregator(position_to_max))
 
     def min_by(self, position_to_min_by: int | str = 0) -> DataStream:
-        return self._op(OperatorKind.REDUCE, "Keyed Aggregation", aggregators.MinByAggregator(int(position_to_min_by)))
+        return self._op(OperatorKind.REDUCE, "Keyed Aggregation", aggregators.MinByAggregator(position_to_min_by))
 
     def max_by(self, position_to_max_by: int | str = 0) -> DataStream:
-        return self._op(OperatorKind.REDUCE, "Keyed Aggregation", aggregators.MaxByAggregator(int(position_to_max_by)))
+        return self._op(OperatorKind.REDUCE, "Keyed Aggregation", aggregators.MaxByAggregator(position_to_max_by))
 
     def window(self, window_assigner: WindowAssigner) -> WindowedStream:
         return WindowedStream(self, window_assigner)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Generic, Iterable, TypeVar
 
 if TYPE_CHECKING:
     from engine.datastream.state import (
@@ -15,6 +15,34 @@ if TYPE_CHECKING:
         MapStateDescriptor,
         ValueStateDescriptor,
     )
+
+
+IN = TypeVar("IN")
+OUT = TypeVar("OUT")
+KEY = TypeVar("KEY")
+W = TypeVar("W")
+W2 = TypeVar("W2")
+IN1 = TypeVar("IN1")
+IN2 = TypeVar("IN2")
+
+
+class KeyedStateStore(ABC):
+    """Where keyed state is created: a RuntimeContext, or a window function's per-window/global store."""
+
+    @abstractmethod
+    def get_state(self, state_descriptor: Any) -> Any: ...
+
+    @abstractmethod
+    def get_list_state(self, state_descriptor: Any) -> Any: ...
+
+    @abstractmethod
+    def get_map_state(self, state_descriptor: Any) -> Any: ...
+
+    def get_reducing_state(self, state_descriptor: Any) -> Any:
+        raise NotImplementedError
+
+    def get_aggregating_state(self, state_descriptor: Any) -> Any:
+        raise NotImplementedError
 
 
 class RuntimeContext(ABC):
@@ -81,6 +109,20 @@ class ReduceFunction(Function):
 class KeySelector(Function):
     @abstractmethod
     def get_key(self, value: Any) -> Any: ...
+
+
+class NullByteKeySelector(KeySelector):
+    """Every record gets the same key: how window_all puts the whole stream in one keyed window."""
+
+    def get_key(self, value: Any) -> Any:
+        return 0
+
+
+class Partitioner(Function):
+    """``partition_custom``: picks the target subtask of a record's key."""
+
+    @abstractmethod
+    def partition(self, key: Any, num_partitions: int) -> int: ...
 
 
 class FunctionSnapshotContext(ABC):
@@ -215,13 +257,20 @@ class AggregateFunction(Function):
         raise NotImplementedError(f"{type(self).__name__}.merge is needed for merging (session) windows")
 
 
-class WindowFunction(Function):
+class WindowFunction(Function, Generic[IN, OUT, KEY, W]):
     @abstractmethod
     def apply(self, key: Any, window: Any, inputs: Iterable[Any]) -> Iterable[Any]: ...
 
 
-class ProcessWindowFunction(Function):
-    class Context(ABC):
+class AllWindowFunction(Function, Generic[IN, OUT, W]):
+    """``window_all(...).apply(fn)``: like WindowFunction, without a key."""
+
+    @abstractmethod
+    def apply(self, window: Any, inputs: Iterable[Any]) -> Iterable[Any]: ...
+
+
+class ProcessWindowFunction(Function, Generic[IN, OUT, KEY, W]):
+    class Context(ABC, Generic[W2]):
         @abstractmethod
         def window(self) -> Any: ...
 
@@ -247,6 +296,28 @@ class ProcessWindowFunction(Function):
         pass
 
 
+class ProcessAllWindowFunction(Function, Generic[IN, OUT, W]):
+    """``window_all(...).process(fn)``: like ProcessWindowFunction, without a key."""
+
+    class Context(ABC, Generic[W2]):
+        @abstractmethod
+        def window(self) -> Any: ...
+
+        def window_state(self) -> Any:
+            """A KeyedStateStore for this window, dropped when the window is cleaned up."""
+            raise NotImplementedError
+
+        def global_state(self) -> Any:
+            """A KeyedStateStore shared by all windows."""
+            raise NotImplementedError
+
+    @abstractmethod
+    def process(self, context: "ProcessAllWindowFunction.Context", elements: Iterable[Any]) -> Iterable[Any]: ...
+
+    def clear(self, context: "ProcessAllWindowFunction.Context") -> None:
+        pass
+
+
 class CoMapFunction(Function):
     @abstractmethod
     def map1(self, value: Any) -> Any: ...
@@ -264,12 +335,8 @@ class CoFlatMapFunction(Function):
 
 
 class CoProcessFunction(Function):
-    class Context(ABC):
-        @abstractmethod
-        def timestamp(self) -> int | None: ...
-
-        @abstractmethod
-        def timer_service(self) -> TimerService: ...
+    # The runtime gives both inputs the context of a ProcessFunction; one class keeps isinstance true.
+    Context = ProcessFunction.Context
 
     @abstractmethod
     def process_element1(self, value: Any, ctx: "CoProcessFunction.Context") -> Iterable[Any]: ...
@@ -279,19 +346,9 @@ class CoProcessFunction(Function):
 
 
 class KeyedCoProcessFunction(Function):
-    class Context(ABC):
-        @abstractmethod
-        def timestamp(self) -> int | None: ...
-
-        @abstractmethod
-        def timer_service(self) -> TimerService: ...
-
-        @abstractmethod
-        def get_current_key(self) -> Any: ...
-
-    class OnTimerContext(Context):
-        @abstractmethod
-        def time_domain(self) -> Any: ...
+    # Same contexts as KeyedProcessFunction (the runtime shares them): isinstance checks hold.
+    Context = KeyedProcessFunction.Context
+    OnTimerContext = KeyedProcessFunction.OnTimerContext
 
     @abstractmethod
     def process_element1(self, value: Any, ctx: "KeyedCoProcessFunction.Context") -> Iterable[Any]: ...
@@ -303,24 +360,70 @@ class KeyedCoProcessFunction(Function):
         pass
 
 
-class BroadcastProcessFunction(Function):
+class BaseBroadcastProcessFunction(Function):
+    """What both broadcast process functions share: their context types."""
+
+    class BaseContext(ABC):
+        @abstractmethod
+        def timestamp(self) -> int | None: ...
+
+        @abstractmethod
+        def current_processing_time(self) -> int: ...
+
+        @abstractmethod
+        def current_watermark(self) -> int: ...
+
+    class Context(BaseContext):
+        """The broadcast input's context: broadcast state is writable."""
+
+        @abstractmethod
+        def get_broadcast_state(self, state_descriptor: "MapStateDescriptor") -> Any: ...
+
+    class ReadOnlyContext(BaseContext):
+        """The regular input's context: broadcast state is read-only."""
+
+        @abstractmethod
+        def get_broadcast_state(self, state_descriptor: "MapStateDescriptor") -> Any: ...
+
+
+class BroadcastProcessFunction(BaseBroadcastProcessFunction, Generic[IN1, IN2, OUT]):
     """Input 1 is the regular stream, input 2 the broadcast stream that updates broadcast state."""
 
-    @abstractmethod
-    def process_element(self, value: Any, ctx: Any) -> Iterable[Any]: ...
+    class Context(BaseBroadcastProcessFunction.Context, ABC):
+        pass
+
+    class ReadOnlyContext(BaseBroadcastProcessFunction.ReadOnlyContext, ABC):
+        pass
 
     @abstractmethod
-    def process_broadcast_element(self, value: Any, ctx: Any) -> Iterable[Any]: ...
-
-
-class KeyedBroadcastProcessFunction(Function):
-    @abstractmethod
-    def process_element(self, value: Any, ctx: Any) -> Iterable[Any]: ...
+    def process_element(self, value: Any, ctx: "BroadcastProcessFunction.ReadOnlyContext") -> Iterable[Any]: ...
 
     @abstractmethod
-    def process_broadcast_element(self, value: Any, ctx: Any) -> Iterable[Any]: ...
+    def process_broadcast_element(self, value: Any, ctx: "BroadcastProcessFunction.Context") -> Iterable[Any]: ...
 
-    def on_timer(self, timestamp: int, ctx: Any) -> Iterable[Any]:
+
+class KeyedBroadcastProcessFunction(BaseBroadcastProcessFunction, Generic[KEY, IN1, IN2, OUT]):
+    class Context(BaseBroadcastProcessFunction.Context, ABC):
+        pass
+
+    class ReadOnlyContext(BaseBroadcastProcessFunction.ReadOnlyContext, ABC):
+        @abstractmethod
+        def timer_service(self) -> TimerService: ...
+
+        @abstractmethod
+        def get_current_key(self) -> Any: ...
+
+    class OnTimerContext(ReadOnlyContext, ABC):
+        @abstractmethod
+        def time_domain(self) -> "TimeDomain | None": ...
+
+    @abstractmethod
+    def process_element(self, value: Any, ctx: "KeyedBroadcastProcessFunction.ReadOnlyContext") -> Iterable[Any]: ...
+
+    @abstractmethod
+    def process_broadcast_element(self, value: Any, ctx: "KeyedBroadcastProcessFunction.Context") -> Iterable[Any]: ...
+
+    def on_timer(self, timestamp: int, ctx: "KeyedBroadcastProcessFunction.OnTimerContext") -> Iterable[Any]:
         pass
 
 

@@ -2,9 +2,13 @@
 from engine.windowing.assigners import (
     CountSlidingWindowAssigner,
     CountTumblingWindowAssigner,
+    DynamicEventTimeSessionWindows,
+    DynamicProcessingTimeSessionWindows,
     EventTimeSessionWindows,
     GlobalWindows,
+    MergingWindowAssigner,
     ProcessingTimeSessionWindows,
+    SessionWindowTimeGapExtractor,
     SlidingEventTimeWindows,
     SlidingProcessingTimeWindows,
     TumblingEventTimeWindows,
@@ -14,17 +18,37 @@ from engine.windowing.assigners import (
 from engine.windowing.evictors import CountEvictor, Evictor, TimeEvictor
 from engine.windowing.triggers import (
     ContinuousEventTimeTrigger,
+    ContinuousProcessingTimeTrigger,
     CountTrigger,
     EventTimeTrigger,
+    NeverTrigger,
     ProcessingTimeTrigger,
     PurgingTrigger,
     Trigger,
     TriggerResult,
 )
-from engine.windowing.windows import CountWindow, GlobalWindow, TimeWindow
+from engine.windowing.windows import (
+    CountWindow,
+    CountWindowSerializer,
+    GlobalWindow,
+    GlobalWindowSerializer,
+    TimeWindow,
+    TimeWindowSerializer,
+    Window,
+)
 
 __all__ = [
     "ContinuousEventTimeTrigger",
+    "ContinuousProcessingTimeTrigger",
+    "CountWindowSerializer",
+    "DynamicEventTimeSessionWindows",
+    "DynamicProcessingTimeSessionWindows",
+    "GlobalWindowSerializer",
+    "MergingWindowAssigner",
+    "NeverTrigger",
+    "SessionWindowTimeGapExtractor",
+    "TimeWindowSerializer",
+    "Window",
     "CountEvictor",
     "CountSlidingWindowAssigner",
     "CountTrigger",

@@ -1,6 +1,7 @@
 """Window assigners with PyFlink's names (``pyflink.datastream.window``)."""
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any, Callable
 
 from engine.common.time import Duration, Time
@@ -24,6 +25,19 @@ class WindowAssigner:
 
     def merge_windows(self, windows: list[Any]) -> list[tuple[Any, list[Any]]]:
         return [(w, [w]) for w in windows]
+
+
+class MergingWindowAssigner(WindowAssigner):
+    """An assigner whose windows merge (sessions): ``merge_windows`` says which fuse."""
+
+    is_merging = True
+
+
+class SessionWindowTimeGapExtractor(ABC):
+    """Gives the session gap (ms) for an element: ``with_dynamic_gap(extractor)``."""
+
+    @abstractmethod
+    def extract(self, element: Any) -> int: ...
 
 
 class TumblingEventTimeWindows(WindowAssigner):
@@ -80,8 +94,7 @@ class SlidingProcessingTimeWindows(SlidingEventTimeWindows):
         return SlidingProcessingTimeWindows(_ms(size), _ms(slide), _ms(offset))
 
 
-class EventTimeSessionWindows(WindowAssigner):
-    is_merging = True
+class EventTimeSessionWindows(MergingWindowAssigner):
 
     def __init__(self, gap: int | None = None, gap_extractor: Callable[[Any], int] | None = None) -> None:
         if gap is not None and gap <= 0:
@@ -95,8 +108,9 @@ class EventTimeSessionWindows(WindowAssigner):
 
     @classmethod
     def with_dynamic_gap(cls, extractor: Any) -> "EventTimeSessionWindows":
-        fn = extractor.extract if hasattr(extractor, "extract") else extractor
-        return cls(None, fn)
+        if cls.is_event_time:
+            return DynamicEventTimeSessionWindows(extractor)
+        return DynamicProcessingTimeSessionWindows(extractor)
 
     def assign_windows(self, element: Any, timestamp: int) -> list[TimeWindow]:
         gap = self.gap if self.gap_extractor is None else int(self.gap_extractor(element))
@@ -109,6 +123,24 @@ class EventTimeSessionWindows(WindowAssigner):
 
 
 class ProcessingTimeSessionWindows(EventTimeSessionWindows):
+    is_event_time = False
+
+
+class DynamicEventTimeSessionWindows(EventTimeSessionWindows):
+    """Event-time sessions whose gap a ``SessionWindowTimeGapExtractor`` gives per element."""
+
+    def __init__(self, gap_extractor: Any) -> None:
+        fn = gap_extractor.extract if hasattr(gap_extractor, "extract") else gap_extractor
+        if not callable(fn):
+            raise TypeError("with_dynamic_gap expects a SessionWindowTimeGapExtractor or a callable")
+        super().__init__(None, fn)
+
+    @classmethod
+    def with_dynamic_gap(cls, extractor: Any) -> "DynamicEventTimeSessionWindows":
+        return cls(extractor)
+
+
+class DynamicProcessingTimeSessionWindows(DynamicEventTimeSessionWindows):
     is_event_time = False
 
 

@@ -216,3 +216,48 @@ class PurgingTrigger(Trigger):
 
 class NeverTrigger(Trigger):
     """GlobalWindows' default: nothing fires unless a trigger is set."""
+
+
+class ContinuousProcessingTimeTrigger(Trigger):
+    """Fires every ``interval`` of processing time while the window holds elements (Flink's rule:
+    the first fire is at the next interval boundary after the first element, never past the window's end)."""
+
+    def __init__(self, interval: int) -> None:
+        if interval <= 0:
+            raise ValueError(f"the trigger interval must be positive, got {interval} ms")
+        self.interval = interval
+
+    @staticmethod
+    def of(interval: Any) -> "ContinuousProcessingTimeTrigger":
+        return ContinuousProcessingTimeTrigger(interval if isinstance(interval, int) else interval.to_milliseconds())
+
+    def _register_next(self, time: int, window: Any, ctx: TriggerContext) -> None:
+        nxt = min(time + self.interval, window.max_timestamp())
+        ctx.register_processing_time_timer(nxt)
+        ctx.set_state("fire", nxt)
+
+    def on_element(self, element, timestamp, window, ctx):
+        if ctx.get_state("fire") is None:
+            now = ctx.current_processing_time()
+            self._register_next(now - (now % self.interval), window, ctx)
+        return TriggerResult.CONTINUE
+
+    def on_processing_time(self, time, window, ctx):
+        if ctx.get_state("fire") == time:
+            self._register_next(time, window, ctx)
+            return TriggerResult.FIRE
+        return TriggerResult.CONTINUE
+
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window, ctx):
+        fire = ctx.get_state("fire")
+        if fire is not None and fire <= window.max_timestamp():
+            ctx.register_processing_time_timer(fire)
+
+    def clear(self, window, ctx):
+        fire = ctx.get_state("fire")
+        if fire is not None:
+            ctx.delete_processing_time_timer(fire)
+        ctx.set_state("fire", None)

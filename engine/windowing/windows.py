@@ -1,13 +1,23 @@
-"""Window types: ``TimeWindow`` [start, end) and ``CountWindow``/``GlobalWindow``."""
+"""Window types: ``TimeWindow`` [start, end) and ``CountWindow``/``GlobalWindow``, all ``Window``s."""
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 MAX_TIMESTAMP = 2**63 - 1
 
 
+class Window(ABC):
+    """A group of elements; it has a last timestamp, after which event time may clean it up."""
+
+    __slots__ = ()
+
+    @abstractmethod
+    def max_timestamp(self) -> int: ...
+
+
 @dataclass(frozen=True, order=True)
-class TimeWindow:
+class TimeWindow(Window):
     start: int
     end: int
 
@@ -27,7 +37,7 @@ class TimeWindow:
 
 
 @dataclass(frozen=True, order=True)
-class GlobalWindow:
+class GlobalWindow(Window):
     """The single window of count windows; it never ends by time."""
 
     def max_timestamp(self) -> int:
@@ -40,7 +50,7 @@ class GlobalWindow:
 
 # PyFlink calls the count-window type CountWindow.
 @dataclass(frozen=True, order=True)
-class CountWindow:
+class CountWindow(Window):
     id: int = 0
 
     def max_timestamp(self) -> int:
@@ -57,3 +67,26 @@ def merge_time_windows(windows: list[TimeWindow]) -> list[tuple[TimeWindow, list
         else:
             merged.append((w, [w]))
     return merged
+
+
+class _WindowSerializer:
+    """PyFlink's custom assigners name a serializer for their windows; Millstream pickles windows,
+    so these are accepted markers (returned from ``get_window_serializer``) and need no methods."""
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self)
+
+    def __hash__(self) -> int:
+        return hash(type(self).__name__)
+
+
+class TimeWindowSerializer(_WindowSerializer):
+    pass
+
+
+class CountWindowSerializer(_WindowSerializer):
+    pass
+
+
+class GlobalWindowSerializer(_WindowSerializer):
+    pass

@@ -8,8 +8,14 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from engine.datastream.functions import CoFlatMapFunction, CoMapFunction
+from engine.datastream.functions import (
+    BroadcastProcessFunction,
+    CoFlatMapFunction,
+    CoMapFunction,
+    KeyedBroadcastProcessFunction,
+)
 from engine.datastream.output_tag import OutputTag
+from engine.datastream.state import BroadcastState as BroadcastStateApi
 from engine.runtime.operators.base import StreamOperator
 from engine.runtime.operators.basic import _NoTimers, _ProcessContext
 from engine.runtime.operators.keyed import KeyedProcessOperator, _KeyedContext
@@ -93,7 +99,7 @@ class KeyedCoProcessOperator(KeyedProcessOperator):
         self._run(self.function.process_element2, self.ctx.key_selector2, values, timestamps)
 
 
-class BroadcastState:
+class BroadcastState(BroadcastStateApi):
     """MapState's interface over one broadcast state; refuses writes from the regular input."""
 
     def __init__(self, name: str, data: dict[Any, Any]) -> None:
@@ -182,6 +188,15 @@ class _BroadcastContext:
         self.collector.add_side(output_tag, value, self.ts)
 
 
+# The PyFlink context types user code names in hints and isinstance checks.
+class _ReadOnlyBroadcastContext(_BroadcastContext, BroadcastProcessFunction.ReadOnlyContext):
+    pass
+
+
+class _WritableBroadcastContext(_BroadcastContext, BroadcastProcessFunction.Context, KeyedBroadcastProcessFunction.Context):
+    pass
+
+
 class BroadcastProcessOperator(StreamOperator):
     def snapshot_state(self) -> Any:
         return {"broadcast": self.states.snapshot()}
@@ -195,8 +210,8 @@ class BroadcastProcessOperator(StreamOperator):
         super().open()
         self.collector = ResultCollector(self)
         self.states = _BroadcastStates(self.params.get("broadcast_states", []))
-        self.ro_ctx = _BroadcastContext(self, self.states, self.collector, writable=False)
-        self.rw_ctx = _BroadcastContext(self, self.states, self.collector, writable=True)
+        self.ro_ctx = _ReadOnlyBroadcastContext(self, self.states, self.collector, writable=False)
+        self.rw_ctx = _WritableBroadcastContext(self, self.states, self.collector, writable=True)
 
     def _run(self, fn: Any, ctx: _BroadcastContext, values: Iterable[Any], timestamps: list[int] | None) -> None:
         for i, v in enumerate(values):
@@ -211,11 +226,17 @@ class BroadcastProcessOperator(StreamOperator):
         self._run(self.function.process_broadcast_element, self.rw_ctx, values, timestamps)
 
 
-class _KeyedBroadcastContext(_KeyedContext):
+class _KeyedBroadcastContext(_KeyedContext, KeyedBroadcastProcessFunction.OnTimerContext):
     """The regular input's (and on_timer's) context: keyed, with read-only broadcast state."""
 
     def __init__(self, op: "KeyedBroadcastProcessOperator") -> None:
         super().__init__(op)
+
+    def current_processing_time(self) -> int:
+        return self.op.ctx.clock()
+
+    def current_watermark(self) -> int:
+        return self.op.timers.current_watermark
 
     def get_broadcast_state(self, state_descriptor: Any) -> BroadcastState:
         return self.op.states.get(state_descriptor, False)  # type: ignore[attr-defined]
@@ -237,7 +258,7 @@ class KeyedBroadcastProcessOperator(KeyedProcessOperator):
         super().open()
         self.states = _BroadcastStates(self.params.get("broadcast_states", []))
         self.kctx = _KeyedBroadcastContext(self)
-        self.rw_ctx = _BroadcastContext(self, self.states, self.collector, writable=True)
+        self.rw_ctx = _WritableBroadcastContext(self, self.states, self.collector, writable=True)
 
     def process_batch(self, values, timestamps):
         fn, ks, backend, ctx, col = self.function, self.key_selector, self.backend, self.kctx, self.collector
