@@ -44,7 +44,7 @@ VERSION = "0.1.0"
 
 
 def _routers():
-    from backend.api import audit, checkpoints, cluster, jars, jobs, savepoints, submission, taskmanagers, vertices
+    from backend.api import audit, checkpoints, cluster, jars, job_output, jobs, savepoints, submission, taskmanagers, vertices
 
     return [
         cluster.router,
@@ -56,6 +56,7 @@ def _routers():
         taskmanagers.router,
         jars.router,
         audit.router,
+        job_output.router,
     ]
 
 

@@ -207,6 +207,9 @@ def run(
         typer.echo(f"cannot reach the JobManager at {remote.http.base_url if remote else '?'}; is the cluster running?", err=True)
         failed = True
     if remote is not None:
+        from engine.client import job_output
+
+        job_output.finish_all()  # print() output not yet shown (execute_and_collect, execute_async)
         for job_id in remote.submitted:
             state = "SUBMITTED" if detached else _job_state(remote.http, job_id)
             typer.echo(f"Job {job_id} {state}")

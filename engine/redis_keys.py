@@ -25,6 +25,12 @@ JOB_USER_CODE = PREFIX + ":job:{job}:code"  # bytes: cloudpickled StreamGraph
 TASK_METRICS = PREFIX + ":metrics:{job}"  # hash: "{vertex}:{subtask}" -> msgpack metrics
 TASKMANAGER_METRICS = PREFIX + ":tm:{tm}:metrics"  # msgpack, with TTL
 COLLECT = PREFIX + ":collect:{job}"  # list of msgpack batches for execute_and_collect
+# The job's print() lines (Flink's .out, per job), for attached clients: a capped list, and the count
+# of lines ever appended, so a reader learns how many the cap dropped. See engine/runtime/io/job_stdout.py.
+JOB_STDOUT = PREFIX + ":stdout:{job}"  # list of str lines, the newest JOB_STDOUT_MAX_LINES
+JOB_STDOUT_TOTAL = PREFIX + ":stdout:{job}:total"  # int: lines appended since the job started
+JOB_STDOUT_MAX_LINES = 100_000  # the oldest are dropped beyond this, read or not
+JOB_STDOUT_TTL_S = 3600  # refreshed by every append: the lines outlive the job by an hour
 
 # Spark runner
 SPARK_PROGRESS = PREFIX + ":spark:{job}:progress"  # JSON: application id, UI URL, Spark jobs and stages
@@ -70,6 +76,14 @@ def task_metrics(job: str) -> str:
 
 def collect(job: str) -> str:
     return COLLECT.format(job=job)
+
+
+def job_stdout(job: str) -> str:
+    return JOB_STDOUT.format(job=job)
+
+
+def job_stdout_total(job: str) -> str:
+    return JOB_STDOUT_TOTAL.format(job=job)
 
 
 def spark_progress(job: str) -> str:

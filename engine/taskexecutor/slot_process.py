@@ -28,7 +28,9 @@ from engine.runtime.io.channel import TaskCancelled
 from engine.runtime.io.redis_channels import RedisChannelFactory
 from engine.runtime.io.serialization import MsgpackSerializer
 from engine.runtime.stream_task import StreamTask, TaskEnvironment
+from engine.runtime.io.job_stdout import StdoutForwarder
 from engine.taskexecutor import code_signing, messages
+from engine.taskexecutor.task_stdout import TaskStdout
 
 log = logging.getLogger("millstream.slot")
 
@@ -67,9 +69,11 @@ class _Running:
 
 
 class SlotExecutor:
-    def __init__(self, cfg: SlotConfig, client: redis.Redis) -> None:
+    def __init__(self, cfg: SlotConfig, client: redis.Redis, stdout: TaskStdout | None = None) -> None:
         self.cfg = cfg
         self.client = client
+        # print() lines go to this process's stdout and to their job's print stream in Redis
+        self.stdout = stdout or TaskStdout(sys.stdout, StdoutForwarder(client))
         self.inbox = redis_keys.slot_inbox(cfg.tm_id, cfg.slot)
         self.tasks: dict[tuple[str, str, int, int], _Running] = {}
         self.lock = threading.Lock()
@@ -135,7 +139,7 @@ class SlotExecutor:
             env = TaskEnvironment(
                 channels=RedisChannelFactory(self.client, self.cfg.credits, cancelled),
                 cancelled=cancelled,
-                print_line=self._print_line,
+                print_line=lambda text, job=tdd.job_id: self.stdout.print_line(job, text),
                 collect=lambda node_id, values, job=tdd.job_id: self._collect(job, values),
                 state_dir=self.cfg.state_dir,
                 checkpoint_ack=lambda cid, ack, t=tdd: self._send(
@@ -160,6 +164,7 @@ class SlotExecutor:
 
     def _run(self, key: tuple[str, str, int, int], task: StreamTask, tdd: TaskDeploymentDescriptor) -> None:
         state, error, exc_name = "FINISHED", None, None
+        self.stdout.bind(tdd.job_id)
         try:
             self.report(tdd, "RUNNING")
             task.run()
@@ -170,6 +175,8 @@ class SlotExecutor:
         if state == "FINISHED" and task.env.cancelled.is_set():
             state = "CANCELED"
         self._publish_metrics([(tdd, task)])
+        self.stdout.unbind()
+        self.stdout.forwarder.flush()  # a client draining the job's output once it ended sees every line
         with self.lock:
             self.tasks.pop(key, None)
             if not any(k[0] == tdd.job_id for k in self.tasks):
@@ -178,10 +185,6 @@ class SlotExecutor:
 
     def _send(self, msg: dict[str, Any]) -> None:
         self.client.rpush(redis_keys.JOBMANAGER_INBOX, messages.pack(msg))
-
-    def _print_line(self, text: str) -> None:
-        sys.stdout.write(text + "\n")
-        sys.stdout.flush()
 
     def _collect(self, job: str, values: list[Any]) -> None:
         self.client.rpush(redis_keys.collect(job), self.serializer.encode(0, values))
@@ -229,4 +232,6 @@ def slot_main(cfg: SlotConfig) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the TaskManager's to handle
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s slot-{cfg.slot} %(levelname)s %(message)s")
     client = redis.Redis.from_url(cfg.redis_url, socket_keepalive=True, health_check_interval=30)
-    SlotExecutor(cfg, client).serve()
+    stdout = TaskStdout(sys.stdout, StdoutForwarder(client))
+    sys.stdout = stdout  # print() in user functions, too, reaches the job's print stream
+    SlotExecutor(cfg, client, stdout).serve()

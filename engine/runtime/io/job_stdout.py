@@ -1,0 +1,135 @@
+"""A job's print stream in Redis: the lines its print() sinks (and task threads) write, for clients.
+
+TaskManagers keep writing those lines to their own stdout (Flink's ``.out``); they also append them
+here, so an attached ``millstream run`` can show them as a local run would. The stream is bounded
+whoever reads it: a list capped at ``JOB_STDOUT_MAX_LINES`` (the oldest lines go) next to a count of
+every line ever appended, so a reader asking from line ``offset`` learns how many it missed. Both
+keys expire ``JOB_STDOUT_TTL_S`` after the last append, so a job nobody follows leaves nothing behind.
+
+An append is one MULTI/EXEC, so the lines of one call stay together and in order; one writer (a
+subtask's thread, a Spark partition) appends in order, so its lines stay in order.
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import redis
+
+from engine import redis_keys
+
+log = logging.getLogger("millstream.stdout")
+
+# Reads the window [offset, offset + count) of the stream atomically: the cap may drop lines between
+# reading the total and the list otherwise. Returns {total, first line number available, lines}.
+_READ = """
+local total = tonumber(redis.call('GET', KEYS[2]) or '0')
+local first = total - redis.call('LLEN', KEYS[1])
+local offset = math.max(tonumber(ARGV[1]), first)
+local lines = redis.call('LRANGE', KEYS[1], offset - first, offset - first + tonumber(ARGV[2]) - 1)
+return {total, first, lines}
+"""
+
+
+@dataclass(frozen=True)
+class StdoutChunk:
+    """Lines ``[offset, next_offset)`` of the stream; ``dropped`` lines before them were lost to the cap."""
+
+    lines: list[str]
+    offset: int
+    next_offset: int
+    dropped: int
+    total: int
+
+
+def append_lines(
+    client: "redis.Redis | redis.client.Pipeline",
+    job_id: str,
+    lines: Sequence[str],
+    max_lines: int = redis_keys.JOB_STDOUT_MAX_LINES,
+    ttl_s: int = redis_keys.JOB_STDOUT_TTL_S,
+) -> None:
+    """Append ``lines`` (without newlines) to the job's stream, dropping the oldest beyond ``max_lines``.
+
+    Given a pipeline, the commands join it (the caller executes it); otherwise they run as one
+    MULTI/EXEC."""
+    if not lines:
+        return
+    printed = len(lines)  # all are counted, even those beyond the cap: they were printed
+    if printed > max_lines:
+        lines = lines[-max_lines:]
+    key, total = redis_keys.job_stdout(job_id), redis_keys.job_stdout_total(job_id)
+    own = not isinstance(client, redis.client.Pipeline)
+    pipe = client.pipeline(transaction=True) if own else client
+    pipe.rpush(key, *lines)
+    pipe.ltrim(key, -max_lines, -1)
+    pipe.incrby(total, printed)
+    pipe.expire(key, ttl_s)
+    pipe.expire(total, ttl_s)
+    if own:
+        pipe.execute()
+
+
+def read_lines(client: redis.Redis, job_id: str, offset: int, max_lines: int = 2000) -> StdoutChunk:
+    """Up to ``max_lines`` lines from line number ``offset`` on (0 is the job's first line)."""
+    total, first, raw = client.eval(
+        _READ, 2, redis_keys.job_stdout(job_id), redis_keys.job_stdout_total(job_id), max(offset, 0), max_lines
+    )
+    lines = [ln.decode("utf-8", "replace") if isinstance(ln, bytes) else str(ln) for ln in raw]
+    start = max(offset, int(first))
+    # An offset past the total (keys expired and the job printed again) restarts at what is there.
+    if offset > int(total):
+        start = int(first)
+    return StdoutChunk(lines, start, start + len(lines), max(start - offset, 0), int(total))
+
+
+class StdoutForwarder:
+    """Appends printed lines to their job's stream from a background thread of the hosting process.
+
+    The printing thread only queues (a full queue blocks it, as a full stdout pipe would), so a slow
+    Redis never sits inside a user function; ``flush`` waits until everything queued so far is in
+    Redis, which a task calls before it reports itself ended, so a client that drains the stream
+    after the job ended sees every line."""
+
+    def __init__(self, client: redis.Redis, max_pending: int = 1024) -> None:
+        self.client = client
+        self._queue: queue.Queue[tuple[str, list[str]] | threading.Event] = queue.Queue(max_pending)
+        self._thread = threading.Thread(target=self._loop, name="stdout-forwarder", daemon=True)
+        self._thread.start()
+
+    def write(self, job_id: str, lines: list[str]) -> None:
+        if lines:
+            self._queue.put((job_id, lines))
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        done = threading.Event()
+        self._queue.put(done)
+        return done.wait(timeout)
+
+    def _loop(self) -> None:
+        while True:
+            items: list[Any] = [self._queue.get()]
+            while True:  # everything queued meanwhile goes in one round trip
+                try:
+                    items.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            by_job: dict[str, list[str]] = {}
+            for item in items:
+                if isinstance(item, tuple):
+                    by_job.setdefault(item[0], []).extend(item[1])
+            try:
+                pipe = self.client.pipeline(transaction=True)
+                for job_id, lines in by_job.items():
+                    append_lines(pipe, job_id, lines)
+                if by_job:
+                    pipe.execute()
+            except redis.RedisError:
+                # The lines are still on the TaskManager's stdout; a client just misses them.
+                log.warning("could not forward %d printed lines to Redis", sum(map(len, by_job.values())), exc_info=True)
+            for item in items:
+                if isinstance(item, threading.Event):
+                    item.set()

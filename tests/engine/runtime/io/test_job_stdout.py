@@ -1,0 +1,51 @@
+"""The job's print stream in a real Redis: order, the cap and its dropped count, expiry, the forwarder."""
+from __future__ import annotations
+
+import redis
+
+from engine import redis_keys
+from engine.runtime.io.job_stdout import StdoutForwarder, append_lines, read_lines
+
+
+def test_lines_read_back_in_order_from_any_offset(redis_url: str) -> None:
+    client = redis.Redis.from_url(redis_url)
+    append_lines(client, "j", ["a", "b"])
+    append_lines(client, "j", ["c"])
+    chunk = read_lines(client, "j", 0)
+    assert (chunk.lines, chunk.offset, chunk.next_offset, chunk.dropped, chunk.total) == (["a", "b", "c"], 0, 3, 0, 3)
+    assert read_lines(client, "j", 1, max_lines=1).lines == ["b"]
+    assert read_lines(client, "j", 3).lines == []
+    assert read_lines(client, "other", 0).total == 0
+
+
+def test_the_cap_drops_the_oldest_lines_and_says_how_many(redis_url: str) -> None:
+    client = redis.Redis.from_url(redis_url)
+    for i in range(10):
+        append_lines(client, "j", [f"l{i}a", f"l{i}b"], max_lines=5)
+    assert client.llen(redis_keys.job_stdout("j")) == 5
+    chunk = read_lines(client, "j", 0)
+    assert chunk.dropped == 15 and chunk.offset == 15 and chunk.total == 20
+    assert chunk.lines == ["l7b", "l8a", "l8b", "l9a", "l9b"]
+    # A reader that kept up loses nothing.
+    assert read_lines(client, "j", 17).dropped == 0
+    # One call printing more than the cap keeps its newest lines and counts them all.
+    append_lines(client, "k", [str(i) for i in range(8)], max_lines=5)
+    chunk = read_lines(client, "k", 0)
+    assert (chunk.lines, chunk.dropped) == (["3", "4", "5", "6", "7"], 3)
+
+
+def test_both_keys_expire(redis_url: str) -> None:
+    client = redis.Redis.from_url(redis_url)
+    append_lines(client, "j", ["a"], ttl_s=100)
+    assert 0 < client.ttl(redis_keys.job_stdout("j")) <= 100
+    assert 0 < client.ttl(redis_keys.job_stdout_total("j")) <= 100
+
+
+def test_forwarder_flush_means_every_queued_line_is_in_redis(redis_url: str) -> None:
+    client = redis.Redis.from_url(redis_url)
+    fwd = StdoutForwarder(client)
+    for i in range(500):
+        fwd.write("j1" if i % 2 else "j2", [str(i)])
+    assert fwd.flush()
+    assert read_lines(client, "j1", 0).lines == [str(i) for i in range(1, 500, 2)]
+    assert read_lines(client, "j2", 0).lines == [str(i) for i in range(0, 500, 2)]

@@ -1,0 +1,52 @@
+"""A slot process's stdout: everything on the real stream, a job's lines also on its Redis stream."""
+from __future__ import annotations
+
+import io
+import threading
+
+import redis
+
+from engine.runtime.io.job_stdout import StdoutForwarder, read_lines
+from engine.taskexecutor.task_stdout import TaskStdout
+
+
+def _stdout(redis_url: str) -> tuple[TaskStdout, io.StringIO, redis.Redis]:
+    client = redis.Redis.from_url(redis_url)
+    real = io.StringIO()
+    return TaskStdout(real, StdoutForwarder(client)), real, client
+
+
+def test_print_in_a_task_thread_goes_to_its_job_and_to_stdout(redis_url: str) -> None:
+    out, real, client = _stdout(redis_url)
+
+    def task(job: str, n: int) -> None:
+        out.bind(job)
+        for i in range(n):
+            print(f"{job} {i}", file=out)
+        print("no newline", end="", file=out)
+        out.unbind()
+
+    threads = [threading.Thread(target=task, args=(j, 200)) for j in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    print("not a task", file=out)  # the main thread, no job running: stdout only
+    assert out.forwarder.flush()
+    for job in ("a", "b"):
+        assert read_lines(client, job, 0).lines == [f"{job} {i}" for i in range(200)] + ["no newline"]
+    lines = real.getvalue().splitlines()
+    assert "a 150" in lines and "b 150" in lines and real.getvalue().endswith("not a task\n")
+
+
+def test_print_sink_lines_and_an_unbound_thread_of_the_only_job(redis_url: str) -> None:
+    out, real, client = _stdout(redis_url)
+    out.bind("a")
+    out.print_line("a", "1> x\n1> y")
+    helper = threading.Thread(target=lambda: print("from a source thread", file=out))
+    helper.start()
+    helper.join()
+    out.unbind()
+    assert out.forwarder.flush()
+    assert read_lines(client, "a", 0).lines == ["1> x", "1> y", "from a source thread"]
+    assert real.getvalue() == "1> x\n1> y\nfrom a source thread\n"

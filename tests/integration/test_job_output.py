@@ -1,0 +1,98 @@
+"""A job's print() output reaches an attached ``millstream run`` from a real 2-TaskManager cluster and
+from Spark, as a local PyFlink run prints it; it is bounded in Redis and readable over REST.
+
+The expected lines were recorded from real PyFlink 2.3.0 running the same programs
+(``fixtures/printing.*.pyflink.out``). Which subtask prints a record is not fixed (Flink's rebalance
+starts at a random channel, and key groups are hashed differently), so lines are compared with their
+``<subtask>> `` prefix removed, as multisets, and the prefixes are checked for what they say.
+"""
+from __future__ import annotations
+
+import importlib.util
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import redis
+
+from engine import redis_keys
+from tests.integration.cluster import Cluster
+
+PROGRAMS = Path(__file__).parent / "programs"
+FIXTURES = Path(__file__).parent / "fixtures"
+PREFIX = re.compile(r"^(?:(\w+):)?(\d+)> |^(\w+)> ")
+JOB_LINE = re.compile(r"^Job ([0-9a-f]{32}) (\w+)$")
+
+
+def program_lines(stdout: str) -> list[str]:
+    return [ln for ln in stdout.splitlines() if not JOB_LINE.match(ln)]
+
+
+def unprefixed(line: str) -> str:
+    m = PREFIX.match(line)
+    if not m:
+        return line
+    ident = m.group(1) or m.group(3)
+    return (f"{ident}> " if ident else "") + line[m.end():]
+
+
+def job_id(stdout: str) -> str:
+    return next(m.group(1) for ln in stdout.splitlines() if (m := JOB_LINE.match(ln)))
+
+
+def test_attached_run_prints_the_jobs_output_as_pyflink_does(cluster: Cluster) -> None:
+    res = cluster.run(PROGRAMS / "printing.py", "streaming", options=("-p", "2"))
+    assert res.returncode == 0, res.stderr
+    got = program_lines(res.stdout)
+    expected = (FIXTURES / "printing.streaming.pyflink.out").read_text().splitlines()
+    assert Counter(map(unprefixed, got)) == Counter(map(unprefixed, expected))
+    # Complete before execute() returned, as in a local run.
+    assert got[-1] == "after execute"
+    # Both print subtasks printed, each in its own input order.
+    by_subtask: dict[str, list[int]] = {}
+    for line in got:
+        m = re.match(r"^([12])> (\d+)$", line)
+        if m:
+            by_subtask.setdefault(m.group(1), []).append(int(m.group(2)))
+    assert set(by_subtask) == {"1", "2"}
+    for values in by_subtask.values():
+        assert values == sorted(values)
+    # The TaskManagers still print them too (Flink's .out).
+    logs = "".join((cluster.workdir / f"taskmanager-{i}.log").read_text(errors="replace") for i in range(2))
+    assert "map saw 150" in logs and re.search(r"^[12]> 1990$", logs, re.M)
+
+    # And the REST API serves the same lines.
+    body = cluster.http.get(f"/jobs/{job_id(res.stdout)}/stdout").json()
+    assert body["ended"] and body["dropped"] == 0 and body["total"] == len(got) - 1
+    assert Counter(body["lines"]) == Counter(got[:-1])
+
+
+def test_a_detached_jobs_output_is_capped_and_the_drop_is_counted(cluster: Cluster) -> None:
+    n = 110_000  # the job prints more lines than the cap keeps
+    res = cluster.run(PROGRAMS / "printing.py", "streaming", str(n), options=("-p", "2", "--detached"))
+    assert res.returncode == 0, res.stderr
+    jid = job_id(res.stdout)
+    cluster.wait_state(jid, ("FINISHED",), 180)
+    client = redis.Redis.from_url(cluster.redis_url)
+    assert client.llen(redis_keys.job_stdout(jid)) == redis_keys.JOB_STDOUT_MAX_LINES
+    assert 0 < client.ttl(redis_keys.job_stdout(jid)) <= redis_keys.JOB_STDOUT_TTL_S
+    body = cluster.http.get(f"/jobs/{jid}/stdout", params={"offset": 0, "maxLines": 10}).json()
+    total = body["total"]
+    assert total == n + n // 50 + n // 40  # map values, "map saw" lines, one rolling sum per 40th value
+    assert body["dropped"] == total - redis_keys.JOB_STDOUT_MAX_LINES == body["offset"]
+    assert len(body["lines"]) == 10
+    tail = cluster.http.get(f"/jobs/{jid}/stdout", params={"offset": total - 3}).json()
+    assert tail["dropped"] == 0 and len(tail["lines"]) == 3 and tail["next-offset"] == total
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pyspark") is None, reason="needs pyspark")
+def test_a_batch_job_on_spark_prints_what_pyflink_prints_in_batch_mode(cluster: Cluster) -> None:
+    res = cluster.run(PROGRAMS / "printing.py", "batch", timeout=300)
+    assert res.returncode == 0, res.stderr
+    jid = job_id(res.stdout)
+    assert cluster.job(jid)["job-type"] == "BATCH" and "spark" in cluster.job(jid)
+    got = program_lines(res.stdout)
+    expected = (FIXTURES / "printing.batch.pyflink.out").read_text().splitlines()
+    assert Counter(map(unprefixed, got)) == Counter(map(unprefixed, expected))
+    assert got[-1] == "after execute"
