@@ -1,0 +1,158 @@
+"""Where each public PyFlink name stands in Millstream: supported, partial or not supported.
+
+The recorded names (``pyflink_names.json``, dumped from real PyFlink by
+``dump_pyflink_names.py``) are looked up through Millstream's ``pyflink``
+alias. A placeholder from ``engine.compat.unsupported`` is "not supported" and
+carries its own reason; a real object is "partial" when a note below says so or
+when PyFlink's class has public members Millstream's lacks. Run this module to
+regenerate ``docs/pyflink-names.md``::
+
+    .venv/bin/python -m tests.conformance.names.status
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RECORDED = os.path.join(HERE, "pyflink_names.json")
+DOCS = os.path.join(HERE, "..", "..", "..", "docs", "pyflink-names.md")
+
+# Members that hand out Java objects through Py4J: meaningless without a JVM, never missing.
+JAVA_ONLY_MEMBERS = {
+    "get_java_function",
+    "get_java_object",
+    "get_java_output_tag",
+    "get_java_slot_sharing_group",
+    "get_java_memory_size",
+}
+
+# What is partial about names that exist, keyed by the defining module's PyFlink path.
+NOTES: dict[str, str] = {
+    "pyflink.common.execution_config.ExecutionConfig": (
+        "parallelism, max parallelism, global job parameters, the auto-watermark interval (0 turns periodic "
+        "watermarks off) and disable_auto_generated_uids take effect; Kryo/Avro/closure-cleaner/object-reuse/"
+        "latency-tracking/compression settings are recorded and returned only"
+    ),
+    "pyflink.datastream.slot_sharing_group.SlotSharingGroup": (
+        "accepted and described; every operator shares the default group, resources are not enforced"
+    ),
+    "pyflink.datastream.checkpoint_storage.JobManagerCheckpointStorage": (
+        "checkpoints go to the default checkpoint directory (a Millstream checkpoint must survive a JobManager restart)"
+    ),
+    "pyflink.datastream.state_backend.EmbeddedRocksDBStateBackend": (
+        "selects Millstream's on-disk backend (LMDB with a write-back cache), not RocksDB; RocksDB options are recorded only"
+    ),
+    "pyflink.datastream.state_backend.PredefinedOptions": "RocksDB profiles: accepted and recorded, no effect",
+    "pyflink.datastream.state.StateTtlConfig": (
+        "TTL, update type (Disabled turns TTL off) and visibility take effect; expired entries are dropped when "
+        "their key is touched, the cleanup strategies are recorded only"
+    ),
+    "pyflink.common.input_dependency_constraint.InputDependencyConstraint": "deprecated batch hint: accepted, no effect",
+    "pyflink.datastream.window.TimeWindowSerializer": "a marker for custom assigners; windows are pickled",
+    "pyflink.datastream.window.CountWindowSerializer": "a marker for custom assigners; windows are pickled",
+    "pyflink.datastream.window.GlobalWindowSerializer": "a marker for custom assigners; windows are pickled",
+    "pyflink.datastream.data_stream.DataStream": (
+        "window_all runs its window at parallelism 1 (as Java Flink does; PyFlink keeps the default parallelism "
+        "and sends every record to one subtask)"
+    ),
+    "pyflink.datastream.functions.Partitioner": "the interface exists; DataStream.partition_custom does not yet",
+    "pyflink.common.config_options.ConfigOption": "typed keys; Configuration takes them by key string",
+}
+
+
+@dataclass(frozen=True)
+class NameStatus:
+    module: str
+    name: str
+    status: str  # supported | partial | not supported
+    detail: str
+
+
+def load_recorded() -> dict[str, Any]:
+    with open(RECORDED) as f:
+        return json.load(f)
+
+
+def _defining_path(obj: Any, module: str, name: str) -> str:
+    """PyFlink's path of the module that defines ``obj`` (for notes shared by re-exports)."""
+    mod = getattr(obj, "__module__", None) or ""
+    return f"{mod.replace('engine.', 'pyflink.', 1)}.{name}" if mod.startswith("engine.") else f"{module}.{name}"
+
+
+def classify(module: str, name: str, entry: dict[str, Any]) -> NameStatus:
+    from engine.compat.unsupported import is_unsupported
+
+    mod = importlib.import_module(module)
+    if not hasattr(mod, name):
+        return NameStatus(module, name, "missing", "not defined")
+    obj = getattr(mod, name)
+    if is_unsupported(obj):
+        return NameStatus(module, name, "not supported", obj.__not_supported__)
+    notes = []
+    note = NOTES.get(_defining_path(obj, module, name)) or NOTES.get(f"{module}.{name}")
+    if note:
+        notes.append(note)
+    missing = [m for m in entry.get("members", []) if m not in JAVA_ONLY_MEMBERS and not hasattr(obj, m)]
+    if missing:
+        notes.append("missing: " + ", ".join(missing))
+    return NameStatus(module, name, "partial" if notes else "supported", "; ".join(notes))
+
+
+def all_statuses() -> list[NameStatus]:
+    import pyflink  # noqa: F401 (installs the alias)
+
+    recorded = load_recorded()
+    return [
+        classify(module, name, entry)
+        for module, names in recorded["modules"].items()
+        for name, entry in sorted(names.items())
+    ]
+
+
+def render_markdown() -> str:
+    statuses = all_statuses()
+    version = load_recorded().get("pyflink_version")
+    counts: dict[str, int] = {}
+    for s in statuses:
+        counts[s.status] = counts.get(s.status, 0) + 1
+    lines = [
+        "# PyFlink names in Millstream",
+        "",
+        f"Every public name of PyFlink {version}'s `pyflink.datastream` and `pyflink.common` packages and the",
+        "submodules programs import from, and where it stands in Millstream. Generated by",
+        "`.venv/bin/python -m tests.conformance.names.status` from `tests/conformance/names/pyflink_names.json`",
+        "(recorded from real PyFlink by `dump_pyflink_names.py`); `tests/conformance/names/test_pyflink_names.py`",
+        "checks that this page is current and that every name imports.",
+        "",
+        "- **supported**: behaves as in PyFlink.",
+        "- **partial**: exists and works; the note says what differs or which PyFlink methods are missing",
+        "  (methods that only hand out Java objects, `get_java_*`, are not counted).",
+        "- **not supported**: importable, so a program that mentions it loads, but using it raises",
+        "  `NotSupportedError` (a `NotImplementedError`) with the reason and what to use instead.",
+        "",
+        "Totals: " + ", ".join(f"{counts.get(k, 0)} {k}" for k in ("supported", "partial", "not supported", "missing")),
+        "",
+    ]
+    current = None
+    for s in statuses:
+        if s.module != current:
+            current = s.module
+            lines += ["", f"## `{current}`", "", "| name | status | notes |", "|---|---|---|"]
+        detail = s.detail.replace("|", "\\|")
+        lines.append(f"| `{s.name}` | {s.status} | {detail} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    text = render_markdown()
+    with open(DOCS, "w") as f:
+        f.write(text)
+    print(f"wrote {os.path.normpath(DOCS)}")
+
+
+if __name__ == "__main__":
+    main()
