@@ -1,6 +1,7 @@
 """Restoring state, possibly at a new parallelism: operator matching and state redistribution.
 
-Keyed state (timers included) moves in whole key groups (Flink's KeyGroupRangeAssignment);
+Keyed state (timers included) moves in whole key groups (Flink's KeyGroupRangeAssignment),
+except that state taken under an older key encoding is regrouped key by key (``regroup_keyed``);
 operator list state is split evenly in order (Flink's RoundRobinOperatorStateRepartitioner),
 and so are sources' split lists (``redistribute_splits``); union list state and broadcast
 state are copied to every subtask. Pure functions.
@@ -12,7 +13,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from engine.checkpoint.completed_checkpoint import CompletedCheckpoint, OperatorInfo
 from engine.checkpoint.messages import StateHandle, TaskId
-from engine.runtime.key_groups import key_group_range
+from engine.runtime.key_groups import assign_to_key_group, key_group_range
 
 KeyedSnapshot = Mapping[int, Mapping[str, list]]  # HeapKeyedStateBackend.snapshot_by_key_group()
 
@@ -87,6 +88,40 @@ def select_key_groups(snapshots: Mapping[int, KeyedSnapshot], key_groups: range,
             owner[kg] = old_subtask
             if kg in key_groups:
                 out[kg] = {name: list(entries) for name, entries in states.items()}
+    return out
+
+
+def regroup_keyed(
+    snapshots: Iterable[KeyedSnapshot], key_groups: range, max_parallelism: int, timer_prefix: str = "_timers/"
+) -> dict[int, dict[str, list]]:
+    """The entries of ``key_groups`` among keyed snapshots taken under an older key encoding, each key
+    placed by its key group now. Encoding 1 put keys that Python calls equal (``1``, ``True``,
+    ``1.0``) in different key groups, so one key may come from two old entries: timers (state names
+    starting with ``timer_prefix``) are merged, and any other state is refused, since nothing says
+    how its values combine."""
+    out: dict[int, dict[str, list]] = {}
+    found: dict[tuple[str, Any], tuple[Any, Any]] = {}  # (state name, key) -> (the key as first found, value)
+    for snap in snapshots:
+        for _old_group, states in sorted(snap.items()):
+            for name, entries in states.items():
+                timers = name.startswith(timer_prefix)
+                for key, value in entries:
+                    kg = assign_to_key_group(key, max_parallelism)
+                    if kg not in key_groups:
+                        continue
+                    first = found.get((name, key))
+                    if first is None:
+                        value = list(value) if timers else value  # a list of its own, to merge into
+                        found[(name, key)] = (key, value)
+                        out.setdefault(kg, {}).setdefault(name, []).append((key, value))
+                    elif timers:
+                        first[1].extend(value)
+                    else:
+                        raise StateRestoreError(
+                            f"state '{name}' holds separate entries for the keys {first[0]!r} and {key!r}, which "
+                            "are one key since key encoding 2 (equal keys share a key group); restoring would "
+                            "lose one of them, so this snapshot cannot be restored"
+                        )
     return out
 
 

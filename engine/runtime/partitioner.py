@@ -89,10 +89,12 @@ class ShufflePartitioner(StreamPartitioner):
 class KeyGroupStreamPartitioner(StreamPartitioner):
     """HASH: key -> key group -> the consumer subtask owning that group.
 
-    The channel of each str or int key is remembered (up to ``CACHE_KEYS`` keys): a dict lookup
-    costs a fraction of encoding and hashing the key again for every record. Only exact str
-    and int keys are cached, because a dict would confuse ``True`` with ``1`` and ``1.0``,
-    which hash into different key groups.
+    The channel of each key is remembered (up to ``CACHE_KEYS`` keys): a dict lookup costs a
+    fraction of encoding and hashing the key again for every record. The cache may answer
+    for any key equal to a cached one (``True`` for ``1``, a namedtuple for a tuple), because
+    equal keys share their key group (``key_encoding``). The per-record loop asks it directly
+    only for exact str and int keys, the common case; other keys ask in ``channel`` and only
+    once a key of their type has encoded, so a type that has no encoding is still refused.
     """
 
     CACHE_KEYS = 65536
@@ -102,11 +104,25 @@ class KeyGroupStreamPartitioner(StreamPartitioner):
         self.key_selector = key_selector
         self.max_parallelism = max_parallelism
         self.cache: dict[Any, int] = {}
+        self.encoded_types: set[type] = {str, int}
 
     def channel(self, key: Any) -> int:
+        t = type(key)
+        cache = self.cache
+        if t in self.encoded_types:
+            try:
+                i = cache.get(key)
+            except TypeError:  # unhashable, e.g. a list (it encodes as the equal tuple)
+                return assign_key_to_operator(key, self.max_parallelism, self.n)
+            if i is not None:
+                return i
         i = assign_key_to_operator(key, self.max_parallelism, self.n)
-        if (type(key) is str or type(key) is int) and len(self.cache) < self.CACHE_KEYS:
-            self.cache[key] = i
+        self.encoded_types.add(t)
+        if len(cache) < self.CACHE_KEYS:
+            try:
+                cache[key] = i
+            except TypeError:
+                pass
         return i
 
     def split(self, values, timestamps):

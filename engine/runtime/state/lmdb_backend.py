@@ -18,14 +18,13 @@ Two rules keep in-place changes from being lost:
   changing. Any other caller that holds a value object across accesses to
   other keys must store it again (``table[k] = obj``), as with Flink's RocksDB.
 
-Keys are stored as their pickle (protocol 5, without memoization, so equal
-tuples encode alike). Equal keys map to one entry when they are str, int,
-bytes, None, bool or float (True and 1.0 are folded into 1, and the key
-first written is kept, as a dict does), or tuples of these, or frozen
-dataclasses of these such as windows. Keys of other types must pickle to the
-same bytes whenever they are equal: sets, dicts and objects whose pickled
-state depends on their history do not, and equal ones would become separate
-entries.
+Keys are stored so that equal keys share one entry, as in a dict: a str, int
+or bytes key as its pickle, and any other key as its canonical form from
+``key_encoding`` (``True``, ``1.0`` and ``Decimal(1)`` become the pickle of
+``1``; tuples, namedtuples and ``Row``, frozensets, dataclasses, enums and
+datetimes their packed canonical form), whose records carry the original key;
+the key first written is kept, as a dict does. A key that ``key_by`` would
+refuse (no stable encoding) is refused here too.
 
 The directory is a working copy, not a durable store: restores come from
 ``snapshot_by_key_group()``. Opening discards what it held, and ``close()``
@@ -35,7 +34,6 @@ backend is used by one thread.
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import pickle
 import time
@@ -44,7 +42,9 @@ from collections.abc import ItemsView, MutableMapping, ValuesView
 from typing import Any, Callable, Iterator
 
 import lmdb
+import msgpack
 
+from engine.runtime.key_encoding import EXT_BIGINT, canonical
 from engine.runtime.key_groups import assign_to_key_group
 from engine.runtime.state.heap_backend import StateFactory, StateTypeMismatch
 
@@ -53,19 +53,8 @@ _LMDB_FILES = ("data.mdb", "lock.mdb")
 _TOMB = object()  # a cached entry that knows its key has no value
 _WRAPPED = b"K"  # value record carrying its key: (key, value). Plain records are a pickle (first byte 0x80).
 _HASHED = b"#"  # LMDB key of a pickled key longer than LMDB allows: a digest of it
+_PACKED = b"~"  # LMDB key of a key stored as its packed canonical form (pickles start with 0x80)
 _SCALARS = frozenset({int, float, str, bytes, bool, complex, type(None)})
-
-
-def _canonical(key: Any) -> Any:
-    """An equal key whose pickle is the same for all equal keys; ``key`` itself when it already is."""
-    t = type(key)
-    if t is bool or (t is float and key.is_integer()):
-        return int(key)
-    if t is tuple:
-        parts = [_canonical(k) for k in key]
-        if any(p is not k for p, k in zip(parts, key)):
-            return tuple(parts)
-    return key
 
 
 def _immutable(value: Any) -> bool:
@@ -115,9 +104,6 @@ class LmdbKeyedStateBackend(StateFactory):
         self._cache: OrderedDict[tuple[int, bytes], _Entry] = OrderedDict()
         self._rtxn: lmdb.Transaction | None = None  # reused for point reads until the next write
         self._iterating = 0  # read transactions held by unfinished iterations
-        self._key_buf = io.BytesIO()
-        self._key_pickler = pickle.Pickler(self._key_buf, 5)
-        self._key_pickler.fast = True  # no memo: ("a", "a") pickles alike whether or not both are one object
         self._last_key: Any = _TOMB
         self._last_encoded: tuple[bytes, bool] = (b"", False)
 
@@ -182,18 +168,21 @@ class LmdbKeyedStateBackend(StateFactory):
             return self._last_encoded
         t = type(key)
         if t is str or t is int or t is bytes:  # one object: memoization cannot vary
-            canon, kb = key, pickle.dumps(key, 5)
+            kb, wrapped = pickle.dumps(key, 5), False
         else:
-            canon = _canonical(key)
-            buf = self._key_buf
-            buf.seek(0)
-            buf.truncate()
-            self._key_pickler.dump(canon)
-            kb = buf.getvalue()
+            c = canonical(key)
+            tc = type(c)
+            if tc is msgpack.ExtType and c.code == EXT_BIGINT:
+                c, tc = int(c.data), int
+            if tc is str or tc is int or tc is bytes:  # equal to a plain key (True, 1.0): its entry
+                kb = pickle.dumps(c, 5)
+            else:
+                kb = _PACKED + msgpack.packb(c, use_bin_type=True)
+            wrapped = True
         if len(kb) > self._max_key:
             encoded = _HASHED + hashlib.blake2b(kb, digest_size=32).digest(), True
         else:
-            encoded = kb, canon is not key
+            encoded = kb, wrapped
         self._last_key, self._last_encoded = key, encoded
         return encoded
 

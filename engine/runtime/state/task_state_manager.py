@@ -6,7 +6,8 @@ Per operator a task writes one state file holding a dict:
 * ``keyed``/``kinds`` (the keyed head only): ``{key group: {state name: [(key, value)]}}`` from the
   keyed backend, plus the operator's timers under ``_timers/<service>`` as ``[(key, [(domain, ts,
   timer key)])]``, so timers move with their key group when a job is rescaled, and any keyed state
-  the operator holds itself (``keyed_tables``);
+  the operator holds itself (``keyed_tables``); ``kinds`` also records the key encoding that grouped
+  the keys (``KEY_ENCODING_FIELD``; absent: version 1, whose keys are regrouped on restore);
 * ``operator``: the operator's own ``snapshot_state()`` (a list is split evenly on rescale, anything
   else is copied, like broadcast state);
 * ``function``: a CheckpointedFunction's operator list and union list states;
@@ -16,11 +17,19 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from engine.checkpoint.rescale import OperatorRestore, OperatorSubtaskState, StateRestoreError, redistribute_splits, split_operator_state
-from engine.runtime.key_groups import assign_to_key_group
+from engine.checkpoint.rescale import (
+    OperatorRestore,
+    OperatorSubtaskState,
+    StateRestoreError,
+    redistribute_splits,
+    regroup_keyed,
+    split_operator_state,
+)
+from engine.runtime.key_groups import KEY_ENCODING_VERSION, assign_to_key_group
 from engine.runtime.state.operator_state import UNION, redistribute_operator_state
 
 TIMERS_PREFIX = "_timers/"
+KEY_ENCODING_FIELD = "_key_encoding/version"  # in ``kinds``, never a state name (reserved prefix)
 
 
 def snapshot_keyed(backend: Any, operator: Any) -> tuple[dict[int, dict[str, list]], dict[str, str]]:
@@ -35,6 +44,7 @@ def snapshot_keyed(backend: Any, operator: Any) -> tuple[dict[int, dict[str, lis
         for kg, entries in service.snapshot_by_key_group(key_group_of).items():
             keyed.setdefault(kg, {})[TIMERS_PREFIX + name] = entries
     kinds = dict(backend.kinds)
+    kinds[KEY_ENCODING_FIELD] = str(KEY_ENCODING_VERSION)
     for name, (kind, pairs) in operator.keyed_tables().items():
         kinds[name] = kind
         for key, value in pairs:
@@ -42,12 +52,33 @@ def snapshot_keyed(backend: Any, operator: Any) -> tuple[dict[int, dict[str, lis
     return keyed, kinds
 
 
-def restore_keyed(backend: Any, operator: Any, loaded: Mapping[int, Mapping[str, Any]], spec: OperatorRestore) -> None:
-    """Fill an opened keyed head's backend and timer services with this subtask's key groups."""
-    share = spec.restore({old: OperatorSubtaskState(keyed=st.get("keyed") or {}) for old, st in loaded.items()})
+def restore_keyed(
+    backend: Any,
+    operator: Any,
+    loaded: Mapping[int, Mapping[str, Any]],
+    spec: OperatorRestore,
+    read_peer: Callable[[Any], Mapping[str, Any]] | None = None,
+) -> None:
+    """Fill an opened keyed head's backend and timer services with this subtask's key groups.
+    State grouped by an older key encoding is regrouped key by key, from every old subtask's file:
+    at an unchanged parallelism the others' files are read too (``read_peer``)."""
+    if any(key_encoding_of(st) < KEY_ENCODING_VERSION for st in loaded.values()):
+        loaded = dict(loaded)
+        if spec.peer_handles and set(loaded) == {spec.subtask}:
+            read = read_peer or _read_state_file
+            for i, handle in sorted(spec.peer_handles.items()):
+                if i not in loaded:
+                    loaded[i] = read(handle) or {}
+        keyed = regroup_keyed(
+            [loaded[i].get("keyed") or {} for i in sorted(loaded)], spec.key_groups, spec.max_parallelism, TIMERS_PREFIX
+        )
+        share = OperatorSubtaskState(keyed=keyed)
+    else:
+        share = spec.restore({old: OperatorSubtaskState(keyed=st.get("keyed") or {}) for old, st in loaded.items()})
     kinds: dict[str, str] = {}
     for st in loaded.values():
         kinds.update(st.get("kinds") or {})
+    kinds.pop(KEY_ENCODING_FIELD, None)
     services = operator.timer_services()
     for groups in share.keyed.values():
         for name, entries in groups.items():
@@ -64,6 +95,21 @@ def restore_keyed(backend: Any, operator: Any, loaded: Mapping[int, Mapping[str,
             table = backend.table(name, kinds.get(name, "value"))
             for key, value in entries:
                 table[key] = value
+
+
+def key_encoding_of(state: Mapping[str, Any]) -> int:
+    """The key encoding a keyed snapshot was grouped by (1 before it was recorded)."""
+    return int((state.get("kinds") or {}).get(KEY_ENCODING_FIELD, 1))
+
+
+def _read_state_file(handle: Any) -> Mapping[str, Any]:
+    # Only for restoring state of key encoding 1, which needs every old subtask's file; the storage
+    # import stays local so the rest of this module remains free of I/O.
+    import pickle
+
+    from engine.checkpoint.storage import FileSystemCheckpointStorage
+
+    return pickle.loads(FileSystemCheckpointStorage.read_state_file(handle))
 
 
 def restore_operator_state(loaded: Mapping[int, Mapping[str, Any]], spec: OperatorRestore) -> Any:

@@ -75,7 +75,9 @@ def test_key_group_is_deterministic_and_in_range(key):
         (42, 255298052, 4, 2564),
         (-7, 1814212606, 126, 12286),
         (("a", 1), 3847662356, 20, 11028),
-        (True, 3496967303, 7, 31879),
+        # Key encoding 2: True is the key 1 (it was msgpack's 0xc3, crc 3496967303, in version 1).
+        (True, 1121180356, 68, 23236),
+        (1, 1121180356, 68, 23236),
         (None, 1231433021, 61, 11581),
     ],
 )
@@ -94,9 +96,10 @@ def test_key_bytes_encodings():
     assert key_bytes(2**200) == str(2**200).encode()
 
 
-def test_bool_and_int_keys_are_distinct():
-    # bool is an int subclass; True must not collide with 1 by construction.
-    assert key_bytes(True) != key_bytes(1)
+def test_keys_python_calls_equal_share_their_bytes():
+    # True == 1 == 1.0: one key to Python and to the heap backend, so one key group.
+    assert key_bytes(True) == key_bytes(1) == key_bytes(1.0)
+    assert key_bytes(False) == key_bytes(0) == key_bytes(-0.0)
 
 
 def test_tuple_and_list_keys_hash_alike():

@@ -109,15 +109,36 @@ def test_hash_partitioner_agrees_with_key_groups_for_any_key_type(selector):
         assert all(assign_key_to_operator(selector(v), 128, 4) == ch for v in vs)
 
 
-def test_hash_partitioner_key_cache_never_confuses_equal_keys_of_other_types():
-    # 1, True and 1.0 are one dict key but three key groups: the cache must not route one as another.
+def test_hash_partitioner_key_cache_routes_equal_keys_of_other_types_alike():
+    # 1, True and 1.0 are one dict key and, since key encoding 2, one key group: whichever
+    # of them fills the cache, the others read the same channel from it.
     keys = [1, True, 1.0, 0, False, 0.0, "1", b"1"] * 3
     for n in (2, 3, 5, 8):
-        p = KeyGroupStreamPartitioner(n, lambda v: v, 128)
-        for _ in range(2):  # the second pass reads the cached channels
-            for ch, vs, _ in p.split(keys, None):
-                assert all(assign_key_to_operator(v, 128, n) == ch for v in vs), (n, ch, vs)
-        assert set(p.cache) <= {1, 0, "1"} and all(type(k) in (int, str) for k in p.cache)
+        for order in (keys, keys[::-1]):
+            p = KeyGroupStreamPartitioner(n, lambda v: v, 128)
+            for _ in range(2):  # the second pass reads the cached channels
+                routed = {}
+                for ch, vs, _ in p.split(order, None):
+                    assert all(assign_key_to_operator(v, 128, n) == ch for v in vs), (n, ch, vs)
+                    routed.update({(type(v), v): ch for v in vs})
+                assert routed[(int, 1)] == routed[(bool, True)] == routed[(float, 1.0)]
+                assert routed[(int, 0)] == routed[(bool, False)] == routed[(float, 0.0)]
+            assert len(p.cache) == 4  # 1, 0, "1", b"1"
+
+
+def test_hash_partitioner_cache_does_not_admit_a_refused_type_by_equality():
+    # A key of a type with no encoding must fail even when it equals a cached key.
+    class Sneaky:
+        def __eq__(self, other):
+            return other == "a"
+
+        def __hash__(self):
+            return hash("a")
+
+    p = KeyGroupStreamPartitioner(4, lambda v: v, 128)
+    p.split(["a"], None)
+    with pytest.raises(TypeError, match="Sneaky has no stable encoding"):
+        p.split([Sneaky()], None)
 
 
 def test_hash_partitioner_key_cache_is_bounded():
