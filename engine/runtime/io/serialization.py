@@ -23,6 +23,7 @@ STATUS = 4  # watermark status: True idle, False active
 _EXT_ROW = 1
 _EXT_PICKLE = 2
 _EXT_SET = 3
+_EXT_FROZENSET = 4  # its own code: a frozenset must come back hashable (it may be a key)
 
 
 class BufferSerializer(Protocol):
@@ -34,7 +35,9 @@ class BufferSerializer(Protocol):
 def _default(obj: Any) -> Any:
     if isinstance(obj, Row):
         return msgpack.ExtType(_EXT_ROW, msgpack.packb((obj._fields, tuple(obj)), default=_default, use_bin_type=True))
-    if isinstance(obj, (set, frozenset)):
+    if isinstance(obj, frozenset):
+        return msgpack.ExtType(_EXT_FROZENSET, msgpack.packb(list(obj), default=_default, use_bin_type=True))
+    if isinstance(obj, set):
         return msgpack.ExtType(_EXT_SET, msgpack.packb(list(obj), default=_default, use_bin_type=True))
     return msgpack.ExtType(_EXT_PICKLE, pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
 
@@ -45,6 +48,8 @@ def _ext_hook(code: int, data: bytes) -> Any:
         return Row(**dict(zip(fields, values))) if fields else Row(*values)
     if code == _EXT_SET:
         return set(msgpack.unpackb(data, ext_hook=_ext_hook, use_list=False, strict_map_key=False))
+    if code == _EXT_FROZENSET:
+        return frozenset(msgpack.unpackb(data, ext_hook=_ext_hook, use_list=False, strict_map_key=False))
     if code == _EXT_PICKLE:
         return pickle.loads(data)
     return msgpack.ExtType(code, data)
