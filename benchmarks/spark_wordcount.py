@@ -48,6 +48,7 @@ from engine.client.job_client import CloseableIterator  # noqa: E402
 from engine.datastream import StreamExecutionEnvironment  # noqa: E402
 from engine.datastream.connectors.file_system import FileSource, StreamFormat  # noqa: E402
 from engine.datastream.execution_mode import RuntimeExecutionMode  # noqa: E402
+from engine.runtime.collect import RECORDS, CollectEntry  # noqa: E402
 
 VOCABULARY = [f"w{i}" for i in range(5000)]
 WORDS_PER_LINE = 10
@@ -191,8 +192,8 @@ def run_millstream(path: str, master: str, parallelism: int, redis_url: str) -> 
             )
         seconds = time.perf_counter() - started
     client, ser = redis.Redis.from_url(redis_url), MsgpackSerializer()
-    batches = client.lrange(redis_keys.collect(job_graph.job_id), 0, -1)
-    return Figure(seconds, cpu.seconds, sum(n for raw in batches for _, n in ser.decode(raw)[1]))
+    entries = [CollectEntry.decode(raw, ser) for raw in client.lrange(redis_keys.collect(job_graph.job_id), 0, -1)]
+    return Figure(seconds, cpu.seconds, sum(n for e in entries if e.kind == RECORDS for _, n in e.values))
 
 
 def run_baseline(path: str, master: str, parallelism: int) -> Figure:

@@ -24,7 +24,8 @@ JOB_USER_CODE = PREFIX + ":job:{job}:code"  # bytes: cloudpickled StreamGraph
 # observation
 TASK_METRICS = PREFIX + ":metrics:{job}"  # hash: "{vertex}:{subtask}" -> msgpack metrics
 TASKMANAGER_METRICS = PREFIX + ":tm:{tm}:metrics"  # msgpack, with TTL
-COLLECT = PREFIX + ":collect:{job}"  # list of msgpack batches for execute_and_collect
+COLLECT = PREFIX + ":collect:{job}"  # list: execute_and_collect entries not acknowledged yet
+COLLECT_META = PREFIX + ":collect:{job}:meta"  # hash: acked (entries trimmed), bytes (in the list)
 # The job's print() lines (Flink's .out, per job), for attached clients: a capped list, and the count
 # of lines ever appended, so a reader learns how many the cap dropped. See engine/runtime/io/job_stdout.py.
 JOB_STDOUT = PREFIX + ":stdout:{job}"  # list of str lines, the newest JOB_STDOUT_MAX_LINES
@@ -76,6 +77,10 @@ def task_metrics(job: str) -> str:
 
 def collect(job: str) -> str:
     return COLLECT.format(job=job)
+
+
+def collect_meta(job: str) -> str:
+    return COLLECT_META.format(job=job)
 
 
 def job_stdout(job: str) -> str:

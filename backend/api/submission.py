@@ -9,6 +9,9 @@ from pydantic import BaseModel
 
 from backend.deps import DispatcherDep, SettingsDep
 from engine.graph.job_graph import JobGraph
+from engine.runtime.io.redis_collect import ResultOffsetError
+
+MAX_OFFSET = 2**53  # exact in the Lua that trims the results; no job writes more entries
 
 router = APIRouter(tags=["jobs"])
 
@@ -38,14 +41,21 @@ async def submit_job(
 
 @router.get(
     "/jobs/{jid}/results",
-    summary="Records collected by execute_and_collect, from an offset (msgpack)",
+    summary="Entries collected by execute_and_collect from an offset, acknowledging those before it (msgpack)",
     response_class=Response,
     responses={200: {"content": {"application/x-msgpack": {}}}},
 )
-def job_results(dispatcher: DispatcherDep, jid: str, offset: int = Query(0, ge=0)) -> Response:
-    batches, ended = dispatcher.collect(jid, offset)
+def job_results(
+    dispatcher: DispatcherDep,
+    jid: str,
+    offset: int = Query(0, ge=0, le=MAX_OFFSET, description="Entries the client has read: those before it are dropped"),
+) -> Response:
+    try:
+        entries, ended = dispatcher.collect(jid, offset)
+    except ResultOffsetError as e:
+        raise HTTPException(400, str(e))
     record = dispatcher.job_record(jid)
     body = msgpack.packb(
-        {"batches": batches, "ended": ended, "state": record.state if record else "UNKNOWN"}, use_bin_type=True
+        {"batches": entries, "ended": ended, "state": record.state if record else "UNKNOWN"}, use_bin_type=True
     )
     return Response(body, media_type="application/x-msgpack")

@@ -1,7 +1,7 @@
 """The ``JobClient`` protocol returned by ``execute_async``, and a result iterator helper."""
 from __future__ import annotations
 
-from typing import Any, Iterator, Protocol
+from typing import Any, Callable, Iterator, Protocol
 
 from engine.common.job_execution_result import JobExecutionResult
 
@@ -19,12 +19,22 @@ class JobClient(Protocol):
 
 
 class CloseableIterator:
-    """PyFlink's ``execute_and_collect`` result: an iterator usable as a context manager."""
+    """PyFlink's ``execute_and_collect`` result: an iterator usable as a context manager.
 
-    def __init__(self, it: Iterator[Any], on_close: Any = None, limit: int | None = None) -> None:
+    ``records`` yields the records the collect protocol made final (see collect_result_buffer.py);
+    closing the iterator before the end cancels the job, as in PyFlink."""
+
+    def __init__(
+        self,
+        it: Iterator[Any],
+        on_close: Callable[[], None] | None = None,
+        limit: int | None = None,
+        convert: Callable[[Any], Any] | None = None,
+    ) -> None:
         self._it = it
         self._on_close = on_close
         self._limit = limit
+        self._convert = convert
         self._count = 0
         self._closed = False
 
@@ -37,7 +47,12 @@ class CloseableIterator:
             raise StopIteration
         value = next(self._it)
         self._count += 1
-        return value
+        return self._to_user_record(value)
+
+    def _to_user_record(self, value: Any) -> Any:
+        """The one place every collected record passes on its way to the user: PyFlink converts it
+        to the stream's declared type here (its convert_to_python_obj), through ``convert``."""
+        return value if self._convert is None else self._convert(value)
 
     def close(self) -> None:
         if not self._closed:

@@ -17,10 +17,12 @@ from typing import Any, Iterator
 
 import cloudpickle
 
+from engine.client.collect_result_buffer import CollectResultBuffer
 from engine.client.job_client import CloseableIterator
 from engine.common.job_execution_result import JobExecutionException, JobExecutionResult
 from engine.graph.job_graph import JobGraph
 from engine.graph.stream_graph import StreamGraph
+from engine.runtime.collect import CollectEntry
 from engine.runtime.deployment import make_tdd
 from engine.runtime.io.channel import TaskCancelled
 from engine.runtime.io.local_channels import LocalChannelRegistry
@@ -42,10 +44,10 @@ class LocalJobClient:
         self.failure: str | None = None
         self.started = time.time()
         self.ended: float | None = None
-        self.results: "queue.Queue[Any]" = queue.Queue()
+        self._cancelled = threading.Event()
+        self.results = LocalCollectGateway(self._cancelled)
         self._done = threading.Event()
         self._lock = threading.Lock()
-        self._cancelled = threading.Event()
         registry = LocalChannelRegistry(credits)
         self.state_dir = tempfile.mkdtemp(prefix="millstream-state-")
         payload = cloudpickle.dumps(stream_graph)
@@ -57,7 +59,7 @@ class LocalJobClient:
                     channels=registry.factory(self._cancelled),
                     cancelled=self._cancelled,
                     print_line=_print_line,
-                    collect=self._collect,
+                    collect=self.results,
                     state_dir=self.state_dir,
                 )
                 self.tasks.append(StreamTask(tdd, cloudpickle.loads(payload), env))
@@ -68,9 +70,6 @@ class LocalJobClient:
         self.status = "RUNNING"
         for th in self.threads:
             th.start()
-
-    def _collect(self, node_id: int, values: list[Any]) -> None:
-        self.results.put(values)
 
     def _run_task(self, task: StreamTask) -> None:
         try:
@@ -96,7 +95,6 @@ class LocalJobClient:
                         self.status = "FINISHED"
                     shutil.rmtree(self.state_dir, ignore_errors=True)
                     self._done.set()
-                    self.results.put(_END)
 
     # -- JobClient ----------------------------------------------------------
     def get_job_id(self) -> str:
@@ -121,14 +119,19 @@ class LocalJobClient:
         return JobExecutionResult(self.get_job_id(), int(((self.ended or time.time()) - self.started) * 1000))
 
     def collect(self, node_id: int, limit: int | None) -> CloseableIterator:
+        buffer = CollectResultBuffer()
+
         def gen() -> Iterator[Any]:
             while True:
-                batch = self.results.get()
-                if batch is _END:
+                ended = self._done.is_set()  # read first: entries put before the end are all there
+                entries = self.results.take()
+                if entries:
+                    yield from buffer.add(entries)
+                elif ended:
                     if self.status == "FAILED":
                         raise JobExecutionException(self.get_job_id(), self.status, self.failure)
+                    yield from buffer.finish()
                     return
-                yield from batch
 
         return CloseableIterator(gen(), on_close=self._close_collect, limit=limit)
 
@@ -139,7 +142,38 @@ class LocalJobClient:
             self._done.wait(30)
 
 
-_END = object()
+class LocalCollectGateway:
+    """The collect sink's gateway in a mini-cluster: a bounded queue the iterator drains. No
+    checkpoints complete here, so records are final as they come; a full queue makes the sink wait."""
+
+    gated = False
+
+    def __init__(self, cancelled: threading.Event, max_entries: int = 64) -> None:
+        self.cancelled = cancelled
+        self.queue: "queue.Queue[CollectEntry]" = queue.Queue(max_entries)
+
+    def publish(self, entries: list[CollectEntry]) -> None:
+        for e in entries:
+            while True:
+                if self.cancelled.is_set():
+                    raise TaskCancelled()
+                try:
+                    self.queue.put(e, timeout=0.1)
+                    break
+                except queue.Full:
+                    continue
+
+    def take(self, wait_s: float = 0.1) -> list[CollectEntry]:
+        """What the sink published so far (waiting a little for the first entry)."""
+        try:
+            out = [self.queue.get(timeout=wait_s)]
+        except queue.Empty:
+            return []
+        while True:
+            try:
+                out.append(self.queue.get_nowait())
+            except queue.Empty:
+                return out
 
 
 class MiniCluster:

@@ -3,7 +3,7 @@
 User code travels as a cloudpickled StreamGraph. Modules that live next to
 the program are pickled by value, so helper files need not be installed on
 TaskManagers. Results of ``execute_and_collect`` are polled from
-``/jobs/{id}/results``.
+``/jobs/{id}/results``; each poll acknowledges what the previous ones returned.
 """
 from __future__ import annotations
 
@@ -18,8 +18,10 @@ import httpx
 import msgpack
 
 from engine.client import job_output
+from engine.client.collect_result_buffer import CollectResultBuffer
 from engine.client.job_client import CloseableIterator
 from engine.common.job_execution_result import JobExecutionException, JobExecutionResult
+from engine.runtime.collect import CollectEntry
 from engine.runtime.io.serialization import MsgpackSerializer
 
 if TYPE_CHECKING:
@@ -117,22 +119,23 @@ class RestJobClient:
         if self.detached:
             raise RuntimeError("execute_and_collect() needs an attached client; run without --detached")
         serializer = MsgpackSerializer()
+        buffer = CollectResultBuffer()
 
         def gen() -> Iterator[Any]:
-            offset = 0
+            offset = 0  # entries read: asking from here acknowledges them, so Redis drops them
             while True:
                 r = self._get(f"/jobs/{self.job_id}/results", params={"offset": offset})
                 r.raise_for_status()
                 body = msgpack.unpackb(r.content, raw=False)
-                for raw in body["batches"]:
-                    _, values, _ = serializer.decode(raw)
-                    yield from values
-                offset += len(body["batches"])
-                if body["ended"] and not body["batches"]:
+                entries = body["batches"]
+                offset += len(entries)
+                yield from buffer.add(CollectEntry.decode(raw, serializer) for raw in entries)
+                if body["ended"] and not entries:
                     if body["state"] != "FINISHED":
                         raise JobExecutionException(self.job_id, body["state"], self.failure_cause())
+                    yield from buffer.finish()
                     return
-                if not body["batches"]:
+                if not entries:
                     time.sleep(0.1)
 
         def close() -> None:

@@ -253,10 +253,20 @@ class StreamExecutionEnvironment:
     def _execute_and_collect(self, tid: int, job_name: str | None, limit: int | None):
         from engine.client.context import current_context
 
+        if limit is not None and limit <= 0:
+            raise ValueError(f"limit must be greater than 0, got {limit}")  # as Flink's executeAndCollect
+        # One collect sink subtask, as in Flink: the client's positions and commits are for one stream.
         collect_tid = self._add(
-            OperatorKind.SINK, "Collect Sink", (tid,), params={"sink": "collect"}
+            OperatorKind.SINK, "Collect Sink", (tid,), params={"sink": "collect"}, parallelism=1
         )
+        # As PyFlink 2.3: the job is the collected stream alone; sinks declared and not yet executed
+        # are dropped, not run (neither by this job nor by the next execute()).
+        self._pending_from = collect_tid
         job_graph, stream_graph = self.get_job_graph(job_name)
-        self._transformations.clear()
+        self._executed()
         client = current_context().submit(job_graph, stream_graph)
-        return client.collect(collect_tid, limit)
+        results = client.collect(collect_tid, limit)
+        if limit is None:
+            return results
+        with results:  # PyFlink returns the first ``limit`` records as a list, then cancels the job
+            return list(results)

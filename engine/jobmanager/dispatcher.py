@@ -35,6 +35,7 @@ from engine.jobmanager.savepoints import OperationRejected, SavepointOperations
 from engine.spark.spark_job_master import SparkJobMaster
 from engine.spark.validation import UntranslatableJob
 from engine.jobmanager.job_store import ExceptionRecord, JobRecord, JobStore
+from engine.runtime.io.redis_collect import expire_results, fetch_results
 from engine.resourcemanager.resource_manager import ResourceManager
 from engine.resourcemanager.slot_pool import SlotPool
 from engine.taskexecutor import messages
@@ -388,17 +389,19 @@ class Dispatcher(SavepointOperations):
                 out[(vid, int(sub))] = sample
         return out
 
-    def collect(self, job_id: str, offset: int, max_batches: int = 64) -> tuple[list[bytes], bool]:
-        """Result batches of execute_and_collect from ``offset``; and whether the job has ended."""
+    def collect(self, job_id: str, offset: int) -> tuple[list[bytes], bool]:
+        """execute_and_collect's result entries from ``offset``, acknowledging (dropping) those before
+        it; and whether the job has ended. Raises ResultOffsetError for an offset already acknowledged
+        or past the entries written."""
         with self.lock:
             jm = self.jobs.get(job_id)
             if jm is None and self.store.get_job(job_id) is None:
                 raise UnknownJob(job_id)
             ended = jm is None or jm.status.is_terminal()
-        batches = self.client.lrange(redis_keys.collect(job_id), offset, offset + max_batches - 1)
+        entries = fetch_results(self.client, job_id, offset)
         if ended:
-            self.client.expire(redis_keys.collect(job_id), 3600)
-        return batches, ended
+            expire_results(self.client, job_id)
+        return entries, ended
 
     def overview(self) -> dict[str, int]:
         with self.lock:

@@ -28,6 +28,7 @@ from engine.runtime.io.channel import ChannelFactory, ChannelId, TaskCancelled
 from engine.checkpoint.messages import TaskAck
 from engine.checkpoint.rescale import TaskRestore
 from engine.checkpoint.storage import FileSystemCheckpointStorage
+from engine.runtime.collect import CollectGateway
 from engine.runtime.checkpointing import AlignmentStep, Barrier, BarrierAligner, SubtaskCheckpointer
 from engine.runtime.io.serialization import (
     BARRIER,
@@ -66,7 +67,7 @@ class TaskEnvironment:
     channels: ChannelFactory
     cancelled: threading.Event
     print_line: Callable[[str], None] = print
-    collect: Callable[[int, list[Any]], None] | None = None
+    collect: CollectGateway | None = None  # where a collect sink sends its results
     state_dir: str | None = None  # where on-disk keyed state goes (state.backend=rocksdb)
     # Checkpoint acknowledgements and declines go to the JobManager through these.
     checkpoint_ack: Callable[[int, TaskAck], None] | None = None

@@ -8,7 +8,7 @@ StreamGraph) from ``--user-code`` or else from Redis
 (``engine.redis_keys.job_user_code``, signed: verified with the secret in
 ``--cluster-secret-file`` before unpickling). All Spark jobs run in the job group
 named by the job id. Collected results go to the job's Redis collect list as
-msgpack batches, exactly as the native runtime writes them; progress goes to
+entries of the collect protocol (engine/runtime/collect.py), as the native runtime writes them; progress goes to
 ``engine.redis_keys.spark_progress``. SIGTERM, SIGINT or the Redis cancel key
 cancel the job group.
 
@@ -33,7 +33,8 @@ import redis
 
 from engine import redis_keys
 from engine.graph.job_graph import JobGraph
-from engine.runtime.io.serialization import MsgpackSerializer
+from engine.runtime import collect
+from engine.runtime.io.redis_collect import RedisCollectGateway
 from engine.spark.validation import UntranslatableJob
 from engine.taskexecutor import code_signing
 
@@ -193,11 +194,15 @@ def main(argv: list[str] | None = None) -> int:
         watcher = _Watcher(sc, client, ns.job_id)
         watcher.cancel_requested = cancel  # the signal handler and the Redis key share one flag
         watcher.start()
-        serializer = MsgpackSerializer()
-        collect_key = redis_keys.collect(ns.job_id)
+        # A Spark job is one attempt whose records are final as they come (no checkpoints gate them).
+        results = RedisCollectGateway(client, ns.job_id, gated=False, max_unacked_bytes=None)
+        position = [0]
 
         def on_collect(node_id: int, values: list[Any]) -> None:
-            client.rpush(collect_key, serializer.encode(0, values))
+            if position[0] == 0:
+                results.publish([collect.start(0, 0, False)])
+            results.publish([collect.records(0, position[0], list(values))])
+            position[0] += len(values)
 
         if cancel.is_set():
             return EXIT_CANCELED

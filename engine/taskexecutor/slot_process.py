@@ -24,7 +24,9 @@ import redis
 from engine import redis_keys
 from engine.runtime.checkpointing import Barrier
 from engine.runtime.deployment import TaskDeploymentDescriptor
+from engine.runtime.collect import gated_by_checkpoints
 from engine.runtime.io.channel import TaskCancelled
+from engine.runtime.io.redis_collect import RedisCollectGateway
 from engine.runtime.io.redis_channels import RedisChannelFactory
 from engine.runtime.io.serialization import MsgpackSerializer
 from engine.runtime.stream_task import StreamTask, TaskEnvironment
@@ -140,7 +142,7 @@ class SlotExecutor:
                 channels=RedisChannelFactory(self.client, self.cfg.credits, cancelled),
                 cancelled=cancelled,
                 print_line=lambda text, job=tdd.job_id: self.stdout.print_line(job, text),
-                collect=lambda node_id, values, job=tdd.job_id: self._collect(job, values),
+                collect=self._collect_gateway(tdd, cancelled),
                 state_dir=self.cfg.state_dir,
                 checkpoint_ack=lambda cid, ack, t=tdd: self._send(
                     messages.checkpoint_ack(t.job_id, t.attempt, t.vertex_id, t.subtask, cid, ack.to_dict())
@@ -186,8 +188,9 @@ class SlotExecutor:
     def _send(self, msg: dict[str, Any]) -> None:
         self.client.rpush(redis_keys.JOBMANAGER_INBOX, messages.pack(msg))
 
-    def _collect(self, job: str, values: list[Any]) -> None:
-        self.client.rpush(redis_keys.collect(job), self.serializer.encode(0, values))
+    def _collect_gateway(self, tdd: TaskDeploymentDescriptor, cancelled: threading.Event) -> RedisCollectGateway:
+        """Where a collect sink's results go: the job's Redis list, bounded by the client's reading."""
+        return RedisCollectGateway(self.client, tdd.job_id, gated_by_checkpoints(tdd.config), cancelled)
 
     # -- metrics ---------------------------------------------------------------
     def _publish_metrics(self, tasks: list[tuple[TaskDeploymentDescriptor, StreamTask]]) -> None:

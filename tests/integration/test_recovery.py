@@ -48,7 +48,8 @@ def test_exactly_once_keyed_count_survives_repeated_taskmanager_kills(tmp_path: 
             subtasks = [
                 st for v in job["vertices"] for st in c.http.get(f"/jobs/{jid}/vertices/{v['id']}").json()["subtasks"]
             ]
-            return len(subtasks) == 4 and all(st["attempt"] == attempt and st["status"] == "RUNNING" for st in subtasks)
+            # 2 sources, 2 counters and the collect sink, which runs at parallelism 1 as in Flink
+            return len(subtasks) == 5 and all(st["attempt"] == attempt and st["status"] == "RUNNING" for st in subtasks)
 
         kills = 0
         completed_before = 0

@@ -13,6 +13,7 @@ from engine.datastream.connectors.number_seq import NumberSequenceSource
 from engine.executiongraph.states import JobStatus
 from engine.jobmanager.job_store import InMemoryJobStore
 from engine.resourcemanager.slot_pool import SlotPool
+from engine.runtime.collect import RECORDS, CollectEntry
 from engine.runtime.io.serialization import MsgpackSerializer
 from engine.spark.spark_job_master import SparkJobMaster
 from engine.spark.validation import UntranslatableJob
@@ -48,7 +49,8 @@ def run_until_terminal(jm: SparkJobMaster, pool: SlotPool, timeout_s: float = 12
 
 def collected(client: redis.Redis, job_id: str) -> list:
     ser = MsgpackSerializer()
-    return [v for raw in client.lrange(redis_keys.collect(job_id), 0, -1) for v in ser.decode(raw)[1]]
+    entries = [CollectEntry.decode(raw, ser) for raw in client.lrange(redis_keys.collect(job_id), 0, -1)]
+    return [v for e in entries if e.kind == RECORDS for v in e.values]
 
 
 def counts(env):

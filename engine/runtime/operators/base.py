@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from engine.datastream.functions import Function, RuntimeContext
+from engine.metrics import MetricGroup
+from engine.runtime.collect import CollectGateway
 from engine.runtime.state.heap_backend import HeapKeyedStateBackend, StateTypeMismatch
 from engine.runtime.task_metrics import TaskIOMetrics
 
@@ -81,7 +83,7 @@ class OperatorContext:
     job_type: str
     metrics: TaskIOMetrics
     print_line: Callable[[str], None] = print
-    collect: Callable[[int, list[Any]], None] | None = None
+    collect: CollectGateway | None = None  # where a collect sink sends its results
     key_selector: Callable[[Any], Any] | None = None
     key_selector2: Callable[[Any], Any] | None = None  # a two-input operator's second input
     keyed_backend: HeapKeyedStateBackend | None = None
@@ -114,6 +116,10 @@ class StreamingRuntimeContext(RuntimeContext):
 
     def get_job_parameter(self, key: str, default_value: str | None = None) -> str | None:
         return self._ctx.job_parameters.get(key, default_value)
+
+    def get_metrics_group(self) -> MetricGroup:
+        """The operator's metric group: what is registered there is reported with the task's metrics."""
+        return self._ctx.metrics.user_metrics.operator_group(self._ctx.operator_name)
 
     def _backend(self) -> HeapKeyedStateBackend:
         if self._ctx.keyed_backend is None:

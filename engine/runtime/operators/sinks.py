@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.datastream.functions import SinkFunction
+from engine.runtime import collect
 from engine.runtime.operators.base import StreamOperator
 
 
@@ -154,13 +155,67 @@ class WriterSinkOperator(StreamOperator):
 
 
 class CollectSinkOperator(StreamOperator):
-    """Hands batches to the task environment, which ships them to the client."""
+    """``execute_and_collect``'s sink (Flink's CollectSinkOperator; it runs at parallelism 1).
+
+    Records get consecutive positions and go to the client at once, tagged with the attempt. With
+    exactly-once checkpoints they are *gated*: the client holds them until this sink publishes a
+    COMMIT for the position its latest completed checkpoint covered (the position is snapshotted, so
+    a restored attempt starts from it and tells the client so). See engine/runtime/collect.py.
+    """
 
     def open(self) -> None:
         super().open()
-        if self.ctx.collect is None:
+        gateway = self.ctx.collect
+        if gateway is None:
             raise RuntimeError("this task environment cannot collect results")
-        self.node_id = int(self.params["node_id"])
+        self.gateway = gateway
+        self.gated = gateway.gated
+        self.seq = 0  # position of the next record
+        self.checkpoint_seqs: dict[int, int] = {}  # checkpoint id -> position it covers
+        self.started = False
+
+    def _start(self) -> None:
+        # Not in open(): restore_state comes after it and sets the position this attempt starts at.
+        self.started = True
+        self.gateway.publish([collect.start(self.ctx.attempt, self.seq, self.gated)])
 
     def process_batch(self, values, timestamps):
-        self.ctx.collect(self.node_id, list(values))
+        if not self.started:
+            self._start()
+        step = collect.MAX_RECORDS_PER_ENTRY
+        for i in range(0, len(values), step):
+            chunk = list(values[i : i + step])
+            self.gateway.publish([collect.records(self.ctx.attempt, self.seq, chunk)])
+            self.seq += len(chunk)
+
+    def prepare_snapshot_pre_barrier(self, checkpoint_id: int) -> None:
+        if not self.started:
+            self._start()
+        self.checkpoint_seqs[checkpoint_id] = self.seq
+
+    def snapshot_state(self) -> Any:
+        return {"seq": self.seq}
+
+    def restore_state(self, state: Any) -> None:
+        if state is not None:
+            self.seq = int(state["seq"])
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        done = [c for c in self.checkpoint_seqs if c <= checkpoint_id]
+        if not done:
+            return
+        upto = max(self.checkpoint_seqs.pop(c) for c in done)
+        if self.gated:
+            self.gateway.publish([collect.commit(self.ctx.attempt, upto)])
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        self.checkpoint_seqs.pop(checkpoint_id, None)  # a later checkpoint covers its records
+
+    def end_input(self) -> None:
+        if not self.started:
+            self._start()
+        self.gateway.publish([collect.commit(self.ctx.attempt, self.seq)])
+
+    def stop_without_drain(self) -> None:
+        # Stopped with a savepoint: it completed before the task ends, so everything is final.
+        self.end_input()

@@ -1,0 +1,112 @@
+"""execute_and_collect's results in Redis: the collect sink appends, the REST results route reads.
+
+One list per job holds the entries (engine/runtime/collect.py) the client has not acknowledged yet,
+and a hash next to it counts how many it acknowledged (``acked``: the list's first entry is at that
+offset) and how many bytes the list holds. A client that asks for offset ``n`` acknowledges every
+entry before ``n``, which is then trimmed; the sink waits while the list holds ``max_unacked_bytes``
+or more, so a job whose client reads nothing stays within that much Redis memory (backpressure
+spreads from the sink up to the sources, as from any slow consumer).
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import redis
+
+from engine import redis_keys
+from engine.runtime.collect import RECORDS, CollectEntry
+from engine.runtime.io.channel import TaskCancelled
+from engine.runtime.io.serialization import MsgpackSerializer
+
+#: unacknowledged result bytes a job may keep in Redis before its collect sink waits for the client
+MAX_UNACKED_BYTES = 4 * 1024 * 1024
+#: entries per fetch
+FETCH_ENTRIES = 64
+#: how long the results of an ended job stay for a client that has not read them all
+ENDED_TTL_S = 3600
+
+_WAIT_S = 0.02  # between two looks at the backlog while the client is behind
+
+# Acknowledge entries before ARGV[1] (trimming them), then return up to ARGV[2] entries from there.
+# Returns {0, entries} or {-1, acked} (offset already acknowledged) or {-2, acked + length} (beyond).
+_FETCH = """
+local offset = tonumber(ARGV[1])
+local acked = tonumber(redis.call('HGET', KEYS[2], 'acked') or '0')
+local len = redis.call('LLEN', KEYS[1])
+if offset < acked then return {-1, acked} end
+if offset > acked + len then return {-2, acked + len} end
+local drop = offset - acked
+if drop > 0 then
+  local bytes = 0
+  for _, v in ipairs(redis.call('LRANGE', KEYS[1], 0, drop - 1)) do bytes = bytes + string.len(v) end
+  redis.call('LTRIM', KEYS[1], drop, -1)
+  redis.call('HINCRBY', KEYS[2], 'acked', drop)
+  if redis.call('HINCRBY', KEYS[2], 'bytes', -bytes) < 0 then redis.call('HSET', KEYS[2], 'bytes', 0) end
+end
+return {0, redis.call('LRANGE', KEYS[1], 0, tonumber(ARGV[2]) - 1)}
+"""
+
+
+class ResultOffsetError(ValueError):
+    """A client asked for an offset it acknowledged already, or one past the results written."""
+
+
+class RedisCollectGateway:
+    """The collect sink's gateway on a TaskManager (and the Spark driver's, ungated and unbounded)."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        job_id: str,
+        gated: bool,
+        cancelled: threading.Event | None = None,
+        max_unacked_bytes: int | None = MAX_UNACKED_BYTES,
+    ) -> None:
+        self.client = client
+        self.gated = gated
+        self.cancelled = cancelled
+        self.max_unacked_bytes = max_unacked_bytes
+        self.key = redis_keys.collect(job_id)
+        self.meta = redis_keys.collect_meta(job_id)
+        self.serializer = MsgpackSerializer()
+
+    def backlog_bytes(self) -> int:
+        return int(self.client.hget(self.meta, "bytes") or 0)
+
+    def _await_capacity(self) -> None:
+        limit = self.max_unacked_bytes
+        if limit is None:
+            return
+        while self.backlog_bytes() >= limit:
+            if self.cancelled is not None and self.cancelled.is_set():
+                raise TaskCancelled()
+            time.sleep(_WAIT_S)
+
+    def publish(self, entries: list[CollectEntry]) -> None:
+        if any(e.kind == RECORDS for e in entries):
+            self._await_capacity()  # START and COMMIT never wait: they are tiny and free the client
+        payloads = [e.encode(self.serializer) for e in entries]
+        pipe = self.client.pipeline(transaction=True)
+        pipe.rpush(self.key, *payloads)
+        pipe.hincrby(self.meta, "bytes", sum(len(p) for p in payloads))
+        pipe.execute()
+
+
+def fetch_results(client: Any, job_id: str, offset: int, max_entries: int = FETCH_ENTRIES) -> list[bytes]:
+    """Acknowledge the job's entries before ``offset`` and return the next ones (encoded)."""
+    status, value = client.eval(_FETCH, 2, redis_keys.collect(job_id), redis_keys.collect_meta(job_id), offset, max_entries)
+    if status == -1:
+        raise ResultOffsetError(f"results before offset {value} were acknowledged and dropped; offset {offset} is gone")
+    if status == -2:
+        raise ResultOffsetError(f"offset {offset} is past the {value} result entries written so far")
+    return list(value)
+
+
+def expire_results(client: Any, job_id: str, ttl_s: int = ENDED_TTL_S) -> None:
+    """The job ended: its unread results go after a while."""
+    pipe = client.pipeline(transaction=False)
+    pipe.expire(redis_keys.collect(job_id), ttl_s)
+    pipe.expire(redis_keys.collect_meta(job_id), ttl_s)
+    pipe.execute()

@@ -1,0 +1,105 @@
+"""execute_and_collect's Redis list against the session's real valkey: acknowledgement by offset,
+trimming, bad offsets, and the sink waiting while the client is behind."""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Iterator
+
+import pytest
+import redis
+
+from engine import redis_keys
+from engine.runtime import collect
+from engine.runtime.io.channel import TaskCancelled
+from engine.runtime.io.redis_collect import RedisCollectGateway, ResultOffsetError, fetch_results
+from engine.runtime.io.serialization import MsgpackSerializer
+
+SER = MsgpackSerializer()
+
+
+@pytest.fixture
+def client(redis_url: str) -> Iterator[redis.Redis]:
+    c = redis.Redis.from_url(redis_url)
+    yield c
+    c.close()
+
+
+def values(raw: list[bytes]) -> list:
+    return [v for e in (collect.CollectEntry.decode(r, SER) for r in raw) if e.kind == collect.RECORDS for v in e.values]
+
+
+def test_reading_from_an_offset_acknowledges_and_drops_what_came_before(client: redis.Redis) -> None:
+    gw = RedisCollectGateway(client, "j1", gated=False)
+    gw.publish([collect.start(0, 0, False)])
+    for i in range(10):
+        gw.publish([collect.records(0, i, [i])])
+    first = fetch_results(client, "j1", 0, max_entries=4)
+    assert len(first) == 4 and values(first) == [0, 1, 2]
+    assert client.llen(redis_keys.collect("j1")) == 11  # nothing acknowledged yet
+    assert values(fetch_results(client, "j1", 4, max_entries=100)) == list(range(3, 10))
+    assert client.llen(redis_keys.collect("j1")) == 7
+    assert fetch_results(client, "j1", 11) == []
+    assert client.llen(redis_keys.collect("j1")) == 0
+    assert gw.backlog_bytes() == 0
+    fetch_results(client, "j1", 11)  # asking again for the same offset (a retried request) is fine
+
+
+def test_an_acknowledged_or_unwritten_offset_is_refused(client: redis.Redis) -> None:
+    gw = RedisCollectGateway(client, "j2", gated=False)
+    gw.publish([collect.start(0, 0, False), collect.records(0, 0, ["a"])])
+    fetch_results(client, "j2", 1)
+    with pytest.raises(ResultOffsetError, match="acknowledged"):
+        fetch_results(client, "j2", 0)
+    with pytest.raises(ResultOffsetError, match="past"):
+        fetch_results(client, "j2", 3)
+    with pytest.raises(ResultOffsetError, match="past"):
+        fetch_results(client, "j2", 2**53)
+
+
+def test_the_sink_waits_while_the_client_is_behind_and_goes_on_once_it_reads(client: redis.Redis) -> None:
+    gw = RedisCollectGateway(client, "j3", gated=False, max_unacked_bytes=2000)
+    gw.publish([collect.start(0, 0, False)])
+    big = "x" * 1000
+    published: list[int] = []
+
+    def produce() -> None:
+        for i in range(6):
+            gw.publish([collect.records(0, i, [big])])
+            published.append(i)
+
+    t = threading.Thread(target=produce, daemon=True)
+    t.start()
+    time.sleep(0.5)
+    assert len(published) == 2  # the third waits: 2 KB unread
+    assert gw.backlog_bytes() < 2000 + 1100
+    offset, seen = 0, []
+    while len(seen) < 6:
+        raw = fetch_results(client, "j3", offset)
+        offset += len(raw)
+        seen += values(raw)
+        time.sleep(0.05)
+    t.join(5)
+    assert seen == [big] * 6 and published == list(range(6))
+
+
+def test_a_waiting_sink_ends_when_its_task_is_cancelled(client: redis.Redis) -> None:
+    cancelled = threading.Event()
+    gw = RedisCollectGateway(client, "j4", gated=True, cancelled=cancelled, max_unacked_bytes=10)
+    gw.publish([collect.records(0, 0, ["0123456789abc"])])
+    errors: list[BaseException] = []
+
+    def produce() -> None:
+        try:
+            gw.publish([collect.records(0, 1, ["more"])])
+        except BaseException as e:  # noqa: BLE001 - the test inspects it
+            errors.append(e)
+
+    t = threading.Thread(target=produce, daemon=True)
+    t.start()
+    time.sleep(0.2)
+    assert t.is_alive()
+    gw.publish([collect.commit(0, 1)])  # commits never wait
+    cancelled.set()
+    t.join(2)
+    assert len(errors) == 1 and isinstance(errors[0], TaskCancelled)
