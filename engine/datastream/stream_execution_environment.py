@@ -259,11 +259,8 @@ class StreamExecutionEnvironment:
         collect_tid = self._add(
             OperatorKind.SINK, "Collect Sink", (tid,), params={"sink": "collect"}, parallelism=1
         )
-        # As PyFlink 2.3: the job is the collected stream alone; sinks declared and not yet executed
-        # are dropped, not run (neither by this job nor by the next execute()).
-        self._pending_from = collect_tid
         job_graph, stream_graph = self.get_job_graph(job_name)
-        self._executed()
+        self._transformations.clear()
         client = current_context().submit(job_graph, stream_graph)
         results = client.collect(collect_tid, limit)
         if limit is None:
