@@ -6,7 +6,6 @@ capture when the Dispatcher runs an uploaded program.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from typing import Any, Iterable
 
@@ -230,8 +229,13 @@ class StreamExecutionEnvironment:
         return job_graph, stream_graph
 
     def get_execution_plan(self) -> str:
-        job_graph, _ = self.get_job_graph()
-        return json.dumps(job_graph.to_plan(), indent=2)
+        """The program's operators as Flink's StreamGraph JSON (``nodes`` with ``pact``, ``contents``,
+        ``predecessors``...), like PyFlink's; the job's transformations stay, so ``execute`` still runs it."""
+        from engine.graph.json_generator import execution_plan
+
+        if not self._transformations:
+            raise RuntimeError("no operators defined in streaming topology; cannot execute")
+        return execution_plan(self.get_stream_graph())
 
     # -- execution -----------------------------------------------------------
     def execute(self, job_name: str | None = None):

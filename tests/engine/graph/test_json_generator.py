@@ -1,0 +1,76 @@
+"""``env.get_execution_plan()``: Flink's StreamGraph JSON, in Jackson's layout, as PyFlink prints it."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from engine.common.typeinfo import Types
+from engine.datastream.functions import CoMapFunction
+from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
+from engine.graph.json_generator import jackson_pretty
+
+
+def _env(parallelism: int = 2) -> StreamExecutionEnvironment:
+    env = StreamExecutionEnvironment()
+    env.set_parallelism(parallelism)
+    return env
+
+
+def test_plan_nodes_have_flinks_fields_sinks_last():
+    env = _env(2)
+    ds = env.from_collection([("a", 1), ("b", 2)], type_info=Types.TUPLE([Types.STRING(), Types.LONG()]))
+    ds.key_by(lambda x: x[0]).reduce(lambda a, b: a).print()
+    ds.rebalance().filter(lambda x: True).set_parallelism(3).print()
+    plan = json.loads(env.get_execution_plan())
+    assert list(plan) == ["nodes"]
+    nodes = plan["nodes"]
+    assert [n["pact"] for n in nodes] == ["Data Source", "Operator", "Operator", "Data Sink", "Data Sink"]
+    source, reduce, filt, sink1, sink2 = nodes
+    assert source == {
+        "id": source["id"], "type": "Source: Collection Source", "pact": "Data Source",
+        "contents": "Source: Collection Source", "parallelism": 1,
+    }
+    assert reduce["predecessors"] == [{"id": source["id"], "ship_strategy": "HASH", "side": "second"}]
+    # A change of parallelism without explicit partitioning is REBALANCE, as in Flink.
+    assert filt["parallelism"] == 3
+    assert filt["predecessors"] == [{"id": source["id"], "ship_strategy": "REBALANCE", "side": "second"}]
+    assert sink1["type"] == "Sink: Print to Std. Out" and sink1["predecessors"][0]["id"] == reduce["id"]
+    assert sink2["predecessors"] == [{"id": filt["id"], "ship_strategy": "REBALANCE", "side": "second"}]
+    assert sink1["id"] < filt["id"]  # ordered by id except that sinks come last
+
+
+def test_plan_text_is_jacksons_layout():
+    env = _env(1)
+    env.from_collection([1]).map(str).print()
+    text = env.get_execution_plan()
+    # The text PyFlink 2.3 prints for such a job (its ids and node names differ; the layout is this).
+    assert text.startswith('{\n  "nodes" : [ {\n    "id" : 1,\n    "type" : "Source: Collection Source",\n')
+    assert '    "predecessors" : [ {\n      "id" : 1,\n      "ship_strategy" : "FORWARD",\n      "side" : "second"\n    } ]\n' in text
+    assert text.endswith("  } ]\n}")
+    assert jackson_pretty({"a": [], "b": {}, "c": "x\"y"}) == '{\n  "a" : [ ],\n  "b" : { },\n  "c" : "x\\"y"\n}'
+
+
+def test_two_inputs_list_both_predecessors_and_the_job_still_runs_after():
+    env = _env(1)
+    a = env.from_collection([1, 2])
+    b = env.from_collection([3])
+    a.connect(b).map(_CoId()).print()
+    plan = json.loads(env.get_execution_plan())
+    co = next(n for n in plan["nodes"] if n["type"] == "Co-Map")
+    assert [p["id"] for p in co["predecessors"]] == [1, 2]
+    # get_execution_plan leaves the program in place: the job can still be built and run.
+    assert env.get_job_graph()[0].vertices
+
+
+def test_plan_of_an_empty_program_is_refused():
+    with pytest.raises(RuntimeError, match="no operators"):
+        _env().get_execution_plan()
+
+
+class _CoId(CoMapFunction):
+    def map1(self, v):
+        return v
+
+    def map2(self, v):
+        return v
