@@ -33,6 +33,9 @@ class StreamExecutionEnvironment:
     def __init__(self, configuration: Configuration | None = None) -> None:
         self._config = Configuration(configuration) if configuration else Configuration()
         self._transformations: dict[int, Transformation] = {}
+        # Transformations from this id on were added since the last execution: the next job runs them
+        # and everything upstream of them, as Flink walks a job from its new transformations.
+        self._pending_from = 1
         self._next_id = 1
         self._parallelism = self._config.get_integer("parallelism.default", 1)
         self._max_parallelism: int | None = None
@@ -178,7 +181,7 @@ class StreamExecutionEnvironment:
         if self._runtime_mode is RuntimeExecutionMode.BATCH:
             return "BATCH"
         if self._runtime_mode is RuntimeExecutionMode.AUTOMATIC:
-            sources = [t for t in self._transformations.values() if t.kind is OperatorKind.SOURCE]
+            sources = [t for t in self._job_transformations() if t.kind is OperatorKind.SOURCE]
             if sources and all(t.bounded for t in sources):
                 return "BATCH"
         return "STREAMING"
@@ -198,13 +201,29 @@ class StreamExecutionEnvironment:
         }
 
     def _sinks(self) -> list[Transformation]:
-        return [t for t in self._transformations.values() if t.kind is OperatorKind.SINK]
+        return [t for t in self._job_transformations() if t.kind is OperatorKind.SINK]
+
+    def _job_transformations(self) -> list[Transformation]:
+        """What the next execution runs: the transformations added since the last one and all their
+        upstreams. Streams stay usable after an execution (shared sources and operators are built
+        again), while sinks an earlier execution ran are not run again."""
+        todo = [tid for tid in self._transformations if tid >= self._pending_from]
+        seen: set[int] = set()
+        while todo:
+            tid = todo.pop()
+            if tid not in seen:
+                seen.add(tid)
+                todo.extend(self._transformations[tid].inputs)
+        return [self._transformations[tid] for tid in sorted(seen)]
+
+    def _executed(self) -> None:
+        self._pending_from = self._next_id
 
     def _final_transformations(self) -> list[Transformation]:
         """The transformations with the environment's settings that operators need baked in."""
         interval = self._execution_config.get_auto_watermark_interval()
         out = []
-        for t in self._transformations.values():
+        for t in self._job_transformations():
             if not self._execution_config.has_auto_generated_uids_enabled() and not t.kind.is_virtual and not t.uid:
                 # Flink's rule: with auto-generated uids off, state could not be matched on restore.
                 raise RuntimeError(
@@ -220,7 +239,7 @@ class StreamExecutionEnvironment:
 
     def get_job_graph(self, job_name: str | None = None) -> tuple[JobGraph, Any]:
         """The JobGraph plus the stream graph that carries the user code."""
-        if not self._transformations:
+        if not self._job_transformations():
             raise RuntimeError("no operators defined in streaming topology; cannot execute")
         if not self._sinks():
             raise RuntimeError("no sinks defined in streaming topology; add print(), add_sink() or sink_to()")
@@ -243,7 +262,7 @@ class StreamExecutionEnvironment:
         from engine.client.context import current_context
 
         job_graph, stream_graph = self.get_job_graph(job_name)
-        self._transformations.clear()  # as in Flink: a second execute() starts from scratch
+        self._executed()  # as in Flink: the next execution runs only what is added from now on
         client = current_context().submit(job_graph, stream_graph)
         return client.get_job_execution_result()
 
@@ -251,7 +270,7 @@ class StreamExecutionEnvironment:
         from engine.client.context import current_context
 
         job_graph, stream_graph = self.get_job_graph(job_name)
-        self._transformations.clear()
+        self._executed()
         return current_context().submit(job_graph, stream_graph)
 
     def _execute_and_collect(self, tid: int, job_name: str | None, limit: int | None):
@@ -263,8 +282,11 @@ class StreamExecutionEnvironment:
         collect_tid = self._add(
             OperatorKind.SINK, "Collect Sink", (tid,), params={"sink": "collect"}, parallelism=1
         )
+        # As PyFlink 2.3: the job is the collected stream alone; sinks declared and not yet executed
+        # are dropped, not run (neither by this job nor by the next execute()).
+        self._pending_from = collect_tid
         job_graph, stream_graph = self.get_job_graph(job_name)
-        self._transformations.clear()
+        self._executed()
         client = current_context().submit(job_graph, stream_graph)
         results = client.collect(collect_tid, limit)
         if limit is None:
