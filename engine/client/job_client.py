@@ -1,9 +1,12 @@
 """The ``JobClient`` protocol returned by ``execute_async``, and a result iterator helper."""
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
 
-from engine.common.job_execution_result import JobExecutionResult
+if TYPE_CHECKING:
+    # Only a hint: importing engine.common here would cycle back (engine.common.job_client re-exports
+    # this module's JobClient as pyflink.common.job_client does).
+    from engine.common.job_execution_result import JobExecutionResult
 
 
 class JobClient(Protocol):
