@@ -331,7 +331,9 @@ class CheckpointCoordinator:
         return max(candidates, key=lambda c: c.checkpoint_id, default=None)
 
     def restore_latest(self, now_ms: int) -> CompletedCheckpoint | None:
-        """On failover: the checkpoint to reset to, counted as a restore in the statistics."""
+        """On failover: the checkpoint to reset to, counted as a restore in the statistics. The new
+        attempt starts with no checkpoint failures counted against it, whether or not there is one."""
+        self.failure_manager.on_restore()
         latest = self.latest_completed()
         if latest is not None:
             self._report_restored(latest, now_ms)
@@ -345,6 +347,7 @@ class CheckpointCoordinator:
         self._report_restored(checkpoint, now_ms)
 
     def _report_restored(self, c: CompletedCheckpoint, now_ms: int) -> None:
+        self.failure_manager.on_restore()
         self.stats.report_restored(RestoredCheckpointStats(c.checkpoint_id, now_ms, c.is_savepoint, c.external_path))
 
     def on_job_terminal(self, job_status: Any) -> list[DiscardAction]:

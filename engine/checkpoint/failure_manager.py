@@ -1,7 +1,11 @@
 """CheckpointFailureManager: counts consecutive checkpoint failures against the tolerable number.
 
-As in Flink, savepoint failures and aborts caused by a job failover do not
-count, and one completed checkpoint resets the count.
+As in Flink, savepoint failures, aborts caused by a job failover and declines
+of tasks that could not take the checkpoint (not running yet, or finished)
+do not count. The count is of failures since the last completed checkpoint:
+a completed checkpoint resets it, and so does a restore (the new attempt is
+judged on its own checkpoints, so one bad checkpoint cannot fail every
+attempt after it).
 """
 from __future__ import annotations
 
@@ -55,4 +59,7 @@ class CheckpointFailureManager:
         )
 
     def on_success(self) -> None:
+        self.continuous_failures = 0
+
+    def on_restore(self) -> None:
         self.continuous_failures = 0

@@ -90,7 +90,9 @@ class JobCheckpointing:
         self.savepoint_dir: str | None = (
             str(configured).removeprefix("file://") if configured else default_savepoint_dir
         )
-        self.failure_message: str | None = None  # set when failed checkpoints must fail the job
+        # Set when failed checkpoints must fail the job; taken once by the JobMaster (take_job_failure),
+        # so the job's next attempt starts with a clean slate instead of failing at once again.
+        self._job_failure: str | None = None
         self.lock = threading.RLock()
         self._savepoints: dict[str, SavepointRecord] = {}  # request id -> a savepoint still in flight
         self.stop_savepoint: SavepointRecord | None = None  # a stop-with-savepoint in flight or completed
@@ -283,8 +285,8 @@ class JobCheckpointing:
             self._notify_aborted(eg, failed.notify_aborted)
         if failed.discard is not None:
             self._discard([failed.discard])
-        if failed.should_fail_job and self.failure_message is None:
-            self.failure_message = failed.job_failure_message or failed.message
+        if failed.should_fail_job and self._job_failure is None:
+            self._job_failure = failed.job_failure_message or failed.message
         self.flush_history()
 
     def _savepoint_failed(self, failed: FailedCheckpoint) -> None:
@@ -377,7 +379,16 @@ class JobCheckpointing:
             raise InvalidSavepoint(path, f"_metadata is corrupt: {e}") from e
 
     @_locked
+    def take_job_failure(self) -> str | None:
+        """Why checkpoint failures must fail the job now (once), or None."""
+        cause, self._job_failure = self._job_failure, None
+        return cause
+
+    @_locked
     def abort_all(self, reason: str, now_ms: int) -> None:
+        """The job fails over or ends: everything in flight is aborted, and a verdict not yet acted on
+        belongs to the attempt that is going away."""
+        self._job_failure = None
         for failed in self.coordinator.abort_all(reason, now_ms):
             self._savepoint_failed(failed)
             if failed.discard is not None:

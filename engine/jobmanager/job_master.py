@@ -307,7 +307,7 @@ class JobMaster:
         self.checkpointing.coordinator.restore_from(checkpoint, self._now())
 
     def _fail_on_checkpoint_failures(self) -> None:
-        cause = self.checkpointing.failure_message
+        cause = self.checkpointing.take_job_failure()
         if cause and self.eg.status is JobStatus.RUNNING:
             self.store.add_exception(ExceptionRecord(self.job_id, self._now(), "CheckpointException", cause))
             self.fail(cause)

@@ -389,3 +389,16 @@ def test_metadata_round_trip_keeps_handles_uids_key_groups_and_offsets() -> None
     assert back.source_offsets == {"op-src": {0: [0, 7], 1: [1, 7]}}
     assert back.operators == done.operators
     assert back.checkpoint_type is CheckpointType.CHECKPOINT and back.external_path == "/ck/chk-1"
+
+
+def test_a_restore_starts_the_failure_count_afresh() -> None:
+    """Failures count since the last completed checkpoint or restore (issue 13 item 5): the new attempt
+    is judged on its own checkpoints."""
+    c = coordinator(tolerable_failures=1, timeout_ms=100)
+    c.trigger_checkpoint(0)
+    assert [f.should_fail_job for f in c.expire(100)] == [False]
+    assert c.restore_latest(200) is None  # the failover found no checkpoint: the count restarts anyway
+    c.trigger_checkpoint(300)
+    assert [f.should_fail_job for f in c.expire(400)] == [False]
+    c.trigger_checkpoint(500)
+    assert [f.should_fail_job for f in c.expire(600)] == [True]
