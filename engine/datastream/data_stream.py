@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable
 
+from engine.client import collect_conversion
 from engine.datastream import aggregators
 from engine.datastream.connectors.sink import Sink
 from engine.datastream.functions import (
@@ -25,6 +26,7 @@ from engine.datastream.connected_streams import BroadcastConnectedStream, Broadc
 from engine.datastream.output_tag import OutputTag
 from engine.datastream.state import MapStateDescriptor
 from engine.datastream.windowed_stream import AllWindowedStream, WindowedStream
+from engine.graph.output_types import output_type_of
 from engine.graph.transformations import ChainingStrategy, OperatorKind, ShipStrategy
 from engine.client.job_client import CloseableIterator  # noqa: F401 (PyFlink exports it from this module)
 from engine.windowing.assigners import CountSlidingWindowAssigner, CountTumblingWindowAssigner, WindowAssigner
@@ -60,6 +62,10 @@ class DataStream:
 
     def get_name(self) -> str:
         return self._t.name
+
+    def get_type(self) -> Any:
+        """The declared type of this stream's records (PICKLED_BYTE_ARRAY when none was given)."""
+        return output_type_of(self._env._transformations, self._id)
 
     def name(self, name: str) -> "DataStream":
         return self._update(name=name)
@@ -124,7 +130,8 @@ class DataStream:
     def get_side_output(self, output_tag: OutputTag) -> "DataStream":
         if not isinstance(output_tag, OutputTag):
             raise TypeError(f"get_side_output expects an OutputTag, got {type(output_tag).__name__}")
-        tid = self._env._add(OperatorKind.SIDE_OUTPUT, f"SideOutput({output_tag.tag_id})", (self._id,), params={"tag_id": output_tag.tag_id})
+        params = {"tag_id": output_tag.tag_id, "type_info": output_tag.type_info}
+        tid = self._env._add(OperatorKind.SIDE_OUTPUT, f"SideOutput({output_tag.tag_id})", (self._id,), params=params)
         return DataStream(self._env, tid)
 
     def key_by(self, key_selector: KeySelector | Callable[[Any], Any], key_type: Any = None) -> "KeyedStream":
@@ -132,7 +139,9 @@ class DataStream:
         if not callable(selector):
             raise TypeError("key_by expects a KeySelector or a callable")
         tid = self._partition(ShipStrategy.HASH, key_selector=selector)
-        return KeyedStream(self._env, tid, self)
+        keyed = KeyedStream(self._env, tid, self)
+        keyed._key_type = key_type
+        return keyed
 
     def union(self, *streams: "DataStream") -> "DataStream":
         tid = self._env._add(OperatorKind.UNION, "Union", (self._id, *(s._id for s in streams)))
@@ -200,7 +209,11 @@ class DataStream:
     # -- sinks ---------------------------------------------------------------
     def print(self, sink_identifier: str | None = None) -> "DataStreamSink":
         tid = self._env._add(
-            OperatorKind.SINK, "Print to Std. Out", (self._id,), params={"sink": "print", "identifier": sink_identifier}
+            OperatorKind.SINK,
+            "Print to Std. Out",
+            (self._id,),
+            # The declared type decides the printed form: (a,1) for a tuple, +I[a,1] for a Row...
+            params={"sink": "print", "identifier": sink_identifier, "type_info": self.get_type()},
         )
         return DataStreamSink(self._env, tid)
 
@@ -216,8 +229,12 @@ class DataStream:
         return DataStreamSink(self._env, tid)
 
     def execute_and_collect(self, job_execution_name: str | None = None, limit: int | None = None):
-        """Run the job and iterate over this stream's records as they arrive."""
-        return self._env._execute_and_collect(self._id, job_execution_name, limit)
+        """Run the job and iterate over this stream's records as they arrive, as the stream's
+        declared type (Row, tuple, list...); with ``limit``, a list of the first ``limit`` records."""
+        key = (self._key_selector_fn(), getattr(self, "_key_type", None)) if isinstance(self, KeyedStream) else None
+        source, decode = collect_conversion.prepare(self, key)
+        results = self._env._execute_and_collect(source._id, job_execution_name, limit)
+        return collect_conversion.converted(results, decode, limit)
 
 
 class DataStreamSink(DataStream):
@@ -233,6 +250,9 @@ class KeyedStream(DataStream):
 
     def set_parallelism(self, parallelism: int) -> "DataStream":
         raise TypeError("set the parallelism on the operator after key_by, not on the KeyedStream")
+
+    def _key_selector_fn(self) -> Any:
+        return self._t.key_selector
 
     # PyFlink's refusals, word for word: repartitioning a KeyedStream would split its keyed state.
     def shuffle(self) -> "DataStream":

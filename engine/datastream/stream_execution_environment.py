@@ -169,7 +169,7 @@ class StreamExecutionEnvironment:
         return stream
 
     def from_collection(self, collection: Iterable[Any], type_info: Any = None) -> DataStream:
-        return self.from_source(CollectionSource(list(collection)), None, "Collection Source", type_info)
+        return self.from_source(CollectionSource(list(collection), type_info), None, "Collection Source", type_info)
 
     def add_source(self, source_func: SourceFunction, source_name: str = "Custom Source", type_info: Any = None) -> DataStream:
         if not isinstance(source_func, SourceFunction):

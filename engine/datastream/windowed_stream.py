@@ -63,13 +63,15 @@ class WindowedStream:
         self._late_tag = output_tag.tag_id
         return self
 
-    def _build(self, kind: str, function: Any, window_function: Any = None, label: str = "") -> "DataStream":
+    def _build(
+        self, kind: str, function: Any, window_function: Any = None, label: str = "", output_type: Any = None
+    ) -> "DataStream":
         name = f"Window({type(self._assigner).__name__}, {label or type(function).__name__})"
         return self._keyed._op(
             OperatorKind.WINDOW,
             name,
             function,
-            None,
+            output_type,
             assigner=self._assigner,
             trigger=self._trigger,
             evictor=self._evictor,
@@ -83,7 +85,9 @@ class WindowedStream:
     def reduce(self, reduce_function: ReduceFunction | Any, window_function: Any = None, output_type: Any = None) -> "DataStream":
         if not (isinstance(reduce_function, ReduceFunction) or callable(reduce_function)):
             raise TypeError("reduce expects a ReduceFunction or a callable")
-        return self._build("reduce", reduce_function, window_function, "ReduceFunction")
+        if output_type is None and window_function is None:
+            output_type = self._keyed._origin.get_type()  # PyFlink: a plain window reduce keeps its input's type
+        return self._build("reduce", reduce_function, window_function, "ReduceFunction", output_type)
 
     def aggregate(
         self,
@@ -94,17 +98,19 @@ class WindowedStream:
     ) -> "DataStream":
         if not isinstance(aggregate_function, AggregateFunction):
             raise TypeError(f"aggregate expects an AggregateFunction, got {type(aggregate_function).__name__}")
-        return self._build("aggregate", aggregate_function, window_function, type(aggregate_function).__name__)
+        return self._build(
+            "aggregate", aggregate_function, window_function, type(aggregate_function).__name__, output_type
+        )
 
     def process(self, function: ProcessWindowFunction, output_type: Any = None) -> "DataStream":
         if not isinstance(function, ProcessWindowFunction):
             raise TypeError(f"process expects a ProcessWindowFunction, got {type(function).__name__}")
-        return self._build("process", function)
+        return self._build("process", function, output_type=output_type)
 
     def apply(self, window_function: WindowFunction, result_type: Any = None) -> "DataStream":
         if not isinstance(window_function, WindowFunction):
             raise TypeError(f"apply expects a WindowFunction, got {type(window_function).__name__}")
-        return self._build("apply", window_function)
+        return self._build("apply", window_function, output_type=result_type)
 
 
 class _AllWindowContext(ProcessAllWindowFunction.Context):

@@ -1,11 +1,15 @@
 """``from_collection``'s source: a fixed list, read by one subtask.
 
-Its one split is ``[next index, end index]`` into the list.
+Its one split is ``[next index, end index]`` into the list. With a declared type each element
+is turned into that type once, here, as PyFlink does: a Row with the type's field names for
+ROW_NAMED, a tuple for TUPLE, a float for DOUBLE...; a value that cannot be is refused with
+an error naming it, before the job is submitted.
 """
 from __future__ import annotations
 
 from typing import Any
 
+from engine.common.typeinfo import TypeInformation
 from engine.datastream.connectors.number_seq import RangeSplitReader, _pairs
 from engine.datastream.connectors.source import Source, SourceReader, check_position
 
@@ -13,8 +17,10 @@ from engine.datastream.connectors.source import Source, SourceReader, check_posi
 class CollectionSource(Source):
     parallel = False
 
-    def __init__(self, values: list[Any]) -> None:
-        self.values = list(values)
+    def __init__(self, values: list[Any], type_info: TypeInformation | None = None) -> None:
+        if type_info is not None and not isinstance(type_info, TypeInformation):
+            raise TypeError(f"type_info must be a TypeInformation (Types.*), got {type(type_info).__name__}")
+        self.values = [_conform(v, type_info, i) for i, v in enumerate(values)] if type_info is not None else list(values)
 
     def is_bounded(self) -> bool:
         return True
@@ -36,3 +42,10 @@ class _ListReader(RangeSplitReader):
 
     def records(self, lo: int, hi: int) -> list[Any]:
         return self.values[lo:hi]
+
+
+def _conform(value: Any, type_info: TypeInformation, index: int) -> Any:
+    try:
+        return type_info.coerce(value)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"from_collection: element {index} ({value!r}) is not a {type_info!r}: {e}") from None

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 import msgpack
 
-from engine.common.row import Row
+from engine.common.row import Row, make_row
 
 RECORDS = 0
 WATERMARK = 1
@@ -34,7 +34,8 @@ class BufferSerializer(Protocol):
 
 def _default(obj: Any) -> Any:
     if isinstance(obj, Row):
-        return msgpack.ExtType(_EXT_ROW, msgpack.packb((obj._fields, tuple(obj)), default=_default, use_bin_type=True))
+        packed = (obj._names(), tuple(obj), obj.get_row_kind().value)
+        return msgpack.ExtType(_EXT_ROW, msgpack.packb(packed, default=_default, use_bin_type=True))
     if isinstance(obj, frozenset):
         return msgpack.ExtType(_EXT_FROZENSET, msgpack.packb(list(obj), default=_default, use_bin_type=True))
     if isinstance(obj, set):
@@ -44,8 +45,7 @@ def _default(obj: Any) -> Any:
 
 def _ext_hook(code: int, data: bytes) -> Any:
     if code == _EXT_ROW:
-        fields, values = msgpack.unpackb(data, ext_hook=_ext_hook, use_list=False, strict_map_key=False)
-        return Row(**dict(zip(fields, values))) if fields else Row(*values)
+        return make_row(*msgpack.unpackb(data, ext_hook=_ext_hook, use_list=False, strict_map_key=False))
     if code == _EXT_SET:
         return set(msgpack.unpackb(data, ext_hook=_ext_hook, use_list=False, strict_map_key=False))
     if code == _EXT_FROZENSET:

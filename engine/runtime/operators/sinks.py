@@ -3,13 +3,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.common.type_formatting import record_formatter
 from engine.datastream.functions import SinkFunction
 from engine.runtime import collect
 from engine.runtime.operators.base import StreamOperator
 
 
 class PrintSinkOperator(StreamOperator):
-    """Flink's print(): prefixes ``<subtask+1>> `` when parallel, ``id:`` with an identifier."""
+    """Flink's print(): prefixes ``<subtask+1>> `` when parallel, ``id:`` with an identifier.
+
+    Each record is written in the form PyFlink prints for the stream's declared type
+    (``params["type_info"]``, see engine/common/type_formatting.py); untyped records with ``str``.
+    """
 
     def open(self) -> None:
         super().open()
@@ -18,15 +23,11 @@ class PrintSinkOperator(StreamOperator):
             self.prefix = f"{ident}:{self.ctx.subtask + 1}> " if ident else f"{self.ctx.subtask + 1}> "
         else:
             self.prefix = f"{ident}> " if ident else ""
+        self.format = record_formatter(self.params.get("type_info"))
 
     def process_batch(self, values, timestamps):
-        p = self.prefix
-        self.ctx.print_line("\n".join(f"{p}{_fmt(v)}" for v in values))
-
-
-def _fmt(v: Any) -> str:
-    # PyFlink prints tuples as Flink's Java tuples would look to a Python user: their repr.
-    return str(v)
+        p, fmt = self.prefix, self.format
+        self.ctx.print_line("\n".join(f"{p}{fmt(v)}" for v in values))
 
 
 class _SinkContext:
