@@ -31,6 +31,7 @@ from engine.runtime.key_groups import assign_to_key_group
 from engine.runtime.operators.basic import _extend
 from engine.runtime.state.heap_backend import HeapKeyedStateBackend
 from engine.runtime.watermarks import MIN_WATERMARK
+from engine.spark import print_stream  # noqa: F401  (in a Spark worker: printed lines reach the job's stream)
 from engine.spark.timer_service import BatchTimerService
 from engine.spark.timestamps import NO_STAMPS, Stamping
 
@@ -463,7 +464,8 @@ def print_prefix(identifier: str | None, index: int, parallelism: int) -> str:
 
 def print_partition(identifier: str | None, parallelism: int, write: Callable[[str], Any] | None = None) -> Callable[[int, Iterable[Any]], None]:
     def run(index: int, it: Iterable[Any]) -> None:
-        out = write or sys.stdout.write
+        # In a Spark task: the executor's stdout and the job's print stream.
+        out = write or print_stream.task_print_writer()
         prefix = print_prefix(identifier, index, parallelism)
         lines: list[str] = []
         for v in it:
