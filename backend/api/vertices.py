@@ -7,7 +7,7 @@ from fastapi import APIRouter, HTTPException, Path, Query
 
 from backend.api.jobs import JobId, load_job, now_ms
 from backend.deps import DispatcherDep
-from backend.services import job_views
+from backend.services import job_views, metric_views
 from engine.jobmanager.dispatcher import Dispatcher
 
 router = APIRouter(tags=["vertices"])
@@ -83,3 +83,29 @@ def subtask_metrics(
         return _view(lambda: job_views.subtask_metrics_aggregate(record, vid, _csv(get), _csv(agg)), vid)
     except ValueError as e:
         raise HTTPException(400, str(e))
+
+
+@router.get("/jobs/{jid}/vertices/{vid}/metrics", summary="Metrics of a vertex's subtasks, by subtask")
+def vertex_metrics(
+    dispatcher: DispatcherDep,
+    jid: JobId,
+    vid: VertexId,
+    get: str | None = Query(None, description="comma-separated ids '<subtask>.<metric>'; omit to list them"),
+) -> list[dict[str, str]]:
+    """``[{id, value}]`` (values as strings, as Flink answers), or ``[{id}]`` without ``get``. User
+    metrics are named ``<subtask>.<operator>.<group...>.<name>``, e.g. ``0.Map.my_group.events``."""
+    record = load_job(dispatcher, jid)
+    return _view(lambda: metric_views.vertex_metrics(record, vid, _csv(get)), vid)
+
+
+@router.get("/jobs/{jid}/vertices/{vid}/subtasks/{subtaskindex}/metrics", summary="Metrics of one subtask")
+def one_subtask_metrics(
+    dispatcher: DispatcherDep,
+    jid: JobId,
+    vid: VertexId,
+    subtaskindex: int,
+    get: str | None = Query(None, description="comma-separated metric ids; omit to list them"),
+) -> list[dict[str, str]]:
+    """``[{id, value}]`` or ``[{id}]``, ids as in ``subtasks/metrics`` (e.g. ``Map.my_group.events``)."""
+    record = load_job(dispatcher, jid)
+    return _view(lambda: metric_views.subtask_metrics(record, vid, subtaskindex, _csv(get)), vid)

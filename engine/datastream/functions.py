@@ -10,6 +10,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, Generic, Iterable, TypeVar
 
 if TYPE_CHECKING:
+    from engine.metrics import MetricGroup
     from engine.datastream.state import (
         ListStateDescriptor,
         MapStateDescriptor,
@@ -65,6 +66,13 @@ class RuntimeContext(ABC):
 
     def get_job_parameter(self, key: str, default_value: str | None = None) -> str | None:
         return default_value
+
+    def get_metrics_group(self) -> "MetricGroup":
+        """The function's metric group (``pyflink.metrics``). Where nothing reports metrics (this
+        default), the metrics work but are reported nowhere."""
+        from engine.metrics.groups import UnregisteredMetricGroup
+
+        return UnregisteredMetricGroup()
 
     @abstractmethod
     def get_state(self, state_descriptor: "ValueStateDescriptor") -> Any: ...

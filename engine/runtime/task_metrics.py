@@ -2,13 +2,16 @@
 
 The task loop adds seconds to ``idle_s`` while waiting for input and the
 record writers add to ``backpressured_s`` while waiting for credit; the rest
-of the wall time is busy. ``sample`` turns the counters into per-second rates.
+of the wall time is busy. ``sample`` turns the counters into per-second rates, and adds the user
+metrics that the task's functions registered (``engine.metrics``), under their identifiers.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+from engine.metrics.groups import MetricRegistry
 
 
 def backpressure_level(ratio: float) -> str:
@@ -32,6 +35,7 @@ class TaskIOMetrics:
     late_records_dropped: int = 0
     current_input_watermark: int | None = None
     current_output_watermark: int | None = None
+    user_metrics: MetricRegistry = field(default_factory=MetricRegistry)
     # the previous sample, to compute per-second figures over the last interval
     _last: tuple[float, float, float, int, int] | None = None
 
@@ -48,7 +52,8 @@ class TaskIOMetrics:
         bp = min(max(total_bp - bp0, 0.0), wall - idle)
         busy = max(wall - idle - bp, 0.0)
         self._last = (now, self.idle_s, total_bp, self.records_in, self.records_out)
-        return {
+        figures = self.user_metrics.report(now)  # first: a user metric never hides a built-in one
+        figures.update({
             "read-records": self.records_in,
             "write-records": self.records_out,
             "read-bytes": self.bytes_in,
@@ -64,4 +69,5 @@ class TaskIOMetrics:
             "numLateRecordsDropped": self.late_records_dropped,
             "currentInputWatermark": self.current_input_watermark,
             "currentOutputWatermark": self.current_output_watermark,
-        }
+        })
+        return figures

@@ -96,3 +96,34 @@ def test_a_batch_job_on_spark_prints_what_pyflink_prints_in_batch_mode(cluster: 
     expected = (FIXTURES / "printing.batch.pyflink.out").read_text().splitlines()
     assert Counter(map(unprefixed, got)) == Counter(map(unprefixed, expected))
     assert got[-1] == "after execute"
+
+
+def test_user_metrics_are_reported_over_rest(cluster: Cluster) -> None:
+    n = 20_000
+    res = cluster.run(PROGRAMS / "user_metrics.py", str(n), options=("-p", "2"))
+    assert res.returncode == 0, res.stderr
+    jid = job_id(res.stdout)
+    job = cluster.wait_state(jid, ("FINISHED",), 60)
+    assert job["duration"] < 60_000  # the meter's span: its rate is then events / 60 s
+    (vertex,) = [v for v in job["vertices"] if "Map" in v["name"]]
+    base = f"/jobs/{jid}/vertices/{vertex['id']}"
+
+    listed = {m["id"] for m in cluster.http.get(f"{base}/subtasks/metrics").json()}
+    assert {"Map.my_group.events", "Map.my_group.events_rate", "Map.my_group.last"} <= listed
+    agg = cluster.http.get(
+        f"{base}/subtasks/metrics", params={"get": "Map.my_group.events,Map.my_group.events_rate,Map.my_group.last"}
+    ).json()
+    by_id = {m["id"]: m for m in agg}
+    assert by_id["Map.my_group.events"]["sum"] == n
+    assert by_id["Map.my_group.events"]["min"] > 0  # both subtasks counted
+    assert by_id["Map.my_group.events_rate"]["sum"] == pytest.approx(n / 60)
+    assert by_id["Map.my_group.last"]["max"] == n
+
+    ids = ",".join(f"{i}.Map.my_group.{name}" for i in (0, 1) for name in ("events", "kind.even.values"))
+    values = {m["id"]: m["value"] for m in cluster.http.get(f"{base}/metrics", params={"get": ids}).json()}
+    assert int(values["0.Map.my_group.events"]) + int(values["1.Map.my_group.events"]) == n
+    counts = [int(re.search(r"count=(\d+)", values[f"{i}.Map.my_group.kind.even.values"]).group(1)) for i in (0, 1)]
+    assert sum(counts) == n // 2
+    one = cluster.http.get(f"{base}/subtasks/0/metrics", params={"get": "Map.my_group.events"}).json()
+    assert one == [{"id": "Map.my_group.events", "value": values["0.Map.my_group.events"]}]
+    assert cluster.http.get(f"{base}/subtasks/7/metrics").status_code == 404
