@@ -10,6 +10,7 @@ With ``limit`` the result is a list, as in PyFlink.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import pickle
 from typing import TYPE_CHECKING, Any, Callable
@@ -34,7 +35,7 @@ def prepare(stream: "DataStream", key: tuple[Callable[[Any], Any], TypeInformati
     source = stream.map(pickle_record).name(PICKLE_OPERATOR_NAME) if pickled else stream
     if key is not None:
         return source, keyed_decoder(key[0], key[1], None if pickled else type_info)
-    return source, (pickle.loads if pickled else type_info.coerce)
+    return source, (pickle.loads if pickled else functools.partial(type_info.coerce, collected=True))
 
 
 def keyed_decoder(
@@ -45,10 +46,10 @@ def keyed_decoder(
     pickle, in a bytearray."""
 
     def keyed(raw: Any) -> Row:
-        value = pickle.loads(raw) if value_type is None else value_type.coerce(raw)
+        value = pickle.loads(raw) if value_type is None else value_type.coerce(raw, True)
         key = selector(value)
         row = Row(
-            bytearray(pickle_record(key)) if is_pickled(key_type) else key_type.coerce(key),  # type: ignore[union-attr]
+            bytearray(pickle_record(key)) if is_pickled(key_type) else key_type.coerce(key, True),  # type: ignore[union-attr]
             bytearray(raw) if value_type is None else value,
         )
         row.set_field_names(["f0", "f1"])

@@ -31,6 +31,7 @@ from engine.common.typeinfo import (
     TimeTypeInfo,
     TupleTypeInfo,
     TypeInformation,
+    float32_text,
     to_float32,
 )
 
@@ -144,13 +145,7 @@ def java_float(x: float) -> str:
     f = to_float32(x)
     if math.isinf(f):
         return "Infinity" if f > 0 else "-Infinity"
-    digits = repr(f)
-    for p in range(1, 10):
-        s = f"{f:.{p}g}"
-        if to_float32(float(s)) == f:
-            digits = s
-            break
-    return _java_decimal(digits, f)
+    return _java_decimal(float32_text(f), f)
 
 
 def _java_decimal(text: str, x: float) -> str:

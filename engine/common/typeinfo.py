@@ -33,7 +33,8 @@ class TypeInformation:
     def get_java_type_info(self) -> Any:
         raise NotImplementedError("Millstream runs without a JVM; there is no Java type information")
 
-    def coerce(self, value: Any) -> Any:
+    def coerce(self, value: Any, collected: bool = False) -> Any:
+        """``collected``: as ``execute_and_collect`` returns it, which differs for floats and byte arrays."""
         return value
 
     def __hash__(self) -> int:
@@ -55,12 +56,21 @@ class BasicType(Enum):
     INSTANT = "Instant"
 
 
-_INTEGRAL = {BasicType.BYTE, BasicType.SHORT, BasicType.INT, BasicType.LONG, BasicType.BIG_INT}
-
-
 def to_float32(x: float) -> float:
     """``x`` rounded to the nearest 32-bit float, as a Java float holds it."""
     return struct.unpack("f", struct.pack("f", x))[0]
+
+
+def float32_text(x: float) -> str:
+    """The shortest decimal digits that identify ``x`` as a 32-bit float (what Float.toString shows)."""
+    f = to_float32(x)
+    if f != f or f in (float("inf"), float("-inf")):
+        return repr(f)
+    for p in range(1, 10):
+        s = f"{f:.{p}g}"
+        if to_float32(float(s)) == f:
+            return s
+    return repr(f)
 
 
 class BasicTypeInfo(TypeInformation):
@@ -69,13 +79,16 @@ class BasicTypeInfo(TypeInformation):
     def __init__(self, basic_type: BasicType) -> None:
         self._basic_type = basic_type
 
-    def coerce(self, value: Any) -> Any:
+    def coerce(self, value: Any, collected: bool = False) -> Any:
         if value is None:
             return None
         b = self._basic_type
         if b in (BasicType.DOUBLE, BasicType.FLOAT) and isinstance(value, (int, float)) and not isinstance(value, bool):
-            # A float field goes through Java's float: Python code then sees the rounded value.
-            return to_float32(value) if b is BasicType.FLOAT else float(value)
+            if b is BasicType.DOUBLE:
+                return float(value)
+            # A float goes through Java's float: Python operators then see the rounded value, while
+            # execute_and_collect parses Java's text of it (0.1 stays 0.1).
+            return float(float32_text(value)) if collected else to_float32(value)
         if b is BasicType.BIG_DEC and isinstance(value, (int, float)) and not isinstance(value, bool):
             return decimal.Decimal(value)
         return value
@@ -163,7 +176,7 @@ class TimeTypeInfo(TypeInformation):
     def need_conversion(self) -> bool:
         return True
 
-    def coerce(self, value: Any) -> Any:
+    def coerce(self, value: Any, collected: bool = False) -> Any:
         # java.sql.Time holds whole seconds at most milliseconds; PyFlink hands back the time
         # truncated to milliseconds.
         if isinstance(value, datetime.time) and value.microsecond % 1000:
@@ -243,11 +256,16 @@ class _ElementsTypeInfo(TypeInformation):
     def elem_type(self) -> TypeInformation:
         return self._element_type
 
-    def coerce(self, value: Any) -> Any:
-        if value is None or isinstance(value, (str, bytes, bytearray)):
-            return value  # bytes stay bytes for a byte array; PyFlink hands them back as bytes
+    def coerce(self, value: Any, collected: bool = False) -> Any:
+        if value is None or isinstance(value, str):
+            return value
+        if isinstance(value, (bytes, bytearray)):
+            if not collected:
+                return value
+            # execute_and_collect hands a Java byte[] back as a list of (signed) ints.
+            return [b - 256 if b > 127 else b for b in value]
         el = self._element_type
-        return [el.coerce(v) for v in value]
+        return [el.coerce(v, collected) for v in value]
 
     def __eq__(self, o: object) -> bool:
         return type(o) is type(self) and self._element_type == o._element_type  # type: ignore[attr-defined]
@@ -280,11 +298,11 @@ class MapTypeInfo(TypeInformation):
         self._key_type_info = key_type_info
         self._value_type_info = value_type_info
 
-    def coerce(self, value: Any) -> Any:
+    def coerce(self, value: Any, collected: bool = False) -> Any:
         if value is None:
             return None
         k, v = self._key_type_info, self._value_type_info
-        return {k.coerce(a): v.coerce(b) for a, b in dict(value).items()}
+        return {k.coerce(a, collected): v.coerce(b, collected) for a, b in dict(value).items()}
 
     def __eq__(self, o: object) -> bool:
         return (
@@ -340,7 +358,7 @@ class RowTypeInfo(TypeInformation):
     def need_conversion(self) -> bool:
         return True
 
-    def coerce(self, value: Any) -> Any:
+    def coerce(self, value: Any, collected: bool = False) -> Any:
         """A Row with this type's field names; keeps a Row's kind; takes a tuple, list, dict,
         Row or object with attributes, as PyFlink's conversion does."""
         if value is None:
@@ -361,7 +379,7 @@ class RowTypeInfo(TypeInformation):
             raise ValueError(f"cannot make a row of {type(value).__name__} {value!r} for {self!r}")
         if len(values) != len(names):
             raise ValueError(f"{value!r} has {len(values)} fields, {self!r} has {len(names)}")
-        row = Row(*[t.coerce(v) for t, v in zip(self._field_types, values)])
+        row = Row(*[t.coerce(v, collected) for t, v in zip(self._field_types, values)])
         row.set_field_names(names)
         if kind is not None:
             row.set_row_kind(kind)
@@ -393,14 +411,14 @@ class TupleTypeInfo(TypeInformation):
     def need_conversion(self) -> bool:
         return True
 
-    def coerce(self, value: Any) -> Any:
+    def coerce(self, value: Any, collected: bool = False) -> Any:
         if value is None:
             return None
         if not isinstance(value, (tuple, list, Row)):
             raise ValueError(f"cannot make a tuple of {type(value).__name__} {value!r} for {self!r}")
         if len(value) != len(self._field_types):
             raise ValueError(f"{value!r} has {len(value)} fields, {self!r} has {len(self._field_types)}")
-        return tuple(t.coerce(v) for t, v in zip(self._field_types, value))
+        return tuple(t.coerce(v, collected) for t, v in zip(self._field_types, value))
 
     def __eq__(self, o: object) -> bool:
         return isinstance(o, TupleTypeInfo) and self._field_types == o._field_types
@@ -418,8 +436,8 @@ class ExternalTypeInfo(TypeInformation):
     def __init__(self, type_info: TypeInformation) -> None:
         self._type_info = type_info
 
-    def coerce(self, value: Any) -> Any:
-        return self._type_info.coerce(value)
+    def coerce(self, value: Any, collected: bool = False) -> Any:
+        return self._type_info.coerce(value, collected)
 
     def __eq__(self, o: object) -> bool:
         return isinstance(o, ExternalTypeInfo) and self._type_info == o._type_info

@@ -254,6 +254,14 @@ class KeyedStream(DataStream):
     def _key_selector_fn(self) -> Any:
         return self._t.key_selector
 
+    def print(self, sink_identifier: str | None = None) -> "DataStreamSink":
+        # PyFlink 2.3 prints a KeyedStream's records through a pass-through map and drops the
+        # identifier on the way (recorded: key_by(...).print("id") prints no "id> " prefix).
+        return super().print()
+
+    def _key_selector_fn(self) -> Any:
+        return self._t.key_selector
+
     # PyFlink's refusals, word for word: repartitioning a KeyedStream would split its keyed state.
     def shuffle(self) -> "DataStream":
         raise Exception("Cannot override partitioning for KeyedStream.")

@@ -96,3 +96,20 @@ def test_from_collection_refuses_values_not_of_the_type():
     env = StreamExecutionEnvironment()
     with pytest.raises(ValueError, match="element 1"):
         env.from_collection([("a", 1), ("b",)], T)
+
+
+def test_keyed_stream_print_drops_the_identifier_as_pyflink_does(capsys):
+    env = StreamExecutionEnvironment()
+    env.from_collection(DATA, T).key_by(lambda x: x[0]).print("id")
+    env.from_collection(DATA[:1], T).print("id")
+    env.execute()
+    assert sorted(capsys.readouterr().out.splitlines()) == ["(a,1)", "(a,3)", "(b,2)", "id> (a,1)"]
+
+
+def test_collect_floats_and_byte_arrays_as_pyflink_returns_them():
+    env = StreamExecutionEnvironment()
+    assert list(env.from_collection([0.1, 1.5], Types.FLOAT()).execute_and_collect()) == [0.1, 1.5]
+    seen = list(env.from_collection([0.1], Types.FLOAT()).map(lambda x: x).execute_and_collect())
+    assert seen == [0.10000000149011612]  # what a Python operator of a FLOAT stream receives
+    out = env.from_collection(DATA, T).map(lambda x: x[0].encode(), output_type=Types.PRIMITIVE_ARRAY(Types.BYTE()))
+    assert list(out.execute_and_collect()) == [[97], [98], [97]]
