@@ -1,0 +1,45 @@
+"""execute_and_collect in the in-process mini-cluster: bounded while unread, ``limit`` in order, closing cancels."""
+from __future__ import annotations
+
+import time
+
+from engine.common import Types, WatermarkStrategy
+from engine.datastream import StreamExecutionEnvironment
+from engine.client.mini_cluster import MiniCluster
+from engine.datastream.connectors import DataGeneratorSource
+from engine.graph.transformations import OperatorKind
+
+
+def _unbounded(env: StreamExecutionEnvironment):
+    source = DataGeneratorSource(lambda i: i, None)
+    return env.from_source(source, WatermarkStrategy.no_watermarks(), "numbers", Types.LONG())
+
+
+def test_an_unread_unbounded_job_waits_on_a_bounded_queue_and_closing_cancels_it() -> None:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    stream = _unbounded(env)
+    sink = env._add(OperatorKind.SINK, "Collect Sink", (stream._id,), params={"sink": "collect"}, parallelism=1)
+    job_graph, stream_graph = env.get_job_graph("unread")
+    client = MiniCluster().submit(job_graph, stream_graph)
+    it = client.collect(sink, None)
+    queue = client.results.queue
+    deadline = time.time() + 10
+    while not queue.full() and time.time() < deadline:
+        time.sleep(0.05)
+    assert queue.full()
+    time.sleep(0.5)
+    assert queue.qsize() == queue.maxsize and client.get_job_status() == "RUNNING"  # the sink waits
+    first = [next(it) for _ in range(3000)]
+    assert first == list(range(3000))  # the waiting sink lost nothing and kept the order
+    it.close()
+    assert client.wait(10) and client.get_job_status() == "CANCELED"
+
+
+def test_limit_returns_the_first_records_in_order_and_cancels_the_job() -> None:
+    import threading
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    got = _unbounded(env).map(lambda x: x * 10, output_type=Types.LONG()).execute_and_collect(limit=5)
+    assert got == [0, 10, 20, 30, 40]
+    # The unbounded job was cancelled before the list came back: none of its task threads is left.
+    assert not [t.name for t in threading.enumerate() if "numbers" in t.name]
