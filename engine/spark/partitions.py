@@ -462,14 +462,19 @@ def print_prefix(identifier: str | None, index: int, parallelism: int) -> str:
     return f"{identifier}> " if identifier else ""
 
 
-def print_partition(identifier: str | None, parallelism: int, write: Callable[[str], Any] | None = None) -> Callable[[int, Iterable[Any]], None]:
+def print_partition(
+    identifier: str | None,
+    parallelism: int,
+    write: Callable[[str], Any] | None = None,
+    fmt: Callable[[Any], str] = str,  # the stream's print form (engine/common/type_formatting.py)
+) -> Callable[[int, Iterable[Any]], None]:
     def run(index: int, it: Iterable[Any]) -> None:
         # In a Spark task: the executor's stdout and the job's print stream.
         out = write or print_stream.task_print_writer()
         prefix = print_prefix(identifier, index, parallelism)
         lines: list[str] = []
         for v in it:
-            lines.append(f"{prefix}{v}\n")
+            lines.append(f"{prefix}{fmt(v)}\n")
             if len(lines) >= 1024:
                 out("".join(lines))
                 lines = []

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from engine.common.type_formatting import record_formatter
 from engine.datastream.connectors.collection import CollectionSource
 from engine.datastream.connectors.datagen import DataGeneratorSource
 from engine.datastream.connectors.file_source import FileSource, enumerate_files
@@ -266,7 +267,8 @@ def translate_sink(
     if kind == "collect":
         return SinkAction(node.id, name, "collect", rdd)
     if kind == "print":
-        fn = P.print_partition(t.params.get("identifier"), node.parallelism)
+        fmt = record_formatter(t.params.get("type_info"))
+        fn = P.print_partition(t.params.get("identifier"), node.parallelism, fmt=fmt)
     elif kind == "function":
         fn = P.sink_function_partition(t.function, info, stamping.input)
     elif kind == "writer":
