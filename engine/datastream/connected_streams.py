@@ -28,11 +28,11 @@ class ConnectedStreams:
         self.first = first
         self.second = second
 
-    def _op(self, kind: OperatorKind, name: str, fn: Any) -> "DataStream":
+    def _op(self, kind: OperatorKind, name: str, fn: Any, output_type: Any = None) -> "DataStream":
         from engine.datastream.data_stream import DataStream
 
         env = self.first._env
-        tid = env._add(kind, name, (self.first._id, self.second._id), function=fn)
+        tid = env._add(kind, name, (self.first._id, self.second._id), function=fn, output_type=output_type)
         return DataStream(env, tid)
 
     def key_by(self, key_selector1: Any, key_selector2: Any, key_type: Any = None) -> "ConnectedStreams":
@@ -41,12 +41,12 @@ class ConnectedStreams:
     def map(self, func: CoMapFunction, output_type: Any = None) -> "DataStream":
         if not isinstance(func, CoMapFunction):
             raise TypeError(f"map on connected streams expects a CoMapFunction, got {type(func).__name__}")
-        return self._op(OperatorKind.CO_MAP, "Co-Map", func)
+        return self._op(OperatorKind.CO_MAP, "Co-Map", func, output_type)
 
     def flat_map(self, func: CoFlatMapFunction, output_type: Any = None) -> "DataStream":
         if not isinstance(func, CoFlatMapFunction):
             raise TypeError(f"flat_map on connected streams expects a CoFlatMapFunction, got {type(func).__name__}")
-        return self._op(OperatorKind.CO_FLAT_MAP, "Co-Flat Map", func)
+        return self._op(OperatorKind.CO_FLAT_MAP, "Co-Flat Map", func, output_type)
 
     def process(self, func: Any, output_type: Any = None) -> "DataStream":
         from engine.datastream.data_stream import KeyedStream
@@ -55,9 +55,9 @@ class ConnectedStreams:
         if isinstance(func, KeyedCoProcessFunction):
             if not keyed:
                 raise TypeError("a KeyedCoProcessFunction needs both inputs keyed: connect(...).key_by(k1, k2)")
-            return self._op(OperatorKind.KEYED_CO_PROCESS, "KeyedCoProcess", func)
+            return self._op(OperatorKind.KEYED_CO_PROCESS, "KeyedCoProcess", func, output_type)
         if isinstance(func, CoProcessFunction):
-            return self._op(OperatorKind.CO_PROCESS, "CoProcess", func)
+            return self._op(OperatorKind.CO_PROCESS, "CoProcess", func, output_type)
         raise TypeError(f"process expects a CoProcessFunction or KeyedCoProcessFunction, got {type(func).__name__}")
 
 
@@ -93,6 +93,7 @@ class BroadcastConnectedStream:
             name,
             (self.regular._id, self.broadcast.stream._id),
             function=func,
+            output_type=output_type,
             params={"broadcast_states": [d.name for d in self.broadcast.descriptors]},
         )
         return DataStream(env, tid)

@@ -113,3 +113,19 @@ def test_collect_floats_and_byte_arrays_as_pyflink_returns_them():
     assert seen == [0.10000000149011612]  # what a Python operator of a FLOAT stream receives
     out = env.from_collection(DATA, T).map(lambda x: x[0].encode(), output_type=Types.PRIMITIVE_ARRAY(Types.BYTE()))
     assert list(out.execute_and_collect()) == [[97], [98], [97]]
+
+
+def test_connected_streams_print_as_their_output_type(capsys):
+    from engine.datastream.functions import CoMapFunction
+
+    class Both(CoMapFunction):
+        def map1(self, value):
+            return value
+
+        def map2(self, value):
+            return value
+
+    def build(env):
+        return env.from_collection(DATA[:1], T).connect(env.from_collection(DATA[1:2], T)).map(Both(), output_type=T)
+
+    assert sorted(_printed(capsys, build)) == ["(a,1)", "(b,2)"]
