@@ -213,7 +213,7 @@ def run(
         for job_id in remote.submitted:
             state = "SUBMITTED" if detached else _job_state(remote.http, job_id)
             typer.echo(f"Job {job_id} {state}")
-            failed = failed or state in ("FAILED", "CANCELED")
+            failed = failed or state == "FAILED" or (state == "CANCELED" and job_id not in remote.cancelled)
         if not remote.submitted and not failed:
             typer.echo("the program did not submit a job (no execute() call)", err=True)
     raise typer.Exit(1 if failed else 0)

@@ -61,10 +61,15 @@ JOBMANAGER_OUTAGE_S = 90.0  # how long a client waits for a restarted JobManager
 
 
 class RestJobClient:
-    def __init__(self, http: httpx.Client, job_id: str, detached: bool = False) -> None:
+    def __init__(
+        self, http: httpx.Client, job_id: str, detached: bool = False, cancelled: set[str] | None = None
+    ) -> None:
         self.http = http
         self.job_id = job_id
         self.detached = detached
+        # Jobs the program cancelled itself (closing a collect iterator early, limit=): they ended as
+        # asked, so ``millstream run`` does not count them as failed.
+        self.cancelled = cancelled if cancelled is not None else set()
 
     def _get(self, path: str, **kwargs: Any) -> httpx.Response:
         """GET that survives a JobManager restart: connection errors are retried for a while."""
@@ -86,6 +91,7 @@ class RestJobClient:
         return r.json()["state"]
 
     def cancel(self) -> None:
+        self.cancelled.add(self.job_id)
         self.http.patch(f"/jobs/{self.job_id}", params={"mode": "cancel"})
 
     def wait(self, poll_s: float = 0.3) -> dict[str, Any]:
@@ -166,6 +172,7 @@ class RemoteContext:
         self.savepoint_path = savepoint_path
         self.allow_non_restored_state = allow_non_restored_state
         self.submitted: list[str] = []
+        self.cancelled: set[str] = set()  # submitted jobs the program cancelled itself
 
     def configure(self, env: "StreamExecutionEnvironment") -> None:
         if self.parallelism:
@@ -193,4 +200,4 @@ class RemoteContext:
         self.submitted.append(job_id)
         if not self.detached:
             job_output.follow(self.http, job_id)  # its print() lines appear here as they come
-        return RestJobClient(self.http, job_id, self.detached)
+        return RestJobClient(self.http, job_id, self.detached, self.cancelled)

@@ -116,3 +116,17 @@ def test_an_unread_unbounded_collect_keeps_redis_bounded_and_offsets_are_validat
             run.kill()
             run.wait()
         c.stop()
+
+
+def test_limit_returns_the_first_records_in_order_and_cancels_the_job(tmp_path: Path) -> None:
+    c = Cluster(tmp_path)
+    try:
+        c.start(taskmanagers=1, slots=2)
+        res = c.run(PROGRAMS / "limited_collect.py", "2500")
+        assert res.returncode == 0, res.stderr[-3000:]
+        first = json.loads(next(ln for ln in res.stdout.splitlines() if ln.startswith("[")))
+        assert first == [3 * i for i in range(2500)]
+        (job,) = c.http.get("/jobs/overview").json()["jobs"]
+        assert c.wait_state(job["jid"], ("CANCELED",), 30)["state"] == "CANCELED"
+    finally:
+        c.stop()
