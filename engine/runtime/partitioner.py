@@ -104,12 +104,18 @@ class KeyGroupStreamPartitioner(StreamPartitioner):
         self.key_selector = key_selector
         self.max_parallelism = max_parallelism
         self.cache: dict[Any, int] = {}
-        self.encoded_types: set[type] = {str, int}
+        self.encoded_types: set[type] = set()
 
     def channel(self, key: Any) -> int:
         t = type(key)
         cache = self.cache
-        if t in self.encoded_types:
+        if t is str or t is int:  # the caller looked it up already
+            i = assign_key_to_operator(key, self.max_parallelism, self.n)
+            if len(cache) < self.CACHE_KEYS:
+                cache[key] = i
+            return i
+        encoded = self.encoded_types
+        if t in encoded:
             try:
                 i = cache.get(key)
             except TypeError:  # unhashable, e.g. a list (it encodes as the equal tuple)
@@ -117,7 +123,7 @@ class KeyGroupStreamPartitioner(StreamPartitioner):
             if i is not None:
                 return i
         i = assign_key_to_operator(key, self.max_parallelism, self.n)
-        self.encoded_types.add(t)
+        encoded.add(t)
         if len(cache) < self.CACHE_KEYS:
             try:
                 cache[key] = i

@@ -222,3 +222,13 @@ def test_forward_connects_subtask_i_to_subtask_i(p):
     for i in range(p):
         assert connected_targets("FORWARD", i, p, p) == [i]
         assert connected_sources("FORWARD", i, p, p) == [i]
+
+
+def test_hash_partitioner_routes_unhashable_list_keys_as_the_equal_tuples():
+    # A list cannot be cached (or held by the heap backend), but it still routes like its tuple.
+    p = KeyGroupStreamPartitioner(8, lambda v: v[0], 128)
+    values = [(["a", i % 3],) for i in range(12)] + [(("a", i % 3),) for i in range(12)]
+    for _ in range(2):
+        for ch, vs, _ in p.split(values, None):
+            assert all(assign_key_to_operator(tuple(v[0]), 128, 8) == ch for v in vs)
+    assert set(p.cache) == {("a", 0), ("a", 1), ("a", 2)}
