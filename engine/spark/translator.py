@@ -22,6 +22,7 @@ from engine.datastream.connectors.file_source import FileSource, enumerate_files
 from engine.datastream.connectors.number_seq import NumberSequenceSource
 from engine.datastream.connectors.source import Source
 from engine.datastream.functions import Function
+from engine.graph.forward_groups import adaptive_batch_parallelism
 from engine.graph.job_graph import JobGraph
 from engine.graph.stream_graph import StreamEdge, StreamGraph, StreamNode
 from engine.graph.transformations import OperatorKind, ShipStrategy, Transformation
@@ -260,7 +261,8 @@ def _tag(input_index: int) -> Callable[[Any], tuple[int, Any]]:
 
 # -- sinks --------------------------------------------------------------------------------
 def translate_sink(
-    rdd: RDD, t: Transformation, node: StreamNode, info: P.TaskInfo, stamping: Stamping = NO_STAMPS, job_id: str = ""
+    rdd: RDD, t: Transformation, node: StreamNode, info: P.TaskInfo, stamping: Stamping = NO_STAMPS, job_id: str = "",
+    print_parallelism: int | None = None,
 ) -> SinkAction:
     kind = t.params.get("sink")
     name = f"Sink: {node.name}"
@@ -268,7 +270,8 @@ def translate_sink(
         return SinkAction(node.id, name, "collect", rdd)
     if kind == "print":
         fmt = record_formatter(t.params.get("type_info"))
-        fn = P.print_partition(t.params.get("identifier"), node.parallelism, fmt=fmt)
+        # Prefixed as PyFlink's BATCH run prints it (engine/graph/forward_groups.py), not by Spark's partitions.
+        fn = P.print_partition(t.params.get("identifier"), print_parallelism or node.parallelism, fmt=fmt)
     elif kind == "function":
         fn = P.sink_function_partition(t.function, info, stamping.input)
     elif kind == "writer":
@@ -336,7 +339,10 @@ class _Translator:
             node = self.sg.nodes[node_id]
             t = self.sg.transformations[node_id]
             if node.kind is OperatorKind.SINK:
-                sink = translate_sink(self._input(node), t, node, self.info(node), self.stamping[node_id], self.jg.job_id)
+                sink = translate_sink(
+                    self._input(node), t, node, self.info(node), self.stamping[node_id], self.jg.job_id,
+                    adaptive_batch_parallelism(self.sg, node_id),
+                )
                 actions.append(sink)
                 continue
             rdd = self._translate(node, t)

@@ -94,7 +94,8 @@ def test_a_batch_job_on_spark_prints_what_pyflink_prints_in_batch_mode(cluster: 
     assert cluster.job(jid)["job-type"] == "BATCH" and "spark" in cluster.job(jid)
     got = program_lines(res.stdout)
     expected = (FIXTURES / "printing.batch.pyflink.out").read_text().splitlines()
-    assert Counter(map(unprefixed, got)) == Counter(map(unprefixed, expected))
+    # Prefixes included: Flink's adaptive batch scheduler runs these small print sinks as one subtask.
+    assert Counter(got) == Counter(expected)
     assert got[-1] == "after execute"
 
 
