@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -89,13 +90,14 @@ def read_lines(client: redis.Redis, job_id: str, offset: int, max_lines: int = 2
 class StdoutForwarder:
     """Appends printed lines to their job's stream from a background thread of the hosting process.
 
-    The printing thread only queues (a full queue blocks it, as a full stdout pipe would), so a slow
+    The printing thread only queues (a full queue, 64 batches, blocks it as a full stdout pipe would), so a slow
     Redis never sits inside a user function; ``flush`` waits until everything queued so far is in
     Redis, which a task calls before it reports itself ended, so a client that drains the stream
     after the job ended sees every line."""
 
-    def __init__(self, client: redis.Redis, max_pending: int = 1024) -> None:
+    def __init__(self, client: redis.Redis, max_pending: int = 64) -> None:
         self.client = client
+        self._warned_at = float("-inf")
         self._queue: queue.Queue[tuple[str, list[str]] | threading.Event] = queue.Queue(max_pending)
         self._thread = threading.Thread(target=self._loop, name="stdout-forwarder", daemon=True)
         self._thread.start()
@@ -129,7 +131,9 @@ class StdoutForwarder:
                     pipe.execute()
             except redis.RedisError:
                 # The lines are still on the TaskManager's stdout; a client just misses them.
-                log.warning("could not forward %d printed lines to Redis", sum(map(len, by_job.values())), exc_info=True)
+                if time.monotonic() - self._warned_at > 60:  # once a minute, not once a batch
+                    self._warned_at = time.monotonic()
+                    log.warning("could not forward printed lines to Redis", exc_info=True)
             for item in items:
                 if isinstance(item, threading.Event):
                     item.set()
