@@ -184,8 +184,22 @@ def run_on_cluster(program: Path, env: dict[str, str], timeout: float = 150, pyt
     """`millstream run prog.py` against the cluster ``env`` points at; the per-job state lines the
     client adds are dropped so the output compares with the program's own."""
     r = run_command([python, "-m", "backend.cli", "run", str(program)], millstream_env(env), REPO, timeout)
+    if r.returncode is None:
+        cancel_stuck_jobs(env["MILLSTREAM_JOBMANAGER"], older_than_ms=int(timeout * 1000 * 0.8))
     kept = [ln for ln in r.stdout.splitlines() if not JOB_STATE_LINE.match(ln.strip())]
     return RunResult(r.returncode, "\n".join(kept) + ("\n" if kept else ""), r.stderr)
+
+
+def cancel_stuck_jobs(jobmanager_url: str, older_than_ms: int) -> None:
+    """Cancel the cluster's unfinished jobs running longer than any conformance program should, so a
+    program that hangs does not hold slots the next submissions need. (The client that timed out
+    never printed its job id, and other submissions run concurrently: age is what tells them apart.)"""
+    import httpx  # only the cluster mode needs it
+
+    with httpx.Client(base_url=jobmanager_url, timeout=30) as http:
+        for job in http.get("/jobs/overview").json()["jobs"]:
+            if job["state"] not in ("FINISHED", "FAILED", "CANCELED") and job.get("duration", 0) > older_than_ms:
+                http.patch(f"/jobs/{job['jid']}", params={"mode": "cancel"})
 
 
 def verdict(fixture: Fixture, program: Path, result: RunResult) -> str | None:

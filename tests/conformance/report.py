@@ -87,9 +87,16 @@ def main() -> None:
         for name, mode, why in missing:
             print(f"  {name}@{mode}: {why}")
         if args.suggest:
-            print("\n# suggested lines")
+            print("\n# suggested lines (edit the reasons into causes)")
+            modes_of: dict[str, list[tuple[str, str]]] = {}
             for name, mode, why in missing:
-                print(f"{name}@{mode}  {why.splitlines()[0][:150]}")
+                modes_of.setdefault(name, []).append((mode, why.splitlines()[0][:150]))
+            for name, failures in modes_of.items():
+                if len(failures) == len(results):  # fails in every mode run: one line for both
+                    print(f"{name}  {failures[0][1]}")
+                else:
+                    for mode, why in failures:
+                        print(f"{name}@{mode}  {why}")
 
 
 if __name__ == "__main__":
