@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable
 
 from engine.client import collect_conversion
+from engine.common.typeinfo import PickledBytesTypeInfo, TupleTypeInfo, Types
 from engine.datastream import aggregators
 from engine.datastream.connectors.sink import Sink
 from engine.datastream.functions import (
@@ -158,7 +159,17 @@ class DataStream:
         for i in field_indexes:
             if not isinstance(i, int) or isinstance(i, bool) or i < 0:
                 raise TypeError(f"project takes non-negative field positions, got {i!r}")
-        return self._op(OperatorKind.MAP, "Projection", aggregators.Projection(tuple(field_indexes)))
+        declared = self.get_type()
+        output_type = None
+        if isinstance(declared, TupleTypeInfo):
+            fields = declared.get_field_types()
+            if max(field_indexes) >= len(fields):
+                raise IndexError(f"project: position {max(field_indexes)} is out of range for a {len(fields)}-field tuple")
+            output_type = Types.TUPLE([fields[i] for i in field_indexes])
+        elif not isinstance(declared, PickledBytesTypeInfo):
+            # PyFlink's refusal; an undeclared type is projected at run time (tuples only) instead.
+            raise Exception("Only Tuple DataStreams can be projected.")
+        return self._op(OperatorKind.MAP, "Projection", aggregators.Projection(tuple(field_indexes)), output_type)
 
     def window_all(self, window_assigner: WindowAssigner) -> AllWindowedStream:
         """Windows over the whole stream (not per key), evaluated at parallelism 1 as in Flink."""
