@@ -95,3 +95,12 @@ def test_in_process(program: Path, local_runs: LazyRuns) -> None:
 @pytest.mark.parametrize("program", _cases("cluster"))
 def test_on_cluster(program: Path, cluster_runs: LazyRuns) -> None:
     _check(program, cluster_runs.get(program))
+
+
+def test_known_failures_name_runnable_programs() -> None:
+    """Every line of known_failures.txt names a program that exists and has a PyFlink fixture, so
+    the list cannot keep entries nothing checks any more."""
+    names = {p.stem for p in program_paths()}
+    for (name, mode), reason in KNOWN.items():
+        assert name in names, f"known_failures.txt names {name!r}, which is not a program"
+        assert load_fixture(name).lines is not None, f"known_failures.txt names {name!r}, which has no fixture to fail"
