@@ -292,6 +292,9 @@ class ListState(State):
     @abstractmethod
     def add_all(self, values: list[Any]) -> None: ...
 
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.get())
+
 
 class MapState(State):
     @abstractmethod
@@ -318,8 +321,9 @@ class MapState(State):
     @abstractmethod
     def is_empty(self) -> bool: ...
 
-    def put_all(self, dict_value: dict[Any, Any]) -> None:
-        for k, v in dict_value.items():
+    def put_all(self, dict_value: Any) -> None:
+        # A dict, or (key, value) pairs: PyFlink's own put_all only takes the pairs.
+        for k, v in dict_value.items() if hasattr(dict_value, "items") else dict_value:
             self.put(k, v)
 
     # Python's mapping protocol, as PyFlink's MapState has it.
