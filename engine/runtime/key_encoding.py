@@ -99,8 +99,11 @@ def _rational(x: decimal.Decimal | fractions.Fraction) -> Any:
     n, d = x.as_integer_ratio()
     if d == 1:
         return _int(n)
-    f = n / d
-    if fractions.Fraction(f) == fractions.Fraction(n, d):  # Decimal('1.5') == 1.5
+    try:
+        f = n / d
+    except OverflowError:  # beyond any float, so equal to none
+        f = None
+    if f is not None and fractions.Fraction(f) == fractions.Fraction(n, d):  # Decimal('1.5') == 1.5
         return f
     return msgpack.ExtType(_RATIONAL, f"{n}/{d}".encode())
 

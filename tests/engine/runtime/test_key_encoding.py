@@ -279,3 +279,9 @@ def test_canonical_is_msgpack_native():
     # Packs with plain msgpack, no default hook: nothing of the key's own type survives.
     for group in EQUAL_GROUPS:
         msgpack.packb(canonical(group[0]))
+
+
+def test_numbers_beyond_float_range_encode_exactly():
+    tiny, huge = Decimal("1e-400"), Decimal(10) ** 400
+    assert key_bytes(tiny) == key_bytes(fractions.Fraction(1, 10**400)) != key_bytes(0)
+    assert key_bytes(huge) == key_bytes(10**400) == key_bytes(fractions.Fraction(10**400))
