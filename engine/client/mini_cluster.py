@@ -26,6 +26,7 @@ from engine.runtime.collect import CollectEntry
 from engine.runtime.deployment import make_tdd
 from engine.runtime.io.channel import TaskCancelled
 from engine.runtime.io.local_channels import LocalChannelRegistry
+from engine.runtime.user_code_class_loader import load_user_code
 from engine.runtime.stream_task import StreamTask, TaskEnvironment
 
 _print_lock = threading.Lock()
@@ -62,7 +63,7 @@ class LocalJobClient:
                     collect=self.results,
                     state_dir=self.state_dir,
                 )
-                self.tasks.append(StreamTask(tdd, cloudpickle.loads(payload), env))
+                self.tasks.append(StreamTask(tdd, load_user_code(payload), env))
         self._remaining = len(self.tasks)
         self.threads = [
             threading.Thread(target=self._run_task, args=(t,), name=t.name, daemon=True) for t in self.tasks

@@ -22,6 +22,7 @@ from engine.client.collect_result_buffer import CollectResultBuffer
 from engine.client.job_client import CloseableIterator
 from engine.common.job_execution_result import JobExecutionException, JobExecutionResult
 from engine.runtime.collect import CollectEntry
+from engine.runtime.user_code_class_loader import register_pickled_classes
 from engine.runtime.io.serialization import MsgpackSerializer
 
 if TYPE_CHECKING:
@@ -189,6 +190,7 @@ class RemoteContext:
         if self.program_dir:
             register_program_modules(self.program_dir)
         code = cloudpickle.dumps(stream_graph)
+        register_pickled_classes()  # collected records of the program's own classes come back as them
         r = self.http.post(
             "/jobs",
             data={"jobgraph": json.dumps(job_graph.to_dict())},

@@ -50,6 +50,7 @@ from engine.runtime.state.task_state_manager import (
     snapshot_keyed,
 )
 from engine.runtime.task_metrics import TaskIOMetrics
+from engine.runtime.user_code_class_loader import activate_user_code
 from engine.runtime.watermarks import MAX_WATERMARK, StatusWatermarkValve
 
 SOURCE_BATCH = 1024
@@ -306,6 +307,7 @@ class StreamTask:
     # -- running -----------------------------------------------------------
     def run(self) -> None:
         """Run to completion. Raises TaskCancelled when cancelled, or the user's exception."""
+        activate_user_code(self.graph)  # class names in records and state resolve to this job's classes
         self._build()
         opened: list[StreamOperator] = []
         try:

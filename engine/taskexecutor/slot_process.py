@@ -18,7 +18,6 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
-import cloudpickle
 import redis
 
 from engine import redis_keys
@@ -29,6 +28,7 @@ from engine.runtime.io.channel import TaskCancelled
 from engine.runtime.io.redis_collect import RedisCollectGateway
 from engine.runtime.io.redis_channels import RedisChannelFactory
 from engine.runtime.io.serialization import MsgpackSerializer
+from engine.runtime.user_code_class_loader import load_user_code
 from engine.runtime.stream_task import StreamTask, TaskEnvironment
 from engine.runtime.io.job_stdout import StdoutForwarder
 from engine.taskexecutor import code_signing, messages
@@ -136,7 +136,7 @@ class SlotExecutor:
                 # Checked before it is ever unpickled: Redis is shared, the cluster secret is not.
                 code = code_signing.verify(self.cfg.cluster_secret, tdd.job_id, envelope)
                 self.code_cache[tdd.job_id] = code
-            graph = cloudpickle.loads(code)
+            graph = load_user_code(code)  # also registers the classes the program defined
             cancelled = threading.Event()
             env = TaskEnvironment(
                 channels=RedisChannelFactory(self.client, self.cfg.credits, cancelled),

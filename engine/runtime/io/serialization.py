@@ -3,16 +3,22 @@
 A buffer is ``(kind, a, b)``. Records travel as ``(RECORDS, values, timestamps)``;
 events travel in-band as their own buffers so they stay in order with records.
 Arrays decode as tuples (the common record shape in PyFlink programs); ``Row``
-keeps its field names; any other Python object falls back to pickle.
+keeps its field names. An instance of a plain class defined by the job's user code (a dataclass
+or class in the program) travels as its class name and its ``__dict__``, whose lists and tuples
+keep their types; the receiver makes it from the class the job's loader registered under that
+name (engine/runtime/user_code_class_loader.py), unpickling nothing. Any other Python object falls
+back to pickle.
 """
 from __future__ import annotations
 
+import operator
 import pickle
 from typing import Any, Protocol
 
 import msgpack
 
 from engine.common.row import Row, make_row
+from engine.runtime.user_code_class_loader import plain_class_name, resolve_class
 
 RECORDS = 0
 WATERMARK = 1
@@ -24,6 +30,11 @@ _EXT_ROW = 1
 _EXT_PICKLE = 2
 _EXT_SET = 3
 _EXT_FROZENSET = 4  # its own code: a frozenset must come back hashable (it may be a key)
+_EXT_OBJECT = 5  # [class name, __dict__] of a plain user class instance, packed exactly (_exact)
+_EXT_TUPLE = 6  # a tuple inside an object's state, where arrays decode as lists
+_EXT_OBJECTS = 7  # a whole buffer of one plain user class: [class name, [__dict__, ...]]
+
+_state_of = operator.attrgetter("__dict__")
 
 
 class BufferSerializer(Protocol):
@@ -33,6 +44,11 @@ class BufferSerializer(Protocol):
 
 
 def _default(obj: Any) -> Any:
+    name = plain_class_name(type(obj))
+    if name is not None:
+        # A list, not a tuple: under strict_types a tuple is an extension of its own.
+        packed = msgpack.packb([name, obj.__dict__], default=_exact, use_bin_type=True, strict_types=True)
+        return tuple.__new__(msgpack.ExtType, (_EXT_OBJECT, packed))  # skips ExtType's checks: a hot path
     if isinstance(obj, Row):
         packed = (obj._names(), tuple(obj), obj.get_row_kind().value)
         return msgpack.ExtType(_EXT_ROW, msgpack.packb(packed, default=_default, use_bin_type=True))
@@ -43,7 +59,48 @@ def _default(obj: Any) -> Any:
     return msgpack.ExtType(_EXT_PICKLE, pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
 
 
+def _exact(obj: Any) -> Any:
+    """Inside an object's state, types stay exact: a tuple is not a list, a dict or int subclass
+    (OrderedDict, IntEnum...) is not its base, as pickle would keep them."""
+    if type(obj) is tuple:
+        return msgpack.ExtType(_EXT_TUPLE, msgpack.packb(list(obj), default=_exact, use_bin_type=True, strict_types=True))
+    return _default(obj)
+
+
+def _objects_batch(values: list[Any]) -> Any:
+    """Records all of one plain user class (the usual case) go as one extension: the class name
+    once, then each ``__dict__``, which msgpack packs without calling back into Python."""
+    cls = type(values[0])
+    name = plain_class_name(cls)
+    if name is None or (len(values) > 1 and len(set(map(type, values))) != 1):
+        return None
+    packed = msgpack.packb([name, list(map(_state_of, values))], default=_exact, use_bin_type=True, strict_types=True)
+    return msgpack.ExtType(_EXT_OBJECTS, packed)
+
+
+def _new_objects(data: bytes) -> tuple[Any, ...]:
+    name, states = msgpack.unpackb(data, ext_hook=_ext_hook, use_list=True, strict_map_key=False)
+    cls, new = resolve_class(name), object.__new__
+    out = []
+    append = out.append
+    for state in states:
+        obj = new(cls)
+        obj.__dict__ = state
+        append(obj)
+    return tuple(out)
+
+
 def _ext_hook(code: int, data: bytes) -> Any:
+    if code == _EXT_OBJECTS:
+        return _new_objects(data)
+    if code == _EXT_OBJECT:
+        name, state = msgpack.unpackb(data, ext_hook=_ext_hook, use_list=True, strict_map_key=False)
+        cls = resolve_class(name)
+        obj = object.__new__(cls)
+        obj.__dict__.update(state)
+        return obj
+    if code == _EXT_TUPLE:
+        return tuple(msgpack.unpackb(data, ext_hook=_ext_hook, use_list=True, strict_map_key=False))
     if code == _EXT_ROW:
         return make_row(*msgpack.unpackb(data, ext_hook=_ext_hook, use_list=False, strict_map_key=False))
     if code == _EXT_SET:
@@ -55,6 +112,9 @@ def _ext_hook(code: int, data: bytes) -> Any:
     return msgpack.ExtType(code, data)
 
 
+_NATIVE = frozenset({tuple, list, str, int, float, bytes, dict, bool, type(None)})
+
+
 class MsgpackSerializer:
     """The default serializer."""
 
@@ -62,6 +122,10 @@ class MsgpackSerializer:
         self._packer = msgpack.Packer(default=_default, use_bin_type=True, autoreset=True)
 
     def encode(self, kind: int, a: Any, b: Any = None) -> bytes:
+        if kind == RECORDS and a and type(a[0]) not in _NATIVE:
+            batch = _objects_batch(a)
+            if batch is not None:
+                a = batch
         return self._packer.pack((kind, a, b))
 
     def decode(self, data: bytes) -> tuple[int, Any, Any]:
