@@ -242,7 +242,7 @@ class DataStream:
     def execute_and_collect(self, job_execution_name: str | None = None, limit: int | None = None):
         """Run the job and iterate over this stream's records as they arrive, as the stream's
         declared type (Row, tuple, list...); with ``limit``, a list of the first ``limit`` records."""
-        key = (self._key_selector_fn(), getattr(self, "_key_type", None)) if isinstance(self, KeyedStream) else None
+        key = (self._t.key_selector, getattr(self, "_key_type", None)) if isinstance(self, KeyedStream) else None
         source, decode = collect_conversion.prepare(self, key)
         results = self._env._execute_and_collect(source._id, job_execution_name, limit)
         return collect_conversion.converted(results, decode, limit)
