@@ -7,6 +7,7 @@ import redis
 
 from engine import redis_keys
 from engine.runtime.deployment import TaskDeploymentDescriptor
+from engine.runtime.io.redis_collect import expire_results
 from engine.taskexecutor import code_signing, messages
 
 
@@ -18,7 +19,8 @@ class TaskExecutorGateway(Protocol):
     def cancel_job(self, tm_id: str, slot: int, job_id: str, attempt: int) -> None: ...
 
     def release_job(self, job_id: str) -> None:
-        """Drop the job's short-lived Redis data: channels, credits, user code."""
+        """Drop the job's short-lived Redis data: channels, credits, user code (collected results
+        unread yet expire later)."""
 
     def trigger_checkpoint(self, tm_id: str, slot: int, msg: dict) -> None: ...
 
@@ -51,6 +53,7 @@ class RedisTaskExecutorGateway:
         keys.append(redis_keys.job_user_code(job_id))
         for i in range(0, len(keys), 500):
             self.client.delete(*keys[i : i + 500])
+        expire_results(self.client, job_id)  # not dropped: an attached client may still be reading them
 
     def trigger_checkpoint(self, tm_id: str, slot: int, msg: dict) -> None:
         self.client.rpush(redis_keys.slot_inbox(tm_id, slot), messages.pack(msg))

@@ -111,6 +111,10 @@ def test_an_unread_unbounded_collect_keeps_redis_bounded_and_offsets_are_validat
             offset += len(msgpack.unpackb(r.content, raw=False)["batches"])
         http.get(f"/jobs/{jid}/results", params={"offset": offset})
         assert http.get(f"/jobs/{jid}/results", params={"offset": 0}).status_code == 400  # acknowledged
+        # Once the job ends, what nobody read is left to expire, not kept for good.
+        http.patch(f"/jobs/{jid}", params={"mode": "cancel"})
+        c.wait_state(jid, ("CANCELED",), 30)
+        c.wait_for(lambda: 0 < client.ttl(key) <= 3600, 10, "the unread results to get a TTL")
     finally:
         if run is not None:
             run.kill()
