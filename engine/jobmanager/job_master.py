@@ -121,6 +121,10 @@ class JobMaster:
             return
         ex = ejv.subtasks[msg["subtask"]].current
         target = ExecutionState(msg["state"])
+        if target is ExecutionState.FINISHED and ex.state is ExecutionState.CANCELING:
+            # It ended before the cancel reached it: as in Flink, that completes the cancellation
+            # (else the job would wait CANCEL_TIMEOUT_MS for a CANCELED that never comes).
+            target = ExecutionState.CANCELED
         if not ex.transition(target, msg["ts"]):
             return
         if target is ExecutionState.FAILED:

@@ -308,9 +308,9 @@ class StreamTask:
     def run(self) -> None:
         """Run to completion. Raises TaskCancelled when cancelled, or the user's exception."""
         activate_user_code(self.graph)  # class names in records and state resolve to this job's classes
-        self._build()
         opened: list[StreamOperator] = []
         try:
+            self._build()
             for node_id in self.tdd.operators:
                 op = self.operators.get(node_id)
                 if op is not None:
@@ -348,6 +348,9 @@ class StreamTask:
             close = getattr(self.keyed_backend, "close", None)
             if close is not None:
                 close()
+            release = getattr(self.env.channels, "close", None)
+            if release is not None:
+                release()  # the task's Redis connections go back to the pool, however it ended
 
     def _flush_due(self) -> float:
         now = time.monotonic()

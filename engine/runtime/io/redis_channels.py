@@ -14,6 +14,9 @@ writers close. Only a task that has run out of credit waits for Redis.
 A task's channels talk to Redis over connections of their own (``RedisLink``):
 only the task's thread uses them, so the pool's per-command checkout, liveness
 probe and retry wrapper, which cost more than the round trip itself, are skipped.
+A link checks its connection out of the process's pool once and gives it back
+when the task ends, however it ends (``RedisChannelFactory.close``), so a
+TaskManager runs any number of jobs and restarts on a flat connection count.
 A broken connection fails the task, and the restart strategy takes over.
 """
 from __future__ import annotations
@@ -45,9 +48,12 @@ class RedisLink:
     """
 
     def __init__(self, client: redis.Redis) -> None:
-        # Same host, credentials and TLS settings as the client, but outside its pool.
-        self.conn: Any = client.connection_pool.make_connection()
+        # Checked out once for the task's lifetime; ``close`` returns it (never leave a pool's
+        # connection un-returned: the pool counts it against max_connections forever).
+        self.pool: Any = client.connection_pool
+        self.conn: Any = self.pool.get_connection()
         self.unread: deque[ReplyHandler] = deque()
+        self.closed = False
 
     def call(self, *args: Any) -> Any:
         return self.pipeline([args])[0]
@@ -93,7 +99,15 @@ class RedisLink:
                 handler(reply)
 
     def close(self) -> None:
-        self.conn.disconnect()
+        """Give the connection back to the pool (at most once). One with replies still unread could
+        hand them to its next user, so it is disconnected first (the pool reconnects it on reuse)."""
+        if self.closed:
+            return
+        self.closed = True
+        if self.unread:
+            self.unread.clear()
+            self.conn.disconnect()
+        self.pool.release(self.conn)
 
 
 class RedisChannelWriter:
@@ -209,11 +223,23 @@ class RedisChannelFactory:
         self.credits = credits
         self.cancelled = cancelled
         self._writer_link: RedisLink | None = None
+        self._links: list[RedisLink] = []
+
+    def _link(self) -> RedisLink:
+        link = RedisLink(self.client)
+        self._links.append(link)
+        return link
 
     def writer(self, channel: ChannelId) -> RedisChannelWriter:
         if self._writer_link is None:
-            self._writer_link = RedisLink(self.client)
+            self._writer_link = self._link()
         return RedisChannelWriter(self._writer_link, channel, self.credits, self.cancelled)
 
     def gate(self, channels: list[ChannelId]) -> FramedInputGate:
-        return FramedInputGate(RedisInputGate(RedisLink(self.client), channels, self.cancelled), len(channels))
+        return FramedInputGate(RedisInputGate(self._link(), channels, self.cancelled), len(channels))
+
+    def close(self) -> None:
+        """The task ended (finished, failed or cancelled): every connection goes back to the pool."""
+        links, self._links, self._writer_link = self._links, [], None
+        for link in links:
+            link.close()

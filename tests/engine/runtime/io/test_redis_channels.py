@@ -120,3 +120,48 @@ def test_each_task_uses_its_own_connections_not_the_shared_pool(client: redis.Re
     names = [c.get("id") for c in client.client_list()]
     assert len(names) >= 3  # the test's client, the writers' link, the gate's link
     assert client.connection_pool._created_connections >= 3
+
+
+def _clients(client: redis.Redis) -> int:
+    return len(client.client_list())
+
+
+def test_a_tasks_connections_go_back_to_the_pool_when_it_ends(redis_url: str):
+    """Issue 13 item 6: links took connections and never returned them; after ~50 tasks the pool's
+    max_connections was spent. Hundreds of tasks now leave the pool and the server flat."""
+    observer = redis.Redis.from_url(redis_url)
+    client = redis.Redis.from_url(redis_url, max_connections=10)
+    cancelled = threading.Event()
+    try:
+        for i in range(300):  # 30 times the pool's limit
+            factory = RedisChannelFactory(client, 8, cancelled)
+            factory.writer(_cid(0)).send(b"x%d" % i, True)
+            gate = factory.gate([_cid(0)])
+            assert gate.poll(0.5) == (0, b"x%d" % i)
+            gate.ack(0)
+            gate.close()
+            factory.close()
+            if i == 10:
+                warm = _clients(observer)
+        assert client.connection_pool._created_connections <= 3
+        assert _clients(observer) == warm
+    finally:
+        client.close()
+        observer.close()
+
+
+def test_a_link_closed_with_replies_unread_is_not_handed_on_half_read(redis_url: str):
+    client = redis.Redis.from_url(redis_url)
+    try:
+        factory = RedisChannelFactory(client, 8, threading.Event())
+        w = factory.writer(_cid(0))
+        w.send(b"pending", True)  # pipelined: its reply is still unread
+        assert w.link.unread
+        factory.close()
+        factory.close()  # idempotent
+        # The next user of the pool's connection gets its own replies, not the RPUSH's.
+        assert client.ping() is True
+        assert client.lrange(redis_keys.channel("job", 0, 3, 0, 0), 0, -1) in ([b"pending"], [])
+        assert client.connection_pool._created_connections <= 2
+    finally:
+        client.close()
