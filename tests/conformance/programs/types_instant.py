@@ -1,6 +1,4 @@
-"""Types.INSTANT from datetime values and LONG timestamps converted in a map."""
-import datetime
-
+"""Types.INSTANT values (pyflink.common.Instant): printed by Flink and collected back."""
 from pyflink.common import Instant, Types
 from pyflink.datastream import StreamExecutionEnvironment
 
