@@ -24,6 +24,7 @@ from engine.graph.transformations import OperatorKind, WindowDescriptor, type_na
 from engine.windowing.assigners import GlobalWindows, WindowAssigner
 from engine.windowing.evictors import Evictor
 from engine.windowing.triggers import PurgingTrigger, Trigger
+from engine.windowing.user_assigners import adapt_assigner
 
 if TYPE_CHECKING:
     from engine.datastream.data_stream import DataStream, KeyedStream
@@ -36,7 +37,8 @@ class WindowedStream:
         if not isinstance(assigner, WindowAssigner):
             raise TypeError(f"window() expects a WindowAssigner, got {type(assigner).__name__}")
         self._keyed = keyed
-        self._assigner = assigner
+        # An assigner written for PyFlink (assign_windows with a context...) speaks Millstream's protocol from here on.
+        self._assigner = adapt_assigner(assigner)
         self._trigger: Trigger | None = None
         self._evictor: Evictor | None = None
         self._lateness = 0
@@ -66,7 +68,8 @@ class WindowedStream:
     def _build(
         self, kind: str, function: Any, window_function: Any = None, label: str = "", output_type: Any = None
     ) -> "DataStream":
-        name = f"Window({type(self._assigner).__name__}, {label or type(function).__name__})"
+        assigner = getattr(self._assigner, "user", self._assigner)
+        name = f"Window({type(assigner).__name__}, {label or type(function).__name__})"
         return self._keyed._op(
             OperatorKind.WINDOW,
             name,

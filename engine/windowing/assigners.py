@@ -13,9 +13,30 @@ def _ms(t: Time | Duration | int) -> int:
     return t if isinstance(t, int) else t.to_milliseconds()
 
 
+class _WindowAssignerContext(ABC):
+    """PyFlink's ``WindowAssigner.WindowAssignerContext``, handed to assigners written for PyFlink."""
+
+    @abstractmethod
+    def get_current_processing_time(self) -> int: ...
+
+    @abstractmethod
+    def get_runtime_context(self) -> Any: ...
+
+
 class WindowAssigner:
+    """Places an element in windows. Millstream's protocol: ``assign_windows(element, timestamp)``,
+    ``is_event_time``/``is_merging`` attributes; assigners written for PyFlink (``assign_windows(element,
+    timestamp, context)``, ``is_event_time()``) are adapted by ``engine.windowing.user_assigners``."""
+
     is_event_time = True
     is_merging = False
+    WindowAssignerContext = _WindowAssignerContext
+
+    def get_window_serializer(self) -> Any:
+        # Windows are pickled; PyFlink's serializer classes are accepted markers.
+        from engine.windowing.windows import TimeWindowSerializer
+
+        return TimeWindowSerializer()
 
     def assign_windows(self, element: Any, timestamp: int) -> list[Any]:
         raise NotImplementedError
@@ -27,10 +48,18 @@ class WindowAssigner:
         return [(w, [w]) for w in windows]
 
 
+class _MergeCallback(ABC):
+    """PyFlink's ``MergingWindowAssigner.MergeCallback``: ``merge(to_be_merged, merge_result)``."""
+
+    @abstractmethod
+    def merge(self, to_be_merged: Any, merge_result: Any) -> None: ...
+
+
 class MergingWindowAssigner(WindowAssigner):
     """An assigner whose windows merge (sessions): ``merge_windows`` says which fuse."""
 
     is_merging = True
+    MergeCallback = _MergeCallback
 
 
 class SessionWindowTimeGapExtractor(ABC):

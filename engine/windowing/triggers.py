@@ -5,6 +5,7 @@ window operator: the watermark, the clock, timers and small per-window state.
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from enum import Enum
 from typing import Any, Protocol
 
@@ -42,7 +43,48 @@ class TriggerContext(Protocol):
     def set_state(self, name: str, value: Any) -> None: ...
 
 
+class _PyFlinkTriggerContext(ABC):
+    """PyFlink's ``Trigger.TriggerContext``: what a trigger written for PyFlink calls. The window
+    operator's context has these names beside Millstream's own (``current_watermark``...)."""
+
+    @abstractmethod
+    def get_current_processing_time(self) -> int: ...
+
+    @abstractmethod
+    def get_current_watermark(self) -> int: ...
+
+    @abstractmethod
+    def register_processing_time_timer(self, time: int) -> None: ...
+
+    @abstractmethod
+    def register_event_time_timer(self, time: int) -> None: ...
+
+    @abstractmethod
+    def delete_processing_time_timer(self, time: int) -> None: ...
+
+    @abstractmethod
+    def delete_event_time_timer(self, time: int) -> None: ...
+
+    @abstractmethod
+    def get_partitioned_state(self, state_descriptor: Any) -> Any:
+        """Value, list, reducing or aggregating state of this key and window."""
+
+    def get_metric_group(self) -> Any:
+        from engine.metrics.groups import UnregisteredMetricGroup
+
+        return UnregisteredMetricGroup()
+
+
+class _PyFlinkOnMergeContext(_PyFlinkTriggerContext):
+    @abstractmethod
+    def merge_partitioned_state(self, state_descriptor: Any) -> None:
+        """Fold the merged windows' state of this descriptor into the merged window's."""
+
+
 class Trigger:
+    TriggerContext = _PyFlinkTriggerContext
+    OnMergeContext = _PyFlinkOnMergeContext
+
     def on_element(self, element: Any, timestamp: int, window: Any, ctx: TriggerContext) -> TriggerResult:
         return TriggerResult.CONTINUE
 

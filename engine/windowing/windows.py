@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Any
 
 MAX_TIMESTAMP = 2**63 - 1
 
@@ -29,6 +30,14 @@ class TimeWindow(Window):
 
     def cover(self, other: "TimeWindow") -> "TimeWindow":
         return TimeWindow(min(self.start, other.start), max(self.end, other.end))
+
+    @staticmethod
+    def merge_windows(windows: list["TimeWindow"], callback: Any) -> None:
+        """PyFlink's helper for custom merging assigners: overlapping windows fuse into their cover,
+        and ``callback.merge(members, cover)`` is told of every group of more than one."""
+        for cover, members in merge_time_windows(list(windows)):
+            if len(members) > 1:
+                callback.merge(members, cover)
 
     @staticmethod
     def get_window_start_with_offset(timestamp: int, offset: int, window_size: int) -> int:

@@ -24,6 +24,7 @@ from engine.runtime.operators.results import ResultCollector
 from engine.runtime.state.namespaced import NamespacedStateStore
 from engine.runtime.timers import InternalTimerService
 from engine.windowing.assigners import WindowAssigner
+from engine.windowing.trigger_state import merge_into, state_view
 from engine.windowing.triggers import Trigger, TriggerResult
 from engine.windowing.windows import MAX_TIMESTAMP
 
@@ -35,13 +36,15 @@ def _timer_key(timer_key: tuple[Any, Any]) -> Any:
     return timer_key[0]
 
 
-class _TriggerContext:
-    """What a trigger may touch: bound to one (key, window) at a time."""
+class _TriggerContext(Trigger.OnMergeContext):
+    """What a trigger may touch: bound to one (key, window) at a time. It answers to Millstream's names
+    and to PyFlink's (``get_current_watermark``, ``get_partitioned_state``...) for triggers written for PyFlink."""
 
     def __init__(self, op: "WindowOperator") -> None:
         self.op = op
         self.key: Any = None
         self.window: Any = None
+        self.merged_slots: list[dict[str, Any]] = []  # the merged windows' state, during on_merge only
 
     def current_watermark(self) -> int:
         return self.op.timers.current_watermark
@@ -61,6 +64,46 @@ class _TriggerContext:
 
     def delete_processing_time_timer(self, ts: int) -> None:
         self.op.timers.delete_processing_time_timer((self.key, self.window), ts)
+
+    # -- PyFlink's TriggerContext ------------------------------------------------------
+    def get_current_watermark(self) -> int:
+        return self.current_watermark()
+
+    def get_current_processing_time(self) -> int:
+        return self.current_processing_time()
+
+    def get_partitioned_state(self, state_descriptor: Any) -> Any:
+        key, window = self.key, self.window  # the view stays bound to this key and window
+        return state_view(
+            state_descriptor,
+            lambda name: self._slot_get(key, window, name),
+            lambda name, value: self._slot_set(key, window, name, value),
+        )
+
+    def merge_partitioned_state(self, state_descriptor: Any) -> None:
+        key, window = self.key, self.window
+        merge_into(
+            state_descriptor,
+            self.merged_slots,
+            lambda name: self._slot_get(key, window, name),
+            lambda name, value: self._slot_set(key, window, name, value),
+        )
+
+    def _slot_get(self, key: Any, window: Any, name: str) -> Any:
+        saved = self.key, self.window
+        self.key, self.window = key, window
+        try:
+            return self.get_state(name)
+        finally:
+            self.key, self.window = saved
+
+    def _slot_set(self, key: Any, window: Any, name: str, value: Any) -> None:
+        saved = self.key, self.window
+        self.key, self.window = key, window
+        try:
+            self.set_state(name, value)
+        finally:
+            self.key, self.window = saved
 
     def get_state(self, name: str) -> Any:
         windows = self.op.trigger_state.get(self.key)
@@ -243,6 +286,8 @@ class WindowOperator(StreamOperator):
             olds = [m for m in members if m != cover and m in windows]
             acc = windows.pop(cover, None)
             counts = 0
+            key_slots = self.trigger_state.get(key) or {}
+            merged_slots = [dict(key_slots.get(m) or {}) for m in olds]  # before clear() drops them
             for m in olds:
                 part = windows.pop(m)
                 acc = part if acc is None else self._merge_contents(acc, part)
@@ -258,7 +303,11 @@ class WindowOperator(StreamOperator):
                 tctx = self._bind(key, cover)
                 if counts:
                     tctx.set_state("count", (tctx.get_state("count") or 0) + counts)
-                self.trigger.on_merge(cover, tctx)
+                tctx.merged_slots = merged_slots
+                try:
+                    self.trigger.on_merge(cover, tctx)
+                finally:
+                    tctx.merged_slots = []
             return cover
         return new
 
