@@ -2,9 +2,11 @@
 
 The data plane's msgpack gives lists back as tuples and bytearrays as bytes. A typed stream's
 records are rebuilt by their type (``TypeInformation.coerce``: a list for LIST, a Row with its
-field names for ROW_NAMED...). A stream of Python objects (no declared type) is pickled just
-before the collect sink and unpickled here, so every object comes back exactly as the program
-made it, as PyFlink's PICKLED_BYTE_ARRAY does. A KeyedStream yields ``Row(f0=key, f1=record)``,
+field names for ROW_NAMED...). In a stream of Python objects (no declared type) each record that
+msgpack would not give back as it is (a list, a bytearray, a set in a tuple...) is pickled just
+before the collect sink, inside a msgpack extension of its own, and unpickled here, so every
+object comes back exactly as the program made it, as PyFlink's PICKLED_BYTE_ARRAY does; strings,
+numbers and flat tuples of them (most results) travel as they are, which keeps collecting cheap. A KeyedStream yields ``Row(f0=key, f1=record)``,
 PyFlink's own shape for keyed records (recorded from PyFlink 2.3, pickled fields included).
 With ``limit`` the result is a list, as in PyFlink.
 """
@@ -15,6 +17,8 @@ import itertools
 import pickle
 from typing import TYPE_CHECKING, Any, Callable
 
+import msgpack
+
 from engine.common.row import Row
 from engine.common.typeinfo import TypeInformation, is_pickled
 
@@ -22,20 +26,45 @@ if TYPE_CHECKING:
     from engine.datastream.data_stream import DataStream
 
 PICKLE_OPERATOR_NAME = "Pickle For Collect"
+# The extension code of a pickled collected record; the data plane's own codes are small (1-4).
+PICKLED_RECORD_EXT = 80
+
+# Types msgpack hands back unchanged (ints beyond 64 bits go through its pickle extension: also exact).
+_WIRE_EXACT = frozenset((str, int, float, bool, type(None), bytes))
 
 
 def pickle_record(value: Any) -> bytes:
     return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
 
 
+def wire_record(value: Any) -> Any:
+    """The record itself if msgpack gives it back unchanged, else its pickle in an extension."""
+    t = type(value)
+    if t in _WIRE_EXACT:
+        return value
+    if t is tuple:
+        for x in value:
+            if type(x) not in _WIRE_EXACT:
+                break
+        else:
+            return value
+    return msgpack.ExtType(PICKLED_RECORD_EXT, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def unwire_record(value: Any) -> Any:
+    if type(value) is msgpack.ExtType and value.code == PICKLED_RECORD_EXT:
+        return pickle.loads(value.data)
+    return value
+
+
 def prepare(stream: "DataStream", key: tuple[Callable[[Any], Any], TypeInformation | None] | None = None):
     """The stream to attach the collect sink to, and the function that decodes each collected record."""
     type_info = stream.get_type()
     pickled = is_pickled(type_info)
-    source = stream.map(pickle_record).name(PICKLE_OPERATOR_NAME) if pickled else stream
+    source = stream.map(wire_record).name(PICKLE_OPERATOR_NAME) if pickled else stream
     if key is not None:
         return source, keyed_decoder(key[0], key[1], None if pickled else type_info)
-    return source, (pickle.loads if pickled else functools.partial(type_info.coerce, collected=True))
+    return source, (unwire_record if pickled else functools.partial(type_info.coerce, collected=True))
 
 
 def keyed_decoder(
@@ -46,11 +75,11 @@ def keyed_decoder(
     pickle, in a bytearray."""
 
     def keyed(raw: Any) -> Row:
-        value = pickle.loads(raw) if value_type is None else value_type.coerce(raw, True)
+        value = unwire_record(raw) if value_type is None else value_type.coerce(raw, True)
         key = selector(value)
         row = Row(
             bytearray(pickle_record(key)) if is_pickled(key_type) else key_type.coerce(key, True),  # type: ignore[union-attr]
-            bytearray(raw) if value_type is None else value,
+            bytearray(pickle_record(value)) if value_type is None else value,
         )
         row.set_field_names(["f0", "f1"])
         return row
