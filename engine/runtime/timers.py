@@ -2,7 +2,10 @@
 
 Pure: time comes from a clock function and watermarks are pushed in, so tests
 drive it with a fake clock. A (key, timestamp) pair is registered at most once
-per time domain; deletion is lazy.
+per time domain. Deletion is lazy but bounded: a deleted timer's heap entry
+stays until it is popped, unless tombstones come to outnumber live timers,
+when the heap is rebuilt from the live ones, so a job that keeps registering
+and deleting far-future timers uses memory for its live timers only.
 """
 from __future__ import annotations
 
@@ -12,6 +15,9 @@ from typing import Any, Callable
 
 EVENT_TIME = "EVENT_TIME"
 PROCESSING_TIME = "PROCESSING_TIME"
+
+
+_COMPACT_MIN = 64  # below this many heap entries a rebuild is not worth it
 
 
 class _TimerQueue:
@@ -27,6 +33,21 @@ class _TimerQueue:
 
     def remove(self, key: Any, ts: int) -> None:
         self.live.discard((ts, key))
+        heap = self.heap
+        if len(heap) > _COMPACT_MIN and len(heap) > 2 * len(self.live):
+            self._compact()
+
+    def _compact(self) -> None:
+        """Rebuild the heap from the live timers: tombstones were more than half of it. A timer deleted
+        and registered again has two entries; only the first of them survives (it fires once anyway)."""
+        kept: set[tuple[int, Any]] = set()
+        entries = []
+        for entry in sorted(self.heap):
+            pair = (entry[0], entry[2])
+            if pair in self.live and pair not in kept:
+                kept.add(pair)
+                entries.append(entry)
+        self.heap = entries  # sorted, hence already a heap
 
     def poll(self, limit: int) -> tuple[int, Any] | None:
         """The earliest live timer at or before ``limit``, removed; None if there is none."""

@@ -342,3 +342,37 @@ def test_timers_registered_while_firing_fire_in_the_same_watermark_advance():
     op.process_batch([("a",)], [0])
     op.process_watermark(MAX)  # the end of a bounded input: nothing comes after it
     assert [v for v, _ in out.records] == [10, 20, 30]
+
+
+# -- bounded deletion (issue 13, item 9) -------------------------------------------------
+
+
+def test_registering_and_deleting_far_future_timers_keeps_the_heap_bounded():
+    """A session-style pattern: every record moves its key's timeout. Before, each deleted timer stayed
+    in the heap until its time came: 20,000 entries for 10 live timers."""
+    s = _service()
+    for i in range(20_000):
+        key = i % 10
+        if i >= 10:
+            s.delete_processing_time_timer(key, 10**12 + i - 10)
+            s.delete_event_time_timer(key, 10**12 + i - 10)
+        s.register_processing_time_timer(key, 10**12 + i)
+        s.register_event_time_timer(key, 10**12 + i)
+    for queue in (s.processing, s.event):
+        assert len(queue.live) == 10
+        assert len(queue.heap) <= 2 * 64 + 2  # compacted whenever tombstones pass half the heap
+    assert s.advance_watermark(MAX) == [(10**12 + i, i % 10) for i in range(19_990, 20_000)]
+
+
+def test_compaction_keeps_order_and_fires_a_deleted_then_re_registered_timer_once():
+    s = _service()
+    for i in range(200):
+        s.register_event_time_timer("k", i)
+    s.delete_event_time_timer("k", 5)
+    s.register_event_time_timer("k", 5)  # a second heap entry for the same live timer
+    gone = [i for i in range(200) if i % 4 != 1]
+    for i in gone:
+        s.delete_event_time_timer("k", i)  # tombstones pass half the heap: compacted on the way
+        assert len(s.event.heap) <= max(64, 2 * len(s.event.live)) + 1
+    assert len(s.event.heap) < 200 - len(gone) + 64
+    assert s.advance_watermark(MAX) == [(i, "k") for i in range(1, 200, 4)]
