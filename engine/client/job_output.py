@@ -36,8 +36,10 @@ class JobOutputFollower:
     def _read_once(self) -> dict[str, Any] | None:
         """One request; writes what it got. None if the server has no such endpoint or job."""
         r = self.http.get(f"/jobs/{self.job_id}/stdout", params={"offset": self.offset, "maxLines": MAX_LINES})
-        if r.status_code != 200:
+        if r.status_code == 404:  # a JobManager without the endpoint, or a job it does not know
             return None
+        if r.status_code != 200:  # e.g. a JobManager still starting after a restart: try again later
+            return {"lines": [], "ended": False, "total": self.offset}
         body = r.json()
         out = self.out or sys.stdout
         if body["dropped"]:
