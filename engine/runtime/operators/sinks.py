@@ -27,7 +27,12 @@ class PrintSinkOperator(StreamOperator):
 
     def process_batch(self, values, timestamps):
         p, fmt = self.prefix, self.format
-        self.ctx.print_line("\n".join(f"{p}{fmt(v)}" for v in values))
+        try:
+            text = "\n".join(f"{p}{fmt(v)}" for v in values)
+        except (TypeError, ValueError, AttributeError) as e:
+            declared = self.params.get("type_info")
+            raise TypeError(f"print(): a record does not fit the stream's declared type {declared!r}: {e}") from e
+        self.ctx.print_line(text)
 
 
 class _SinkContext:

@@ -129,3 +129,12 @@ def test_connected_streams_print_as_their_output_type(capsys):
         return env.from_collection(DATA[:1], T).connect(env.from_collection(DATA[1:2], T)).map(Both(), output_type=T)
 
     assert sorted(_printed(capsys, build)) == ["(a,1)", "(b,2)"]
+
+
+def test_a_record_that_does_not_fit_the_declared_type_fails_the_job_clearly():
+    from engine.common.job_execution_result import JobExecutionException
+
+    env = StreamExecutionEnvironment()
+    env.from_collection(DATA, T).map(lambda x: 5, output_type=T).print()
+    with pytest.raises(JobExecutionException, match=r"does not fit the stream's declared type TupleTypeInfo"):
+        env.execute()
