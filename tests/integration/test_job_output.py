@@ -128,3 +128,27 @@ def test_user_metrics_are_reported_over_rest(cluster: Cluster) -> None:
     one = cluster.http.get(f"{base}/subtasks/0/metrics", params={"get": "Map.my_group.events"}).json()
     assert one == [{"id": "Map.my_group.events", "value": values["0.Map.my_group.events"]}]
     assert cluster.http.get(f"{base}/subtasks/7/metrics").status_code == 404
+
+
+def test_user_metrics_are_live_while_the_job_runs(cluster: Cluster) -> None:
+    n, rate = 30_000, 2_000  # about 15 s
+    known = cluster.job_ids()
+    run = cluster.start_run(PROGRAMS / "user_metrics.py", str(n), str(rate), options=("-p", "2"))
+    try:
+        jid = cluster.wait_new_job(known)
+        job = cluster.wait_running(jid)
+        (vertex,) = [v for v in job["vertices"] if "Map" in v["name"]]
+        path = f"/jobs/{jid}/vertices/{vertex['id']}/subtasks/metrics"
+        seen: list[float] = []
+
+        def counting() -> bool:
+            got = cluster.http.get(path, params={"get": "Map.my_group.events", "agg": "sum"}).json()
+            if got and cluster.job(jid)["state"] == "RUNNING":
+                seen.append(got[0]["sum"])
+            return len(set(seen)) >= 2  # two different counts while it runs
+
+        cluster.wait_for(counting, 30, "the counter to be reported twice while the job runs")
+        assert 0 < seen[-1] < n
+    finally:
+        out, err = run.communicate(timeout=120)
+    assert run.returncode == 0, err

@@ -4,10 +4,12 @@ import sys
 
 from pyflink.common import WatermarkStrategy
 from pyflink.datastream import StreamExecutionEnvironment
+from pyflink.datastream.connectors import DataGeneratorSource
 from pyflink.datastream.connectors.number_seq import NumberSequenceSource
 from pyflink.datastream.functions import MapFunction, RuntimeContext
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
+RATE = float(sys.argv[2]) if len(sys.argv) > 2 else None  # records per second: a job that runs a while
 
 
 class Counted(MapFunction):
@@ -29,6 +31,10 @@ class Counted(MapFunction):
 
 
 env = StreamExecutionEnvironment.get_execution_environment()
-numbers = env.from_source(NumberSequenceSource(1, N), WatermarkStrategy.no_watermarks(), "numbers")
+if RATE:
+    source = DataGeneratorSource(lambda i: i + 1, N, records_per_second=RATE)
+else:
+    source = NumberSequenceSource(1, N)
+numbers = env.from_source(source, WatermarkStrategy.no_watermarks(), "numbers")
 numbers.map(Counted()).filter(lambda v: v == N).print()
 env.execute("user metrics")
