@@ -33,6 +33,9 @@ class _Environment(Protocol):
 
 
 class ExecutionConfig:
+    PARALLELISM_DEFAULT = -1  # Flink's markers: "use the environment's" and "not known yet"
+    PARALLELISM_UNKNOWN = -2
+
     def __init__(self, env: _Environment) -> None:
         self._env = env
         self._auto_watermark_interval = DEFAULT_AUTO_WATERMARK_INTERVAL_MS

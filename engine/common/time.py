@@ -31,6 +31,11 @@ class Duration:
         return Duration(int(days) * 86_400_000)
 
     @staticmethod
+    def of_nanos(nanos: int) -> "Duration":
+        # Millisecond resolution, like every duration Millstream's runtime takes.
+        return Duration(int(nanos) // 1_000_000)
+
+    @staticmethod
     def zero() -> "Duration":
         return Duration(0)
 

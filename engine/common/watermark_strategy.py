@@ -26,6 +26,8 @@ class WatermarkStrategy:
     max_out_of_orderness_ms: int = 0
     idleness_ms: int | None = None
     timestamp_assigner: TimestampAssigner | Callable[[Any, int], int] | None = None
+    # with_watermark_alignment(group, max drift ms, update interval ms): recorded; sources are not paused.
+    alignment: tuple[str, int, int] | None = None
 
     @staticmethod
     def no_watermarks() -> "WatermarkStrategy":
@@ -44,6 +46,13 @@ class WatermarkStrategy:
 
     def with_idleness(self, idle_timeout: Duration) -> "WatermarkStrategy":
         return replace(self, idleness_ms=idle_timeout.to_milliseconds())
+
+    def with_watermark_alignment(
+        self, watermark_group: str, max_allowed_watermark_drift: Duration, update_interval: Duration | None = None
+    ) -> "WatermarkStrategy":
+        """Accepted and recorded: Millstream does not pause sources that run ahead of their group."""
+        interval = update_interval.to_milliseconds() if update_interval is not None else 1000
+        return replace(self, alignment=(watermark_group, max_allowed_watermark_drift.to_milliseconds(), interval))
 
     def extract_timestamp_fn(self) -> Callable[[Any, int], int] | None:
         """The assigner as a plain two-argument callable, or None."""

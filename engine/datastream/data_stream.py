@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from engine.client import collect_conversion
 from engine.common.typeinfo import PickledBytesTypeInfo, TupleTypeInfo, Types
+from engine.compat.unsupported import not_supported
 from engine.datastream import aggregators
 from engine.datastream.connectors.sink import Sink
 from engine.datastream.functions import (
@@ -171,6 +172,37 @@ class DataStream:
             raise Exception("Only Tuple DataStreams can be projected.")
         return self._op(OperatorKind.MAP, "Projection", aggregators.Projection(tuple(field_indexes)), output_type)
 
+    def get_execution_environment(self) -> "StreamExecutionEnvironment":
+        return self._env
+
+    def get_execution_config(self) -> Any:
+        return self._env.get_config()
+
+    def set_buffer_timeout(self, timeout_millis: int) -> "DataStream":
+        """Accepted for PyFlink programs; Millstream's buffer timeout is per job
+        (``env.set_buffer_timeout``), so this one operator keeps the job's."""
+        if timeout_millis < -1:
+            raise ValueError(f"the buffer timeout must be -1 or more, got {timeout_millis}")
+        return self
+
+    def set_uid_hash(self, uid_hash: str) -> "DataStream":
+        """Flink's user-provided operator hash; here it names the operator's state on restore as a uid does."""
+        return self._update(uid=f"uid-hash:{uid_hash}")
+
+    def partition_custom(self, partitioner: Any, key_selector: Any) -> "DataStream":
+        raise not_supported(
+            "DataStream.partition_custom",
+            "records are routed by the built-in partitioners only",
+            "key_by(key_selector) (hash partitioning by key), or rebalance()/rescale()/broadcast()",
+        )
+
+    def cache(self) -> "DataStream":
+        raise not_supported(
+            "DataStream.cache",
+            "intermediate results are not kept between jobs",
+            "writing the stream with a FileSink and reading it back with FileSource",
+        )
+
     def window_all(self, window_assigner: WindowAssigner) -> AllWindowedStream:
         """Windows over the whole stream (not per key), evaluated at parallelism 1 as in Flink."""
         return AllWindowedStream(self, window_assigner)
@@ -259,8 +291,36 @@ class KeyedStream(DataStream):
         super().__init__(env, transformation_id)
         self._origin = origin
 
+    # PyFlink's refusals for configuring a KeyedStream (a partitioning, not an operator), as TypeErrors.
     def set_parallelism(self, parallelism: int) -> "DataStream":
-        raise TypeError("set the parallelism on the operator after key_by, not on the KeyedStream")
+        raise TypeError("Set parallelism for KeyedStream is not supported.")
+
+    def uid(self, uid: str) -> "DataStream":
+        raise TypeError("Set uid for KeyedStream is not supported.")
+
+    def set_uid_hash(self, uid_hash: str) -> "DataStream":
+        raise TypeError("Set uid hash for KeyedStream is not supported.")
+
+    def set_max_parallelism(self, max_parallelism: int) -> "DataStream":
+        raise TypeError("Set max parallelism for KeyedStream is not supported.")
+
+    def set_buffer_timeout(self, timeout_millis: int) -> "DataStream":
+        raise TypeError("Set buffer timeout for KeyedStream is not supported.")
+
+    def start_new_chain(self) -> "DataStream":
+        raise TypeError("Start new chain for KeyedStream is not supported.")
+
+    def disable_chaining(self) -> "DataStream":
+        raise TypeError("Disable chaining for KeyedStream is not supported.")
+
+    def slot_sharing_group(self, slot_sharing_group: Any) -> "DataStream":
+        raise TypeError("Setting slot sharing group for KeyedStream is not supported.")
+
+    def cache(self) -> "DataStream":
+        raise TypeError("Cache for KeyedStream is not supported.")
+
+    def partition_custom(self, partitioner: Any, key_selector: Any) -> "DataStream":
+        raise Exception("Cannot override partitioning for KeyedStream.")
 
     def _key_selector_fn(self) -> Any:
         return self._t.key_selector

@@ -67,6 +67,19 @@ class RuntimeContext(ABC):
     def get_job_parameter(self, key: str, default_value: str | None = None) -> str | None:
         return default_value
 
+    def get_task_name_with_subtasks(self) -> str:
+        """Flink's form: ``name (index+1/parallelism)#attempt``."""
+        return (
+            f"{self.get_task_name()} ({self.get_index_of_this_subtask() + 1}/"
+            f"{self.get_number_of_parallel_subtasks()})#{self.get_attempt_number()}"
+        )
+
+    def get_reducing_state(self, state_descriptor: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} has no reducing state")
+
+    def get_aggregating_state(self, state_descriptor: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} has no aggregating state")
+
     def get_metrics_group(self) -> "MetricGroup":
         """The function's metric group (``pyflink.metrics``). Where nothing reports metrics (this
         default), the metrics work but are reported nowhere."""

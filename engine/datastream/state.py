@@ -49,11 +49,17 @@ class ReducingStateDescriptor(StateDescriptor):
         super().__init__(name, type_info)
         self.reduce_function = reduce_function
 
+    def get_reduce_function(self) -> Any:
+        return self.reduce_function
+
 
 class AggregatingStateDescriptor(StateDescriptor):
     def __init__(self, name: str, agg_function: Any, state_type_info: Any = None) -> None:
         super().__init__(name, state_type_info)
         self.agg_function = agg_function
+
+    def get_agg_function(self) -> Any:
+        return self.agg_function
 
 
 class StateTtlConfig:

@@ -35,6 +35,25 @@ class EmbeddedRocksDBStateBackend(StateBackend):
     def is_incremental_checkpoints_enabled(self) -> bool:
         return self.enable_incremental_checkpointing
 
+    # RocksDB tuning: recorded and returned; the LMDB backend keeps its files under the task's state directory.
+    def set_db_storage_paths(self, *paths: str) -> None:
+        self.db_storage_paths = list(paths)
+
+    def get_db_storage_paths(self) -> list[str]:
+        return list(getattr(self, "db_storage_paths", []))
+
+    def set_options(self, options_factory_class_name: str) -> None:
+        self.options = options_factory_class_name
+
+    def get_options(self) -> str | None:
+        return getattr(self, "options", None)
+
+    def set_number_of_transfer_threads(self, number_of_transfering_threads: int) -> None:
+        self.transfer_threads = int(number_of_transfering_threads)
+
+    def get_number_of_transfer_threads(self) -> int:
+        return getattr(self, "transfer_threads", 4)
+
 
 class PredefinedOptions(Enum):
     """RocksDB tuning profiles. Millstream's on-disk backend is LMDB, which needs none of them:

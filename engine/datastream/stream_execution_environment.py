@@ -12,6 +12,7 @@ from typing import Any, Iterable
 from engine.checkpoint.config import CheckpointConfig, CheckpointingMode
 from engine.common.configuration import Configuration
 from engine.common.execution_config import ExecutionConfig
+from engine.compat.unsupported import not_supported
 from engine.common.restart_strategy import RestartStrategyConfiguration
 from engine.common.watermark_strategy import WatermarkStrategy
 from engine.datastream.connectors.collection import CollectionSource
@@ -134,6 +135,69 @@ class StreamExecutionEnvironment:
 
     def set_job_parameter(self, key: str, value: str) -> None:
         self._job_parameters[key] = value
+
+    # -- PyFlink's other settings --------------------------------------------
+    def get_checkpointing_mode(self) -> CheckpointingMode:
+        return self._checkpoint_config.get_checkpointing_mode()
+
+    get_checkpointing_consistency_mode = get_checkpointing_mode
+
+    def is_unaligned_checkpoints_enabled(self) -> bool:
+        return False  # checkpoints are always aligned (exactly-once) or unblocked (at-least-once)
+
+    def is_force_unaligned_checkpoints(self) -> bool:
+        return False
+
+    def enable_changelog_state_backend(self, enabled: bool) -> "StreamExecutionEnvironment":
+        # Recorded only: state is snapshot whole (by key group) at every checkpoint.
+        self._changelog = bool(enabled)
+        return self
+
+    def is_changelog_state_backend_enabled(self) -> bool | None:
+        return getattr(self, "_changelog", None)
+
+    def set_default_savepoint_directory(self, directory: str) -> "StreamExecutionEnvironment":
+        self._config.set_string("execution.checkpointing.savepoint-dir", directory)
+        return self
+
+    def get_default_savepoint_directory(self) -> str | None:
+        return self._config.get_string("execution.checkpointing.savepoint-dir", "") or None
+
+    def get_default_local_parallelism(self) -> int:
+        return getattr(self, "_default_local_parallelism", self._parallelism)
+
+    def set_default_local_parallelism(self, parallelism: int) -> "StreamExecutionEnvironment":
+        """A local (in-process) environment's parallelism, as in Flink; a cluster's jobs keep theirs."""
+        self._default_local_parallelism = int(parallelism)
+        return self
+
+    def is_chaining_of_operators_with_different_max_parallelism_enabled(self) -> bool:
+        return True  # chaining looks at parallelism only
+
+    def register_slot_sharing_group(self, slot_sharing_group: Any) -> "StreamExecutionEnvironment":
+        return self  # every operator shares the default group (see slot_sharing_group.py)
+
+    def close(self) -> None:
+        pass  # nothing to release: jobs run in their own processes or the mini cluster's threads
+
+    def add_jars(self, *jars_path: str) -> None:
+        raise not_supported("add_jars", "Millstream runs no JVM, so jars cannot be loaded", "Python sources, sinks and functions")
+
+    def add_classpaths(self, *classpaths: str) -> None:
+        raise not_supported("add_classpaths", "Millstream runs no JVM", "Python sources, sinks and functions")
+
+    def create_input(self, input_format: Any, type_info: Any = None) -> DataStream:
+        raise not_supported("create_input", "Java InputFormats need a JVM", "from_source(FileSource...) or a custom Source")
+
+    def register_cached_file(self, file_path: str, name: str, executable: bool = False) -> None:
+        raise not_supported(
+            "register_cached_file", "files are not shipped to TaskManagers", "a path on a volume every TaskManager mounts"
+        )
+
+    def set_python_executable(self, python_exec: str) -> None:
+        raise not_supported(
+            "set_python_executable", "tasks run in the TaskManager's own interpreter", "starting the TaskManagers with that Python"
+        )
 
     # -- sources -----------------------------------------------------------
     def _add(self, kind: OperatorKind, name: str, inputs: tuple[int, ...], **fields: Any) -> int:

@@ -44,6 +44,12 @@ class WindowedStream:
         self._lateness = 0
         self._late_tag: str | None = None
 
+    def get_execution_environment(self) -> Any:
+        return self._keyed._env
+
+    def get_input_type(self) -> Any:
+        return self._keyed.get_type()
+
     def trigger(self, trigger: Trigger) -> "WindowedStream":
         if self._assigner.is_merging and not trigger.can_merge():
             raise TypeError(f"{type(trigger).__name__} cannot be used with merging (session) windows")

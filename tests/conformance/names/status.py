@@ -57,7 +57,19 @@ NOTES: dict[str, str] = {
     "pyflink.datastream.window.GlobalWindowSerializer": "a marker for custom assigners; windows are pickled",
     "pyflink.datastream.data_stream.DataStream": (
         "window_all runs its window at parallelism 1 (as Java Flink does; PyFlink keeps the default parallelism "
-        "and sends every record to one subtask)"
+        "and sends every record to one subtask); set_buffer_timeout is accepted but the job's buffer timeout "
+        "applies; set_uid_hash matches state as a uid does; partition_custom and cache raise NotSupportedError"
+    ),
+    "pyflink.datastream.data_stream.KeyedStream": (
+        "as DataStream; configuration calls (uid, set_parallelism...) raise TypeError with PyFlink's messages"
+    ),
+    "pyflink.datastream.stream_execution_environment.StreamExecutionEnvironment": (
+        "enable_changelog_state_backend and set_default_local_parallelism are recorded only; add_jars, "
+        "add_classpaths, create_input, register_cached_file and set_python_executable raise NotSupportedError"
+    ),
+    "pyflink.common.watermark_strategy.WatermarkStrategy": "with_watermark_alignment is recorded; sources are not paused",
+    "pyflink.datastream.checkpoint_storage.FileSystemCheckpointStorage": (
+        "the path becomes the checkpoint directory; size thresholds and write buffer are recorded only"
     ),
     "pyflink.datastream.functions.Partitioner": "the interface exists; DataStream.partition_custom does not yet",
     "pyflink.common.config_options.ConfigOption": "typed keys; Configuration takes them by key string",
