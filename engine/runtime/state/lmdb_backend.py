@@ -174,11 +174,11 @@ class LmdbKeyedStateBackend(StateFactory):
             tc = type(c)
             if tc is msgpack.ExtType and c.code == EXT_BIGINT:
                 c, tc = int(c.data), int
-            if tc is str or tc is int or tc is bytes:  # equal to a plain key (True, 1.0): its entry
-                kb = pickle.dumps(c, 5)
+            if tc is str or tc is int or tc is bytes or tc is float or c is None:
+                # A scalar, or equal to one (True, 1.0, Decimal("2.5")): the scalar's entry.
+                kb, wrapped = pickle.dumps(c, 5), c is not key
             else:
-                kb = _PACKED + msgpack.packb(c, use_bin_type=True)
-            wrapped = True
+                kb, wrapped = _PACKED + msgpack.packb(c, use_bin_type=True), True
         if len(kb) > self._max_key:
             encoded = _HASHED + hashlib.blake2b(kb, digest_size=32).digest(), True
         else:
