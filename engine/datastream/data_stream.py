@@ -25,6 +25,12 @@ from engine.datastream.functions import (
 )
 from engine.common.watermark_strategy import WatermarkStrategy
 from engine.datastream.connected_streams import BroadcastConnectedStream, BroadcastStream, ConnectedStreams
+from engine.datastream.keyed_functions import (
+    KeyedFilterAdapter,
+    KeyedFlatMapAdapter,
+    KeyedMapAdapter,
+    may_use_keyed_state,
+)
 from engine.datastream.output_tag import OutputTag
 from engine.datastream.state import MapStateDescriptor
 from engine.datastream.windowed_stream import AllWindowedStream, WindowedStream
@@ -290,6 +296,24 @@ class KeyedStream(DataStream):
     def __init__(self, env: "StreamExecutionEnvironment", transformation_id: int, origin: DataStream) -> None:
         super().__init__(env, transformation_id)
         self._origin = origin
+
+    # map/flat_map/filter of a rich function are keyed process functions, as in PyFlink: its keyed
+    # state is per key (engine/datastream/keyed_functions.py). Plain callables keep the plain operators.
+    def map(self, func: MapFunction | Callable[[Any], Any], output_type: Any = None) -> DataStream:
+        if may_use_keyed_state(func):
+            return self._op(OperatorKind.KEYED_PROCESS, "Map", KeyedMapAdapter(func), output_type)
+        return super().map(func, output_type)
+
+    def flat_map(self, func: FlatMapFunction | Callable[[Any], Any], output_type: Any = None) -> DataStream:
+        if may_use_keyed_state(func):
+            return self._op(OperatorKind.KEYED_PROCESS, "FlatMap", KeyedFlatMapAdapter(func), output_type)
+        return super().flat_map(func, output_type)
+
+    def filter(self, func: FilterFunction | Callable[[Any], bool]) -> DataStream:
+        if may_use_keyed_state(func):
+            # the records pass unchanged: they keep the keyed stream's type, as PyFlink's filter does
+            return self._op(OperatorKind.KEYED_PROCESS, "Filter", KeyedFilterAdapter(func), self.get_type())
+        return super().filter(func)
 
     # PyFlink's refusals for configuring a KeyedStream (a partitioning, not an operator), as TypeErrors.
     def set_parallelism(self, parallelism: int) -> "DataStream":

@@ -1,7 +1,7 @@
 """One-input operators: map, flat_map, filter and process.
 
-Map, flat_map and filter are keyed operators when they follow ``key_by`` (PyFlink runs them as a
-KeyedProcessFunction there): a rich function's keyed state is then scoped to each record's key.
+On a keyed input, a rich function's keyed state is scoped to each record's key (KeyedStream runs
+rich map/flat_map/filter functions as keyed process functions, as PyFlink does).
 """
 from __future__ import annotations
 
@@ -10,25 +10,20 @@ from typing import Any, Callable
 from engine.datastream.functions import (
     FilterFunction,
     FlatMapFunction,
-    Function,
     MapFunction,
     ProcessFunction,
     TimerService,
 )
+from engine.datastream.keyed_functions import may_use_keyed_state
 from engine.datastream.output_tag import OutputTag
 from engine.runtime.operators.base import StreamOperator
 from engine.runtime.operators.results import ResultCollector
 
 
-def may_use_keyed_state(function: Any) -> bool:
-    """Whether a function can hold keyed state: only through the runtime context its ``open`` gets,
-    so a lambda or a function that keeps Function.open cannot, and needs no current key."""
-    return isinstance(function, Function) and type(function).open is not Function.open
-
-
 def keyed_call(op: StreamOperator, fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """``fn``, or on a keyed input a wrapper that first makes the record's key the backend's
-    current key, so the function's keyed state is the state of that key (as in Flink)."""
+    current key, so the function's keyed state is the state of that key (as in Flink). KeyedStream
+    runs rich functions as keyed process functions anyway; this covers any other keyed input."""
     backend, selector = op.ctx.keyed_backend, op.ctx.key_selector
     if backend is None or selector is None or not may_use_keyed_state(op.function):
         return fn

@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from engine.datastream.functions import KeyedProcessFunction, ReduceFunction, TimeDomain, TimerService
+from engine.datastream.keyed_functions import may_use_keyed_state
 from engine.datastream.output_tag import OutputTag
 from engine.runtime.operators.base import StreamOperator
-from engine.runtime.operators.basic import may_use_keyed_state
 from engine.runtime.operators.results import ResultCollector
 from engine.runtime.timers import InternalTimerService
 
