@@ -59,6 +59,10 @@ def _selected(request: pytest.FixtureRequest, test_name: str) -> list[Path]:
 
 @pytest.fixture(scope="module")
 def local_runs(request: pytest.FixtureRequest) -> Iterator[LazyRuns]:
+    if _selected(request, "test_on_cluster"):
+        # Start the cluster and its submissions first: they wait on the cluster's processes much of
+        # the time, so they overlap well with the in-process runs instead of following them.
+        request.getfixturevalue("cluster_runs")
     runs = LazyRuns(run_local, LOCAL_WORKERS)
     runs.start(_selected(request, "test_in_process"))
     try:
