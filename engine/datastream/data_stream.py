@@ -6,6 +6,7 @@ configuration calls (``name``, ``set_parallelism``...) replace the last one.
 from __future__ import annotations
 
 from dataclasses import replace
+from enum import Enum
 from typing import TYPE_CHECKING, Any, Callable
 
 from engine.client import collect_conversion
@@ -292,6 +293,15 @@ class DataStreamSink(DataStream):
 
 class KeyedStream(DataStream):
     """A stream partitioned by key: records with the same key meet in one subtask."""
+
+    class AccumulateType(Enum):
+        """PyFlink's names for the built-in rolling aggregations (sum/min/max/min_by/max_by)."""
+
+        MIN = 1
+        MAX = 2
+        MIN_BY = 3
+        MAX_BY = 4
+        SUM = 5
 
     def __init__(self, env: "StreamExecutionEnvironment", transformation_id: int, origin: DataStream) -> None:
         super().__init__(env, transformation_id)

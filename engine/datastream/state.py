@@ -378,6 +378,15 @@ class OperatorStateStore(ABC):
     @abstractmethod
     def get_union_list_state(self, state_descriptor: ListStateDescriptor) -> ListState: ...
 
+    def get_broadcast_state(self, state_descriptor: MapStateDescriptor) -> Any:
+        from engine.compat.unsupported import not_supported
+
+        raise not_supported(
+            "OperatorStateStore.get_broadcast_state",
+            "broadcast state belongs to broadcast process functions here",
+            "stream.broadcast(MapStateDescriptor) connected to a (Keyed)BroadcastProcessFunction",
+        )
+
 
 class ReadOnlyBroadcastState(State):
     """Broadcast state as the regular input sees it: MapState's reads only."""

@@ -80,7 +80,17 @@ def merge_time_windows(windows: list[TimeWindow]) -> list[tuple[TimeWindow, list
 
 class _WindowSerializer:
     """PyFlink's custom assigners name a serializer for their windows; Millstream pickles windows,
-    so these are accepted markers (returned from ``get_window_serializer``) and need no methods."""
+    so these are markers (returned from ``get_window_serializer``) whose methods pickle too."""
+
+    def serialize(self, element: Any, stream: Any) -> None:
+        import pickle
+
+        stream.write(pickle.dumps(element))
+
+    def deserialize(self, stream: Any) -> Any:
+        import pickle
+
+        return pickle.load(stream)
 
     def __eq__(self, other: object) -> bool:
         return type(other) is type(self)

@@ -312,6 +312,22 @@ class FileSourceBuilder:
         self.discovery_interval_ms = None
         return self
 
+    def set_file_enumerator(self, file_enumerator: Any) -> "FileSourceBuilder":
+        from engine.compat.unsupported import not_supported
+
+        raise not_supported(
+            "FileSourceBuilder.set_file_enumerator", "files are enumerated by Millstream's own walker",
+            "the default enumeration (every file under the paths, hidden files skipped)",
+        )
+
+    def set_split_assigner(self, split_assigner: Any) -> "FileSourceBuilder":
+        from engine.compat.unsupported import not_supported
+
+        raise not_supported(
+            "FileSourceBuilder.set_split_assigner", "each file goes to the subtask that owns its path",
+            "the default assignment",
+        )
+
     def build(self) -> FileSource:
         for p in self.paths:
             if not os.path.exists(p):
