@@ -18,7 +18,7 @@ router = APIRouter(tags=["jobs"])
 def job_stdout(
     dispatcher: DispatcherDep,
     jid: JobId,
-    offset: int = Query(0, ge=0, description="the number of the first line wanted (0: the job's first line)"),
+    offset: int = Query(0, ge=0, le=2**53, description="the number of the first line wanted (0: the job's first line)"),
     maxLines: int = Query(2000, ge=1, le=10_000),  # noqa: N803 (Flink's camelCase)
 ) -> dict[str, Any]:
     """``{lines, offset, next-offset, dropped, total, state, ended}``: lines from ``offset`` on; ``dropped``

@@ -30,7 +30,9 @@ _READ = """
 local total = tonumber(redis.call('GET', KEYS[2]) or '0')
 local first = total - redis.call('LLEN', KEYS[1])
 local offset = math.max(tonumber(ARGV[1]), first)
-local lines = redis.call('LRANGE', KEYS[1], offset - first, offset - first + tonumber(ARGV[2]) - 1)
+local start = offset - first
+-- %d: Lua would write a large number as 1e+15, which LRANGE refuses
+local lines = redis.call('LRANGE', KEYS[1], string.format('%d', start), string.format('%d', start + tonumber(ARGV[2]) - 1))
 return {total, first, lines}
 """
 

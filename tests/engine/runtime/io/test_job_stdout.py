@@ -49,3 +49,12 @@ def test_forwarder_flush_means_every_queued_line_is_in_redis(redis_url: str) -> 
     assert fwd.flush()
     assert read_lines(client, "j1", 0).lines == [str(i) for i in range(1, 500, 2)]
     assert read_lines(client, "j2", 0).lines == [str(i) for i in range(0, 500, 2)]
+
+
+def test_an_offset_far_beyond_the_stream_reads_nothing(redis_url: str) -> None:
+    client = redis.Redis.from_url(redis_url)
+    append_lines(client, "j", ["a"])
+    for offset in (10**15, 2**53):
+        chunk = read_lines(client, "j", offset)
+        # Past the total (the keys expired and the job printed again): read on from what is there.
+        assert (chunk.lines, chunk.next_offset, chunk.dropped) == ([], 0, 0)
