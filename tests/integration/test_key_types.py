@@ -93,3 +93,14 @@ def test_a_key_without_a_stable_encoding_fails_its_job_clearly_and_the_cluster_c
     r = cluster.run(PROGRAM, "4", timeout=240)
     assert r.returncode == 0, r.stdout + r.stderr
     _check(_result(r.stdout))
+
+
+def test_the_same_per_key_counts_from_spark_in_batch_mode(cluster):
+    # A bounded job in BATCH mode runs on Spark, whose shuffle routes by the same key groups.
+    known = cluster.job_ids()
+    r = cluster.run(PROGRAM, "2", "batch", timeout=480)
+    assert r.returncode == 0, r.stdout + r.stderr
+    _check(_result(r.stdout))
+    (jid,) = cluster.job_ids() - known
+    job = cluster.job(jid)
+    assert job["job-type"] == "BATCH" and "spark" in json.dumps(job).lower()

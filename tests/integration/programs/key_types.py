@@ -4,7 +4,8 @@ frozensets built in other orders; dataclasses, enums, datetimes in other time zo
 with its own __eq__ that offers __millstream_key__. Prints {label: count} as one JSON line at the
 end; a key split over two subtasks shows as a count below its expected one.
 
-Usage: key_types.py PARALLELISM [refuse]   (refuse: key by plain objects, which must fail clearly)
+Usage: key_types.py PARALLELISM [refuse|batch]
+  refuse: key by plain objects, which must fail clearly; batch: BATCH runtime mode (Spark on a cluster)
 """
 import collections
 import dataclasses
@@ -17,11 +18,12 @@ import sys
 from decimal import Decimal
 
 from pyflink.common import Row, WatermarkStrategy
-from pyflink.datastream import StreamExecutionEnvironment
+from pyflink.datastream import RuntimeExecutionMode, StreamExecutionEnvironment
 from pyflink.datastream.connectors.number_seq import NumberSequenceSource
 
 PARALLELISM = int(sys.argv[1])
-REFUSE = len(sys.argv) > 2 and sys.argv[2] == "refuse"
+MODE = sys.argv[2] if len(sys.argv) > 2 else ""
+REFUSE = MODE == "refuse"
 KEYS = 8  # logical keys per family
 REPEAT = 3  # every equal form of a key arrives this many times
 
@@ -126,6 +128,8 @@ EXPECTED = collections.Counter(r[0] for r in RECORDS)
 if __name__ == "__main__":
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(PARALLELISM)
+    if MODE == "batch":
+        env.set_runtime_mode(RuntimeExecutionMode.BATCH)
     numbers = env.from_source(NumberSequenceSource(0, len(RECORDS) - 1), WatermarkStrategy.no_watermarks(), "indexes")
     records = numbers.map(lambda n: RECORDS[n])
     selector = (lambda r: Plain()) if REFUSE else key_of
