@@ -55,7 +55,8 @@ from engine.datastream.window import (
     Window,
     WindowAssigner,
 )
-from engine.datastream.windowed_stream import AllWindowedStream, WindowedStream
+from engine.datastream.all_windowed_stream import AllWindowedStream
+from engine.datastream.windowed_stream import WindowedStream
 from engine.datastream.connectors.source_function import SourceFunction
 from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
 

@@ -34,7 +34,8 @@ from engine.datastream.keyed_functions import (
 )
 from engine.datastream.output_tag import OutputTag
 from engine.datastream.state import MapStateDescriptor
-from engine.datastream.windowed_stream import AllWindowedStream, WindowedStream
+from engine.datastream.all_windowed_stream import AllWindowedStream
+from engine.datastream.windowed_stream import WindowedStream
 from engine.graph.output_types import output_type_of
 from engine.graph.transformations import ChainingStrategy, OperatorKind, ShipStrategy
 from engine.client.job_client import CloseableIterator  # noqa: F401 (PyFlink exports it from this module)

@@ -20,7 +20,7 @@ from engine.datastream.functions import (
 from engine.datastream.connectors.source_function import SourceFunction
 from engine.datastream.output_tag import OutputTag
 from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
-from engine.datastream.windowed_stream import AllWindowedStream
+from engine.datastream.all_windowed_stream import AllWindowedStream
 from engine.windowing.assigners import SlidingEventTimeWindows, TumblingEventTimeWindows
 from engine.windowing.evictors import CountEvictor
 from engine.windowing.triggers import CountTrigger
