@@ -44,6 +44,13 @@ def key_bytes(key: Any) -> bytes:
         return key
     if key is None:
         return _NIL
+    if t is tuple:  # of plain values, the usual composite key: msgpack packs it as it is
+        for e in key:
+            te = type(e)
+            if not (te is str or (te is int and -(2**63) <= e < 2**64) or te is bytes or e is None):
+                break
+        else:
+            return msgpack.packb(key, use_bin_type=True)
     c = canonical(key)
     tc = type(c)
     # A key equal to a str, bytes or int (a bool, 1.0, Decimal(1), an IntEnum, a str subclass)
