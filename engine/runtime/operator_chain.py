@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from engine.graph.forward_groups import adaptive_batch_parallelism
 from engine.graph.stream_graph import StreamGraph
 from engine.graph.transformations import OperatorKind
 from engine.runtime.deployment import TaskDeploymentDescriptor
@@ -19,6 +20,7 @@ from engine.runtime.io.record_writer import RecordWriter
 from engine.runtime.io.serialization import BufferSerializer
 from engine.runtime.operators.base import ChainingOutput, FanOut, OperatorContext, Output, StreamOperator
 from engine.runtime.operators.factory import create_operator
+from engine.runtime.operators.sinks import PrintSinkOperator
 from engine.runtime.partitioner import create_partitioner
 from engine.runtime.state.backend import create_keyed_backend
 from engine.runtime.state.operator_state import FunctionStateHandler
@@ -75,6 +77,8 @@ def build_operator_chain(
             job_parameters=dict(tdd.config.get("pipeline.global-job-parameters", {})),
         )
         operators[node_id] = create_operator(t, ctx)
+        if ctx.is_batch and isinstance(operators[node_id], PrintSinkOperator):
+            operators[node_id].print_parallelism = adaptive_batch_parallelism(graph, node_id)
         handler = FunctionStateHandler(t.function, t.name)
         if handler.checkpointed or handler.listener:
             function_states[node_id] = handler

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -152,3 +154,24 @@ def test_user_metrics_are_live_while_the_job_runs(cluster: Cluster) -> None:
     finally:
         out, err = run.communicate(timeout=120)
     assert run.returncode == 0, err
+
+
+@pytest.mark.parametrize("mode", ["streaming", "batch"])
+def test_an_in_process_run_prints_what_pyflink_prints(mode: str) -> None:
+    res = subprocess.run(
+        [sys.executable, "-m", "backend.cli", "run", "--local", str(PROGRAMS / "printing.py"), mode],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    got = res.stdout.splitlines()
+    expected = (FIXTURES / f"printing.{mode}.pyflink.out").read_text().splitlines()
+    normalise = unprefixed if mode == "streaming" else str  # BATCH: one print subtask, no prefix
+    assert Counter(map(normalise, got)) == Counter(map(normalise, expected))
+    assert got[-1] == "after execute"
+
+
+def test_a_batch_job_on_the_native_runtime_prints_without_subtask_prefixes(cluster: Cluster) -> None:
+    res = cluster.run(PROGRAMS / "printing.py", "batch", options=("--engine", "native"))
+    assert res.returncode == 0, res.stderr
+    got = program_lines(res.stdout)
+    assert Counter(got) == Counter((FIXTURES / "printing.batch.pyflink.out").read_text().splitlines())

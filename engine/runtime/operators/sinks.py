@@ -16,10 +16,14 @@ class PrintSinkOperator(StreamOperator):
     (``params["type_info"]``, see engine/common/type_formatting.py); untyped records with ``str``.
     """
 
+    #: the parallelism the prefix shows, when not the task's: a small BATCH job's print sink runs as one
+    #: subtask in Flink (set by the operator chain, see engine/graph/forward_groups.py)
+    print_parallelism: int | None = None
+
     def open(self) -> None:
         super().open()
         ident = self.params.get("identifier")
-        if self.ctx.parallelism > 1:
+        if (self.print_parallelism or self.ctx.parallelism) > 1:
             self.prefix = f"{ident}:{self.ctx.subtask + 1}> " if ident else f"{self.ctx.subtask + 1}> "
         else:
             self.prefix = f"{ident}> " if ident else ""
