@@ -156,6 +156,42 @@ class CheckpointConfig:
     def is_exactly_once(self) -> bool:
         return self.mode is CheckpointingMode.EXACTLY_ONCE
 
+    # -- PyFlink settings without a counterpart: barriers are always aligned in exactly-once mode
+    # (at-least-once never blocks), so unaligned checkpoints are accepted and stay off.
+    def enable_unaligned_checkpoints(self, enabled: bool = True) -> "CheckpointConfig":
+        return self
+
+    def disable_unaligned_checkpoints(self) -> "CheckpointConfig":
+        return self
+
+    def is_unaligned_checkpoints_enabled(self) -> bool:
+        return False
+
+    def set_force_unaligned_checkpoints(self, force_unaligned_checkpoints: bool = True) -> "CheckpointConfig":
+        return self
+
+    def is_force_unaligned_checkpoints(self) -> bool:
+        return False
+
+    def set_alignment_timeout(self, alignment_timeout: Any) -> "CheckpointConfig":
+        return self
+
+    set_aligned_checkpoint_timeout = set_alignment_timeout
+
+    def get_alignment_timeout(self) -> Any:
+        from engine.common.time import Duration
+
+        return Duration.of_millis(0)
+
+    get_aligned_checkpoint_timeout = get_alignment_timeout
+
+    def set_fail_on_checkpointing_errors(self, fail_on_checkpointing_errors: bool) -> "CheckpointConfig":
+        """Flink's older switch: fail on the first failed checkpoint, or tolerate them all."""
+        return self._set(tolerable_failures=0 if fail_on_checkpointing_errors else 2**31 - 1)
+
+    def is_fail_on_checkpointing_errors(self) -> bool:
+        return self.tolerable_failures == 0
+
     def _set(self, **changes: Any) -> "CheckpointConfig":
         """Apply ``changes`` only if the result is valid, so a rejected setter leaves the config as it was."""
         candidate = CheckpointConfig(**{**self._fields(), **changes})

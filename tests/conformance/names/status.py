@@ -67,6 +67,10 @@ NOTES: dict[str, str] = {
         "enable_changelog_state_backend and set_default_local_parallelism are recorded only; add_jars, "
         "add_classpaths, create_input, register_cached_file and set_python_executable raise NotSupportedError"
     ),
+    "pyflink.checkpoint.config.CheckpointConfig": (
+        "unaligned-checkpoint settings are accepted and stay off (barriers are aligned in exactly-once mode); "
+        "set_fail_on_checkpointing_errors sets the tolerable failure number"
+    ),
     "pyflink.common.watermark_strategy.WatermarkStrategy": "with_watermark_alignment is recorded; sources are not paused",
     "pyflink.datastream.checkpoint_storage.FileSystemCheckpointStorage": (
         "the path becomes the checkpoint directory; size thresholds and write buffer are recorded only"

@@ -97,3 +97,17 @@ def test_restart_strategy_classes_and_time_helpers():
     assert Duration.of_nanos(5_000_000) == Duration.of_millis(5)
     aligned = WatermarkStrategy.for_monotonous_timestamps().with_watermark_alignment("g", Duration.of_seconds(1))
     assert aligned.alignment == ("g", 1000, 1000) and aligned.kind == "monotonous"
+
+
+def test_checkpoint_config_accepts_pyflinks_unaligned_and_failure_settings():
+    env = StreamExecutionEnvironment.get_execution_environment()
+    config = env.get_checkpoint_config()
+    config.enable_unaligned_checkpoints()
+    config.set_force_unaligned_checkpoints(True)
+    config.set_alignment_timeout(Duration.of_seconds(1))
+    assert not config.is_unaligned_checkpoints_enabled() and not config.is_force_unaligned_checkpoints()
+    assert config.get_alignment_timeout() == Duration.of_millis(0)
+    config.set_fail_on_checkpointing_errors(False)
+    assert not config.is_fail_on_checkpointing_errors() and config.get_tolerable_checkpoint_failure_number() == 2**31 - 1
+    config.set_fail_on_checkpointing_errors(True)
+    assert config.is_fail_on_checkpointing_errors() and config.get_tolerable_checkpoint_failure_number() == 0
