@@ -10,7 +10,12 @@ task one by one, so a task still sees every buffer exactly as it was encoded.
 A frame is ``0xC1`` (a byte that never starts a msgpack value or a pickle),
 the number of data (records) parts as a little-endian u16, then each part as a
 little-endian u32 length and its bytes. A channel element that is not a frame
-is a single buffer, as before.
+is a single records buffer.
+
+Every element spends one credit of its channel. The task acknowledges each
+records buffer it processes; the gate turns those into one credit per element
+and returns the credit of an element without records (zero data parts: events,
+watermarks, idleness) itself, when the task takes it.
 """
 from __future__ import annotations
 
@@ -55,11 +60,12 @@ def split_frame(frame: bytes) -> tuple[int, list[bytes]]:
 
 
 class FramedInputGate:
-    """Wraps an input gate: splits frames into their buffers and returns one credit per frame.
+    """Wraps an input gate: splits frames into their buffers and returns one credit per element.
 
     The task acknowledges every records buffer it processes; the channel
     granted one credit for the whole frame, so the acks of a frame's data parts
-    but one are absorbed here. Parts of a blocked channel wait (alignment).
+    but one are absorbed here, and a frame with no data part is acknowledged
+    here as it is taken. Parts of a blocked channel wait (alignment).
     """
 
     def __init__(self, inner: Any, channels: int) -> None:
@@ -84,7 +90,9 @@ class FramedInputGate:
         if not is_frame(element):
             return item
         data_parts, parts = split_frame(element)
-        if data_parts > 1:
+        if data_parts == 0:
+            self.inner.ack(ch)  # nothing for the task to acknowledge: its credit goes back now
+        elif data_parts > 1:
             self.absorb[ch] += data_parts - 1
         if len(parts) > 1:
             self.pending[ch].extend(parts[1:])

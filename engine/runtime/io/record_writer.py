@@ -7,6 +7,12 @@ buffer after the records before them and travel with them in one frame
 (``frames.py``), so a per-batch watermark costs no extra round trip and does
 not cut buffers short. Barriers, idleness and end-of-partition still flush
 every channel and travel alone.
+
+Every channel element spends one credit, records or not: a source that only
+emits watermarks or idleness to a consumer that reads nothing blocks like any
+other, so the channel's bound holds for every element. An element without
+records travels as a frame that says so (no data parts), and the consumer's
+gate returns its credit as soon as the task takes it (``FramedInputGate``).
 """
 from __future__ import annotations
 
@@ -82,21 +88,21 @@ class RecordWriter:
             if not buf:
                 return
             payload = self.serializer.encode(RECORDS, buf, self.stamps[ch])
-            records, is_data = len(buf), True
+            records = len(buf)
             self.values[ch] = []
             self.stamps[ch] = None
         else:
             if self.values[ch]:
                 self._close_part(ch)
             records, data = self.part_records[ch], self.data_parts[ch]
-            payload = parts[0] if len(parts) == 1 else pack_frame(parts, data)
-            is_data = data > 0
+            # A lone records buffer goes as it is; anything else as a frame that counts its records parts.
+            payload = parts[0] if len(parts) == 1 and data == 1 else pack_frame(parts, data)
             self.parts[ch] = []
             self.part_records[ch] = 0
             self.data_parts[ch] = 0
             self.watermark_last[ch] = False
         self.first_at[ch] = None
-        self.metrics.backpressured_s += self.writers[ch].send(payload, is_data)
+        self.metrics.backpressured_s += self.writers[ch].send(payload, True)
         self.metrics.records_out += records
         self.metrics.bytes_out += len(payload)
 
@@ -143,11 +149,11 @@ class RecordWriter:
         self.broadcast_event(STATUS, idle)
 
     def broadcast_event(self, kind: int, a: Any = None, b: Any = None) -> None:
-        """Events follow every record already written, on every channel."""
+        """Events follow every record already written, on every channel, each spending a credit."""
         self.flush_all()
-        payload = self.serializer.encode(kind, a, b)
+        payload = pack_frame([self.serializer.encode(kind, a, b)], 0)
         for w in self.writers:
-            w.send(payload, False)
+            self.metrics.backpressured_s += w.send(payload, True)
 
     def close(self) -> None:
         """Wait until every buffer sent has been taken by its channel."""

@@ -66,14 +66,15 @@ def test_a_watermark_between_batches_travels_in_the_same_element_as_the_records_
     assert w.metrics.records_out == 4
 
 
-def test_a_watermark_on_an_empty_channel_waits_for_the_buffer_timeout_and_goes_alone_without_credit():
+def test_a_watermark_on_an_empty_channel_waits_for_the_buffer_timeout_and_goes_alone_for_one_credit():
     w = Wire(timeout_ms=10)
     w.writer.emit_watermark(99)
     assert w.writer.flush_due(0.0) > 0 and w.elements() == []
     w.writer.flush_due(float("inf"))
-    assert w.elements() == [SER.encode(WATERMARK, 99)]  # a plain buffer, not a frame
-    assert w.credits() == 8
+    assert w.elements() == [pack_frame([SER.encode(WATERMARK, 99)], 0)]  # a frame with no records part
+    assert w.credits() == 7  # every element counts against the channel's bound (issue 13 item 9)
     assert w.drain() == [(WATERMARK, 99, None)]
+    assert w.credits() == 8  # the gate returned it: the task acknowledges records buffers only
 
 
 def test_watermarks_with_no_record_between_them_collapse_to_the_newest():
@@ -93,7 +94,7 @@ def test_a_barrier_flushes_the_pending_frame_first_and_travels_alone():
     w.writer.emit([2], [6])
     w.writer.broadcast_event(BARRIER, (7, 0, None, "CHECKPOINT", False))
     frame, barrier = w.elements()
-    assert is_frame(frame) and not is_frame(barrier)
+    assert split_frame(frame)[0] == 2 and split_frame(barrier) == (0, [SER.encode(BARRIER, (7, 0, None, "CHECKPOINT", False))])
     kinds = [k for k, _, _ in w.drain()]
     assert kinds == [RECORDS, WATERMARK, RECORDS, BARRIER]
 
@@ -177,3 +178,35 @@ def test_frames_through_a_gate_that_has_other_channels_too():
             gate.ack(item[0])
     assert per_channel == {0: [RECORDS, WATERMARK, RECORDS], 1: [RECORDS, WATERMARK, RECORDS]}
     assert all(reg.channels[c].credits == 8 for c in cids)
+
+
+def test_watermarks_and_idleness_alone_are_bounded_by_credit_too():
+    """Issue 13 item 9: frames of only watermarks or status bypassed credits, so a source emitting them
+    to a consumer that reads nothing grew the channel without bound."""
+    w = Wire(credits=3, timeout_ms=0)
+    done = threading.Event()
+
+    def produce() -> None:
+        try:
+            for i in range(50):
+                w.writer.emit_watermark(i)
+                w.writer.flush_all()
+                w.writer.emit_status(i % 2 == 0)
+        finally:
+            done.set()
+
+    t = threading.Thread(target=produce, daemon=True)
+    t.start()
+    w.reg.cond.acquire()
+    try:
+        # Wait on progress, not a sleep: until the producer is blocked for credit.
+        assert w.reg.cond.wait_for(lambda: w.writer.writers[0].blocked_since is not None, timeout=10)
+    finally:
+        w.reg.cond.release()
+    assert len(w.elements()) == 3 and w.credits() == 0 and not done.is_set()
+    seen: list[int] = []
+    while not done.is_set() or w.elements():
+        seen += [k for k, _, _ in w.drain()]  # the consumer takes them: the gate returns their credits
+    t.join(10)
+    assert seen.count(WATERMARK) == 50 and seen.count(STATUS) == 50
+    assert w.credits() == 3
