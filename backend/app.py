@@ -171,6 +171,11 @@ def _require_token_for_mutations(app: FastAPI, token: str, reads: bool = False) 
 
 
 def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(redis.RedisError)
+    async def redis_unavailable(_: Request, exc: redis.RedisError) -> JSONResponse:
+        # Redis away or restarting: clients retry a 503 (engine/client/remote.py) rather than fail.
+        return JSONResponse({"errors": [f"Redis is unavailable: {exc}"]}, status_code=503)
+
     @app.exception_handler(UnknownJob)
     async def unknown_job(_: Request, exc: UnknownJob) -> JSONResponse:
         return JSONResponse({"errors": [f"Job {exc.args[0]} not found"]}, status_code=404)

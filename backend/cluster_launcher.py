@@ -5,7 +5,9 @@ logs to ``<data_dir>/log``. A TaskManager that dies is started again, as a
 supervisor would, unless ``restart_taskmanagers`` is off. A JobManager that dies
 is started again too, and the TaskManagers are left running: the new JobManager
 resumes running jobs from their latest checkpoints, as after a restart by hand.
-Ctrl-C stops everything.
+An embedded Redis that dies is started again on the same port with the same
+config; everything reconnects, and the JobManager fails running jobs over to
+their latest checkpoints (what Redis held is gone). Ctrl-C stops everything.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from pathlib import Path
 
 import httpx
 
-from backend.embedded_redis import redis_url_of, start_embedded_redis
+from backend.embedded_redis import embedded_redis_alive, redis_url_of, restart_embedded_redis, start_embedded_redis
 from backend.settings import Settings
 
 
@@ -109,6 +111,8 @@ class LocalCluster:
 
     def supervise(self) -> None:
         while not self._stop:
+            if self.redis is not None and not embedded_redis_alive(self.redis) and not self._stop:
+                self._restart_redis()
             for child in self.children:
                 if child.proc is not None and child.proc.poll() is not None and not self._stop:
                     if child.name.startswith("taskmanager") and self.restart:
@@ -117,6 +121,15 @@ class LocalCluster:
                     elif child.name == "jobmanager":
                         self._restart_jobmanager(child)
             time.sleep(0.5)
+
+    def _restart_redis(self) -> None:
+        """The embedded Redis died: start it again where the processes look for it. A start that fails
+        (the port taken meanwhile) is retried on the next round rather than ending the cluster."""
+        print("the embedded Redis exited; starting it again on the same port", flush=True)
+        try:
+            restart_embedded_redis(self.redis)
+        except Exception as e:  # noqa: BLE001 - ServerStartError, OSError: try again in a moment
+            print(f"could not start the embedded Redis again: {e}", flush=True)
 
     def _restart_jobmanager(self, child: _Child) -> None:
         """Start a dead JobManager again, leaving the TaskManagers (and their slots' tasks) alone:

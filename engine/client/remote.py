@@ -73,15 +73,22 @@ class RestJobClient:
         self.cancelled = cancelled if cancelled is not None else set()
 
     def _get(self, path: str, **kwargs: Any) -> httpx.Response:
-        """GET that survives a JobManager restart: connection errors are retried for a while."""
+        """GET that survives a JobManager restart (connection errors) and a Redis outage (503s): both
+        are retried for a while, the latter after one line on stderr instead of a traceback."""
         deadline = time.monotonic() + JOBMANAGER_OUTAGE_S
+        told = False
         while True:
             try:
-                return self.http.get(path, **kwargs)
+                r = self.http.get(path, **kwargs)
+                if r.status_code != 503 or time.monotonic() > deadline:
+                    return r
+                if not told:
+                    told = True
+                    print(f"millstream: the cluster is unavailable ({_errors(r)}); waiting for it", file=sys.stderr)
             except httpx.TransportError:
                 if time.monotonic() > deadline:
                     raise
-                time.sleep(0.5)
+            time.sleep(0.5)
 
     def get_job_id(self) -> str:
         return self.job_id

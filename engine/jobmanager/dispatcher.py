@@ -6,7 +6,9 @@ back from the JobStore for jobs that ended before this JobManager started).
 
 The loop reads task reports from the JobManager inbox in Redis, refreshes
 TaskManager membership every heartbeat interval, fails jobs whose TaskManager
-vanished, and starts jobs that were waiting for slots. REST handlers call in
+vanished, and starts jobs that were waiting for slots. Redis going away does not
+stop the loop; a Redis that comes back as a new server (its run_id changed) has
+lost every channel, so each running job fails over to its latest checkpoint. REST handlers call in
 under the same lock, so every state change happens one at a time.
 """
 from __future__ import annotations
@@ -94,9 +96,13 @@ class Dispatcher(SavepointOperations):
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.started_ms = int(clock() * 1000)
+        self.redis_run_id: str | None = None  # the Redis server this JobManager's jobs' data lives in
+        self.redis_failovers = 0  # times Redis came back empty and running jobs were failed over
+        self._results_lost: set[str] = set()  # jobs whose collected results a Redis restart dropped
 
     # -- lifecycle ----------------------------------------------------------------
     def start(self) -> None:
+        self._await_redis()
         self._recover_jobs()
         self._thread = threading.Thread(target=self._loop, name="dispatcher", daemon=True)
         self._thread.start()
@@ -132,6 +138,37 @@ class Dispatcher(SavepointOperations):
                 rec.failure_cause = "the JobManager restarted while this job was running"
                 self.store.save_job(rec)
                 self.gateway.release_job(rec.jid)
+
+    def _await_redis(self) -> None:
+        """A JobManager started while Redis is away waits for it (with backoff) rather than dying."""
+        delay = 0.1
+        while not self._stop.is_set():
+            try:
+                self.redis_run_id = _run_id(self.client)
+                return
+            except redis.RedisError as e:
+                log.warning("waiting for Redis: %s", e)
+                self._stop.wait(delay)
+                delay = min(delay * 2, 2.0)
+
+    def _check_redis_epoch(self) -> None:
+        """Fail running jobs over when Redis is a new server: their channels, control messages and
+        in-flight task reports are gone with the old one. Checkpoints live on disk, so each job
+        restarts from its latest (its restart strategy permitting)."""
+        run_id = _run_id(self.client)
+        if self.redis_run_id is None or run_id == self.redis_run_id:
+            self.redis_run_id = run_id
+            return
+        self.redis_run_id = run_id
+        self.redis_failovers += 1
+        reason = "Redis restarted (a new server, run_id changed): the job's channels and messages were lost"
+        log.warning("%s; failing over every running job", reason)
+        for jid, jm in list(self.jobs.items()):
+            if jm.status.is_terminal():
+                continue
+            self._results_lost.add(jid)
+            if isinstance(jm, JobMaster):
+                jm.on_redis_lost(reason, self.pool)
 
     def _fail_interrupted_savepoints(self, jid: str) -> None:
         now = int(self.clock() * 1000)
@@ -183,17 +220,21 @@ class Dispatcher(SavepointOperations):
                     more = self.client.lpop(redis_keys.JOBMANAGER_INBOX, 500)
                     batch.extend(more or [])
                 with self.lock:
+                    now = time.monotonic()
+                    due = now >= next_membership
+                    if due:  # before the batch: reports popped from a new Redis must not restart a job first
+                        self._check_redis_epoch()
                     for raw in batch:
                         self._handle(messages.unpack(raw))
-                    now = time.monotonic()
-                    if now >= next_membership:
+                    if due:
                         next_membership = now + self.config.heartbeat_interval_ms / 1000
                         self._refresh_membership()
                     for jm in list(self.jobs.values()):
                         jm.tick(self.pool)
-            except redis.ConnectionError as e:
+            except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError) as e:
                 log.warning("Redis unavailable: %s", e)
-                time.sleep(0.5)
+                next_membership = 0.0  # the first round after it is back checks whether it restarted
+                self._stop.wait(0.5)
             except Exception:
                 log.exception("control loop error")
 
@@ -380,7 +421,13 @@ class Dispatcher(SavepointOperations):
         return JobCheckpointing.archived(JobGraph.from_dict(record.job_graph), stats, self.config.checkpoint_dir)
 
     def read_metrics(self, job_id: str, attempt: int) -> dict[tuple[str, int], dict[str, Any]]:
-        raw = self.client.hgetall(redis_keys.task_metrics(job_id))
+        """Live task metrics; none while Redis is away, so reads of a job still answer from what
+        the JobManager and SQL know."""
+        try:
+            raw = self.client.hgetall(redis_keys.task_metrics(job_id))
+        except redis.RedisError as e:
+            log.warning("no live metrics of job %s: %s", job_id, e)
+            return {}
         out: dict[tuple[str, int], dict[str, Any]] = {}
         for field, value in raw.items():
             vid, _, sub = field.decode().rpartition(":")
@@ -397,8 +444,12 @@ class Dispatcher(SavepointOperations):
             jm = self.jobs.get(job_id)
             if jm is None and self.store.get_job(job_id) is None:
                 raise UnknownJob(job_id)
+            if jm is not None and offset > 0:
+                self._check_redis_epoch()  # a client may ask before the control loop saw Redis restart
             ended = jm is None or jm.status.is_terminal()
-        entries = fetch_results(self.client, job_id, offset)
+            rebase = job_id in self._results_lost
+        entries = fetch_results(self.client, job_id, offset, rebase=rebase)
+        self._results_lost.discard(job_id)
         if ended:
             expire_results(self.client, job_id)
         return entries, ended
@@ -439,3 +490,8 @@ def _with_savepoint_options(
     if config == job_graph.config:
         return job_graph
     return dataclasses.replace(job_graph, config=config)
+
+
+def _run_id(client: redis.Redis) -> str:
+    """The Redis server's run id: a new one each time the server starts."""
+    return str(client.info("server").get("run_id", ""))

@@ -185,6 +185,30 @@ class JobMaster:
             self.fail(reason)
             self.check_completion(pool)
 
+    def on_redis_lost(self, reason: str, pool: SlotPool) -> None:
+        """Redis came back as a new, empty server. The running attempt's channels are gone, and so may
+        be its tasks' last reports, so no confirmation is awaited: its tasks are told to stop and
+        counted as failed at once, and the job restarts from its latest checkpoint."""
+        at = self._now()
+        targets: set[tuple[str, int]] = set()
+        for _, ev in self.eg.all_executions():
+            ex = ev.current
+            if ex.state.is_terminal():
+                continue
+            if ex.taskmanager_id is not None:
+                targets.add((ex.taskmanager_id, ex.slot))  # type: ignore[arg-type]
+            canceling = ex.state is ExecutionState.CANCELING
+            ex.transition(ExecutionState.CANCELED if canceling else ExecutionState.FAILED, at)
+            if not canceling:
+                ex.failure = reason
+        if not targets:
+            return
+        self.store.add_exception(ExceptionRecord(self.job_id, at, "RedisConnectionLost", reason))
+        self.fail(reason)
+        for tm, slot in targets:
+            self.gateway.cancel_job(tm, slot, self.job_id, self.eg.attempt)
+        self.check_completion(pool)
+
     # -- transitions -------------------------------------------------------------
     def _cancel_tasks(self) -> None:
         at = self._now()

@@ -38,6 +38,8 @@ log = logging.getLogger("millstream.slot")
 
 METRICS_INTERVAL_S = 1.0
 METRICS_TTL_S = 24 * 3600
+#: how long a task's final report waits for Redis to come back before it is given up
+REPORT_RETRY_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,22 @@ class SlotExecutor:
         msg = messages.task_state(
             tdd.job_id, tdd.vertex_id, tdd.subtask, tdd.attempt, state, self.cfg.tm_id, self.cfg.slot, now_ms(), error, exc_name
         )
-        self.client.rpush(redis_keys.JOBMANAGER_INBOX, messages.pack(msg))
+        self._send_reliably(msg)
+
+    def _send_reliably(self, msg: dict[str, Any]) -> None:
+        """Send a task state to the JobManager, waiting out a Redis outage with backoff: a task that
+        failed because Redis went away must still say so once it is back, or its job would wait for it."""
+        deadline = time.monotonic() + REPORT_RETRY_S
+        delay = 0.05
+        while True:
+            try:
+                self.client.rpush(redis_keys.JOBMANAGER_INBOX, messages.pack(msg))
+                return
+            except (redis.ConnectionError, redis.TimeoutError):
+                if time.monotonic() > deadline or self.stopping.is_set():
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
 
     def handle(self, msg: dict[str, Any]) -> None:
         if msg["type"] == "deploy":
@@ -176,7 +193,10 @@ class SlotExecutor:
             state, error, exc_name = "FAILED", traceback.format_exc(), type(e).__name__
         if state == "FINISHED" and task.env.cancelled.is_set():
             state = "CANCELED"
-        self._publish_metrics([(tdd, task)])
+        try:
+            self._publish_metrics([(tdd, task)])
+        except redis.RedisError:
+            log.warning("could not publish the final metrics of %s", task.name, exc_info=True)
         self.stdout.unbind()
         self.stdout.forwarder.flush()  # a client draining the job's output once it ended sees every line
         with self.lock:
@@ -219,8 +239,9 @@ class SlotExecutor:
         while not self.stopping.is_set():
             try:
                 got = self.client.blpop([self.inbox], timeout=0.5)
-            except redis.ConnectionError:
-                time.sleep(0.5)
+            except redis.RedisError as e:  # Redis away or restarting: keep serving once it is back
+                log.warning("cannot read the slot inbox: %s", e)
+                self.stopping.wait(0.5)
                 continue
             if got:
                 try:

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import psutil
 import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
 
 from engine import redis_keys
 from engine.taskexecutor import messages
@@ -49,7 +51,11 @@ class TaskExecutor:
     def __init__(self, cfg: TaskManagerConfig) -> None:
         self.cfg = cfg
         self.id = cfg.tm_id or new_taskmanager_id(cfg.host)
-        self.client = redis.Redis.from_url(cfg.redis_url, socket_keepalive=True)
+        # Heartbeats are idempotent, so redis-py may retry them itself across a short outage.
+        self.client = redis.Redis.from_url(
+            cfg.redis_url, socket_keepalive=True, retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), 3),
+            retry_on_error=[redis.ConnectionError, redis.TimeoutError],
+        )
         self.ctx = multiprocessing.get_context("spawn")
         self.slots: dict[int, multiprocessing.process.BaseProcess] = {}
         self.stopping = threading.Event()
@@ -117,7 +123,7 @@ class TaskExecutor:
         log.info("TaskManager %s starting with %d slots", self.id, self.cfg.slots)
         for i in range(self.cfg.slots):
             # Stale deployments addressed to a previous TaskManager with this id are dropped.
-            self.client.delete(redis_keys.slot_inbox(self.id, i))
+            self._delete_when_reachable(redis_keys.slot_inbox(self.id, i))
             self._start_slot(i)
         interval = self.cfg.heartbeat_interval_ms / 1000
         while not self.stopping.is_set():
@@ -128,6 +134,18 @@ class TaskExecutor:
                 log.warning("heartbeat failed: %s", e)
             self.stopping.wait(interval)
         self.shutdown()
+
+    def _delete_when_reachable(self, key: str) -> None:
+        """A TaskManager started while Redis is away waits for it, with backoff, instead of dying."""
+        delay = 0.1
+        while not self.stopping.is_set():
+            try:
+                self.client.delete(key)
+                return
+            except redis.RedisError as e:
+                log.warning("waiting for Redis: %s", e)
+                self.stopping.wait(delay)
+                delay = min(delay * 2, 2.0)
 
     def stop(self, *_: object) -> None:
         self.stopping.set()

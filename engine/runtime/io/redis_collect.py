@@ -33,7 +33,14 @@ _WAIT_S = 0.02  # between two looks at the backlog while the client is behind
 # Returns {0, entries} or {-1, acked} (offset already acknowledged) or {-2, acked + length} (beyond).
 _FETCH = """
 local offset = tonumber(ARGV[1])
-local acked = tonumber(redis.call('HGET', KEYS[2], 'acked') or '0')
+local acked_field = redis.call('HGET', KEYS[2], 'acked')
+local acked = tonumber(acked_field or '0')
+if ARGV[3] == '1' and not acked_field then
+  -- Redis restarted and lost the entries the client had acknowledged: the new server's entries
+  -- (a failover's START onward) continue from the client's offset.
+  redis.call('HSET', KEYS[2], 'acked', offset)
+  acked = offset
+end
 local len = redis.call('LLEN', KEYS[1])
 if offset < acked then return {-1, acked} end
 if offset > acked + len then return {-2, acked + len} end
@@ -94,9 +101,14 @@ class RedisCollectGateway:
         pipe.execute()
 
 
-def fetch_results(client: Any, job_id: str, offset: int, max_entries: int = FETCH_ENTRIES) -> list[bytes]:
-    """Acknowledge the job's entries before ``offset`` and return the next ones (encoded)."""
-    status, value = client.eval(_FETCH, 2, redis_keys.collect(job_id), redis_keys.collect_meta(job_id), offset, max_entries)
+def fetch_results(
+    client: Any, job_id: str, offset: int, max_entries: int = FETCH_ENTRIES, rebase: bool = False
+) -> list[bytes]:
+    """Acknowledge the job's entries before ``offset`` and return the next ones (encoded). ``rebase``:
+    Redis was restarted since the client's last fetch, so a fresh list continues at ``offset``."""
+    status, value = client.eval(
+        _FETCH, 2, redis_keys.collect(job_id), redis_keys.collect_meta(job_id), offset, max_entries, int(rebase)
+    )
     if status == -1:
         raise ResultOffsetError(f"results before offset {value} were acknowledged and dropped; offset {offset} is gone")
     if status == -2:

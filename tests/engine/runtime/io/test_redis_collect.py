@@ -103,3 +103,18 @@ def test_a_waiting_sink_ends_when_its_task_is_cancelled(client: redis.Redis) -> 
     cancelled.set()
     t.join(2)
     assert len(errors) == 1 and isinstance(errors[0], TaskCancelled)
+
+
+def test_after_redis_lost_the_results_a_new_list_continues_at_the_clients_offset(client: redis.Redis) -> None:
+    gw = RedisCollectGateway(client, "j5", gated=True)
+    gw.publish([collect.start(0, 0, True), collect.records(0, 0, ["a", "b"]), collect.commit(0, 2)])
+    assert len(fetch_results(client, "j5", 0)) == 3
+    fetch_results(client, "j5", 3)  # acknowledged: the list is empty, acked == 3
+    # A new server: the acknowledged count is gone with everything else; a failover's sink writes anew.
+    client.delete(redis_keys.collect("j5"), redis_keys.collect_meta("j5"))
+    gw.publish([collect.start(1, 2, True), collect.records(1, 2, ["c"])])
+    with pytest.raises(ResultOffsetError, match="past"):
+        fetch_results(client, "j5", 3)  # without knowing Redis restarted, the offset looks bogus
+    got = fetch_results(client, "j5", 3, rebase=True)
+    assert [collect.CollectEntry.decode(r, SER).kind for r in got] == [collect.START, collect.RECORDS]
+    assert values(fetch_results(client, "j5", 4)) == ["c"]  # offsets go on from there
