@@ -13,6 +13,7 @@ import decimal
 import math
 from typing import Any, Callable
 
+from engine.common.java_hash_map import java_hash_map_order
 from engine.common.row import Row
 from engine.common.typeinfo import (
     BasicArrayTypeInfo,
@@ -235,45 +236,3 @@ def _java_array_class(t: TypeInformation) -> str:
 def _identity_hash(value: Any) -> str:
     # Java prints an object's identity hash; any stable-looking 31-bit value will do.
     return f"{(id(value) * 2654435761) & 0x7FFFFFFF:x}"
-
-
-# -- java.util.HashMap iteration order ----------------------------------------------------------
-def java_hash_code(value: Any) -> int:
-    """hashCode() of the Java object for a str, int, float or bool key (as a signed 32-bit int)."""
-    if isinstance(value, bool):
-        return 1231 if value else 1237
-    if isinstance(value, int):
-        if -(2**31) <= value < 2**31:
-            return value
-        v = value & 0xFFFFFFFFFFFFFFFF  # Long.hashCode: high word xor low word
-        return _int32((v ^ (v >> 32)) & 0xFFFFFFFF)
-    if isinstance(value, str):
-        h = 0
-        for unit in value.encode("utf-16-be").hex(" ", 2).split():
-            h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
-        return _int32(h)
-    return hash(value) & 0x7FFFFFFF
-
-
-def _int32(v: int) -> int:
-    return v - (1 << 32) if v & 0x80000000 else v
-
-
-def java_hash_map_order(items: list[tuple[Any, Any]], key_type: TypeInformation) -> list[tuple[Any, Any]]:
-    """The entries in the order a java.util.HashMap built as Flink's MapSerializer builds it
-    (``new HashMap<>(size)``, entries put in the given order) iterates them: by bucket, then by
-    insertion within a bucket."""
-    n = len(items)
-    if n == 0:
-        return items
-    capacity = 1
-    while capacity < n:  # tableSizeFor(size)
-        capacity <<= 1
-    while n > capacity * 0.75:  # resized while filling: load factor 0.75
-        capacity <<= 1
-
-    def bucket(k: Any) -> int:
-        h = java_hash_code(k) & 0xFFFFFFFF
-        return (h ^ (h >> 16)) & (capacity - 1)
-
-    return sorted(items, key=lambda kv: bucket(kv[0]))  # sorted() is stable: insertion order within a bucket

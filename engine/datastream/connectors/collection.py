@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.common.typeinfo import TypeInformation
+from engine.common.java_hash_map import pickled_dict_order
+from engine.common.typeinfo import MapTypeInfo, TypeInformation
 from engine.datastream.connectors.number_seq import RangeSplitReader, _pairs
 from engine.datastream.connectors.source import Source, SourceReader, check_position
 
@@ -46,6 +47,10 @@ class _ListReader(RangeSplitReader):
 
 def _conform(value: Any, type_info: TypeInformation, index: int) -> Any:
     try:
-        return type_info.coerce(value)
+        value = type_info.coerce(value)
     except (TypeError, ValueError) as e:
         raise ValueError(f"from_collection: element {index} ({value!r}) is not a {type_info!r}: {e}") from None
+    if isinstance(type_info, MapTypeInfo) and isinstance(value, dict):
+        # PyFlink's elements reach Java through its pickle reader, which reorders a dict's items.
+        return dict(pickled_dict_order(list(value.items())))
+    return value

@@ -6,7 +6,8 @@ from decimal import Decimal
 import pytest
 
 from engine.common.row import Row, RowKind
-from engine.common.type_formatting import format_record, java_double, java_float, java_hash_map_order
+from engine.common.java_hash_map import java_hash_map_order, pickled_dict_order
+from engine.common.type_formatting import format_record, java_double, java_float
 from engine.common.typeinfo import Types
 
 D = Decimal
@@ -102,3 +103,10 @@ def test_java_number_forms():
 def test_hash_map_order_buckets_then_insertion():
     items = [("a", 1), ("b", 2), ("zz", 3), ("hello", 4), ("x1", 5)]
     assert [k for k, _ in java_hash_map_order(items, Types.STRING())] == ["zz", "a", "x1", "b", "hello"]
+
+
+def test_dicts_from_from_collection_reach_java_reordered():
+    # PyFlink printed {17=q, 1=a, 3=c, 20=t} for from_collection([{3: 'c', 1: 'a', 20: 't', 17: 'q'}], MAP(INT, STRING)).
+    t = Types.MAP(Types.INT(), Types.STRING())
+    arrived = dict(pickled_dict_order([(3, "c"), (1, "a"), (20, "t"), (17, "q")]))
+    assert format_record(arrived, t) == "{17=q, 1=a, 3=c, 20=t}"
