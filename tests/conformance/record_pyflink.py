@@ -110,8 +110,8 @@ def run_pyflink(python: Path, env: dict[str, str], program: Path, timeout: float
         return run_command([str(python), str(copy)], env, Path(tmp), timeout)
 
 
-def record(python: Path, env: dict[str, str], program: Path) -> str:
-    r = run_pyflink(python, env, program)
+def record(python: Path, env: dict[str, str], program: Path, timeout: float) -> str:
+    r = run_pyflink(python, env, program, timeout)
     name = program.stem
     paths = {ext: FIXTURES / f"{name}.{ext}" for ext in ("out", "err", "status")}
     for p in paths.values():
@@ -131,14 +131,14 @@ def recorded(program: Path) -> bool:
     return any((FIXTURES / f"{program.stem}.{ext}").exists() for ext in ("out", "status"))
 
 
-def record_programs(python: Path, env: dict[str, str], names: list[str], missing_only: bool) -> None:
+def record_programs(python: Path, env: dict[str, str], names: list[str], missing_only: bool, timeout: float) -> None:
     FIXTURES.mkdir(parents=True, exist_ok=True)
     programs = program_paths(names)
     if missing_only:
         # x_* programs belong to other engineers: recorded only when named
         programs = [p for p in programs if (names or not p.stem.startswith("x_")) and not recorded(p)]
     with ThreadPoolExecutor(PARALLEL_JVMS) as pool:
-        for line in pool.map(lambda p: record(python, env, p), programs):
+        for line in pool.map(lambda p: record(python, env, p, timeout), programs):
             print(line, flush=True)
 
 
@@ -208,6 +208,7 @@ def main() -> None:
     ap.add_argument("names", nargs="*", help="programs to record (default: all)")
     ap.add_argument("--venv", type=Path, default=DEFAULT_VENV, help="virtualenv holding apache-flink 2.3.0")
     ap.add_argument("--missing", action="store_true", help="record only programs that have no fixture yet")
+    ap.add_argument("--timeout", type=float, default=300, help="seconds before a PyFlink run counts as hung")
     ap.add_argument("--examples", action="store_true", help="compare the wheel's DataStream examples instead")
     ap.add_argument("--cluster", action="store_true", help="with --examples: also run them on a local cluster")
     args = ap.parse_args()
@@ -217,7 +218,7 @@ def main() -> None:
     if args.examples:
         compare_examples(python, env, args.cluster)
     else:
-        record_programs(python, env, args.names, args.missing)
+        record_programs(python, env, args.names, args.missing, args.timeout)
 
 
 if __name__ == "__main__":
