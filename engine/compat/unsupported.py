@@ -27,6 +27,10 @@ class _UnsupportedMeta(type):
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
         raise NotSupportedError(cls.__not_supported__)
 
+    def __getitem__(cls, params: Any) -> type:
+        # ``AsyncFunction[IN, OUT]`` in a class statement: subscripting works, using the class does not.
+        return cls
+
     def __getattr__(cls, name: str) -> Any:
         # Only reached for names the class does not define: dunder probes (pickle, typing,
         # pytest) get an ordinary AttributeError, user calls get the explanation.

@@ -3,9 +3,13 @@ from engine.datastream.data_stream import DataStream, DataStreamSink, KeyedStrea
 from engine.datastream.execution_mode import RuntimeExecutionMode
 from engine.checkpoint.config import CheckpointConfig, CheckpointingMode, ExternalizedCheckpointRetention
 from engine.datastream.connected_streams import BroadcastConnectedStream, BroadcastStream, ConnectedStreams
+from engine.datastream.async_data_stream import AsyncDataStream
 from engine.datastream.functions import (
     AggregateFunction,
     AllWindowFunction,
+    AsyncFunction,
+    AsyncRetryPredicate,
+    AsyncRetryStrategy,
     BroadcastProcessFunction,
     CheckpointedFunction,
     CheckpointListener,
@@ -61,6 +65,10 @@ from engine.datastream.connectors.source_function import SourceFunction
 from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
 
 __all__ = [
+    "AsyncDataStream",
+    "AsyncFunction",
+    "AsyncRetryPredicate",
+    "AsyncRetryStrategy",
     "AllWindowFunction",
     "AllWindowedStream",
     "CheckpointStorage",

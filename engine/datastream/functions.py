@@ -9,6 +9,8 @@ from abc import ABC, abstractmethod
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Generic, Iterable, TypeVar
 
+from engine.compat.unsupported import declare_unsupported
+
 if TYPE_CHECKING:
     from engine.metrics import MetricGroup
     from engine.datastream.state import (
@@ -446,6 +448,15 @@ class KeyedBroadcastProcessFunction(BaseBroadcastProcessFunction, Generic[KEY, I
 
     def on_timer(self, timestamp: int, ctx: "KeyedBroadcastProcessFunction.OnTimerContext") -> Iterable[Any]:
         pass
+
+
+# Asynchronous I/O: importable (user classes may subclass AsyncFunction), refused when used.
+declare_unsupported(
+    globals(),
+    ["AsyncFunction", "AsyncFunctionDescriptor", "AsyncRetryPredicate", "AsyncRetryStrategy"],
+    why="asynchronous I/O operators (AsyncDataStream) are not implemented yet",
+    instead="a MapFunction or FlatMapFunction that calls the service synchronously (a thread pool inside it can overlap the calls)",
+)
 
 
 def __getattr__(name: str) -> Any:

@@ -194,6 +194,25 @@ class StreamExecutionEnvironment:
             "register_cached_file", "files are not shipped to TaskManagers", "a path on a volume every TaskManager mounts"
         )
 
+    # Shipping Python dependencies with a job is not implemented yet.
+    def add_python_file(self, file_path: str) -> None:
+        raise not_supported(
+            "add_python_file", "shipping Python files with a job is not implemented yet",
+            "installing the module in every TaskManager's environment, or keeping it in the program's file",
+        )
+
+    def add_python_archive(self, archive_path: str, target_dir: str | None = None) -> None:
+        raise not_supported(
+            "add_python_archive", "shipping archives with a job is not implemented yet",
+            "unpacking the archive on a volume every TaskManager mounts",
+        )
+
+    def set_python_requirements(self, requirements_file_path: str, requirements_cache_dir: str | None = None) -> None:
+        raise not_supported(
+            "set_python_requirements", "installing requirements per job is not implemented yet",
+            "pip-installing them into every TaskManager's environment",
+        )
+
     def set_python_executable(self, python_exec: str) -> None:
         raise not_supported(
             "set_python_executable", "tasks run in the TaskManager's own interpreter", "starting the TaskManagers with that Python"

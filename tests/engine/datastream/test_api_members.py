@@ -111,3 +111,22 @@ def test_checkpoint_config_accepts_pyflinks_unaligned_and_failure_settings():
     assert not config.is_fail_on_checkpointing_errors() and config.get_tolerable_checkpoint_failure_number() == 2**31 - 1
     config.set_fail_on_checkpointing_errors(True)
     assert config.is_fail_on_checkpointing_errors() and config.get_tolerable_checkpoint_failure_number() == 0
+
+
+def test_async_io_and_python_dependency_calls_exist_and_refuse_clearly():
+    from engine.datastream import AsyncDataStream
+    from engine.datastream.functions import AsyncFunction
+
+    class Lookup(AsyncFunction[str, str]):  # subclassing (even subscripted) works; running does not
+        async def async_invoke(self, value):
+            return [value]
+
+    with pytest.raises(NotSupportedError, match="not implemented yet. Use a MapFunction"):
+        Lookup()
+    with pytest.raises(NotSupportedError, match="AsyncDataStream is not supported"):
+        AsyncDataStream.unordered_wait(None, None, None)
+    env = StreamExecutionEnvironment.get_execution_environment()
+    for call in (lambda: env.add_python_file("x.py"), lambda: env.add_python_archive("a.zip"),
+                 lambda: env.set_python_requirements("requirements.txt")):
+        with pytest.raises(NotSupportedError, match="not implemented yet"):
+            call()
