@@ -10,7 +10,16 @@ from __future__ import annotations
 from typing import Any
 
 from engine.common.java_hash_map import pickled_dict_order
-from engine.common.typeinfo import MapTypeInfo, TypeInformation
+from engine.common.row import Row
+from engine.common.typeinfo import (
+    BasicArrayTypeInfo,
+    ListTypeInfo,
+    MapTypeInfo,
+    ObjectArrayTypeInfo,
+    RowTypeInfo,
+    TupleTypeInfo,
+    TypeInformation,
+)
 from engine.datastream.connectors.number_seq import RangeSplitReader, _pairs
 from engine.datastream.connectors.source import Source, SourceReader, check_position
 
@@ -50,7 +59,22 @@ def _conform(value: Any, type_info: TypeInformation, index: int) -> Any:
         value = type_info.coerce(value)
     except (TypeError, ValueError) as e:
         raise ValueError(f"from_collection: element {index} ({value!r}) is not a {type_info!r}: {e}") from None
-    if isinstance(type_info, MapTypeInfo) and isinstance(value, dict):
-        # PyFlink's elements reach Java through its pickle reader, which reorders a dict's items.
-        return dict(pickled_dict_order(list(value.items())))
+    return _as_read_by_java(value, type_info)
+
+
+def _as_read_by_java(value: Any, t: TypeInformation) -> Any:
+    """PyFlink's elements reach Java through its pickle reader, which reorders every dict's items."""
+    if value is None:
+        return None
+    if isinstance(t, MapTypeInfo) and isinstance(value, dict):
+        kt, vt = t._key_type_info, t._value_type_info
+        return {_as_read_by_java(k, kt): _as_read_by_java(v, vt) for k, v in pickled_dict_order(list(value.items()))}
+    if isinstance(t, TupleTypeInfo) and isinstance(value, tuple):
+        return tuple(_as_read_by_java(v, ft) for v, ft in zip(value, t.get_field_types()))
+    if isinstance(t, RowTypeInfo) and isinstance(value, Row):
+        for i, ft in enumerate(t.get_field_types()):
+            value[i] = _as_read_by_java(value[i], ft)
+        return value
+    if isinstance(t, (ListTypeInfo, ObjectArrayTypeInfo, BasicArrayTypeInfo)) and isinstance(value, list):
+        return [_as_read_by_java(v, t.elem_type) for v in value]
     return value
