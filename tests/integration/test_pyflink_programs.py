@@ -82,3 +82,23 @@ def test_keyed_state_of_program_classes_survives_a_savepoint_into_a_new_submissi
         expected_total = sum(i % 7 for i in range(number, n, SENSORS))
         assert max(rows, key=lambda r: r[1])[2] == expected_total, sensor
     assert len({*first, *second}) == SENSORS
+
+
+def test_repeated_executions_with_execute_async_on_the_cluster(cluster: Cluster) -> None:
+    """Four jobs from one environment sharing a source and a map: every job's own output, once, no
+    output of the print() declared before the first execute_and_collect, and four jobs FINISHED."""
+    known = cluster.job_ids()
+    run = cluster.run(Path(__file__).parent / "programs" / "repeated_execution.py", timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = [re.sub(r"^\d+> ", "", ln) for ln in clean_output(run.stdout) if not JOB_STATE_LINE.match(ln.strip())]
+    assert lines[0] == "collect 1: [0, 2, 4, 6, 8, 10, 12, 14, 16, 18]"
+    assert sorted(ln for ln in lines if ln.startswith("async ") and ln != "async done") == sorted(
+        f"async {2 * x + 1}" for x in range(10)
+    )
+    # the async job's printed lines all reach the client before its result does
+    assert lines.index("async done") > max(i for i, ln in enumerate(lines) if ln.startswith("async ") and ln != "async done")
+    assert "collect 2: [12, 14, 16, 18]" in lines
+    assert sorted(ln for ln in lines if ln.startswith("last ")) == sorted(f"last {x}" for x in range(10))
+    assert not [ln for ln in lines if ln.startswith("pending")]
+    new_jobs = cluster.job_ids() - known
+    assert len(new_jobs) == 4 and all(cluster.job(j)["state"] == "FINISHED" for j in new_jobs)
