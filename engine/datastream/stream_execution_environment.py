@@ -337,7 +337,7 @@ class StreamExecutionEnvironment:
 
         if not self._transformations:
             raise RuntimeError("no operators defined in streaming topology; cannot execute")
-        return execution_plan(self.get_stream_graph())
+        return execution_plan(self.get_stream_graph(), self._chaining, self._next_id)
 
     # -- execution -----------------------------------------------------------
     def execute(self, job_name: str | None = None):

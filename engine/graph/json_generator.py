@@ -4,8 +4,9 @@ One node per operator (before chaining), each with ``id``, ``type`` (the
 operator's name), ``pact`` (Data Source / Operator / Data Sink), ``contents``
 (its description), ``parallelism`` and, except for sources, ``predecessors``
 (``id``, ``ship_strategy``, ``side``). The order is Flink's: operators by id,
-sinks last. The REST ``/jobs/{id}/plan`` shape (chained vertices) is
-``JobGraph.to_plan``.
+sinks last. Like PyFlink, consecutive Python functions that would chain are
+shown fused into one node ("Map, Filter") with a fresh id. The REST
+``/jobs/{id}/plan`` shape (chained vertices) is ``JobGraph.to_plan``.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 
 from engine.graph.job_graph import display_name
 from engine.graph.stream_graph import StreamGraph
-from engine.graph.transformations import OperatorKind
+from engine.graph.transformations import ChainingStrategy, OperatorKind, ShipStrategy
 
 
 def _pact(kind: OperatorKind) -> str:
@@ -24,24 +25,84 @@ def _pact(kind: OperatorKind) -> str:
     return "Operator"
 
 
-def stream_graph_json(graph: StreamGraph) -> dict[str, Any]:
-    order = sorted(graph.nodes, key=lambda i: (graph.nodes[i].kind is OperatorKind.SINK, i))
+# PyFlink fuses consecutive Python functions into one operator before the plan is printed; these
+# kinds are the ones it fuses (stateless, one input).
+_FUSABLE = (OperatorKind.MAP, OperatorKind.FLAT_MAP, OperatorKind.FILTER, OperatorKind.PROCESS)
+
+
+def _fused_chains(graph: StreamGraph, chaining: bool) -> list[list[int]]:
+    """Runs of fusable operators joined by a FORWARD edge at equal parallelism, each link being the
+    upstream's only output and the downstream's only input (PyFlink's Python operator chaining)."""
+    if not chaining:
+        return []
+
+    def link(up: int) -> int | None:
+        outs = graph.out_edges(up)
+        if len(outs) != 1:
+            return None
+        e = outs[0]
+        down = graph.nodes[e.target]
+        ok = (
+            e.ship_strategy is ShipStrategy.FORWARD
+            and e.output_tag is None
+            and down.kind in _FUSABLE
+            and len(graph.in_edges(e.target)) == 1
+            and down.parallelism == graph.nodes[up].parallelism
+            and down.chaining is ChainingStrategy.ALWAYS
+            and graph.nodes[up].chaining is not ChainingStrategy.NEVER
+        )
+        return e.target if ok else None
+
+    chains, seen = [], set()
+    for node_id in sorted(graph.nodes):
+        if node_id in seen or graph.nodes[node_id].kind not in _FUSABLE:
+            continue
+        ins = graph.in_edges(node_id)
+        if len(ins) == 1 and ins[0].source in graph.nodes and graph.nodes[ins[0].source].kind in _FUSABLE and link(ins[0].source) == node_id:
+            continue  # not the head of its run
+        chain = [node_id]
+        while (nxt := link(chain[-1])) is not None:
+            chain.append(nxt)
+        seen.update(chain)
+        if len(chain) > 1:
+            chains.append(chain)
+    return chains
+
+
+def stream_graph_json(graph: StreamGraph, chaining: bool = True, next_id: int | None = None) -> dict[str, Any]:
+    """``next_id``: the id PyFlink would give the first fused operator (its next transformation id)."""
+    fresh = next_id if next_id is not None else max(graph.nodes, default=0) + 1
+    renamed: dict[int, int] = {}  # fused member -> fused node id
+    fused: dict[int, tuple[str, list[int]]] = {}
+    for chain in _fused_chains(graph, chaining):
+        fused[fresh] = (", ".join(display_name(graph.nodes[n]) for n in chain), chain)
+        renamed.update({n: fresh for n in chain})
+        fresh += 1
+    ids = [i for i in graph.nodes if i not in renamed] + list(fused)
+    kind_of = {i: graph.nodes[i].kind for i in graph.nodes if i not in renamed}
+    kind_of.update({f: OperatorKind.MAP for f in fused})
+    order = sorted(ids, key=lambda i: (kind_of[i] is OperatorKind.SINK, i))
     nodes = []
     for node_id in order:
-        node = graph.nodes[node_id]
-        name = display_name(node)
+        if node_id in fused:
+            name, chain = fused[node_id]
+            head, tail = graph.nodes[chain[0]], chain[0]
+            parallelism, kind, inputs = head.parallelism, OperatorKind.MAP, graph.in_edges(tail)
+        else:
+            node = graph.nodes[node_id]
+            name, parallelism, kind, inputs = display_name(node), node.parallelism, node.kind, graph.in_edges(node_id)
         entry: dict[str, Any] = {
-            "id": node.id,
+            "id": node_id,
             "type": name,
-            "pact": _pact(node.kind),
+            "pact": _pact(kind),
             "contents": name,
-            "parallelism": node.parallelism,
+            "parallelism": parallelism,
         }
-        if node.kind is not OperatorKind.SOURCE:
+        if kind is not OperatorKind.SOURCE:
             # Flink writes "second" for every input (its generator checks the size after adding).
             entry["predecessors"] = [
-                {"id": e.source, "ship_strategy": e.ship_strategy.value, "side": "second"}
-                for e in sorted(graph.in_edges(node_id), key=lambda e: e.input_index)
+                {"id": renamed.get(e.source, e.source), "ship_strategy": e.ship_strategy.value, "side": "second"}
+                for e in sorted(inputs, key=lambda e: e.input_index)
             ]
         nodes.append(entry)
     return {"nodes": nodes}
@@ -66,5 +127,5 @@ def jackson_pretty(value: Any, indent: int = 0) -> str:
     return json.dumps(value)
 
 
-def execution_plan(graph: StreamGraph) -> str:
-    return jackson_pretty(stream_graph_json(graph))
+def execution_plan(graph: StreamGraph, chaining: bool = True, next_id: int | None = None) -> str:
+    return jackson_pretty(stream_graph_json(graph, chaining, next_id))

@@ -74,3 +74,30 @@ class _CoId(CoMapFunction):
 
     def map2(self, v):
         return v
+
+
+def test_consecutive_python_functions_are_fused_as_pyflink_shows_them():
+    env = _env(2)
+    src = env.from_collection([1])
+    src.map(lambda x: x).filter(lambda x: True).flat_map(lambda x: [x]).print()
+    nodes = json.loads(env.get_execution_plan())["nodes"]
+    fused = [n for n in nodes if n["type"] == "Map, Filter, FlatMap"]
+    assert len(fused) == 1
+    # The fused node takes the next transformation id, as PyFlink's optimizer gives it a new one.
+    assert fused[0]["id"] == env._next_id and fused[0]["predecessors"] == [{"id": 1, "ship_strategy": "REBALANCE", "side": "second"}]
+    sink = next(n for n in nodes if n["pact"] == "Data Sink")
+    assert sink["predecessors"][0]["id"] == fused[0]["id"]
+
+
+def test_no_fusion_across_disabled_chaining_parallelism_changes_or_fan_out():
+    env = _env(2)
+    src = env.from_collection([1])
+    m = src.map(lambda x: x)
+    m.filter(lambda x: True).disable_chaining().print()
+    m.map(lambda x: x).set_parallelism(3).print()
+    types = [n["type"] for n in json.loads(env.get_execution_plan())["nodes"]]
+    assert "Map, Filter" not in types and types.count("Map") == 2  # m fans out: nothing fuses onto it
+    env2 = _env(2)
+    env2.disable_operator_chaining()
+    env2.from_collection([1]).map(lambda x: x).filter(lambda x: True).print()
+    assert "Map, Filter" not in [n["type"] for n in json.loads(env2.get_execution_plan())["nodes"]]
