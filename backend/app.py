@@ -21,6 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from backend.audit import AuditMiddleware
 from backend.limits import RequestSizeLimit
+from backend.origin_guard import OriginGuard
 from backend.persistence.audit_log import AuditLog
 from backend.persistence.database import make_engine, make_session_factory, upgrade_database
 from backend.persistence.jar_store import JarRepository
@@ -88,6 +89,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 cluster_secret=cluster_secret(settings),
                 max_parallelism=settings.max_parallelism,
                 max_concurrent_jobs=settings.max_concurrent_jobs,
+                archive_after_ms=settings.job_archive_after_ms,
             ),
         )
         app.state.audit = AuditLog(sessions)
@@ -122,6 +124,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(RequestSizeLimit, max_bytes=settings.max_request_bytes)
     if settings.auth_token:
         _require_token_for_mutations(app, settings.auth_token, settings.auth_reads)
+    else:
+        # No token: loopback is the only barrier, so browsers and rebinding names are kept out.
+        app.add_middleware(OriginGuard, allowed_hosts=settings.allowed_host_list, allowed_origins=settings.cors_origin_list)
     app.add_middleware(AuditMiddleware)  # outside the token check, so refusals are recorded too
     if settings.cors_origin_list:
         app.add_middleware(

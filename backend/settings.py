@@ -35,8 +35,10 @@ class Settings(BaseSettings):
     auth_reads: bool = False  # with a token, GETs need it too (the dashboard then needs a login)
     cluster_secret: str | None = None  # signs user code in Redis; JobManager and TaskManagers share it
     cors_origins: str | None = None  # comma-separated allowlist; unset: no CORS headers at all
+    allowed_hosts: str | None = None  # comma-separated Host names answered besides loopback and the bind address
     max_parallelism: int = 32768  # per operator, cluster-wide cap on top of each job's own
     max_concurrent_jobs: int | None = None  # jobs not yet in a terminal state; unset: no limit
+    job_archive_after_ms: int = 60_000  # an ended job leaves JobManager memory for SQL this long after its end
     max_request_bytes: int = 64 * 1024 * 1024  # any request body; uploads also obey max_upload_bytes
     spark_master: str = Field(default="local[*]", validation_alias=AliasChoices("SPARK_MASTER", "MILLSTREAM_SPARK_MASTER"))
     batch_engine: str = "spark"  # where BATCH jobs run: spark, or native (the streaming runtime in batch mode)
@@ -50,6 +52,14 @@ class Settings(BaseSettings):
     @property
     def cors_origin_list(self) -> list[str]:
         return [o.strip() for o in (self.cors_origins or "").split(",") if o.strip()]
+
+    @property
+    def allowed_host_list(self) -> list[str]:
+        """Host names the server answers to when it has no token (backend/origin_guard.py)."""
+        hosts = [h.strip().lower() for h in (self.allowed_hosts or "").split(",") if h.strip()]
+        if self.host not in ("0.0.0.0", "::", ""):
+            hosts.append(self.host.strip("[]").lower())
+        return hosts
 
     @property
     def resolved_savepoint_dir(self) -> Path:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from urllib.parse import urlsplit
 
 from fastapi import Request
+
+from backend.origin_guard import cross_site_reason
 
 SESSION_COOKIE = "millstream_ui_session"
 
@@ -31,24 +32,14 @@ def session_value(token: str) -> str:
     return hmac.new(token.encode(), b"millstream-ui-session-v1", hashlib.sha256).hexdigest()
 
 
-def same_origin(request: Request) -> bool:
-    host = request.headers.get("host", "")
-    for header in ("origin", "referer"):
-        value = request.headers.get(header)
-        if value:
-            return urlsplit(value).netloc == host
-    # Browsers send Origin on every POST; only non-browser clients omit both, and those
-    # cannot have been tricked into a cross-site request.
-    return True
-
-
 def check_csrf(request: Request) -> None:
     if request.headers.get("hx-request") != "true":
         raise UIRefused(403, "This action must come from the dashboard (missing HX-Request header).")
-    if request.headers.get("sec-fetch-site") not in (None, "same-origin"):
-        raise UIRefused(403, "Cross-site requests are refused.")
-    if not same_origin(request):
-        raise UIRefused(403, "Cross-origin requests are refused.")
+    # The same rule as the REST API's OriginGuard; browsers send Origin on every POST, and
+    # only non-browser clients omit it, which cannot have been tricked into a cross-site request.
+    reason = cross_site_reason(request.headers)
+    if reason:
+        raise UIRefused(403, reason[0].upper() + reason[1:] + ".")
 
 
 def logged_in(request: Request, token: str | None) -> bool:
