@@ -28,6 +28,7 @@ from engine.runtime.io.channel import TaskCancelled
 from engine.runtime.io.local_channels import LocalChannelRegistry
 from engine.runtime.user_code_class_loader import load_user_code
 from engine.runtime.stream_task import StreamTask, TaskEnvironment
+from engine.taskexecutor.task_stdout import TaskStdout
 
 _print_lock = threading.Lock()
 
@@ -65,6 +66,9 @@ class LocalJobClient:
                 )
                 self.tasks.append(StreamTask(tdd, load_user_code(payload), env))
         self._remaining = len(self.tasks)
+        if not isinstance(sys.stdout, TaskStdout):  # task threads' print() lines come out whole
+            sys.stdout = TaskStdout(sys.stdout, None)
+        self.stdout = sys.stdout
         self.threads = [
             threading.Thread(target=self._run_task, args=(t,), name=t.name, daemon=True) for t in self.tasks
         ]
@@ -73,6 +77,7 @@ class LocalJobClient:
             th.start()
 
     def _run_task(self, task: StreamTask) -> None:
+        self.stdout.bind(task.tdd.job_id)
         try:
             task.run()
         except TaskCancelled:
@@ -84,6 +89,7 @@ class LocalJobClient:
                     self.status = "FAILING"
             self._cancelled.set()
         finally:
+            self.stdout.unbind()
             with self._lock:
                 self._remaining -= 1
                 if self._remaining == 0:

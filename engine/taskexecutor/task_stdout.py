@@ -5,6 +5,10 @@ print stream in Redis, for attached clients (``engine.runtime.io.job_stdout``).
 A task thread binds itself to its job; a line written by a thread that is not bound (a SourceFunction's
 own thread) goes to the job when only one job runs in the slot, as is the rule with slot sharing and a
 single job; otherwise it stays on the process's stdout only.
+
+A task's lines reach stdout whole: print() writes its text and its newline in two calls, which threads
+printing at once would interleave (``map saw 02> 10``), so a task's unfinished line waits for its
+newline. Without a forwarder (the in-process mini-cluster) that is all it does.
 """
 from __future__ import annotations
 
@@ -17,9 +21,9 @@ from engine.runtime.io.job_stdout import StdoutForwarder
 
 
 class TaskStdout(io.TextIOBase):
-    """Installed as ``sys.stdout`` in a slot process."""
+    """Installed as ``sys.stdout`` in a slot process (and, without forwarding, by the mini-cluster)."""
 
-    def __init__(self, real: TextIO, forwarder: StdoutForwarder) -> None:
+    def __init__(self, real: TextIO, forwarder: StdoutForwarder | None) -> None:
         self.real = real
         self.forwarder = forwarder
         self._local = threading.local()
@@ -40,7 +44,10 @@ class TaskStdout(io.TextIOBase):
             return
         partial = self._local.partial
         if partial:  # a last print(..., end="") still belongs to the job
-            self.forwarder.write(job, [partial])
+            with self._lock:
+                self.real.write(partial)
+            if self.forwarder is not None:
+                self.forwarder.write(job, [partial])
         self._local.job = None
         self._local.partial = ""
         with self._lock:
@@ -61,22 +68,33 @@ class TaskStdout(io.TextIOBase):
         with self._lock:
             self.real.write(text + "\n")
             self.real.flush()
-        self.forwarder.write(job_id, text.split("\n"))
+        if self.forwarder is not None:
+            self.forwarder.write(job_id, text.split("\n"))
 
     def write(self, s: str) -> int:
-        with self._lock:
-            self.real.write(s)
+        if not s:
+            return 0
         job = self._job()
-        if job is None or not s:
+        if job is None:  # not a task's: straight through (after what it left unfinished meanwhile)
+            pending, self._local.partial = getattr(self._local, "partial", ""), ""
+            with self._lock:
+                self.real.write(pending + s)
             return len(s)
-        # print() writes the text and the newline separately: a line is forwarded once it is whole.
         *lines, self._local.partial = (getattr(self._local, "partial", "") + s).split("\n")
         if lines:
-            self.forwarder.write(job, lines)
+            with self._lock:
+                self.real.write("\n".join(lines) + "\n")
+            if self.forwarder is not None:
+                self.forwarder.write(job, lines)
         return len(s)
 
     def flush(self) -> None:
+        # A thread that is no task's (the program's own) gets its unfinished line out on flush, as
+        # print(..., end="", flush=True) expects; a task's waits for its newline, to stay whole.
+        pending = "" if getattr(self._local, "job", None) else getattr(self._local, "partial", "")
+        self._local.partial = "" if pending else getattr(self._local, "partial", "")
         with self._lock:
+            self.real.write(pending)
             self.real.flush()
 
     def writable(self) -> bool:

@@ -50,3 +50,27 @@ def test_print_sink_lines_and_an_unbound_thread_of_the_only_job(redis_url: str) 
     assert out.forwarder.flush()
     assert read_lines(client, "a", 0).lines == ["1> x", "1> y", "from a source thread"]
     assert real.getvalue() == "1> x\n1> y\nfrom a source thread\n"
+
+
+def test_task_lines_come_out_whole_while_threads_print_at_once() -> None:
+    """print() writes text and newline separately; without a forwarder (the mini-cluster) the
+    wrapper only keeps each task's lines whole on the real stream."""
+    real = io.StringIO()
+    out = TaskStdout(real, None)
+
+    def task(name: str) -> None:
+        out.bind("job")
+        for i in range(300):
+            print(f"{name} {i}", file=out)
+        out.unbind()
+
+    threads = [threading.Thread(target=task, args=(n,)) for n in ("a", "b", "c")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    lines = real.getvalue().splitlines()
+    assert sorted(lines) == sorted(f"{n} {i}" for n in ("a", "b", "c") for i in range(300))
+    print("progress", end="", file=out)  # the program's own thread, no job: out on flush
+    out.flush()
+    assert real.getvalue().endswith("progress")
