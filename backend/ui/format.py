@@ -106,6 +106,8 @@ def fmt_watermark(value: Any) -> str:
     v = _num(value)
     if v is None:
         return "No watermark"
+    if v >= 2**63 - 1:  # MAX_WATERMARK: the input ended (a finished bounded job), no date exists for it
+        return f"End of input ({int(v)})"
     return f"{fmt_time(v)} ({int(v)})"
 
 

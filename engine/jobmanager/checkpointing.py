@@ -110,6 +110,15 @@ class JobCheckpointing:
         """Periodic checkpointing is on; savepoints and manual checkpoints work either way."""
         return self.config.is_checkpointing_enabled()
 
+    @_locked
+    def save_history(self) -> bool:
+        """Write what the JobStore does not have yet; True once it has every statistic and restore, so
+        this object may be dropped (the JobStore answers for it)."""
+        self.flush_history()
+        stats = self.coordinator.stats
+        restore_unsaved = stats.num_restored > self._restores_saved and stats.latest_restored is not None
+        return not self._unsaved and not restore_unsaved
+
     @property
     def has_history(self) -> bool:
         return self.coordinator.stats.num_total > 0 or self.coordinator.stats.num_restored > 0

@@ -4,6 +4,12 @@ It is also the service the REST API and the dashboard call for savepoints,
 stop-with-savepoint, manual checkpoints and checkpoint history (live, or read
 back from the JobStore for jobs that ended before this JobManager started).
 
+Jobs that ended leave memory ``archive_after_ms`` after their end, once their
+record and checkpoint history are in SQL: from then on every read of them
+(REST, dashboard, savepoint and checkpoint status) is answered from the
+JobStore, as after a JobManager restart, so a long-lived JobManager holds only
+live jobs and the recently ended, not every job (and its user code) it ever ran.
+
 The loop reads task reports from the JobManager inbox in Redis, refreshes
 TaskManager membership every heartbeat interval, fails jobs whose TaskManager
 vanished, and starts jobs that were waiting for slots. Redis going away does not
@@ -74,6 +80,7 @@ class DispatcherConfig:
     savepoint_dir: str | None = None  # where savepoints go when neither the request nor the job names one
     cluster_secret: str | None = None  # signs user code in Redis; TaskManagers refuse anything else
     max_concurrent_jobs: int | None = None  # jobs not yet in a terminal state; None: no limit
+    archive_after_ms: int = 60_000  # an ended job leaves memory for the JobStore this long after its end
 
 
 class Dispatcher(SavepointOperations):
@@ -231,12 +238,34 @@ class Dispatcher(SavepointOperations):
                         self._refresh_membership()
                     for jm in list(self.jobs.values()):
                         jm.tick(self.pool)
+                    self._archive_ended()
             except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError) as e:
                 log.warning("Redis unavailable: %s", e)
                 next_membership = 0.0  # the first round after it is back checks whether it restarted
                 self._stop.wait(0.5)
             except Exception:
                 log.exception("control loop error")
+
+    def _archive_ended(self) -> None:
+        """Drop jobs that ended ``archive_after_ms`` ago and whose history SQL has taken (a flush that
+        failed is retried by their tick first); reads of them go to the JobStore from now on."""
+        now = int(self.clock() * 1000)
+        for jid, jm in list(self.jobs.items()):
+            if not jm.status.is_terminal():
+                continue
+            ended = jm.eg.timestamps.get(jm.status.value, now)
+            if now - ended < self.config.archive_after_ms:
+                continue
+            if isinstance(jm, JobMaster) and not jm.checkpointing.save_history():
+                continue
+            try:
+                jm.persist()  # the final record, last metrics included
+            except Exception:
+                log.warning("job %s stays in memory: its record could not be stored", jid, exc_info=True)
+                continue
+            del self.jobs[jid]
+            self._results_lost.discard(jid)
+            log.info("job %s (%s) left memory for the JobStore", jid, jm.status.value)
 
     def _handle(self, msg: dict[str, Any]) -> None:
         kind = msg.get("type")

@@ -121,6 +121,9 @@ class SavepointOperations:
             jm = self.jobs.get(job_id)
             if jm is None and self.store.get_job(job_id) is None:
                 raise _unknown(job_id)
+            if jm is None:  # ended and archived: the statistics in SQL know the request too
+                archived = self.checkpointing(job_id)  # type: ignore[attr-defined]
+                return archived.request_status(request_id) if archived is not None else None
             return jm.checkpointing.request_status(request_id) if isinstance(jm, JobMaster) else None
 
 
