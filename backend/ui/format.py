@@ -107,7 +107,7 @@ def fmt_watermark(value: Any) -> str:
     if v is None:
         return "No watermark"
     if v >= 2**63 - 1:  # MAX_WATERMARK: the input ended (a finished bounded job), no date exists for it
-        return f"End of input ({int(v)})"
+        return "End of input (MAX_WATERMARK)"
     return f"{fmt_time(v)} ({int(v)})"
 
 
