@@ -36,7 +36,7 @@ class Settings(BaseSettings):
     cluster_secret: str | None = None  # signs user code in Redis; JobManager and TaskManagers share it
     cors_origins: str | None = None  # comma-separated allowlist; unset: no CORS headers at all
     allowed_hosts: str | None = None  # comma-separated Host names answered besides loopback and the bind address
-    max_parallelism: int = 32768  # per operator, cluster-wide cap on top of each job's own
+    max_parallelism: int = 128  # per operator, cluster-wide cap on top of each job's own: the default max-parallelism bound (raise it for bigger jobs)
     max_concurrent_jobs: int | None = None  # jobs not yet in a terminal state; unset: no limit
     job_archive_after_ms: int = 60_000  # an ended job leaves JobManager memory for SQL this long after its end
     max_request_bytes: int = 64 * 1024 * 1024  # any request body; uploads also obey max_upload_bytes

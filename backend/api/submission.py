@@ -8,7 +8,7 @@ from fastapi import APIRouter, File, Form, HTTPException, Query, Response, Uploa
 from pydantic import BaseModel
 
 from backend.deps import DispatcherDep, SettingsDep
-from engine.graph.job_graph import JobGraph
+from engine.graph.validation import InvalidJobGraph, parse_job_graph
 from engine.runtime.io.redis_collect import ResultOffsetError
 
 MAX_OFFSET = 2**53  # exact in the Lua that trims the results; no job writes more entries
@@ -28,10 +28,18 @@ async def submit_job(
     jobgraph: str = Form(..., description="The JobGraph as JSON (JobGraph.to_dict())"),
     usercode: UploadFile = File(..., description="The cloudpickled StreamGraph carrying the user functions"),
 ) -> JobSubmitResponse:
+    """The graph is validated in full (engine/graph/validation.py) before the Dispatcher creates a job
+    record or asks for a slot: a bad graph answers 400 naming every problem and leaves nothing behind."""
     try:
-        graph = JobGraph.from_dict(json.loads(jobgraph))
-    except (ValueError, KeyError, TypeError) as e:
+        data = json.loads(jobgraph)
+    except RecursionError:
+        raise HTTPException(400, "malformed JobGraph: the JSON is nested too deeply")
+    except ValueError as e:
         raise HTTPException(400, f"malformed JobGraph: {e}")
+    try:
+        graph = parse_job_graph(data, settings.max_parallelism)
+    except InvalidJobGraph as e:
+        raise HTTPException(400, str(e))
     code = await usercode.read(settings.max_upload_bytes + 1)
     if len(code) > settings.max_upload_bytes:
         raise HTTPException(413, f"user code exceeds the limit of {settings.max_upload_bytes} bytes")

@@ -7,15 +7,17 @@ from pathlib import Path
 from typing import BinaryIO
 
 from backend.persistence.jar_store import JarInfo, JarRepository
-from backend.services.program_runner import CapturedJob, capture_job
+from backend.services.program_runner import CapturedJob, ProgramFailed, capture_job
 from backend.services.uploads import (
     UploadRejected,
+    check_program_args,
     check_suffix,
     extract_zip,
     new_program_id,
     safe_display_name,
     zip_entry_point,
 )
+from engine.graph.validation import InvalidJobGraph, validate_job_graph
 
 
 class UploadTooLarge(UploadRejected):
@@ -75,4 +77,12 @@ class ProgramService:
         return stored
 
     def capture(self, info: JarInfo, args: list[str], parallelism: int | None, entry: str | None = None) -> CapturedJob:
-        return capture_job(self.entry_point(info, entry), args, parallelism, self.plan_timeout_s)
+        """Run the program for its JobGraph; bad arguments are refused (UploadRejected) before a process
+        starts, and the graph it builds is validated as a submitted one is (ProgramFailed if invalid)."""
+        check_program_args(args)
+        captured = capture_job(self.entry_point(info, entry), args, parallelism, self.plan_timeout_s)
+        try:
+            validate_job_graph(captured.job_graph)
+        except InvalidJobGraph as e:
+            raise ProgramFailed(str(e), "") from None
+        return captured

@@ -1,0 +1,188 @@
+"""Bad input found by issue 14 gets a 4xx that says what is wrong, never a 500, and creates nothing.
+
+A real app against a real Redis and SQLite; a TaskManager is registered with free slots, so a graph that
+slipped through validation would be scheduled and hold them (as the cycle job did before).
+"""
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import cloudpickle
+import pytest
+import redis
+from fastapi.testclient import TestClient
+
+from backend.app import create_app
+from backend.settings import Settings
+from engine.datastream import StreamExecutionEnvironment
+from tests.backend.test_rest_api import register_taskmanager
+
+PROGRAM = b"""
+from pyflink.datastream import StreamExecutionEnvironment
+env = StreamExecutionEnvironment.get_execution_environment()
+env.from_collection([1, 2, 3]).print()
+env.execute("tiny")
+"""
+
+
+@pytest.fixture
+def settings(redis_url: str, tmp_path: Path) -> Settings:
+    return Settings(redis_url=redis_url, data_dir=tmp_path, heartbeat_interval_ms=200)
+
+
+@pytest.fixture
+def api(settings: Settings, redis_url: str) -> Iterator[TestClient]:
+    # raise_server_exceptions=False: a bug must show as the 500 a client would see, not as a traceback
+    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+        rds = redis.Redis.from_url(redis_url)
+        register_taskmanager(rds, slots=4)
+        rds.close()
+        yield client
+
+
+def _graph(parallelism: int = 2) -> tuple[dict[str, Any], bytes]:
+    env = StreamExecutionEnvironment().set_parallelism(parallelism)
+    env.from_collection([1, 2, 3]).map(lambda x: x * 2).set_parallelism(1).print()
+    jg, sg = env.get_job_graph("bad-input")
+    return json.loads(json.dumps(jg.to_dict())), cloudpickle.dumps(sg)
+
+
+def _post_job(api: TestClient, graph: Any, raw: str | None = None):
+    _, code = _graph()
+    return api.post("/jobs", data={"jobgraph": raw if raw is not None else json.dumps(graph)},
+                    files={"usercode": ("usercode", code)})
+
+
+def _assert_4xx(r, *fragments: str) -> None:
+    assert 400 <= r.status_code < 500, (r.status_code, r.text[:500])
+    text = r.text
+    for f in fragments:
+        assert f in text, text[:500]
+
+
+def _no_jobs(api: TestClient) -> None:
+    assert api.get("/jobs").json() == {"jobs": []}
+    assert api.get("/overview").json()["slots-available"] == 4
+
+
+# -- POST /jobs ------------------------------------------------------------------------------
+def test_invalid_graphs_are_refused_before_anything_is_created(api: TestClient):
+    good, _ = _graph()
+    v0, v1 = good["vertices"][0], good["vertices"][1]
+    cycle = json.loads(json.dumps(good))
+    cycle["edges"].append({**good["edges"][0], "index": 5, "source_vertex": v1["id"], "target_vertex": v0["id"],
+                           "source_node": v1["operators"][-1]["node_id"], "target_node": v0["operators"][0]["node_id"]})
+    self_loop = json.loads(json.dumps(good))
+    self_loop["edges"][0]["source_vertex"] = v1["id"]
+    dup = json.loads(json.dumps(good))
+    dup["vertices"][1]["id"] = v0["id"]
+    strategy = json.loads(json.dumps(good))
+    strategy["edges"][0]["ship_strategy"] = "TELEPORT"
+    missing = json.loads(json.dumps(good))
+    missing["edges"][0]["target_vertex"] = "e" * 32
+    as_string = json.loads(json.dumps(good))
+    as_string["vertices"][0]["parallelism"] = "2"
+    interval = json.loads(json.dumps(good))
+    interval["config"]["execution.checkpointing.interval"] = 1
+    cases = [
+        (cycle, "leads into source vertex"),
+        (self_loop, "self-loop"),
+        (dup, "duplicate vertex id"),
+        (strategy, "unknown ship strategy"),
+        (missing, "does not exist"),
+        (as_string, "parallelism must be int"),
+        (interval, "at least 10 ms, got 1"),
+    ]
+    for graph, fragment in cases:
+        _assert_4xx(_post_job(api, graph), fragment)
+    _no_jobs(api)
+
+
+def test_a_cycle_between_non_sources_is_refused(api: TestClient):
+    env = StreamExecutionEnvironment().set_parallelism(1)
+    env.from_collection([1]).map(str).set_parallelism(2).map(str).set_parallelism(1).print()
+    jg, sg = env.get_job_graph("cyclic")
+    g = json.loads(json.dumps(jg.to_dict()))
+    assert len(g["vertices"]) == 3
+    _, a, b = g["vertices"]
+    g["edges"].append({**g["edges"][0], "index": 9, "source_vertex": b["id"], "target_vertex": a["id"],
+                       "source_node": b["operators"][-1]["node_id"], "target_node": a["operators"][0]["node_id"]})
+    r = api.post("/jobs", data={"jobgraph": json.dumps(g)}, files={"usercode": ("u", cloudpickle.dumps(sg))})
+    _assert_4xx(r, "cycle")
+    _no_jobs(api)
+
+
+def test_deeply_nested_json_is_a_400(api: TestClient):
+    r = _post_job(api, None, raw="[" * 100_000 + "]" * 100_000)
+    _assert_4xx(r, "nested")
+    _no_jobs(api)
+
+
+def test_parallelism_over_the_cluster_default_limit_is_refused(api: TestClient, settings: Settings):
+    assert settings.max_parallelism == 128  # the default max-parallelism bound, not 32768
+    g, _ = _graph()
+    g["vertices"][0]["parallelism"] = 32768
+    g["vertices"][0]["max_parallelism"] = 32768
+    _assert_4xx(_post_job(api, g), "exceeds the cluster limit 128")
+    _no_jobs(api)
+
+
+def test_a_valid_graph_is_still_accepted(api: TestClient):
+    g, _ = _graph()
+    r = _post_job(api, g)
+    assert r.status_code == 202, r.text
+    assert r.json()["jobid"] == g["job_id"]
+
+
+# -- uploads and program arguments -------------------------------------------------------------
+def _upload(api: TestClient, name: str, data: bytes, path: str = "/jars/upload"):
+    return api.post(path, files={"jarfile": (name, data)})
+
+
+def test_a_zip_that_is_not_a_zip_is_a_400_on_rest_and_dashboard(api: TestClient, settings: Settings):
+    _assert_4xx(_upload(api, "p.zip", b"this is not a zip"), "not a valid zip")
+    r = api.get("/ui/submit")
+    csrf = r.cookies.get("millstream_csrf") or api.cookies.get("millstream_csrf")
+    headers = {"HX-Request": "true", **({"X-CSRF-Token": csrf} if csrf else {})}
+    r = api.post("/ui/submit/upload", files={"jarfile": ("p.zip", b"PK\x03\x04 truncated")}, headers=headers)
+    _assert_4xx(r, "not a valid zip")
+    assert api.get("/jars").json()["files"] == []
+    assert list((settings.upload_dir).glob("*")) == []
+
+
+def test_a_zip_upload_still_works(api: TestClient):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("main.py", PROGRAM)
+    r = _upload(api, "p.zip", buf.getvalue())
+    assert r.status_code == 200, r.text
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["a\x00b"], "NUL"),
+        (["\ud800"], "surrogate"),
+        (["x"] * 100_000, "arguments"),
+        (["y" * 200_000], "arguments"),
+    ],
+    ids=["nul", "lone-surrogate", "many", "long"],
+)
+def test_bad_program_arguments_are_a_400(api: TestClient, args: list[str], fragment: str):
+    jar = _upload(api, "p.py", PROGRAM).json()["filename"]
+    for action in ("plan", "run"):
+        # json.dumps escapes the lone surrogate as \\ud800, as a JSON client would send it
+        r = api.post(f"/jars/{jar}/{action}", content=json.dumps({"programArgsList": args}),
+                     headers={"Content-Type": "application/json"})
+        _assert_4xx(r, fragment)
+    assert api.get("/jobs").json() == {"jobs": []}
+
+
+def test_results_offset_past_the_bound_is_a_400(api: TestClient):
+    r = api.get(f"/jobs/{'0' * 32}/results", params={"offset": str(2**63)})
+    _assert_4xx(r, "offset")
