@@ -98,7 +98,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.jars = JarRepository(sessions)
         app.state.tm_history = TaskManagerHistory(sessions)
         app.state.programs = ProgramService(
-            app.state.jars, settings.upload_dir, settings.max_upload_bytes, settings.plan_timeout_s
+            app.state.jars, settings.upload_dir, settings.max_upload_bytes, settings.plan_timeout_s,
+            settings.max_concurrent_plans,
         )
         dispatcher.start()
         log.info("JobManager REST API on http://%s:%d", settings.host, settings.port)

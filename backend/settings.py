@@ -31,6 +31,7 @@ class Settings(BaseSettings):
     credits: int = 8  # unread buffers a producer may have in one channel
     max_upload_bytes: int = 50 * 1024 * 1024
     plan_timeout_s: float = 60.0  # running an uploaded program to get its JobGraph
+    max_concurrent_plans: int = 4  # uploaded programs being run for their JobGraph at once; more get 429
     auth_token: str | None = None
     auth_reads: bool = False  # with a token, GETs need it too (the dashboard then needs a login)
     cluster_secret: str | None = None  # signs user code in Redis; JobManager and TaskManagers share it

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Body, Depends, File, HTTPException, Request, Uplo
 from pydantic import BaseModel, Field
 
 from backend.deps import DispatcherDep
-from backend.services.program_runner import ProgramFailed
+from backend.services.program_runner import PlanBusy, ProgramFailed
 from backend.services.programs import ProgramService, UploadTooLarge
 from backend.services.uploads import UploadRejected
 
@@ -77,6 +77,8 @@ def _capture(programs: ProgramService, jar_id: str, req: RunRequest):
     info = _program(programs, jar_id)
     try:
         return programs.capture(info, req.programArgsList, req.parallelism, req.entryClass)
+    except PlanBusy as e:
+        raise HTTPException(429, str(e))
     except ProgramFailed as e:
         raise HTTPException(400, f"the program failed while building its job: {e}")
     except UploadRejected as e:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from backend.persistence.jar_store import JarInfo, JarRepository
-from backend.services.program_runner import CapturedJob, ProgramFailed, capture_job
+from backend.services.program_runner import CapturedJob, PlanLimiter, ProgramFailed, capture_job
 from backend.services.uploads import (
     UploadRejected,
     check_program_args,
@@ -25,11 +25,14 @@ class UploadTooLarge(UploadRejected):
 
 
 class ProgramService:
-    def __init__(self, repo: JarRepository, upload_dir: Path, max_bytes: int, plan_timeout_s: float) -> None:
+    def __init__(
+        self, repo: JarRepository, upload_dir: Path, max_bytes: int, plan_timeout_s: float, max_concurrent_plans: int = 4
+    ) -> None:
         self.repo = repo
         self.upload_dir = upload_dir
         self.max_bytes = max_bytes
         self.plan_timeout_s = plan_timeout_s
+        self.plans = PlanLimiter(max_concurrent_plans)
 
     def upload(self, original_name: str, data: BinaryIO) -> JarInfo:
         suffix = check_suffix(original_name)
@@ -80,7 +83,8 @@ class ProgramService:
         """Run the program for its JobGraph; bad arguments are refused (UploadRejected) before a process
         starts, and the graph it builds is validated as a submitted one is (ProgramFailed if invalid)."""
         check_program_args(args)
-        captured = capture_job(self.entry_point(info, entry), args, parallelism, self.plan_timeout_s)
+        with self.plans:  # PlanBusy when full
+            captured = capture_job(self.entry_point(info, entry), args, parallelism, self.plan_timeout_s)
         try:
             validate_job_graph(captured.job_graph)
         except InvalidJobGraph as e:

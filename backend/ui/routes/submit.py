@@ -11,7 +11,7 @@ from fastapi import APIRouter, File, Form, Request, UploadFile
 from fastapi.responses import HTMLResponse, Response
 
 from backend.deps import DispatcherDep, SettingsDep
-from backend.services.program_runner import ProgramFailed
+from backend.services.program_runner import PlanBusy, ProgramFailed
 from backend.services.programs import ProgramService, UploadTooLarge
 from backend.services.uploads import UploadRejected
 from backend.ui import graph_view
@@ -77,6 +77,8 @@ def plan(
         captured = _capture(request, jar_id, args, parallelism)
     except UIRefused as e:
         return result(request, False, str(e), "plan", e.status)
+    except PlanBusy as e:
+        return result(request, False, f"Busy: {e}.", "plan", 429)
     except (ValueError, ProgramFailed, UploadRejected) as e:
         return result(request, False, f"The program failed while building its job: {e}", "plan", 400)
     g = captured.job_graph.to_dict()
@@ -111,6 +113,8 @@ def run(
         )
     except UIRefused as e:
         return result(request, False, str(e), "run", e.status)
+    except PlanBusy as e:
+        return result(request, False, f"Busy: {e}.", "run", 429)
     except (ValueError, ProgramFailed, UploadRejected, JobSubmissionError) as e:
         return result(request, False, f"Could not submit: {e}", "run", 400)
     resp = result(request, True, f"Submitted job {jid}.", "run")
