@@ -1,7 +1,6 @@
 """Failure recovery on real processes: TaskManagers SIGKILLed while an exactly-once job runs."""
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
@@ -48,8 +47,8 @@ def test_exactly_once_keyed_count_survives_repeated_taskmanager_kills(tmp_path: 
             subtasks = [
                 st for v in job["vertices"] for st in c.http.get(f"/jobs/{jid}/vertices/{v['id']}").json()["subtasks"]
             ]
-            # 2 sources, 2 counters and the collect sink, which runs at parallelism 1 as in Flink
-            return len(subtasks) == 5 and all(st["attempt"] == attempt and st["status"] == "RUNNING" for st in subtasks)
+            # 2 sources and 2 counters chained with the FileSink's writers
+            return len(subtasks) == 4 and all(st["attempt"] == attempt and st["status"] == "RUNNING" for st in subtasks)
 
         kills = 0
         completed_before = 0
@@ -72,10 +71,8 @@ def test_exactly_once_keyed_count_survives_repeated_taskmanager_kills(tmp_path: 
         out, err = run.communicate(timeout=240)
         assert run.returncode == 0, err[-3000:]
         assert kills == 3
-        final = json.loads(next(ln for ln in out.splitlines() if ln.startswith("[")))
-        # Every key reached exactly N/40: no update lost, none counted twice.
-        assert sorted(final) == sorted([f"k{i}", N // 40] for i in range(40)), final[:5]
-        # The FileSink's committed files hold every update exactly once: per key 1..N/40, no gap, no repeat.
+        # The FileSink's committed files hold every update exactly once: per key 1..N/40, no gap, no
+        # repeat, so every key reached exactly N/40 with no update lost or counted twice.
         written = committed_counts(out_dir)
         assert sorted(written) == sorted(f"k{i}" for i in range(40))
         bad = {k: v for k, v in written.items() if sorted(v) != list(range(1, N // 40 + 1))}
@@ -112,8 +109,6 @@ def test_a_killed_jobmanager_resumes_its_job_from_the_latest_checkpoint(tmp_path
         c.start_jobmanager()
         out, err = run.communicate(timeout=240)
         assert run.returncode == 0, err[-3000:]
-        final = json.loads(next(ln for ln in out.splitlines() if ln.startswith("[")))
-        assert sorted(final) == sorted([f"k{i}", N // 40] for i in range(40)), final[:5]
         written = committed_counts(out_dir)
         assert sorted(written) == sorted(f"k{i}" for i in range(40))
         assert all(sorted(v) == list(range(1, N // 40 + 1)) for v in written.values())
@@ -150,14 +145,12 @@ def test_at_least_once_mode_recovers_without_loss(tmp_path: Path) -> None:
         assert run.returncode == 0, err[-3000:]
         assert c.job(jid)["state"] == "FINISHED"
         assert c.http.get(f"/jobs/{jid}/checkpoints").json()["counts"]["restored"] >= 1
-        final = dict(json.loads(next(ln for ln in out.splitlines() if ln.startswith("["))) or [])
-        # No loss: every key reached at least N/40 (a replayed record may have been counted twice).
-        assert sorted(final) == sorted(f"k{i}" for i in range(40))
-        assert all(count >= n // 40 for count in final.values()), final
-        # The FileSink saw every count from 1 up: duplicates allowed, gaps not.
+        # No loss: the FileSink saw every count of every key from 1 up to at least N/40 (a replayed
+        # record may have been counted twice, so duplicates and larger counts are allowed, gaps not).
         written = committed_counts(out_dir)
+        assert sorted(written) == sorted(f"k{i}" for i in range(40))
         missing = {k: sorted(set(range(1, n // 40 + 1)) - set(v))[:5] for k, v in written.items()}
-        assert sorted(written) == sorted(final) and not any(missing.values()), missing
+        assert not any(missing.values()), missing
     finally:
         c.stop()
 
