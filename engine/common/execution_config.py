@@ -3,7 +3,8 @@
 Settings that mean something in Millstream take effect: parallelism and max
 parallelism are the environment's own, global job parameters reach every
 ``RuntimeContext.get_job_parameter``, the auto-watermark interval drives the
-watermark operators (0 disables periodic watermarks, as in Flink), and turning
+watermark operators (a chosen interval makes them strictly periodic; 0 disables
+periodic watermarks, as in Flink; by default one also follows every batch), and turning
 auto-generated uids off makes a job without explicit uids fail to build, as
 Flink does. The rest (Kryo, Avro, closure cleaner, object reuse, latency
 tracking, snapshot compression, cancellation intervals) concern the JVM and are
@@ -39,6 +40,7 @@ class ExecutionConfig:
     def __init__(self, env: _Environment) -> None:
         self._env = env
         self._auto_watermark_interval = DEFAULT_AUTO_WATERMARK_INTERVAL_MS
+        self._auto_watermark_interval_set = False
         self._auto_generated_uids = True
         self._flags: dict[str, Any] = {
             "closure_cleaner": True,
@@ -57,6 +59,7 @@ class ExecutionConfig:
         if interval < 0:
             raise ValueError(f"the auto-watermark interval must not be negative, got {interval}")
         self._auto_watermark_interval = int(interval)
+        self._auto_watermark_interval_set = True
         return self
 
     def get_auto_watermark_interval(self) -> int:
@@ -186,3 +189,7 @@ class ExecutionConfig:
     def to_job_config(self) -> dict[str, Any]:
         """The job-config entries the runtime reads (Flink's option names)."""
         return {"pipeline.auto-watermark-interval": self._auto_watermark_interval}
+
+    def auto_watermark_interval_is_set(self) -> bool:
+        """Whether the program chose the interval (then watermarks are strictly periodic)."""
+        return self._auto_watermark_interval_set

@@ -313,7 +313,8 @@ class StreamExecutionEnvironment:
                     f"Auto generated UIDs have been disabled but no UID or hash has been assigned to operator '{t.name}'"
                 )
             if t.kind is OperatorKind.TIMESTAMPS:
-                t = replace(t, params={**t.params, "auto_watermark_interval": interval})
+                explicit = self._execution_config.auto_watermark_interval_is_set()
+                t = replace(t, params={**t.params, "auto_watermark_interval": interval, "auto_watermark_interval_explicit": explicit})
             out.append(t)
         return out
 

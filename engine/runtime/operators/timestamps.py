@@ -32,6 +32,9 @@ class TimestampsAndWatermarksOperator(StreamOperator):
         self.idle = False
         # env.get_config().set_auto_watermark_interval(); 0 turns periodic watermarks off, as in Flink.
         self.interval_ms = int(self.params.get("auto_watermark_interval", AUTO_WATERMARK_INTERVAL_MS))
+        # A program-chosen interval is honoured strictly (periodic, as Flink); by default a watermark
+        # also follows every batch, which keeps lateness reproducible.
+        self.periodic_only = bool(self.params.get("auto_watermark_interval_explicit", False))
 
     def process_batch(self, values, timestamps):
         if self.extractor is not None:
@@ -51,7 +54,7 @@ class TimestampsAndWatermarksOperator(StreamOperator):
             self.idle = False
             self.output.emit_status(False)
         self.output.emit(values, timestamps)
-        if self.interval_ms > 0:
+        if self.interval_ms > 0 and (not self.periodic_only or now - self.last_emit_ms >= self.interval_ms):
             self._emit_watermark(now)
 
     def _emit_watermark(self, now: int) -> None:

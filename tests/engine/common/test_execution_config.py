@@ -81,7 +81,9 @@ def test_the_auto_watermark_interval_reaches_the_watermark_operator():
 
     for interval, expected in ((0, []), (200, [999, 1499])):
         op = TimestampsAndWatermarksOperator(
-            None, keyed_context("ts", lambda: now[0]), {**params, "auto_watermark_interval": interval}
+            None,
+            keyed_context("ts", lambda: now[0]),
+            {**params, "auto_watermark_interval": interval, "auto_watermark_interval_explicit": False},
         )
         op.output = Out()
         op.output.watermarks = []
@@ -100,3 +102,44 @@ def test_disabling_auto_generated_uids_requires_a_uid_on_every_operator():
     env.from_collection([1]).uid("src").map(str).print().uid("sink")
     with pytest.raises(RuntimeError, match="no UID or hash has been assigned to operator 'Map'"):
         env.get_job_graph()
+
+
+def test_a_chosen_auto_watermark_interval_makes_watermarks_periodic():
+    env = StreamExecutionEnvironment.get_execution_environment()
+    strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda e, ts: e)
+    env.from_collection([1]).assign_timestamps_and_watermarks(strategy).print()
+    assert _timestamps_params(env)["auto_watermark_interval_explicit"] is False  # default: after every batch
+    env.get_config().set_auto_watermark_interval(1000)
+    params = _timestamps_params(env)
+    assert params["auto_watermark_interval_explicit"] is True
+
+    now = [0]
+    watermarks: list[int] = []
+
+    class Out:
+        def emit(self, values, timestamps):
+            pass
+
+        def emit_watermark(self, wm):
+            watermarks.append(wm)
+
+        def emit_status(self, idle):
+            pass
+
+    op = TimestampsAndWatermarksOperator(None, keyed_context("ts", lambda: now[0]), params)
+    op.output = Out()
+    op.open()
+    op.process_batch([100], None)
+    now[0] = 500
+    op.on_tick(500)
+    op.process_batch([600], None)
+    assert watermarks == []  # within the first interval: nothing yet
+    now[0] = 1000
+    op.on_tick(1000)
+    assert watermarks == [599]
+    now[0] = 1200
+    op.process_batch([1100], None)
+    assert watermarks == [599]  # the next one waits for the interval
+    now[0] = 2000
+    op.process_batch([1900], None)
+    assert watermarks == [599, 1899]
