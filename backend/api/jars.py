@@ -11,6 +11,7 @@ from backend.deps import DispatcherDep
 from backend.services.program_runner import PlanBusy, ProgramFailed
 from backend.services.programs import ProgramService, UploadTooLarge
 from backend.services.uploads import UploadRejected
+from engine.graph.validation import text_problem
 
 router = APIRouter(tags=["jars"])
 
@@ -99,6 +100,8 @@ def jar_run(
     operator takes without ``allowNonRestoredState``, answers 400 and starts nothing."""
     if req.savepointPath is not None and not req.savepointPath.strip():
         raise HTTPException(400, "savepointPath is empty")
+    if req.savepointPath is not None and (why := text_problem(req.savepointPath)):
+        raise HTTPException(400, f"savepointPath {why}")
     captured = _capture(programs, jar_id, req)
     job_id = dispatcher.submit(
         captured.job_graph, captured.user_code, req.savepointPath or None, req.allowNonRestoredState

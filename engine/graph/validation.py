@@ -168,6 +168,7 @@ def validate_job_graph(graph: JobGraph, max_parallelism: int = UPPER_MAX_PARALLE
         cycle = _find_cycle(graph)
         if cycle:
             problems.append("the graph has a cycle: " + " -> ".join(cycle))
+    problems += [f"config option {key!r:.80} {why}" for key, why in _bad_config_text(graph.config)]
     try:
         CheckpointConfig.from_job_config(graph.config)
     except InvalidCheckpointConfig as e:
@@ -176,6 +177,31 @@ def validate_job_graph(graph: JobGraph, max_parallelism: int = UPPER_MAX_PARALLE
         problems.append(f"invalid checkpoint config: {e}")
     if problems:
         raise InvalidJobGraph(problems)
+
+
+def text_problem(value: str) -> str | None:
+    """Why a string cannot become a path or a command-line argument, or None: paths such as a savepoint
+    directory come from config and reach the file system, which refuses NUL and lone surrogates."""
+    if "\x00" in value:
+        return "contains a NUL character"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "contains a lone surrogate (not valid Unicode text)"
+    return None
+
+
+def _bad_config_text(config: Mapping[str, Any], depth: int = 0) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for key, value in config.items():
+        why = text_problem(key) if isinstance(key, str) else None
+        if why is None and isinstance(value, str):
+            why = text_problem(value)
+        if why is not None:
+            out.append((str(key), why))
+        elif isinstance(value, dict) and depth < 3:
+            out += _bad_config_text(value, depth + 1)
+    return out
 
 
 def _vertex_problems(v: Any, cluster_max: int) -> list[str]:

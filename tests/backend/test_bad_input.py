@@ -186,3 +186,26 @@ def test_bad_program_arguments_are_a_400(api: TestClient, args: list[str], fragm
 def test_results_offset_past_the_bound_is_a_400(api: TestClient):
     r = api.get(f"/jobs/{'0' * 32}/results", params={"offset": str(2**63)})
     _assert_4xx(r, "offset")
+
+
+@pytest.mark.parametrize("path", ["/tmp/sp\x00x", "/tmp/\ud800"], ids=["nul", "lone-surrogate"])
+def test_a_savepoint_path_that_cannot_be_a_path_is_a_400(api: TestClient, path: str):
+    jar = _upload(api, "p.py", PROGRAM).json()["filename"]
+    r = api.post(f"/jars/{jar}/run", content=json.dumps({"savepointPath": path}),
+                 headers={"Content-Type": "application/json"})
+    _assert_4xx(r, "savepointPath")
+    g, _ = _graph()
+    g["config"]["execution.savepoint.path"] = path
+    _assert_4xx(_post_job(api, g), "execution.savepoint.path")
+    _no_jobs(api)
+
+
+def test_an_unusable_entry_class_is_a_400(api: TestClient):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("main.py", PROGRAM)
+    jar = _upload(api, "p.zip", buf.getvalue()).json()["filename"]
+    for entry in ("a\x00b", "x" * 5000, "\ud800"):
+        r = api.post(f"/jars/{jar}/plan", content=json.dumps({"entryClass": entry}),
+                     headers={"Content-Type": "application/json"})
+        _assert_4xx(r, "entry point")

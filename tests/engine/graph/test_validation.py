@@ -144,3 +144,13 @@ def test_many_problems_are_summarised():
     d["edges"] += [{**bad, "index": 100 + i} for i in range(20)]
     msg = _refused(d, "more)")
     assert msg.count("unknown ship strategy") == 10
+
+
+@pytest.mark.parametrize("bad, why", [("/tmp/a\x00b", "NUL"), ("/tmp/\ud800", "lone surrogate")])
+def test_config_text_that_cannot_become_a_path_is_refused(bad: str, why: str):
+    d = _graph_dict()
+    d["config"]["execution.savepoint.path"] = bad
+    _refused(d, "config option 'execution.savepoint.path' contains a " + why)
+    d = _graph_dict()
+    d["config"]["execution.checkpointing"] = {"storage_dir": bad}
+    _refused(d, "'storage_dir' contains a " + why)
