@@ -33,8 +33,8 @@ JAVA_ONLY_MEMBERS = {
 # What is partial about names that exist, keyed by the defining module's PyFlink path.
 NOTES: dict[str, str] = {
     "pyflink.common.execution_config.ExecutionConfig": (
-        "parallelism, max parallelism, global job parameters, the auto-watermark interval (0 turns periodic "
-        "watermarks off) and disable_auto_generated_uids take effect; Kryo/Avro/closure-cleaner/object-reuse/"
+        "parallelism, max parallelism, global job parameters, the auto-watermark interval (a chosen interval is "
+        "strictly periodic, 0 turns periodic watermarks off) and disable_auto_generated_uids take effect; Kryo/Avro/closure-cleaner/object-reuse/"
         "latency-tracking/compression settings are recorded and returned only"
     ),
     "pyflink.datastream.slot_sharing_group.SlotSharingGroup": (
