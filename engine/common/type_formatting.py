@@ -48,7 +48,9 @@ def record_formatter(type_info: TypeInformation | None) -> Callable[[Any], str]:
     if isinstance(type_info, ExternalTypeInfo):
         return record_formatter(type_info._type_info)
     if isinstance(type_info, RowTypeInfo):
-        return lambda v: _python_row(type_info.coerce(v))
+        # A Row is printed as the Python function made it (PyFlink chains its printing map to
+        # that function: a FLOAT field still shows 0.1); anything else is first made a Row.
+        return lambda v: _python_row(v if isinstance(v, Row) else type_info.coerce(v))
     if isinstance(type_info, BasicTypeInfo) and type_info._basic_type is BasicType.STRING:
         return lambda v: "null" if v is None else str(v)
     return lambda v: java_string(type_info.coerce(v), type_info)

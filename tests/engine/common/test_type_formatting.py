@@ -6,6 +6,7 @@ from decimal import Decimal
 import pytest
 
 from engine.common.row import Row, RowKind
+from engine.common.time import Instant
 from engine.common.java_hash_map import java_hash_map_order, pickled_dict_order
 from engine.common.type_formatting import format_record, java_double, java_float
 from engine.common.typeinfo import Types
@@ -60,8 +61,9 @@ CASES = [
       Row.of_kind(RowKind.UPDATE_AFTER, "c", 3)], ["-D[a,1]", "-U[b,2]", "+U[c,3]"]),
     # A Row stream is printed by PyFlink in Python: str() of each field, so nested rows and
     # lists show as Python objects.
-    (Types.ROW([Types.STRING(), Types.ROW([Types.INT(), Types.DOUBLE()])]), [Row("a", Row(1, 2.0))],
-     ["+I[a,Row(f0=1, f1=2.0)]"]),
+    (Types.ROW([Types.STRING(), Types.ROW([Types.INT(), Types.DOUBLE()])]),
+     [Types.ROW([Types.STRING(), Types.ROW([Types.INT(), Types.DOUBLE()])]).coerce(Row("a", Row(1, 2.0)))],
+     ["+I[a,Row(f0=1, f1=2.0)]"]),  # as from_collection delivers it: the nested row has Java's names
     (Types.ROW([Types.STRING(), Types.LIST(Types.INT()), Types.PRIMITIVE_ARRAY(Types.INT()),
                 Types.MAP(Types.STRING(), Types.INT())]), [Row("a", [1, 2], [3, 4], {"k": 1})],
      ["+I[a,[1, 2],[3, 4],{'k': 1}]"]),
@@ -78,6 +80,11 @@ CASES = [
     (Types.DOUBLE(), [1, 2], ["1.0", "2.0"]),
     (Types.FLOAT(), [0.1, 0.2, 0.30000000000000004], ["0.1", "0.2", "0.3"]),
     (Types.LIST(Types.STRING()), [["a"]], ["[a]"]),
+    # From map functions with these output types.
+    (Types.ROW([Types.STRING(), Types.FLOAT(), Types.BOOLEAN(), Types.LONG()]), [Row("x", 0.1, True, 2**40)],
+     ["+I[x,0.1,True,1099511627776]"]),
+    (Types.INSTANT(), [Instant.of_epoch_milli(1704164645678), Instant.of_epoch_milli(1704164645000)],
+     ["2024-01-02T03:04:05.678Z", "2024-01-02T03:04:05Z"]),
 ]
 
 
