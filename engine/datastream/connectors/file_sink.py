@@ -25,6 +25,7 @@ from datetime import datetime, timezone
 from typing import Any, BinaryIO
 
 from engine.common.serialization import Encoder
+from engine.compat.unsupported import unsupported_class
 from engine.datastream.connectors.sink import Committer, InitContext, Sink, SinkWriter
 
 IN_PROGRESS = ".inprogress"
@@ -337,6 +338,15 @@ class FileSink(Sink):
     def for_row_format(base_path: str, encoder: Encoder) -> "RowFormatBuilder":
         return RowFormatBuilder(base_path, encoder)
 
+    @staticmethod
+    def for_bulk_format(base_path: str, writer_factory: Any) -> Any:
+        from engine.compat.unsupported import not_supported
+
+        raise not_supported(
+            "FileSink.for_bulk_format", "bulk (columnar) writers are Java-side formats",
+            "FileSink.for_row_format(path, Encoder.simple_string_encoder())",
+        )
+
     def create_writer(self, subtask: int, parallelism: int) -> SinkWriter:
         return FileWriter(self, subtask, parallelism, clean_up_after_restore=False)
 
@@ -425,4 +435,9 @@ class RowFormatBuilder:
 
 # PyFlink names the builders as nested classes.
 FileSink.RowFormatBuilder = RowFormatBuilder  # type: ignore[attr-defined]
+FileSink.BaseBuilder = RowFormatBuilder  # type: ignore[attr-defined]  # the only builder kind here
+FileSink.BulkFormatBuilder = unsupported_class(  # type: ignore[attr-defined]
+    "BulkFormatBuilder", __name__, "bulk (columnar) writers are Java-side formats",
+    "FileSink.for_row_format(path, Encoder.simple_string_encoder())",
+)
 OutputFileConfig.OutputFileConfigBuilder = OutputFileConfigBuilder  # type: ignore[attr-defined]

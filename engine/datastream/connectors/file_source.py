@@ -261,6 +261,15 @@ class FileSource(Source):
     def for_record_stream_format(stream_format: StreamFormat, *paths: str) -> "FileSourceBuilder":
         return FileSourceBuilder(stream_format, paths)
 
+    @staticmethod
+    def for_bulk_file_format(bulk_format: Any, *paths: str) -> "FileSourceBuilder":
+        from engine.compat.unsupported import not_supported
+
+        raise not_supported(
+            "FileSource.for_bulk_file_format", "bulk (columnar) formats are Java-side readers",
+            "FileSource.for_record_stream_format(StreamFormat.text_line_format(), path)",
+        )
+
     def is_bounded(self) -> bool:
         return self.discovery_interval_ms is None
 

@@ -75,7 +75,15 @@ NOTES: dict[str, str] = {
     "pyflink.datastream.checkpoint_storage.FileSystemCheckpointStorage": (
         "the path becomes the checkpoint directory; size thresholds and write buffer are recorded only"
     ),
-    "pyflink.datastream.functions.Partitioner": "the interface exists; DataStream.partition_custom does not yet",
+    "pyflink.datastream.functions.Partitioner": (
+        "the interface exists; DataStream.partition_custom raises NotSupportedError (use key_by)"
+    ),
+    "pyflink.datastream.connectors.file_system.FileSink": (
+        "row formats; for_bulk_format and BulkFormatBuilder raise NotSupportedError"
+    ),
+    "pyflink.datastream.connectors.file_system.FileSource": (
+        "record stream formats (text lines); for_bulk_file_format raises NotSupportedError"
+    ),
     "pyflink.common.config_options.ConfigOption": "typed keys; Configuration takes them by key string",
 }
 
