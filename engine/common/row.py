@@ -201,6 +201,11 @@ def _create_row(fields: list[str] | None, values: tuple[Any, ...], kind: int = 0
     return row
 
 
+def _make_named_row(fields: tuple[str, ...], values: tuple[Any, ...]) -> Row:
+    # Pickles written before Rows had kinds name this function; state and savepoints may hold them.
+    return _create_row(list(fields), values)
+
+
 def make_row(fields: Any, values: Any, kind: int = 0) -> Row:
     """A Row from its parts, as the data plane's decoder rebuilds it."""
     return _create_row(list(fields) if fields is not None else None, values, kind)

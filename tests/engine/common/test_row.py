@@ -84,3 +84,13 @@ def test_names_and_kind_survive_pickle_and_the_data_plane():
     _, (wire, plain), _ = s.decode(s.encode(0, [r, Row(1, 2)]))
     assert wire.get_row_kind() is RowKind.DELETE and wire._fields == ["a", "b"] and wire.a == 1
     assert plain == Row(1, 2) and not hasattr(plain, "_fields")
+
+
+def test_rows_pickled_before_kinds_still_load():
+    from engine.common import row as row_module
+
+    class OldNamedRow:  # what a named Row pickled as before: _make_named_row(fields, values)
+        def __reduce__(self):
+            return (row_module._make_named_row, (("a", "b"), (1, 2)))
+
+    assert pickle.loads(pickle.dumps(OldNamedRow())) == Row(a=1, b=2)
