@@ -57,6 +57,10 @@ class CloseableIterator:
         to the stream's declared type here (its convert_to_python_obj), through ``convert``."""
         return value if self._convert is None else self._convert(value)
 
+    def next(self) -> Any:
+        """PyFlink's spelling of ``next(it)``."""
+        return self.__next__()
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True
