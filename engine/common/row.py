@@ -176,11 +176,19 @@ class Row:
         return not self == other
 
     def __hash__(self) -> int:
-        return hash(tuple(self._values))
+        # Equal rows must hash equal: named rows are equal whatever order their names were given
+        # in, so they hash by name-sorted (name, value) pairs.
+        return hash(self._key_parts())
 
     def __millstream_key__(self) -> Any:
         # key_by(lambda r: r) works on rows: equal rows give equal keys in every process.
-        return (tuple(self._values), tuple(self._names() or ()), self._row_kind.value)
+        return (self._key_parts(), self._row_kind.value)
+
+    def _key_parts(self) -> tuple:
+        names = self._names()
+        if names is None:
+            return tuple(self._values)
+        return tuple(sorted(zip(names, self._values), key=lambda pair: pair[0]))
 
     def __reduce__(self):  # names and kind survive pickling (state, cloudpickled programs)
         return (_create_row, (self._names(), tuple(self._values), self._row_kind.value))

@@ -94,3 +94,10 @@ def test_rows_pickled_before_kinds_still_load():
             return (row_module._make_named_row, (("a", "b"), (1, 2)))
 
     assert pickle.loads(pickle.dumps(OldNamedRow())) == Row(a=1, b=2)
+
+def test_named_rows_equal_in_any_name_order_hash_and_key_alike() -> None:
+    from engine.runtime.key_groups import key_bytes
+
+    a, b = Row(a=1, b=2), Row(b=2, a=1)
+    assert a == b and hash(a) == hash(b) and len({a, b}) == 1
+    assert key_bytes(a) == key_bytes(b)
