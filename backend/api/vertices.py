@@ -14,6 +14,9 @@ router = APIRouter(tags=["vertices"])
 
 T = TypeVar("T")
 VertexId = Annotated[str, Path(description="The vertex (JobVertex) id: 32 hex characters")]
+MAX_PAGE = 1000  # subtask rows per answer: a vertex at parallelism 32768 is a 30 MB page otherwise
+Offset = Annotated[int, Query(ge=0, le=2**31, description="The first subtask row to return")]
+Limit = Annotated[int, Query(ge=1, le=MAX_PAGE, description=f"Subtask rows per page (at most {MAX_PAGE})")]
 
 
 def _hosts(dispatcher: Dispatcher) -> dict[str, str]:
@@ -27,16 +30,27 @@ def _view(call: Callable[[], T], vid: str) -> T:
         raise HTTPException(404, f"Vertex {vid} not found in this job")
 
 
+def _paged(answer: dict[str, Any], offset: int) -> dict[str, Any]:
+    """Flink's exact shape when the page is the whole list; ``subtasks-total`` and ``offset`` otherwise."""
+    if offset == 0 and len(answer["subtasks"]) == answer.get("subtasks-total"):
+        answer.pop("subtasks-total")
+        answer.pop("offset")
+    return answer
+
+
 def _csv(value: str | None) -> list[str]:
     return [part.strip() for part in (value or "").split(",") if part.strip()]
 
 
 @router.get("/jobs/{jid}/vertices/{vid}", summary="A vertex and its subtasks")
-def vertex_detail(dispatcher: DispatcherDep, jid: JobId, vid: VertexId) -> dict[str, Any]:
+def vertex_detail(
+    dispatcher: DispatcherDep, jid: JobId, vid: VertexId, offset: Offset = 0, limit: Limit = MAX_PAGE
+) -> dict[str, Any]:
     """``{id, name, parallelism, maxParallelism, now, subtasks: [{subtask, status, attempt, endpoint,
-    start-time, end-time, duration, metrics, taskmanager-id, status-duration}]}``."""
+    start-time, end-time, duration, metrics, taskmanager-id, status-duration}]}``; at most ``limit``
+    subtasks from ``offset``, with ``subtasks-total`` when the answer is a part of them."""
     record, hosts = load_job(dispatcher, jid), _hosts(dispatcher)
-    return _view(lambda: job_views.vertex_detail(record, vid, now_ms(), hosts), vid)
+    return _view(lambda: _paged(job_views.vertex_detail(record, vid, now_ms(), hosts, offset, limit), offset), vid)
 
 
 @router.get("/jobs/{jid}/vertices/{vid}/backpressure", summary="Backpressure of a vertex's subtasks")
@@ -48,10 +62,13 @@ def vertex_backpressure(dispatcher: DispatcherDep, jid: JobId, vid: VertexId) ->
 
 
 @router.get("/jobs/{jid}/vertices/{vid}/subtasktimes", summary="When each subtask entered each state")
-def vertex_subtasktimes(dispatcher: DispatcherDep, jid: JobId, vid: VertexId) -> dict[str, Any]:
-    """``{id, name, now, subtasks: [{subtask, endpoint, duration, timestamps {STATE: ts}}]}``."""
+def vertex_subtasktimes(
+    dispatcher: DispatcherDep, jid: JobId, vid: VertexId, offset: Offset = 0, limit: Limit = MAX_PAGE
+) -> dict[str, Any]:
+    """``{id, name, now, subtasks: [{subtask, endpoint, duration, timestamps {STATE: ts}}]}``, paged as
+    ``GET /jobs/{jid}/vertices/{vid}``."""
     record, hosts = load_job(dispatcher, jid), _hosts(dispatcher)
-    return _view(lambda: job_views.vertex_subtasktimes(record, vid, now_ms(), hosts), vid)
+    return _view(lambda: _paged(job_views.vertex_subtasktimes(record, vid, now_ms(), hosts, offset, limit), offset), vid)
 
 
 @router.get("/jobs/{jid}/vertices/{vid}/taskmanagers", summary="A vertex's subtasks grouped by TaskManager")

@@ -61,7 +61,7 @@ def taskmanagers_context(dispatcher: Dispatcher) -> dict[str, Any]:
 
 
 def job_context(
-    dispatcher: Dispatcher, history: ThroughputHistory, jid: str, tab: str, view: str
+    dispatcher: Dispatcher, history: ThroughputHistory, jid: str, tab: str, view: str, page: int = 1
 ) -> dict[str, Any]:
     """Everything the job page's header and the chosen tab need. Raises UnknownJob."""
     record = load_job(dispatcher, jid)
@@ -73,6 +73,7 @@ def job_context(
         "tab": tab,
         "tabs": job_view.tabs_for(header.job_type),
         "view": view,
+        "subtask_page": page,  # of the Subtasks tab's tables ("page" is the nav's)
         "live_body": tab in job_view.LIVE_TABS,
         "on_spark": on_spark(dispatcher, record),
         "savepoint_dir": savepoint_view.default_savepoint_dir(
@@ -80,19 +81,20 @@ def job_context(
         ),
         "now": now,
     }
-    ctx.update(_tab_context(dispatcher, history, record, tab, view, now, header.alive))
+    ctx.update(_tab_context(dispatcher, history, record, tab, view, now, header.alive, page))
     return ctx
 
 
 def _tab_context(
-    dispatcher: Dispatcher, history: ThroughputHistory, record: JobRecord, tab: str, view: str, now: int, alive: bool
+    dispatcher: Dispatcher, history: ThroughputHistory, record: JobRecord, tab: str, view: str, now: int, alive: bool,
+    page: int = 1,
 ) -> dict[str, Any]:
     vertices = job_views.vertices_of(record)
     if tab == "graph":
         model = graph_view.graph_model(record.job_graph, vertices, alive, view)
         return {"graph": model, "graph_json": json.dumps(model.layout_json())}
     if tab == "subtasks":
-        return {"vertices": job_view.subtasks_tab(record, now, hosts_of(dispatcher))}
+        return {"vertices": job_view.subtasks_tab(record, now, hosts_of(dispatcher), page)}
     if tab == "backpressure":
         bp = backpressure_view.backpressure_vertices(record, now)
         edges = [(e["source_vertex"], e["target_vertex"]) for e in record.job_graph.get("edges", [])]

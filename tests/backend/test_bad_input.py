@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -209,3 +210,48 @@ def test_an_unusable_entry_class_is_a_400(api: TestClient):
         r = api.post(f"/jars/{jar}/plan", content=json.dumps({"entryClass": entry}),
                      headers={"Content-Type": "application/json"})
         _assert_4xx(r, "entry point")
+
+
+# -- large tables are paged --------------------------------------------------------------------
+def test_subtask_lists_of_a_wide_vertex_are_paged(redis_url: str, tmp_path: Path):
+    settings = Settings(redis_url=redis_url, data_dir=tmp_path, heartbeat_interval_ms=200, max_parallelism=1500)
+    with TestClient(create_app(settings), raise_server_exceptions=False) as api:
+        rds = redis.Redis.from_url(redis_url)
+        register_taskmanager(rds, slots=1200)
+        rds.close()
+        env = StreamExecutionEnvironment().set_parallelism(1200)
+        env.from_collection([1, 2, 3]).print()
+        jg, sg = env.get_job_graph("wide")
+        r = api.post("/jobs", data={"jobgraph": json.dumps(jg.to_dict())}, files={"usercode": ("u", cloudpickle.dumps(sg))})
+        assert r.status_code == 202, r.text
+        jid, vid = jg.job_id, jg.vertices[-1].id
+        deadline = time.monotonic() + 30
+        while not api.get(f"/jobs/{jid}/vertices/{vid}").json()["subtasks"]:
+            assert time.monotonic() < deadline, "the job was never scheduled"
+        first = api.get(f"/jobs/{jid}/vertices/{vid}").json()
+        assert len(first["subtasks"]) == 1000 and first["subtasks-total"] == 1200 and first["offset"] == 0
+        rest = api.get(f"/jobs/{jid}/vertices/{vid}", params={"offset": 1000}).json()
+        assert [st["subtask"] for st in rest["subtasks"]] == list(range(1000, 1200))
+        times = api.get(f"/jobs/{jid}/vertices/{vid}/subtasktimes", params={"offset": 1150, "limit": 10}).json()
+        assert [st["subtask"] for st in times["subtasks"]] == list(range(1150, 1160))
+        assert times["subtasks-total"] == 1200
+        _assert_4xx(api.get(f"/jobs/{jid}/vertices/{vid}", params={"limit": 5000}), "limit")
+        _assert_4xx(api.get(f"/jobs/{jid}/vertices/{vid}", params={"offset": str(2**63)}), "offset")
+        page = api.get(f"/ui/jobs/{jid}/subtasks")
+        assert page.status_code == 200
+        assert page.text.count("<tr>") <= 220, "the dashboard's subtasks tab is not paged"
+        assert "1200 subtasks" in page.text and "page=2" in page.text
+        page2 = api.get(f"/ui/jobs/{jid}/subtasks", params={"page": 6})
+        assert "<td>1000</td>" in page2.text and "<td>1199</td>" in page2.text and "<td>999</td>" not in page2.text
+        assert "<td>999</td>" in api.get(f"/ui/jobs/{jid}/subtasks", params={"page": 5}).text
+        assert api.get(f"/ui/jobs/{jid}/subtasks", params={"page": 0}).status_code == 400  # as REST: says why
+
+
+def test_small_vertices_keep_flinks_exact_shape(api: TestClient):
+    g, code = _graph()
+    assert _post_job(api, g).status_code == 202
+    vid = g["vertices"][-1]["id"]
+    deadline = time.monotonic() + 30
+    while not (d := api.get(f"/jobs/{g['job_id']}/vertices/{vid}").json())["subtasks"]:
+        assert time.monotonic() < deadline
+    assert "subtasks-total" not in d and len(d["subtasks"]) == 2

@@ -1,7 +1,9 @@
 """The job page: header and tabs, each tab with its own SSE stream while the job runs."""
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from backend.deps import DispatcherDep
@@ -15,6 +17,7 @@ from engine.jobmanager.dispatcher import UnknownJob
 router = APIRouter(prefix="/ui/jobs", include_in_schema=False)
 # Every viewer of one job tab gets the same events; the blocks read no per-request state.
 _ticks = SharedTicks()
+Page = Annotated[int, Query(ge=1, le=1_000_000)]  # the Subtasks tab's page; out of range is clamped to the last
 
 
 def _not_found(request: Request, jid: str) -> Response:
@@ -33,12 +36,13 @@ def job_root(jid: str) -> Response:
 
 @router.get("/{jid}/{tab}", response_class=HTMLResponse)
 def job_tab(
-    request: Request, dispatcher: DispatcherDep, history: HistoryDep, jid: str, tab: str, view: str = "job"
+    request: Request, dispatcher: DispatcherDep, history: HistoryDep, jid: str, tab: str, view: str = "job",
+    page: Page = 1,
 ) -> Response:
     if tab not in TAB_IDS:
         return _not_found(request, f"{jid} tab {tab}")
     try:
-        ctx = {"page": "jobs", **context.job_context(dispatcher, history, jid, tab, _view(view))}
+        ctx = {"page": "jobs", **context.job_context(dispatcher, history, jid, tab, _view(view), page)}
     except UnknownJob:
         return _not_found(request, jid)
     if is_htmx(request):  # a tab switch: the whole live section, with its new stream
@@ -48,7 +52,8 @@ def job_tab(
 
 @router.get("/{jid}/{tab}/stream")
 def job_stream(
-    request: Request, dispatcher: DispatcherDep, history: HistoryDep, jid: str, tab: str, view: str = "job"
+    request: Request, dispatcher: DispatcherDep, history: HistoryDep, jid: str, tab: str, view: str = "job",
+    page: Page = 1,
 ) -> Response:
     """``header`` (and ``body`` for live tabs, ``series`` JSON for Throughput) every second
     until the job has ended; then one last update and ``close``."""
@@ -56,7 +61,9 @@ def job_stream(
         return HTMLResponse("unknown tab", status_code=404)
 
     def render() -> tuple[list[tuple[str, str]], bool]:
-        ctx = {"request": request, "page": "jobs", **context.job_context(dispatcher, history, jid, tab, _view(view))}
+        ctx = {
+            "request": request, "page": "jobs", **context.job_context(dispatcher, history, jid, tab, _view(view), page)
+        }
         events = [("header", block("job.html", "header", **ctx))]
         if ctx["live_body"]:
             events.append(("body", block("job.html", "body", **ctx)))
@@ -72,7 +79,7 @@ def job_stream(
         return events, done
 
     def produce() -> tuple[list[tuple[str, str]], bool]:
-        return _ticks.get((id(dispatcher), jid.lower(), tab, _view(view)), render)
+        return _ticks.get((id(dispatcher), jid.lower(), tab, _view(view), page), render)
 
     return stream(request, produce, interval_s=1.0)
 
