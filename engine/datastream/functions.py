@@ -7,9 +7,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Generic, Iterable, TypeVar
-
-from engine.compat.unsupported import declare_unsupported
+from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, TypeVar
 
 if TYPE_CHECKING:
     from engine.metrics import MetricGroup
@@ -450,13 +448,103 @@ class KeyedBroadcastProcessFunction(BaseBroadcastProcessFunction, Generic[KEY, I
         pass
 
 
-# Asynchronous I/O: importable (user classes may subclass AsyncFunction), refused when used.
-declare_unsupported(
-    globals(),
-    ["AsyncFunction", "AsyncFunctionDescriptor", "AsyncRetryPredicate", "AsyncRetryStrategy"],
-    why="asynchronous I/O operators (AsyncDataStream) are not implemented yet",
-    instead="a MapFunction or FlatMapFunction that calls the service synchronously (a thread pool inside it can overlap the calls)",
-)
+# -- asynchronous I/O (AsyncDataStream) -------------------------------------------------
+class AsyncRetryPredicate(ABC, Generic[OUT]):
+    """When an attempt of an AsyncFunction is retried: on its result list, or on its exception."""
+
+    @abstractmethod
+    def result_predicate(self) -> "Callable[[list[OUT]], bool] | None":
+        """A test of an attempt's result list; True asks for another attempt (None: never)."""
+
+    @abstractmethod
+    def exception_predicate(self) -> "Callable[[Exception], bool] | None":
+        """A test of an attempt's exception; True asks for another attempt (None: never)."""
+
+
+class AsyncRetryStrategy(ABC, Generic[OUT]):
+    """How often and after which delay an AsyncFunction call is attempted again."""
+
+    @abstractmethod
+    def can_retry(self, current_attempts: int) -> bool:
+        """Whether another attempt may follow ``current_attempts`` attempts (the first is 1)."""
+
+    @abstractmethod
+    def get_backoff_time_millis(self, current_attempts: int) -> int:
+        """The delay before the attempt that follows ``current_attempts`` attempts."""
+
+    @abstractmethod
+    def get_retry_predicate(self) -> AsyncRetryPredicate[OUT]:
+        """The predicate deciding whether an attempt's outcome asks for a retry."""
+
+    @staticmethod
+    def no_restart() -> "AsyncRetryStrategy":
+        from engine.datastream.async_retry_strategies import NO_RETRY_STRATEGY
+
+        return NO_RETRY_STRATEGY
+
+    @staticmethod
+    def fixed_delay(
+        max_attempts: int,
+        backoff_time_millis: int,
+        result_predicate: "Callable[[list[OUT]], bool] | None",
+        exception_predicate: "Callable[[Exception], bool] | None",
+    ) -> "AsyncRetryStrategy":
+        from engine.datastream.async_retry_strategies import FixedDelayRetryStrategy
+
+        return FixedDelayRetryStrategy(max_attempts, backoff_time_millis, result_predicate, exception_predicate)
+
+    @staticmethod
+    def exponential_backoff(
+        max_attempts: int,
+        initial_delay: int,
+        max_retry_delay: int,
+        multiplier: float,
+        result_predicate: "Callable[[list[OUT]], bool] | None",
+        exception_predicate: "Callable[[Exception], bool] | None",
+    ) -> "AsyncRetryStrategy":
+        from engine.datastream.async_retry_strategies import ExponentialBackoffDelayRetryStrategy
+
+        return ExponentialBackoffDelayRetryStrategy(
+            max_attempts, initial_delay, max_retry_delay, multiplier, result_predicate, exception_predicate
+        )
+
+
+class AsyncFunction(Function, Generic[IN, OUT]):
+    """Asynchronous I/O: ``async_invoke`` is a coroutine returning the list of results of one input.
+
+    The runtime runs it on an asyncio event loop of the operator instance, with up to the
+    operator's capacity of calls in flight.
+    """
+
+    @abstractmethod
+    async def async_invoke(self, value: IN) -> "list[OUT]":
+        """The results of ``value`` (a list, possibly empty); raising fails the task (unless retried)."""
+
+    def timeout(self, value: IN) -> "list[OUT]":
+        """The results of an input whose call timed out; by default the job fails, as in Flink."""
+        raise TimeoutError("Async function call has timed out for input: " + str(value))
+
+
+class AsyncFunctionDescriptor:
+    """An AsyncFunction with how it runs: what an async wait operator is made of."""
+
+    class OutputMode(Enum):
+        ORDERED = 0
+        UNORDERED = 1
+
+    def __init__(
+        self,
+        async_function: AsyncFunction,
+        timeout: Any,
+        capacity: int,
+        async_retry_strategy: AsyncRetryStrategy,
+        output_mode: "AsyncFunctionDescriptor.OutputMode",
+    ) -> None:
+        self.async_function = async_function
+        self.timeout = timeout
+        self.capacity = capacity
+        self.async_retry_strategy = async_retry_strategy
+        self.output_mode = output_mode
 
 
 def __getattr__(name: str) -> Any:

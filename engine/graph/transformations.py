@@ -27,6 +27,7 @@ class OperatorKind(str, Enum):
     KEYED_CO_PROCESS = "KeyedCoProcess"
     BROADCAST_PROCESS = "BroadcastProcess"
     KEYED_BROADCAST_PROCESS = "KeyedBroadcastProcess"
+    ASYNC_WAIT = "AsyncWait"  # AsyncDataStream: an AsyncFunction with calls in flight
     # Virtual kinds only shape edges; they never become operators.
     PARTITION = "Partition"
     UNION = "Union"

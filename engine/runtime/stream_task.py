@@ -303,6 +303,10 @@ class StreamTask:
         self.outputs = chain.outputs
         self.ticking = [op for op in self.operators.values() if op.wants_ticks]
         self.next_tick = 0.0
+        # Operators with work finishing on other threads (async I/O) hand it over in _flush_due.
+        self.mailboxes = [op for op in self.operators.values() if hasattr(op, "process_mail")]
+        for op in self.mailboxes:
+            op.cancelled = self.env.cancelled  # their blocked waits (capacity, end of input) end with the task
 
     # -- running -----------------------------------------------------------
     def run(self) -> None:
@@ -361,6 +365,9 @@ class StreamTask:
             for op in self.ticking:
                 op.on_tick(now_ms)
         nxt = TICK_S if self.ticking else float("inf")
+        if self.mailboxes and self._savepoint_stop is None:
+            for op in self.mailboxes:  # nothing leaves after a stop-with-savepoint's barrier
+                nxt = min(nxt, op.process_mail())
         for w in self.writers:
             nxt = min(nxt, w.flush_due(now))
         return nxt

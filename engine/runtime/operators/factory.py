@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from engine.graph.transformations import OperatorKind, Transformation
+from engine.runtime.operators.async_wait import AsyncWaitOperator
 from engine.runtime.operators.base import OperatorContext, StreamOperator
 from engine.runtime.operators.basic import FilterOperator, FlatMapOperator, MapOperator, ProcessOperator
 from engine.runtime.operators.co_operators import (
@@ -40,6 +41,7 @@ _BY_KIND: dict[OperatorKind, type[StreamOperator]] = {
     OperatorKind.KEYED_CO_PROCESS: KeyedCoProcessOperator,
     OperatorKind.BROADCAST_PROCESS: BroadcastProcessOperator,
     OperatorKind.KEYED_BROADCAST_PROCESS: KeyedBroadcastProcessOperator,
+    OperatorKind.ASYNC_WAIT: AsyncWaitOperator,
 }
 
 _SINKS: dict[str, type[StreamOperator]] = {
