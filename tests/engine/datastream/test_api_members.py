@@ -113,18 +113,17 @@ def test_checkpoint_config_accepts_pyflinks_unaligned_and_failure_settings():
     assert config.is_fail_on_checkpointing_errors() and config.get_tolerable_checkpoint_failure_number() == 0
 
 
-def test_async_io_and_python_dependency_calls_exist_and_refuse_clearly():
+def test_async_io_is_real_and_python_dependency_calls_refuse_clearly():
     from engine.datastream import AsyncDataStream
     from engine.datastream.functions import AsyncFunction
 
-    class Lookup(AsyncFunction[str, str]):  # subclassing (even subscripted) works; running does not
+    class Lookup(AsyncFunction[str, str]):  # subscripted in a class statement, as PyFlink's example does
         async def async_invoke(self, value):
             return [value]
 
-    with pytest.raises(NotSupportedError, match="not implemented yet. Use a MapFunction"):
-        Lookup()
-    with pytest.raises(NotSupportedError, match="AsyncDataStream is not supported"):
-        AsyncDataStream.unordered_wait(None, None, None)
+    Lookup()  # the async I/O names are real classes now (tests/engine/runtime/test_async_wait.py runs them)
+    with pytest.raises(TypeError, match="AsyncDataStream expects a DataStream"):
+        AsyncDataStream.unordered_wait(None, Lookup(), None)
     env = StreamExecutionEnvironment.get_execution_environment()
     for call in (lambda: env.add_python_file("x.py"), lambda: env.add_python_archive("a.zip"),
                  lambda: env.set_python_requirements("requirements.txt")):
