@@ -232,7 +232,11 @@ class Dispatcher(SavepointOperations):
                     if due:  # before the batch: reports popped from a new Redis must not restart a job first
                         self._check_redis_epoch()
                     for raw in batch:
-                        self._handle(messages.unpack(raw))
+                        try:
+                            msg = messages.open_message(raw, self.config.cluster_secret, redis_keys.JOBMANAGER_INBOX)
+                        except messages.Unauthenticated:
+                            continue  # forged or replayed from elsewhere: dropped (logged and counted), no job changes
+                        self._handle(msg)
                     if due:
                         next_membership = now + self.config.heartbeat_interval_ms / 1000
                         self._refresh_membership()
@@ -477,7 +481,7 @@ class Dispatcher(SavepointOperations):
                 self._check_redis_epoch()  # a client may ask before the control loop saw Redis restart
             ended = jm is None or jm.status.is_terminal()
             rebase = job_id in self._results_lost
-        entries = fetch_results(self.client, job_id, offset, rebase=rebase)
+        entries = fetch_results(self.client, job_id, offset, rebase=rebase, secret=self.config.cluster_secret)
         self._results_lost.discard(job_id)
         if ended:
             expire_results(self.client, job_id)

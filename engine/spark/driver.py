@@ -129,11 +129,15 @@ def _load_user_code(ns: argparse.Namespace, client: redis.Redis) -> bytes:
     if envelope is None:
         raise RuntimeError(f"no user code for job {ns.job_id} in Redis")
     # Redis is shared: code from there is unpickled only with a valid signature.
-    secret = None
-    if ns.cluster_secret_file:
-        with open(ns.cluster_secret_file, "rb") as f:
-            secret = f.read().strip()
-    return code_signing.verify(secret, ns.job_id, envelope)
+    return code_signing.verify(_secret(ns), ns.job_id, envelope)
+
+
+def _secret(ns: argparse.Namespace) -> bytes | None:
+    """The cluster secret: verifies user code and seals the collect entries this driver writes."""
+    if not ns.cluster_secret_file:
+        return None
+    with open(ns.cluster_secret_file, "rb") as f:
+        return f.read().strip()
 
 
 def _spark_context(ns: argparse.Namespace, job_graph: JobGraph) -> Any:
@@ -196,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         watcher.cancel_requested = cancel  # the signal handler and the Redis key share one flag
         watcher.start()
         # A Spark job is one attempt whose records are final as they come (no checkpoints gate them).
-        results = RedisCollectGateway(client, ns.job_id, gated=False, max_unacked_bytes=None)
+        results = RedisCollectGateway(client, ns.job_id, gated=False, max_unacked_bytes=None, secret=_secret(ns))
         position = [0]
 
         def on_collect(node_id: int, values: list[Any]) -> None:

@@ -12,6 +12,11 @@ from engine.taskexecutor import code_signing, messages
 
 
 class TaskExecutorGateway(Protocol):
+    def _send(self, tm_id: str, slot: int, msg: dict) -> None:
+        # Sealed for this slot's inbox: the slot drops anything that is not (a forged deploy, cancel...).
+        inbox = redis_keys.slot_inbox(tm_id, slot)
+        self.client.rpush(inbox, messages.seal(msg, self.cluster_secret, inbox))
+
     def upload_user_code(self, job_id: str, code: bytes) -> None: ...
 
     def submit_task(self, tm_id: str, slot: int, tdd: TaskDeploymentDescriptor) -> None: ...
@@ -38,15 +43,20 @@ class RedisTaskExecutorGateway:
         self.client = client
         self.cluster_secret = cluster_secret
 
+    def _send(self, tm_id: str, slot: int, msg: dict) -> None:
+        # Sealed for this slot's inbox: the slot drops anything that is not (a forged deploy, cancel...).
+        inbox = redis_keys.slot_inbox(tm_id, slot)
+        self.client.rpush(inbox, messages.seal(msg, self.cluster_secret, inbox))
+
     def upload_user_code(self, job_id: str, code: bytes) -> None:
         # Signed, so a TaskManager never unpickles code that someone else put into Redis.
         self.client.set(redis_keys.job_user_code(job_id), code_signing.sign(self.cluster_secret or "", job_id, code))
 
     def submit_task(self, tm_id: str, slot: int, tdd: TaskDeploymentDescriptor) -> None:
-        self.client.rpush(redis_keys.slot_inbox(tm_id, slot), messages.pack(messages.deploy(tdd.to_dict())))
+        self._send(tm_id, slot, messages.deploy(tdd.to_dict()))
 
     def cancel_job(self, tm_id: str, slot: int, job_id: str, attempt: int) -> None:
-        self.client.rpush(redis_keys.slot_inbox(tm_id, slot), messages.pack(messages.cancel(job_id, attempt)))
+        self._send(tm_id, slot, messages.cancel(job_id, attempt))
 
     def release_job(self, job_id: str) -> None:
         keys = list(self.client.scan_iter(match=redis_keys.job_channels_pattern(job_id), count=1000))
@@ -56,13 +66,13 @@ class RedisTaskExecutorGateway:
         expire_results(self.client, job_id)  # not dropped: an attached client may still be reading them
 
     def trigger_checkpoint(self, tm_id: str, slot: int, msg: dict) -> None:
-        self.client.rpush(redis_keys.slot_inbox(tm_id, slot), messages.pack(msg))
+        self._send(tm_id, slot, msg)
 
     def notify_checkpoint_complete(self, tm_id: str, slot: int, msg: dict) -> None:
-        self.client.rpush(redis_keys.slot_inbox(tm_id, slot), messages.pack(msg))
+        self._send(tm_id, slot, msg)
 
     def notify_checkpoint_aborted(self, tm_id: str, slot: int, msg: dict) -> None:
-        self.client.rpush(redis_keys.slot_inbox(tm_id, slot), messages.pack(msg))
+        self._send(tm_id, slot, msg)
 
     def release_attempt(self, job_id: str, attempt: int) -> None:
         keys = list(self.client.scan_iter(match=redis_keys.attempt_channels_pattern(job_id, attempt), count=1000))

@@ -1,9 +1,21 @@
-"""Control messages between the JobManager and TaskManagers, as msgpack dicts on Redis lists."""
+"""Control messages between the JobManager and TaskManagers, as msgpack dicts on Redis lists.
+
+A control message is sealed with the cluster secret for the inbox it is pushed to (``seal``) and
+opened by the inbox's reader (``open_message``) before it is decoded: a message pushed by someone
+who only has the Redis URL (a forged deploy, cancel or task_state), or replayed into another inbox,
+raises ``Unauthenticated``; receivers drop it (logged and counted by engine/security/mac.py).
+Messages carry their job and attempt inside the sealed body. ``pack``/``unpack`` stay for the
+display-only values in Redis (metrics samples, TaskManager info) that change no job.
+"""
 from __future__ import annotations
 
 from typing import Any
 
 import msgpack
+
+from engine.security.mac import Sealer, Unauthenticated
+
+__all__ = ["Unauthenticated"]  # receivers catch it from here
 
 
 def pack(msg: dict[str, Any]) -> bytes:
@@ -12,6 +24,19 @@ def pack(msg: dict[str, Any]) -> bytes:
 
 def unpack(data: bytes) -> dict[str, Any]:
     return msgpack.unpackb(data, raw=False, strict_map_key=False)
+
+
+def seal(msg: dict[str, Any], secret: str | bytes | None, inbox: str) -> bytes:
+    """``msg`` packed and sealed for the Redis list ``inbox``."""
+    return Sealer(secret, "control", inbox).seal(pack(msg))
+
+
+def open_message(data: bytes, secret: str | bytes | None, inbox: str) -> dict[str, Any]:
+    """The message sealed for ``inbox`` in ``data``; raises Unauthenticated before decoding anything else."""
+    msg = unpack(Sealer(secret, "control", inbox).open(data))
+    if not isinstance(msg, dict) or not isinstance(msg.get("type"), str):
+        raise Unauthenticated(f"a control message in {inbox} is not a typed message")
+    return msg
 
 
 def task_state(

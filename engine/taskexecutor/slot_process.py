@@ -31,6 +31,7 @@ from engine.runtime.io.serialization import MsgpackSerializer
 from engine.runtime.user_code_class_loader import load_user_code
 from engine.runtime.stream_task import StreamTask, TaskEnvironment
 from engine.runtime.io.job_stdout import StdoutForwarder
+from engine.security.mac import check_secret
 from engine.taskexecutor import code_signing, messages
 from engine.taskexecutor.task_stdout import TaskStdout
 
@@ -74,6 +75,7 @@ class _Running:
 
 class SlotExecutor:
     def __init__(self, cfg: SlotConfig, client: redis.Redis, stdout: TaskStdout | None = None) -> None:
+        check_secret(cfg.cluster_secret)  # no secret: no data plane at all rather than an unauthenticated one
         self.cfg = cfg
         self.client = client
         # print() lines go to this process's stdout and to their job's print stream in Redis
@@ -99,7 +101,7 @@ class SlotExecutor:
         delay = 0.05
         while True:
             try:
-                self.client.rpush(redis_keys.JOBMANAGER_INBOX, messages.pack(msg))
+                self._send(msg)
                 return
             except (redis.ConnectionError, redis.TimeoutError):
                 if time.monotonic() > deadline or self.stopping.is_set():
@@ -116,15 +118,12 @@ class SlotExecutor:
             if running is not None:
                 running.task.trigger_checkpoint(Barrier.from_wire(msg["barrier"]))
             else:  # the task already ended: the checkpoint cannot complete without it
-                self.client.rpush(
-                    redis_keys.JOBMANAGER_INBOX,
-                    messages.pack(
-                        messages.checkpoint_decline(
-                            msg["job"], msg["attempt"], msg["vertex"], msg["subtask"], msg["barrier"][0],
-                            "the source subtask is no longer running",
-                            not_ready=True,
-                        )
-                    ),
+                self._send(
+                    messages.checkpoint_decline(
+                        msg["job"], msg["attempt"], msg["vertex"], msg["subtask"], msg["barrier"][0],
+                        "the source subtask is no longer running",
+                        not_ready=True,
+                    )
                 )
         elif msg["type"] == "notify_checkpoint_complete":
             with self.lock:
@@ -156,7 +155,7 @@ class SlotExecutor:
             graph = load_user_code(code)  # also registers the classes the program defined
             cancelled = threading.Event()
             env = TaskEnvironment(
-                channels=RedisChannelFactory(self.client, self.cfg.credits, cancelled),
+                channels=RedisChannelFactory(self.client, self.cfg.credits, cancelled, self.cfg.cluster_secret),
                 cancelled=cancelled,
                 print_line=lambda text, job=tdd.job_id: self.stdout.print_line(job, text),
                 collect=self._collect_gateway(tdd, cancelled),
@@ -206,11 +205,14 @@ class SlotExecutor:
         self.report(tdd, state, error, exc_name)
 
     def _send(self, msg: dict[str, Any]) -> None:
-        self.client.rpush(redis_keys.JOBMANAGER_INBOX, messages.pack(msg))
+        inbox = redis_keys.JOBMANAGER_INBOX
+        self.client.rpush(inbox, messages.seal(msg, self.cfg.cluster_secret, inbox))
 
     def _collect_gateway(self, tdd: TaskDeploymentDescriptor, cancelled: threading.Event) -> RedisCollectGateway:
         """Where a collect sink's results go: the job's Redis list, bounded by the client's reading."""
-        return RedisCollectGateway(self.client, tdd.job_id, gated_by_checkpoints(tdd.config), cancelled)
+        return RedisCollectGateway(
+            self.client, tdd.job_id, gated_by_checkpoints(tdd.config), cancelled, secret=self.cfg.cluster_secret
+        )
 
     # -- metrics ---------------------------------------------------------------
     def _publish_metrics(self, tasks: list[tuple[TaskDeploymentDescriptor, StreamTask]]) -> None:
@@ -245,7 +247,9 @@ class SlotExecutor:
                 continue
             if got:
                 try:
-                    self.handle(messages.unpack(got[1]))
+                    self.handle(messages.open_message(got[1], self.cfg.cluster_secret, self.inbox))
+                except messages.Unauthenticated:
+                    pass  # dropped: logged and counted where it was refused; nothing in it was read
                 except Exception:
                     log.exception("bad control message")
 

@@ -115,7 +115,10 @@ class TaskExecutor:
                 log.error(reason)
                 self.client.rpush(
                     redis_keys.JOBMANAGER_INBOX,
-                    messages.pack(messages.slot_lost(self.id, i, int(time.time() * 1000), reason)),
+                    messages.seal(
+                        messages.slot_lost(self.id, i, int(time.time() * 1000), reason),
+                        self.cfg.cluster_secret, redis_keys.JOBMANAGER_INBOX,
+                    ),
                 )
                 self._start_slot(i)
 

@@ -270,7 +270,11 @@ def test_registered_taskmanager_is_listed_and_the_waiting_job_is_deployed(
     (job,) = get(api, "/jobs/overview")["jobs"]
     assert (job["state"], job["tasks"]["deploying"], job["tasks"]["total"]) == ("RUNNING", 3, 3)
     inboxes = [rds.lrange(redis_keys.slot_inbox(TM_ID, slot), 0, -1) for slot in range(3)]
-    deployed = [[messages.unpack(raw)["type"] for raw in inbox] for inbox in inboxes]
+    secret = api.app.state.dispatcher.config.cluster_secret  # control messages are sealed per inbox
+    deployed = [
+        [messages.open_message(raw, secret, redis_keys.slot_inbox(TM_ID, slot))["type"] for raw in inbox]
+        for slot, inbox in enumerate(inboxes)
+    ]
     assert sorted(deployed) == [[], ["deploy"], ["deploy", "deploy"]]  # source + sink share one slot
 
     subtask = get(api, f"/jobs/{jid}/vertices/{sink}")["subtasks"][1]

@@ -18,6 +18,12 @@ A link checks its connection out of the process's pool once and gives it back
 when the task ends, however it ends (``RedisChannelFactory.close``), so a
 TaskManager runs any number of jobs and restarts on a flat connection count.
 A broken connection fails the task, and the restart strategy takes over.
+
+Every element is sealed with the cluster secret (engine/security/mac.py), bound to its channel key
+(job, attempt, edge, subtask pair) and its sequence number in the channel; the gate opens it before
+anything decodes it. An element that does not open (pushed by someone with only the Redis URL,
+replayed from another channel or attempt) fails the consuming task with "unauthenticated buffer on
+channel X", which the restart strategy handles like any task failure: nothing in it is decoded.
 """
 from __future__ import annotations
 
@@ -31,6 +37,7 @@ import redis
 from engine import redis_keys
 from engine.runtime.io.channel import ChannelId, TaskCancelled
 from engine.runtime.io.frames import FramedInputGate
+from engine.security.mac import Sealer, Unauthenticated
 
 _POLL_SLICE = 0.1  # seconds; how often a blocked wait re-checks cancellation
 
@@ -110,10 +117,18 @@ class RedisLink:
         self.pool.release(self.conn)
 
 
+class UnauthenticatedBuffer(RuntimeError):
+    """A channel element that was not sealed for that channel by this cluster: the task fails, undecoded."""
+
+
 class RedisChannelWriter:
-    def __init__(self, link: RedisLink, cid: ChannelId, credits: int, cancelled: threading.Event) -> None:
+    def __init__(
+        self, link: RedisLink, cid: ChannelId, credits: int, cancelled: threading.Event, secret: str | bytes | None
+    ) -> None:
         self.link = link
         self.data_key = redis_keys.channel(cid.job_id, cid.attempt, cid.edge, cid.src, cid.dst)
+        self.sealer = Sealer(secret, "buffer", self.data_key)
+        self.seq = 0  # elements sent so far: the next one's sequence number, inside its MAC
         self.credit_key = redis_keys.credit(cid.job_id, cid.attempt, cid.edge, cid.src, cid.dst)
         self.initial = credits
         self.credits = credits
@@ -140,6 +155,8 @@ class RedisChannelWriter:
             blocked = time.monotonic() - t0
         if is_data:
             self.credits -= 1
+        payload = self.sealer.seal(payload, self.seq)
+        self.seq += 1
         if is_data and self.credits < self.initial // 2 and not self.fetching:
             # Piggyback a non-blocking credit fetch on the push; its answer is counted when read.
             self.fetching = True
@@ -160,9 +177,13 @@ class RedisChannelWriter:
 
 
 class RedisInputGate:
-    def __init__(self, link: RedisLink, cids: list[ChannelId], cancelled: threading.Event) -> None:
+    def __init__(
+        self, link: RedisLink, cids: list[ChannelId], cancelled: threading.Event, secret: str | bytes | None
+    ) -> None:
         self.link = link
         self.keys = [redis_keys.channel(c.job_id, c.attempt, c.edge, c.src, c.dst) for c in cids]
+        self.sealers = [Sealer(secret, "buffer", k) for k in self.keys]
+        self.seqs = [0] * len(self.keys)  # the sequence number each channel's next element must carry
         self.credit_keys = [redis_keys.credit(c.job_id, c.attempt, c.edge, c.src, c.dst) for c in cids]
         self.index = {k.encode(): i for i, k in enumerate(self.keys)}
         self.blocked: set[int] = set()
@@ -190,7 +211,13 @@ class RedisInputGate:
         if not got:
             return None
         key, value = got
-        return self.index[key if isinstance(key, bytes) else key.encode()], value
+        i = self.index[key if isinstance(key, bytes) else key.encode()]
+        try:
+            payload = self.sealers[i].open(value, self.seqs[i])
+        except Unauthenticated as e:
+            raise UnauthenticatedBuffer(f"unauthenticated buffer on channel {self.keys[i]}: {e}") from None
+        self.seqs[i] += 1
+        return i, payload
 
     def ack(self, channel_index: int) -> None:
         # Deferred: sent with the next BLPOP in one round trip.
@@ -218,10 +245,13 @@ class RedisChannelFactory:
     """One task's channels. Its record writers share one link and its input gate has its own,
     because the writers still send END_OF_PARTITION after the gate is closed."""
 
-    def __init__(self, client: redis.Redis, credits: int, cancelled: threading.Event) -> None:
+    def __init__(
+        self, client: redis.Redis, credits: int, cancelled: threading.Event, secret: str | bytes | None = None
+    ) -> None:
         self.client = client
         self.credits = credits
         self.cancelled = cancelled
+        self.secret = secret  # seals every element; without one, making a writer or gate fails the task
         self._writer_link: RedisLink | None = None
         self._links: list[RedisLink] = []
 
@@ -233,10 +263,10 @@ class RedisChannelFactory:
     def writer(self, channel: ChannelId) -> RedisChannelWriter:
         if self._writer_link is None:
             self._writer_link = self._link()
-        return RedisChannelWriter(self._writer_link, channel, self.credits, self.cancelled)
+        return RedisChannelWriter(self._writer_link, channel, self.credits, self.cancelled, self.secret)
 
     def gate(self, channels: list[ChannelId]) -> FramedInputGate:
-        return FramedInputGate(RedisInputGate(self._link(), channels, self.cancelled), len(channels))
+        return FramedInputGate(RedisInputGate(self._link(), channels, self.cancelled, self.secret), len(channels))
 
     def close(self) -> None:
         """The task ended (finished, failed or cancelled): every connection goes back to the pool."""

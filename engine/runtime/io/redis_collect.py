@@ -6,6 +6,11 @@ offset) and how many bytes the list holds. A client that asks for offset ``n`` a
 entry before ``n``, which is then trimmed; the sink waits while the list holds ``max_unacked_bytes``
 or more, so a job whose client reads nothing stays within that much Redis memory (backpressure
 spreads from the sink up to the sources, as from any slow consumer).
+
+Every entry is sealed with the cluster secret for its job's list (engine/security/mac.py) and opened
+by the JobManager before it is handed to a client: an entry pushed by someone with only the Redis
+URL (a pickle extension ``millstream run`` would decode) is refused with ``UnauthenticatedResult``,
+which fails that client's collect with a clear error; nothing in it is decoded anywhere.
 """
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ from engine import redis_keys
 from engine.runtime.collect import RECORDS, CollectEntry
 from engine.runtime.io.channel import TaskCancelled
 from engine.runtime.io.serialization import MsgpackSerializer
+from engine.security.mac import Sealer, Unauthenticated
 
 #: unacknowledged result bytes a job may keep in Redis before its collect sink waits for the client
 MAX_UNACKED_BYTES = 4 * 1024 * 1024
@@ -60,6 +66,10 @@ class ResultOffsetError(ValueError):
     """A client asked for an offset it acknowledged already, or one past the results written."""
 
 
+class UnauthenticatedResult(ResultOffsetError):
+    """A result entry not sealed by this cluster for this job (answered with 400, never decoded)."""
+
+
 class RedisCollectGateway:
     """The collect sink's gateway on a TaskManager (and the Spark driver's, ungated and unbounded)."""
 
@@ -70,6 +80,7 @@ class RedisCollectGateway:
         gated: bool,
         cancelled: threading.Event | None = None,
         max_unacked_bytes: int | None = MAX_UNACKED_BYTES,
+        secret: str | bytes | None = None,
     ) -> None:
         self.client = client
         self.gated = gated
@@ -78,6 +89,7 @@ class RedisCollectGateway:
         self.key = redis_keys.collect(job_id)
         self.meta = redis_keys.collect_meta(job_id)
         self.serializer = MsgpackSerializer()
+        self.sealer = Sealer(secret, "collect", self.key)  # no secret: the sink fails at once, clearly
 
     def backlog_bytes(self) -> int:
         return int(self.client.hget(self.meta, "bytes") or 0)
@@ -94,7 +106,7 @@ class RedisCollectGateway:
     def publish(self, entries: list[CollectEntry]) -> None:
         if any(e.kind == RECORDS for e in entries):
             self._await_capacity()  # START and COMMIT never wait: they are tiny and free the client
-        payloads = [e.encode(self.serializer) for e in entries]
+        payloads = [self.sealer.seal(e.encode(self.serializer)) for e in entries]
         pipe = self.client.pipeline(transaction=True)
         pipe.rpush(self.key, *payloads)
         pipe.hincrby(self.meta, "bytes", sum(len(p) for p in payloads))
@@ -102,7 +114,12 @@ class RedisCollectGateway:
 
 
 def fetch_results(
-    client: Any, job_id: str, offset: int, max_entries: int = FETCH_ENTRIES, rebase: bool = False
+    client: Any,
+    job_id: str,
+    offset: int,
+    max_entries: int = FETCH_ENTRIES,
+    rebase: bool = False,
+    secret: str | bytes | None = None,
 ) -> list[bytes]:
     """Acknowledge the job's entries before ``offset`` and return the next ones (encoded). ``rebase``:
     Redis was restarted since the client's last fetch, so a fresh list continues at ``offset``."""
@@ -113,7 +130,11 @@ def fetch_results(
         raise ResultOffsetError(f"results before offset {value} were acknowledged and dropped; offset {offset} is gone")
     if status == -2:
         raise ResultOffsetError(f"offset {offset} is past the {value} result entries written so far")
-    return list(value)
+    sealer = Sealer(secret, "collect", redis_keys.collect(job_id))
+    try:
+        return [sealer.open(v) for v in value]
+    except Unauthenticated as e:
+        raise UnauthenticatedResult(f"job {job_id}'s results hold an entry this cluster did not write: {e}") from None
 
 
 def expire_results(client: Any, job_id: str, ttl_s: int = ENDED_TTL_S) -> None:

@@ -12,6 +12,7 @@ import redis
 from engine import redis_keys
 from engine.datastream import StreamExecutionEnvironment
 from engine.runtime.deployment import make_tdd
+from engine.security.mac import MissingSecret
 from engine.taskexecutor import code_signing, messages
 from engine.taskexecutor.gateway import RedisTaskExecutorGateway
 from engine.taskexecutor.slot_process import SlotConfig, SlotExecutor
@@ -46,7 +47,8 @@ def deploy(client: redis.Redis, redis_url: str, job_graph, secret: str | None = 
     executor = SlotExecutor(SlotConfig("tm-test", 0, redis_url, cluster_secret=secret), client)
     tdd = make_tdd(job_graph, job_graph.vertices[0].id, 0, 1)
     executor.deploy(tdd)
-    reports = [messages.unpack(raw) for raw in client.lrange(redis_keys.JOBMANAGER_INBOX, 0, -1)]
+    inbox = redis_keys.JOBMANAGER_INBOX
+    reports = [messages.open_message(raw, SECRET, inbox) for raw in client.lrange(inbox, 0, -1)]
     with executor.lock:  # a task thread removes itself when it ends
         deployed = list(executor.tasks.values())
     for running in deployed:  # a deployed task is stopped again: only deploy is under test
@@ -103,5 +105,7 @@ def test_tampering_with_signed_code_is_refused(client: redis.Redis, redis_url: s
 def test_a_slot_without_the_secret_runs_nothing(client: redis.Redis, redis_url: str):
     job_graph, stream_graph = job()
     RedisTaskExecutorGateway(client, SECRET).upload_user_code(job_graph.job_id, cloudpickle.dumps(stream_graph))
-    [report] = deploy(client, redis_url, job_graph, secret=None)
-    assert (report["state"], report["exception_name"]) == ("FAILED", "UnsignedPayload")
+    # It does not even start: it could neither check code nor seal its reports (engine/security/mac.py).
+    with pytest.raises(MissingSecret, match="MILLSTREAM_CLUSTER_SECRET"):
+        deploy(client, redis_url, job_graph, secret=None)
+    assert client.llen(redis_keys.JOBMANAGER_INBOX) == 0

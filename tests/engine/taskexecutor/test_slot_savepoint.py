@@ -34,14 +34,14 @@ def client(redis_url: str) -> Iterator[redis.Redis]:
 def _deliver(client: redis.Redis, slot: SlotExecutor) -> None:
     """What SlotExecutor.serve does with each message in its inbox."""
     while (raw := client.lpop(slot.inbox)) is not None:
-        slot.handle(messages.unpack(raw))
+        slot.handle(messages.open_message(raw, SECRET, slot.inbox))
 
 
 def _wait_for(client: redis.Redis, kind: str, timeout: float = 10.0, **match: Any) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for raw in client.lrange(redis_keys.JOBMANAGER_INBOX, 0, -1):
-            msg = messages.unpack(raw)
+            msg = messages.open_message(raw, SECRET, redis_keys.JOBMANAGER_INBOX)
             if msg["type"] == kind and all(msg.get(k) == v for k, v in match.items()):
                 return msg
         time.sleep(0.02)

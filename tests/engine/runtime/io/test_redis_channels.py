@@ -1,6 +1,7 @@
 """Redis channels against the session's real valkey: frames, credits, blocking and the per-task links."""
 from __future__ import annotations
 
+import re
 import threading
 from typing import Iterator
 
@@ -10,12 +11,13 @@ import redis
 from engine import redis_keys
 from engine.runtime.io.channel import ChannelId, TaskCancelled
 from engine.runtime.io.record_writer import RecordWriter
-from engine.runtime.io.redis_channels import RedisChannelFactory
+from engine.runtime.io.redis_channels import RedisChannelFactory, UnauthenticatedBuffer
 from engine.runtime.io.serialization import END_OF_PARTITION, RECORDS, WATERMARK, MsgpackSerializer
 from engine.runtime.partitioner import create_partitioner
 from engine.runtime.task_metrics import TaskIOMetrics
 
 SER = MsgpackSerializer()
+SECRET = "channel-test-secret"
 
 
 @pytest.fixture
@@ -41,7 +43,7 @@ def _drain(gate, ack: bool = True) -> list[tuple[int, int, object]]:
 
 def test_records_and_watermarks_cross_redis_in_order_in_one_element_per_frame(client: redis.Redis):
     cancelled = threading.Event()
-    producer = RedisChannelFactory(client, 8, cancelled)
+    producer = RedisChannelFactory(client, 8, cancelled, SECRET)
     metrics = TaskIOMetrics()
     rw = RecordWriter(create_partitioner("FORWARD", 1), [producer.writer(_cid(0))], SER, metrics, 4, 10)
     rw.emit([1, 2], [1, 2])
@@ -51,7 +53,7 @@ def test_records_and_watermarks_cross_redis_in_order_in_one_element_per_frame(cl
     rw.broadcast_event(END_OF_PARTITION)
     key = redis_keys.channel("job", 0, 3, 0, 0)
     assert client.llen(key) == 3  # the frame, the last watermark alone, end of partition
-    gate = RedisChannelFactory(client, 8, cancelled).gate([_cid(0)])
+    gate = RedisChannelFactory(client, 8, cancelled, SECRET).gate([_cid(0)])
     assert _drain(gate) == [
         (0, RECORDS, [1, 2]), (0, WATERMARK, 2), (0, RECORDS, [3, 4]), (0, WATERMARK, 4), (0, END_OF_PARTITION, None)
     ]
@@ -61,11 +63,11 @@ def test_records_and_watermarks_cross_redis_in_order_in_one_element_per_frame(cl
 
 def test_a_producer_without_credit_blocks_until_the_consumer_acks(client: redis.Redis):
     cancelled = threading.Event()
-    writer = RedisChannelFactory(client, 2, cancelled).writer(_cid(0))
+    writer = RedisChannelFactory(client, 2, cancelled, SECRET).writer(_cid(0))
     writer.send(SER.encode(RECORDS, [1]), True)
     writer.send(SER.encode(RECORDS, [2]), True)
     assert writer.credits == 0
-    gate = RedisChannelFactory(client, 2, cancelled).gate([_cid(0)])
+    gate = RedisChannelFactory(client, 2, cancelled, SECRET).gate([_cid(0)])
     done = threading.Event()
     blocked_for: list[float] = []
 
@@ -89,7 +91,7 @@ def test_a_producer_without_credit_blocks_until_the_consumer_acks(client: redis.
 
 def test_a_blocked_wait_for_credit_ends_when_the_task_is_cancelled(client: redis.Redis):
     cancelled = threading.Event()
-    writer = RedisChannelFactory(client, 1, cancelled).writer(_cid(0))
+    writer = RedisChannelFactory(client, 1, cancelled, SECRET).writer(_cid(0))
     writer.send(b"x", True)
     threading.Timer(0.2, cancelled.set).start()
     with pytest.raises(TaskCancelled):
@@ -98,10 +100,10 @@ def test_a_blocked_wait_for_credit_ends_when_the_task_is_cancelled(client: redis
 
 def test_a_blocked_channel_is_not_read_and_other_channels_are(client: redis.Redis):
     cancelled = threading.Event()
-    producer = RedisChannelFactory(client, 8, cancelled)
+    producer = RedisChannelFactory(client, 8, cancelled, SECRET)
     for src in (0, 1):
         producer.writer(_cid(src)).send(SER.encode(RECORDS, [src]), True)
-    gate = RedisChannelFactory(client, 8, cancelled).gate([_cid(0), _cid(1)])
+    gate = RedisChannelFactory(client, 8, cancelled, SECRET).gate([_cid(0), _cid(1)])
     gate.block(0)
     assert [(ch, v) for ch, _, v in _drain(gate)] == [(1, [1])]
     gate.unblock(0)
@@ -111,7 +113,7 @@ def test_a_blocked_channel_is_not_read_and_other_channels_are(client: redis.Redi
 
 def test_each_task_uses_its_own_connections_not_the_shared_pool(client: redis.Redis):
     cancelled = threading.Event()
-    factory = RedisChannelFactory(client, 8, cancelled)
+    factory = RedisChannelFactory(client, 8, cancelled, SECRET)
     w1, w2 = factory.writer(_cid(0)), factory.writer(_cid(1))
     assert w1.link is w2.link  # one link for the task's writers
     w1.send(b"a", True)
@@ -134,7 +136,7 @@ def test_a_tasks_connections_go_back_to_the_pool_when_it_ends(redis_url: str):
     cancelled = threading.Event()
     try:
         for i in range(300):  # 30 times the pool's limit
-            factory = RedisChannelFactory(client, 8, cancelled)
+            factory = RedisChannelFactory(client, 8, cancelled, SECRET)
             factory.writer(_cid(0)).send(b"x%d" % i, True)
             gate = factory.gate([_cid(0)])
             assert gate.poll(0.5) == (0, b"x%d" % i)
@@ -153,7 +155,7 @@ def test_a_tasks_connections_go_back_to_the_pool_when_it_ends(redis_url: str):
 def test_a_link_closed_with_replies_unread_is_not_handed_on_half_read(redis_url: str):
     client = redis.Redis.from_url(redis_url)
     try:
-        factory = RedisChannelFactory(client, 8, threading.Event())
+        factory = RedisChannelFactory(client, 8, threading.Event(), SECRET)
         w = factory.writer(_cid(0))
         w.send(b"pending", True)  # pipelined: its reply is still unread
         assert w.link.unread
@@ -161,7 +163,43 @@ def test_a_link_closed_with_replies_unread_is_not_handed_on_half_read(redis_url:
         factory.close()  # idempotent
         # The next user of the pool's connection gets its own replies, not the RPUSH's.
         assert client.ping() is True
-        assert client.lrange(redis_keys.channel("job", 0, 3, 0, 0), 0, -1) in ([b"pending"], [])
+        assert len(client.lrange(redis_keys.channel("job", 0, 3, 0, 0), 0, -1)) in (0, 1)
         assert client.connection_pool._created_connections <= 2
     finally:
         client.close()
+
+
+def test_a_buffer_pushed_by_someone_with_only_the_redis_url_fails_the_task_undecoded(client: redis.Redis):
+    import pickle
+
+    cancelled = threading.Event()
+    gate = RedisChannelFactory(client, 8, cancelled, SECRET).gate([_cid(0)])
+    forged = SER.encode(RECORDS, [1])  # a well-formed buffer, but not sealed
+    client.rpush(redis_keys.channel("job", 0, 3, 0, 0), forged)
+    with pytest.raises(UnauthenticatedBuffer, match=r"unauthenticated buffer on channel ms:"):
+        gate.poll(0.5)
+    # Sealed with another cluster's secret: refused the same way.
+    other = RedisChannelFactory(client, 8, cancelled, "another-secret").writer(_cid(0))
+    other.send(pickle.dumps(1), True)
+    other.close()
+    gate = RedisChannelFactory(client, 8, cancelled, SECRET).gate([_cid(0)])
+    with pytest.raises(UnauthenticatedBuffer):
+        gate.poll(0.5)
+
+
+def test_an_element_replayed_into_another_channel_or_twice_in_its_own_is_refused(client: redis.Redis):
+    cancelled = threading.Event()
+    writer = RedisChannelFactory(client, 8, cancelled, SECRET).writer(_cid(0))
+    writer.send(SER.encode(RECORDS, [1]), True)
+    writer.close()
+    key0, key1 = redis_keys.channel("job", 0, 3, 0, 0), redis_keys.channel("job", 0, 3, 1, 0)
+    sealed = client.lrange(key0, 0, -1)[0]
+    client.rpush(key1, sealed)  # the same bytes into the channel of subtask 1
+    client.rpush(key0, sealed)  # and again into its own channel, after itself
+    gate = RedisChannelFactory(client, 8, cancelled, SECRET).gate([_cid(1)])
+    with pytest.raises(UnauthenticatedBuffer, match=re.escape(key1)):
+        gate.poll(0.5)
+    gate = RedisChannelFactory(client, 8, cancelled, SECRET).gate([_cid(0)])
+    assert SER.decode(gate.poll(0.5)[1])[1] == (1,)
+    with pytest.raises(UnauthenticatedBuffer):
+        gate.poll(0.5)  # the replayed copy carries sequence number 0 again

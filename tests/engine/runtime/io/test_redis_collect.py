@@ -12,10 +12,11 @@ import redis
 from engine import redis_keys
 from engine.runtime import collect
 from engine.runtime.io.channel import TaskCancelled
-from engine.runtime.io.redis_collect import RedisCollectGateway, ResultOffsetError, fetch_results
+from engine.runtime.io.redis_collect import RedisCollectGateway, ResultOffsetError, UnauthenticatedResult, fetch_results
 from engine.runtime.io.serialization import MsgpackSerializer
 
 SER = MsgpackSerializer()
+SECRET = "collect-test-secret"
 
 
 @pytest.fixture
@@ -30,35 +31,35 @@ def values(raw: list[bytes]) -> list:
 
 
 def test_reading_from_an_offset_acknowledges_and_drops_what_came_before(client: redis.Redis) -> None:
-    gw = RedisCollectGateway(client, "j1", gated=False)
+    gw = RedisCollectGateway(client, "j1", gated=False, secret=SECRET)
     gw.publish([collect.start(0, 0, False)])
     for i in range(10):
         gw.publish([collect.records(0, i, [i])])
-    first = fetch_results(client, "j1", 0, max_entries=4)
+    first = fetch_results(client, "j1", 0, max_entries=4, secret=SECRET)
     assert len(first) == 4 and values(first) == [0, 1, 2]
     assert client.llen(redis_keys.collect("j1")) == 11  # nothing acknowledged yet
-    assert values(fetch_results(client, "j1", 4, max_entries=100)) == list(range(3, 10))
+    assert values(fetch_results(client, "j1", 4, max_entries=100, secret=SECRET)) == list(range(3, 10))
     assert client.llen(redis_keys.collect("j1")) == 7
-    assert fetch_results(client, "j1", 11) == []
+    assert fetch_results(client, "j1", 11, secret=SECRET) == []
     assert client.llen(redis_keys.collect("j1")) == 0
     assert gw.backlog_bytes() == 0
-    fetch_results(client, "j1", 11)  # asking again for the same offset (a retried request) is fine
+    fetch_results(client, "j1", 11, secret=SECRET)  # asking again for the same offset (a retried request) is fine
 
 
 def test_an_acknowledged_or_unwritten_offset_is_refused(client: redis.Redis) -> None:
-    gw = RedisCollectGateway(client, "j2", gated=False)
+    gw = RedisCollectGateway(client, "j2", gated=False, secret=SECRET)
     gw.publish([collect.start(0, 0, False), collect.records(0, 0, ["a"])])
-    fetch_results(client, "j2", 1)
+    fetch_results(client, "j2", 1, secret=SECRET)
     with pytest.raises(ResultOffsetError, match="acknowledged"):
-        fetch_results(client, "j2", 0)
+        fetch_results(client, "j2", 0, secret=SECRET)
     with pytest.raises(ResultOffsetError, match="past"):
-        fetch_results(client, "j2", 3)
+        fetch_results(client, "j2", 3, secret=SECRET)
     with pytest.raises(ResultOffsetError, match="past"):
-        fetch_results(client, "j2", 2**53)
+        fetch_results(client, "j2", 2**53, secret=SECRET)
 
 
 def test_the_sink_waits_while_the_client_is_behind_and_goes_on_once_it_reads(client: redis.Redis) -> None:
-    gw = RedisCollectGateway(client, "j3", gated=False, max_unacked_bytes=2000)
+    gw = RedisCollectGateway(client, "j3", gated=False, max_unacked_bytes=2000, secret=SECRET)
     gw.publish([collect.start(0, 0, False)])
     big = "x" * 1000
     published: list[int] = []
@@ -75,7 +76,7 @@ def test_the_sink_waits_while_the_client_is_behind_and_goes_on_once_it_reads(cli
     assert gw.backlog_bytes() < 2000 + 1100
     offset, seen = 0, []
     while len(seen) < 6:
-        raw = fetch_results(client, "j3", offset)
+        raw = fetch_results(client, "j3", offset, secret=SECRET)
         offset += len(raw)
         seen += values(raw)
         time.sleep(0.05)
@@ -85,7 +86,7 @@ def test_the_sink_waits_while_the_client_is_behind_and_goes_on_once_it_reads(cli
 
 def test_a_waiting_sink_ends_when_its_task_is_cancelled(client: redis.Redis) -> None:
     cancelled = threading.Event()
-    gw = RedisCollectGateway(client, "j4", gated=True, cancelled=cancelled, max_unacked_bytes=10)
+    gw = RedisCollectGateway(client, "j4", gated=True, cancelled=cancelled, max_unacked_bytes=10, secret=SECRET)
     gw.publish([collect.records(0, 0, ["0123456789abc"])])
     errors: list[BaseException] = []
 
@@ -106,15 +107,31 @@ def test_a_waiting_sink_ends_when_its_task_is_cancelled(client: redis.Redis) -> 
 
 
 def test_after_redis_lost_the_results_a_new_list_continues_at_the_clients_offset(client: redis.Redis) -> None:
-    gw = RedisCollectGateway(client, "j5", gated=True)
+    gw = RedisCollectGateway(client, "j5", gated=True, secret=SECRET)
     gw.publish([collect.start(0, 0, True), collect.records(0, 0, ["a", "b"]), collect.commit(0, 2)])
-    assert len(fetch_results(client, "j5", 0)) == 3
-    fetch_results(client, "j5", 3)  # acknowledged: the list is empty, acked == 3
+    assert len(fetch_results(client, "j5", 0, secret=SECRET)) == 3
+    fetch_results(client, "j5", 3, secret=SECRET)  # acknowledged: the list is empty, acked == 3
     # A new server: the acknowledged count is gone with everything else; a failover's sink writes anew.
     client.delete(redis_keys.collect("j5"), redis_keys.collect_meta("j5"))
     gw.publish([collect.start(1, 2, True), collect.records(1, 2, ["c"])])
     with pytest.raises(ResultOffsetError, match="past"):
-        fetch_results(client, "j5", 3)  # without knowing Redis restarted, the offset looks bogus
-    got = fetch_results(client, "j5", 3, rebase=True)
+        fetch_results(client, "j5", 3, secret=SECRET)  # without knowing Redis restarted, the offset looks bogus
+    got = fetch_results(client, "j5", 3, rebase=True, secret=SECRET)
     assert [collect.CollectEntry.decode(r, SER).kind for r in got] == [collect.START, collect.RECORDS]
-    assert values(fetch_results(client, "j5", 4)) == ["c"]  # offsets go on from there
+    assert values(fetch_results(client, "j5", 4, secret=SECRET)) == ["c"]  # offsets go on from there
+
+
+def test_an_entry_pushed_by_someone_with_only_the_redis_url_is_refused_undecoded(client: redis.Redis) -> None:
+    import pickle
+
+    gw = RedisCollectGateway(client, "j9", gated=False, secret=SECRET)
+    gw.publish([collect.start(0, 0, False)])
+    client.rpush(redis_keys.collect("j9"), pickle.dumps(("never", "decoded")))
+    with pytest.raises(UnauthenticatedResult, match="j9"):
+        fetch_results(client, "j9", 0, secret=SECRET)
+    # An entry sealed for another job's list does not open in this one.
+    other = RedisCollectGateway(client, "j10", gated=False, secret=SECRET)
+    other.publish([collect.start(0, 0, False)])
+    client.rpush(redis_keys.collect("j11"), client.lindex(redis_keys.collect("j10"), 0))
+    with pytest.raises(UnauthenticatedResult):
+        fetch_results(client, "j11", 0, secret=SECRET)

@@ -1,0 +1,1 @@
+"""Cluster-secret authentication of what crosses Redis (engine/security/mac.py)."""
