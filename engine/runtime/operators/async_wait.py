@@ -87,13 +87,18 @@ class AsyncWaitOperator(StreamOperator):
         loop, thread = self._loop, self._thread
         self._loop = self._thread = None
         if loop is not None and thread is not None:
-            def shutdown() -> None:
-                for call in list(self._calls):
+            async def shutdown() -> None:
+                # Calls in flight are abandoned (a restored attempt calls their records again);
+                # they get a moment to unwind from the cancellation before the loop stops.
+                calls = list(self._calls)
+                for call in calls:
                     call.cancel()
+                if calls:
+                    await asyncio.wait(calls, timeout=1.0)
                 loop.stop()
 
             try:
-                loop.call_soon_threadsafe(shutdown)
+                asyncio.run_coroutine_threadsafe(shutdown(), loop)
             except RuntimeError:
                 pass  # the loop already closed
             thread.join(timeout=2.0)
