@@ -61,7 +61,13 @@ def prepare(stream: "DataStream", key: tuple[Callable[[Any], Any], TypeInformati
     """The stream to attach the collect sink to, and the function that decodes each collected record."""
     type_info = stream.get_type()
     pickled = is_pickled(type_info)
-    source = stream.map(wire_record).name(PICKLE_OPERATOR_NAME) if pickled else stream
+    # The pickling map runs at its input's parallelism, so it chains to it: records are pickled
+    # before any channel could turn their lists into tuples, and their order is kept (limit=).
+    source = (
+        stream.map(wire_record).name(PICKLE_OPERATOR_NAME).set_parallelism(stream.get_parallelism())
+        if pickled
+        else stream
+    )
     if key is not None:
         return source, keyed_decoder(key[0], key[1], None if pickled else type_info)
     return source, (unwire_record if pickled else functools.partial(type_info.coerce, collected=True))

@@ -91,9 +91,13 @@ def run_native(program: Program, parallelism: int = 2) -> list[Any]:
 
 
 def run_spark(sc: Any, program: Program, parallelism: int = 2) -> list[Any]:
+    from engine.client.collect_conversion import unwire_record
     from engine.spark.translator import translate
 
     job_graph, stream_graph = capture(program, parallelism)
     out: list[Any] = []
-    translate(sc, job_graph, stream_graph).run(sc, lambda node, batch: out.extend(batch), job_group=job_graph.job_id)
+    # Untyped records reach the collect sink pickled (exact lists, bytearrays...); the client decodes them.
+    translate(sc, job_graph, stream_graph).run(
+        sc, lambda node, batch: out.extend(unwire_record(v) for v in batch), job_group=job_graph.job_id
+    )
     return out
