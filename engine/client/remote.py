@@ -7,6 +7,8 @@ TaskManagers. Results of ``execute_and_collect`` are polled from
 """
 from __future__ import annotations
 
+import contextlib
+
 import json
 import os
 import sys
@@ -139,6 +141,11 @@ class RestJobClient:
             offset = 0  # entries read: asking from here acknowledges them, so Redis drops them
             while True:
                 r = self._get(f"/jobs/{self.job_id}/results", params={"offset": offset})
+                if r.status_code == 400:  # e.g. an entry the cluster did not write (refused, never decoded)
+                    why = r.text
+                    with contextlib.suppress(ValueError, KeyError, TypeError):
+                        why = "; ".join(r.json()["errors"])
+                    raise RuntimeError(f"cannot read the results of job {self.job_id}: {why}")
                 r.raise_for_status()
                 body = msgpack.unpackb(r.content, raw=False)
                 entries = body["batches"]
