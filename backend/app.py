@@ -6,7 +6,6 @@ Flink's ``{"errors": [...]}`` body.
 """
 from __future__ import annotations
 
-import hmac
 import logging
 import secrets
 from contextlib import asynccontextmanager
@@ -20,6 +19,7 @@ from fastapi.responses import JSONResponse, RedirectResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from backend.audit import AuditMiddleware
+from backend.bearer_auth import bearer_matches
 from backend.limits import RequestSizeLimit
 from backend.origin_guard import OriginGuard
 from backend.persistence.audit_log import AuditLog
@@ -27,6 +27,7 @@ from backend.persistence.database import make_engine, make_session_factory, upgr
 from backend.persistence.jar_store import JarRepository
 from backend.persistence.sql_job_store import SqlJobStore
 from backend.persistence.taskmanager_history import TaskManagerHistory
+from backend.persistence.ui_sessions import UISessionStore
 from backend.services.programs import ProgramService
 from backend.settings import Settings
 from backend.ui.security import logged_in
@@ -38,6 +39,7 @@ from engine.jobmanager.dispatcher import (
     TooManyJobs,
     UnknownJob,
 )
+from engine.jobmanager.savepoints import StateRoots
 
 log = logging.getLogger("millstream.app")
 
@@ -84,7 +86,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 batch_engine=settings.batch_engine,
                 spark_master=settings.spark_master,
                 redis_url=settings.redis_url,
-                checkpoint_dir=str((settings.data_dir / "checkpoints").resolve()),
+                checkpoint_dir=str(settings.checkpoint_dir),
                 savepoint_dir=str(settings.resolved_savepoint_dir),
                 cluster_secret=cluster_secret(settings),
                 max_parallelism=settings.max_parallelism,
@@ -92,7 +94,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 archive_after_ms=settings.job_archive_after_ms,
             ),
         )
-        app.state.audit = AuditLog(sessions)
+        dispatcher.state_roots = StateRoots.of(*settings.state_roots)  # what REST callers may point it at
+        app.state.audit = AuditLog(sessions, settings.audit_retention_days, settings.audit_refusals_per_minute)
+        app.state.ui_sessions = UISessionStore(sessions, settings.session_ttl_s)
         app.state.settings = settings
         app.state.dispatcher = dispatcher
         app.state.jars = JarRepository(sessions)
@@ -153,8 +157,6 @@ def cluster_secret(settings: Settings) -> str:
 def _require_token_for_mutations(app: FastAPI, token: str, reads: bool = False) -> None:
     """Every mutating request needs ``Authorization: Bearer <token>`` once a token is configured;
     with ``reads`` every other request does too, and the dashboard's pages need its login."""
-    expected = f"Bearer {token}".encode()
-
     @app.middleware("http")
     async def check_token(request: Request, call_next):
         path = request.url.path
@@ -166,8 +168,7 @@ def _require_token_for_mutations(app: FastAPI, token: str, reads: bool = False) 
                 return RedirectResponse("/ui/login", status_code=303)
             return await call_next(request)
         if request.method in ("POST", "PUT", "PATCH", "DELETE") or (reads and path != "/"):
-            given = request.headers.get("authorization", "").encode()
-            if not hmac.compare_digest(given, expected):
+            if not bearer_matches(request.headers.get("authorization"), token):
                 return JSONResponse(
                     {"errors": ["a valid 'Authorization: Bearer <token>' header is required"]},
                     status_code=401,

@@ -21,6 +21,7 @@ class Settings(BaseSettings):
         default=None, validation_alias=AliasChoices("DATABASE_URL", "MILLSTREAM_DATABASE_URL")
     )
     data_dir: Path = Path("var")
+    state_dirs: str | None = None  # comma-separated extra directories savepoints may be written to or restored from
     savepoint_dir: Path | None = None  # default savepoint target (Flink's state.savepoints.dir); unset: <data_dir>/savepoints
     jobmanager: str = "http://127.0.0.1:8081"  # where `millstream run` submits
     taskmanagers: int = 2
@@ -33,6 +34,9 @@ class Settings(BaseSettings):
     plan_timeout_s: float = 60.0  # running an uploaded program to get its JobGraph
     max_concurrent_plans: int = 4  # uploaded programs being run for their JobGraph at once; more get 429
     auth_token: str | None = None
+    session_ttl_s: float = 12 * 3600  # a dashboard login lasts this long (logout ends it at once)
+    audit_retention_days: float = 30.0  # audit rows older than this are deleted
+    audit_refusals_per_minute: int = 60  # refused anonymous requests recorded per client and minute; the rest are counted
     auth_reads: bool = False  # with a token, GETs need it too (the dashboard then needs a login)
     cluster_secret: str | None = None  # signs user code in Redis; JobManager and TaskManagers share it
     cors_origins: str | None = None  # comma-separated allowlist; unset: no CORS headers at all
@@ -65,6 +69,16 @@ class Settings(BaseSettings):
     @property
     def resolved_savepoint_dir(self) -> Path:
         return (self.savepoint_dir or self.data_dir / "savepoints").resolve()
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return (self.data_dir / "checkpoints").resolve()
+
+    @property
+    def state_roots(self) -> list[Path]:
+        """Every directory a REST caller or a job may name for state: savepoints, checkpoints, MILLSTREAM_STATE_DIRS."""
+        extra = [Path(d.strip()).resolve() for d in (self.state_dirs or "").split(",") if d.strip()]
+        return [self.resolved_savepoint_dir, self.checkpoint_dir, *extra]
 
     @property
     def upload_dir(self) -> Path:

@@ -103,21 +103,22 @@ class FileSystemCheckpointStorage:
         return path
 
     def read_task_state(self, handle: str) -> bytes:
-        return FileSystemCheckpointStorage.read_state_file(handle)
+        return _read_file(handle)
 
     @staticmethod
     def read_state_file(handle: str) -> bytes:
-        try:
-            with open(handle, "rb") as f:
-                return f.read()
-        except OSError as e:
-            raise InvalidSavepoint(handle, f"state file cannot be read: {e.strerror or e}") from e
+        # The TaskManager's side of the confinement: a handle must name a state file directly in
+        # a completed checkpoint or savepoint directory, never any file the process can read.
+        if not is_state_file(handle):
+            raise InvalidSavepoint(str(handle)[:300], "a state handle must be a .state file in a completed checkpoint")
+        return _read_file(handle)
 
     def write_metadata(
         self, job_id: str, checkpoint_id: int, metadata: Mapping[str, Any], location: str | None = None
     ) -> str:
         """Write ``_metadata`` last, which makes the checkpoint complete; returns the checkpoint's directory."""
         directory = location or self.location(job_id, checkpoint_id)
+        metadata = _relative_handles(metadata, directory)
         try:
             data = json.dumps(metadata, sort_keys=True, indent=1).encode()
         except (TypeError, ValueError) as e:
@@ -145,6 +146,7 @@ class FileSystemCheckpointStorage:
             raise InvalidSavepoint(path, f"{METADATA_FILE} cannot be read: {e.strerror or e}") from e
         if not isinstance(meta, dict) or "operators" not in meta or "checkpoint_id" not in meta:
             raise InvalidSavepoint(path, f"{METADATA_FILE} is not Millstream checkpoint metadata")
+        _resolve_handles(meta, os.path.dirname(os.path.abspath(file)), path)
         missing = [
             s["handle"]
             for o in meta["operators"]
@@ -163,6 +165,53 @@ class FileSystemCheckpointStorage:
             raise CheckpointStorageError(f"refusing to discard '{path}': not a chk-<n> or savepoint-* directory")
         if os.path.isdir(path):
             shutil.rmtree(path)
+
+
+def _read_file(handle: str) -> bytes:
+    try:
+        with open(handle, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise InvalidSavepoint(handle, f"state file cannot be read: {e.strerror or e}") from e
+
+
+def is_state_file(handle: str) -> bool:
+    if not isinstance(handle, str) or not handle.endswith(".state"):
+        return False
+    directory = os.path.dirname(os.path.realpath(handle))
+    return bool(_DISCARDABLE.match(os.path.basename(directory))) and os.path.isfile(os.path.join(directory, METADATA_FILE))
+
+
+def _relative_handles(metadata: Mapping[str, Any], directory: str) -> Mapping[str, Any]:
+    """State handles are stored relative to the directory holding ``_metadata`` (issue 14): a moved
+    savepoint still restores, and a reader never has to trust an absolute path from the file."""
+    base = os.path.abspath(directory)
+    operators = []
+    for o in metadata.get("operators", ()):
+        subtasks = []
+        for st in o.get("subtasks", ()):
+            h = st.get("handle")
+            if isinstance(h, str) and os.path.isabs(h) and os.path.dirname(os.path.abspath(h)) == base:
+                st = {**st, "handle": os.path.basename(h)}
+            subtasks.append(st)
+        operators.append({**o, "subtasks": subtasks} if "subtasks" in o else o)
+    return {**metadata, "operators": operators} if "operators" in metadata else metadata
+
+
+def _resolve_handles(meta: dict[str, Any], directory: str, path: str) -> None:
+    """Make every state handle absolute inside ``directory``, refusing one that resolves elsewhere
+    (an absolute path, ``..`` or a symlink out), so crafted metadata cannot make a TaskManager read
+    (and unpickle) another file."""
+    root = os.path.realpath(directory)
+    for o in meta.get("operators", ()):
+        for st in o.get("subtasks", ()) if isinstance(o, dict) else ():
+            h = st.get("handle") if isinstance(st, dict) else None
+            if not isinstance(h, str):
+                continue
+            resolved = os.path.realpath(os.path.join(root, h))
+            if os.path.dirname(resolved) != root:
+                raise InvalidSavepoint(path, "a state handle in its _metadata points outside the checkpoint directory")
+            st["handle"] = resolved
 
 
 def _atomic_write(path: str, data: bytes) -> None:

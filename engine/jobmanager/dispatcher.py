@@ -320,6 +320,7 @@ class Dispatcher(SavepointOperations):
         config) it starts from that savepoint. A missing or corrupt savepoint, or state no operator
         takes (unless ``allow_non_restored_state``), refuses the job and starts nothing."""
         self._validate(job_graph)
+        self.confine_job_paths(job_graph.config, savepoint_path)  # before any path is opened
         job_graph = _with_savepoint_options(job_graph, savepoint_path, allow_non_restored_state)
         with self.lock:
             if job_graph.job_id in self.jobs or self.store.get_job(job_graph.job_id):

@@ -5,14 +5,22 @@ an id (the client's ``triggerId`` or a generated one); a savepoint request is a
 row in the JobStore from the moment it starts, so a retried id never takes a
 second savepoint, also across a JobManager restart, and its status can be polled
 after the job ended.
+
+Every directory a request or a job's config can name (savepoint targets, the
+savepoint to start from, the job's own checkpoint and savepoint directories) must
+lie under the cluster's :class:`StateRoots`; any other path is refused before it
+is touched, with an answer that does not say whether it exists.
 """
 from __future__ import annotations
 
+import os
 import re
 import threading
 import uuid
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from engine.checkpoint.config import CheckpointConfig
 from engine.checkpoint.coordinator import CheckpointTriggerError
 from engine.checkpoint.storage import CheckpointStorageError
 from engine.jobmanager.job_master import JobMaster, JobNotRunning
@@ -33,12 +41,58 @@ class OperationRejected(ValueError):
         self.status = status
 
 
+# Job options naming directories the JobManager writes or reads (Flink's names).
+_JOB_PATH_OPTIONS = (
+    "execution.savepoint.path", "state.savepoints.dir", "state.checkpoints.dir", "execution.checkpointing.savepoint-dir"
+)
+
+
+@dataclass(frozen=True)
+class StateRoots:
+    """The directories state may be written to or restored from: the cluster's savepoint and
+    checkpoint directories and the operator's allowlist. Paths are compared after resolving
+    symlinks and ``..``, so neither leads out."""
+
+    roots: tuple[str, ...]
+
+    @classmethod
+    def of(cls, *directories: str | os.PathLike[str] | None) -> "StateRoots":
+        return cls(tuple(os.path.realpath(os.fspath(d)) for d in directories if d))
+
+    def contains(self, path: str) -> bool:
+        resolved = os.path.realpath(str(path).removeprefix("file://"))
+        return any(os.path.commonpath([root, resolved]) == root for root in self.roots)
+
+    def confine(self, path: str, what: str) -> None:
+        if not self.contains(path):
+            # The same answer whether or not the path exists, so the API is no file-system probe.
+            raise OperationRejected(
+                f"{what} '{str(path)[:300]}' is not under a state directory of this cluster (the savepoint or "
+                "checkpoint directory, or MILLSTREAM_STATE_DIRS)"
+            )
+
+
 class SavepointOperations:
     """Mixed into the Dispatcher, whose ``jobs``, ``store`` and ``lock`` it uses."""
 
     jobs: "dict[str, JobMaster | SparkJobMaster]"
     store: JobStore
     lock: threading.RLock
+    state_roots: StateRoots | None = None  # set by the REST server; None (embedded use): no confinement
+
+    def confine_job_paths(self, config: dict[str, Any], savepoint_path: str | None = None) -> None:
+        """Refuse a submission whose savepoint to start from, or whose own checkpoint or savepoint
+        directory, lies outside the state roots."""
+        if self.state_roots is None:
+            return
+        if savepoint_path:
+            self.state_roots.confine(savepoint_path, "savepointPath")
+        for option in _JOB_PATH_OPTIONS:
+            if config.get(option):
+                self.state_roots.confine(str(config[option]), option)
+        storage_dir = CheckpointConfig.from_job_config(config).storage_dir  # set_checkpoint_storage_dir
+        if storage_dir:
+            self.state_roots.confine(storage_dir, "state.checkpoints.dir")
 
     def _live_job(self, job_id: str, what: str) -> JobMaster:
         jm = self.jobs.get(job_id)
@@ -78,6 +132,9 @@ class SavepointOperations:
             if self.store.get_savepoint(job_id, request_id) is not None:
                 return request_id
             jm = self._live_job(job_id, what)
+            chosen = target_directory or jm.checkpointing.savepoint_dir
+            if self.state_roots is not None and chosen:
+                self.state_roots.confine(chosen, "target directory")
             try:
                 jm.trigger_savepoint(request_id, target_directory, stop=stop, drain=drain, cancel_job=cancel_job)
             except JobNotRunning as e:

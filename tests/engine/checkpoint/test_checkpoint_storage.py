@@ -102,7 +102,7 @@ def test_corrupt_metadata_is_a_clear_error(tmp_path) -> None:
 def test_metadata_naming_a_missing_state_file_is_rejected(tmp_path) -> None:
     s = FileSystemCheckpointStorage(str(tmp_path))
     h = s.write_task_state(JOB, 3, ("v", 0), "op", b"x")
-    s.write_metadata(JOB, 3, meta_for([h, str(tmp_path / "gone.state")]))
+    s.write_metadata(JOB, 3, meta_for([h, os.path.join(s.location(JOB, 3), "gone.state")]))  # inside: outside is refused
     with pytest.raises(InvalidSavepoint, match="1 state file.* missing.*gone.state"):
         s.read_metadata(s.location(JOB, 3))
 

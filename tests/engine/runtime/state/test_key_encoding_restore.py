@@ -51,10 +51,18 @@ def _write_v1_files(tmp_path, parallelism: int) -> dict[int, str]:
         files[kg * parallelism // MAX_P]["keyed"].setdefault(kg, {}).setdefault("count", []).append((key, value))
     paths = {}
     for i, content in files.items():
-        path = tmp_path / f"op-{i}.state"
+        path = _completed_chk(tmp_path) / f"op-{i}.state"
         path.write_bytes(pickle.dumps(content))
         paths[i] = str(path)
     return paths
+
+
+def _completed_chk(tmp_path):
+    """A completed checkpoint directory: TaskManagers read state files only from one (issue 14)."""
+    d = tmp_path / "chk-1"
+    d.mkdir(exist_ok=True)
+    (d / "_metadata").write_text("{}")
+    return d
 
 
 def _restore(paths: dict[int, str], subtask: int, parallelism: int, old_parallelism: int, read_peer=None) -> dict:
@@ -116,7 +124,7 @@ def test_equal_keys_that_encoding_1_kept_apart_are_refused_not_merged(tmp_path):
     files = {}
     for i, key in enumerate([1, True]):
         kg = zlib.crc32(_v1_key_bytes(key)) % MAX_P
-        path = tmp_path / f"op-{i}.state"
+        path = _completed_chk(tmp_path) / f"op-{i}.state"
         path.write_bytes(pickle.dumps({"keyed": {kg: {"count": [(key, 10 + i)]}}, "kinds": {"count": "value"}}))
         files[i] = str(path)
     with pytest.raises(StateRestoreError, match="one key since key encoding 2"):
