@@ -7,7 +7,6 @@ JSON body, or the dashboard's ``HX-Redirect`` to the new job's page).
 """
 from __future__ import annotations
 
-import hmac
 import json
 import logging
 import re
@@ -18,6 +17,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from backend.bearer_auth import bearer_matches
 from backend.persistence.audit_log import AuditEntry
 from backend.ui.security import logged_in
 
@@ -60,8 +60,7 @@ def actor_of(request: Request, token: str | None) -> str:
     """``token`` for a valid bearer token, ``dashboard-session`` for a logged-in dashboard,
     else ``anonymous`` (which is everyone when the cluster has no token)."""
     if token:
-        given = request.headers.get("authorization", "").encode()
-        if hmac.compare_digest(given, f"Bearer {token}".encode()):
+        if bearer_matches(request.headers.get("authorization"), token):
             return "token"
         if request.url.path.startswith("/ui/") and logged_in(request, token):
             return "dashboard-session"

@@ -101,6 +101,19 @@ class AuditEntryRow(Base):
     status: Mapped[int] = mapped_column(Integer)
 
 
+class UISessionRow(Base):
+    """A dashboard login. The cookie holds a random id; only its hash is stored, so the table
+    leaks no usable session. Logout deletes the row, which revokes the session everywhere."""
+
+    __tablename__ = "ui_sessions"
+
+    id_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    token_fingerprint: Mapped[str] = mapped_column(String(64))  # a token change ends every session
+    created: Mapped[int] = mapped_column(BigInteger)  # epoch ms
+    expires: Mapped[int] = mapped_column(BigInteger, index=True)  # epoch ms
+    client: Mapped[str | None] = mapped_column(String(255))
+
+
 class CheckpointRow(Base):
     """One checkpoint or savepoint of a job with its statistics; ``detail`` is the whole
     ``CheckpointStats.to_record()`` (per-vertex and per-subtask acks), the columns are for queries."""

@@ -4,12 +4,11 @@ A mutating UI request must carry ``HX-Request: true`` (a cross-site form cannot
 set a custom header without a CORS preflight, which this server never grants)
 and, when the browser says where it comes from, an Origin or Referer of this
 very host. When ``MILLSTREAM_AUTH_TOKEN`` is set, it must also carry the session
-cookie that ``POST /ui/login`` sets after checking the token.
+cookie that ``POST /ui/login`` sets after checking the token: a random id of a
+session in SQL (backend/persistence/ui_sessions.py) that expires and that logout
+revokes.
 """
 from __future__ import annotations
-
-import hashlib
-import hmac
 
 from fastapi import Request
 
@@ -26,12 +25,6 @@ class UIRefused(Exception):
         self.status = status
 
 
-def session_value(token: str) -> str:
-    """The cookie proving a login: derived from the token, so it changes when the token does
-    and the token itself never sits in the browser."""
-    return hmac.new(token.encode(), b"millstream-ui-session-v1", hashlib.sha256).hexdigest()
-
-
 def check_csrf(request: Request) -> None:
     if request.headers.get("hx-request") != "true":
         raise UIRefused(403, "This action must come from the dashboard (missing HX-Request header).")
@@ -45,8 +38,10 @@ def check_csrf(request: Request) -> None:
 def logged_in(request: Request, token: str | None) -> bool:
     if not token:
         return True
+    app = request.scope.get("app")
+    store = getattr(app.state, "ui_sessions", None) if app is not None else None
     given = request.cookies.get(SESSION_COOKIE, "")
-    return hmac.compare_digest(given.encode(), session_value(token).encode())
+    return store is not None and bool(given) and store.valid(given, token)
 
 
 def check_mutation(request: Request, token: str | None) -> None:

@@ -12,7 +12,7 @@ from fastapi.responses import HTMLResponse, Response
 
 from backend.api.jobs import _JOB_ID
 from backend.deps import DispatcherDep, SettingsDep
-from backend.ui.security import SESSION_COOKIE, UIRefused, check_csrf, check_mutation, logged_in, session_value
+from backend.ui.security import SESSION_COOKIE, UIRefused, check_csrf, check_mutation, logged_in
 from backend.ui.templating import templates
 from engine.jobmanager.dispatcher import UnknownJob
 
@@ -74,9 +74,14 @@ def login(request: Request, settings: SettingsDep, token: str = Form("")) -> Res
         return result(request, True, "This cluster has no access token: no login is needed.", "login")
     if not hmac.compare_digest(token.encode(), expected.encode()):
         return result(request, False, "That token is not right.", "login", 401)
+    sessions = request.app.state.ui_sessions
+    session_id = sessions.create(expected, request.client.host if request.client else None)
     resp = result(request, True, "Logged in. Actions on this dashboard are now enabled.", "login")
     secure = request.url.scheme == "https"
-    resp.set_cookie(SESSION_COOKIE, session_value(expected), httponly=True, samesite="strict", path="/ui", secure=secure)
+    resp.set_cookie(
+        SESSION_COOKIE, session_id, max_age=int(sessions.ttl_s), httponly=True, samesite="strict", path="/ui",
+        secure=secure,
+    )
     return resp
 
 
@@ -86,6 +91,7 @@ def logout(request: Request) -> Response:
         check_csrf(request)
     except UIRefused as e:
         return result(request, False, str(e), "logout", e.status)
+    request.app.state.ui_sessions.revoke(request.cookies.get(SESSION_COOKIE, ""))  # dead server-side too
     resp = result(request, True, "Logged out.", "logout")
     resp.delete_cookie(SESSION_COOKIE, path="/ui")
     return resp
