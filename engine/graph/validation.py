@@ -169,6 +169,10 @@ def validate_job_graph(graph: JobGraph, max_parallelism: int = UPPER_MAX_PARALLE
         if cycle:
             problems.append("the graph has a cycle: " + " -> ".join(cycle))
     problems += [f"config option {key!r:.80} {why}" for key, why in _bad_config_text(graph.config)]
+    problems += _restart_strategy_problems(graph.config.get("restart-strategy"))
+    params = graph.config.get("pipeline.global-job-parameters")
+    if params is not None and not isinstance(params, dict):
+        problems.append("config option 'pipeline.global-job-parameters' must be an object")
     try:
         CheckpointConfig.from_job_config(graph.config)
     except InvalidCheckpointConfig as e:
@@ -177,6 +181,31 @@ def validate_job_graph(graph: JobGraph, max_parallelism: int = UPPER_MAX_PARALLE
         problems.append(f"invalid checkpoint config: {e}")
     if problems:
         raise InvalidJobGraph(problems)
+
+
+RESTART_STRATEGY_TYPES = ("none", "fixed-delay", "failure-rate", "fallback")
+_RESTART_FIELDS = ("attempts", "delay_ms", "max_failures_per_interval", "failure_interval_ms")
+
+
+def _restart_strategy_problems(raw: Any) -> list[str]:
+    """The JobMaster builds its restart strategy from this when the job starts and compares its numbers
+    on every failure: a wrong type there would fail the submission or, later, the failover."""
+    if not raw:
+        return []
+    where = "config option 'restart-strategy'"
+    if not isinstance(raw, dict):
+        return [f"{where} must be an object, got {raw!r:.60}"]
+    out = []
+    if raw.get("type") not in RESTART_STRATEGY_TYPES:
+        out.append(f"{where}: type must be one of {', '.join(RESTART_STRATEGY_TYPES)}, got {raw.get('type')!r:.40}")
+    unknown = sorted(str(k) for k in set(raw) - {"type", *_RESTART_FIELDS})
+    if unknown:
+        out.append(f"{where}: unknown keys {', '.join(unknown)[:200]}")
+    for key in _RESTART_FIELDS:
+        value = raw.get(key, 0)
+        if not _is_int(value) or value < 0:
+            out.append(f"{where}: {key} must be a non-negative integer, got {value!r:.40}")
+    return out
 
 
 def text_problem(value: str) -> str | None:

@@ -154,3 +154,15 @@ def test_config_text_that_cannot_become_a_path_is_refused(bad: str, why: str):
     d = _graph_dict()
     d["config"]["execution.checkpointing"] = {"storage_dir": bad}
     _refused(d, "'storage_dir' contains a " + why)
+
+
+def test_a_bad_restart_strategy_is_refused():
+    d = _graph_dict()
+    d["config"]["restart-strategy"] = "fixed"
+    _refused(d, "'restart-strategy' must be an object")
+    d["config"]["restart-strategy"] = {"type": "fixed-delay", "attempts": "3", "delay_ms": -1, "jitter": 1}
+    _refused(d, "attempts must be a non-negative integer", "delay_ms must be", "unknown keys jitter")
+    d["config"]["restart-strategy"] = {"type": "sometimes"}
+    _refused(d, "type must be one of")
+    d["config"]["restart-strategy"] = {"type": "fixed-delay", "attempts": 3, "delay_ms": 10}
+    parse_job_graph(d)
