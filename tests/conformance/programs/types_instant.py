@@ -1,10 +1,12 @@
-"""Types.INSTANT values (pyflink.common.Instant): printed by Flink and collected back."""
+"""Types.INSTANT values made in a map from epoch milliseconds (PyFlink cannot ship Instant objects
+through from_collection): printed by Flink and collected back."""
 from pyflink.common import Instant, Types
 from pyflink.datastream import StreamExecutionEnvironment
 
 env = StreamExecutionEnvironment.get_execution_environment()
 env.set_parallelism(1)
-ds = env.from_collection([Instant(0, 0), Instant(1700000000, 5000)], type_info=Types.INSTANT())
+millis = env.from_collection([0, 1700000000005], type_info=Types.LONG())
+ds = millis.map(lambda ms: Instant.of_epoch_milli(ms), output_type=Types.INSTANT())
 ds.print("instant")
 env.execute()
 for v in ds.execute_and_collect():
