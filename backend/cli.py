@@ -127,10 +127,12 @@ def cluster_start(
     )
     signal.signal(signal.SIGINT, cluster.stop)
     signal.signal(signal.SIGTERM, cluster.stop)
+    ready = False
     try:
         redis_url = cluster.start()
         typer.echo(f"Redis: {redis_url}")
-        if cluster.wait_ready():
+        ready = cluster.wait_ready()
+        if ready:
             typer.echo(
                 f"Millstream is up: REST on http://{settings.host}:{settings.port} with "
                 f"{cluster.taskmanagers} TaskManagers x {cluster.slots} slots. Logs in {settings.data_dir.resolve() / 'log'}. "
@@ -142,6 +144,8 @@ def cluster_start(
         cluster.supervise()
     finally:
         cluster.shutdown()
+    if not ready:
+        raise typer.Exit(1)  # a cluster that never came up is a failure for scripts and make
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

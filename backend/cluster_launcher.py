@@ -101,13 +101,18 @@ class LocalCluster:
             if jm is not None and jm.poll() is not None:
                 return False
             try:
-                r = httpx.get(url, timeout=2)
+                # With MILLSTREAM_AUTH_READS every GET needs the token, the probe's too.
+                r = httpx.get(url, timeout=2, headers=self._probe_headers())
                 if r.status_code == 200 and r.json().get("taskmanagers", 0) >= self.taskmanagers:
                     return True
             except httpx.HTTPError:
                 pass
             time.sleep(0.3)
         return False
+
+    def _probe_headers(self) -> dict[str, str]:
+        token = self.settings.auth_token
+        return {"Authorization": f"Bearer {token}"} if token else {}
 
     def supervise(self) -> None:
         while not self._stop:

@@ -41,7 +41,8 @@ class Cluster:
             MILLSTREAM_JOBMANAGER=self.url,
             PYTHONUNBUFFERED="1",
             MILLSTREAM_CLUSTER_SECRET=secrets.token_hex(32),  # signs user code; every process shares it
-            MILLSTREAM_STATE_DIRS=str(workdir),  # tests put savepoints and checkpoint dirs under their tmp_path
+            # Tests put savepoints and checkpoint dirs under their own tmp_path: a sibling of workdir.
+            MILLSTREAM_STATE_DIRS=str(workdir.parent),
         )
         if database_url:
             self.env["DATABASE_URL"] = database_url
