@@ -271,8 +271,10 @@ def test_jobmanager(services):
 def test_jobmanager_requires_a_token_since_it_binds_all_interfaces(services):
     env = env_of(services["jobmanager"])
     assert env["MILLSTREAM_HOST"] == "0.0.0.0"
-    # Overridable from the caller's environment, with a fallback.
-    assert re.fullmatch(r"\$\{MILLSTREAM_AUTH_TOKEN:-[^}]+\}", env["MILLSTREAM_AUTH_TOKEN"])
+    # From the caller's environment, with no fallback secret: compose refuses to start without it.
+    assert re.fullmatch(r"\$\{MILLSTREAM_AUTH_TOKEN:\?[^}]+\}", env["MILLSTREAM_AUTH_TOKEN"])
+    assert re.fullmatch(r"\$\{MILLSTREAM_CLUSTER_SECRET:\?[^}]+\}", env["MILLSTREAM_CLUSTER_SECRET"])
+    assert services["jobmanager"]["ports"] == ["127.0.0.1:8081:8081"]  # published on loopback only
 
 
 def test_urls_point_at_the_service_names(services):
