@@ -130,7 +130,9 @@ def cluster_start(
     ready = False
     try:
         redis_url = cluster.start()
-        typer.echo(f"Redis: {redis_url}")
+        from backend.api.cluster import masked
+
+        typer.echo(f"Redis: {masked('redis', redis_url)}")  # the generated password stays off the console
         ready = cluster.wait_ready()
         if ready:
             typer.echo(

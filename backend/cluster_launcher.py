@@ -78,7 +78,9 @@ class LocalCluster:
         logs = data / "log"
         redis_url = self.settings.redis_url
         if not redis_url:
-            self.redis = start_embedded_redis(data / "valkey")
+            # A generated password (issue 14): only the processes started here get it, in REDIS_URL.
+            # The server keeps it in its config, so restart_embedded_redis brings it back with the same one.
+            self.redis = start_embedded_redis(data / "valkey", password=secrets.token_urlsafe(32))
             redis_url = redis_url_of(self.redis)
         env = self._env(redis_url)
         cli = [sys.executable, "-m", "backend.cli"]

@@ -98,8 +98,9 @@ def test_a_pickle_pushed_into_the_collect_list_never_reaches_the_client(cluster:
         rds = _attacker(cluster)
         cluster.wait_for(lambda: rds.llen(redis_keys.collect(jid)) > 0 or rds.exists(redis_keys.collect_meta(jid)),
                          30, "the first results")
-        entry = pickle.dumps(_Payload(mark))
-        rds.rpush(redis_keys.collect(jid), entry, msgpack.packb([9, msgpack.ExtType(2, entry)], use_bin_type=True))
+        # A well-formed RECORDS entry [kind, attempt, seq, buffer, gated] whose buffer holds a pickle extension.
+        body = msgpack.packb((0, [msgpack.ExtType(2, pickle.dumps(_Payload(mark)))], None), use_bin_type=True)
+        rds.rpush(redis_keys.collect(jid), msgpack.packb([1, 0, 0, body, False], use_bin_type=True))
         _, stderr = run.communicate(timeout=120)
     finally:
         if run.poll() is None:
