@@ -205,6 +205,10 @@ def main() -> None:
     for d in durations:
         print(f"checkpoint duration (end to end, 1000 keys of state, under full load): {d}")
     print(ratio_line("windowed / rolling count on the same cluster", windowed))
+    # Authentication cannot be switched off (issue 14): its per-buffer cost, against the rate just measured.
+    from mac_cost import describe as describe_mac, measure as measure_mac
+
+    print(describe_mac(measure_mac(), rate(results["Millstream, 2 TaskManagers over Redis, P=2"])), flush=True)
     base = rate(results.get("Bytewax 0.21.1, 1 worker", ""))
     print(f"{'system':48} {'records/s':>12} {'vs Bytewax':>11}")
     for name, line in results.items():
