@@ -344,3 +344,37 @@ def test_async_data_stream_validates_as_pyflink_does() -> None:
         AsyncDataStream.unordered_wait_with_retry(ds, Delayed(), Time.seconds(0), retry)
     with pytest.raises(ValueError, match="capacity must be a positive int"):
         AsyncDataStream.ordered_wait(ds, Delayed(), Time.seconds(1), 0)
+
+
+# -- whole programs on the in-process mini-cluster -----------------------------------------
+class Square(AsyncFunction):
+    async def async_invoke(self, value: int) -> list[Any]:
+        await asyncio.sleep(0.001 * (value % 7))
+        if value == -1:
+            raise LookupError("no such key")
+        return [value * value]
+
+
+def _program(values: list[int], ordered: bool, parallelism: int = 2) -> Any:
+    from engine.common.typeinfo import Types
+    from engine.datastream import AsyncDataStream, StreamExecutionEnvironment
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(parallelism)
+    ds = env.from_collection(values, type_info=Types.INT()).rebalance().map(lambda v: v)
+    wait = AsyncDataStream.ordered_wait if ordered else AsyncDataStream.unordered_wait
+    return wait(ds, Square(), Time.seconds(10), 5, Types.INT()).map(lambda v: v + 1)
+
+
+def test_programs_run_in_process_with_chained_async_operators() -> None:
+    values = list(range(200))
+    expected = sorted(v * v + 1 for v in values)
+    assert sorted(_program(values, ordered=True).execute_and_collect()) == expected
+    assert sorted(_program(values, ordered=False).execute_and_collect()) == expected
+    # One subtask, ordered: the output keeps the input order although calls finish out of order.
+    assert list(_program(values, ordered=True, parallelism=1).execute_and_collect()) == [v * v + 1 for v in values]
+
+
+def test_a_failing_async_function_fails_the_job_with_its_error() -> None:
+    with pytest.raises(Exception, match=r"Square failed on input -1: LookupError: no such key"):
+        list(_program([1, 2, -1, 3], ordered=True, parallelism=1).execute_and_collect())
