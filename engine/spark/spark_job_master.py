@@ -129,6 +129,12 @@ class SparkJobMaster:
         ]
         for k, v in self.spark_conf.items():
             cmd += ["--conf", f"{k}={v}"]
+        secret = getattr(self.gateway, "cluster_secret", None)
+        if secret:  # seals the collect entries the driver writes (engine/security/mac.py); mkdtemp's dir is 0700
+            secret_path = os.path.join(self.work_dir, "cluster.secret")
+            with open(secret_path, "w") as f:
+                f.write(secret)
+            cmd += ["--cluster-secret-file", secret_path]
         self._stderr = open(os.path.join(self.work_dir, "driver.err"), "w+b")
         with open(os.path.join(self.work_dir, "driver.out"), "wb") as out:
             # Its own session, so a Ctrl-C aimed at the JobManager does not reach it twice.

@@ -17,10 +17,12 @@ from engine.runtime.collect import RECORDS, CollectEntry
 from engine.runtime.io.serialization import MsgpackSerializer
 from engine.spark.spark_job_master import SparkJobMaster
 from engine.spark.validation import UntranslatableJob
+from engine.security.mac import Sealer
 from engine.taskexecutor.gateway import RedisTaskExecutorGateway
 from tests.spark.conftest import capture
 
 SPARK_CONF = {"spark.ui.enabled": "false", "spark.driver.memory": "512m"}
+SECRET = "spark-test-secret"  # the driver seals its collect entries with it
 
 
 def make_master(program, redis_url: str, spark_master: str = "local[2]", conf: dict | None = None):
@@ -30,7 +32,7 @@ def make_master(program, redis_url: str, spark_master: str = "local[2]", conf: d
     jm = SparkJobMaster(
         job_graph,
         cloudpickle.dumps(stream_graph),
-        RedisTaskExecutorGateway(client),
+        RedisTaskExecutorGateway(client, SECRET),
         store,
         spark_master=spark_master,
         redis_url=redis_url,
@@ -49,7 +51,8 @@ def run_until_terminal(jm: SparkJobMaster, pool: SlotPool, timeout_s: float = 12
 
 def collected(client: redis.Redis, job_id: str) -> list:
     ser = MsgpackSerializer()
-    entries = [CollectEntry.decode(raw, ser) for raw in client.lrange(redis_keys.collect(job_id), 0, -1)]
+    sealer = Sealer(SECRET, "collect", redis_keys.collect(job_id))
+    entries = [CollectEntry.decode(sealer.open(raw), ser) for raw in client.lrange(redis_keys.collect(job_id), 0, -1)]
     return [v for e in entries if e.kind == RECORDS for v in e.values]
 
 
