@@ -30,8 +30,10 @@ def start_embedded_redis(
         port=port if port is not None else _free_port(),
         host="127.0.0.1",
         data_dir=str(data_dir) if data_dir else None,
-        # Everything Millstream keeps in Redis can be rebuilt, so nothing is persisted.
-        config={"save": "", "appendonly": "no", **extra},
+        # Everything Millstream keeps in Redis can be rebuilt, so nothing is persisted. `save ""` must
+        # be spelled with its quotes: the package drops empty values, which left valkey's default
+        # snapshot rules on, and a restarted server came back with stale keys from its last snapshot.
+        config={"save": '""', "appendonly": "no", **extra},
     )
     server.start()
     return server
@@ -64,10 +66,12 @@ def restart_embedded_redis(server: ValkeyServer) -> None:
     checkpoints, which live on disk."""
     if not embedded_redis_alive(server):
         # The package trusts its pidfile; a killed server's pid may linger as an unreaped zombie.
-        try:
-            os.remove(server.pidfile)
-        except OSError:
-            pass
+        # A snapshot left by an older configuration must not bring back stale keys either.
+        for stale in (server.pidfile, os.path.join(server.data_dir, server.dbfilename)):
+            try:
+                os.remove(stale)
+            except OSError:
+                pass
     server.start()  # same port: start_embedded_redis always asks for one
 
 
