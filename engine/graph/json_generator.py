@@ -27,7 +27,7 @@ def _pact(kind: OperatorKind) -> str:
 
 # PyFlink fuses consecutive Python functions into one operator before the plan is printed; these
 # kinds are the ones it fuses (stateless, one input).
-_FUSABLE = (OperatorKind.MAP, OperatorKind.FLAT_MAP, OperatorKind.FILTER, OperatorKind.PROCESS)
+_FUSABLE = (OperatorKind.MAP, OperatorKind.FLAT_MAP, OperatorKind.FILTER, OperatorKind.PROCESS, OperatorKind.ASYNC_WAIT)
 
 
 def _fused_chains(graph: StreamGraph, chaining: bool) -> list[list[int]]:

@@ -378,3 +378,18 @@ def test_programs_run_in_process_with_chained_async_operators() -> None:
 def test_a_failing_async_function_fails_the_job_with_its_error() -> None:
     with pytest.raises(Exception, match=r"Square failed on input -1: LookupError: no such key"):
         list(_program([1, 2, -1, 3], ordered=True, parallelism=1).execute_and_collect())
+
+
+def test_the_plan_fuses_the_async_operator_with_neighbouring_python_functions_as_pyflink_shows_it() -> None:
+    import json
+
+    from engine.common.typeinfo import Types
+    from engine.datastream import AsyncDataStream, StreamExecutionEnvironment
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    ds = env.from_collection([1, 2], type_info=Types.INT()).map(lambda x: x, Types.INT())
+    AsyncDataStream.ordered_wait(ds, Square(), Time.seconds(1), 5, Types.INT()).map(lambda x: x, Types.INT()).print()
+    # Recorded from PyFlink 2.3.0's get_execution_plan() for this program.
+    assert [n["contents"] for n in json.loads(env.get_execution_plan())["nodes"]] == [
+        "Source: Collection Source", "Map, async wait operator, Map", "Sink: Print to Std. Out",
+    ]
