@@ -179,7 +179,7 @@ def test_mutated_jobgraphs_and_uploads_cause_no_server_error(cluster: Cluster):
     session = requests.Session()
     server_errors: list[str] = []
 
-    @_settings(700)
+    @_settings(850)
     @given(data=st.data())
     def post_job(data) -> None:
         doc = json.loads(json.dumps(base))
@@ -241,7 +241,7 @@ def test_dashboard_routes_cause_no_server_error(cluster: Cluster):
     tms = [tm["id"] for tm in session.get(f"{cluster.url}/taskmanagers", timeout=10).json()["taskmanagers"]]
     segment = st.sampled_from([base["job_id"], jar["filename"], *tms]) | UI_SEGMENT
 
-    @_settings(700)
+    @_settings(550)
     @given(
         route=st.sampled_from(routes),
         segments=st.lists(segment, min_size=4, max_size=4),
