@@ -22,7 +22,6 @@ from engine.datastream.functions import AsyncFunction, AsyncRetryStrategy
 from engine.runtime.io.channel import TaskCancelled
 from engine.runtime.operators.async_queue import (
     OrderedStreamElementQueue,
-    RecordEntry,
     UnorderedStreamElementQueue,
     WatermarkEntry,
     check_results,
