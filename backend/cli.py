@@ -73,6 +73,9 @@ def jobmanager(
     settings = Settings(**overrides)
     _check_bind(settings, insecure)
     _require_cluster_secret(settings, "JobManager")
+    from engine.checkpoint.storage import seal_state_files
+
+    seal_state_files(settings.cluster_secret)  # state files the JobManager writes are sealed like the slots'
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="info")
 

@@ -4,6 +4,12 @@
 and ``<savepoint-dir>/savepoint-<job6>-<suffix>/`` for savepoints. Every file is
 written atomically (temp file, fsync, rename) and ``_metadata`` is written last,
 so a directory without ``_metadata`` is an incomplete checkpoint.
+
+In a cluster, state files are sealed with the cluster secret (engine/security/mac.py, bound to the
+file's name): each cluster process calls ``seal_state_files`` once at start, and a state file that
+does not open (written by someone else, altered, or from a cluster with another secret) is refused
+before it is unpickled. Processes that never call it (the in-process mini-cluster, unit tests) write
+plain files and read both kinds without checking.
 """
 from __future__ import annotations
 
@@ -17,10 +23,40 @@ import uuid
 from typing import Any, Mapping, Protocol
 
 from engine.checkpoint.messages import TaskId
+from engine.security.mac import VERSION, Sealer, Unauthenticated, check_secret
 
 METADATA_FILE = "_metadata"
 _DISCARDABLE = re.compile(r"^(chk-\d+|savepoint-[0-9a-zA-Z-]+)$")
 _SAFE = re.compile(r"[^0-9A-Za-z._-]")
+
+
+_sealing: dict[str, str | bytes] = {}  # "secret" once this process seals and checks its state files
+
+
+def seal_state_files(secret: str | bytes | None) -> None:
+    """From now on this process seals the state files it writes and refuses any it reads that do not
+    open with ``secret`` (called once by each cluster process at start: slot processes, JobManager)."""
+    check_secret(secret)
+    _sealing["secret"] = secret  # type: ignore[assignment]
+
+
+def _seal(path: str, data: bytes) -> bytes:
+    secret = _sealing.get("secret")
+    return Sealer(secret, "state", os.path.basename(path)).seal(data) if secret else data
+
+
+def _open(path: str, data: bytes) -> bytes:
+    secret = _sealing.get("secret")
+    if not secret:  # no cluster secret here: a sealed file's envelope is skipped unchecked (pickles start 0x80)
+        return data[1 + 16 :] if data[:1] == bytes((VERSION,)) else data
+    try:
+        return Sealer(secret, "state", os.path.basename(path)).open(data)
+    except Unauthenticated:
+        raise InvalidSavepoint(
+            str(path)[:300],
+            "the state file is not sealed with this cluster's secret (MILLSTREAM_CLUSTER_SECRET): written by "
+            "another cluster or process, or altered; it is not read",
+        ) from None
 
 
 class CheckpointStorageError(OSError):
@@ -99,11 +135,11 @@ class FileSystemCheckpointStorage:
         """Write one operator's snapshot of one subtask; the returned path is its state handle."""
         directory = location or self.location(job_id, checkpoint_id)
         path = os.path.join(directory, state_file_name(task, operator_id))
-        _atomic_write(path, data)
+        _atomic_write(path, _seal(path, data))
         return path
 
     def read_task_state(self, handle: str) -> bytes:
-        return _read_file(handle)
+        return _open(handle, _read_file(handle))
 
     @staticmethod
     def read_state_file(handle: str) -> bytes:
@@ -111,7 +147,7 @@ class FileSystemCheckpointStorage:
         # a completed checkpoint or savepoint directory, never any file the process can read.
         if not is_state_file(handle):
             raise InvalidSavepoint(str(handle)[:300], "a state handle must be a .state file in a completed checkpoint")
-        return _read_file(handle)
+        return _open(handle, _read_file(handle))
 
     def write_metadata(
         self, job_id: str, checkpoint_id: int, metadata: Mapping[str, Any], location: str | None = None

@@ -21,6 +21,7 @@ from typing import Any
 import redis
 
 from engine import redis_keys
+from engine.checkpoint.storage import seal_state_files
 from engine.runtime.checkpointing import Barrier
 from engine.runtime.deployment import TaskDeploymentDescriptor
 from engine.runtime.collect import gated_by_checkpoints
@@ -259,6 +260,7 @@ def slot_main(cfg: SlotConfig) -> None:
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the TaskManager's to handle
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s slot-{cfg.slot} %(levelname)s %(message)s")
+    seal_state_files(cfg.cluster_secret)  # state files this slot writes and restores from are sealed
     client = redis.Redis.from_url(cfg.redis_url, socket_keepalive=True, health_check_interval=30)
     stdout = TaskStdout(sys.stdout, StdoutForwarder(client))
     sys.stdout = stdout  # print() in user functions, too, reaches the job's print stream

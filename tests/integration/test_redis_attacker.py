@@ -169,3 +169,40 @@ def test_forged_deploy_and_task_state_messages_are_dropped(cluster: Cluster, tmp
     _cancel(cluster, jid)
     assert cluster.job(jid)["state"] == "CANCELED"
     _cluster_is_whole(cluster)
+
+
+def test_a_state_file_replaced_in_a_savepoint_is_refused_before_it_is_unpickled(cluster: Cluster, tmp_path: Path) -> None:
+    mark = tmp_path / "pwned-by-state"
+    rescaled = PROGRAMS / "rescaled_count.py"
+    known = cluster.job_ids()
+    run = cluster.start_run(rescaled, "100000000", "500", options=("-p", "2"))
+    try:
+        jid = cluster.wait_new_job(known)
+        cluster.wait_running(jid)
+        taken = cluster.cli("savepoint", jid, str(tmp_path / "sp"))
+        assert taken.returncode == 0, taken.stderr
+        path = Path(re.findall(r"^Savepoint completed\. Path: (.+)$", taken.stdout, re.M)[-1])
+    finally:
+        cluster.http.patch(f"/jobs/{jid}")
+        run.communicate(timeout=60)
+    states = list(path.glob("*.state"))
+    assert states and all(f.read_bytes()[:1] == b"\xa1" for f in states)  # sealed, not bare pickles
+    for f in states:  # someone who can write the savepoint directory swaps every state file
+        f.write_bytes(pickle.dumps(_Payload(mark)))
+    known = cluster.job_ids()
+    resumed = cluster.start_run(rescaled, "1000", "0", options=("-p", "2", "--from-savepoint", str(path)))
+    try:
+        jid = cluster.wait_new_job(known)
+        cluster.wait_for(
+            lambda: cluster.http.get(f"/jobs/{jid}/exceptions").json()["exceptionHistory"]["entries"], 60, "a failure"
+        )
+        time.sleep(1)
+        assert not mark.exists(), "a swapped state file was unpickled"
+        entries = cluster.http.get(f"/jobs/{jid}/exceptions").json()["exceptionHistory"]["entries"]
+        assert any("not sealed with this cluster's secret" in e["stacktrace"] for e in entries), entries[-1]["stacktrace"]
+        assert cluster.job(jid)["state"] != "FINISHED"
+        _cancel(cluster, jid)
+    finally:
+        resumed.kill()
+        resumed.communicate(timeout=60)
+    _cluster_is_whole(cluster)
