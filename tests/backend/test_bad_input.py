@@ -21,7 +21,7 @@ from fastapi.testclient import TestClient
 from backend.app import create_app
 from backend.settings import Settings
 from engine.datastream import StreamExecutionEnvironment
-from tests.backend.test_rest_api import register_taskmanager
+from tests.backend.test_rest_api import register_taskmanager, wait_for
 
 PROGRAM = b"""
 from pyflink.datastream import StreamExecutionEnvironment
@@ -43,6 +43,8 @@ def api(settings: Settings, redis_url: str) -> Iterator[TestClient]:
         rds = redis.Redis.from_url(redis_url)
         register_taskmanager(rds, slots=4)
         rds.close()
+        # the ResourceManager sees the TaskManager on its next membership pass
+        wait_for(lambda: client.get("/overview").json()["slots-available"] == 4)
         yield client
 
 
