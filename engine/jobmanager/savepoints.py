@@ -60,7 +60,10 @@ class StateRoots:
         return cls(tuple(os.path.realpath(os.fspath(d)) for d in directories if d))
 
     def contains(self, path: str) -> bool:
-        resolved = os.path.realpath(str(path).removeprefix("file://"))
+        try:
+            resolved = os.path.realpath(str(path).removeprefix("file://"))
+        except ValueError:  # a NUL or a lone surrogate: no such path can be under a root (issue 14)
+            return False
         return any(os.path.commonpath([root, resolved]) == root for root in self.roots)
 
     def confine(self, path: str, what: str) -> None:

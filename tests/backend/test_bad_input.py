@@ -257,3 +257,14 @@ def test_small_vertices_keep_flinks_exact_shape(api: TestClient):
     while not (d := api.get(f"/jobs/{g['job_id']}/vertices/{vid}").json())["subtasks"]:
         assert time.monotonic() < deadline
     assert "subtasks-total" not in d and len(d["subtasks"]) == 2
+
+
+@pytest.mark.parametrize("path", ["/tmp/sp\x00x", "/tmp/\ud800"], ids=["nul", "lone-surrogate"])
+def test_a_savepoint_target_that_cannot_be_a_path_is_refused_not_a_crash(tmp_path: Path, path: str):
+    """What POST /jobs/{id}/savepoints and /stop ask before writing: such a target-directory was a
+    ValueError (500) in os.path.realpath; now it is outside every state root, a 4xx."""
+    from engine.jobmanager.savepoints import OperationRejected, StateRoots
+
+    with pytest.raises(OperationRejected) as exc:
+        StateRoots.of(tmp_path).confine(path, "target-directory")
+    assert 400 <= exc.value.status < 500
