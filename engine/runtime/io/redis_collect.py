@@ -34,6 +34,8 @@ FETCH_ENTRIES = 64
 ENDED_TTL_S = 3600
 
 _WAIT_S = 0.02  # between two looks at the backlog while the client is behind
+#: how long a checkpoint barrier waits at the collect sink for the client to read what came before it
+AWAIT_READ_S = 10.0
 
 # Acknowledge entries before ARGV[1] (trimming them), then return up to ARGV[2] entries from there.
 # Returns {0, entries} or {-1, acked} (offset already acknowledged) or {-2, acked + length} (beyond).
@@ -102,6 +104,20 @@ class RedisCollectGateway:
             if self.cancelled is not None and self.cancelled.is_set():
                 raise TaskCancelled()
             time.sleep(_WAIT_S)
+
+    def await_read(self, timeout_s: float = AWAIT_READ_S) -> bool:
+        """Wait (up to ``timeout_s``) until the client has read every entry published so far. The sink
+        calls it before a checkpoint barrier passes: records a completed checkpoint covers are then
+        with the client, not only in Redis, so a Redis restart that loses the list loses none of
+        them. False when the client did not keep up in time (checkpointing goes on regardless)."""
+        deadline = time.monotonic() + timeout_s
+        while self.backlog_bytes() > 0:
+            if self.cancelled is not None and self.cancelled.is_set():
+                raise TaskCancelled()
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(_WAIT_S)
+        return True
 
     def publish(self, entries: list[CollectEntry]) -> None:
         if any(e.kind == RECORDS for e in entries):

@@ -135,3 +135,15 @@ def test_an_entry_pushed_by_someone_with_only_the_redis_url_is_refused_undecoded
     client.rpush(redis_keys.collect("j11"), client.lindex(redis_keys.collect("j10"), 0))
     with pytest.raises(UnauthenticatedResult):
         fetch_results(client, "j11", 0, secret=SECRET)
+
+
+def test_await_read_returns_once_the_client_has_read_everything(client: redis.Redis) -> None:
+    gw = RedisCollectGateway(client, "j6", gated=True, secret=SECRET)
+    gw.publish([collect.start(0, 0, True), collect.records(0, 0, ["a"])])
+    assert gw.await_read(timeout_s=0.1) is False  # nothing read yet
+    reader = threading.Timer(0.2, lambda: (fetch_results(client, "j6", 0, secret=SECRET), fetch_results(client, "j6", 2, secret=SECRET)))
+    reader.start()
+    started = time.monotonic()
+    assert gw.await_read(timeout_s=5) is True
+    assert 0.15 < time.monotonic() - started < 4
+    reader.join()
