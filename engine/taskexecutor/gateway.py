@@ -12,11 +12,6 @@ from engine.taskexecutor import code_signing, messages
 
 
 class TaskExecutorGateway(Protocol):
-    def _send(self, tm_id: str, slot: int, msg: dict) -> None:
-        # Sealed for this slot's inbox: the slot drops anything that is not (a forged deploy, cancel...).
-        inbox = redis_keys.slot_inbox(tm_id, slot)
-        self.client.rpush(inbox, messages.seal(msg, self.cluster_secret, inbox))
-
     def upload_user_code(self, job_id: str, code: bytes) -> None: ...
 
     def submit_task(self, tm_id: str, slot: int, tdd: TaskDeploymentDescriptor) -> None: ...
