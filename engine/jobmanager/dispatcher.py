@@ -155,6 +155,8 @@ class Dispatcher(SavepointOperations):
             try:
                 self.redis_run_id = _run_id(self.client)
                 return
+            except (redis.AuthenticationError, redis.exceptions.AuthorizationError):
+                raise  # a wrong password or ACL is a configuration error, not an outage to wait out
             except redis.RedisError as e:
                 log.warning("waiting for Redis: %s", e)
                 self._stop.wait(delay)

@@ -145,6 +145,8 @@ class TaskExecutor:
             try:
                 self.client.delete(key)
                 return
+            except (redis.AuthenticationError, redis.exceptions.AuthorizationError):
+                raise  # a configuration error, not an outage to wait out
             except redis.RedisError as e:
                 log.warning("waiting for Redis: %s", e)
                 self.stopping.wait(delay)
