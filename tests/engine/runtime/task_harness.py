@@ -17,7 +17,7 @@ import cloudpickle
 from engine.checkpoint.completed_checkpoint import CompletedCheckpoint, operators_of_job_graph
 from engine.checkpoint.messages import CheckpointType, TaskAck
 from engine.checkpoint.rescale import plan_restore
-from engine.checkpoint.storage import checkpoint_location
+from engine.checkpoint.storage import FileSystemCheckpointStorage, checkpoint_location
 from engine.graph.transformations import OperatorKind
 from engine.runtime import collect
 from engine.runtime.checkpointing import Barrier
@@ -153,10 +153,14 @@ class TaskHarness:
                 raise AssertionError(f"checkpoint {cid}: {len(got)} of {len(self.tasks)} acks")
             time.sleep(0.01)
         first = min(self.acks[cid].values(), key=lambda a: a.ack_timestamp or 0)
-        return CompletedCheckpoint.from_acks(
+        done = CompletedCheckpoint.from_acks(
             self.job_graph.job_id, cid, CheckpointType.CHECKPOINT, int(first.ack_timestamp or 0),
             int(time.time() * 1000), None, got, operators_of_job_graph(self.job_graph),
         )
+        # As the coordinator does: ``_metadata`` makes the checkpoint complete, and tasks restore
+        # only state files of a complete checkpoint.
+        FileSystemCheckpointStorage(self.checkpoint_dir).write_metadata(self.job_graph.job_id, cid, done.to_metadata())
+        return done
 
     def notify_complete(self, cid: int) -> None:
         for t in self.tasks.values():
@@ -193,6 +197,7 @@ class TaskHarness:
         self.cancelled.set()
         for t in self.threads:
             t.join(10)
+
 
 class _HarnessCollect:
     """A collect sink's gateway that keeps its records, ungated, in the harness's results."""
