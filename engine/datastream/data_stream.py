@@ -365,9 +365,6 @@ class KeyedStream(DataStream):
         # identifier on the way (recorded: key_by(...).print("id") prints no "id> " prefix).
         return super().print()
 
-    def _key_selector_fn(self) -> Any:
-        return self._t.key_selector
-
     # PyFlink's refusals, word for word: repartitioning a KeyedStream would split its keyed state.
     def shuffle(self) -> "DataStream":
         raise Exception("Cannot override partitioning for KeyedStream.")
