@@ -1,4 +1,5 @@
 """Millstream's equivalent of ``pyflink.common``: types, time, rows, configuration."""
+from engine.common.completable_future import CompletableFuture
 from engine.common.config_options import ConfigOption, ConfigOptions
 from engine.common.configuration import Configuration
 from engine.common.execution_config import ExecutionConfig
@@ -26,12 +27,6 @@ from engine.common.watermark_strategy import (
 )
 from engine.compat.unsupported import declare_unsupported
 
-declare_unsupported(
-    globals(),
-    ["CompletableFuture"],
-    why="JobClient calls return their results directly",
-    instead="the JobClient method's return value (e.g. get_job_status())",
-)
 declare_unsupported(
     globals(),
     ["TypeSerializer"],

@@ -353,9 +353,11 @@ class StreamExecutionEnvironment:
     def execute_async(self, job_name: str | None = None):
         from engine.client.context import current_context
 
+        from engine.common.job_client import JobClient
+
         job_graph, stream_graph = self.get_job_graph(job_name)
         self._executed()
-        return current_context().submit(job_graph, stream_graph)
+        return JobClient(current_context().submit(job_graph, stream_graph))
 
     def _execute_and_collect(self, tid: int, job_name: str | None, limit: int | None):
         from engine.client.context import current_context

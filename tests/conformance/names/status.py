@@ -32,6 +32,10 @@ JAVA_ONLY_MEMBERS = {
 
 # What is partial about names that exist, keyed by the defining module's PyFlink path.
 NOTES: dict[str, str] = {
+    "pyflink.common.job_client.JobClient": (
+        "job id, status, cancel and the execution result as CompletableFutures; trigger_savepoint and "
+        "stop_with_savepoint raise (use millstream savepoint / millstream stop or the REST API); no accumulators"
+    ),
     "pyflink.common.execution_config.ExecutionConfig": (
         "parallelism, max parallelism, global job parameters, the auto-watermark interval (a chosen interval is "
         "strictly periodic, 0 turns periodic watermarks off) and disable_auto_generated_uids take effect; Kryo/Avro/closure-cleaner/object-reuse/"

@@ -58,7 +58,7 @@ def test_execute_async_then_collect_from_the_same_source() -> None:
     env = _env()
     source = env.from_collection([5, 6])
     source.map(lambda x: x).print()
-    env.execute_async("async").get_job_execution_result()
+    env.execute_async("async").get_job_execution_result().result()
     assert sorted(source.execute_and_collect()) == [5, 6]
 
 

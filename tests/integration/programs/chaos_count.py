@@ -30,5 +30,5 @@ with counts.execute_and_collect("chaos collect") as updates:
     received = [list(u) for u in updates]
 with open(COLLECTED, "w") as f:
     json.dump(received, f)
-files.get_job_execution_result()
+files.get_job_execution_result().result()
 print("received", len(received))
