@@ -61,8 +61,12 @@ class CaptureContext:
         self.collect_node = node_id
         return CloseableIterator(iter(()))
 
+    def get_job_execution_result(self) -> None:
+        return None
 
-Program = Callable[[StreamExecutionEnvironment], Any]  # builds a pipeline, returns the stream to collect
+
+# Builds a pipeline and returns the stream to collect, or None when its sinks are the job's output.
+Program = Callable[[StreamExecutionEnvironment], Any]
 
 
 def batch_env(parallelism: int = 2) -> StreamExecutionEnvironment:
@@ -73,11 +77,18 @@ def batch_env(parallelism: int = 2) -> StreamExecutionEnvironment:
 
 
 def capture(program: Program, parallelism: int = 2) -> tuple[JobGraph, StreamGraph]:
-    """The JobGraph and StreamGraph of ``program`` with a collect sink, as a client would submit them."""
+    """The JobGraph and StreamGraph of ``program`` as a client would submit them: with a collect sink
+    on the stream it returns, or with its own sinks (``execute()``) when it returns None, since
+    execute_and_collect runs only the collected stream, as in PyFlink."""
     ctx = CaptureContext()
     previous = set_context(ctx)
     try:
-        program(batch_env(parallelism)).execute_and_collect("test job")
+        env = batch_env(parallelism)
+        stream = program(env)
+        if stream is None:
+            env.execute("test job")
+        else:
+            stream.execute_and_collect("test job")
     finally:
         set_context(previous)
     assert ctx.graphs is not None
