@@ -16,8 +16,6 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import pytest
-
 from tests.integration.cluster import Cluster
 from tests.integration.test_launcher import _role_pids
 from tests.integration.test_recovery import committed_counts
@@ -134,12 +132,7 @@ def test_every_update_exactly_once_through_taskmanager_jobmanager_and_redis_kill
         missing = {k: sorted(set(want) - set(v))[:5] for k, v in files.items() if set(want) - set(v)}
         assert not missing, f"sink: keys with missing updates: {missing}"
         dupes = {k: len(v) - len(want) for k, v in files.items() if len(v) != len(want)}
-        if dupes:
-            # Known open bug (issue 13 note): in the final state of stop 19 this test found the FileSink
-            # job committing some updates twice (about 2 s of input, every key) after one of the kills;
-            # the client side above stays exact. It is an expected failure until that is found and fixed,
-            # and only at this point: every other check above still fails the test.
-            pytest.xfail(f"FileSink committed duplicates after a fault (open bug): {dupes}")
+        assert not dupes, f"sink: keys with updates committed more than once: {dupes}"
         for jid in jobs:
             assert c.job(jid)["state"] == "FINISHED"
     finally:

@@ -7,8 +7,9 @@ committable ``[in-progress path, final path, length]`` that goes into the
 checkpoint and is renamed (``os.replace``) to its final, visible name once that
 checkpoint completes. A file still open at a checkpoint is recorded as
 ``[bucket, in-progress path, length, final path]`` in the writer's state; on
-restore it is cut back to that length and committed, so the bytes written after
-the checkpoint, which the sources will replay, never become visible. Once every
+restore that many bytes are copied to the final name, so the bytes written after
+the checkpoint, which the sources will replay, never become visible, even when
+the failed attempt is still alive and writing to the file it had open. Once every
 subtask has restored (the first checkpoint completed after it), in-progress
 files left by failed attempts of this subtask are deleted. A subtask that
 committed all its output at the end of its input leaves a hidden
@@ -184,6 +185,54 @@ def commit_part(tmp: str, final: str, length: int) -> None:
         raise FileNotFoundError(
             f"FileSink cannot commit {final!r}: neither it nor its in-progress file {tmp!r} exists"
         )
+
+
+RECOVERING = ".recovering"
+
+
+def recover_in_progress(tmp: str, final: str, length: int) -> None:
+    """Make the first ``length`` bytes of an in-progress file recorded in a checkpoint visible as
+    ``final``, from a new attempt of the writer that had it open.
+
+    The old attempt may still be alive (cancellation is asynchronous, and after a Redis loss or a
+    JobManager restart the new attempt does not wait for it) and still hold the file open: what it
+    buffered after the checkpoint, or writes later, lands in that inode when it flushes or closes.
+    Renaming the inode would publish those bytes, which the sources replay, twice. So the
+    checkpointed prefix is copied into a file of its own and the old inode is unlinked; the copy
+    is bounded by the rolling policy's part size. Idempotent: a second restore of the same
+    checkpoint finds the file committed, or copies the same bytes again.
+    """
+    if not os.path.exists(tmp):
+        if os.path.exists(final):
+            return  # an earlier restore of this checkpoint committed it
+        raise FileNotFoundError(
+            f"FileSink cannot commit {final!r}: neither it nor its in-progress file {tmp!r} exists"
+        )
+    staging = (tmp[: -len(IN_PROGRESS)] if tmp.endswith(IN_PROGRESS) else tmp) + RECOVERING
+    with open(tmp, "rb") as src, open(staging, "wb") as dst:
+        if os.path.getsize(tmp) < length:
+            raise ValueError(
+                f"FileSink cannot commit {final!r}: its in-progress file {tmp!r} is shorter than the "
+                f"{length} bytes the checkpoint recorded (the file was changed outside the sink)"
+            )
+        left = length
+        while left > 0:
+            try:  # in the kernel, without the bytes passing through Python
+                sent = os.copy_file_range(src.fileno(), dst.fileno(), left, length - left, length - left)
+            except (AttributeError, OSError):  # not Linux, or a file system that will not
+                sent = 0
+            if sent <= 0:
+                src.seek(length - left)
+                chunk = src.read(min(left, 1 << 20))
+                dst.seek(length - left)
+                dst.write(chunk)
+                dst.flush()
+                sent = len(chunk)
+            left -= sent
+        dst.flush()
+        os.fsync(dst.fileno())
+    os.replace(staging, final)
+    os.unlink(tmp)
 
 
 class FileWriter(SinkWriter):
@@ -363,7 +412,7 @@ class FileSink(Sink):
             if not (isinstance(item, (list, tuple)) and len(item) == 4):
                 raise ValueError(f"FileSink cannot restore writer state {item!r}: expected [bucket, path, length, final]")
             _, tmp, length, final = item
-            commit_part(tmp, final, int(length))
+            recover_in_progress(tmp, final, int(length))
         marker = self.finished_marker(context) if context.job_id and context.restarts_finished_tasks else None
         cls = FileWriter
         if marker is not None and os.path.exists(marker):

@@ -110,6 +110,29 @@ def test_restore_cuts_an_in_progress_file_back_to_the_checkpoint_and_commits_it(
     assert sorted(_committed(tmp_path)) == ["a", "after-1", "b", "c"]
 
 
+def test_a_zombie_attempt_still_writing_cannot_add_to_the_file_a_restore_committed(tmp_path: Path) -> None:
+    """The old attempt of a subtask on a TaskManager that survived a failover may still run for a
+    while (the JobManager does not wait for it after a Redis loss or its own restart): records it
+    buffered after the checkpoint, and records it writes after the new attempt restored, are
+    flushed into the in-progress file when it is cancelled. The restore must commit a copy of
+    the checkpointed bytes, never the inode the old attempt still holds open."""
+    zombie = _operator(_sink(tmp_path, RollingPolicy.default_rolling_policy()))
+    zombie.process_batch(["a", "b"], None)
+    state = _checkpoint(zombie, 1)
+    zombie.process_batch(["after-1"], None)  # in the writer's buffer, not yet in the file
+    restored = _operator(_sink(tmp_path, RollingPolicy.default_rolling_policy()), attempt=1)
+    restored.restore_state(state)
+    assert _committed(tmp_path) == ["a", "b"]
+    zombie.process_batch(["late"], None)
+    zombie.writer.snapshot_state(2)  # flushes and syncs what it holds, as a snapshot would
+    zombie.close()  # cancelled at last
+    assert _committed(tmp_path) == ["a", "b"]
+    restored.process_batch(["after-1", "late"], None)  # the replay
+    restored.end_input()
+    assert sorted(_committed(tmp_path)) == ["a", "after-1", "b", "late"]
+    assert [n for n in _hidden(tmp_path) if "recover" in n] == []
+
+
 def test_committables_committed_before_a_failure_are_committed_again_idempotently(tmp_path: Path) -> None:
     op = _operator(_sink(tmp_path))
     op.process_batch(["a"], None)
