@@ -6,8 +6,9 @@ records/s for Millstream, for Millstream's in-process mini-cluster, and for
 Bytewax and PyFlink when their virtual environments exist (see shared/bench).
 It adds the windowed job, the checkpoint overhead and checkpoint durations
 (p50/p99 from ``/jobs/{id}/checkpoints``), recovery time after a TaskManager
-SIGKILL (``recovery_bench.py``) and, unless ``--skip-spark``, the Spark word
-count (``spark_wordcount.py``). Because the machine is shared and noisy,
+SIGKILL (``recovery_bench.py``), unless ``--skip-spark`` the Spark word
+count (``spark_wordcount.py``), and the soak run (``soak.py``: a long checkpointed job plus
+200 short jobs, memory at start and end). Because the machine is shared and noisy,
 ratios between figures measured in this same run are the figures to compare.
 """
 from __future__ import annotations
@@ -154,6 +155,8 @@ def main() -> None:
     ap.add_argument("--skip-spark", action="store_true", help="leave out the Spark word count (minutes)")
     ap.add_argument("--skip-recovery", action="store_true", help="leave out the recovery-time runs")
     ap.add_argument("--pairs", type=int, default=3, help="interleaved pairs behind each ratio")
+    ap.add_argument("--soak-minutes", type=float, default=30.0, help="the soak run's length (0 leaves it out)")
+    ap.add_argument("--soak-jobs", type=int, default=200, help="short jobs run during the soak")
     args = ap.parse_args()
     n = args.n
     print(f"machine: {machine()}")
@@ -224,6 +227,11 @@ def main() -> None:
     if not args.skip_spark:
         # The Spark helper's benchmark prints its own figures and ratios.
         subprocess.run([sys.executable, str(Path(__file__).with_name("spark_wordcount.py"))], timeout=3600)
+    if args.soak_minutes > 0:
+        from soak import soak
+
+        for line in soak(args.soak_minutes, args.soak_jobs):
+            print(line, flush=True)
 
 
 if __name__ == "__main__":
