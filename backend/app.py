@@ -34,6 +34,7 @@ from backend.ui.security import logged_in
 from engine.jobmanager.dispatcher import (
     Dispatcher,
     DispatcherConfig,
+    DuplicateJobSubmission,
     JobSubmissionError,
     OperationRejected,
     TooManyJobs,
@@ -190,6 +191,10 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(TooManyJobs)
     async def too_many_jobs(_: Request, exc: TooManyJobs) -> JSONResponse:
         return JSONResponse({"errors": [str(exc)]}, status_code=429)
+
+    @app.exception_handler(DuplicateJobSubmission)
+    async def duplicate_job(_: Request, exc: DuplicateJobSubmission) -> JSONResponse:
+        return JSONResponse({"errors": [str(exc)]}, status_code=409)
 
     @app.exception_handler(OperationRejected)
     async def rejected_operation(_: Request, exc: OperationRejected) -> JSONResponse:

@@ -200,19 +200,48 @@ class RemoteContext:
             if self.allow_non_restored_state:
                 env._config.set_string("execution.savepoint.ignore-unclaimed-state", "true")
 
+    def _post_job(self, job_graph: "JobGraph", code: bytes) -> str:
+        """``POST /jobs``, retried while the JobManager restarts (no connection) or Redis is away
+        (503) for up to JOBMANAGER_OUTAGE_S. The job id is chosen here, so a retry is safe: if an
+        earlier try got through and only its answer was lost, the JobManager answers 409 for the id
+        it already has, and that is the job."""
+        deadline = time.monotonic() + JOBMANAGER_OUTAGE_S
+        tries = 0
+        told = False
+        while True:
+            tries += 1
+            try:
+                r = self.http.post(
+                    "/jobs",
+                    data={"jobgraph": json.dumps(job_graph.to_dict())},
+                    files={"usercode": ("usercode.bin", code, "application/octet-stream")},
+                )
+            except httpx.TransportError as e:
+                if time.monotonic() > deadline:
+                    raise SubmissionFailed(f"the JobManager did not answer: {e}") from e
+                if not told:
+                    told = True
+                    print(f"millstream: the JobManager is unreachable ({e}); retrying the submission", file=sys.stderr)
+                time.sleep(0.5)
+                continue
+            if r.status_code == 409 and tries > 1:
+                return job_graph.job_id
+            if r.status_code == 503 and time.monotonic() <= deadline:
+                if not told:
+                    told = True
+                    print(f"millstream: the cluster is unavailable ({_errors(r)}); retrying the submission", file=sys.stderr)
+                time.sleep(0.5)
+                continue
+            if r.status_code >= 400:
+                raise SubmissionFailed(f"the JobManager refused the job ({r.status_code}): {_errors(r)}")
+            return r.json()["jobid"]
+
     def submit(self, job_graph: "JobGraph", stream_graph: "StreamGraph") -> RestJobClient:
         if self.program_dir:
             register_program_modules(self.program_dir)
         code = cloudpickle.dumps(stream_graph)
         register_pickled_classes()  # collected records of the program's own classes come back as them
-        r = self.http.post(
-            "/jobs",
-            data={"jobgraph": json.dumps(job_graph.to_dict())},
-            files={"usercode": ("usercode.bin", code, "application/octet-stream")},
-        )
-        if r.status_code >= 400:
-            raise SubmissionFailed(f"the JobManager refused the job ({r.status_code}): {_errors(r)}")
-        job_id = r.json()["jobid"]
+        job_id = self._post_job(job_graph, code)
         self.submitted.append(job_id)
         if not self.detached:
             job_output.follow(self.http, job_id)  # its print() lines appear here as they come

@@ -59,6 +59,11 @@ class JobSubmissionError(ValueError):
 __all__ = ["Dispatcher", "DispatcherConfig", "JobSubmissionError", "OperationRejected", "TooManyJobs", "UnknownJob"]
 
 
+class DuplicateJobSubmission(JobSubmissionError):
+    """A job with this id exists already (answered with 409): a client that retried a submission whose
+    answer it lost sees that its first try got through."""
+
+
 class TooManyJobs(JobSubmissionError):
     """The cluster already runs its configured maximum of concurrent jobs (answered with 429)."""
 
@@ -326,8 +331,11 @@ class Dispatcher(SavepointOperations):
         self.confine_job_paths(job_graph.config, savepoint_path)  # before any path is opened
         job_graph = _with_savepoint_options(job_graph, savepoint_path, allow_non_restored_state)
         with self.lock:
+            # A Redis that came back as a new server is noticed before the job starts on it: noticed
+            # later, the failover meant for the jobs that lost their channels would fail this one too.
+            self._check_redis_epoch()
             if job_graph.job_id in self.jobs or self.store.get_job(job_graph.job_id):
-                raise JobSubmissionError(f"job {job_graph.job_id} was already submitted")
+                raise DuplicateJobSubmission(f"job {job_graph.job_id} was already submitted")
             limit = self.config.max_concurrent_jobs
             if limit is not None and sum(not jm.status.is_terminal() for jm in self.jobs.values()) >= limit:
                 raise TooManyJobs(f"the cluster already runs {limit} jobs, its limit (max_concurrent_jobs)")

@@ -12,6 +12,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import cloudpickle
+
 from backend.embedded_redis import restart_embedded_redis
 from tests.integration.cluster import Cluster
 
@@ -65,4 +67,64 @@ def test_a_job_survives_redis_dying_and_coming_back_empty(tmp_path: Path) -> Non
     finally:
         if run is not None and run.poll() is None:
             run.kill()
+        c.stop()
+
+
+def test_a_submission_waits_out_a_jobmanager_restart_and_a_redis_outage(tmp_path: Path) -> None:
+    """``millstream run`` while the JobManager is down, then another while Redis is away (POST /jobs
+    answers 503): each submission is retried (the job id is the client's, so a retry whose first
+    try got through is not a second job), and each job runs once the cluster is back."""
+    c = Cluster(tmp_path, heartbeat_timeout_ms=3000)
+    runs: list = []
+    try:
+        c.start(taskmanagers=1, slots=2)
+        c.jobmanager.kill()
+        c.jobmanager.wait()
+        runs.append(c.start_run(PROGRAMS / "rolling_count.py", "2000", options=("-p", "1")))
+        time.sleep(1.0)  # the client meets a refused connection first
+        assert runs[0].poll() is None, "millstream run gave up while the JobManager was down"
+        c.start_jobmanager()
+        _, stderr = runs[0].communicate(timeout=180)
+        assert runs[0].returncode == 0 and "Traceback" not in stderr, stderr[-3000:]
+        assert "JobManager is unreachable" in stderr and "retrying the submission" in stderr, stderr[-3000:]
+
+        os.kill(c.redis.pid, signal.SIGKILL)
+        runs.append(c.start_run(PROGRAMS / "rolling_count.py", "2000", options=("-p", "1")))
+        c.wait_for(lambda: c.http.post("/jobs", data={"jobgraph": "{"}, files={"usercode": ("u", b"x")}).status_code in (400, 503), 30, "the JobManager to answer")
+        time.sleep(1.0)
+        assert runs[1].poll() is None, "millstream run gave up while Redis was away"
+        restart_embedded_redis(c.redis)
+        _, stderr = runs[1].communicate(timeout=180)
+        assert runs[1].returncode == 0 and "Traceback" not in stderr, stderr[-3000:]
+        # a 503, or a timeout while the JobManager's own Redis calls time out: retried either way
+        assert "retrying the submission" in stderr, stderr[-3000:]
+        jobs = c.job_ids()
+        assert len(jobs) == 2, jobs
+        assert all(c.job(j)["state"] == "FINISHED" for j in jobs)
+    finally:
+        for run in runs:
+            if run.poll() is None:
+                run.kill()
+        c.stop()
+
+
+def test_a_resubmitted_job_id_is_a_conflict(tmp_path: Path) -> None:
+    """What makes the client's retry safe: the same job id twice is a 409, and nothing runs twice."""
+    from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
+
+    c = Cluster(tmp_path)
+    try:
+        c.start(taskmanagers=1, slots=1)
+        env = StreamExecutionEnvironment.get_execution_environment()
+        env.from_collection([1, 2, 3]).print()
+        graph, stream_graph = env.get_job_graph()
+        body = {"jobgraph": json.dumps(graph.to_dict())}
+        code = cloudpickle.dumps(stream_graph)
+        first = c.http.post("/jobs", data=body, files={"usercode": ("u", code)})
+        assert first.status_code == 202, first.text
+        again = c.http.post("/jobs", data=body, files={"usercode": ("u", code)})
+        assert again.status_code == 409, again.text
+        assert "already submitted" in again.json()["errors"][0]
+        assert c.job_ids() == {first.json()["jobid"]}
+    finally:
         c.stop()
