@@ -110,9 +110,6 @@ class Dispatcher(SavepointOperations):
         self.started_ms = int(clock() * 1000)
         self.redis_run_id: str | None = None  # the Redis server this JobManager's jobs' data lives in
         self.redis_failovers = 0  # times Redis came back empty and running jobs were failed over
-        # The Redis server (run_id) each job's collect client last read from: one that differs now
-        # lost the results list, so the client's offset becomes the new list's start.
-        self._results_epoch: dict[str, str] = {}
 
     # -- lifecycle ----------------------------------------------------------------
     def start(self) -> None:
@@ -276,7 +273,6 @@ class Dispatcher(SavepointOperations):
                 log.warning("job %s stays in memory: its record could not be stored", jid, exc_info=True)
                 continue
             del self.jobs[jid]
-            self._results_epoch.pop(jid, None)
             log.info("job %s (%s) left memory for the JobStore", jid, jm.status.value)
 
     def _handle(self, msg: dict[str, Any]) -> None:
@@ -492,11 +488,9 @@ class Dispatcher(SavepointOperations):
             if jm is not None and offset > 0:
                 self._check_redis_epoch()  # a client may ask before the control loop saw Redis restart
             ended = jm is None or jm.status.is_terminal()
-            epoch = self.redis_run_id
-            rebase = offset > 0 and self._results_epoch.get(job_id, epoch) != epoch
-        entries = fetch_results(self.client, job_id, offset, rebase=rebase, secret=self.config.cluster_secret)
-        if epoch is not None:
-            self._results_epoch[job_id] = epoch
+        # A results list lost with a Redis restart is recognised in Redis itself (see _FETCH), so
+        # this holds across a JobManager restart too.
+        entries = fetch_results(self.client, job_id, offset, secret=self.config.cluster_secret)
         if ended:
             expire_results(self.client, job_id)
         return entries, ended

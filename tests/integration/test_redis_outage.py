@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -70,39 +72,76 @@ def test_a_job_survives_redis_dying_and_coming_back_empty(tmp_path: Path) -> Non
         c.stop()
 
 
+def test_the_client_stays_exact_when_the_jobmanager_and_redis_die_together(tmp_path: Path) -> None:
+    """The new JobManager has never seen the old Redis, so only Redis itself can tell the client's
+    offset belongs to a list the restart lost (a JobManager that restarted alone must not be fooled)."""
+    c = Cluster(tmp_path, heartbeat_timeout_ms=3000)
+    out = tmp_path / "received.json"
+    run = None
+    try:
+        c.start(taskmanagers=2, slots=2)
+        run = c.start_run(PROGRAMS / "collected_count.py", str(N), "1500", str(out), options=("-p", "2"))
+        jid = c.wait_new_job(set())
+        c.wait_for(lambda: c.http.get(f"/jobs/{jid}/checkpoints").json()["counts"]["completed"] >= 3, 60, "checkpoints")
+        c.jobmanager.kill()
+        os.kill(c.redis.pid, signal.SIGKILL)
+        c.jobmanager.wait()
+        restart_embedded_redis(c.redis)
+        c.start_jobmanager()
+        stdout, stderr = run.communicate(timeout=180)
+        assert run.returncode == 0 and "Traceback" not in stderr, stderr[-3000:]
+        received = [tuple(u) for u in json.loads(out.read_text())]
+        expected = {(f"k{k}", n) for k in range(40) for n in range(1, N // 40 + 1)}
+        dupes = [u for u, n in Counter(received).items() if n > 1]
+        assert not dupes, f"{len(received) - len(set(received))} duplicates, e.g. {dupes[:5]}"
+        assert set(received) == expected, f"{len(expected - set(received))} missing"
+    finally:
+        if run is not None and run.poll() is None:
+            run.kill()
+        c.stop()
+
+
 def test_a_submission_waits_out_a_jobmanager_restart_and_a_redis_outage(tmp_path: Path) -> None:
     """``millstream run`` while the JobManager is down, then another while Redis is away (POST /jobs
     answers 503): each submission is retried (the job id is the client's, so a retry whose first
     try got through is not a second job), and each job runs once the cluster is back."""
     c = Cluster(tmp_path, heartbeat_timeout_ms=3000)
-    runs: list = []
+    runs: list[tuple[subprocess.Popen, Path]] = []
+
+    def submit(i: int) -> tuple[subprocess.Popen, Path]:
+        err = tmp_path / f"run-{i}.err"
+        cmd = [sys.executable, "-m", "backend.cli", "run", "-p", "1", str(PROGRAMS / "rolling_count.py"), "2000"]
+        runs.append((subprocess.Popen(cmd, env=c.env, stdout=subprocess.DEVNULL, stderr=err.open("w")), err))
+        return runs[-1]
+
+    def finished(run: subprocess.Popen, err: Path) -> str:
+        assert run.wait(180) == 0, err.read_text()[-3000:]
+        text = err.read_text()
+        assert "Traceback" not in text, text[-3000:]
+        return text
+
     try:
         c.start(taskmanagers=1, slots=2)
         c.jobmanager.kill()
         c.jobmanager.wait()
-        runs.append(c.start_run(PROGRAMS / "rolling_count.py", "2000", options=("-p", "1")))
-        time.sleep(1.0)  # the client meets a refused connection first
-        assert runs[0].poll() is None, "millstream run gave up while the JobManager was down"
+        run, err = submit(0)
+        c.wait_for(lambda: "retrying the submission" in err.read_text(), 60, "the client to meet the JobManager down")
+        assert run.poll() is None, "millstream run gave up while the JobManager was down"
         c.start_jobmanager()
-        _, stderr = runs[0].communicate(timeout=180)
-        assert runs[0].returncode == 0 and "Traceback" not in stderr, stderr[-3000:]
-        assert "JobManager is unreachable" in stderr and "retrying the submission" in stderr, stderr[-3000:]
+        assert "JobManager is unreachable" in finished(run, err)
 
         os.kill(c.redis.pid, signal.SIGKILL)
-        runs.append(c.start_run(PROGRAMS / "rolling_count.py", "2000", options=("-p", "1")))
-        c.wait_for(lambda: c.http.post("/jobs", data={"jobgraph": "{"}, files={"usercode": ("u", b"x")}).status_code in (400, 503), 30, "the JobManager to answer")
-        time.sleep(1.0)
-        assert runs[1].poll() is None, "millstream run gave up while Redis was away"
+        run, err = submit(1)
+        # A 503, or a timeout while the JobManager's own Redis calls time out: retried either way.
+        c.wait_for(lambda: "retrying the submission" in err.read_text(), 60, "the client to meet Redis away")
+        assert run.poll() is None, "millstream run gave up while Redis was away"
         restart_embedded_redis(c.redis)
-        _, stderr = runs[1].communicate(timeout=180)
-        assert runs[1].returncode == 0 and "Traceback" not in stderr, stderr[-3000:]
-        # a 503, or a timeout while the JobManager's own Redis calls time out: retried either way
-        assert "retrying the submission" in stderr, stderr[-3000:]
+        finished(run, err)
         jobs = c.job_ids()
         assert len(jobs) == 2, jobs
         assert all(c.job(j)["state"] == "FINISHED" for j in jobs)
     finally:
-        for run in runs:
+        for run, _ in runs:
             if run.poll() is None:
                 run.kill()
         c.stop()

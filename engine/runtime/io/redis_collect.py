@@ -43,9 +43,11 @@ _FETCH = """
 local offset = tonumber(ARGV[1])
 local acked_field = redis.call('HGET', KEYS[2], 'acked')
 local acked = tonumber(acked_field or '0')
-if ARGV[3] == '1' and not acked_field then
-  -- Redis restarted and lost the entries the client had acknowledged: the new server's entries
-  -- (a failover's START onward) continue from the client's offset.
+if not acked_field then
+  -- The first fetch (offset 0) creates the field, so a later one that finds it missing (or one the
+  -- JobManager knows comes after a Redis restart) means the server lost the entries the client had
+  -- acknowledged: the new server's entries (a failover's START onward) continue from its offset.
+  -- Nothing else is needed to know it, so it holds after a JobManager restart too.
   redis.call('HSET', KEYS[2], 'acked', offset)
   acked = offset
 end
@@ -134,13 +136,12 @@ def fetch_results(
     job_id: str,
     offset: int,
     max_entries: int = FETCH_ENTRIES,
-    rebase: bool = False,
     secret: str | bytes | None = None,
 ) -> list[bytes]:
-    """Acknowledge the job's entries before ``offset`` and return the next ones (encoded). ``rebase``:
-    Redis was restarted since the client's last fetch, so a fresh list continues at ``offset``."""
+    """Acknowledge the job's entries before ``offset`` and return the next ones (encoded). After a
+    Redis restart lost the list, a fresh one continues at ``offset``."""
     status, value = client.eval(
-        _FETCH, 2, redis_keys.collect(job_id), redis_keys.collect_meta(job_id), offset, max_entries, int(rebase)
+        _FETCH, 2, redis_keys.collect(job_id), redis_keys.collect_meta(job_id), offset, max_entries
     )
     if status == -1:
         raise ResultOffsetError(f"results before offset {value} were acknowledged and dropped; offset {offset} is gone")
