@@ -104,6 +104,13 @@ def jobmanager(
     _check_bind(settings, insecure)
     _require_cluster_secret(settings, "JobManager")
     _check_checkpoint_dir(settings, "JobManager")
+    from backend.persistence.database import DatabaseDriverMissing, check_database_driver
+
+    try:
+        check_database_driver(settings.resolved_database_url)
+    except DatabaseDriverMissing as e:
+        typer.echo(str(e), err=True)
+        raise typer.Exit(2)
     from engine.checkpoint.storage import seal_state_files
 
     seal_state_files(settings.cluster_secret)  # state files the JobManager writes are sealed like the slots'

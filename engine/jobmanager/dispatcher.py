@@ -40,6 +40,7 @@ from engine.checkpoint.storage import InvalidSavepoint
 from engine.jobmanager.checkpointing import JobCheckpointing
 from engine.jobmanager.job_master import ALLOW_NON_RESTORED_KEY, SAVEPOINT_PATH_KEY, JobMaster
 from engine.jobmanager.savepoints import OperationRejected, SavepointOperations
+from engine.spark.availability import spark_unavailable_reason
 from engine.spark.spark_job_master import SparkJobMaster
 from engine.spark.validation import UntranslatableJob
 from engine.jobmanager.job_store import ExceptionRecord, JobRecord, JobStore
@@ -353,6 +354,12 @@ class Dispatcher(SavepointOperations):
         if engine not in ("spark", "native"):
             raise JobSubmissionError(f"unknown batch engine '{engine}'; choose spark or native")
         if job_graph.job_type == "BATCH" and engine == "spark":
+            missing = spark_unavailable_reason()
+            if missing is not None:  # refused here, rather than an ImportError in the driver process later
+                raise JobSubmissionError(
+                    f"this BATCH job runs on Spark, but {missing}; or run it with --engine native "
+                    "(the streaming runtime in batch mode)"
+                )
             try:
                 return SparkJobMaster(
                     job_graph,

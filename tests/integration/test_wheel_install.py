@@ -5,6 +5,10 @@ The package itself comes only from the wheel (the venv has no access to this tre
 worktree's venv); its dependencies come from pip's usual sources. The dashboard must answer with
 its static assets, a checkpointed job must finish, and its checkpoints must be where
 ``MILLSTREAM_CHECKPOINT_DIR`` says.
+
+The wheel is installed without extras, so this is also the streaming-only install: no PySpark, no
+PostgreSQL driver. Streaming works; a BATCH job is refused saying to install millstream[spark], and
+the REST API and dashboard say Spark is not available.
 """
 from __future__ import annotations
 
@@ -44,6 +48,15 @@ source = DataGeneratorSource(lambda i: ("k%d" % (i % 4), 1), 400, records_per_se
     .key_by(lambda t: t[0]).reduce(lambda a, b: (a[0], a[1] + b[1])).uid("counts")
     .filter(lambda t: t[1] == 100).print())
 env.execute("wheel checkpointed count")
+"""
+
+BATCH_JOB = """
+from pyflink.datastream import RuntimeExecutionMode, StreamExecutionEnvironment
+
+env = StreamExecutionEnvironment.get_execution_environment()
+env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+data = env.from_collection([("a", 1), ("b", 2), ("a", 3)])
+print(sorted(data.key_by(lambda t: t[0]).sum(1).execute_and_collect("batch sum")))
 """
 
 
@@ -95,6 +108,27 @@ def test_the_package_comes_from_the_wheel(venv: Path, tmp_path: Path):
     assert (frontend / "static" / "vendor" / "htmx" / "htmx.min.js").is_file()
 
 
+def test_extras_are_left_out(venv: Path, tmp_path: Path):
+    """Installed without extras: neither PySpark nor the PostgreSQL driver came along."""
+    for module in ("pyspark", "psycopg"):
+        probe = subprocess.run(
+            [str(venv / "bin" / "python"), "-c", f"import {module}"], cwd=tmp_path, env=_clean_env(venv),
+            capture_output=True, text=True,
+        )
+        assert probe.returncode != 0 and "No module named" in probe.stderr, (module, probe.stderr)
+
+
+def test_a_postgresql_url_without_the_driver_says_which_extra(venv: Path, tmp_path: Path):
+    result = subprocess.run(
+        [str(venv / "bin" / "millstream"), "jobmanager", "--port", str(free_port())], cwd=tmp_path,
+        env=_clean_env(venv, DATABASE_URL="postgresql+psycopg://millstream@127.0.0.1:1/millstream",
+                       MILLSTREAM_CLUSTER_SECRET="s" * 32, MILLSTREAM_DATA_DIR=str(tmp_path / "var")),
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "install millstream[postgres]" in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
 def test_cluster_from_an_empty_directory(venv: Path, tmp_path: Path):
     cwd = tmp_path / "empty"
     cwd.mkdir()
@@ -140,6 +174,23 @@ def test_cluster_from_an_empty_directory(venv: Path, tmp_path: Path):
             assert stats["counts"]["completed"] >= 1, stats
             latest = stats["latest"]["completed"]["external_path"]
             assert Path(latest).resolve().is_relative_to(checkpoints.resolve()), latest
+
+            # Streaming-only install: Spark is said to be missing, and a BATCH job is refused clearly.
+            assert http.get("/config").json()["features"]["spark"] is False
+            config = {e["key"]: e["value"] for e in http.get("/jobmanager/config").json()}
+            assert config["spark_available"].startswith("false") and "millstream[spark]" in config["spark_available"]
+            assert config["checkpoint_dir"] == str(checkpoints.resolve())
+            assert "install millstream[spark]" in http.get("/ui/jobmanager").text
+            batch = tmp_path / "programs" / "batch.py"
+            batch.write_text(BATCH_JOB)
+            refused = subprocess.run(
+                [str(venv / "bin" / "millstream"), "run", "-m", base, str(batch)],
+                cwd=cwd, env=_clean_env(venv), capture_output=True, text=True, timeout=180,
+            )
+            output = refused.stdout + refused.stderr
+            assert refused.returncode == 1, output
+            assert "install millstream[spark]" in output and "--engine native" in output, output
+            assert "Traceback" not in output and "ImportError" not in output, output
         # What the TaskManagers wrote and the JobManager's metadata, both in the one shared directory.
         job_dir = checkpoints / job_id
         assert any(job_dir.glob("chk-*/_metadata")), sorted(p.name for p in job_dir.iterdir())
