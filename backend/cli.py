@@ -6,6 +6,7 @@ import logging
 import os
 import runpy
 import signal
+import socket
 import sys
 import time
 from pathlib import Path
@@ -124,7 +125,9 @@ def taskmanager(
     redis_url: Optional[str] = typer.Option(None, help="Redis URL [env REDIS_URL]"),
     log_file: Optional[str] = typer.Option(None, help="Where this process logs, shown by the REST API"),
     host: Optional[str] = typer.Option(
-        None, help="The host name or address this TaskManager advertises [env MILLSTREAM_TASKMANAGER_HOST, default 127.0.0.1]"
+        None,
+        help="The host name or address this TaskManager advertises, or auto for this machine's host name "
+        "[env MILLSTREAM_TASKMANAGER_HOST, default 127.0.0.1]",
     ),
 ) -> None:
     """Run a TaskManager that offers SLOTS task slots."""
@@ -149,10 +152,15 @@ def taskmanager(
             log_file=os.path.abspath(log_file) if log_file else None,
             state_dir=str((settings.data_dir / "state").resolve()),
             cluster_secret=settings.cluster_secret,
-            host=host or settings.taskmanager_host,
+            host=_advertised_host(host or settings.taskmanager_host),
             checkpoint_dir=checkpoint_dir,
         )
     )
+
+
+def _advertised_host(host: str) -> str:
+    """The name a TaskManager shows; ``auto`` is this machine's host name (a container's, in compose)."""
+    return socket.gethostname() if host == "auto" else host
 
 
 @cluster_app.command("start")

@@ -33,7 +33,7 @@ class Settings(BaseSettings):
     savepoint_dir: Path | None = None  # default savepoint target (Flink's state.savepoints.dir); unset: <data_dir>/savepoints
     jobmanager: str = "http://127.0.0.1:8081"  # where `millstream run` submits
     taskmanagers: int = 2
-    taskmanager_host: str = "127.0.0.1"  # the address a TaskManager advertises (`millstream taskmanager --host`)
+    taskmanager_host: str = "127.0.0.1"  # the address a TaskManager advertises (`millstream taskmanager --host`); auto: its host name
     slots: int = 2
     heartbeat_interval_ms: int = 1000
     heartbeat_timeout_ms: int = 10_000
@@ -55,6 +55,9 @@ class Settings(BaseSettings):
     job_archive_after_ms: int = 60_000  # an ended job leaves JobManager memory for SQL this long after its end
     max_request_bytes: int = 64 * 1024 * 1024  # any request body; uploads also obey max_upload_bytes
     spark_master: str = Field(default="local[*]", validation_alias=AliasChoices("SPARK_MASTER", "MILLSTREAM_SPARK_MASTER"))
+    # The address Spark executors reach the driver at (spark.driver.host): the driver runs on the
+    # JobManager's host, so with a remote SPARK_MASTER this must be a name the workers can resolve.
+    spark_driver_host: str | None = None
     batch_engine: str = "spark"  # where BATCH jobs run: spark, or native (the streaming runtime in batch mode)
 
     @property
@@ -62,6 +65,15 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite:///{(self.data_dir / 'millstream.db').resolve()}"
+
+    @property
+    def spark_conf(self) -> tuple[tuple[str, str], ...]:
+        """Spark settings given to every BATCH job's driver."""
+        conf: list[tuple[str, str]] = []
+        if self.spark_driver_host:
+            # Listen on every interface of the JobManager's host; advertise the name given.
+            conf += [("spark.driver.host", self.spark_driver_host), ("spark.driver.bindAddress", "0.0.0.0")]
+        return tuple(conf)
 
     @property
     def cors_origin_list(self) -> list[str]:
