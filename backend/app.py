@@ -85,6 +85,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 heartbeat_timeout_ms=settings.heartbeat_timeout_ms,
                 batch_engine=settings.batch_engine,
                 spark_master=settings.spark_master,
+                spark_conf=settings.spark_conf,
                 redis_url=settings.redis_url,
                 checkpoint_dir=str(settings.resolved_checkpoint_dir),
                 savepoint_dir=str(settings.resolved_savepoint_dir),

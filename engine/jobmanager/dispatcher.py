@@ -76,6 +76,7 @@ class DispatcherConfig:
     max_parallelism: int = UPPER_MAX_PARALLELISM
     batch_engine: str = "spark"  # BATCH jobs: "spark", or "native" (a job may override with execution.batch-engine)
     spark_master: str = "local[*]"
+    spark_conf: tuple[tuple[str, str], ...] = ()  # Spark settings every BATCH job's driver gets, e.g. spark.driver.host
     redis_url: str = "redis://127.0.0.1:6379/0"  # for Spark driver processes
     checkpoint_dir: str = "checkpoints"  # where checkpoints go when a job names no directory
     savepoint_dir: str | None = None  # where savepoints go when neither the request nor the job names one
@@ -370,6 +371,7 @@ class Dispatcher(SavepointOperations):
                     self.read_metrics,
                     spark_master=self.config.spark_master,
                     redis_url=self.config.redis_url,
+                    spark_conf=dict(self.config.spark_conf),
                 )
             except UntranslatableJob as e:
                 raise JobSubmissionError(f"{e}; run it with --engine native to use the streaming runtime") from e
