@@ -51,6 +51,7 @@ def _check_checkpoint_dir(settings: Settings, who: str) -> str:
         raise typer.Exit(2)
     return str(directory)
 
+
 JM_OPTION = typer.Option(None, "--jobmanager", "-m", help="JobManager REST address [env MILLSTREAM_JOBMANAGER]")
 
 

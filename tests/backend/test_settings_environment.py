@@ -87,3 +87,19 @@ def test_the_cli_refuses_before_starting_anything(tmp_path: Path):
         assert result.returncode == 2, (command, result.stdout, result.stderr)
         assert "unknown setting in the environment: MILLSTREAM_UNKNOWN_THING" in result.stderr, result.stderr
     assert not (tmp_path / "var").exists()
+
+
+def test_a_process_that_cannot_write_the_checkpoint_dir_does_not_start(tmp_path: Path):
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    env = {
+        "PATH": "/usr/bin:/bin", "REDIS_URL": "redis://127.0.0.1:1/0", "MILLSTREAM_CLUSTER_SECRET": "s" * 32,
+        "MILLSTREAM_DATA_DIR": str(tmp_path / "var"), "MILLSTREAM_CHECKPOINT_DIR": str(not_a_dir / "chk"),
+    }
+    for who, command in (("TaskManager", ["taskmanager"]), ("JobManager", ["jobmanager", "--port", "1"])):
+        result = subprocess.run(
+            [sys.executable, "-m", "backend.cli", *command], env=env, cwd=ROOT, capture_output=True, text=True,
+            timeout=60,
+        )
+        assert result.returncode == 2, (command, result.stdout, result.stderr)
+        assert f"the {who} cannot write to its checkpoint directory {not_a_dir / 'chk'}" in result.stderr, result.stderr
