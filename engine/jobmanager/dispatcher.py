@@ -128,7 +128,7 @@ class Dispatcher(SavepointOperations):
         streaming job with a completed checkpoint resumes from it as a new attempt. Any other is
         recorded as failed."""
         with self.lock:
-            self.rm.refresh()
+            self._note_joined(self.rm.refresh().joined)
             for rec in self.store.list_jobs():
                 if JobStatus(rec.state).is_terminal():
                     continue
@@ -291,8 +291,26 @@ class Dispatcher(SavepointOperations):
                 jm.on_slot_lost(msg["tm"], msg["slot"], msg["reason"], self.pool)
         self._schedule_waiting()
 
+    def _note_joined(self, joined: list[str]) -> None:
+        """Log each new TaskManager, and warn when it sees another default checkpoint directory than
+        ours: state it writes there could not be found when restoring (a directory not shared)."""
+        for tm in joined:
+            info = self.pool.taskmanagers.get(tm)
+            if info is None:
+                continue
+            log.info("TaskManager %s on %s registered with %d slots", tm, info.host, info.slots)
+            theirs = info.details.get("checkpoint_dir")
+            if theirs and os.path.abspath(theirs) != os.path.abspath(self.config.checkpoint_dir):
+                log.warning(
+                    "TaskManager %s on %s uses checkpoint directory %s, but the JobManager uses %s: "
+                    "MILLSTREAM_CHECKPOINT_DIR must be one directory shared by the JobManager and every "
+                    "TaskManager, at the same path",
+                    tm, info.host, theirs, os.path.abspath(self.config.checkpoint_dir),
+                )
+
     def _refresh_membership(self) -> None:
         membership = self.rm.refresh()
+        self._note_joined(membership.joined)
         for tm in membership.lost:
             reason = (
                 f"TaskManager {tm} is no longer reachable: "
@@ -346,7 +364,7 @@ class Dispatcher(SavepointOperations):
                     raise JobSubmissionError(str(e)) from e
             self.jobs[job_graph.job_id] = jm
             jm.persist()
-            self.rm.refresh()
+            self._note_joined(self.rm.refresh().joined)
             self._schedule_waiting()
         return job_graph.job_id
 

@@ -1,5 +1,6 @@
 """A TaskManager advertises the host it is given (``--host`` or ``MILLSTREAM_TASKMANAGER_HOST``;
-``auto`` is its machine's host name), and REST and the dashboard show that, not 127.0.0.1."""
+``auto`` is its machine's host name), and REST, the dashboard and the JobManager's log show that,
+not 127.0.0.1. The JobManager warns about a TaskManager whose checkpoint directory is not its own."""
 from __future__ import annotations
 
 import socket
@@ -21,7 +22,9 @@ def test_taskmanagers_show_the_host_they_advertise(tmp_path: Path):
         cluster.start_jobmanager()
         starts = [
             (["--host", "tm-a.test"], {}),
-            ([], {"MILLSTREAM_TASKMANAGER_HOST": "tm-b.test"}),
+            # ... and a checkpoint directory that is not the JobManager's: the JobManager warns.
+            ([], {"MILLSTREAM_TASKMANAGER_HOST": "tm-b.test",
+                  "MILLSTREAM_CHECKPOINT_DIR": str(tmp_path / "elsewhere")}),
             ([], {"MILLSTREAM_TASKMANAGER_HOST": "auto"}),
         ]
         for i, (args, env) in enumerate(starts):
@@ -43,5 +46,9 @@ def test_taskmanagers_show_the_host_they_advertise(tmp_path: Path):
         for host in ("tm-a.test", "tm-b.test", socket.gethostname()):
             assert f"<td>{host}</td>" in page, page
         assert "<td>127.0.0.1</td>" not in page
+        jm_log = (tmp_path / "c" / "jobmanager.log").read_text()
+        assert "registered with 1 slots" in jm_log and "on tm-a.test" in jm_log
+        warnings = [line for line in jm_log.splitlines() if "uses checkpoint directory" in line]
+        assert len(warnings) == 1 and "on tm-b.test" in warnings[0] and str(tmp_path / "elsewhere") in warnings[0], warnings
     finally:
         cluster.stop()
