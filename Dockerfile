@@ -21,7 +21,7 @@ RUN mkdir -p /usr/share/man/man1 \
 
 # PySpark first, in its own layer: it is large (~400 MB of jars) and changes
 # far less often than the project, so code edits do not re-download it.
-# It is kept out of pyproject's dependencies on purpose; bump it here.
+# Keep it equal to the pin of pyproject's `spark` extra (tests/test_compose.py checks).
 ARG PYSPARK_VERSION=4.3.0
 RUN pip install --no-cache-dir "pyspark==${PYSPARK_VERSION}"
 
@@ -39,15 +39,17 @@ ENV SPARK_HOME=/opt/spark \
 
 WORKDIR /app
 COPY . /app
-RUN pip install --no-cache-dir .
+# The image runs every service, so it takes both extras: Spark for BATCH jobs
+# and the Spark master/worker, the PostgreSQL driver for DATABASE_URL.
+RUN pip install --no-cache-dir ".[spark,postgres]"
 
-# Run unprivileged. /data and /checkpoints are created here, owned by that
-# user, because a new named volume takes its ownership from the image path
-# it is mounted on.
+# Run unprivileged. /data and /shared are created here, owned by that user,
+# because a new named volume takes its ownership from the image path it is
+# mounted on.
 RUN groupadd --system --gid 10001 millstream \
     && useradd --system --uid 10001 --gid millstream --create-home --home-dir /home/millstream millstream \
-    && mkdir -p /data /checkpoints \
-    && chown millstream:millstream /data /checkpoints
+    && mkdir -p /data /shared/checkpoints /shared/savepoints /shared/files \
+    && chown -R millstream:millstream /data /shared
 USER millstream
 
 # Inside a container the REST server must listen on all interfaces to be

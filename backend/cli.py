@@ -6,6 +6,7 @@ import logging
 import os
 import runpy
 import signal
+import socket
 import sys
 import time
 from pathlib import Path
@@ -14,11 +15,42 @@ from typing import Optional
 import httpx
 import typer
 
-from backend.settings import Settings
+from backend.settings import Settings, UnknownSettingError, check_environment
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Millstream: a Flink-style stream processing cluster.")
 cluster_app = typer.Typer(no_args_is_help=True, help="Run a local cluster.")
 app.add_typer(cluster_app, name="cluster")
+
+
+@app.callback()
+def _refuse_unknown_settings() -> None:
+    """Millstream: a Flink-style stream processing cluster."""
+    # Every command, before it starts anything: a misspelt MILLSTREAM_* variable would otherwise be
+    # ignored in silence, e.g. a TaskManager writing checkpoints where the JobManager never looks.
+    try:
+        check_environment()
+    except UnknownSettingError as e:
+        typer.echo(str(e), err=True)
+        raise typer.Exit(2)
+
+
+def _check_checkpoint_dir(settings: Settings, who: str) -> str:
+    """Create the checkpoint directory and prove it writable, or exit 2 saying why; its absolute path."""
+    directory = settings.resolved_checkpoint_dir
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        probe = directory / f".probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        typer.echo(
+            f"the {who} cannot write to its checkpoint directory {directory} (MILLSTREAM_CHECKPOINT_DIR): {e}. "
+            "The JobManager and every TaskManager must share this directory.",
+            err=True,
+        )
+        raise typer.Exit(2)
+    return str(directory)
+
 
 JM_OPTION = typer.Option(None, "--jobmanager", "-m", help="JobManager REST address [env MILLSTREAM_JOBMANAGER]")
 
@@ -73,6 +105,14 @@ def jobmanager(
     settings = Settings(**overrides)
     _check_bind(settings, insecure)
     _require_cluster_secret(settings, "JobManager")
+    _check_checkpoint_dir(settings, "JobManager")
+    from backend.persistence.database import DatabaseDriverMissing, check_database_driver
+
+    try:
+        check_database_driver(settings.resolved_database_url)
+    except DatabaseDriverMissing as e:
+        typer.echo(str(e), err=True)
+        raise typer.Exit(2)
     from engine.checkpoint.storage import seal_state_files
 
     seal_state_files(settings.cluster_secret)  # state files the JobManager writes are sealed like the slots'
@@ -85,6 +125,11 @@ def taskmanager(
     slots: Optional[int] = typer.Option(None, help="Task slots [env MILLSTREAM_SLOTS, default 2]"),
     redis_url: Optional[str] = typer.Option(None, help="Redis URL [env REDIS_URL]"),
     log_file: Optional[str] = typer.Option(None, help="Where this process logs, shown by the REST API"),
+    host: Optional[str] = typer.Option(
+        None,
+        help="The host name or address this TaskManager advertises, or auto for this machine's host name "
+        "[env MILLSTREAM_TASKMANAGER_HOST, default 127.0.0.1]",
+    ),
 ) -> None:
     """Run a TaskManager that offers SLOTS task slots."""
     from engine.taskexecutor.task_executor import TaskManagerConfig, run_taskmanager
@@ -95,6 +140,7 @@ def taskmanager(
         typer.echo("REDIS_URL is not set: a TaskManager needs the cluster's Redis", err=True)
         raise typer.Exit(2)
     _require_cluster_secret(settings, "TaskManager")
+    checkpoint_dir = _check_checkpoint_dir(settings, "TaskManager")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     run_taskmanager(
         TaskManagerConfig(
@@ -107,8 +153,15 @@ def taskmanager(
             log_file=os.path.abspath(log_file) if log_file else None,
             state_dir=str((settings.data_dir / "state").resolve()),
             cluster_secret=settings.cluster_secret,
+            host=_advertised_host(host or settings.taskmanager_host),
+            checkpoint_dir=checkpoint_dir,
         )
     )
+
+
+def _advertised_host(host: str) -> str:
+    """The name a TaskManager shows; ``auto`` is this machine's host name (a container's, in compose)."""
+    return socket.gethostname() if host == "auto" else host
 
 
 @cluster_app.command("start")

@@ -65,6 +65,8 @@ class LocalCluster:
         env = dict(os.environ)
         env["REDIS_URL"] = redis_url
         env["MILLSTREAM_DATA_DIR"] = str(self.settings.data_dir.resolve())
+        # Absolute, so that the JobManager and the TaskManagers agree whatever their working directory.
+        env["MILLSTREAM_CHECKPOINT_DIR"] = str(self.settings.resolved_checkpoint_dir)
         env["MILLSTREAM_HOST"] = self.settings.host
         env["MILLSTREAM_PORT"] = str(self.settings.port)
         env["PYTHONUNBUFFERED"] = "1"

@@ -2,9 +2,14 @@
 
 ``REDIS_URL`` and ``DATABASE_URL`` keep their conventional names; everything
 else is ``MILLSTREAM_*``. Values are passed down to the engine as plain objects.
+A ``MILLSTREAM_*`` variable that names no setting is refused at start-up
+(:func:`check_environment`): a typo would otherwise be silently ignored.
 """
 from __future__ import annotations
 
+import difflib
+import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import AliasChoices, Field
@@ -21,10 +26,14 @@ class Settings(BaseSettings):
         default=None, validation_alias=AliasChoices("DATABASE_URL", "MILLSTREAM_DATABASE_URL")
     )
     data_dir: Path = Path("var")
+    # Checkpoint storage (Flink's state.checkpoints.dir) for jobs that name none; it must be one directory
+    # that the JobManager and every TaskManager see (a shared volume across hosts). Unset: <data_dir>/checkpoints.
+    checkpoint_dir: Path | None = None
     state_dirs: str | None = None  # comma-separated extra directories savepoints may be written to or restored from
     savepoint_dir: Path | None = None  # default savepoint target (Flink's state.savepoints.dir); unset: <data_dir>/savepoints
     jobmanager: str = "http://127.0.0.1:8081"  # where `millstream run` submits
     taskmanagers: int = 2
+    taskmanager_host: str = "127.0.0.1"  # the address a TaskManager advertises (`millstream taskmanager --host`); auto: its host name
     slots: int = 2
     heartbeat_interval_ms: int = 1000
     heartbeat_timeout_ms: int = 10_000
@@ -46,6 +55,9 @@ class Settings(BaseSettings):
     job_archive_after_ms: int = 60_000  # an ended job leaves JobManager memory for SQL this long after its end
     max_request_bytes: int = 64 * 1024 * 1024  # any request body; uploads also obey max_upload_bytes
     spark_master: str = Field(default="local[*]", validation_alias=AliasChoices("SPARK_MASTER", "MILLSTREAM_SPARK_MASTER"))
+    # The address Spark executors reach the driver at (spark.driver.host): the driver runs on the
+    # JobManager's host, so with a remote SPARK_MASTER this must be a name the workers can resolve.
+    spark_driver_host: str | None = None
     batch_engine: str = "spark"  # where BATCH jobs run: spark, or native (the streaming runtime in batch mode)
 
     @property
@@ -53,6 +65,15 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite:///{(self.data_dir / 'millstream.db').resolve()}"
+
+    @property
+    def spark_conf(self) -> tuple[tuple[str, str], ...]:
+        """Spark settings given to every BATCH job's driver."""
+        conf: list[tuple[str, str]] = []
+        if self.spark_driver_host:
+            # Listen on every interface of the JobManager's host; advertise the name given.
+            conf += [("spark.driver.host", self.spark_driver_host), ("spark.driver.bindAddress", "0.0.0.0")]
+        return tuple(conf)
 
     @property
     def cors_origin_list(self) -> list[str]:
@@ -71,14 +92,14 @@ class Settings(BaseSettings):
         return (self.savepoint_dir or self.data_dir / "savepoints").resolve()
 
     @property
-    def checkpoint_dir(self) -> Path:
-        return (self.data_dir / "checkpoints").resolve()
+    def resolved_checkpoint_dir(self) -> Path:
+        return (self.checkpoint_dir or self.data_dir / "checkpoints").resolve()
 
     @property
     def state_roots(self) -> list[Path]:
         """Every directory a REST caller or a job may name for state: savepoints, checkpoints, MILLSTREAM_STATE_DIRS."""
         extra = [Path(d.strip()).resolve() for d in (self.state_dirs or "").split(",") if d.strip()]
-        return [self.resolved_savepoint_dir, self.checkpoint_dir, *extra]
+        return [self.resolved_savepoint_dir, self.resolved_checkpoint_dir, *extra]
 
     @property
     def upload_dir(self) -> Path:
@@ -91,3 +112,49 @@ class Settings(BaseSettings):
 
 def get_settings() -> Settings:
     return Settings()
+
+
+#: MILLSTREAM_* variables read outside this class; none configures a running cluster.
+OTHER_VARIABLES = {
+    "MILLSTREAM_TEST_POSTGRES_URL": "the PostgreSQL server the test suite uses when one is reachable",
+}
+
+
+def known_variables() -> set[str]:
+    """Every ``MILLSTREAM_*`` name this code base reads: one per setting, their aliases, and OTHER_VARIABLES."""
+    names = set(OTHER_VARIABLES)
+    prefix = Settings.model_config.get("env_prefix", "")
+    for name, field in Settings.model_fields.items():
+        alias = field.validation_alias
+        if isinstance(alias, AliasChoices):
+            names.update(str(c).upper() for c in alias.choices if isinstance(c, str))
+        else:
+            names.add(f"{prefix}{name}".upper())
+    return {n for n in names if n.startswith("MILLSTREAM_")}
+
+
+class UnknownSettingError(ValueError):
+    """``MILLSTREAM_*`` variables in the environment that name no setting."""
+
+    def __init__(self, unknown: list[str], known: set[str]) -> None:
+        self.unknown = unknown
+        parts = []
+        for name in unknown:
+            # Compared without the shared prefix, which would make every name look alike.
+            stems = {k[len("MILLSTREAM_"):]: k for k in known}
+            close = difflib.get_close_matches(name.upper()[len("MILLSTREAM_"):], sorted(stems), n=1, cutoff=0.6)
+            parts.append(f"{name} (did you mean {stems[close[0]]}?)" if close else name)
+        super().__init__(
+            f"unknown setting{'s' if len(unknown) > 1 else ''} in the environment: {', '.join(parts)}. "
+            "Millstream reads no such variable, so its value would be ignored; unset or rename it. "
+            "The settings are listed in the README's Configuration section."
+        )
+
+
+def check_environment(environ: Mapping[str, str] | None = None) -> None:
+    """Refuse unknown ``MILLSTREAM_*`` variables (raises :class:`UnknownSettingError`)."""
+    env = os.environ if environ is None else environ
+    known = known_variables()
+    unknown = sorted(k for k in env if k.upper().startswith("MILLSTREAM_") and k.upper() not in known)
+    if unknown:
+        raise UnknownSettingError(unknown, known)

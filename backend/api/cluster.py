@@ -14,6 +14,7 @@ from backend.api.taskmanagers import LOG_TAIL_BYTES, read_tail
 from backend.deps import DispatcherDep, SettingsDep
 from backend.services.taskmanager_views import LogList, log_list
 from backend.settings import Settings
+from engine.spark.availability import spark_available, spark_unavailable_reason
 
 router = APIRouter(tags=["cluster"])
 
@@ -71,7 +72,10 @@ def dashboard_config() -> DashboardConfig:
         "timezone-offset": int(offset.total_seconds() * 1000) if offset else 0,
         "flink-version": flink_version(),
         "flink-revision": FLINK_REVISION,
-        "features": {"web-submit": True, "web-cancel": True, "web-rescale": False, "web-history": False},
+        "features": {
+            "web-submit": True, "web-cancel": True, "web-rescale": False, "web-history": False,
+            "spark": spark_available(),  # a Millstream addition: BATCH jobs can run on Spark (millstream[spark])
+        },
     }
 
 
@@ -87,6 +91,9 @@ def jobmanager_config(settings: SettingsDep) -> list[ConfigEntry]:
     """Every setting as ``{key, value}``; tokens and passwords (also inside URLs) are masked."""
     values: dict[str, Any] = settings.model_dump()
     values["database_url"] = settings.resolved_database_url
+    values["checkpoint_dir"] = settings.resolved_checkpoint_dir
+    # Not a setting, but what decides whether BATCH jobs can run on Spark here.
+    values["spark_available"] = "true" if spark_available() else f"false: {spark_unavailable_reason()}"
     return [{"key": k, "value": masked(k, v)} for k, v in sorted(values.items())]
 
 

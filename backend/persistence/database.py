@@ -26,6 +26,7 @@ def make_engine(url: str, *, foreign_keys: bool = True) -> Engine:
     """
     sa_url = make_url(url)
     if sa_url.get_backend_name() != "sqlite":
+        check_database_driver(url)
         return create_engine(sa_url, pool_pre_ping=True)
 
     database = sa_url.database
@@ -44,6 +45,23 @@ def make_engine(url: str, *, foreign_keys: bool = True) -> Engine:
         cursor.close()
 
     return engine
+
+
+class DatabaseDriverMissing(RuntimeError):
+    """DATABASE_URL names a database whose Python driver is not installed."""
+
+
+def check_database_driver(url: str) -> None:
+    """Raise :class:`DatabaseDriverMissing` naming the extra to install, instead of an ImportError later."""
+    sa_url = make_url(url)
+    try:
+        sa_url.get_dialect().import_dbapi()
+    except ImportError as e:
+        backend = sa_url.get_backend_name()
+        hint = "install millstream[postgres]" if backend == "postgresql" else f"install the {sa_url.drivername} driver"
+        raise DatabaseDriverMissing(
+            f"DATABASE_URL names {backend} ({sa_url.drivername}), but its driver is not installed ({e}); {hint}"
+        ) from e
 
 
 def make_session_factory(engine: Engine) -> sessionmaker[Session]:

@@ -12,7 +12,16 @@ from jinja2_fragments.fastapi import Jinja2Blocks
 from backend.ui.format import FILTERS
 from backend.ui.vertex_metrics import vertex_colour
 
-FRONTEND = Path(__file__).resolve().parents[2] / "frontend"
+
+
+def _frontend_dir() -> Path:
+    """``backend/frontend`` in an installed wheel (setup.py maps it there), else the source tree's ``frontend/``."""
+    here = Path(__file__).resolve()
+    installed = here.parents[1] / "frontend"
+    return installed if installed.is_dir() else here.parents[2] / "frontend"
+
+
+FRONTEND = _frontend_dir()
 TEMPLATES_DIR = FRONTEND / "templates"
 STATIC_DIR = FRONTEND / "static"
 

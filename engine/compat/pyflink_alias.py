@@ -54,6 +54,9 @@ def install() -> None:
     # A real pyflink imported earlier would shadow ours; drop it so the alias applies.
     engine_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     for name in [m for m in sys.modules if m == "pyflink" or m.startswith("pyflink.")]:
-        origin = getattr(sys.modules[name], "__file__", None) or ""
+        module = sys.modules[name]
+        if getattr(module, "__millstream_shim__", False):
+            continue  # our own shim, wherever the distribution put it
+        origin = getattr(module, "__file__", None) or ""
         if not os.path.abspath(origin).startswith(engine_dir):
             del sys.modules[name]

@@ -40,6 +40,7 @@ from engine.checkpoint.storage import InvalidSavepoint
 from engine.jobmanager.checkpointing import JobCheckpointing
 from engine.jobmanager.job_master import ALLOW_NON_RESTORED_KEY, SAVEPOINT_PATH_KEY, JobMaster
 from engine.jobmanager.savepoints import OperationRejected, SavepointOperations
+from engine.spark.availability import spark_unavailable_reason
 from engine.spark.spark_job_master import SparkJobMaster
 from engine.spark.validation import UntranslatableJob
 from engine.jobmanager.job_store import ExceptionRecord, JobRecord, JobStore
@@ -80,6 +81,7 @@ class DispatcherConfig:
     max_parallelism: int = UPPER_MAX_PARALLELISM
     batch_engine: str = "spark"  # BATCH jobs: "spark", or "native" (a job may override with execution.batch-engine)
     spark_master: str = "local[*]"
+    spark_conf: tuple[tuple[str, str], ...] = ()  # Spark settings every BATCH job's driver gets, e.g. spark.driver.host
     redis_url: str = "redis://127.0.0.1:6379/0"  # for Spark driver processes
     checkpoint_dir: str = "checkpoints"  # where checkpoints go when a job names no directory
     savepoint_dir: str | None = None  # where savepoints go when neither the request nor the job names one
@@ -128,7 +130,7 @@ class Dispatcher(SavepointOperations):
         streaming job with a completed checkpoint resumes from it as a new attempt. Any other is
         recorded as failed."""
         with self.lock:
-            self.rm.refresh()
+            self._note_joined(self.rm.refresh().joined)
             for rec in self.store.list_jobs():
                 if JobStatus(rec.state).is_terminal():
                     continue
@@ -290,8 +292,26 @@ class Dispatcher(SavepointOperations):
                 jm.on_slot_lost(msg["tm"], msg["slot"], msg["reason"], self.pool)
         self._schedule_waiting()
 
+    def _note_joined(self, joined: list[str]) -> None:
+        """Log each new TaskManager, and warn when it sees another default checkpoint directory than
+        ours: state it writes there could not be found when restoring (a directory not shared)."""
+        for tm in joined:
+            info = self.pool.taskmanagers.get(tm)
+            if info is None:
+                continue
+            log.info("TaskManager %s on %s registered with %d slots", tm, info.host, info.slots)
+            theirs = info.details.get("checkpoint_dir")
+            if theirs and os.path.abspath(theirs) != os.path.abspath(self.config.checkpoint_dir):
+                log.warning(
+                    "TaskManager %s on %s uses checkpoint directory %s, but the JobManager uses %s: "
+                    "MILLSTREAM_CHECKPOINT_DIR must be one directory shared by the JobManager and every "
+                    "TaskManager, at the same path",
+                    tm, info.host, theirs, os.path.abspath(self.config.checkpoint_dir),
+                )
+
     def _refresh_membership(self) -> None:
         membership = self.rm.refresh()
+        self._note_joined(membership.joined)
         for tm in membership.lost:
             reason = (
                 f"TaskManager {tm} is no longer reachable: "
@@ -348,7 +368,7 @@ class Dispatcher(SavepointOperations):
                     raise JobSubmissionError(str(e)) from e
             self.jobs[job_graph.job_id] = jm
             jm.persist()
-            self.rm.refresh()
+            self._note_joined(self.rm.refresh().joined)
             self._schedule_waiting()
         return job_graph.job_id
 
@@ -357,6 +377,12 @@ class Dispatcher(SavepointOperations):
         if engine not in ("spark", "native"):
             raise JobSubmissionError(f"unknown batch engine '{engine}'; choose spark or native")
         if job_graph.job_type == "BATCH" and engine == "spark":
+            missing = spark_unavailable_reason()
+            if missing is not None:  # refused here, rather than an ImportError in the driver process later
+                raise JobSubmissionError(
+                    f"this BATCH job runs on Spark, but {missing}; or run it with --engine native "
+                    "(the streaming runtime in batch mode)"
+                )
             try:
                 return SparkJobMaster(
                     job_graph,
@@ -367,6 +393,7 @@ class Dispatcher(SavepointOperations):
                     self.read_metrics,
                     spark_master=self.config.spark_master,
                     redis_url=self.config.redis_url,
+                    spark_conf=dict(self.config.spark_conf),
                 )
             except UntranslatableJob as e:
                 raise JobSubmissionError(f"{e}; run it with --engine native to use the streaming runtime") from e

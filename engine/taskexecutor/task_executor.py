@@ -41,6 +41,7 @@ class TaskManagerConfig:
     log_file: str | None = None
     state_dir: str | None = None  # on-disk keyed state (state.backend=rocksdb) lives under here
     cluster_secret: str | None = None  # checks the signature of user code before it is unpickled
+    checkpoint_dir: str | None = None  # the default checkpoint storage as this host sees it, advertised for the REST API
 
 
 def new_taskmanager_id(host: str) -> str:
@@ -82,6 +83,7 @@ class TaskExecutor:
                 "cpu_cores": psutil.cpu_count() or 1,
                 "physical_memory": vm.total,
                 "log_file": self.cfg.log_file,
+                "checkpoint_dir": self.cfg.checkpoint_dir,
             }
         )
 

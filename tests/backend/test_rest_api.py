@@ -98,7 +98,9 @@ def test_cluster_config_overview_and_empty_taskmanagers(api: TestClient):
     config = get(api, "/config")
     assert config["refresh-interval"] == 3000
     assert config["flink-version"] == "millstream-0.1.0"
-    assert config["features"] == {"web-submit": True, "web-cancel": True, "web-rescale": False, "web-history": False}
+    assert config["features"] == {
+        "web-submit": True, "web-cancel": True, "web-rescale": False, "web-history": False, "spark": True,
+    }  # the test extra installs PySpark; tests/integration/test_wheel_install.py sees "spark": False
     assert isinstance(config["timezone-offset"], int) and config["timezone-name"]
     assert get(api, "/overview") == {
         "taskmanagers": 0,
