@@ -1,0 +1,67 @@
+"""Is a change slower? The reference workload on two checkouts, in interleaved pairs in one run.
+
+Each checkout runs with its own ``.venv`` (``make install`` in it first) and starts its own fresh local
+cluster (``run.on_cluster``: JobManager, 2 TaskManagers x 2 slots, a private valkey) for each job, so
+the figures compare whole builds, sealing, scheduling and all. Pairs alternate the order (ABBA) to
+spread the shared machine's load alike; the median of the per-pair ratios is the figure.
+
+Usage: ``python benchmarks/compare_trees.py BASELINE_TREE [CANDIDATE_TREE] [-n 2000000] [--pairs 3]``
+(the candidate defaults to this checkout). Create a baseline with ``git worktree add /tmp/base <commit>``.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import machine  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+ONE_JOB = "import sys; sys.path.insert(0, 'benchmarks'); from run import on_cluster; print(on_cluster({n}, 2, 2))"
+
+
+def one_run(tree: Path, n: int) -> float | None:
+    p = subprocess.run(
+        [str(tree / ".venv" / "bin" / "python"), "-c", ONE_JOB.format(n=n)],
+        cwd=tree, capture_output=True, text=True, timeout=900,
+    )
+    m = re.search(r"records_per_s=(\d+)", p.stdout)
+    if not m:
+        print(f"  {tree}: failed: {(p.stderr or p.stdout).strip().splitlines()[-1:]}", flush=True)
+        return None
+    return float(m.group(1))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("baseline", type=Path)
+    ap.add_argument("candidate", type=Path, nargs="?", default=ROOT)
+    ap.add_argument("-n", type=int, default=2_000_000)
+    ap.add_argument("--pairs", type=int, default=3)
+    args = ap.parse_args()
+    base, cand = args.baseline.resolve(), args.candidate.resolve()
+    print(f"machine: {machine()}")
+    one_run(base, args.n // 4)  # warm-ups (first runs pay for cold caches), not counted
+    one_run(cand, args.n // 4)
+    ratios = []
+    for i in range(args.pairs):
+        order = [(base, "baseline"), (cand, "candidate")]
+        if i % 2:
+            order.reverse()
+        got = {label: one_run(tree, args.n) for tree, label in order}
+        print(f"  pair {i + 1}: baseline {got['baseline'] or 0:,.0f}/s, candidate {got['candidate'] or 0:,.0f}/s", flush=True)
+        if got["baseline"] and got["candidate"]:
+            ratios.append(got["candidate"] / got["baseline"])
+    if ratios:
+        each = ", ".join(f"{r:.2f}" for r in ratios)
+        print(f"candidate / baseline records/s: median {statistics.median(ratios):.2f} of {len(ratios)} pairs ({each})")
+    else:
+        print("candidate / baseline: failed")
+
+
+if __name__ == "__main__":
+    main()
