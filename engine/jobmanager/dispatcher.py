@@ -517,7 +517,7 @@ class Dispatcher(SavepointOperations):
             ended = jm is None or jm.status.is_terminal()
         # A results list lost with a Redis restart is recognised in Redis itself (see _FETCH), so
         # this holds across a JobManager restart too.
-        entries = fetch_results(self.client, job_id, offset, secret=self.config.cluster_secret)
+        entries = fetch_results(self.client, job_id, offset, secret=self.config.cluster_secret, ended=ended)
         if ended:
             expire_results(self.client, job_id)
         return entries, ended

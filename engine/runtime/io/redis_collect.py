@@ -38,11 +38,16 @@ _WAIT_S = 0.02  # between two looks at the backlog while the client is behind
 AWAIT_READ_S = 10.0
 
 # Acknowledge entries before ARGV[1] (trimming them), then return up to ARGV[2] entries from there.
-# Returns {0, entries} or {-1, acked} (offset already acknowledged) or {-2, acked + length} (beyond).
+# Returns {0, entries} or {-1, acked} (offset already acknowledged) or {-2, acked + length} (beyond)
+# or {-3, offset} (ARGV[3] = '1': the job ended, and its unread results are gone with a Redis restart).
 _FETCH = """
 local offset = tonumber(ARGV[1])
 local acked_field = redis.call('HGET', KEYS[2], 'acked')
 local acked = tonumber(acked_field or '0')
+if not acked_field and offset > 0 and ARGV[3] == '1' then
+  -- The job has ended, so no attempt will write its results again: they are lost, not restarting.
+  return {-3, offset}
+end
 if not acked_field then
   -- The first fetch (offset 0) creates the field, so a later one that finds it missing (or one the
   -- JobManager knows comes after a Redis restart) means the server lost the entries the client had
@@ -137,16 +142,23 @@ def fetch_results(
     offset: int,
     max_entries: int = FETCH_ENTRIES,
     secret: str | bytes | None = None,
+    ended: bool = False,
 ) -> list[bytes]:
     """Acknowledge the job's entries before ``offset`` and return the next ones (encoded). After a
-    Redis restart lost the list, a fresh one continues at ``offset``."""
+    Redis restart lost the list, a fresh one (a failover's) continues at ``offset``; if the job has
+    ``ended``, nothing will write it again and the loss is an error."""
     status, value = client.eval(
-        _FETCH, 2, redis_keys.collect(job_id), redis_keys.collect_meta(job_id), offset, max_entries
+        _FETCH, 2, redis_keys.collect(job_id), redis_keys.collect_meta(job_id), offset, max_entries, int(ended)
     )
     if status == -1:
         raise ResultOffsetError(f"results before offset {value} were acknowledged and dropped; offset {offset} is gone")
     if status == -2:
         raise ResultOffsetError(f"offset {offset} is past the {value} result entries written so far")
+    if status == -3:
+        raise ResultOffsetError(
+            f"job {job_id} ended and its results from offset {offset} on are gone (Redis restarted, or "
+            f"they expired {ENDED_TTL_S} s after the job ended)"
+        )
     sealer = Sealer(secret, "collect", redis_keys.collect(job_id))
     try:
         return [sealer.open(v) for v in value]

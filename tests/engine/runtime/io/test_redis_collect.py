@@ -120,6 +120,10 @@ def test_after_redis_lost_the_results_a_new_list_continues_at_the_clients_offset
     got = fetch_results(client, "j5", 3, secret=SECRET)
     assert [collect.CollectEntry.decode(r, SER).kind for r in got] == [collect.START, collect.RECORDS]
     assert values(fetch_results(client, "j5", 4, secret=SECRET)) == ["c"]  # offsets go on from there
+    # Once the job has ended nothing writes its results again: a lost list is an error, not an end.
+    client.delete(redis_keys.collect("j5"), redis_keys.collect_meta("j5"))
+    with pytest.raises(ResultOffsetError, match="ended and its results from offset 5 on are gone"):
+        fetch_results(client, "j5", 5, secret=SECRET, ended=True)
 
 
 def test_an_entry_pushed_by_someone_with_only_the_redis_url_is_refused_undecoded(client: redis.Redis) -> None:
