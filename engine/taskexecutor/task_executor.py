@@ -87,6 +87,29 @@ class TaskExecutor:
             }
         )
 
+    def _cpu_load(self) -> float:
+        """This TaskManager's own CPU (its process and its slot processes) since the last heartbeat,
+        as a share of the host's cores: the host's figure would show other processes' load as ours.
+        psutil measures a process between two calls on the same object, so the objects are kept."""
+        procs: dict[int, psutil.Process] = getattr(self, "_cpu_procs", {})
+        current = {os.getpid(), *(p.pid for p in self.slots.values() if p.is_alive() and p.pid)}
+        for pid in current - procs.keys():
+            try:
+                procs[pid] = psutil.Process(pid)
+                procs[pid].cpu_percent(interval=None)  # the first call only starts the measurement
+            except psutil.NoSuchProcess:
+                pass
+        for pid in procs.keys() - current:
+            del procs[pid]
+        self._cpu_procs = procs
+        total = 0.0
+        for proc in procs.values():
+            try:
+                total += proc.cpu_percent(interval=None)
+            except psutil.NoSuchProcess:
+                pass
+        return min(1.0, total / 100.0 / (psutil.cpu_count() or 1))
+
     def _heartbeat(self) -> None:
         vm = psutil.virtual_memory()
         proc = psutil.Process()
@@ -100,7 +123,7 @@ class TaskExecutor:
             redis_keys.taskmanager_metrics(self.id),
             messages.pack(
                 {
-                    "cpu_load": psutil.cpu_percent(interval=None) / 100.0,
+                    "cpu_load": self._cpu_load(),
                     "free_memory": vm.available,
                     "rss": rss,
                     "ts": int(time.time() * 1000),

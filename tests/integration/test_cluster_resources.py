@@ -106,3 +106,36 @@ def test_job_history_survives_a_jobmanager_restart(tmp_path: Path, database: str
         c.stop()
         if url:
             _drop_database(url)
+
+
+def test_a_taskmanager_reports_its_own_cpu_not_the_hosts(tmp_path: Path) -> None:
+    """Two processes burn every core of the host while the TaskManager idles: its CPU figure (REST and
+    dashboard) is its own process tree's, near zero, not the host's 100 %."""
+    import multiprocessing
+
+    c = Cluster(tmp_path)
+    burners = [multiprocessing.get_context("spawn").Process(target=_burn, daemon=True) for _ in range(os.cpu_count() or 1)]
+    try:
+        c.start(taskmanagers=1, slots=1)
+        for b in burners:
+            b.start()
+        (tm,) = c.http.get("/taskmanagers").json()["taskmanagers"]
+        loads: list[float] = []
+
+        def sampled() -> bool:
+            loads.append(c.http.get(f"/taskmanagers/{tm['id']}").json()["metrics"]["cpuLoad"])
+            return len(loads) >= 4
+
+        c.wait_for(sampled, 60, "heartbeats with CPU figures")
+        c.wait_for(lambda: sampled() and len(loads) >= 40, 120, "more heartbeats under the burners' load")
+        late = loads[-10:]
+        assert max(late) < 0.25, f"an idle TaskManager reported {late} CPU while other processes burned the host"
+    finally:
+        for b in burners:
+            b.kill()
+        c.stop()
+
+
+def _burn() -> None:
+    while True:
+        pass
