@@ -6,6 +6,7 @@ pickled fails here too rather than only after deployment.
 """
 from __future__ import annotations
 
+import os
 import queue
 import shutil
 import sys
@@ -15,7 +16,6 @@ import time
 import traceback
 from typing import Any, Iterator
 
-import cloudpickle
 
 from engine.client.collect_result_buffer import CollectResultBuffer
 from engine.client.job_client import CloseableIterator
@@ -29,6 +29,7 @@ from engine.runtime.io.local_channels import LocalChannelRegistry
 from engine.runtime.user_code_class_loader import load_user_code
 from engine.runtime.stream_task import StreamTask, TaskEnvironment
 from engine.taskexecutor.task_stdout import TaskStdout
+from engine.runtime.python_dependencies import activate, materialize, user_code_of
 
 _print_lock = threading.Lock()
 
@@ -52,7 +53,9 @@ class LocalJobClient:
         self._lock = threading.Lock()
         registry = LocalChannelRegistry(credits)
         self.state_dir = tempfile.mkdtemp(prefix="millstream-state-")
-        payload = cloudpickle.dumps(stream_graph)
+        # Packed and unpacked as on a cluster, so files added with add_python_file behave the same here.
+        payload, python_path = materialize(user_code_of(stream_graph), os.path.join(self.state_dir, "python-files"))
+        activate(python_path)
         self.tasks: list[StreamTask] = []
         for v in job_graph.vertices:
             for i in range(v.parallelism):

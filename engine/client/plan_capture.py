@@ -15,11 +15,11 @@ import sys
 import traceback
 from typing import TYPE_CHECKING, Any
 
-import cloudpickle
 
 from engine.client.context import set_context
 from engine.client.remote import register_program_modules
 from engine.compat.pyflink_alias import install as install_pyflink_alias
+from engine.runtime.python_dependencies import user_code_of
 
 if TYPE_CHECKING:
     from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
@@ -42,7 +42,7 @@ class PlanCaptureContext:
     def submit(self, job_graph: Any, stream_graph: Any) -> Any:
         register_program_modules(self.program_dir)
         with open(os.path.join(self.out_dir, "usercode.bin"), "wb") as f:
-            f.write(cloudpickle.dumps(stream_graph))
+            f.write(user_code_of(stream_graph))
         with open(os.path.join(self.out_dir, "jobgraph.json"), "w") as f:
             json.dump(job_graph.to_dict(), f)
         raise ProgramAbort()

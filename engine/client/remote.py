@@ -26,6 +26,7 @@ from engine.common.job_execution_result import JobExecutionException, JobExecuti
 from engine.runtime.collect import CollectEntry
 from engine.runtime.user_code_class_loader import register_pickled_classes
 from engine.runtime.io.serialization import MsgpackSerializer
+from engine.runtime.python_dependencies import user_code_of
 
 if TYPE_CHECKING:
     from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
@@ -239,7 +240,7 @@ class RemoteContext:
     def submit(self, job_graph: "JobGraph", stream_graph: "StreamGraph") -> RestJobClient:
         if self.program_dir:
             register_program_modules(self.program_dir)
-        code = cloudpickle.dumps(stream_graph)
+        code = user_code_of(stream_graph)
         register_pickled_classes()  # collected records of the program's own classes come back as them
         job_id = self._post_job(job_graph, code)
         self.submitted.append(job_id)

@@ -6,6 +6,7 @@ capture when the Dispatcher runs an uploaded program.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from typing import Any, Iterable
 
@@ -47,6 +48,7 @@ class StreamExecutionEnvironment:
         self._checkpoint_config = CheckpointConfig()
         self._restart_strategy: RestartStrategyConfiguration | None = None
         self._execution_config = ExecutionConfig(self)
+        self._python_files: list[str] = []  # add_python_file: shipped with every job (engine/runtime/python_dependencies.py)
 
     @staticmethod
     def get_execution_environment(configuration: Configuration | None = None) -> "StreamExecutionEnvironment":
@@ -194,12 +196,17 @@ class StreamExecutionEnvironment:
             "register_cached_file", "files are not shipped to TaskManagers", "a path on a volume every TaskManager mounts"
         )
 
-    # Shipping Python dependencies with a job is not implemented yet.
     def add_python_file(self, file_path: str) -> None:
-        raise not_supported(
-            "add_python_file", "shipping Python files with a job is not implemented yet",
-            "installing the module in every TaskManager's environment, or keeping it in the program's file",
-        )
+        """Ship a ``.py`` file, a package or other directory, or a ``.zip``/``.whl``/``.egg`` with the
+        job: every TaskManager (and Spark executor) puts it on the import path before the job's code
+        is loaded, as PyFlink puts it on the Python worker's PYTHONPATH."""
+        if not isinstance(file_path, str) or not file_path:
+            raise TypeError(f"add_python_file needs a path, got {file_path!r}")
+        path = os.path.abspath(os.path.expanduser(file_path))
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"add_python_file: {file_path!r} does not exist")
+        if path not in self._python_files:
+            self._python_files.append(path)
 
     def add_python_archive(self, archive_path: str, target_dir: str | None = None) -> None:
         raise not_supported(
@@ -319,7 +326,9 @@ class StreamExecutionEnvironment:
         return out
 
     def get_stream_graph(self, job_name: str = "Flink Streaming Job"):
-        return build_stream_graph(self._final_transformations(), job_name, self._parallelism, self._max_parallelism)
+        graph = build_stream_graph(self._final_transformations(), job_name, self._parallelism, self._max_parallelism)
+        graph.python_files = list(self._python_files)  # read at submission, which packs them with the code
+        return graph
 
     def get_job_graph(self, job_name: str | None = None) -> tuple[JobGraph, Any]:
         """The JobGraph plus the stream graph that carries the user code."""

@@ -23,6 +23,7 @@ import json
 import os
 import signal
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -38,6 +39,7 @@ from engine.runtime.io.redis_collect import RedisCollectGateway
 from engine.spark.print_stream import set_print_stream
 from engine.spark.validation import UntranslatableJob
 from engine.taskexecutor import code_signing
+from engine.runtime.python_dependencies import activate, materialize, zip_entry
 
 EXIT_FINISHED, EXIT_FAILED, EXIT_UNTRANSLATABLE, EXIT_CANCELED = 0, 1, 2, 3
 PROGRESS_INTERVAL_S = 0.5
@@ -191,10 +193,17 @@ def main(argv: list[str] | None = None) -> int:
         from engine.compat.pyflink_alias import install as install_pyflink_alias
 
         install_pyflink_alias()  # user code may name pyflink.* modules
-        stream_graph = cloudpickle.loads(_load_user_code(ns, client))
+        # Files the program shipped (add_python_file): on the driver's import path before its code
+        # loads, and on every executor's through addPyFile.
+        shipped = tempfile.mkdtemp(prefix=f"millstream-pyfiles-{ns.job_id}-")
+        code, python_path = materialize(_load_user_code(ns, client), shipped)
+        activate(python_path)
+        stream_graph = cloudpickle.loads(code)
         from engine.spark.translator import translate
 
         sc = _spark_context(ns, job_graph)
+        for n, entry in enumerate(python_path):
+            sc.addPyFile(zip_entry(entry, os.path.join(shipped, f"shipped-{n}.zip")))
         plan = translate(sc, job_graph, stream_graph)
         watcher = _Watcher(sc, client, ns.job_id)
         watcher.cancel_requested = cancel  # the signal handler and the Redis key share one flag

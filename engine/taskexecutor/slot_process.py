@@ -10,8 +10,10 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import logging
+import os
 import signal
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -29,6 +31,7 @@ from engine.runtime.io.channel import TaskCancelled
 from engine.runtime.io.redis_collect import RedisCollectGateway
 from engine.runtime.io.redis_channels import RedisChannelFactory
 from engine.runtime.io.serialization import MsgpackSerializer
+from engine.runtime.python_dependencies import activate, materialize
 from engine.runtime.user_code_class_loader import load_user_code
 from engine.runtime.stream_task import StreamTask, TaskEnvironment
 from engine.runtime.io.job_stdout import StdoutForwarder
@@ -153,7 +156,10 @@ class SlotExecutor:
                 # Checked before it is ever unpickled: Redis is shared, the cluster secret is not.
                 code = code_signing.verify(self.cfg.cluster_secret, tdd.job_id, envelope)
                 self.code_cache[tdd.job_id] = code
-            graph = load_user_code(code)  # also registers the classes the program defined
+            # Files the program shipped (add_python_file) go on the import path before its code loads.
+            code_only, python_path = materialize(code, os.path.join(self.cfg.state_dir or tempfile.gettempdir(), "millstream-python-files"))
+            activate(python_path)
+            graph = load_user_code(code_only)  # also registers the classes the program defined
             cancelled = threading.Event()
             env = TaskEnvironment(
                 channels=RedisChannelFactory(self.client, self.cfg.credits, cancelled, self.cfg.cluster_secret),

@@ -1,0 +1,87 @@
+"""Python files shipped with a job (``add_python_file``): a module, a package and a zip that live
+outside the program's directory and are installed nowhere reach the TaskManagers (and the Spark
+executors of a BATCH job) through the JobManager, and the job's functions import them there."""
+from __future__ import annotations
+
+import textwrap
+import zipfile
+from pathlib import Path
+
+from tests.integration.cluster import Cluster
+
+PROGRAM = """
+import sys
+from pyflink.common import Types
+from pyflink.datastream import RuntimeExecutionMode, StreamExecutionEnvironment
+
+deps = sys.argv[1]
+sys.path.insert(0, deps)          # the client imports them from where they are,
+sys.path.insert(0, deps + "/lib.zip")
+import shout                      # a module,
+from tools.fmt import bracket     # a package,
+from zipped import twice          # and a module inside a zip
+
+env = StreamExecutionEnvironment.get_execution_environment()
+if len(sys.argv) > 2:
+    env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+env.add_python_file(deps + "/shout.py")  # and ships them with the job
+env.add_python_file(deps + "/tools")
+env.add_python_file(deps + "/lib.zip")
+
+
+def late(x):
+    import shout as s             # imported only on the TaskManager, at run time
+    return s.shout(x)
+
+
+words = env.from_collection(["a", "b"], type_info=Types.STRING())
+out = words.map(shout.shout).map(bracket).map(twice).map(late)
+print(sorted(out.execute_and_collect()))
+"""
+
+
+def _deps(root: Path) -> Path:
+    deps = root / "elsewhere"
+    (deps / "tools").mkdir(parents=True)
+    (deps / "shout.py").write_text("def shout(x):\n    return x.upper() + '!'\n")
+    (deps / "tools" / "__init__.py").write_text("")
+    (deps / "tools" / "fmt.py").write_text("def bracket(x):\n    return '[' + x + ']'\n")
+    with zipfile.ZipFile(deps / "lib.zip", "w") as z:
+        z.writestr("zipped.py", "def twice(x):\n    return x + x\n")
+    return deps
+
+
+def test_files_added_with_add_python_file_are_importable_on_the_taskmanagers(tmp_path: Path) -> None:
+    deps = _deps(tmp_path)
+    prog = tmp_path / "job" / "program.py"
+    prog.parent.mkdir()
+    prog.write_text(textwrap.dedent(PROGRAM))
+    c = Cluster(tmp_path)
+    try:
+        c.start(taskmanagers=1, slots=2)
+        res = c.run(prog, str(deps), options=("-p", "2"))
+        assert res.returncode == 0, res.stderr[-3000:]
+        assert "['[A!][A!]!', '[B!][B!]!']" in res.stdout, res.stdout[-2000:]
+        # The same program as a BATCH job on Spark: the executors get the files by addPyFile.
+        res = c.run(prog, str(deps), "batch", options=("-p", "2"))
+        assert res.returncode == 0, res.stderr[-3000:]
+        assert "['[A!][A!]!', '[B!][B!]!']" in res.stdout, res.stdout[-2000:]
+    finally:
+        c.stop()
+
+
+def test_without_add_python_file_the_taskmanager_cannot_import_them(tmp_path: Path) -> None:
+    """What makes the test above mean something: the same program without the three calls fails on
+    the cluster with the module's name, since nothing installed it there."""
+    deps = _deps(tmp_path)
+    prog = tmp_path / "job" / "program.py"
+    prog.parent.mkdir()
+    prog.write_text("\n".join(l for l in textwrap.dedent(PROGRAM).splitlines() if "add_python_file" not in l))
+    c = Cluster(tmp_path)
+    try:
+        c.start(taskmanagers=1, slots=2)
+        res = c.run(prog, str(deps), options=("-p", "2"))
+        assert res.returncode != 0
+        assert "No module named" in res.stderr + res.stdout
+    finally:
+        c.stop()
