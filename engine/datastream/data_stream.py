@@ -39,7 +39,8 @@ from engine.datastream.windowed_stream import WindowedStream
 from engine.graph.output_types import output_type_of
 from engine.graph.transformations import ChainingStrategy, OperatorKind, ShipStrategy
 from engine.client.job_client import CloseableIterator  # noqa: F401 (PyFlink exports it from this module)
-from engine.windowing.assigners import CountSlidingWindowAssigner, CountTumblingWindowAssigner, WindowAssigner
+from engine.windowing.assigners import CountSlidingWindowAssigner, CountTumblingWindowAssigner, GlobalWindows, WindowAssigner
+from engine.windowing.triggers import CountTrigger
 from engine.windowing.evictors import CountEvictor
 
 if TYPE_CHECKING:
@@ -218,7 +219,8 @@ class DataStream:
     def count_window_all(self, size: int, slide: int | None = None) -> AllWindowedStream:
         if slide is None:
             return AllWindowedStream(self, CountTumblingWindowAssigner.of(size))
-        return AllWindowedStream(self, CountSlidingWindowAssigner.of(size, slide)).evictor(CountEvictor.of(size))
+        # Java Flink's countWindowAll(size, slide): every ``slide`` elements, the last ``size``.
+        return AllWindowedStream(self, GlobalWindows.create()).trigger(CountTrigger.of(slide)).evictor(CountEvictor.of(size))
 
     # -- partitioning ------------------------------------------------------
     def _partition(self, strategy: ShipStrategy, key_selector: Any = None) -> int:
@@ -412,7 +414,7 @@ class KeyedStream(DataStream):
     def count_window(self, size: int, slide: int | None = None) -> WindowedStream:
         if slide is None:
             return WindowedStream(self, CountTumblingWindowAssigner.of(size))
-        return WindowedStream(self, CountSlidingWindowAssigner.of(size, slide)).evictor(CountEvictor.of(size))
+        return WindowedStream(self, CountSlidingWindowAssigner.of(size, slide))
 
     def process(self, func: KeyedProcessFunction, output_type: Any = None) -> DataStream:  # type: ignore[override]
         if not isinstance(func, KeyedProcessFunction):
