@@ -38,6 +38,7 @@ from engine.datastream.all_windowed_stream import AllWindowedStream
 from engine.datastream.windowed_stream import WindowedStream
 from engine.graph.output_types import output_type_of
 from engine.graph.transformations import ChainingStrategy, OperatorKind, ShipStrategy
+from engine.common.key_spec import key_spec
 from engine.client.job_client import CloseableIterator  # noqa: F401 (PyFlink exports it from this module)
 from engine.windowing.assigners import CountSlidingWindowAssigner, CountTumblingWindowAssigner, GlobalWindows, WindowAssigner
 from engine.windowing.triggers import CountTrigger
@@ -149,7 +150,8 @@ class DataStream:
         selector = key_selector.get_key if isinstance(key_selector, KeySelector) else key_selector
         if not callable(selector):
             raise TypeError("key_by expects a KeySelector or a callable")
-        tid = self._partition(ShipStrategy.HASH, key_selector=selector)
+        # The declared key type decides the key's hash, and so its subtask, as in PyFlink.
+        tid = self._partition(ShipStrategy.HASH, key_selector=selector, params={"key_spec": key_spec(key_type)})
         keyed = KeyedStream(self._env, tid, self)
         keyed._key_type = key_type
         return keyed
@@ -223,13 +225,14 @@ class DataStream:
         return AllWindowedStream(self, GlobalWindows.create()).trigger(CountTrigger.of(slide)).evictor(CountEvictor.of(size))
 
     # -- partitioning ------------------------------------------------------
-    def _partition(self, strategy: ShipStrategy, key_selector: Any = None) -> int:
+    def _partition(self, strategy: ShipStrategy, key_selector: Any = None, params: dict[str, Any] | None = None) -> int:
         return self._env._add(
             OperatorKind.PARTITION,
             strategy.value,
             (self._id,),
             ship_strategy=strategy,
             key_selector=key_selector,
+            params=params or {},
         )
 
     def rebalance(self) -> "DataStream":

@@ -55,6 +55,7 @@ class TaskInfo:
     parallelism: int
     max_parallelism: int
     job_parameters: dict[str, str] = field(default_factory=dict)
+    key_spec: Any = None  # a keyed operator's key type (engine.common.key_spec): it decides key groups
 
 
 def current_partition() -> int:
@@ -316,12 +317,13 @@ def process_partition(fn: ProcessFunction, info: TaskInfo, stamping: Stamping = 
 class KeyPartitioner:
     """Key -> the parallel instance owning its key group, exactly as the native HASH edge routes it."""
 
-    def __init__(self, max_parallelism: int, parallelism: int) -> None:
+    def __init__(self, max_parallelism: int, parallelism: int, key_spec: Any = None) -> None:
         self.max_parallelism = max_parallelism
         self.parallelism = parallelism
+        self.key_spec = key_spec
 
     def __call__(self, key: Any) -> int:
-        return assign_to_key_group(key, self.max_parallelism) * self.parallelism // self.max_parallelism
+        return assign_to_key_group(key, self.max_parallelism, self.key_spec) * self.parallelism // self.max_parallelism
 
 
 class SortKeyPartitioner:
@@ -336,7 +338,11 @@ class SortKeyPartitioner:
 
 
 def sort_keyed_partition(
-    key_selector: Callable[[Any], Any], max_parallelism: int, stamped: bool = False, by_timestamp: bool = False
+    key_selector: Callable[[Any], Any],
+    max_parallelism: int,
+    stamped: bool = False,
+    by_timestamp: bool = False,
+    key_spec: Any = None,
 ) -> PartitionFn:
     """Tags each record with a sort key that groups by key group and orders records within a key.
 
@@ -348,7 +354,7 @@ def sort_keyed_partition(
         for position, record in enumerate(it):
             v, ts = record if stamped else (record, None)
             k = key_selector(v)
-            group = assign_to_key_group(k, max_parallelism)
+            group = assign_to_key_group(k, max_parallelism, key_spec)
             if by_timestamp:
                 yield (group, MIN_WATERMARK if ts is None else ts, index, position), (k, v, ts)
             else:
@@ -432,7 +438,7 @@ def keyed_process_partition(fn: KeyedProcessFunction, info: TaskInfo, stamped_ou
     """
 
     def run(index: int, it: Iterator[SortedKeyedRecord]) -> Iterator[Any]:
-        backend = HeapKeyedStateBackend(info.max_parallelism)
+        backend = HeapKeyedStateBackend(info.max_parallelism, key_spec=info.key_spec)
         _open(fn, info, index, backend)
         timers = BatchTimerService()
         ctx = _KeyedContext(backend, timers)
