@@ -20,6 +20,7 @@ from engine.datastream.functions import (
     KeyedProcessFunction,
     KeySelector,
     MapFunction,
+    Partitioner,
     ProcessFunction,
     ReduceFunction,
     SinkFunction,
@@ -39,6 +40,7 @@ from engine.datastream.windowed_stream import WindowedStream
 from engine.graph.output_types import output_type_of
 from engine.graph.transformations import ChainingStrategy, OperatorKind, ShipStrategy
 from engine.common.key_spec import key_spec
+from engine.graph.custom_partition import CustomPartition
 from engine.client.job_client import CloseableIterator  # noqa: F401 (PyFlink exports it from this module)
 from engine.windowing.assigners import CountSlidingWindowAssigner, CountTumblingWindowAssigner, GlobalWindows, WindowAssigner
 from engine.windowing.triggers import CountTrigger
@@ -200,12 +202,18 @@ class DataStream:
         """Flink's user-provided operator hash; here it names the operator's state on restore as a uid does."""
         return self._update(uid=f"uid-hash:{uid_hash}")
 
-    def partition_custom(self, partitioner: Any, key_selector: Any) -> "DataStream":
-        raise not_supported(
-            "DataStream.partition_custom",
-            "records are routed by the built-in partitioners only",
-            "key_by(key_selector) (hash partitioning by key), or rebalance()/rescale()/broadcast()",
+    def partition_custom(self, partitioner: Partitioner | Callable[[Any, int], int], key_selector: Any) -> "DataStream":
+        """Each record goes to the subtask ``partitioner.partition(key_selector(record), n)`` names,
+        ``n`` being the parallelism of the operator that reads it."""
+        if not isinstance(partitioner, Partitioner) and not callable(partitioner):
+            raise TypeError("Parameter partitioner should be type of Partitioner or a callable function.")
+        if not isinstance(key_selector, KeySelector) and not callable(key_selector):
+            raise TypeError("Parameter key_selector should be type of KeySelector or a callable function.")
+        route = CustomPartition(
+            partitioner.partition if isinstance(partitioner, Partitioner) else partitioner,
+            key_selector.get_key if isinstance(key_selector, KeySelector) else key_selector,
         )
+        return DataStream(self._env, self._partition(ShipStrategy.CUSTOM, key_selector=route))
 
     def cache(self) -> "DataStream":
         raise not_supported(

@@ -66,12 +66,17 @@ class StreamGraph:
     key_selectors2: dict[int, Any] = field(default_factory=dict)  # two-input nodes: the second input's selector
     # Keyed nodes -> their key type's spec (engine.common.key_spec), which decides the key groups.
     key_specs: dict[int, Any] = field(default_factory=dict)
+    # (node, input index) -> the CustomPartition of its partition_custom input edge.
+    custom_partitions: dict[tuple[int, int], Any] = field(default_factory=dict)
 
     def key_selector_for(self, node_id: int, input_index: int) -> Any:
         return (self.key_selectors if input_index == 0 else self.key_selectors2).get(node_id)
 
     def key_spec_for(self, node_id: int) -> Any:
         return self.key_specs.get(node_id)
+
+    def custom_partition_for(self, node_id: int, input_index: int) -> Any:
+        return self.custom_partitions.get((node_id, input_index))
 
     def in_edges(self, node_id: int) -> list[StreamEdge]:
         return [e for e in self.edges if e.target == node_id]
@@ -102,6 +107,7 @@ def build_stream_graph(
     key_selectors: dict[int, Any] = {}
     key_selectors2: dict[int, Any] = {}
     key_specs: dict[int, list[Any]] = {}
+    custom_partitions: dict[tuple[int, int], Any] = {}
     position = 0
     for t in sorted(transformations, key=lambda x: x.id):
         if t.kind.is_virtual:
@@ -156,11 +162,13 @@ def build_stream_graph(
                 selector, spec = selector
                 (key_selectors if input_index == 0 else key_selectors2)[t.id] = selector
                 key_specs.setdefault(t.id, []).append(spec)
+            elif strategy is ShipStrategy.CUSTOM:
+                custom_partitions[(t.id, input_index)] = selector[0]
             edges.append(StreamEdge(src, t.id, strategy, input_index, tag))
     # Both inputs of a keyed two-input operator must route a key alike: with different key types
     # (Flink refuses those) both hash as untyped keys.
     specs = {node: (found[0] if len(set(map(repr, found))) == 1 else None) for node, found in key_specs.items()}
-    return StreamGraph(job_name, nodes, edges, by_id, key_selectors, key_selectors2, specs)
+    return StreamGraph(job_name, nodes, edges, by_id, key_selectors, key_selectors2, specs, custom_partitions)
 
 
 def _resolve(

@@ -96,6 +96,7 @@ def build_operator_chain(
             spec.target_max_parallelism,
             start=tdd.subtask,
             key_spec=graph.key_spec_for(spec.target_node),
+            custom=graph.custom_partition_for(spec.target_node, spec.target_input),
         )
         rw = RecordWriter(partitioner, channel_writers, serializer, metrics, buffer_records, buffer_timeout_ms)
         writers.append(rw)

@@ -166,6 +166,18 @@ def _group(picks: list[int], values, timestamps, n: int):
     return [(i, b, tb[i] if tb is not None else None) for i, b in enumerate(buckets) if b]
 
 
+class CustomPartitionerWrapper(StreamPartitioner):
+    """CUSTOM (partition_custom): the user's partitioner picks each record's channel."""
+
+    def __init__(self, n: int, route: Any) -> None:
+        super().__init__(n)
+        self.route = route
+
+    def split(self, values, timestamps):
+        n, channel = self.n, self.route.channel
+        return _group([channel(v, n) for v in values], values, timestamps, n)
+
+
 def create_partitioner(
     strategy: str,
     n: int,
@@ -173,6 +185,7 @@ def create_partitioner(
     max_parallelism: int = 128,
     start: int | None = None,
     key_spec: KeySpec = None,
+    custom: Any = None,
 ) -> StreamPartitioner:
     if strategy == "FORWARD":
         return ForwardPartitioner(n)
@@ -186,4 +199,8 @@ def create_partitioner(
         if key_selector is None:
             raise ValueError("a HASH edge needs a key selector")
         return KeyGroupStreamPartitioner(n, key_selector, max_parallelism, key_spec)
+    if strategy == "CUSTOM":
+        if custom is None:
+            raise ValueError("a CUSTOM edge needs its partition_custom partitioner")
+        return CustomPartitionerWrapper(n, custom)
     raise ValueError(f"unknown ship strategy {strategy}")

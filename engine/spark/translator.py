@@ -222,7 +222,13 @@ def _sorted_by_key(
 
 # -- edges -----------------------------------------------------------------------------
 def translate_edge(
-    rdd: RDD, strategy: ShipStrategy, node: StreamNode, key_selector: Any = None, stamped: bool = False, key_spec: Any = None
+    rdd: RDD,
+    strategy: ShipStrategy,
+    node: StreamNode,
+    key_selector: Any = None,
+    stamped: bool = False,
+    key_spec: Any = None,
+    custom: Any = None,
 ) -> RDD:
     """Re-distribute an upstream RDD over the target's ``parallelism`` partitions as the edge says."""
     p = node.parallelism
@@ -245,6 +251,9 @@ def translate_edge(
         partitioner = P.KeyPartitioner(node.max_parallelism, p, key_spec)
         key_of = (lambda r: key_selector(r[0])) if stamped else key_selector
         return rdd.map(lambda r: (partitioner(key_of(r)), r)).partitionBy(p, _identity).values()
+    if strategy is ShipStrategy.CUSTOM and custom is not None:
+        value_of = (lambda r: r[0]) if stamped else (lambda r: r)
+        return rdd.map(lambda r: (custom.channel(value_of(r), p), r)).partitionBy(p, _identity).values()
     raise untranslatable_operator(node.name, f"unknown ship strategy {strategy}")
 
 
@@ -387,7 +396,13 @@ class _Translator:
         for e in edges:
             selector = self.sg.key_selector_for(node.id, e.input_index)
             rdd = translate_edge(
-                self._upstream(e, node), e.ship_strategy, node, selector, stamped, self.sg.key_spec_for(node.id)
+                self._upstream(e, node),
+                e.ship_strategy,
+                node,
+                selector,
+                stamped,
+                self.sg.key_spec_for(node.id),
+                self.sg.custom_partition_for(node.id, e.input_index),
             )
             rdds.append(rdd.map(_tag(e.input_index), True) if tagged else rdd)
         rdd = self._union(rdds)
