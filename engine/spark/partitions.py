@@ -30,7 +30,7 @@ from engine.datastream.functions import (
 from engine.runtime.key_groups import assign_to_key_group
 from engine.runtime.operators.basic import _extend
 from engine.runtime.state.heap_backend import HeapKeyedStateBackend
-from engine.runtime.watermarks import MIN_WATERMARK
+from engine.runtime.watermarks import MIN_WATERMARK, NO_TIMESTAMP
 from engine.spark import print_stream  # noqa: F401  (in a Spark worker: printed lines reach the job's stream)
 from engine.spark.timer_service import BatchTimerService
 from engine.spark.timestamps import NO_STAMPS, Stamping
@@ -285,8 +285,9 @@ class _ProcessContext(ProcessFunction.Context):
         self.timers = _NoTimers("timers can only be used on a keyed stream (key_by(...).process(...))")
         self.ts: int | None = None
 
-    def timestamp(self) -> int | None:
-        return self.ts
+    def timestamp(self) -> int:
+        # PyFlink hands Python functions StreamRecord.getTimestamp(): Long.MIN_VALUE without one.
+        return NO_TIMESTAMP if self.ts is None else self.ts
 
     def timer_service(self) -> TimerService:
         return self.timers
@@ -411,8 +412,9 @@ class _KeyedContext(KeyedProcessFunction.OnTimerContext):
         self.ts: int | None = None
         self.domain: TimeDomain | None = None
 
-    def timestamp(self) -> int | None:
-        return self.ts
+    def timestamp(self) -> int:
+        # PyFlink hands Python functions StreamRecord.getTimestamp(): Long.MIN_VALUE without one.
+        return NO_TIMESTAMP if self.ts is None else self.ts
 
     def timer_service(self) -> TimerService:
         return self.timers
