@@ -83,6 +83,15 @@ def _new_objects(data: bytes) -> tuple[Any, ...]:
     cls, new = resolve_class(name), object.__new__
     out = []
     append = out.append
+    if cls.__setattr__ is not object.__setattr__:
+        # A frozen dataclass (or any class guarding its attributes) refuses `obj.__dict__ = ...`;
+        # object's own __setattr__ sets the state as unpickling would.
+        set_state = object.__setattr__
+        for state in states:
+            obj = new(cls)
+            set_state(obj, "__dict__", state)
+            append(obj)
+        return tuple(out)
     for state in states:
         obj = new(cls)
         obj.__dict__ = state
