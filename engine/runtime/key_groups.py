@@ -12,7 +12,7 @@ from typing import Any
 
 from engine.runtime.key_encoding import KEY_ENCODING_VERSION, KeyEncodingError
 from engine.common.key_spec import KeySpec, key_spec
-from engine.runtime.key_hash import key_hash_code, murmur_hash
+from engine.runtime.key_hash import key_group_hash
 
 __all__ = [
     "KEY_ENCODING_VERSION",
@@ -28,7 +28,7 @@ __all__ = [
 
 def assign_to_key_group(key: Any, max_parallelism: int, spec: KeySpec = None) -> int:
     """Flink's KeyGroupRangeAssignment.assignToKeyGroup for a key of the declared key type ``spec``."""
-    return murmur_hash(key_hash_code(key, spec)) % max_parallelism
+    return key_group_hash(key, spec) % max_parallelism
 
 
 def operator_index_for_key_group(max_parallelism: int, parallelism: int, key_group: int) -> int:

@@ -38,6 +38,27 @@ class _NoJavaForm(Exception):
     """The key has no value of the declared Java type (PyFlink would fail to serialise it)."""
 
 
+# str and int keys (the usual ones) remember their spread hash: a keyed backend asks again for every
+# key at every checkpoint. Equal keys share an entry, which is right: they hash alike. Bounded: once
+# full, further keys are computed each time.
+_CACHE: dict[tuple[Any, KeySpec], int] = {}
+CACHE_KEYS = 1 << 16
+
+
+def key_group_hash(key: Any, spec: KeySpec = None) -> int:
+    """``murmurHash(key_hash_code(key, spec))``: what the key group is taken modulo of."""
+    t = type(key)
+    if t is str or t is int:
+        entry = (key, spec)
+        h = _CACHE.get(entry)
+        if h is None:
+            h = murmur_hash(key_hash_code(key, spec))
+            if len(_CACHE) < CACHE_KEYS:
+                _CACHE[entry] = h
+        return h
+    return murmur_hash(key_hash_code(key, spec))
+
+
 def key_hash_code(key: Any, spec: KeySpec = None) -> int:
     """The signed 32-bit ``hashCode()`` of the Row Flink's partitioner sees for ``key``."""
     if key is None and spec is not None:
