@@ -92,7 +92,11 @@ def select_key_groups(snapshots: Mapping[int, KeyedSnapshot], key_groups: range,
 
 
 def regroup_keyed(
-    snapshots: Iterable[KeyedSnapshot], key_groups: range, max_parallelism: int, timer_prefix: str = "_timers/"
+    snapshots: Iterable[KeyedSnapshot],
+    key_groups: range,
+    max_parallelism: int,
+    timer_prefix: str = "_timers/",
+    key_spec: Any = None,
 ) -> dict[int, dict[str, list]]:
     """The entries of ``key_groups`` among keyed snapshots taken under an older key encoding, each key
     placed by its key group now. Encoding 1 put keys that Python calls equal (``1``, ``True``,
@@ -106,7 +110,7 @@ def regroup_keyed(
             for name, entries in states.items():
                 timers = name.startswith(timer_prefix)
                 for key, value in entries:
-                    kg = assign_to_key_group(key, max_parallelism)
+                    kg = assign_to_key_group(key, max_parallelism, key_spec)
                     if kg not in key_groups:
                         continue
                     first = found.get((name, key))

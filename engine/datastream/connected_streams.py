@@ -36,7 +36,9 @@ class ConnectedStreams:
         return DataStream(env, tid)
 
     def key_by(self, key_selector1: Any, key_selector2: Any, key_type: Any = None) -> "ConnectedStreams":
-        return ConnectedStreams(self.first.key_by(_selector(key_selector1)), self.second.key_by(_selector(key_selector2)))
+        return ConnectedStreams(
+            self.first.key_by(_selector(key_selector1), key_type), self.second.key_by(_selector(key_selector2), key_type)
+        )
 
     def map(self, func: CoMapFunction, output_type: Any = None) -> "DataStream":
         if not isinstance(func, CoMapFunction):

@@ -20,6 +20,7 @@ from engine.datastream.functions import (
     KeyedProcessFunction,
     KeySelector,
     MapFunction,
+    Partitioner,
     ProcessFunction,
     ReduceFunction,
     SinkFunction,
@@ -38,8 +39,11 @@ from engine.datastream.all_windowed_stream import AllWindowedStream
 from engine.datastream.windowed_stream import WindowedStream
 from engine.graph.output_types import output_type_of
 from engine.graph.transformations import ChainingStrategy, OperatorKind, ShipStrategy
+from engine.common.key_spec import key_spec
+from engine.graph.custom_partition import CustomPartition
 from engine.client.job_client import CloseableIterator  # noqa: F401 (PyFlink exports it from this module)
-from engine.windowing.assigners import CountSlidingWindowAssigner, CountTumblingWindowAssigner, WindowAssigner
+from engine.windowing.assigners import CountSlidingWindowAssigner, CountTumblingWindowAssigner, GlobalWindows, WindowAssigner
+from engine.windowing.triggers import CountTrigger
 from engine.windowing.evictors import CountEvictor
 
 if TYPE_CHECKING:
@@ -148,7 +152,8 @@ class DataStream:
         selector = key_selector.get_key if isinstance(key_selector, KeySelector) else key_selector
         if not callable(selector):
             raise TypeError("key_by expects a KeySelector or a callable")
-        tid = self._partition(ShipStrategy.HASH, key_selector=selector)
+        # The declared key type decides the key's hash, and so its subtask, as in PyFlink.
+        tid = self._partition(ShipStrategy.HASH, key_selector=selector, params={"key_spec": key_spec(key_type)})
         keyed = KeyedStream(self._env, tid, self)
         keyed._key_type = key_type
         return keyed
@@ -197,12 +202,18 @@ class DataStream:
         """Flink's user-provided operator hash; here it names the operator's state on restore as a uid does."""
         return self._update(uid=f"uid-hash:{uid_hash}")
 
-    def partition_custom(self, partitioner: Any, key_selector: Any) -> "DataStream":
-        raise not_supported(
-            "DataStream.partition_custom",
-            "records are routed by the built-in partitioners only",
-            "key_by(key_selector) (hash partitioning by key), or rebalance()/rescale()/broadcast()",
+    def partition_custom(self, partitioner: Partitioner | Callable[[Any, int], int], key_selector: Any) -> "DataStream":
+        """Each record goes to the subtask ``partitioner.partition(key_selector(record), n)`` names,
+        ``n`` being the parallelism of the operator that reads it."""
+        if not isinstance(partitioner, Partitioner) and not callable(partitioner):
+            raise TypeError("Parameter partitioner should be type of Partitioner or a callable function.")
+        if not isinstance(key_selector, KeySelector) and not callable(key_selector):
+            raise TypeError("Parameter key_selector should be type of KeySelector or a callable function.")
+        route = CustomPartition(
+            partitioner.partition if isinstance(partitioner, Partitioner) else partitioner,
+            key_selector.get_key if isinstance(key_selector, KeySelector) else key_selector,
         )
+        return DataStream(self._env, self._partition(ShipStrategy.CUSTOM, key_selector=route))
 
     def cache(self) -> "DataStream":
         raise not_supported(
@@ -218,16 +229,18 @@ class DataStream:
     def count_window_all(self, size: int, slide: int | None = None) -> AllWindowedStream:
         if slide is None:
             return AllWindowedStream(self, CountTumblingWindowAssigner.of(size))
-        return AllWindowedStream(self, CountSlidingWindowAssigner.of(size, slide)).evictor(CountEvictor.of(size))
+        # Java Flink's countWindowAll(size, slide): every ``slide`` elements, the last ``size``.
+        return AllWindowedStream(self, GlobalWindows.create()).trigger(CountTrigger.of(slide)).evictor(CountEvictor.of(size))
 
     # -- partitioning ------------------------------------------------------
-    def _partition(self, strategy: ShipStrategy, key_selector: Any = None) -> int:
+    def _partition(self, strategy: ShipStrategy, key_selector: Any = None, params: dict[str, Any] | None = None) -> int:
         return self._env._add(
             OperatorKind.PARTITION,
             strategy.value,
             (self._id,),
             ship_strategy=strategy,
             key_selector=key_selector,
+            params=params or {},
         )
 
     def rebalance(self) -> "DataStream":
@@ -412,7 +425,7 @@ class KeyedStream(DataStream):
     def count_window(self, size: int, slide: int | None = None) -> WindowedStream:
         if slide is None:
             return WindowedStream(self, CountTumblingWindowAssigner.of(size))
-        return WindowedStream(self, CountSlidingWindowAssigner.of(size, slide)).evictor(CountEvictor.of(size))
+        return WindowedStream(self, CountSlidingWindowAssigner.of(size, slide))
 
     def process(self, func: KeyedProcessFunction, output_type: Any = None) -> DataStream:  # type: ignore[override]
         if not isinstance(func, KeyedProcessFunction):

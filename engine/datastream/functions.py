@@ -229,7 +229,7 @@ class ProcessFunction(Function):
 
     class Context(ABC):
         @abstractmethod
-        def timestamp(self) -> int | None: ...
+        def timestamp(self) -> int: ...  # Long.MIN_VALUE for a record without one, as in PyFlink
 
         @abstractmethod
         def timer_service(self) -> TimerService: ...
@@ -243,7 +243,7 @@ class KeyedProcessFunction(Function):
 
     class Context(ABC):
         @abstractmethod
-        def timestamp(self) -> int | None: ...
+        def timestamp(self) -> int: ...
 
         @abstractmethod
         def timer_service(self) -> TimerService: ...
@@ -386,7 +386,7 @@ class BaseBroadcastProcessFunction(Function):
 
     class BaseContext(ABC):
         @abstractmethod
-        def timestamp(self) -> int | None: ...
+        def timestamp(self) -> int: ...
 
         @abstractmethod
         def current_processing_time(self) -> int: ...

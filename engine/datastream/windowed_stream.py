@@ -108,10 +108,10 @@ class WindowedStream:
             raise TypeError(f"process expects a ProcessWindowFunction, got {type(function).__name__}")
         return self._build("process", function, output_type=output_type)
 
-    def apply(self, window_function: WindowFunction, result_type: Any = None) -> "DataStream":
+    def apply(self, window_function: WindowFunction, output_type: Any = None) -> "DataStream":
         if not isinstance(window_function, WindowFunction):
             raise TypeError(f"apply expects a WindowFunction, got {type(window_function).__name__}")
-        return self._build("apply", window_function, output_type=result_type)
+        return self._build("apply", window_function, output_type=output_type)
 
 
 def describe_window(
@@ -127,7 +127,7 @@ def describe_window(
         assigner=type_name(assigner),
         event_time=bool(assigner.is_event_time),
         merging=bool(assigner.is_merging),
-        global_windows=isinstance(assigner, GlobalWindows),
+        global_windows=isinstance(assigner, GlobalWindows) or getattr(assigner, "counts_elements", False),
         trigger=tuple(chain),
         evictor=type_name(evictor) if evictor is not None else None,
         function_kind=function_kind,

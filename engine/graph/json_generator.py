@@ -10,10 +10,11 @@ shown fused into one node ("Map, Filter") with a fresh id. The REST
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from engine.graph.job_graph import display_name
-from engine.graph.stream_graph import StreamGraph
+from engine.graph.stream_graph import StreamEdge, StreamGraph
 from engine.graph.transformations import ChainingStrategy, OperatorKind, ShipStrategy
 
 
@@ -69,9 +70,38 @@ def _fused_chains(graph: StreamGraph, chaining: bool) -> list[list[int]]:
     return chains
 
 
+KEY_BY_MAP_NAME = "_stream_key_by_map_operator"  # PythonConfigUtil.STREAM_KEY_BY_MAP_OPERATOR_NAME
+
+
+def _with_key_by_maps(graph: StreamGraph, fresh: int) -> tuple[StreamGraph, int]:
+    """The graph as PyFlink's plan has it: ``key_by`` adds a Python map (Row(key, value)) at its
+    input's parallelism, forwarded from the input, before the HASH edge; one per key_by call (the
+    consumers of one KeyedStream share it)."""
+    nodes, edges = dict(graph.nodes), []
+    maps: dict[tuple[int, str | None, int], int] = {}  # (input, output tag, id of the selector) -> map node
+    for e in graph.edges:
+        if e.ship_strategy is not ShipStrategy.HASH:
+            edges.append(e)
+            continue
+        selector = graph.key_selector_for(e.target, e.input_index)
+        group = (e.source, e.output_tag, id(selector))
+        if group not in maps:
+            up = graph.nodes[e.source]
+            maps[group] = fresh
+            nodes[fresh] = replace(
+                up, id=fresh, kind=OperatorKind.MAP, name=KEY_BY_MAP_NAME, uid=None,
+                operator_id=f"{up.operator_id}-key-by", chaining=ChainingStrategy.ALWAYS,
+            )
+            edges.append(StreamEdge(e.source, fresh, ShipStrategy.FORWARD, 0, e.output_tag))
+            fresh += 1
+        edges.append(replace(e, source=maps[group], output_tag=None))
+    return replace(graph, nodes=nodes, edges=edges), fresh
+
+
 def stream_graph_json(graph: StreamGraph, chaining: bool = True, next_id: int | None = None) -> dict[str, Any]:
     """``next_id``: the id PyFlink would give the first fused operator (its next transformation id)."""
     fresh = next_id if next_id is not None else max(graph.nodes, default=0) + 1
+    graph, fresh = _with_key_by_maps(graph, fresh)
     renamed: dict[int, int] = {}  # fused member -> fused node id
     fused: dict[int, tuple[str, list[int]]] = {}
     for chain in _fused_chains(graph, chaining):

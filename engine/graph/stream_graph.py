@@ -64,9 +64,19 @@ class StreamGraph:
     transformations: dict[int, Transformation]
     key_selectors: dict[int, Any] = field(default_factory=dict)  # target node -> selector of its (first) input
     key_selectors2: dict[int, Any] = field(default_factory=dict)  # two-input nodes: the second input's selector
+    # Keyed nodes -> their key type's spec (engine.common.key_spec), which decides the key groups.
+    key_specs: dict[int, Any] = field(default_factory=dict)
+    # (node, input index) -> the CustomPartition of its partition_custom input edge.
+    custom_partitions: dict[tuple[int, int], Any] = field(default_factory=dict)
 
     def key_selector_for(self, node_id: int, input_index: int) -> Any:
         return (self.key_selectors if input_index == 0 else self.key_selectors2).get(node_id)
+
+    def key_spec_for(self, node_id: int) -> Any:
+        return self.key_specs.get(node_id)
+
+    def custom_partition_for(self, node_id: int, input_index: int) -> Any:
+        return self.custom_partitions.get((node_id, input_index))
 
     def in_edges(self, node_id: int) -> list[StreamEdge]:
         return [e for e in self.edges if e.target == node_id]
@@ -96,6 +106,8 @@ def build_stream_graph(
     edges: list[StreamEdge] = []
     key_selectors: dict[int, Any] = {}
     key_selectors2: dict[int, Any] = {}
+    key_specs: dict[int, list[Any]] = {}
+    custom_partitions: dict[tuple[int, int], Any] = {}
     position = 0
     for t in sorted(transformations, key=lambda x: x.id):
         if t.kind.is_virtual:
@@ -147,9 +159,16 @@ def build_stream_graph(
                     f"'{up.name}' ({up.parallelism}) -> '{t.name}' ({parallelism}); use rebalance()"
                 )
             if strategy is ShipStrategy.HASH:
+                selector, spec = selector
                 (key_selectors if input_index == 0 else key_selectors2)[t.id] = selector
+                key_specs.setdefault(t.id, []).append(spec)
+            elif strategy is ShipStrategy.CUSTOM:
+                custom_partitions[(t.id, input_index)] = selector[0]
             edges.append(StreamEdge(src, t.id, strategy, input_index, tag))
-    return StreamGraph(job_name, nodes, edges, by_id, key_selectors, key_selectors2)
+    # Both inputs of a keyed two-input operator must route a key alike: with different key types
+    # (Flink refuses those) both hash as untyped keys.
+    specs = {node: (found[0] if len(set(map(repr, found))) == 1 else None) for node, found in key_specs.items()}
+    return StreamGraph(job_name, nodes, edges, by_id, key_selectors, key_selectors2, specs, custom_partitions)
 
 
 def _resolve(
@@ -164,8 +183,8 @@ def _resolve(
     t = by_id[tid]
     if t.kind is OperatorKind.PARTITION:
         # The partitioning closest to the consumer wins, as in Flink.
-        if strategy is None:
-            strategy, selector = t.ship_strategy, t.key_selector
+        if strategy is None:  # the selector travels with the declared key type's spec
+            strategy, selector = t.ship_strategy, (t.key_selector, t.params.get("key_spec"))
         for i in t.inputs:
             _resolve(by_id, i, strategy, selector, input_index, tag, out)
     elif t.kind is OperatorKind.SIDE_OUTPUT:

@@ -47,6 +47,7 @@ class ShipStrategy(str, Enum):
     BROADCAST = "BROADCAST"
     RESCALE = "RESCALE"
     SHUFFLE = "SHUFFLE"
+    CUSTOM = "CUSTOM"  # partition_custom: a user Partitioner picks the subtask
 
 
 class ChainingStrategy(str, Enum):

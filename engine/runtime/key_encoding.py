@@ -5,7 +5,7 @@
 values; two frozensets built in different orders, under different hash seeds) must give
 the same bytes, or one logical key is counted in two subtasks. ``canonical`` maps a key
 to a value made only of msgpack's own types (str, bytes, int, float, None, arrays and
-extension types), in which equal keys look alike; ``key_bytes`` in ``key_groups`` packs it.
+extension types), in which equal keys look alike; ``key_hash`` hashes keys through it.
 
 Supported: str, bytes, int, float, bool, None, Decimal, Fraction, complex; tuples (and
 namedtuples, ``Row``) and lists of keys; frozensets and sets; enum members; dataclasses with
@@ -27,14 +27,16 @@ from typing import Any, Callable
 
 import msgpack
 
-# Stored with keyed snapshots; 1 was ``msgpack.packb(key, default=str)`` (see key_groups).
-KEY_ENCODING_VERSION = 2
+# Stored with keyed snapshots; state of an older version is regrouped key by key on restore.
+# 1: crc32 of ``msgpack.packb(key, default=str)``; 2: crc32 of the key's bytes (equal keys alike);
+# 3: Flink's murmur hash of the hash code PyFlink's Java side gives the key (``key_hash``).
+KEY_ENCODING_VERSION = 3
 
 _MIN_PACKED = -(2**63)  # msgpack's int range; wider ints become an extension
 _MAX_PACKED = 2**64
 
 # msgpack extension codes. Never renumber: they are part of the key groups of saved state.
-EXT_BIGINT = 1  # decimal text (also read by key_groups)
+EXT_BIGINT = 1  # decimal text (also read by key_hash)
 _RATIONAL = 2  # "numerator/denominator" of a Decimal or Fraction no float equals
 _COMPLEX = 3  # [real, imag], imag != 0
 _SET = 4  # sorted array of the elements' packed bytes

@@ -52,7 +52,7 @@ def build_operator_chain(
     head = tdd.operators[0]
     selector = graph.key_selectors.get(head)
     selector2 = graph.key_selectors2.get(head)
-    backend = _keyed_backend(tdd, env) if selector is not None or selector2 is not None else None
+    backend = _keyed_backend(tdd, env, graph.key_spec_for(head)) if selector is not None or selector2 is not None else None
     operators: dict[int, StreamOperator] = {}
     function_states: dict[int, FunctionStateHandler] = {}
     for node_id in tdd.operators:
@@ -95,6 +95,8 @@ def build_operator_chain(
             graph.key_selector_for(spec.target_node, spec.target_input),
             spec.target_max_parallelism,
             start=tdd.subtask,
+            key_spec=graph.key_spec_for(spec.target_node),
+            custom=graph.custom_partition_for(spec.target_node, spec.target_input),
         )
         rw = RecordWriter(partitioner, channel_writers, serializer, metrics, buffer_records, buffer_timeout_ms)
         writers.append(rw)
@@ -120,7 +122,7 @@ def build_operator_chain(
     return OperatorChain(backend, operators, function_states, writers, outputs)
 
 
-def _keyed_backend(tdd: TaskDeploymentDescriptor, env: "TaskEnvironment") -> Any:
+def _keyed_backend(tdd: TaskDeploymentDescriptor, env: "TaskEnvironment", key_spec: Any) -> Any:
     kind = str(tdd.config.get("state.backend", "hashmap"))
     directory = None
     if kind.strip().lower() != "hashmap":
@@ -128,4 +130,4 @@ def _keyed_backend(tdd: TaskDeploymentDescriptor, env: "TaskEnvironment") -> Any
             raise ValueError(f"state.backend={kind} needs a TaskManager state directory")
         # One directory per attempt: an LMDB environment must never be opened twice.
         directory = os.path.join(env.state_dir, tdd.job_id, f"{tdd.vertex_id}-{tdd.subtask}-{tdd.attempt}")
-    return create_keyed_backend(kind, tdd.max_parallelism, directory)
+    return create_keyed_backend(kind, tdd.max_parallelism, directory, key_spec=key_spec)

@@ -9,7 +9,7 @@ import random
 from abc import ABC, abstractmethod
 from typing import Any, Callable
 
-from engine.runtime.key_groups import assign_key_to_operator
+from engine.runtime.key_groups import KeySpec, assign_key_to_operator
 
 Batch = tuple[list[Any], list[int] | None]
 
@@ -99,10 +99,11 @@ class KeyGroupStreamPartitioner(StreamPartitioner):
 
     CACHE_KEYS = 65536
 
-    def __init__(self, n: int, key_selector: Callable[[Any], Any], max_parallelism: int) -> None:
+    def __init__(self, n: int, key_selector: Callable[[Any], Any], max_parallelism: int, key_spec: KeySpec = None) -> None:
         super().__init__(n)
         self.key_selector = key_selector
         self.max_parallelism = max_parallelism
+        self.key_spec = key_spec  # the declared key type: it decides the hash, as in PyFlink
         self.cache: dict[Any, int] = {}
         self.encoded_types: set[type] = set()
 
@@ -110,7 +111,7 @@ class KeyGroupStreamPartitioner(StreamPartitioner):
         t = type(key)
         cache = self.cache
         if t is str or t is int:  # the caller looked it up already
-            i = assign_key_to_operator(key, self.max_parallelism, self.n)
+            i = assign_key_to_operator(key, self.max_parallelism, self.n, self.key_spec)
             if len(cache) < self.CACHE_KEYS:
                 cache[key] = i
             return i
@@ -119,10 +120,10 @@ class KeyGroupStreamPartitioner(StreamPartitioner):
             try:
                 i = cache.get(key)
             except TypeError:  # unhashable, e.g. a list (it encodes as the equal tuple)
-                return assign_key_to_operator(key, self.max_parallelism, self.n)
+                return assign_key_to_operator(key, self.max_parallelism, self.n, self.key_spec)
             if i is not None:
                 return i
-        i = assign_key_to_operator(key, self.max_parallelism, self.n)
+        i = assign_key_to_operator(key, self.max_parallelism, self.n, self.key_spec)
         encoded.add(t)
         if len(cache) < self.CACHE_KEYS:
             try:
@@ -165,8 +166,26 @@ def _group(picks: list[int], values, timestamps, n: int):
     return [(i, b, tb[i] if tb is not None else None) for i, b in enumerate(buckets) if b]
 
 
+class CustomPartitionerWrapper(StreamPartitioner):
+    """CUSTOM (partition_custom): the user's partitioner picks each record's channel."""
+
+    def __init__(self, n: int, route: Any) -> None:
+        super().__init__(n)
+        self.route = route
+
+    def split(self, values, timestamps):
+        n, channel = self.n, self.route.channel
+        return _group([channel(v, n) for v in values], values, timestamps, n)
+
+
 def create_partitioner(
-    strategy: str, n: int, key_selector: Callable[[Any], Any] | None = None, max_parallelism: int = 128, start: int | None = None
+    strategy: str,
+    n: int,
+    key_selector: Callable[[Any], Any] | None = None,
+    max_parallelism: int = 128,
+    start: int | None = None,
+    key_spec: KeySpec = None,
+    custom: Any = None,
 ) -> StreamPartitioner:
     if strategy == "FORWARD":
         return ForwardPartitioner(n)
@@ -179,5 +198,9 @@ def create_partitioner(
     if strategy == "HASH":
         if key_selector is None:
             raise ValueError("a HASH edge needs a key selector")
-        return KeyGroupStreamPartitioner(n, key_selector, max_parallelism)
+        return KeyGroupStreamPartitioner(n, key_selector, max_parallelism, key_spec)
+    if strategy == "CUSTOM":
+        if custom is None:
+            raise ValueError("a CUSTOM edge needs its partition_custom partitioner")
+        return CustomPartitionerWrapper(n, custom)
     raise ValueError(f"unknown ship strategy {strategy}")

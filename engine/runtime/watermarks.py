@@ -8,6 +8,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 MIN_WATERMARK = -(2**63)
+# The timestamp PyFlink's process functions see for a record that has none (StreamRecord's Long.MIN_VALUE).
+NO_TIMESTAMP = MIN_WATERMARK
 MAX_WATERMARK = 2**63 - 1
 
 

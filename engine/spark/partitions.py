@@ -30,7 +30,7 @@ from engine.datastream.functions import (
 from engine.runtime.key_groups import assign_to_key_group
 from engine.runtime.operators.basic import _extend
 from engine.runtime.state.heap_backend import HeapKeyedStateBackend
-from engine.runtime.watermarks import MIN_WATERMARK
+from engine.runtime.watermarks import MIN_WATERMARK, NO_TIMESTAMP
 from engine.spark import print_stream  # noqa: F401  (in a Spark worker: printed lines reach the job's stream)
 from engine.spark.timer_service import BatchTimerService
 from engine.spark.timestamps import NO_STAMPS, Stamping
@@ -55,6 +55,7 @@ class TaskInfo:
     parallelism: int
     max_parallelism: int
     job_parameters: dict[str, str] = field(default_factory=dict)
+    key_spec: Any = None  # a keyed operator's key type (engine.common.key_spec): it decides key groups
 
 
 def current_partition() -> int:
@@ -284,8 +285,9 @@ class _ProcessContext(ProcessFunction.Context):
         self.timers = _NoTimers("timers can only be used on a keyed stream (key_by(...).process(...))")
         self.ts: int | None = None
 
-    def timestamp(self) -> int | None:
-        return self.ts
+    def timestamp(self) -> int:
+        # PyFlink hands Python functions StreamRecord.getTimestamp(): Long.MIN_VALUE without one.
+        return NO_TIMESTAMP if self.ts is None else self.ts
 
     def timer_service(self) -> TimerService:
         return self.timers
@@ -316,12 +318,13 @@ def process_partition(fn: ProcessFunction, info: TaskInfo, stamping: Stamping = 
 class KeyPartitioner:
     """Key -> the parallel instance owning its key group, exactly as the native HASH edge routes it."""
 
-    def __init__(self, max_parallelism: int, parallelism: int) -> None:
+    def __init__(self, max_parallelism: int, parallelism: int, key_spec: Any = None) -> None:
         self.max_parallelism = max_parallelism
         self.parallelism = parallelism
+        self.key_spec = key_spec
 
     def __call__(self, key: Any) -> int:
-        return assign_to_key_group(key, self.max_parallelism) * self.parallelism // self.max_parallelism
+        return assign_to_key_group(key, self.max_parallelism, self.key_spec) * self.parallelism // self.max_parallelism
 
 
 class SortKeyPartitioner:
@@ -336,7 +339,11 @@ class SortKeyPartitioner:
 
 
 def sort_keyed_partition(
-    key_selector: Callable[[Any], Any], max_parallelism: int, stamped: bool = False, by_timestamp: bool = False
+    key_selector: Callable[[Any], Any],
+    max_parallelism: int,
+    stamped: bool = False,
+    by_timestamp: bool = False,
+    key_spec: Any = None,
 ) -> PartitionFn:
     """Tags each record with a sort key that groups by key group and orders records within a key.
 
@@ -348,7 +355,7 @@ def sort_keyed_partition(
         for position, record in enumerate(it):
             v, ts = record if stamped else (record, None)
             k = key_selector(v)
-            group = assign_to_key_group(k, max_parallelism)
+            group = assign_to_key_group(k, max_parallelism, key_spec)
             if by_timestamp:
                 yield (group, MIN_WATERMARK if ts is None else ts, index, position), (k, v, ts)
             else:
@@ -405,8 +412,9 @@ class _KeyedContext(KeyedProcessFunction.OnTimerContext):
         self.ts: int | None = None
         self.domain: TimeDomain | None = None
 
-    def timestamp(self) -> int | None:
-        return self.ts
+    def timestamp(self) -> int:
+        # PyFlink hands Python functions StreamRecord.getTimestamp(): Long.MIN_VALUE without one.
+        return NO_TIMESTAMP if self.ts is None else self.ts
 
     def timer_service(self) -> TimerService:
         return self.timers
@@ -432,7 +440,7 @@ def keyed_process_partition(fn: KeyedProcessFunction, info: TaskInfo, stamped_ou
     """
 
     def run(index: int, it: Iterator[SortedKeyedRecord]) -> Iterator[Any]:
-        backend = HeapKeyedStateBackend(info.max_parallelism)
+        backend = HeapKeyedStateBackend(info.max_parallelism, key_spec=info.key_spec)
         _open(fn, info, index, backend)
         timers = BatchTimerService()
         ctx = _KeyedContext(backend, timers)

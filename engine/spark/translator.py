@@ -162,7 +162,7 @@ def translate_reduce(
         reduce_fn: Callable[[Any, Any], Any] = P.ReduceCall(fn, info)  # it needs open() in each task
     else:
         reduce_fn = getattr(fn, "reduce", fn)
-    partitioner = P.KeyPartitioner(info.max_parallelism, info.parallelism)
+    partitioner = P.KeyPartitioner(info.max_parallelism, info.parallelism, info.key_spec)
     # Our own map-side combine (cheaper per record than reduceByKey's); reduceByKey then merges the partials.
     return (
         rdd.mapPartitions(combine_partition(key_selector, reduce_fn))
@@ -190,7 +190,7 @@ def translate_window(
     if plan.shape == W.BY_WINDOW:
         combine = plan.incremental and fns.can_merge()
         assign = W.assign_windows_partition(key_selector, t.params["assigner"], info.operator_name, combine)
-        partitioner = W.WindowKeyPartitioner(info.max_parallelism, p)
+        partitioner = W.WindowKeyPartitioner(info.max_parallelism, p, info.key_spec)
         by_window = rdd.mapPartitionsWithIndex(assign)
         if combine:  # aggregateByKey's shape, the first record creating the accumulator
             combined = by_window.combineByKey(
@@ -213,7 +213,7 @@ def _sorted_by_key(
 ) -> RDD:
     """Records routed to the instance owning their key group, sorted there as Flink's BATCH keyed input."""
     return rdd.mapPartitionsWithIndex(
-        P.sort_keyed_partition(key_selector, info.max_parallelism, stamped, by_timestamp)
+        P.sort_keyed_partition(key_selector, info.max_parallelism, stamped, by_timestamp, info.key_spec)
     ).repartitionAndSortWithinPartitions(
         numPartitions=info.parallelism,
         partitionFunc=P.SortKeyPartitioner(info.max_parallelism, info.parallelism),
@@ -222,7 +222,13 @@ def _sorted_by_key(
 
 # -- edges -----------------------------------------------------------------------------
 def translate_edge(
-    rdd: RDD, strategy: ShipStrategy, node: StreamNode, key_selector: Any = None, stamped: bool = False
+    rdd: RDD,
+    strategy: ShipStrategy,
+    node: StreamNode,
+    key_selector: Any = None,
+    stamped: bool = False,
+    key_spec: Any = None,
+    custom: Any = None,
 ) -> RDD:
     """Re-distribute an upstream RDD over the target's ``parallelism`` partitions as the edge says."""
     p = node.parallelism
@@ -242,9 +248,12 @@ def translate_edge(
         )
     if strategy is ShipStrategy.HASH:
         # A keyed stream feeding a non-keyed operator (key_by(...).map(...)): route by key group only.
-        partitioner = P.KeyPartitioner(node.max_parallelism, p)
+        partitioner = P.KeyPartitioner(node.max_parallelism, p, key_spec)
         key_of = (lambda r: key_selector(r[0])) if stamped else key_selector
         return rdd.map(lambda r: (partitioner(key_of(r)), r)).partitionBy(p, _identity).values()
+    if strategy is ShipStrategy.CUSTOM and custom is not None:
+        value_of = (lambda r: r[0]) if stamped else (lambda r: r)
+        return rdd.map(lambda r: (custom.channel(value_of(r), p), r)).partitionBy(p, _identity).values()
     raise untranslatable_operator(node.name, f"unknown ship strategy {strategy}")
 
 
@@ -329,6 +338,7 @@ class _Translator:
             parallelism=node.parallelism,
             max_parallelism=node.max_parallelism,
             job_parameters=self.job_parameters,
+            key_spec=self.sg.key_spec_for(node.id),
         )
 
     def build(self) -> SparkPlan:
@@ -385,7 +395,15 @@ class _Translator:
         rdds = []
         for e in edges:
             selector = self.sg.key_selector_for(node.id, e.input_index)
-            rdd = translate_edge(self._upstream(e, node), e.ship_strategy, node, selector, stamped)
+            rdd = translate_edge(
+                self._upstream(e, node),
+                e.ship_strategy,
+                node,
+                selector,
+                stamped,
+                self.sg.key_spec_for(node.id),
+                self.sg.custom_partition_for(node.id, e.input_index),
+            )
             rdds.append(rdd.map(_tag(e.input_index), True) if tagged else rdd)
         rdd = self._union(rdds)
         if rdd.getNumPartitions() > node.parallelism:

@@ -337,33 +337,43 @@ def count_windows_partition(
     evictor: Evictor | None = params.get("evictor")
     _empty = object()
 
+    counting = getattr(assigner, "counts_elements", False)
+
     def run(index: int, it: Iterator[SortedKeyedRecord]) -> Iterator[Any]:
         fns.open(index)
         try:
             for k, records in records_by_key(it):
-                tctx = _KeyTriggerContext()
-                acc: Any = _empty
-                elements: list[tuple[Any, int]] = []
-                for v, _ in records:
+                # window -> [trigger context, accumulator, elements]; one GlobalWindow unless the
+                # assigner places elements by their count (PyFlink's sliding count windows).
+                open_windows: dict[Any, list[Any]] = {}
+                for n, (v, _) in enumerate(records):
                     ts = _wall_clock_ms()  # count windows are not in event time: natively the clock stamps them
-                    (w,) = assigner.assign_windows(v, ts)
-                    if incremental:
-                        acc = fns.create(v) if acc is _empty else fns.add(acc, v)
-                    else:
-                        elements.append((v, ts))
-                    result = trigger.on_element(v, ts, w, tctx)
-                    if result.is_fire and (acc is not _empty or elements):
+                    targets = assigner.windows_for_count(n) if counting else assigner.assign_windows(v, ts)
+                    for w in targets:
+                        slot = open_windows.get(w)
+                        if slot is None:
+                            slot = open_windows[w] = [_KeyTriggerContext(), _empty, []]
+                        tctx, acc, elements = slot
                         if incremental:
-                            yield from _out(fns.fire_accumulator(k, w, acc), w, stamped)
+                            acc = slot[1] = fns.create(v) if acc is _empty else fns.add(acc, v)
                         else:
-                            kept = elements
-                            if evictor is not None and not evictor.do_evict_after:
-                                kept = evictor.evict(kept, w)
-                            yield from _out(fns.fire_values(k, w, [e for e, _ in kept]), w, stamped)
-                            if evictor is not None:
-                                elements = list(evictor.evict(kept, w) if evictor.do_evict_after else kept)
-                    if result.is_purge:
-                        acc, elements = _empty, []
+                            elements.append((v, ts))
+                        result = trigger.on_element(v, ts, w, tctx)
+                        if result.is_fire and (acc is not _empty or elements):
+                            if incremental:
+                                yield from _out(fns.fire_accumulator(k, w, acc), w, stamped)
+                            else:
+                                kept = elements
+                                if evictor is not None and not evictor.do_evict_after:
+                                    kept = evictor.evict(kept, w)
+                                yield from _out(fns.fire_values(k, w, [e for e, _ in kept]), w, stamped)
+                                if evictor is not None:
+                                    slot[2] = list(evictor.evict(kept, w) if evictor.do_evict_after else kept)
+                        if result.is_purge:
+                            if counting:  # that window gets no more elements
+                                del open_windows[w]
+                            else:
+                                slot[1], slot[2] = _empty, []
         finally:
             fns.close()
 

@@ -6,7 +6,7 @@ from typing import Any, Callable
 
 from engine.common.time import Duration, Time
 from engine.windowing.triggers import CountTrigger, EventTimeTrigger, ProcessingTimeTrigger, Trigger
-from engine.windowing.windows import GlobalWindow, TimeWindow, merge_time_windows
+from engine.windowing.windows import CountWindow, GlobalWindow, TimeWindow, merge_time_windows
 
 
 def _ms(t: Time | Duration | int) -> int:
@@ -205,8 +205,21 @@ class CountTumblingWindowAssigner(GlobalWindows):
         return PurgingTrigger.of(CountTrigger.of(self.size))
 
 
-class CountSlidingWindowAssigner(GlobalWindows):
+class CountSlidingWindowAssigner(WindowAssigner):
+    """PyFlink's sliding count windows (``KeyedStream.count_window(size, slide)``): a key's n-th
+    element (from 0) belongs to every ``CountWindow(i)`` whose elements ``i*slide .. i*slide+size-1``
+    include n, and each window fires once, when it holds ``size`` elements. (Java Flink's
+    countWindow(size, slide) fires every ``slide`` elements instead; PyFlink does not.)
+
+    The window operators keep the per-key count and ask ``windows_for_count``; ``counts_elements``
+    tells them to."""
+
+    is_event_time = False
+    counts_elements = True
+
     def __init__(self, size: int, slide: int) -> None:
+        if size <= 0 or slide <= 0:
+            raise ValueError(f"count window size and slide must be positive, got {size} and {slide}")
         self.size = size
         self.slide = slide
 
@@ -214,5 +227,18 @@ class CountSlidingWindowAssigner(GlobalWindows):
     def of(window_size: int, window_slide: int) -> "CountSlidingWindowAssigner":
         return CountSlidingWindowAssigner(window_size, window_slide)
 
+    def windows_for_count(self, n: int) -> list[CountWindow]:
+        """The windows of a key's n-th element, newest first (PyFlink's order)."""
+        last = n // self.slide
+        first = max(0, (n - self.size) // self.slide + 1)
+        return [CountWindow(i) for i in range(last, first - 1, -1)]
+
+    def assign_windows(self, element: Any, timestamp: int) -> list[Any]:
+        raise TypeError("CountSlidingWindowAssigner places elements by their per-key count (windows_for_count)")
+
     def get_default_trigger(self) -> Trigger:
-        return CountTrigger.of(self.slide)
+        from engine.windowing.triggers import PurgingTrigger
+
+        # A count window receives no element after its size-th, so purging on the firing changes no
+        # result and frees the window at once.
+        return PurgingTrigger.of(CountTrigger.of(self.size))

@@ -87,6 +87,22 @@ def test_broadcast_delivers_each_record_once_per_instance(sc):
     assert spark == native == sorted([10, 20, 30] * 3)
 
 
+def test_partition_custom_sends_each_record_to_the_partition_the_partitioner_names(sc):
+    class Index(MapFunction):
+        def open(self, runtime_context: RuntimeContext) -> None:
+            self.index = runtime_context.get_index_of_this_subtask()
+
+        def map(self, value):
+            return value, self.index
+
+    def program(env):
+        ds = env.from_collection(list(range(12)))
+        return ds.partition_custom(lambda key, n: key % n, lambda v: v * 2 + 1).map(Index()).set_parallelism(3)
+
+    native, spark = both(sc, program)
+    assert spark == native == sorted(((v, (v * 2 + 1) % 3) for v in range(12)), key=repr)
+
+
 class CountPerKey(KeyedProcessFunction):
     """Keyed state of every kind: a running count, the values seen, and a per-parity tally."""
 

@@ -206,8 +206,8 @@ def test_count_windows(sc):
     assert spark == native
     per_key = {k: [e[1] for e in EVENTS if e[0] == k] for k in KEYS}
     sliding = sorted(r for tag, r in spark if tag == "sliding")
-    expected = sorted((k, tuple(v[max(0, n - 4) : n])) for k, v in per_key.items() for n in range(2, len(v) + 1, 2))
-    assert sliding == expected  # every 2 elements, the last 4
+    expected = sorted((k, tuple(v[n - 4 : n])) for k, v in per_key.items() for n in range(4, len(v) + 1, 2))
+    assert sliding == expected  # PyFlink's sliding count windows: elements 0-3, 2-5, ... each once, when full
     assert sum(1 for tag, _ in spark if tag == "tumbling") == sum(len(v) // 3 for v in per_key.values())
 
 

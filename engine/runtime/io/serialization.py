@@ -2,8 +2,8 @@
 
 A buffer is ``(kind, a, b)``. Records travel as ``(RECORDS, values, timestamps)``;
 events travel in-band as their own buffers so they stay in order with records.
-Arrays decode as tuples (the common record shape in PyFlink programs); ``Row``
-keeps its field names. An instance of a plain class defined by the job's user code (a dataclass
+Arrays decode as tuples (the common record shape in PyFlink programs), except in a buffer whose
+records are lists, which is packed with exact types; ``Row`` keeps its field names. An instance of a plain class defined by the job's user code (a dataclass
 or class in the program) travels as its class name and its ``__dict__``, whose lists and tuples
 keep their types; the receiver makes it from the class the job's loader registered under that
 name (engine/runtime/user_code_class_loader.py), unpickling nothing. Any other Python object falls
@@ -33,6 +33,7 @@ _EXT_FROZENSET = 4  # its own code: a frozenset must come back hashable (it may 
 _EXT_OBJECT = 5  # [class name, __dict__] of a plain user class instance, packed exactly (_exact)
 _EXT_TUPLE = 6  # a tuple inside an object's state, where arrays decode as lists
 _EXT_OBJECTS = 7  # a whole buffer of one plain user class: [class name, [__dict__, ...]]
+_EXT_EXACT = 8  # a buffer of list records, packed exactly (_exact): lists stay lists, tuples tuples
 
 _state_of = operator.attrgetter("__dict__")
 
@@ -83,6 +84,15 @@ def _new_objects(data: bytes) -> tuple[Any, ...]:
     cls, new = resolve_class(name), object.__new__
     out = []
     append = out.append
+    if cls.__setattr__ is not object.__setattr__:
+        # A frozen dataclass (or any class guarding its attributes) refuses `obj.__dict__ = ...`;
+        # object's own __setattr__ sets the state as unpickling would.
+        set_state = object.__setattr__
+        for state in states:
+            obj = new(cls)
+            set_state(obj, "__dict__", state)
+            append(obj)
+        return tuple(out)
     for state in states:
         obj = new(cls)
         obj.__dict__ = state
@@ -93,6 +103,8 @@ def _new_objects(data: bytes) -> tuple[Any, ...]:
 def _ext_hook(code: int, data: bytes) -> Any:
     if code == _EXT_OBJECTS:
         return _new_objects(data)
+    if code == _EXT_EXACT:
+        return tuple(msgpack.unpackb(data, ext_hook=_ext_hook, use_list=True, strict_map_key=False))
     if code == _EXT_OBJECT:
         name, state = msgpack.unpackb(data, ext_hook=_ext_hook, use_list=True, strict_map_key=False)
         cls = resolve_class(name)
@@ -122,10 +134,16 @@ class MsgpackSerializer:
         self._packer = msgpack.Packer(default=_default, use_bin_type=True, autoreset=True)
 
     def encode(self, kind: int, a: Any, b: Any = None) -> bytes:
-        if kind == RECORDS and a and type(a[0]) not in _NATIVE:
-            batch = _objects_batch(a)
-            if batch is not None:
-                a = batch
+        if kind == RECORDS and a:
+            first = type(a[0])
+            if first is list:
+                # Arrays decode as tuples, so a buffer of list records (judged by its first: one
+                # check per buffer) is packed with exact types, as pickle would keep them.
+                a = msgpack.ExtType(_EXT_EXACT, msgpack.packb(list(a), default=_exact, use_bin_type=True, strict_types=True))
+            elif first not in _NATIVE:
+                batch = _objects_batch(a)
+                if batch is not None:
+                    a = batch
         return self._packer.pack((kind, a, b))
 
     def decode(self, data: bytes) -> tuple[int, Any, Any]:

@@ -18,6 +18,7 @@ from engine.datastream.keyed_functions import may_use_keyed_state
 from engine.datastream.output_tag import OutputTag
 from engine.runtime.operators.base import StreamOperator
 from engine.runtime.operators.results import ResultCollector
+from engine.runtime.watermarks import NO_TIMESTAMP
 
 
 def keyed_call(op: StreamOperator, fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
@@ -126,8 +127,9 @@ class _ProcessContext(ProcessFunction.Context):
         self.timers = timers
         self.collector = collector
 
-    def timestamp(self) -> int | None:
-        return self.ts
+    def timestamp(self) -> int:
+        # PyFlink hands Python functions StreamRecord.getTimestamp(): Long.MIN_VALUE without one.
+        return NO_TIMESTAMP if self.ts is None else self.ts
 
     def timer_service(self) -> TimerService:
         return self.timers

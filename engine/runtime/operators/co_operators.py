@@ -20,6 +20,7 @@ from engine.runtime.operators.base import StreamOperator
 from engine.runtime.operators.basic import _NoTimers, _ProcessContext
 from engine.runtime.operators.keyed import KeyedProcessOperator, _KeyedContext
 from engine.runtime.operators.results import ResultCollector
+from engine.runtime.watermarks import NO_TIMESTAMP
 
 
 class CoMapOperator(StreamOperator):
@@ -174,8 +175,9 @@ class _BroadcastContext:
     def get_broadcast_state(self, state_descriptor: Any) -> BroadcastState:
         return self.states.get(state_descriptor, self.writable)
 
-    def timestamp(self) -> int | None:
-        return self.ts
+    def timestamp(self) -> int:
+        # PyFlink hands Python functions StreamRecord.getTimestamp(): Long.MIN_VALUE without one.
+        return NO_TIMESTAMP if self.ts is None else self.ts
 
     def current_processing_time(self) -> int:
         return self.op.ctx.clock()

@@ -14,6 +14,7 @@ from engine.datastream.output_tag import OutputTag
 from engine.runtime.operators.base import StreamOperator
 from engine.runtime.operators.results import ResultCollector
 from engine.runtime.timers import InternalTimerService
+from engine.runtime.watermarks import NO_TIMESTAMP
 
 _MISSING = object()
 
@@ -90,8 +91,9 @@ class _KeyedContext(KeyedProcessFunction.OnTimerContext):
         self.domain: TimeDomain | None = None
         self.timers = _KeyedTimerService(op)
 
-    def timestamp(self) -> int | None:
-        return self.ts
+    def timestamp(self) -> int:
+        # PyFlink hands Python functions StreamRecord.getTimestamp(): Long.MIN_VALUE without one.
+        return NO_TIMESTAMP if self.ts is None else self.ts
 
     def timer_service(self) -> TimerService:
         return self.timers

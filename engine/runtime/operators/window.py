@@ -187,6 +187,10 @@ class WindowOperator(StreamOperator):
         self.key_selector = self.ctx.key_selector
         self.contents: dict[Any, dict[Any, Any]] = self.backend.table("_window_contents", "window")
         self.trigger_state: dict[Any, dict[Any, dict[str, Any]]] = self.backend.table("_window_triggers", "window")
+        # Assigners that place an element by its per-key count (PyFlink's sliding count windows).
+        self.element_counts: dict[Any, int] | None = (
+            self.backend.table("_window_element_counts", "value") if getattr(self.assigner, "counts_elements", False) else None
+        )
         # Timers are keyed by (key, window); they belong to the key's key group.
         self.timers = InternalTimerService(self.ctx.clock, key_of=_timer_key)
         self.tctx = _TriggerContext(self)
@@ -248,7 +252,13 @@ class WindowOperator(StreamOperator):
             windows = self.contents.get(key)
             if windows is None:
                 windows = self.contents[key] = {}
-            targets = assigner.assign_windows(v, elem_ts)
+            counts = self.element_counts
+            if counts is None:
+                targets = assigner.assign_windows(v, elem_ts)
+            else:
+                n = counts.get(key, 0)
+                counts[key] = n + 1
+                targets = assigner.windows_for_count(n)
             if assigner.is_merging:
                 targets = [self._merge_into(key, windows, w) for w in targets]
             placed = False

@@ -72,17 +72,18 @@ def create_keyed_backend(
     clock: Callable[[], int] | None = None,
     *,
     cache_entries: int = 10_000,
+    key_spec: Any = None,
 ) -> KeyedStateBackend:
     """A backend by its configured name; ``directory`` is only used, and then required, by the on-disk one."""
     name = kind.strip().lower()
     if name == HASHMAP:
         from engine.runtime.state.heap_backend import HeapKeyedStateBackend
 
-        return HeapKeyedStateBackend(max_parallelism, clock)
+        return HeapKeyedStateBackend(max_parallelism, clock, key_spec)
     if name in ON_DISK:
         if directory is None:
             raise ValueError(f"the '{name}' state backend keeps state on disk and needs a directory")
         from engine.runtime.state.lmdb_backend import LmdbKeyedStateBackend  # imports lmdb only when used
 
-        return LmdbKeyedStateBackend(max_parallelism, directory, cache_entries=cache_entries, clock=clock)
+        return LmdbKeyedStateBackend(max_parallelism, directory, cache_entries=cache_entries, clock=clock, key_spec=key_spec)
     raise ValueError(f"unknown state backend {kind!r}: expected one of {', '.join((HASHMAP, *ON_DISK))}")

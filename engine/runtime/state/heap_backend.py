@@ -58,8 +58,9 @@ class StateFactory:
 
 
 class HeapKeyedStateBackend(StateFactory):
-    def __init__(self, max_parallelism: int, clock: Callable[[], int] | None = None) -> None:
+    def __init__(self, max_parallelism: int, clock: Callable[[], int] | None = None, key_spec: Any = None) -> None:
         self.max_parallelism = max_parallelism
+        self.key_spec = key_spec  # the declared key type, which decides each key's key group
         self.clock = clock or (lambda: int(time.time() * 1000))
         self.current_key: Any = None
         self.tables: dict[str, dict[Any, Any]] = {}
@@ -77,7 +78,7 @@ class HeapKeyedStateBackend(StateFactory):
         out: dict[int, dict[str, list[tuple[Any, Any]]]] = {}
         for name, table in self.tables.items():
             for key, value in table.items():
-                kg = assign_to_key_group(key, self.max_parallelism)
+                kg = assign_to_key_group(key, self.max_parallelism, self.key_spec)
                 out.setdefault(kg, {}).setdefault(name, []).append((key, value))
         return out
 

@@ -81,10 +81,12 @@ class LmdbKeyedStateBackend(StateFactory):
         cache_entries: int = 10_000,
         clock: Callable[[], int] | None = None,
         map_size: int = 1 << 36,
+        key_spec: Any = None,
     ) -> None:
         if cache_entries < 1:
             raise ValueError(f"cache_entries must be at least 1, got {cache_entries}")
         self.max_parallelism = max_parallelism
+        self.key_spec = key_spec  # the declared key type, which decides each key's key group
         self.clock = clock or (lambda: int(time.time() * 1000))
         self.current_key: Any = None
         self.tables: dict[str, LmdbTable] = {}
@@ -131,7 +133,7 @@ class LmdbKeyedStateBackend(StateFactory):
             for name, table in self.tables.items():
                 for lk, vb in txn.cursor(table.db):
                     key, value = _decode(lk, vb)
-                    kg = assign_to_key_group(key, self.max_parallelism)
+                    kg = assign_to_key_group(key, self.max_parallelism, self.key_spec)
                     out.setdefault(kg, {}).setdefault(name, []).append((key, value))
         return out
 

@@ -35,10 +35,10 @@ KEY_ENCODING_FIELD = "_key_encoding/version"  # in ``kinds``, never a state name
 def snapshot_keyed(backend: Any, operator: Any) -> tuple[dict[int, dict[str, list]], dict[str, str]]:
     """The keyed head's state and timers by key group, and the kind of every state table."""
     keyed = backend.snapshot_by_key_group()
-    max_p = backend.max_parallelism
+    max_p, spec = backend.max_parallelism, getattr(backend, "key_spec", None)
 
     def key_group_of(key: Any) -> int:
-        return assign_to_key_group(key, max_p)
+        return assign_to_key_group(key, max_p, spec)
 
     for name, service in operator.timer_services().items():
         for kg, entries in service.snapshot_by_key_group(key_group_of).items():
@@ -70,7 +70,11 @@ def restore_keyed(
                 if i not in loaded:
                     loaded[i] = read(handle) or {}
         keyed = regroup_keyed(
-            [loaded[i].get("keyed") or {} for i in sorted(loaded)], spec.key_groups, spec.max_parallelism, TIMERS_PREFIX
+            [loaded[i].get("keyed") or {} for i in sorted(loaded)],
+            spec.key_groups,
+            spec.max_parallelism,
+            TIMERS_PREFIX,
+            getattr(backend, "key_spec", None),
         )
         share = OperatorSubtaskState(keyed=keyed)
     else:

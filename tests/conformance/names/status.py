@@ -62,7 +62,7 @@ NOTES: dict[str, str] = {
     "pyflink.datastream.data_stream.DataStream": (
         "window_all runs its window at parallelism 1 (as Java Flink does; PyFlink keeps the default parallelism "
         "and sends every record to one subtask); set_buffer_timeout is accepted but the job's buffer timeout "
-        "applies; set_uid_hash matches state as a uid does; partition_custom and cache raise NotSupportedError"
+        "applies; set_uid_hash matches state as a uid does; cache raises NotSupportedError"
     ),
     "pyflink.datastream.data_stream.KeyedStream": (
         "as DataStream; configuration calls (uid, set_parallelism...) raise TypeError with PyFlink's messages"
@@ -80,7 +80,7 @@ NOTES: dict[str, str] = {
         "the path becomes the checkpoint directory; size thresholds and write buffer are recorded only"
     ),
     "pyflink.datastream.functions.Partitioner": (
-        "the interface exists; DataStream.partition_custom raises NotSupportedError (use key_by)"
+        "DataStream.partition_custom calls partition(key, n) per record; open and close are not called"
     ),
     "pyflink.datastream.connectors.file_system.FileSink": (
         "row formats; for_bulk_format and BulkFormatBuilder raise NotSupportedError"

@@ -96,8 +96,12 @@ def test_rows_pickled_before_kinds_still_load():
     assert pickle.loads(pickle.dumps(OldNamedRow())) == Row(a=1, b=2)
 
 def test_named_rows_equal_in_any_name_order_hash_and_key_alike() -> None:
-    from engine.runtime.key_groups import key_bytes
+    from engine.common.key_spec import key_spec
+    from engine.common.typeinfo import Types
+    from engine.runtime.key_hash import key_hash_code
 
     a, b = Row(a=1, b=2), Row(b=2, a=1)
     assert a == b and hash(a) == hash(b) and len({a, b}) == 1
-    assert key_bytes(a) == key_bytes(b)
+    assert key_hash_code(a) == key_hash_code(b)
+    spec = key_spec(Types.ROW_NAMED(["a", "b"], [Types.INT(), Types.INT()]))
+    assert key_hash_code(a, spec) == key_hash_code(b, spec)

@@ -36,8 +36,6 @@ def test_set_uid_hash_names_the_operator_state_like_a_uid():
 def test_unsupported_stream_and_environment_calls_say_what_to_use():
     env = StreamExecutionEnvironment.get_execution_environment()
     ds = env.from_collection([1])
-    with pytest.raises(NotSupportedError, match="key_by"):
-        ds.partition_custom(lambda k, n: 0, lambda x: x)
     with pytest.raises(NotSupportedError, match="FileSink"):
         ds.cache()
     with pytest.raises(TypeError, match="Cache for KeyedStream is not supported."):

@@ -25,13 +25,17 @@ def test_plan_nodes_have_flinks_fields_sinks_last():
     plan = json.loads(env.get_execution_plan())
     assert list(plan) == ["nodes"]
     nodes = plan["nodes"]
-    assert [n["pact"] for n in nodes] == ["Data Source", "Operator", "Operator", "Data Sink", "Data Sink"]
-    source, reduce, filt, sink1, sink2 = nodes
+    assert [n["pact"] for n in nodes] == ["Data Source", "Operator", "Operator", "Operator", "Data Sink", "Data Sink"]
+    source, reduce, filt, key_by_map, sink1, sink2 = nodes
     assert source == {
         "id": source["id"], "type": "Source: Collection Source", "pact": "Data Source",
         "contents": "Source: Collection Source", "parallelism": 1,
     }
-    assert reduce["predecessors"] == [{"id": source["id"], "ship_strategy": "HASH", "side": "second"}]
+    # PyFlink's key_by is a Python map at its input's parallelism, then the HASH edge (recorded from
+    # PyFlink 2.3.0: Source -FORWARD-> _stream_key_by_map_operator (1) -HASH-> Reduce).
+    assert key_by_map["contents"] == "_stream_key_by_map_operator" and key_by_map["parallelism"] == 1
+    assert key_by_map["predecessors"] == [{"id": source["id"], "ship_strategy": "FORWARD", "side": "second"}]
+    assert reduce["predecessors"] == [{"id": key_by_map["id"], "ship_strategy": "HASH", "side": "second"}]
     # A change of parallelism without explicit partitioning is REBALANCE, as in Flink.
     assert filt["parallelism"] == 3
     assert filt["predecessors"] == [{"id": source["id"], "ship_strategy": "REBALANCE", "side": "second"}]
@@ -101,3 +105,17 @@ def test_no_fusion_across_disabled_chaining_parallelism_changes_or_fan_out():
     env2.disable_operator_chaining()
     env2.from_collection([1]).map(lambda x: x).filter(lambda x: True).print()
     assert "Map, Filter" not in [n["type"] for n in json.loads(env2.get_execution_plan())["nodes"]]
+
+
+def test_key_by_map_fuses_with_the_python_function_before_it_and_is_shared_by_one_keyed_streams_consumers():
+    # Recorded from PyFlink 2.3.0: map(...).set_parallelism(3).key_by(...) plans as
+    # "Map, _stream_key_by_map_operator" at parallelism 3; two consumers of one KeyedStream share one.
+    env = _env(2)
+    keyed = env.from_collection([1, 2, 3], type_info=Types.INT()).map(lambda x: x).set_parallelism(3).key_by(lambda x: x % 2)
+    keyed.map(lambda x: x).print()
+    keyed.filter(lambda x: True).print()
+    nodes = json.loads(env.get_execution_plan())["nodes"]
+    fused = [n for n in nodes if "_stream_key_by_map_operator" in n["contents"]]
+    assert [(n["contents"], n["parallelism"]) for n in fused] == [("Map, _stream_key_by_map_operator", 3)]
+    hashed = [n for n in nodes if n.get("predecessors", [{}])[0].get("ship_strategy") == "HASH"]
+    assert len(hashed) == 2 and all(n["predecessors"][0]["id"] == fused[0]["id"] for n in hashed)

@@ -1,15 +1,11 @@
-"""Key groups: Flink's KeyGroupRangeAssignment formulas and a process-stable key hash."""
+"""Key groups: Flink's KeyGroupRangeAssignment formulas over PyFlink's key hash (see test_key_hash)."""
 from __future__ import annotations
 
-import zlib
-
-import msgpack
 import pytest
 
 from engine.runtime.key_groups import (
     assign_key_to_operator,
     assign_to_key_group,
-    key_bytes,
     key_group_range,
     operator_index_for_key_group,
 )
@@ -63,43 +59,33 @@ def test_key_group_is_deterministic_and_in_range(key):
         assert 0 <= kg < max_p
 
 
-# Hard-coded so that any change of the key hash (which would orphan all keyed state in
-# existing checkpoints) fails here. Derivations:
-#   "user-1" -> zlib.crc32(b"user-1")                                   = 2116437524
-#   42       -> zlib.crc32((42).to_bytes(16, "little", signed=True))   = 255298052
-#   ("a",1)  -> zlib.crc32(msgpack.packb(["a", 1]))                    = 3847662356
+# Hard-coded so that any change of the key hash (which would orphan all keyed state in existing
+# checkpoints, and send keys to other subtasks than PyFlink does) fails here. Key encoding 3:
+# murmurHash(62 + Arrays.hashCode(cloudpickle.dumps(key))) % max parallelism, as PyFlink 2.3.0
+# routes an untyped key (tests/conformance/programs/keyed_routing_key_types.py records where).
 @pytest.mark.parametrize(
-    ("key", "crc", "kg128", "kg32768"),
+    ("key", "kg128", "kg32768"),
     [
-        ("user-1", 2116437524, 20, 17940),
-        (42, 255298052, 4, 2564),
-        (-7, 1814212606, 126, 12286),
-        (("a", 1), 3847662356, 20, 11028),
-        # Key encoding 2: True is the key 1 (it was msgpack's 0xc3, crc 3496967303, in version 1).
-        (True, 1121180356, 68, 23236),
-        (1, 1121180356, 68, 23236),
-        (None, 1231433021, 61, 11581),
+        ("user-1", 23, 21015),
+        (42, 64, 11584),
+        (-7, 87, 12759),
+        (("a", 1), 9, 29449),
+        # True is the key 1 (Python calls them equal; PyFlink pickles them apart).
+        (True, 38, 12326),
+        (1, 38, 12326),
+        (None, 90, 1882),
     ],
 )
-def test_key_group_values_are_pinned(key, crc, kg128, kg32768):
-    assert zlib.crc32(key_bytes(key)) == crc
+def test_key_group_values_are_pinned(key, kg128, kg32768):
     assert assign_to_key_group(key, 128) == kg128
     assert assign_to_key_group(key, 32768) == kg32768
 
 
-def test_key_bytes_encodings():
-    assert key_bytes("user-1") == b"user-1"
-    assert key_bytes(b"raw") == b"raw"
-    assert key_bytes(42) == (42).to_bytes(16, "little", signed=True)
-    assert key_bytes(("a", 1)) == msgpack.packb(["a", 1])
-    # Big ints that do not fit 128 bits fall back to their decimal text.
-    assert key_bytes(2**200) == str(2**200).encode()
-
-
-def test_keys_python_calls_equal_share_their_bytes():
+def test_keys_python_calls_equal_share_their_key_group():
     # True == 1 == 1.0: one key to Python and to the heap backend, so one key group.
-    assert key_bytes(True) == key_bytes(1) == key_bytes(1.0)
-    assert key_bytes(False) == key_bytes(0) == key_bytes(-0.0)
+    for spec in (None, "INT", "LONG", "DOUBLE", "BOOLEAN"):
+        assert assign_to_key_group(True, 128, spec) == assign_to_key_group(1, 128, spec) == assign_to_key_group(1.0, 128, spec)
+    assert assign_to_key_group(False, 128) == assign_to_key_group(0, 128) == assign_to_key_group(-0.0, 128)
 
 
 def test_tuple_and_list_keys_hash_alike():

@@ -232,3 +232,14 @@ def test_hash_partitioner_routes_unhashable_list_keys_as_the_equal_tuples():
         for ch, vs, _ in p.split(values, None):
             assert all(assign_key_to_operator(tuple(v[0]), 128, 8) == ch for v in vs)
     assert set(p.cache) == {("a", 0), ("a", 1), ("a", 2)}
+
+
+def test_custom_partitioner_routes_by_the_users_partition_and_refuses_a_bad_index():
+    from engine.graph.custom_partition import CustomPartition
+
+    p = create_partitioner("CUSTOM", 3, custom=CustomPartition(lambda k, n: k % n, lambda v: v[0]))
+    out = p.split([(0, "a"), (4, "b"), (5, "c"), (3, "d")], [10, 11, 12, 13])
+    assert sorted(out) == [(0, [(0, "a"), (3, "d")], [10, 13]), (1, [(4, "b")], [11]), (2, [(5, "c")], [12])]
+    bad = create_partitioner("CUSTOM", 3, custom=CustomPartition(lambda k, n: n, lambda v: v))
+    with pytest.raises(ValueError, match="returned 3 for a record, but the stream has 3 partitions"):
+        bad.split([1], None)

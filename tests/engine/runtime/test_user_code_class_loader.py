@@ -114,6 +114,15 @@ def test_records_of_program_classes_cross_the_data_plane_with_exact_field_types(
     assert hash(first.account) == hash(payments[1].account)  # frozen dataclass: usable as a key
 
 
+def test_a_buffer_of_frozen_dataclass_records_crosses_the_data_plane(code: bytes) -> None:
+    graph = load_user_code(code)
+    accounts = [graph.classes["Account"]("b", i) for i in range(3)]  # frozen: no `obj.__dict__ = ...`
+    ser = MsgpackSerializer()
+    back = _in_task(graph, lambda: ser.decode(ser.encode(RECORDS, accounts))[1])
+    assert list(back) == accounts and type(back[0]) is graph.classes["Account"]
+    assert {hash(a) for a in back} == {hash(a) for a in accounts}
+
+
 def test_a_buffer_of_one_class_names_it_once(code: bytes) -> None:
     graph = load_user_code(code)
     payments = [graph.make(i) for i in range(200)]

@@ -235,9 +235,15 @@ def test_count_assigners_default_triggers():
     assert type(tumbling) is PurgingTrigger
     assert type(tumbling.nested) is CountTrigger and tumbling.nested.count == 3
 
-    sliding = CountSlidingWindowAssigner.of(5, 2).get_default_trigger()
-    assert type(sliding) is CountTrigger and sliding.count == 2
-    assert CountSlidingWindowAssigner.of(5, 2).assign_windows("x", 0) == [GlobalWindow()]
+    sliding = CountSlidingWindowAssigner.of(5, 2)
+    trigger = sliding.get_default_trigger()
+    assert type(trigger) is PurgingTrigger and type(trigger.nested) is CountTrigger and trigger.nested.count == 5
+    # PyFlink's CountSlidingWindowAssigner: element n is in every window i with i*2 <= n <= i*2+4.
+    assert [sliding.windows_for_count(n) for n in range(5)] == [
+        [CountWindow(0)], [CountWindow(0)], [CountWindow(1), CountWindow(0)],
+        [CountWindow(1), CountWindow(0)], [CountWindow(2), CountWindow(1), CountWindow(0)],
+    ]
+    assert sliding.windows_for_count(7) == [CountWindow(3), CountWindow(2)]
 
 
 # -- sessions ---------------------------------------------------------------------------

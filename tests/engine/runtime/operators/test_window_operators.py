@@ -678,23 +678,27 @@ def test_count_tumbling_window_fires_and_purges_every_n_elements_per_key():
     assert h.out.records[-1] == (("b", 201), MAX_TIMESTAMP)
 
 
-def test_count_sliding_window_keeps_the_last_size_elements_and_fires_every_slide():
-    # count_window(4, 2) == GlobalWindows + CountSlidingWindowAssigner trigger + CountEvictor.of(4)
-    h = Harness(
-        WindowOperator,
-        Contents(),
-        assigner=CountSlidingWindowAssigner.of(4, 2),
-        evictor=CountEvictor.of(4),
-        function_kind="process",
-    )
-    h.op.process_batch([("a", i) for i in range(1, 8)], None)
-    assert h.out.values() == [("a", None, None, (1, 2)), ("a", None, None, (1, 2, 3, 4)), ("a", None, None, (3, 4, 5, 6))]
+def test_count_sliding_window_fires_each_window_once_it_holds_size_elements():
+    # PyFlink's count_window(4, 2): windows of elements 0-3, 2-5, 4-7, ... of each key; each fires
+    # once, when full (Java Flink's GlobalWindows + CountTrigger(slide) + CountEvictor(size) fires
+    # every two elements instead, which PyFlink does not).
+    h = Harness(WindowOperator, Contents(), assigner=CountSlidingWindowAssigner.of(4, 2), function_kind="process")
+    h.op.process_batch([("a", i) for i in range(1, 8)] + [("b", 10), ("b", 20)], None)
+    assert h.out.values() == [("a", None, None, (1, 2, 3, 4)), ("a", None, None, (3, 4, 5, 6))]
+    h.op.process_batch([("a", 8), ("b", 30), ("b", 40)], None)
+    assert h.out.values()[2:] == [("a", None, None, (5, 6, 7, 8)), ("b", None, None, (10, 20, 30, 40))]
 
 
 def test_count_sliding_window_reduce():
-    h = Harness(WindowOperator, sum_reduce, assigner=CountSlidingWindowAssigner.of(3, 1), evictor=CountEvictor.of(3))
-    h.op.process_batch([("a", v) for v in (1, 10, 100, 1000)], None)
-    assert h.out.values() == [("a", 1), ("a", 11), ("a", 111), ("a", 1110)]
+    h = Harness(WindowOperator, sum_reduce, assigner=CountSlidingWindowAssigner.of(3, 1))
+    h.op.process_batch([("a", v) for v in (1, 10, 100, 1000, 10000)], None)
+    assert h.out.values() == [("a", 111), ("a", 1110), ("a", 11100)]
+
+
+def test_count_sliding_window_counts_survive_a_snapshot():
+    h = Harness(WindowOperator, sum_reduce, assigner=CountSlidingWindowAssigner.of(2, 2))
+    h.op.process_batch([("a", 1)], None)
+    assert h.op.backend.table("_window_element_counts", "value") == {"a": 1}
 
 
 def test_global_windows_without_a_trigger_never_fire():

@@ -1,6 +1,7 @@
-"""Restoring keyed state taken under key encoding 1 (before equal keys shared a key group): every
-key is regrouped from every old subtask's state file, at the same or another parallelism; state of
-encoding 2 is restored by key group as before, from the subtask's own file only."""
+"""Restoring keyed state taken under key encoding 1 (before equal keys shared a key group) or 2
+(before keys were grouped as PyFlink groups them): every key is regrouped from every old subtask's
+state file, at the same or another parallelism, by its declared key type; state of the current
+encoding is restored by key group, from the subtask's own file only."""
 from __future__ import annotations
 
 import dataclasses
@@ -101,18 +102,55 @@ def test_regrouping_at_an_unchanged_parallelism_reads_the_other_subtasks_files(t
     assert read == [paths[1]]
 
 
-def test_state_of_key_encoding_2_is_restored_from_its_own_file_only(tmp_path):
+def _write_v2_files(tmp_path, parallelism: int) -> dict[int, str]:
+    """State files of key encoding 2: keys in other key groups than now, the version recorded."""
+    files: dict[int, dict[str, Any]] = {
+        i: {"keyed": {}, "kinds": {"count": "value", KEY_ENCODING_FIELD: "2"}} for i in range(parallelism)
+    }
+    for key, value in STATE.items():
+        kg = zlib.crc32(repr(sorted(map(repr, key)) if isinstance(key, frozenset) else key).encode()) % MAX_P
+        files[kg * parallelism // MAX_P]["keyed"].setdefault(kg, {}).setdefault("count", []).append((key, value))
+    paths = {}
+    for i, content in files.items():
+        path = _completed_chk(tmp_path) / f"op2-{i}.state"
+        path.write_bytes(pickle.dumps(content))
+        paths[i] = str(path)
+    return paths
+
+
+@pytest.mark.parametrize("key_spec", [None, "STRING"])
+@pytest.mark.parametrize(("old_p", "new_p"), [(2, 2), (2, 3), (3, 1)])
+def test_state_of_key_encoding_2_is_regrouped_by_the_key_type(tmp_path, old_p, new_p, key_spec):
+    paths = _write_v2_files(tmp_path, old_p)
+    restored: dict = {}
+    for i in range(new_p):
+        same = new_p == old_p
+        spec = OperatorRestore(
+            "counts", i, new_p, old_p, MAX_P,
+            {j: h for j, h in paths.items() if not same or j == i}, {}, dict(paths) if same else {},
+        )
+        loaded = {j: pickle.loads(open(h, "rb").read()) for j, h in spec.handles.items()}
+        backend = HeapKeyedStateBackend(MAX_P, key_spec=key_spec)
+        restore_keyed(backend, _Operator(), loaded, spec)
+        mine = dict(backend.tables.get("count", {}))
+        assert all(assign_key_to_operator(k, MAX_P, new_p, key_spec) == i for k in mine), (i, mine)
+        assert not set(mine) & set(restored), "a key was restored twice"
+        restored.update(mine)
+    assert restored == STATE
+
+
+def test_state_of_the_current_key_encoding_is_restored_from_its_own_file_only(tmp_path):
     backend = HeapKeyedStateBackend(MAX_P)
     table = backend.table("count", "value")
     for key, value in STATE.items():
         if assign_key_to_operator(key, MAX_P, 2) == 0:
             table[key] = value
     keyed, kinds = snapshot_keyed(backend, _Operator())
-    assert key_encoding_of({"kinds": kinds}) == KEY_ENCODING_VERSION and kinds[KEY_ENCODING_FIELD] == "2"
+    assert key_encoding_of({"kinds": kinds}) == KEY_ENCODING_VERSION and kinds[KEY_ENCODING_FIELD] == "3"
     spec = OperatorRestore("counts", 0, 2, 2, MAX_P, {0: "own"}, {}, {0: "own", 1: "peer"})
 
     def read_peer(handle: str) -> dict:
-        raise AssertionError("encoding 2 needs no other subtask's file")
+        raise AssertionError("the current encoding needs no other subtask's file")
 
     fresh = HeapKeyedStateBackend(MAX_P)
     restore_keyed(fresh, _Operator(), {0: {"keyed": keyed, "kinds": kinds}}, spec, read_peer)
