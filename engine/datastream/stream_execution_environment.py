@@ -49,6 +49,7 @@ class StreamExecutionEnvironment:
         self._restart_strategy: RestartStrategyConfiguration | None = None
         self._execution_config = ExecutionConfig(self)
         self._python_files: list[str] = []  # add_python_file: shipped with every job (engine/runtime/python_dependencies.py)
+        self._python_requirements: tuple[str, str | None] | None = None  # set_python_requirements
 
     @staticmethod
     def get_execution_environment(configuration: Configuration | None = None) -> "StreamExecutionEnvironment":
@@ -215,9 +216,15 @@ class StreamExecutionEnvironment:
         )
 
     def set_python_requirements(self, requirements_file_path: str, requirements_cache_dir: str | None = None) -> None:
-        raise not_supported(
-            "set_python_requirements", "installing requirements per job is not implemented yet",
-            "pip-installing them into every TaskManager's environment",
+        """Install a requirements file's packages for the job's code on every TaskManager (pip, into a
+        directory cached per requirements content). With ``requirements_cache_dir`` (wheels and
+        sdists, e.g. from ``pip download -d``) they are installed from it alone, with no index."""
+        for what, path in (("requirements file", requirements_file_path), ("requirements cache directory", requirements_cache_dir)):
+            if path is not None and not os.path.exists(os.path.expanduser(path)):
+                raise FileNotFoundError(f"set_python_requirements: the {what} {path!r} does not exist")
+        self._python_requirements = (
+            os.path.abspath(os.path.expanduser(requirements_file_path)),
+            os.path.abspath(os.path.expanduser(requirements_cache_dir)) if requirements_cache_dir else None,
         )
 
     def set_python_executable(self, python_exec: str) -> None:
@@ -328,6 +335,7 @@ class StreamExecutionEnvironment:
     def get_stream_graph(self, job_name: str = "Flink Streaming Job"):
         graph = build_stream_graph(self._final_transformations(), job_name, self._parallelism, self._max_parallelism)
         graph.python_files = list(self._python_files)  # read at submission, which packs them with the code
+        graph.python_requirements = self._python_requirements
         return graph
 
     def get_job_graph(self, job_name: str | None = None) -> tuple[JobGraph, Any]:

@@ -1,6 +1,6 @@
-"""Python files shipped with a job (PyFlink's ``add_python_file`` and ``-pyfs``): packed with its user
-code at submission, unpacked per job on every TaskManager and put on the import path before the
-user code is loaded.
+"""Python files shipped with a job (PyFlink's ``add_python_file`` and ``-pyfs``) and its requirements
+(``set_python_requirements``, ``-pyreq``): packed with its user code at submission, unpacked per job
+on every TaskManager and put on the import path before the user code is loaded.
 
 Each item the program added is one of:
 - a ``.py`` file or a directory (a package, or any folder): copied as ``<job dir>/<n>/<name>``, and
@@ -8,18 +8,26 @@ Each item the program added is one of:
 - a ``.zip``: extracted into ``<job dir>/<n>/``, which goes on ``sys.path``;
 - a ``.whl`` or ``.egg``: kept as a file that goes on ``sys.path`` itself (importable zips).
 
+Requirements are installed with ``pip install --target`` into a directory per requirements content,
+cached on the TaskManager, which also goes on ``sys.path``.
+
 The packed form is ``MAGIC`` + msgpack ``{"graph": <cloudpickled StreamGraph>, "files": [[item
-name, [[relative path, bytes], ...]], ...]}``; user code without files stays the bare pickle, so
+name, [[relative path, bytes], ...]], ...], "requirements": {"text": ..., "cache": [...]}}``; user code without files stays the bare pickle, so
 jobs stored before this existed load as they did. The whole blob is what the JobManager signs, so
 shipped files are covered by the same signature as the code.
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import io
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
 import zipfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import msgpack
@@ -49,27 +57,53 @@ def read_item(path: str) -> tuple[str, list[tuple[str, bytes]]]:
     return p.name, files
 
 
+Item = tuple[str, list[tuple[str, bytes]]]
+
+
+@dataclass(frozen=True)
+class Requirements:
+    """``set_python_requirements``: a requirements file's text, and the files of its cache directory
+    (wheels and sdists pip installs from without an index), if one was given."""
+
+    text: str
+    cache: list[tuple[str, bytes]] = field(default_factory=list)
+
+
 def user_code_of(stream_graph: object) -> bytes:
     """What a client submits: the cloudpickled StreamGraph, with the files its program added."""
     import cloudpickle
 
     paths = list(getattr(stream_graph, "python_files", None) or [])
-    return pack(cloudpickle.dumps(stream_graph), [read_item(p) for p in paths])
+    reqs = getattr(stream_graph, "python_requirements", None)
+    requirements = None
+    if reqs is not None:
+        req_file, cache_dir = reqs
+        try:
+            text = Path(req_file).read_text()
+        except OSError as e:
+            raise PythonDependencyError(f"set_python_requirements: cannot read {req_file!r}: {e}") from None
+        requirements = Requirements(text, read_item(cache_dir)[1] if cache_dir else [])
+    return pack(cloudpickle.dumps(stream_graph), [read_item(p) for p in paths], requirements)
 
 
-def pack(graph: bytes, items: list[tuple[str, list[tuple[str, bytes]]]]) -> bytes:
-    if not items:
+def pack(graph: bytes, items: list[Item], requirements: Requirements | None = None) -> bytes:
+    if not items and requirements is None:
         return graph
-    body = {"graph": graph, "files": [[name, [[rel, data] for rel, data in files]] for name, files in items]}
+    body: dict = {"graph": graph, "files": [[name, [[rel, data] for rel, data in files]] for name, files in items]}
+    if requirements is not None:
+        body["requirements"] = {"text": requirements.text, "cache": [[rel, data] for rel, data in requirements.cache]}
     return MAGIC + msgpack.packb(body, use_bin_type=True)
 
 
-def unpack(code: bytes) -> tuple[bytes, list[tuple[str, list[tuple[str, bytes]]]]]:
-    """The cloudpickled graph and the shipped items of a job's user code."""
+def unpack(code: bytes) -> tuple[bytes, list[Item], Requirements | None]:
+    """The cloudpickled graph, the shipped items and the requirements of a job's user code."""
     if not code.startswith(MAGIC):
-        return code, []
+        return code, [], None
     body = msgpack.unpackb(code[len(MAGIC):], raw=False)
-    return body["graph"], [(name, [(rel, data) for rel, data in files]) for name, files in body["files"]]
+    items = [(name, [(rel, data) for rel, data in files]) for name, files in body["files"]]
+    req = body.get("requirements")
+    requirements = Requirements(req["text"], [(rel, data) for rel, data in req["cache"]]) if req else None
+    return body["graph"], items, requirements
 
 
 def _safe_join(base: Path, rel: str) -> Path:
@@ -84,12 +118,14 @@ def materialize(code: bytes, root: str | os.PathLike[str]) -> tuple[bytes, list[
     """Write a job's shipped items under ``root`` (once per content: the directory is named by the
     blob's hash, so a job's tasks and attempts share it and a changed job gets a new one) and return
     the graph to unpickle and the ``sys.path`` entries that make the items importable."""
-    graph, items = unpack(code)
-    if not items:
+    graph, items, requirements = unpack(code)
+    if not items and requirements is None:
         return graph, []
     digest = hashlib.sha256(code).hexdigest()[:24]
     job_dir = Path(root) / digest
     entries: list[str] = []
+    if requirements is not None:
+        entries.append(install_requirements(requirements, Path(root) / "requirements"))
     done = job_dir / ".complete"
     for n, (name, files) in enumerate(items):
         slot = job_dir / str(n)
@@ -120,6 +156,53 @@ def materialize(code: bytes, root: str | os.PathLike[str]) -> tuple[bytes, list[
     done.parent.mkdir(parents=True, exist_ok=True)
     done.touch()
     return graph, entries
+
+
+#: how long installing one job's requirements may take
+PIP_TIMEOUT_S = 600
+
+
+def install_requirements(requirements: Requirements, root: Path) -> str:
+    """``pip install --target`` the requirements once per content (cached across jobs and attempts,
+    and shared by the slot processes of a TaskManager under a file lock); returns the directory to
+    put on ``sys.path``. With a cache directory pip installs from it alone (``--no-index``), as
+    PyFlink does, so TaskManagers need no package index; without one, pip uses its configured index."""
+    h = hashlib.sha256(requirements.text.encode())
+    for rel, data in sorted(requirements.cache):
+        h.update(rel.encode() + b"\0" + hashlib.sha256(data).digest())
+    target = root / h.hexdigest()[:24]
+    done = target / ".installed"
+    if done.exists():
+        return str(target)
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one install at a time; the others then find it done
+        if done.exists():
+            return str(target)
+        work = Path(tempfile.mkdtemp(prefix="reqs-", dir=root))
+        try:
+            (work / "requirements.txt").write_text(requirements.text)
+            cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                   "--no-warn-script-location", "--target", str(work / "site"), "-r", str(work / "requirements.txt")]
+            if requirements.cache:
+                cache = work / "cache"
+                for rel, data in requirements.cache:
+                    f = _safe_join(cache, rel)
+                    f.parent.mkdir(parents=True, exist_ok=True)
+                    f.write_bytes(data)
+                cmd += ["--no-index", "--find-links", str(cache)]
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S)
+            if p.returncode != 0:
+                raise PythonDependencyError(
+                    f"installing the job's Python requirements failed: {(p.stderr or p.stdout).strip()[-2000:]}"
+                )
+            if target.exists():
+                shutil.rmtree(target)
+            os.replace(work / "site", target)
+            done.touch()
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    return str(target)
 
 
 def activate(entries: list[str]) -> None:

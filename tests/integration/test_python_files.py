@@ -85,3 +85,39 @@ def test_without_add_python_file_the_taskmanager_cannot_import_them(tmp_path: Pa
         assert "No module named" in res.stderr + res.stdout
     finally:
         c.stop()
+
+
+REQUIREMENTS_PROGRAM = """
+import sys
+from pyflink.common import Types
+from pyflink.datastream import StreamExecutionEnvironment
+
+env = StreamExecutionEnvironment.get_execution_environment()
+env.set_python_requirements(sys.argv[1], sys.argv[2])
+
+
+def answer(x):
+    import msreqdemo              # installed on the TaskManager from the shipped cache, not here
+    return x * msreqdemo.ANSWER
+
+
+print(sorted(env.from_collection([1, 2], type_info=Types.INT()).map(answer).execute_and_collect()))
+"""
+
+
+def test_requirements_are_installed_on_the_taskmanagers(tmp_path: Path) -> None:
+    from tests.engine.runtime.test_python_dependencies import _wheel
+
+    wheels = _wheel(tmp_path)
+    (tmp_path / "requirements.txt").write_text("msreqdemo==0.1\n")
+    prog = tmp_path / "job" / "program.py"
+    prog.parent.mkdir()
+    prog.write_text(textwrap.dedent(REQUIREMENTS_PROGRAM))
+    c = Cluster(tmp_path)
+    try:
+        c.start(taskmanagers=1, slots=2)
+        res = c.run(prog, str(tmp_path / "requirements.txt"), str(wheels), options=("-p", "2"))
+        assert res.returncode == 0, res.stderr[-3000:]
+        assert "[42, 84]" in res.stdout, res.stdout[-2000:]
+    finally:
+        c.stop()

@@ -125,6 +125,8 @@ def test_async_io_is_real_and_python_dependency_calls_refuse_clearly():
     env = StreamExecutionEnvironment.get_execution_environment()
     with pytest.raises(FileNotFoundError, match="x.py"):  # shipped since issue 15: a missing file is named
         env.add_python_file("x.py")
-    for call in (lambda: env.add_python_archive("a.zip"), lambda: env.set_python_requirements("requirements.txt")):
+    with pytest.raises(FileNotFoundError, match="requirements.txt"):
+        env.set_python_requirements("requirements.txt")
+    for call in (lambda: env.add_python_archive("a.zip"),):
         with pytest.raises(NotSupportedError, match="not implemented yet"):
             call()

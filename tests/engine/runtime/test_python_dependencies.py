@@ -15,7 +15,7 @@ from engine.runtime.python_dependencies import PythonDependencyError, activate, 
 def test_code_without_files_stays_the_bare_pickle() -> None:
     graph = cloudpickle.dumps({"a": 1})
     assert pack(graph, []) == graph
-    assert unpack(graph) == (graph, [])
+    assert unpack(graph) == (graph, [], None)
     assert materialize(graph, "/nonexistent") == (graph, [])
 
 
@@ -63,3 +63,53 @@ def test_a_zip_that_would_write_outside_its_directory_is_refused(tmp_path: Path)
 def test_a_missing_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(PythonDependencyError, match="does not exist"):
         read_item(str(tmp_path / "nope.py"))
+
+
+def _wheel(tmp_path: Path) -> Path:
+    """A tiny wheel written here (a wheel is a zip with a dist-info), so the requirements tests need
+    neither a package index nor a build backend."""
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    info = "msreqdemo-0.1.dist-info"
+    files = {
+        "msreqdemo/__init__.py": "ANSWER = 42\n",
+        f"{info}/METADATA": "Metadata-Version: 2.1\nName: msreqdemo\nVersion: 0.1\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: millstream-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    files[f"{info}/RECORD"] = "".join(f"{name},,\n" for name in [*files, f"{info}/RECORD"])
+    with zipfile.ZipFile(wheels / "msreqdemo-0.1-py3-none-any.whl", "w") as z:
+        for name, text in files.items():
+            z.writestr(name, text)
+    return wheels
+
+
+def test_requirements_are_installed_once_from_the_shipped_cache_and_importable(tmp_path: Path) -> None:
+    from engine.runtime.python_dependencies import Requirements
+
+    wheels = _wheel(tmp_path)
+    reqs = Requirements("msreqdemo==0.1\n", read_item(str(wheels))[1])
+    code = pack(b"graph", [], reqs)
+    graph, entries = materialize(code, tmp_path / "root")
+    assert graph == b"graph" and len(entries) == 1
+    installed = Path(entries[0]) / ".installed"
+    stamp = installed.stat().st_mtime_ns
+    assert materialize(pack(b"other graph", [], reqs), tmp_path / "root")[1] == entries  # cached by content
+    assert installed.stat().st_mtime_ns == stamp
+    before = list(sys.path)
+    try:
+        activate(entries)
+        import msreqdemo  # type: ignore[import-not-found]
+
+        assert msreqdemo.ANSWER == 42
+    finally:
+        sys.path[:] = before
+        sys.modules.pop("msreqdemo", None)
+
+
+def test_a_requirement_that_cannot_be_installed_is_a_clear_error(tmp_path: Path) -> None:
+    from engine.runtime.python_dependencies import Requirements
+
+    wheels = _wheel(tmp_path)
+    code = pack(b"graph", [], Requirements("msreqdemo==9.9\n", read_item(str(wheels))[1]))
+    with pytest.raises(PythonDependencyError, match="installing the job's Python requirements failed"):
+        materialize(code, tmp_path / "root")
