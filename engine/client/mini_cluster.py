@@ -54,8 +54,15 @@ class LocalJobClient:
         registry = LocalChannelRegistry(credits)
         self.state_dir = tempfile.mkdtemp(prefix="millstream-state-")
         # Packed and unpacked as on a cluster, so files added with add_python_file behave the same here.
-        payload, python_path = materialize(user_code_of(stream_graph), os.path.join(self.state_dir, "python-files"))
-        activate(python_path)
+        shipped = materialize(user_code_of(stream_graph), os.path.join(self.state_dir, "python-files"))
+        activate(shipped.python_path)
+        payload = shipped.graph
+        # The job's functions find its archives by relative path: the process works in their
+        # directory while the job runs, and goes back when it ends.
+        self._previous_cwd = None
+        if shipped.working_dir is not None:
+            self._previous_cwd = os.getcwd()
+            os.chdir(shipped.working_dir)
         self.tasks: list[StreamTask] = []
         for v in job_graph.vertices:
             for i in range(v.parallelism):
@@ -103,6 +110,8 @@ class LocalJobClient:
                         self.status = "CANCELED"
                     else:
                         self.status = "FINISHED"
+                    if self._previous_cwd is not None:
+                        os.chdir(self._previous_cwd)
                     shutil.rmtree(self.state_dir, ignore_errors=True)
                     self._done.set()
 

@@ -50,6 +50,7 @@ class StreamExecutionEnvironment:
         self._execution_config = ExecutionConfig(self)
         self._python_files: list[str] = []  # add_python_file: shipped with every job (engine/runtime/python_dependencies.py)
         self._python_requirements: tuple[str, str | None] | None = None  # set_python_requirements
+        self._python_archives: list[tuple[str, str]] = []  # add_python_archive: (zip path, target dir)
 
     @staticmethod
     def get_execution_environment(configuration: Configuration | None = None) -> "StreamExecutionEnvironment":
@@ -210,10 +211,19 @@ class StreamExecutionEnvironment:
             self._python_files.append(path)
 
     def add_python_archive(self, archive_path: str, target_dir: str | None = None) -> None:
-        raise not_supported(
-            "add_python_archive", "shipping archives with a job is not implemented yet",
-            "unpacking the archive on a volume every TaskManager mounts",
-        )
+        """Ship a zip file with the job, extracted into the working directory of its tasks under
+        ``target_dir`` (or the archive's file name), so functions open its files by relative path."""
+        path = os.path.abspath(os.path.expanduser(archive_path))
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"add_python_archive: {archive_path!r} does not exist")
+        import zipfile
+
+        if not zipfile.is_zipfile(path):
+            raise ValueError(f"add_python_archive: {archive_path!r} is not a zip file (only zip archives are supported, as in PyFlink)")
+        target = target_dir if target_dir is not None else os.path.basename(path)
+        if not target or os.path.isabs(target) or ".." in target.replace("\\", "/").split("/"):
+            raise ValueError(f"add_python_archive: target_dir must be a relative directory name, got {target_dir!r}")
+        self._python_archives.append((path, target))
 
     def set_python_requirements(self, requirements_file_path: str, requirements_cache_dir: str | None = None) -> None:
         """Install a requirements file's packages for the job's code on every TaskManager (pip, into a
@@ -336,6 +346,7 @@ class StreamExecutionEnvironment:
         graph = build_stream_graph(self._final_transformations(), job_name, self._parallelism, self._max_parallelism)
         graph.python_files = list(self._python_files)  # read at submission, which packs them with the code
         graph.python_requirements = self._python_requirements
+        graph.python_archives = list(self._python_archives)
         return graph
 
     def get_job_graph(self, job_name: str | None = None) -> tuple[JobGraph, Any]:

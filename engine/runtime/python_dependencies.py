@@ -1,5 +1,5 @@
 """Python files shipped with a job (PyFlink's ``add_python_file`` and ``-pyfs``) and its requirements
-(``set_python_requirements``, ``-pyreq``): packed with its user code at submission, unpacked per job
+(``set_python_requirements``, ``-pyreq``) and archives (``add_python_archive``, ``-pyarch``): packed with its user code at submission, unpacked per job
 on every TaskManager and put on the import path before the user code is loaded.
 
 Each item the program added is one of:
@@ -7,6 +7,10 @@ Each item the program added is one of:
   ``<job dir>/<n>`` goes on ``sys.path``, so ``import name`` works as it did for the program;
 - a ``.zip``: extracted into ``<job dir>/<n>/``, which goes on ``sys.path``;
 - a ``.whl`` or ``.egg``: kept as a file that goes on ``sys.path`` itself (importable zips).
+
+Archives (zip files, as in PyFlink) are extracted into the job's working directory, under the
+target directory the program named or the archive's file name; a slot process changes into it
+before the job's tasks run, so the job's functions open what the archives hold by relative path.
 
 Requirements are installed with ``pip install --target`` into a directory per requirements content,
 cached on the TaskManager, which also goes on ``sys.path``.
@@ -83,27 +87,41 @@ def user_code_of(stream_graph: object) -> bytes:
         except OSError as e:
             raise PythonDependencyError(f"set_python_requirements: cannot read {req_file!r}: {e}") from None
         requirements = Requirements(text, read_item(cache_dir)[1] if cache_dir else [])
-    return pack(cloudpickle.dumps(stream_graph), [read_item(p) for p in paths], requirements)
+    archives = [(target, Path(path).read_bytes()) for path, target in getattr(stream_graph, "python_archives", None) or []]
+    return pack(cloudpickle.dumps(stream_graph), [read_item(p) for p in paths], requirements, archives)
 
 
-def pack(graph: bytes, items: list[Item], requirements: Requirements | None = None) -> bytes:
-    if not items and requirements is None:
+def pack(
+    graph: bytes, items: list[Item], requirements: Requirements | None = None, archives: list[tuple[str, bytes]] | None = None
+) -> bytes:
+    """``archives``: ``(target directory, zip bytes)`` for add_python_archive."""
+    if not items and requirements is None and not archives:
         return graph
     body: dict = {"graph": graph, "files": [[name, [[rel, data] for rel, data in files]] for name, files in items]}
     if requirements is not None:
         body["requirements"] = {"text": requirements.text, "cache": [[rel, data] for rel, data in requirements.cache]}
+    if archives:
+        body["archives"] = [[target, data] for target, data in archives]
     return MAGIC + msgpack.packb(body, use_bin_type=True)
 
 
-def unpack(code: bytes) -> tuple[bytes, list[Item], Requirements | None]:
-    """The cloudpickled graph, the shipped items and the requirements of a job's user code."""
+@dataclass(frozen=True)
+class Unpacked:
+    graph: bytes
+    items: list[Item]
+    requirements: Requirements | None
+    archives: list[tuple[str, bytes]]
+
+
+def unpack(code: bytes) -> Unpacked:
+    """The cloudpickled graph, the shipped items, requirements and archives of a job's user code."""
     if not code.startswith(MAGIC):
-        return code, [], None
+        return Unpacked(code, [], None, [])
     body = msgpack.unpackb(code[len(MAGIC):], raw=False)
     items = [(name, [(rel, data) for rel, data in files]) for name, files in body["files"]]
     req = body.get("requirements")
     requirements = Requirements(req["text"], [(rel, data) for rel, data in req["cache"]]) if req else None
-    return body["graph"], items, requirements
+    return Unpacked(body["graph"], items, requirements, [(t, d) for t, d in body.get("archives", [])])
 
 
 def _safe_join(base: Path, rel: str) -> Path:
@@ -114,18 +132,31 @@ def _safe_join(base: Path, rel: str) -> Path:
     return target
 
 
-def materialize(code: bytes, root: str | os.PathLike[str]) -> tuple[bytes, list[str]]:
+@dataclass(frozen=True)
+class Materialized:
+    graph: bytes  # the cloudpickled StreamGraph to load
+    python_path: list[str]  # entries that make the shipped items and requirements importable
+    working_dir: str | None  # holds the extracted archives: the job's functions run in it
+
+
+def materialize(code: bytes, root: str | os.PathLike[str]) -> Materialized:
     """Write a job's shipped items under ``root`` (once per content: the directory is named by the
-    blob's hash, so a job's tasks and attempts share it and a changed job gets a new one) and return
-    the graph to unpickle and the ``sys.path`` entries that make the items importable."""
-    graph, items, requirements = unpack(code)
-    if not items and requirements is None:
-        return graph, []
+    blob's hash, so a job's tasks and attempts share it and a changed job gets a new one)."""
+    u = unpack(code)
+    graph, items, requirements = u.graph, u.items, u.requirements
+    if not items and requirements is None and not u.archives:
+        return Materialized(graph, [], None)
     digest = hashlib.sha256(code).hexdigest()[:24]
     job_dir = Path(root) / digest
     entries: list[str] = []
     if requirements is not None:
         entries.append(install_requirements(requirements, Path(root) / "requirements"))
+    working_dir = None
+    if u.archives:
+        working_dir = job_dir / "cwd"
+        if not (job_dir / ".complete").exists():
+            for target, data in u.archives:
+                _extract(data, _safe_join(working_dir, target))
     done = job_dir / ".complete"
     for n, (name, files) in enumerate(items):
         slot = job_dir / str(n)
@@ -137,14 +168,7 @@ def materialize(code: bytes, root: str | os.PathLike[str]) -> tuple[bytes, list[
             continue
         slot.mkdir(parents=True, exist_ok=True)
         if name.endswith(".zip") and len(files) == 1 and files[0][0] == "":
-            with zipfile.ZipFile(io.BytesIO(files[0][1])) as z:
-                for member in z.infolist():
-                    target = _safe_join(slot, member.filename)
-                    if member.is_dir():
-                        target.mkdir(parents=True, exist_ok=True)
-                        continue
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    target.write_bytes(z.read(member))
+            _extract(files[0][1], slot)
             continue
         base = _safe_join(slot, name)
         for rel, data in files:
@@ -155,7 +179,27 @@ def materialize(code: bytes, root: str | os.PathLike[str]) -> tuple[bytes, list[
             os.replace(tmp, target)  # tasks of one job deploying at once write the same bytes
     done.parent.mkdir(parents=True, exist_ok=True)
     done.touch()
-    return graph, entries
+    return Materialized(graph, entries, str(working_dir) if working_dir else None)
+
+
+def _extract(data: bytes, into: Path) -> None:
+    """Unzip, refusing members that would land outside ``into``; keeps the executable bit."""
+    into.mkdir(parents=True, exist_ok=True)
+    try:
+        z = zipfile.ZipFile(io.BytesIO(data))
+    except zipfile.BadZipFile:
+        raise PythonDependencyError("a shipped archive is not a zip file") from None
+    with z:
+        for member in z.infolist():
+            target = _safe_join(into, member.filename)
+            if member.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(z.read(member))
+            mode = (member.external_attr >> 16) & 0o777
+            if mode & 0o111:
+                target.chmod(mode)
 
 
 #: how long installing one job's requirements may take

@@ -196,9 +196,14 @@ def main(argv: list[str] | None = None) -> int:
         # Files the program shipped (add_python_file): on the driver's import path before its code
         # loads, and on every executor's through addPyFile.
         shipped = tempfile.mkdtemp(prefix=f"millstream-pyfiles-{ns.job_id}-")
-        code, python_path = materialize(_load_user_code(ns, client), shipped)
+        materialized = materialize(_load_user_code(ns, client), shipped)
+        if materialized.working_dir is not None:
+            raise RuntimeError(
+                "add_python_archive is not supported for BATCH jobs on Spark; run the job with --engine native"
+            )
+        python_path = materialized.python_path
         activate(python_path)
-        stream_graph = cloudpickle.loads(code)
+        stream_graph = cloudpickle.loads(materialized.graph)
         from engine.spark.translator import translate
 
         sc = _spark_context(ns, job_graph)

@@ -157,9 +157,13 @@ class SlotExecutor:
                 code = code_signing.verify(self.cfg.cluster_secret, tdd.job_id, envelope)
                 self.code_cache[tdd.job_id] = code
             # Files the program shipped (add_python_file) go on the import path before its code loads.
-            code_only, python_path = materialize(code, os.path.join(self.cfg.state_dir or tempfile.gettempdir(), "millstream-python-files"))
-            activate(python_path)
-            graph = load_user_code(code_only)  # also registers the classes the program defined
+            shipped = materialize(code, os.path.join(self.cfg.state_dir or tempfile.gettempdir(), "millstream-python-files"))
+            activate(shipped.python_path)
+            # A slot runs one job at a time (its tasks share it), so the process may take its working
+            # directory: archives the job shipped are found by relative path, as in PyFlink's worker.
+            if shipped.working_dir is not None:
+                os.chdir(shipped.working_dir)
+            graph = load_user_code(shipped.graph)  # also registers the classes the program defined
             cancelled = threading.Event()
             env = TaskEnvironment(
                 channels=RedisChannelFactory(self.client, self.cfg.credits, cancelled, self.cfg.cluster_secret),

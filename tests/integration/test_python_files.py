@@ -121,3 +121,39 @@ def test_requirements_are_installed_on_the_taskmanagers(tmp_path: Path) -> None:
         assert "[42, 84]" in res.stdout, res.stdout[-2000:]
     finally:
         c.stop()
+
+
+ARCHIVE_PROGRAM = """
+import sys
+from pyflink.common import Types
+from pyflink.datastream import StreamExecutionEnvironment
+
+env = StreamExecutionEnvironment.get_execution_environment()
+env.add_python_archive(sys.argv[1], "model")
+
+
+def suffix(x):
+    with open("model/data/suffix.txt") as f:  # relative to the task's working directory, as in PyFlink
+        return x + f.read().strip()
+
+
+print(sorted(env.from_collection(["a", "b"], type_info=Types.STRING()).map(suffix).execute_and_collect()))
+"""
+
+
+def test_archives_are_extracted_where_the_jobs_functions_run(tmp_path: Path) -> None:
+    archive = tmp_path / "model.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("data/suffix.txt", "-ok\n")
+    prog = tmp_path / "job" / "program.py"
+    prog.parent.mkdir()
+    prog.write_text(textwrap.dedent(ARCHIVE_PROGRAM))
+    c = Cluster(tmp_path)
+    try:
+        c.start(taskmanagers=1, slots=2)
+        for options in (("-p", "2"), ("--local",)):
+            res = c.run(prog, str(archive), options=options)
+            assert res.returncode == 0, res.stderr[-3000:]
+            assert "['a-ok', 'b-ok']" in res.stdout, (options, res.stdout[-2000:])
+    finally:
+        c.stop()

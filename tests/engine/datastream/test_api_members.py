@@ -127,6 +127,5 @@ def test_async_io_is_real_and_python_dependency_calls_refuse_clearly():
         env.add_python_file("x.py")
     with pytest.raises(FileNotFoundError, match="requirements.txt"):
         env.set_python_requirements("requirements.txt")
-    for call in (lambda: env.add_python_archive("a.zip"),):
-        with pytest.raises(NotSupportedError, match="not implemented yet"):
-            call()
+    with pytest.raises(FileNotFoundError, match="a.zip"):
+        env.add_python_archive("a.zip")

@@ -15,8 +15,10 @@ from engine.runtime.python_dependencies import PythonDependencyError, activate, 
 def test_code_without_files_stays_the_bare_pickle() -> None:
     graph = cloudpickle.dumps({"a": 1})
     assert pack(graph, []) == graph
-    assert unpack(graph) == (graph, [], None)
-    assert materialize(graph, "/nonexistent") == (graph, [])
+    u = unpack(graph)
+    assert (u.graph, u.items, u.requirements, u.archives) == (graph, [], None, [])
+    m = materialize(graph, "/nonexistent")
+    assert (m.graph, m.python_path, m.working_dir) == (graph, [], None)
 
 
 def test_a_module_a_package_and_a_zip_become_importable(tmp_path: Path) -> None:
@@ -31,11 +33,12 @@ def test_a_module_a_package_and_a_zip_become_importable(tmp_path: Path) -> None:
         z.writestr("zip_pd.py", "Z = 3\n")
     (src / "lib.zip").write_bytes(buf.getvalue())
     code = pack(b"graph", [read_item(str(src / n)) for n in ("mod_pd.py", "pkg_pd", "lib.zip")])
-    graph, entries = materialize(code, tmp_path / "root")
-    assert graph == b"graph" and len(entries) == 3
+    m = materialize(code, tmp_path / "root")
+    graph, entries = m.graph, m.python_path
+    assert graph == b"graph" and len(entries) == 3 and m.working_dir is None
     assert not list((tmp_path / "root").rglob("__pycache__"))
     again = materialize(code, tmp_path / "root")  # a second task of the job: same place, nothing rewritten
-    assert again == (graph, entries)
+    assert again == m
     before = list(sys.path)
     try:
         activate(entries)
@@ -89,11 +92,12 @@ def test_requirements_are_installed_once_from_the_shipped_cache_and_importable(t
     wheels = _wheel(tmp_path)
     reqs = Requirements("msreqdemo==0.1\n", read_item(str(wheels))[1])
     code = pack(b"graph", [], reqs)
-    graph, entries = materialize(code, tmp_path / "root")
+    m = materialize(code, tmp_path / "root")
+    graph, entries = m.graph, m.python_path
     assert graph == b"graph" and len(entries) == 1
     installed = Path(entries[0]) / ".installed"
     stamp = installed.stat().st_mtime_ns
-    assert materialize(pack(b"other graph", [], reqs), tmp_path / "root")[1] == entries  # cached by content
+    assert materialize(pack(b"other graph", [], reqs), tmp_path / "root").python_path == entries  # cached by content
     assert installed.stat().st_mtime_ns == stamp
     before = list(sys.path)
     try:
@@ -113,3 +117,14 @@ def test_a_requirement_that_cannot_be_installed_is_a_clear_error(tmp_path: Path)
     code = pack(b"graph", [], Requirements("msreqdemo==9.9\n", read_item(str(wheels))[1]))
     with pytest.raises(PythonDependencyError, match="installing the job's Python requirements failed"):
         materialize(code, tmp_path / "root")
+
+
+def test_archives_are_extracted_into_the_jobs_working_directory_and_may_not_escape_it(tmp_path: Path) -> None:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("data/words.txt", "hello\n")
+    m = materialize(pack(b"graph", [], None, [("model", buf.getvalue())]), tmp_path / "root")
+    assert m.working_dir is not None
+    assert (Path(m.working_dir) / "model" / "data" / "words.txt").read_text() == "hello\n"
+    with pytest.raises(PythonDependencyError, match="outside its job directory"):
+        materialize(pack(b"graph", [], None, [("../up", buf.getvalue())]), tmp_path / "root2")
