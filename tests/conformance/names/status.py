@@ -68,9 +68,9 @@ NOTES: dict[str, str] = {
         "as DataStream; configuration calls (uid, set_parallelism...) raise TypeError with PyFlink's messages"
     ),
     "pyflink.datastream.stream_execution_environment.StreamExecutionEnvironment": (
-        "enable_changelog_state_backend and set_default_local_parallelism are recorded only; add_python_file "
-        "ships files with the job; add_jars, add_classpaths, add_python_archive, set_python_requirements, "
-        "create_input, register_cached_file and set_python_executable raise NotSupportedError"
+        "enable_changelog_state_backend and set_default_local_parallelism are recorded only; add_python_file, "
+        "add_python_archive and set_python_requirements ship with the job (archives: not on Spark); add_jars, "
+        "add_classpaths, create_input, register_cached_file and set_python_executable raise NotSupportedError"
     ),
     "pyflink.checkpoint.config.CheckpointConfig": (
         "unaligned-checkpoint settings are accepted and stay off (barriers are aligned in exactly-once mode); "
