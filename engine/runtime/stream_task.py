@@ -61,6 +61,14 @@ def _read_state(handle: Any) -> Any:
     return pickle.loads(FileSystemCheckpointStorage.read_state_file(handle))
 
 
+def _keyed_snapshot(backend: Any, op: StreamOperator) -> Callable[[], dict[str, Any]]:
+    def materialise() -> dict[str, Any]:
+        keyed, kinds = snapshot_keyed(backend, op)
+        return {"keyed": keyed, "kinds": kinds}
+
+    return materialise
+
+
 @dataclass
 class TaskEnvironment:
     """What the hosting process gives a task: channels, stdout and the result collector."""
@@ -166,6 +174,7 @@ class StreamTask:
         head = self.tdd.operators[0]
         cid, ts = barrier.checkpoint_id, barrier.timestamp
         states: dict[str, Any] = {}
+        deferred: dict[str, Callable[[], dict[str, Any]]] = {}
         offsets: dict[str, Any] = {}
         reader = self.reader if head not in self.operators else None
         # A push source (SourceFunction) hands over what it queued and pauses under its checkpoint lock.
@@ -194,7 +203,10 @@ class StreamTask:
                 if handler is not None:
                     state["function"] = handler.snapshot(cid, ts)
                 if node_id == head and self.keyed_backend is not None:
-                    state["keyed"], state["kinds"] = snapshot_keyed(self.keyed_backend, op)
+                    if getattr(self.keyed_backend, "snapshot_in_fork", False):
+                        deferred[op_id] = _keyed_snapshot(self.keyed_backend, op)  # taken in a forked child
+                    else:
+                        state["keyed"], state["kinds"] = snapshot_keyed(self.keyed_backend, op)
                 states[op_id] = state
         finally:
             if locked:
@@ -203,7 +215,7 @@ class StreamTask:
             w.broadcast_event(BARRIER, barrier.to_wire())
         if self.checkpointer is not None:
             delay = max(int(time.time() * 1000) - barrier.timestamp, 0)
-            self.checkpointer.snapshot(barrier, states, offsets, alignment_ms, delay)
+            self.checkpointer.snapshot(barrier, states, offsets, alignment_ms, delay, deferred)
         if barrier.is_sync_savepoint:
             # Nothing may follow this barrier until the savepoint's outcome is known: a source stops
             # reading, and no task fires processing-time timers (see _flush_due).

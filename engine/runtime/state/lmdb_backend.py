@@ -74,6 +74,8 @@ class _Entry:
 
 
 class LmdbKeyedStateBackend(StateFactory):
+    snapshot_in_fork = False  # an LMDB environment must not be used in a forked child
+
     def __init__(
         self,
         max_parallelism: int,
