@@ -164,9 +164,11 @@ class SubtaskCheckpointer:
         alignment_ms: int,
         start_delay_ms: int,
         deferred: dict[str, Callable[[], dict[str, Any]]] | None = None,
+        background: dict[str, Callable[[], dict[str, Any]]] | None = None,
     ) -> None:
         """``deferred``: operator id -> a callable returning more entries of that operator's state
-        dict (its keyed state), run in a forked child when possible, else here."""
+        dict (its keyed state), run in a forked child when possible, else here. ``background``: the
+        same, but always run on the writer thread (it reads a view the backend opened for it)."""
         t0 = time.monotonic()
         if deferred and self.fork_snapshots:
             try:
@@ -184,7 +186,7 @@ class SubtaskCheckpointer:
             self.decline(barrier.checkpoint_id, f"state of subtask {self.task} could not be serialised: {e}")
             return
         sync_ms = int((time.monotonic() - t0) * 1000)
-        self._submit(self._write, barrier, blobs, source_offsets, sync_ms, alignment_ms, start_delay_ms)
+        self._submit(self._write, barrier, blobs, source_offsets, sync_ms, alignment_ms, start_delay_ms, background)
 
     def _submit(self, fn: Callable[..., None], *args: Any) -> None:
         with self._lock:
@@ -233,9 +235,14 @@ class SubtaskCheckpointer:
         sync_ms: int,
         alignment_ms: int,
         start_delay_ms: int,
+        background: dict[str, Callable[[], dict[str, Any]]] | None = None,
     ) -> None:
         t0 = time.monotonic()
         try:
+            for op_id, complete in (background or {}).items():
+                state = pickle.loads(blobs[op_id])
+                state.update(complete())
+                blobs[op_id] = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
             handles = self._write_blobs(barrier, blobs)
         except Exception as e:
             self.decline(barrier.checkpoint_id, f"subtask {self.task[1]} of {self.task[0]} could not write its state: {e}")

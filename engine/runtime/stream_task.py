@@ -48,6 +48,7 @@ from engine.runtime.state.task_state_manager import (
     restore_operator_state,
     restore_splits,
     snapshot_keyed,
+    snapshot_keyed_async,
 )
 from engine.runtime.task_metrics import TaskIOMetrics
 from engine.runtime.user_code_class_loader import activate_user_code
@@ -64,6 +65,16 @@ def _read_state(handle: Any) -> Any:
 def _keyed_snapshot(backend: Any, op: StreamOperator) -> Callable[[], dict[str, Any]]:
     def materialise() -> dict[str, Any]:
         keyed, kinds = snapshot_keyed(backend, op)
+        return {"keyed": keyed, "kinds": kinds}
+
+    return materialise
+
+
+def _keyed_snapshot_async(backend: Any, op: StreamOperator) -> Callable[[], dict[str, Any]]:
+    finish = snapshot_keyed_async(backend, op)
+
+    def materialise() -> dict[str, Any]:
+        keyed, kinds = finish()
         return {"keyed": keyed, "kinds": kinds}
 
     return materialise
@@ -175,6 +186,7 @@ class StreamTask:
         cid, ts = barrier.checkpoint_id, barrier.timestamp
         states: dict[str, Any] = {}
         deferred: dict[str, Callable[[], dict[str, Any]]] = {}
+        background: dict[str, Callable[[], dict[str, Any]]] = {}
         offsets: dict[str, Any] = {}
         reader = self.reader if head not in self.operators else None
         # A push source (SourceFunction) hands over what it queued and pauses under its checkpoint lock.
@@ -205,6 +217,8 @@ class StreamTask:
                 if node_id == head and self.keyed_backend is not None:
                     if getattr(self.keyed_backend, "snapshot_in_fork", False):
                         deferred[op_id] = _keyed_snapshot(self.keyed_backend, op)  # taken in a forked child
+                    elif hasattr(self.keyed_backend, "begin_snapshot"):
+                        background[op_id] = _keyed_snapshot_async(self.keyed_backend, op)  # read on the writer thread
                     else:
                         state["keyed"], state["kinds"] = snapshot_keyed(self.keyed_backend, op)
                 states[op_id] = state
@@ -215,7 +229,7 @@ class StreamTask:
             w.broadcast_event(BARRIER, barrier.to_wire())
         if self.checkpointer is not None:
             delay = max(int(time.time() * 1000) - barrier.timestamp, 0)
-            self.checkpointer.snapshot(barrier, states, offsets, alignment_ms, delay, deferred)
+            self.checkpointer.snapshot(barrier, states, offsets, alignment_ms, delay, deferred, background)
         if barrier.is_sync_savepoint:
             # Nothing may follow this barrier until the savepoint's outcome is known: a source stops
             # reading, and no task fires processing-time timers (see _flush_due).

@@ -6,7 +6,8 @@ Per operator a task writes one state file holding a dict:
 * ``keyed``/``kinds`` (the keyed head only): ``{key group: {state name: [(key, value)]}}`` from the
   keyed backend, plus the operator's timers under ``_timers/<service>`` as ``[(key, [(domain, ts,
   timer key)])]``, so timers move with their key group when a job is rescaled, and any keyed state
-  the operator holds itself (``keyed_tables``); ``kinds`` also records the key encoding that grouped
+  the operator holds itself (``keyed_tables``); the on-disk backend's tables come as raw records
+  under ``_records/<name>`` (``state_records``), which either backend restores; ``kinds`` also records the key encoding that grouped
   the keys (``KEY_ENCODING_FIELD``; absent: version 1, whose keys are regrouped on restore);
 * ``operator``: the operator's own ``snapshot_state()`` (a list is split evenly on rescale, anything
   else is copied, like broadcast state);
@@ -27,6 +28,7 @@ from engine.checkpoint.rescale import (
 )
 from engine.runtime.key_groups import KEY_ENCODING_VERSION, assign_to_key_group
 from engine.runtime.state.operator_state import UNION, redistribute_operator_state
+from engine.runtime.state.state_records import RECORDS_PREFIX, decode_record
 
 TIMERS_PREFIX = "_timers/"
 KEY_ENCODING_FIELD = "_key_encoding/version"  # in ``kinds``, never a state name (reserved prefix)
@@ -35,16 +37,53 @@ KEY_ENCODING_FIELD = "_key_encoding/version"  # in ``kinds``, never a state name
 def snapshot_keyed(backend: Any, operator: Any) -> tuple[dict[int, dict[str, list]], dict[str, str]]:
     """The keyed head's state and timers by key group, and the kind of every state table."""
     keyed = backend.snapshot_by_key_group()
+    own, own_kinds = _operator_keyed(backend, operator)
+    for kg, groups in own.items():
+        mine = keyed.setdefault(kg, {})
+        for name, entries in groups.items():
+            mine.setdefault(name, []).extend(entries)
+    kinds = dict(backend.kinds)
+    kinds[KEY_ENCODING_FIELD] = str(KEY_ENCODING_VERSION)
+    kinds.update(own_kinds)
+    return keyed, kinds
+
+
+def snapshot_keyed_async(backend: Any, operator: Any) -> Callable[[], tuple[dict[int, dict[str, list]], dict[str, str]]]:
+    """``snapshot_keyed`` in two parts, for a backend with its own point-in-time view
+    (``begin_snapshot``, the on-disk one): on the task thread the timers and the operator's own keyed
+    tables (small, pickled now so later changes cannot leak in) and the backend's view; the returned
+    callable completes the snapshot on another thread. The backend's entries go under
+    ``_records/<name>`` as raw records."""
+    import pickle
+
+    read = backend.begin_snapshot()
+    own = pickle.dumps(_operator_keyed(backend, operator), protocol=pickle.HIGHEST_PROTOCOL)
+    kinds = dict(backend.kinds)
+    kinds[KEY_ENCODING_FIELD] = str(KEY_ENCODING_VERSION)
+
+    def finish() -> tuple[dict[int, dict[str, list]], dict[str, str]]:
+        keyed, kinds_own = pickle.loads(own)
+        for kg, tables in read().items():
+            groups = keyed.setdefault(kg, {})
+            for name, rows in tables.items():
+                groups[RECORDS_PREFIX + name] = rows
+        return keyed, {**kinds, **kinds_own}
+
+    return finish
+
+
+def _operator_keyed(backend: Any, operator: Any) -> tuple[dict[int, dict[str, list]], dict[str, str]]:
+    """Timers and the operator's own keyed tables by key group, and the kinds of those tables."""
     max_p = backend.max_parallelism
 
     def key_group_of(key: Any) -> int:
         return assign_to_key_group(key, max_p)
 
+    keyed: dict[int, dict[str, list]] = {}
     for name, service in operator.timer_services().items():
         for kg, entries in service.snapshot_by_key_group(key_group_of).items():
             keyed.setdefault(kg, {})[TIMERS_PREFIX + name] = entries
-    kinds = dict(backend.kinds)
-    kinds[KEY_ENCODING_FIELD] = str(KEY_ENCODING_VERSION)
+    kinds: dict[str, str] = {}
     for name, (kind, pairs) in operator.keyed_tables().items():
         kinds[name] = kind
         for key, value in pairs:
@@ -91,6 +130,18 @@ def restore_keyed(
                     )
                 for _key, timers in entries:
                     service.restore_timers(timers)
+                continue
+            if name.startswith(RECORDS_PREFIX):  # raw records of the on-disk backend
+                name = name[len(RECORDS_PREFIX) :]
+                kind = kinds.get(name, "value")
+                put_records = getattr(backend, "restore_records", None)
+                if put_records is not None:
+                    put_records(name, kind, entries)
+                    continue
+                table = backend.table(name, kind)
+                for lk, vb in entries:
+                    key, value = decode_record(lk, vb)
+                    table[key] = value
                 continue
             table = backend.table(name, kinds.get(name, "value"))
             for key, value in entries:
