@@ -157,7 +157,7 @@ def main() -> None:
     ap.add_argument("--skip-spark", action="store_true", help="leave out the Spark word count (minutes)")
     ap.add_argument("--skip-recovery", action="store_true", help="leave out the recovery-time runs")
     ap.add_argument("--pairs", type=int, default=3, help="interleaved pairs behind each ratio")
-    ap.add_argument("--large-state-keys", type=int, default=300_000, help="distinct keys of the large-state runs (issue: 3,000,000)")
+    ap.add_argument("--large-state-keys", type=int, default=1_000_000, help="distinct keys of the large-state runs (issue: 3,000,000)")
     ap.add_argument("--skip-large-state", action="store_true", help="leave out the large-state checkpoint runs")
     args = ap.parse_args()
     n = args.n
@@ -223,7 +223,7 @@ def main() -> None:
     if not args.skip_large_state:
         from large_state_bench import measure as measure_large_state
 
-        for line in measure_large_state(args.large_state_keys, ["hashmap", "rocksdb"], 2):
+        for line in measure_large_state(args.large_state_keys, ["hashmap", "rocksdb"], 1):
             print(line, flush=True)
     if not args.skip_recovery:
         from recovery_bench import describe, measure_recovery
