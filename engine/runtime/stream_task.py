@@ -49,6 +49,7 @@ from engine.runtime.state.task_state_manager import (
     restore_splits,
     snapshot_keyed,
     snapshot_keyed_async,
+    snapshot_keyed_tables,
 )
 from engine.runtime.task_metrics import TaskIOMetrics
 from engine.runtime.user_code_class_loader import activate_user_code
@@ -64,8 +65,7 @@ def _read_state(handle: Any) -> Any:
 
 def _keyed_snapshot(backend: Any, op: StreamOperator) -> Callable[[], dict[str, Any]]:
     def materialise() -> dict[str, Any]:
-        keyed, kinds = snapshot_keyed(backend, op)
-        return {"keyed": keyed, "kinds": kinds}
+        return snapshot_keyed_tables(backend, op)
 
     return materialise
 

@@ -7,7 +7,9 @@ Per operator a task writes one state file holding a dict:
   keyed backend, plus the operator's timers under ``_timers/<service>`` as ``[(key, [(domain, ts,
   timer key)])]``, so timers move with their key group when a job is rescaled, and any keyed state
   the operator holds itself (``keyed_tables``); the on-disk backend's tables come as raw records
-  under ``_records/<name>`` (``state_records``), which either backend restores; ``kinds`` also records the key encoding that grouped
+  under ``_records/<name>`` (``state_records``), and the heap backend's, snapshotted in a forked
+  child, as whole tables under ``tables`` (``{name: {key: value}}``), grouped by key group only when a
+  rescaled restore needs it; either backend restores both; ``kinds`` also records the key encoding that grouped
   the keys (``KEY_ENCODING_FIELD``; absent: version 1, whose keys are regrouped on restore);
 * ``operator``: the operator's own ``snapshot_state()`` (a list is split evenly on rescale, anything
   else is copied, like broadcast state);
@@ -26,7 +28,7 @@ from engine.checkpoint.rescale import (
     regroup_keyed,
     split_operator_state,
 )
-from engine.runtime.key_groups import KEY_ENCODING_VERSION, assign_to_key_group
+from engine.runtime.key_groups import KEY_ENCODING_VERSION, assign_to_key_group, key_group_range
 from engine.runtime.state.operator_state import UNION, redistribute_operator_state
 from engine.runtime.state.state_records import RECORDS_PREFIX, decode_record
 
@@ -46,6 +48,18 @@ def snapshot_keyed(backend: Any, operator: Any) -> tuple[dict[int, dict[str, lis
     kinds[KEY_ENCODING_FIELD] = str(KEY_ENCODING_VERSION)
     kinds.update(own_kinds)
     return keyed, kinds
+
+
+def snapshot_keyed_tables(backend: Any, operator: Any) -> dict[str, Any]:
+    """The heap backend's snapshot, taken in its forked child: its tables whole under ``tables``
+    ({name: {key: value}}, which pickles at C speed, several times faster than grouping every key
+    by key group first), timers and the operator's own tables by key group under ``keyed``. Key groups
+    of ``tables`` are resolved at restore, and only when the parallelism changed."""
+    keyed, own_kinds = _operator_keyed(backend, operator)
+    kinds = dict(backend.kinds)
+    kinds[KEY_ENCODING_FIELD] = str(KEY_ENCODING_VERSION)
+    kinds.update(own_kinds)
+    return {"keyed": keyed, "kinds": kinds, "tables": backend.tables}
 
 
 def snapshot_keyed_async(backend: Any, operator: Any) -> Callable[[], tuple[dict[int, dict[str, list]], dict[str, str]]]:
@@ -101,6 +115,7 @@ def restore_keyed(
     """Fill an opened keyed head's backend and timer services with this subtask's key groups.
     State grouped by an older key encoding is regrouped key by key, from every old subtask's file:
     at an unchanged parallelism the others' files are read too (``read_peer``)."""
+    loaded, whole = _expand_tables(loaded, spec)
     if any(key_encoding_of(st) < KEY_ENCODING_VERSION for st in loaded.values()):
         loaded = dict(loaded)
         if spec.peer_handles and set(loaded) == {spec.subtask}:
@@ -146,6 +161,37 @@ def restore_keyed(
             table = backend.table(name, kinds.get(name, "value"))
             for key, value in entries:
                 table[key] = value
+    for tables in whole:  # this subtask's own tables at an unchanged parallelism: every key is its own
+        for name, entries in tables.items():
+            backend.table(name, kinds.get(name, "value")).update(entries)
+
+
+def _expand_tables(
+    loaded: Mapping[int, Mapping[str, Any]], spec: OperatorRestore
+) -> tuple[dict[int, Mapping[str, Any]], list[Mapping[str, Any]]]:
+    """Snapshots holding whole ``tables`` (``snapshot_keyed_tables``): the subtask's own, at an
+    unchanged parallelism, is returned to be put back as it is; any other file's keys are grouped by
+    key group, keeping only the key groups this subtask owns, into its ``keyed``."""
+    out: dict[int, Mapping[str, Any]] = {}
+    whole: list[Mapping[str, Any]] = []
+    owned = key_group_range(spec.max_parallelism, spec.parallelism, spec.subtask)
+    for i, st in loaded.items():
+        tables = st.get("tables")
+        if not tables:
+            out[i] = st
+            continue
+        if spec.parallelism == spec.old_parallelism and i == spec.subtask:
+            whole.append(tables)
+            out[i] = st
+            continue
+        keyed = {kg: dict(groups) for kg, groups in (st.get("keyed") or {}).items()}
+        for name, table in tables.items():
+            for key, value in table.items():
+                kg = assign_to_key_group(key, spec.max_parallelism)
+                if kg in owned:
+                    keyed.setdefault(kg, {}).setdefault(name, []).append((key, value))
+        out[i] = {**st, "keyed": keyed}
+    return out, whole
 
 
 def key_encoding_of(state: Mapping[str, Any]) -> int:

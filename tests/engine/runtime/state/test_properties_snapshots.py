@@ -18,7 +18,7 @@ from engine.runtime import forked_snapshot
 from engine.runtime.key_groups import assign_key_to_operator
 from engine.runtime.state.heap_backend import HeapKeyedStateBackend
 from engine.runtime.state.lmdb_backend import LmdbKeyedStateBackend
-from engine.runtime.state.task_state_manager import restore_keyed, snapshot_keyed, snapshot_keyed_async
+from engine.runtime.state.task_state_manager import restore_keyed, snapshot_keyed_async, snapshot_keyed_tables
 
 MAX_P = 16
 KEYS = st.one_of(st.integers(-5, 40), st.sampled_from(["a", "b", "long-" + "x" * 600, ("t", 1)]))
@@ -71,9 +71,15 @@ class Subtask:
 def _start_snapshot(backend: Any) -> Any:
     """Begin a snapshot the way a checkpoint does; the returned callable finishes it (later)."""
     if getattr(backend, "snapshot_in_fork", False):
-        child = forked_snapshot.ForkedSnapshot.start(lambda: snapshot_keyed(backend, _Operator()))
-        return child.result
-    return snapshot_keyed_async(backend, _Operator())
+        child = forked_snapshot.ForkedSnapshot.start(lambda: snapshot_keyed_tables(backend, _Operator()))
+
+        def finish() -> tuple[dict, dict]:
+            state = child.result()
+            return state["keyed"], state["kinds"], state["tables"]
+
+        return finish
+    finish = snapshot_keyed_async(backend, _Operator())
+    return lambda: (*finish(), None)
 
 
 @pytest.mark.skipif(not forked_snapshot.available(), reason="needs os.fork")
@@ -111,8 +117,8 @@ def test_snapshots_and_restores_at_random_points_equal_a_plain_dict(tmp_path, fi
                 started, values_then, lists_then = pending[-1]
                 loaded = {}
                 for i, finish in enumerate(started):
-                    keyed, kinds = finish()
-                    loaded[i] = {"keyed": keyed, "kinds": kinds}
+                    keyed, kinds, tables = finish()
+                    loaded[i] = {"keyed": keyed, "kinds": kinds, **({"tables": tables} if tables is not None else {})}
                 pending.clear()
                 kind, parallelism = op[1], op[2]
                 for s in subtasks:
