@@ -71,13 +71,7 @@ def _keyed_snapshot(backend: Any, op: StreamOperator) -> Callable[[], dict[str, 
 
 
 def _keyed_snapshot_async(backend: Any, op: StreamOperator) -> Callable[[], dict[str, Any]]:
-    finish = snapshot_keyed_async(backend, op)
-
-    def materialise() -> dict[str, Any]:
-        keyed, kinds = finish()
-        return {"keyed": keyed, "kinds": kinds}
-
-    return materialise
+    return snapshot_keyed_async(backend, op)
 
 
 @dataclass

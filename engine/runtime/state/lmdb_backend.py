@@ -54,7 +54,6 @@ from engine.runtime.state.state_records import (
     KG_BYTES,
     WRAPPED as _WRAPPED,
     decode_record as _decode,
-    key_group_of_record,
     key_group_prefix,
 )
 
@@ -150,12 +149,12 @@ class LmdbKeyedStateBackend(StateFactory):
                     out.setdefault(kg, {}).setdefault(name, []).append((key, value))
         return out
 
-    def begin_snapshot(self) -> Callable[[], dict[int, dict[str, list[tuple[bytes, bytes]]]]]:
+    def begin_snapshot(self) -> Callable[[], dict[str, list[tuple[bytes, bytes]]]]:
         """On the task thread: write the cache back (what it holds, not the whole state) and open a
         read transaction, LMDB's view of the state at this instant. The returned callable, run once
-        on another thread, reads that view: {key group: {state name: [(LMDB key, record)]}}, raw
-        records in key-group order, nothing unpickled (``state_records.decode_record`` decodes them).
-        Writes after this call do not reach it."""
+        on another thread, reads that view: {state name: [(LMDB key, record)]}, raw records in
+        key-group order, nothing unpickled (``state_records.decode_record`` decodes them). Writes
+        after this call do not reach it."""
         self.flush()
         env = self._open_env()
         tables = [(name, t.db) for name, t in self.tables.items()]
@@ -165,21 +164,14 @@ class LmdbKeyedStateBackend(StateFactory):
             state: dict[str, Any] = {"txn": txn}  # the transaction until it is read or the backend closes
             self._open_snapshots.append(state)
 
-        def read() -> dict[int, dict[str, list[tuple[bytes, bytes]]]]:
+        def read() -> dict[str, list[tuple[bytes, bytes]]]:
             with self._snapshot_cond:
                 if state["txn"] is None:
                     raise ValueError("the LMDB state backend was closed before this snapshot was read")
                 self._reading += 1
             try:
-                out: dict[int, dict[str, list[tuple[bytes, bytes]]]] = {}
-                for name, db in tables:
-                    group, rows = -1, None
-                    for lk, vb in txn.cursor(db).iternext():
-                        kg = key_group_of_record(lk)
-                        if kg != group:  # records come sorted by key group
-                            group, rows = kg, out.setdefault(kg, {}).setdefault(name, [])
-                        rows.append((lk, vb))  # type: ignore[union-attr]
-                return out
+                # list() drives LMDB's cursor from C: no Python code runs per record
+                return {name: list(txn.cursor(db).iternext()) for name, db in tables}
             finally:
                 with self._snapshot_cond:
                     self._reading -= 1

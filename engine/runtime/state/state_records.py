@@ -14,8 +14,6 @@ from typing import Any
 
 WRAPPED = b"K"  # value record carrying its key: (key, value). Plain records are a pickle (first byte 0x80).
 KG_BYTES = 2  # max_parallelism is at most 32768
-# A snapshot's keyed entries under "_records/<state name>" are raw (LMDB key, record) pairs of that state.
-RECORDS_PREFIX = "_records/"
 
 
 def key_group_prefix(key_group: int) -> bytes:

@@ -73,17 +73,12 @@ def _start_snapshot(backend: Any) -> Any:
     if getattr(backend, "snapshot_in_fork", False):
         child = forked_snapshot.ForkedSnapshot.start(lambda: snapshot_keyed_tables(backend, _Operator()))
 
-        def finish() -> tuple[dict, dict]:
-            state = child.result()
-            return state["keyed"], state["kinds"], state["tables"]
-
-        return finish
-    finish = snapshot_keyed_async(backend, _Operator())
-    return lambda: (*finish(), None)
+        return child.result
+    return snapshot_keyed_async(backend, _Operator())
 
 
 @pytest.mark.skipif(not forked_snapshot.available(), reason="needs os.fork")
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(first=st.sampled_from(["hashmap", "rocksdb"]), ops=OPS)
 def test_snapshots_and_restores_at_random_points_equal_a_plain_dict(tmp_path, first, ops) -> None:
     subtasks = [Subtask(_backend(first, str(tmp_path)))]  # one subtask owning every key group
@@ -117,8 +112,7 @@ def test_snapshots_and_restores_at_random_points_equal_a_plain_dict(tmp_path, fi
                 started, values_then, lists_then = pending[-1]
                 loaded = {}
                 for i, finish in enumerate(started):
-                    keyed, kinds, tables = finish()
-                    loaded[i] = {"keyed": keyed, "kinds": kinds, **({"tables": tables} if tables is not None else {})}
+                    loaded[i] = finish()
                 pending.clear()
                 kind, parallelism = op[1], op[2]
                 for s in subtasks:
@@ -145,3 +139,30 @@ def test_snapshots_and_restores_at_random_points_equal_a_plain_dict(tmp_path, fi
     finally:
         for s in subtasks:
             getattr(s.backend, "close", lambda: None)()
+
+
+@pytest.mark.parametrize("source", ["hashmap", "rocksdb"])
+@pytest.mark.parametrize("target", ["hashmap", "rocksdb"])
+@pytest.mark.parametrize(("before", "after"), [(1, 3), (3, 2), (2, 1)])
+def test_every_key_is_restored_once_by_the_subtask_owning_its_key_group(tmp_path, source, target, before, after) -> None:
+    keys = list(range(300)) + [f"k{i}" for i in range(100)]
+    olds = [Subtask(_backend(source, str(tmp_path))) for _ in range(before)]
+    for key in keys:
+        owner = olds[assign_key_to_operator(key, MAX_P, before)]
+        owner.backend.current_key = key
+        owner.value.update(hash(str(key)))
+        owner.list.add(key)
+    loaded = {i: _start_snapshot(s.backend)() for i, s in enumerate(olds)}
+    for s in olds:
+        getattr(s.backend, "close", lambda: None)()
+    got: dict[Any, tuple] = {}
+    for j in range(after):
+        s = Subtask(_backend(target, str(tmp_path)))
+        restore_keyed(s.backend, _Operator(), loaded, OperatorRestore("op", j, after, before, MAX_P, {i: None for i in loaded}))
+        values, lists = s.state()
+        assert set(values) == set(lists)
+        for key in values:
+            assert assign_key_to_operator(key, MAX_P, after) == j and key not in got
+            got[key] = (values[key], lists[key])
+        getattr(s.backend, "close", lambda: None)()
+    assert got == {key: (hash(str(key)), [key]) for key in keys}
