@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import os
 import pickle
+import select
 import signal
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+DEFAULT_TIMEOUT_S = 600.0  # Flink's default checkpoint timeout
 _fork_lock = threading.Lock()  # one fork at a time, so no child inherits another snapshot's pipe
 
 
@@ -46,12 +49,21 @@ class ForkedSnapshot:
             os.close(w)
         return ForkedSnapshot(pid, r)
 
-    def result(self) -> Any:
-        """The child's result; raises SnapshotFailed with its error, or if it died without one."""
+    def result(self, timeout_s: float = DEFAULT_TIMEOUT_S) -> Any:
+        """The child's result; raises SnapshotFailed with its error, if it died without one, or if it
+        took longer than ``timeout_s`` (then it is killed: a child can hang on a lock that another
+        thread held at the fork, if user code in it logs or prints)."""
         chunks = []
+        deadline = time.monotonic() + timeout_s
         try:
             while True:
-                chunk = os.read(self.read_fd, 1 << 16)  # blocks without holding the interpreter lock
+                left = deadline - time.monotonic()
+                ready, _, _ = select.select([self.read_fd], [], [], max(left, 0))  # waits without the GIL
+                if not ready:
+                    os.kill(self.pid, signal.SIGKILL)
+                    os.waitpid(self.pid, 0)
+                    raise SnapshotFailed(f"the snapshot process took longer than {timeout_s:.0f} s and was killed")
+                chunk = os.read(self.read_fd, 1 << 16)
                 if not chunk:
                     break
                 chunks.append(chunk)

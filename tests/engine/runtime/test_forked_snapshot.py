@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import pickle
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -128,3 +129,17 @@ def test_without_fork_the_same_snapshot_is_taken_on_the_task_thread(tmp_path) ->
     cp.close()
     _complete(location)
     assert _read(acks.acks[1].state_handles["op"]) == {"operator": 7, "pid": os.getpid()}
+
+
+def test_a_child_that_hangs_is_killed_after_its_timeout() -> None:
+    def hangs() -> dict[str, Any]:
+        time.sleep(60)  # as on a lock another thread held at the fork
+        return {}
+
+    child = forked_snapshot.ForkedSnapshot.start(hangs)
+    t0 = time.monotonic()
+    with pytest.raises(forked_snapshot.SnapshotFailed, match="longer than 1 s"):
+        child.result(timeout_s=1)
+    assert time.monotonic() - t0 < 10
+    with pytest.raises(ProcessLookupError):
+        os.kill(child.pid, 0)  # killed and reaped
