@@ -20,10 +20,6 @@ def key_group_prefix(key_group: int) -> bytes:
     return key_group.to_bytes(KG_BYTES, "big")
 
 
-def key_group_of_record(lk: bytes) -> int:
-    return int.from_bytes(lk[:KG_BYTES], "big")
-
-
 def decode_record(lk: bytes, vb: bytes) -> tuple[Any, Any]:
     """(key, value) of one stored record."""
     if vb[:1] == WRAPPED:
