@@ -6,8 +6,9 @@ records/s for Millstream, for Millstream's in-process mini-cluster, and for
 Bytewax and PyFlink when their virtual environments exist (see shared/bench).
 It adds the windowed job, the checkpoint overhead and checkpoint durations
 (p50/p99 from ``/jobs/{id}/checkpoints``), recovery time after a TaskManager
-SIGKILL (``recovery_bench.py``), unless ``--skip-spark`` the Spark word
-count (``spark_wordcount.py``), and the soak run (``soak.py``: a long checkpointed job plus
+SIGKILL (``recovery_bench.py``), the cost of checkpoints with large keyed state
+(``large_state_bench.py``), unless ``--skip-spark`` the Spark word count
+(``spark_wordcount.py``), and the soak run (``soak.py``: a long checkpointed job plus
 200 short jobs, memory at start and end). Because the machine is shared and noisy,
 ratios between figures measured in this same run are the figures to compare.
 """
@@ -74,15 +75,16 @@ Submit = Callable[..., str]
 
 
 @contextmanager
-def local_cluster(taskmanagers: int) -> Iterator[Submit]:
+def local_cluster(taskmanagers: int, slots: int = 2) -> Iterator[Submit]:
     """A fresh local cluster; yields ``submit(n, parallelism, job, extra, inspect)`` to run jobs on it
-    one after another. ``inspect(rest url, job stdout)`` runs after the job, before shutdown."""
+    one after another (its ``url`` attribute is the REST address). ``inspect(rest url, job stdout)``
+    runs after the job, before shutdown."""
     from backend.cluster_launcher import LocalCluster
     from backend.settings import Settings
 
     with tempfile.TemporaryDirectory(prefix="millstream-bench-") as tmp:
         settings = Settings(port=free_port(), data_dir=Path(tmp), redis_url=None, database_url=None)
-        cluster = LocalCluster(settings, taskmanagers=taskmanagers, slots=2, restart_taskmanagers=False)
+        cluster = LocalCluster(settings, taskmanagers=taskmanagers, slots=slots, restart_taskmanagers=False)
         try:
             cluster.start()
             if not cluster.wait_ready():
@@ -103,6 +105,7 @@ def local_cluster(taskmanagers: int) -> Iterator[Submit]:
                     inspect(env["MILLSTREAM_JOBMANAGER"], output[0])
                 return line
 
+            submit.url = env["MILLSTREAM_JOBMANAGER"]  # type: ignore[attr-defined]
             yield submit
         finally:
             cluster.shutdown()
@@ -157,6 +160,8 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, default=3, help="interleaved pairs behind each ratio")
     ap.add_argument("--soak-minutes", type=float, default=30.0, help="the soak run's length (0 leaves it out)")
     ap.add_argument("--soak-jobs", type=int, default=200, help="short jobs run during the soak")
+    ap.add_argument("--large-state-keys", type=int, default=1_000_000, help="distinct keys of the large-state runs (issue: 3,000,000)")
+    ap.add_argument("--skip-large-state", action="store_true", help="leave out the large-state checkpoint runs")
     args = ap.parse_args()
     n = args.n
     print(f"machine: {machine()}")
@@ -218,6 +223,11 @@ def main() -> None:
         r = rate(line)
         ratio = f"{r / base:.2f}x" if r and base else "-"
         print(f"{name:48} {r or 0:12,.0f} {ratio:>11}   {line}", flush=True)
+    if not args.skip_large_state:
+        from large_state_bench import measure as measure_large_state
+
+        for line in measure_large_state(args.large_state_keys, ["hashmap", "rocksdb"], 1):
+            print(line, flush=True)
     if not args.skip_recovery:
         from recovery_bench import describe, measure_recovery
 

@@ -3,9 +3,10 @@
 ``BarrierAligner`` is the pure alignment logic: in exactly-once mode a task
 stops reading an input once barrier n arrived on it, until barrier n arrived
 on every open input; in at-least-once mode it only counts. ``SubtaskCheckpointer``
-takes the snapshot: the synchronous part serialises every operator's state
-(an immutable copy, so processing goes on), the asynchronous part writes it
-to checkpoint storage on a background thread and then acknowledges.
+takes the snapshot: the synchronous part forks a copy-on-write image for heap
+keyed state (``forked_snapshot``) and serialises the rest (an immutable copy,
+so processing goes on); the asynchronous part writes it to checkpoint storage
+in the background and then acknowledges.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from typing import Any, Callable
 
 from engine.checkpoint.messages import TaskAck
 from engine.checkpoint.storage import FileSystemCheckpointStorage
+from engine.runtime import forked_snapshot
 
 
 @dataclass(frozen=True)
@@ -129,7 +131,13 @@ class BarrierAligner:
 
 
 class SubtaskCheckpointer:
-    """Serialises a subtask's operator states and writes them in the background."""
+    """Serialises a subtask's operator states and writes them in the background.
+
+    Keyed state that can be snapshotted from a forked copy-on-write image of the process (the heap
+    backend's, see ``forked_snapshot``) comes as ``deferred`` callables: the task thread only forks,
+    and the child groups, pickles and writes everything. Anything else is pickled on the task thread
+    (an immutable copy) and written by the writer thread, as before.
+    """
 
     def __init__(
         self,
@@ -138,11 +146,13 @@ class SubtaskCheckpointer:
         subtask: int,
         acknowledge: Callable[[int, TaskAck], None],
         decline: Callable[[int, str], None],
+        fork_snapshots: bool = True,
     ) -> None:
         self.job_id = job_id
         self.task = (vertex_id, subtask)
         self.acknowledge = acknowledge
         self.decline = decline
+        self.fork_snapshots = fork_snapshots and forked_snapshot.available()
         self._writer: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
 
@@ -153,18 +163,69 @@ class SubtaskCheckpointer:
         source_offsets: dict[str, Any],
         alignment_ms: int,
         start_delay_ms: int,
+        deferred: dict[str, Callable[[], dict[str, Any]]] | None = None,
+        background: dict[str, Callable[[], dict[str, Any]]] | None = None,
     ) -> None:
+        """``deferred``: operator id -> a callable returning more entries of that operator's state
+        dict (its keyed state), run in a forked child when possible, else here. ``background``: the
+        same, but always run on the writer thread (it reads a view the backend opened for it)."""
         t0 = time.monotonic()
+        if deferred and self.fork_snapshots:
+            try:
+                child = forked_snapshot.ForkedSnapshot.start(lambda: self._materialise_and_write(barrier, states, deferred))
+            except OSError:
+                child = None  # no fork now (memory, process limits): this one is taken the synchronous way
+            if child is not None:
+                sync_ms = int((time.monotonic() - t0) * 1000)
+                self._submit(self._await_child, barrier, child, source_offsets, sync_ms, alignment_ms, start_delay_ms)
+                return
         try:
-            blobs = {op_id: pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL) for op_id, state in states.items()}
+            full = _merge(states, deferred)
+            blobs = {op_id: pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL) for op_id, state in full.items()}
         except Exception as e:  # unpicklable user state: this checkpoint fails, the job goes on
             self.decline(barrier.checkpoint_id, f"state of subtask {self.task} could not be serialised: {e}")
             return
         sync_ms = int((time.monotonic() - t0) * 1000)
+        self._submit(self._write, barrier, blobs, source_offsets, sync_ms, alignment_ms, start_delay_ms, background)
+
+    def _submit(self, fn: Callable[..., None], *args: Any) -> None:
         with self._lock:
             if self._writer is None:
                 self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint-writer")
-            self._writer.submit(self._write, barrier, blobs, source_offsets, sync_ms, alignment_ms, start_delay_ms)
+            self._writer.submit(fn, *args)
+
+    def _materialise_and_write(
+        self, barrier: Barrier, states: dict[str, Any], deferred: dict[str, Callable[[], dict[str, Any]]]
+    ) -> tuple[dict[str, str], int]:
+        """In the forked child: the whole snapshot, pickled and written; returns (handles, bytes)."""
+        blobs = {op_id: pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL) for op_id, state in _merge(states, deferred).items()}
+        return self._write_blobs(barrier, blobs), sum(len(b) for b in blobs.values())
+
+    def _write_blobs(self, barrier: Barrier, blobs: dict[str, bytes]) -> dict[str, str]:
+        if barrier.location is None:
+            raise OSError("no checkpoint storage is configured")
+        storage = FileSystemCheckpointStorage(barrier.location)
+        return {
+            op_id: storage.write_task_state(self.job_id, barrier.checkpoint_id, self.task, op_id, data, location=barrier.location)
+            for op_id, data in blobs.items()
+        }
+
+    def _await_child(
+        self,
+        barrier: Barrier,
+        child: "forked_snapshot.ForkedSnapshot",
+        source_offsets: dict[str, Any],
+        sync_ms: int,
+        alignment_ms: int,
+        start_delay_ms: int,
+    ) -> None:
+        t0 = time.monotonic()
+        try:
+            handles, size = child.result()
+        except Exception as e:
+            self.decline(barrier.checkpoint_id, f"subtask {self.task[1]} of {self.task[0]} could not write its state: {e}")
+            return
+        self._ack(barrier, handles, size, sync_ms, int((time.monotonic() - t0) * 1000), alignment_ms, start_delay_ms, source_offsets)
 
     def _write(
         self,
@@ -174,27 +235,37 @@ class SubtaskCheckpointer:
         sync_ms: int,
         alignment_ms: int,
         start_delay_ms: int,
+        background: dict[str, Callable[[], dict[str, Any]]] | None = None,
     ) -> None:
         t0 = time.monotonic()
         try:
-            if barrier.location is None:
-                raise OSError("no checkpoint storage is configured")
-            storage = FileSystemCheckpointStorage(barrier.location)
-            handles = {
-                op_id: storage.write_task_state(
-                    self.job_id, barrier.checkpoint_id, self.task, op_id, data, location=barrier.location
-                )
-                for op_id, data in blobs.items()
-            }
+            for op_id, complete in (background or {}).items():
+                state = pickle.loads(blobs[op_id])
+                state.update(complete())
+                blobs[op_id] = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+            handles = self._write_blobs(barrier, blobs)
         except Exception as e:
             self.decline(barrier.checkpoint_id, f"subtask {self.task[1]} of {self.task[0]} could not write its state: {e}")
             return
         size = sum(len(b) for b in blobs.values())
+        self._ack(barrier, handles, size, sync_ms, int((time.monotonic() - t0) * 1000), alignment_ms, start_delay_ms, source_offsets)
+
+    def _ack(
+        self,
+        barrier: Barrier,
+        handles: dict[str, str],
+        size: int,
+        sync_ms: int,
+        async_ms: int,
+        alignment_ms: int,
+        start_delay_ms: int,
+        source_offsets: dict[str, Any],
+    ) -> None:
         ack = TaskAck(
             state_handles=handles,
             state_size=size,
             sync_ms=sync_ms,
-            async_ms=int((time.monotonic() - t0) * 1000),
+            async_ms=async_ms,
             alignment_ms=alignment_ms,
             persisted_bytes=size,
             start_delay_ms=start_delay_ms,
@@ -209,3 +280,9 @@ class SubtaskCheckpointer:
             if self._writer is not None:
                 self._writer.shutdown(wait=True)
                 self._writer = None
+
+
+def _merge(states: dict[str, Any], deferred: dict[str, Callable[[], dict[str, Any]]] | None) -> dict[str, Any]:
+    if not deferred:
+        return states
+    return {op_id: {**state, **deferred[op_id]()} if op_id in deferred else state for op_id, state in states.items()}

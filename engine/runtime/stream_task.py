@@ -48,6 +48,8 @@ from engine.runtime.state.task_state_manager import (
     restore_operator_state,
     restore_splits,
     snapshot_keyed,
+    snapshot_keyed_async,
+    snapshot_keyed_tables,
 )
 from engine.runtime.task_metrics import TaskIOMetrics
 from engine.runtime.user_code_class_loader import activate_user_code
@@ -59,6 +61,17 @@ TICK_S = 0.05  # how often operators' on_tick runs (processing-time timers, idle
 
 def _read_state(handle: Any) -> Any:
     return pickle.loads(FileSystemCheckpointStorage.read_state_file(handle))
+
+
+def _keyed_snapshot(backend: Any, op: StreamOperator) -> Callable[[], dict[str, Any]]:
+    def materialise() -> dict[str, Any]:
+        return snapshot_keyed_tables(backend, op)
+
+    return materialise
+
+
+def _keyed_snapshot_async(backend: Any, op: StreamOperator) -> Callable[[], dict[str, Any]]:
+    return snapshot_keyed_async(backend, op)
 
 
 @dataclass
@@ -166,6 +179,8 @@ class StreamTask:
         head = self.tdd.operators[0]
         cid, ts = barrier.checkpoint_id, barrier.timestamp
         states: dict[str, Any] = {}
+        deferred: dict[str, Callable[[], dict[str, Any]]] = {}
+        background: dict[str, Callable[[], dict[str, Any]]] = {}
         offsets: dict[str, Any] = {}
         reader = self.reader if head not in self.operators else None
         # A push source (SourceFunction) hands over what it queued and pauses under its checkpoint lock.
@@ -194,7 +209,12 @@ class StreamTask:
                 if handler is not None:
                     state["function"] = handler.snapshot(cid, ts)
                 if node_id == head and self.keyed_backend is not None:
-                    state["keyed"], state["kinds"] = snapshot_keyed(self.keyed_backend, op)
+                    if getattr(self.keyed_backend, "snapshot_in_fork", False):
+                        deferred[op_id] = _keyed_snapshot(self.keyed_backend, op)  # taken in a forked child
+                    elif hasattr(self.keyed_backend, "begin_snapshot"):
+                        background[op_id] = _keyed_snapshot_async(self.keyed_backend, op)  # read on the writer thread
+                    else:
+                        state["keyed"], state["kinds"] = snapshot_keyed(self.keyed_backend, op)
                 states[op_id] = state
         finally:
             if locked:
@@ -203,7 +223,7 @@ class StreamTask:
             w.broadcast_event(BARRIER, barrier.to_wire())
         if self.checkpointer is not None:
             delay = max(int(time.time() * 1000) - barrier.timestamp, 0)
-            self.checkpointer.snapshot(barrier, states, offsets, alignment_ms, delay)
+            self.checkpointer.snapshot(barrier, states, offsets, alignment_ms, delay, deferred, background)
         if barrier.is_sync_savepoint:
             # Nothing may follow this barrier until the savepoint's outcome is known: a source stops
             # reading, and no task fires processing-time timers (see _flush_due).

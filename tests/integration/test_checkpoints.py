@@ -33,6 +33,8 @@ def load_checkpoint(directory: Path) -> tuple[dict[int, list[list[int]]], dict[s
         for groups in (state.get("keyed") or {}).values():
             for key, value in groups.get("_reduce", []):
                 counts[key] = value[1]
+        for key, value in ((state.get("tables") or {}).get("_reduce") or {}).items():  # the heap backend's
+            counts[key] = value[1]
     return positions, counts
 
 

@@ -61,7 +61,12 @@ class KeyedStateBackend(Protocol):
     def get_aggregating_state(self, d: AggregatingStateDescriptor) -> AggregatingState: ...
 
     def snapshot_by_key_group(self) -> dict[int, dict[str, list[tuple[Any, Any]]]]:
-        """{key group: {state name: [(key, value)]}}, the unit that rescaling moves."""
+        """{key group: {state name: [(key, value)]}}, the unit that rescaling moves.
+
+        Checkpoints take cheaper paths where a backend offers one: ``snapshot_in_fork`` (the heap
+        backend: its tables are written whole from a forked child) or ``begin_snapshot`` (the
+        on-disk backend: raw records read from its own read transaction off the task thread);
+        see ``task_state_manager``."""
         ...
 
 

@@ -58,6 +58,10 @@ class StateFactory:
 
 
 class HeapKeyedStateBackend(StateFactory):
+    # Its snapshot may be taken in a forked copy-on-write child (engine/runtime/forked_snapshot.py):
+    # plain Python objects, no file or lock the child would share with the task.
+    snapshot_in_fork = True
+
     def __init__(self, max_parallelism: int, clock: Callable[[], int] | None = None, key_spec: Any = None) -> None:
         self.max_parallelism = max_parallelism
         self.key_spec = key_spec  # the declared key type, which decides each key's key group

@@ -1,7 +1,7 @@
 """The on-disk keyed state backend: state larger than memory, kept in LMDB behind a write-back cache.
 
 It plays the part of Flink's EmbeddedRocksDBStateBackend. Each state name is
-one LMDB named database of pickled key -> pickled value. Operators and the
+one LMDB named database of key group + encoded key -> pickled value. Operators and the
 heap backend's state classes use a table as a plain dict and change nested
 values in place (``table.get(k).append(x)``), so recently used entries are
 held in an LRU cache as live Python objects, and only written to LMDB when
@@ -26,8 +26,10 @@ datetimes their packed canonical form), whose records carry the original key;
 the key first written is kept, as a dict does. A key that ``key_by`` would
 refuse (no stable encoding) is refused here too.
 
-The directory is a working copy, not a durable store: restores come from
-``snapshot_by_key_group()``. Opening discards what it held, and ``close()``
+Keys are prefixed by their key group (``state_records``). A checkpoint reads
+raw records through its own read transaction, off the task thread
+(``begin_snapshot``). The directory is a working copy, not a durable store:
+restores come from snapshots. Opening discards what it held, and ``close()``
 deletes the LMDB files. One directory serves one backend at a time, and a
 backend is used by one thread.
 """
@@ -36,6 +38,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import ItemsView, MutableMapping, ValuesView
@@ -47,11 +50,16 @@ import msgpack
 from engine.runtime.key_encoding import EXT_BIGINT, canonical
 from engine.runtime.key_groups import assign_to_key_group
 from engine.runtime.state.heap_backend import StateFactory, StateTypeMismatch
+from engine.runtime.state.state_records import (
+    KG_BYTES,
+    WRAPPED as _WRAPPED,
+    decode_record as _decode,
+    key_group_prefix,
+)
 
 MAX_STATES = 128  # LMDB named databases; each costs a little in every transaction
 _LMDB_FILES = ("data.mdb", "lock.mdb")
 _TOMB = object()  # a cached entry that knows its key has no value
-_WRAPPED = b"K"  # value record carrying its key: (key, value). Plain records are a pickle (first byte 0x80).
 _HASHED = b"#"  # LMDB key of a pickled key longer than LMDB allows: a digest of it
 _PACKED = b"~"  # LMDB key of a key stored as its packed canonical form (pickles start with 0x80)
 _SCALARS = frozenset({int, float, str, bytes, bool, complex, type(None)})
@@ -74,6 +82,8 @@ class _Entry:
 
 
 class LmdbKeyedStateBackend(StateFactory):
+    snapshot_in_fork = False  # an LMDB environment must not be used in a forked child
+
     def __init__(
         self,
         max_parallelism: int,
@@ -106,6 +116,10 @@ class LmdbKeyedStateBackend(StateFactory):
         self._cache: OrderedDict[tuple[int, bytes], _Entry] = OrderedDict()
         self._rtxn: lmdb.Transaction | None = None  # reused for point reads until the next write
         self._iterating = 0  # read transactions held by unfinished iterations
+        self._snapshot_cond = threading.Condition()
+        self._snapshots = 0  # read transactions of snapshots not yet read (on the writer thread)
+        self._reading = 0  # of which being read now
+        self._open_snapshots: list[dict[str, Any]] = []
         self._last_key: Any = _TOMB
         self._last_encoded: tuple[bytes, bool] = (b"", False)
 
@@ -137,6 +151,69 @@ class LmdbKeyedStateBackend(StateFactory):
                     out.setdefault(kg, {}).setdefault(name, []).append((key, value))
         return out
 
+    def begin_snapshot(self) -> Callable[[], dict[str, list[tuple[bytes, bytes]]]]:
+        """On the task thread: write the cache back (what it holds, not the whole state) and open a
+        read transaction, LMDB's view of the state at this instant. The returned callable, run once
+        on another thread, reads that view: {state name: [(LMDB key, record)]}, raw records in
+        key-group order, nothing unpickled (``state_records.decode_record`` decodes them). Writes
+        after this call do not reach it."""
+        self.flush()
+        env = self._open_env()
+        tables = [(name, t.db) for name, t in self.tables.items()]
+        with self._snapshot_cond:
+            txn = env.begin()
+            self._snapshots += 1
+            state: dict[str, Any] = {"txn": txn}  # the transaction until it is read or the backend closes
+            self._open_snapshots.append(state)
+
+        def read() -> dict[str, list[tuple[bytes, bytes]]]:
+            with self._snapshot_cond:
+                if state["txn"] is None:
+                    raise ValueError("the LMDB state backend was closed before this snapshot was read")
+                self._reading += 1
+            try:
+                # list() drives LMDB's cursor from C: no Python code runs per record
+                return {name: list(txn.cursor(db).iternext()) for name, db in tables}
+            finally:
+                with self._snapshot_cond:
+                    self._reading -= 1
+                    self._end_snapshot(state)
+
+        return read
+
+    def _end_snapshot(self, state: dict[str, Any]) -> None:
+        """Abort one snapshot's transaction (under ``_snapshot_cond``)."""
+        if state["txn"] is not None:
+            state["txn"].abort()
+            state["txn"] = None
+            self._snapshots -= 1
+            self._open_snapshots.remove(state)
+            self._snapshot_cond.notify_all()
+
+    def restore_records(self, name: str, kind: str, rows: list[tuple[bytes, bytes]]) -> None:
+        """Put raw records of ``begin_snapshot`` back as they are (no unpickling)."""
+        t = self.table(name, kind)
+        for ck in [ck for ck, e in self._cache.items() if e.table is t]:
+            del self._cache[ck]
+        self._end_read()
+        env = self._open_env()
+        while True:
+            try:
+                with env.begin(write=True) as txn:
+                    cursor = txn.cursor(t.db)
+                    cursor.putmulti(rows)
+                return
+            except lmdb.MapFullError:
+                self._grow(env)
+
+    def _grow(self, env: lmdb.Environment) -> None:
+        if self._iterating:  # remapping under an open read transaction is unsafe in LMDB
+            raise lmdb.MapFullError("the LMDB state backend is full while a table is being iterated")
+        with self._snapshot_cond:  # and under a snapshot's: wait for snapshots in flight
+            while self._snapshots:
+                self._snapshot_cond.wait()
+            env.set_mapsize(env.info()["map_size"] * 2)
+
     # -- lifecycle -----------------------------------------------------------------------
     def flush(self) -> None:
         """Write every cached entry to LMDB; entries stay cached."""
@@ -147,6 +224,10 @@ class LmdbKeyedStateBackend(StateFactory):
         if self._env is None:
             return
         self._end_read()
+        with self._snapshot_cond:  # a snapshot still reading would read unmapped memory: wait for it
+            self._snapshot_cond.wait_for(lambda: not self._reading)
+            for state in list(self._open_snapshots):  # never read: they fail when they are
+                self._end_snapshot(state)
         self._cache.clear()
         self._env.close()
         self._env = None
@@ -181,10 +262,11 @@ class LmdbKeyedStateBackend(StateFactory):
                 kb, wrapped = pickle.dumps(c, 5), c is not key
             else:
                 kb, wrapped = _PACKED + msgpack.packb(c, use_bin_type=True), True
-        if len(kb) > self._max_key:
-            encoded = _HASHED + hashlib.blake2b(kb, digest_size=32).digest(), True
+        prefix = key_group_prefix(assign_to_key_group(key, self.max_parallelism, self.key_spec))
+        if len(kb) + KG_BYTES > self._max_key:
+            encoded = prefix + _HASHED + hashlib.blake2b(kb, digest_size=32).digest(), True
         else:
-            encoded = kb, wrapped
+            encoded = prefix + kb, wrapped
         self._last_key, self._last_encoded = key, encoded
         return encoded
 
@@ -248,9 +330,7 @@ class LmdbKeyedStateBackend(StateFactory):
                             txn.put(lk, vb, db=db)
                 return
             except lmdb.MapFullError:
-                if self._iterating:  # remapping under an open read transaction is unsafe in LMDB
-                    raise
-                env.set_mapsize(env.info()["map_size"] * 2)
+                self._grow(env)
 
     def _drop(self, table: "LmdbTable") -> None:
         for ck in [ck for ck, e in self._cache.items() if e.table is table]:
@@ -269,13 +349,6 @@ def _record(e: _Entry) -> bytes | None:
         return pickle.dumps(e.value, 5)
     except Exception as exc:
         raise TypeError(f"state '{e.table.name}' holds a value for key {e.key!r} that cannot be pickled: {exc}") from exc
-
-
-def _decode(lk: bytes, vb: bytes) -> tuple[Any, Any]:
-    if vb[:1] == _WRAPPED:
-        key, value = pickle.loads(vb[1:])
-        return key, value
-    return pickle.loads(lk), pickle.loads(vb)
 
 
 def _remove(path: str) -> None:
@@ -316,7 +389,7 @@ class LmdbTable(MutableMapping):
             e = _Entry(self, lk, k, v, not _immutable(v), True)
         else:  # a plain record was written with its canonical key: that key, not the equal one asked for
             v = pickle.loads(vb)
-            e = _Entry(self, lk, pickle.loads(lk) if wrapped else key, v, not _immutable(v), False)
+            e = _Entry(self, lk, pickle.loads(lk[KG_BYTES:]) if wrapped else key, v, not _immutable(v), False)
         b._admit(ck, e)
         return e
 

@@ -50,10 +50,16 @@ def _as_encoding_1(savepoint: CompletedCheckpoint) -> None:
             for groups in (s.get("keyed") or {}).values()
             for name, pairs in groups.items()
             for key, value in pairs
+        ] + [  # the heap backend's tables, which encoding 1 kept by key group too
+            (name, key, value)
+            for s in states.values()
+            for name, table in (s.get("tables") or {}).items()
+            for key, value in table.items()
         ]
         moved = 0
         for s in states.values():
             s["keyed"] = {}
+            s.pop("tables", None)
             s["kinds"].pop(KEY_ENCODING_FIELD)
         for name, key, value in entries:
             kg = zlib.crc32(_v1_key_bytes(key)) % MAX_P

@@ -84,9 +84,13 @@ def _expected() -> Counter:
     return out
 
 
-@pytest.mark.parametrize(("before", "after", "on_disk"), [(2, 3, False), (3, 1, False), (2, 3, True)])
+@pytest.mark.parametrize(
+    ("before", "after", "on_disk", "on_disk_after"),
+    # the last three cross backends: a savepoint restores on either backend (issue 16)
+    [(2, 3, False, False), (3, 1, False, False), (2, 3, True, True), (3, 1, True, True), (2, 3, False, True), (3, 2, True, False)],
+)
 def test_stop_with_savepoint_and_resume_at_another_parallelism_gives_an_uninterrupted_result(
-    tmp_path, before, after, on_disk
+    tmp_path, before, after, on_disk, on_disk_after
 ) -> None:
     first = TaskHarness(_job(before, on_disk), str(tmp_path)).start()
     time.sleep(0.4)
@@ -96,7 +100,7 @@ def test_stop_with_savepoint_and_resume_at_another_parallelism_gives_an_uninterr
     part1 = first.join()
     # The savepoint really cut the run in the middle, with timers and windows pending in it.
     assert 0 < len(part1) < sum(_expected().values())
-    second = TaskHarness(_job(after, on_disk), str(tmp_path), restore_from=savepoint)
+    second = TaskHarness(_job(after, on_disk_after), str(tmp_path), restore_from=savepoint)
     assert all(t.tdd.parallelism == after for t in second.tasks.values())
     part2 = second.start().join()
     assert Counter(part1) + Counter(part2) == _expected()
@@ -123,17 +127,18 @@ def test_a_stop_with_savepoint_restored_after_a_jobmanager_death_finishes_as_the
     assert bool(finished) == drain
 
 
-def test_a_checkpoint_then_failover_restored_at_one_keeps_every_record_exactly_once(tmp_path) -> None:
+@pytest.mark.parametrize("on_disk", [False, True])
+def test_a_checkpoint_then_failover_restored_at_one_keeps_every_record_exactly_once(tmp_path, on_disk) -> None:
     """A plain checkpoint (the job goes on after it), the job dies, and a restore rescaled 2 -> 1:
     output covered by the checkpoint plus everything the restored run produces is exactly one run."""
-    first = TaskHarness(_job(2), str(tmp_path)).start()
+    first = TaskHarness(_job(2, on_disk), str(tmp_path)).start()
     time.sleep(0.3)
     done = first.checkpoint(1)
     time.sleep(0.2)
     first.cancel()
     covered = first.output_before(1)
     assert covered, "the checkpoint came after some output"
-    part2 = TaskHarness(_job(1), str(tmp_path), restore_from=done).start().join()
+    part2 = TaskHarness(_job(1, on_disk), str(tmp_path), restore_from=done).start().join()
     assert Counter(covered) + Counter(part2) == _expected()
 
 
