@@ -46,6 +46,7 @@ from engine.jobmanager.job_store import ExceptionRecord, JobRecord, JobStore
 from engine.runtime.io.redis_collect import expire_results, fetch_results
 from engine.resourcemanager.resource_manager import ResourceManager
 from engine.resourcemanager.slot_pool import SlotPool
+from engine.security.replay import ReplayWindow
 from engine.taskexecutor import messages
 from engine.taskexecutor.gateway import RedisTaskExecutorGateway
 
@@ -97,7 +98,8 @@ class Dispatcher(SavepointOperations):
         self.clock = clock
         self.gateway = RedisTaskExecutorGateway(client, config.cluster_secret)
         self.pool = SlotPool()
-        self.rm = ResourceManager(client, self.pool)
+        self.rm = ResourceManager(client, self.pool, config.cluster_secret, config.heartbeat_timeout_ms)
+        self._replay = ReplayWindow(redis_keys.JOBMANAGER_INBOX)  # a genuine report pushed again acts once
         self.jobs: dict[str, JobMaster] = {}
         self.lock = threading.RLock()
         self._stop = threading.Event()
@@ -218,7 +220,12 @@ class Dispatcher(SavepointOperations):
         return True
 
     def _all_metric_samples(self, job_id: str) -> list[dict[str, Any]]:
-        return [messages.unpack(v) for v in self.client.hvals(redis_keys.task_metrics(job_id))]
+        key = redis_keys.task_metrics(job_id)
+        samples = (
+            messages.open_report(v, self.config.cluster_secret, "metrics", key, f.decode())
+            for f, v in self.client.hgetall(key).items()
+        )
+        return [s for s in samples if s is not None]  # a forged sample must not pick the next attempt
 
     def _loop(self) -> None:
         next_membership = 0.0
@@ -236,9 +243,11 @@ class Dispatcher(SavepointOperations):
                         self._check_redis_epoch()
                     for raw in batch:
                         try:
-                            msg = messages.open_message(raw, self.config.cluster_secret, redis_keys.JOBMANAGER_INBOX)
+                            msg = messages.open_message(
+                                raw, self.config.cluster_secret, redis_keys.JOBMANAGER_INBOX, self._replay
+                            )
                         except messages.Unauthenticated:
-                            continue  # forged or replayed from elsewhere: dropped (logged and counted), no job changes
+                            continue  # forged, or replayed here or from elsewhere: dropped (logged and counted)
                         self._handle(msg)
                     if due:
                         next_membership = now + self.config.heartbeat_interval_ms / 1000
@@ -468,8 +477,10 @@ class Dispatcher(SavepointOperations):
         out: dict[tuple[str, int], dict[str, Any]] = {}
         for field, value in raw.items():
             vid, _, sub = field.decode().rpartition(":")
-            sample = messages.unpack(value)
-            if sample.get("attempt") == attempt:
+            sample = messages.open_report(
+                value, self.config.cluster_secret, "metrics", redis_keys.task_metrics(job_id), field.decode()
+            )
+            if sample is not None and sample.get("attempt") == attempt:
                 out[(vid, int(sub))] = sample
         return out
 

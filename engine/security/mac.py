@@ -114,6 +114,15 @@ def open_envelope(secret: str | bytes | None, kind: str, context: tuple[Part, ..
     return Sealer(secret, kind, *context).open(envelope)
 
 
+def derive(secret: str | bytes | None, kind: str, *context: Part) -> str:
+    """A key for ``kind`` elements of ``context`` only (hex), derived from the cluster secret: given to a
+    process that must seal one kind of element of one job (a Spark executor's print lines) and
+    nothing else, so the cluster secret itself never leaves the cluster's own processes."""
+    return hashlib.blake2b(
+        _context_bytes(kind, context), key=_key(secret or ""), digest_size=32, person=b"millstream-sub1"
+    ).hexdigest()
+
+
 def check_secret(secret: str | bytes | None) -> None:
     """Raise MissingSecret unless ``secret`` can key envelopes (processes call it before starting a data plane)."""
     _key(secret or "")

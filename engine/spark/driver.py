@@ -35,6 +35,7 @@ from engine import redis_keys
 from engine.graph.job_graph import JobGraph
 from engine.runtime import collect
 from engine.runtime.io.redis_collect import RedisCollectGateway
+from engine.runtime.io.job_stdout import stdout_key
 from engine.spark.print_stream import set_print_stream
 from engine.spark.validation import UntranslatableJob
 from engine.taskexecutor import code_signing
@@ -211,7 +212,9 @@ def main(argv: list[str] | None = None) -> int:
 
         if cancel.is_set():
             return EXIT_CANCELED
-        set_print_stream(sc, ns.redis_url, ns.job_id)  # print() sinks' lines reach attached clients
+        secret = _secret(ns)
+        key = stdout_key(secret, ns.job_id) if secret else None  # executors can seal this job's lines, nothing else
+        set_print_stream(sc, ns.redis_url, ns.job_id, key)  # print() sinks' lines reach attached clients
         plan.run(sc, on_collect, job_group=ns.job_id)
         return EXIT_CANCELED if cancel.is_set() else EXIT_FINISHED
     except UntranslatableJob as e:

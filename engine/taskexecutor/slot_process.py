@@ -33,6 +33,7 @@ from engine.runtime.user_code_class_loader import load_user_code
 from engine.runtime.stream_task import StreamTask, TaskEnvironment
 from engine.runtime.io.job_stdout import StdoutForwarder
 from engine.security.mac import check_secret
+from engine.security.replay import ReplayWindow
 from engine.taskexecutor import code_signing, messages
 from engine.taskexecutor.task_stdout import TaskStdout
 
@@ -80,8 +81,9 @@ class SlotExecutor:
         self.cfg = cfg
         self.client = client
         # print() lines go to this process's stdout and to their job's print stream in Redis
-        self.stdout = stdout or TaskStdout(sys.stdout, StdoutForwarder(client))
+        self.stdout = stdout or TaskStdout(sys.stdout, StdoutForwarder(client, secret=cfg.cluster_secret))
         self.inbox = redis_keys.slot_inbox(cfg.tm_id, cfg.slot)
+        self.replay = ReplayWindow(self.inbox)  # a deploy or cancel pushed again acts once
         self.tasks: dict[tuple[str, str, int, int], _Running] = {}
         self.lock = threading.Lock()
         self.code_cache: dict[str, bytes] = {}
@@ -223,8 +225,8 @@ class SlotExecutor:
         for tdd, task in tasks:
             sample = task.sample_metrics()
             sample.update(attempt=tdd.attempt, tm=self.cfg.tm_id, slot=self.cfg.slot, ts=now_ms())
-            key = redis_keys.task_metrics(tdd.job_id)
-            pipe.hset(key, f"{tdd.vertex_id}:{tdd.subtask}", messages.pack(sample))
+            key, field = redis_keys.task_metrics(tdd.job_id), f"{tdd.vertex_id}:{tdd.subtask}"
+            pipe.hset(key, field, messages.seal_report(sample, self.cfg.cluster_secret, "metrics", key, field))
             pipe.expire(key, METRICS_TTL_S)
         pipe.execute()
 
@@ -248,7 +250,7 @@ class SlotExecutor:
                 continue
             if got:
                 try:
-                    self.handle(messages.open_message(got[1], self.cfg.cluster_secret, self.inbox))
+                    self.handle(messages.open_message(got[1], self.cfg.cluster_secret, self.inbox, self.replay))
                 except messages.Unauthenticated:
                     pass  # dropped: logged and counted where it was refused; nothing in it was read
                 except Exception:
@@ -262,6 +264,6 @@ def slot_main(cfg: SlotConfig) -> None:
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s slot-{cfg.slot} %(levelname)s %(message)s")
     seal_state_files(cfg.cluster_secret)  # state files this slot writes and restores from are sealed
     client = redis.Redis.from_url(cfg.redis_url, socket_keepalive=True, health_check_interval=30)
-    stdout = TaskStdout(sys.stdout, StdoutForwarder(client))
+    stdout = TaskStdout(sys.stdout, StdoutForwarder(client, secret=cfg.cluster_secret))
     sys.stdout = stdout  # print() in user functions, too, reaches the job's print stream
     SlotExecutor(cfg, client, stdout).serve()

@@ -2,7 +2,8 @@
 
 Registration is a hash entry in Redis; liveness is a key with a TTL refreshed
 every heartbeat interval, so a killed TaskManager simply stops existing once
-the TTL runs out. A slot process that dies is reported to the JobManager
+the TTL runs out. Both, and the TaskManager's metrics, are sealed with the
+cluster secret (engine/taskexecutor/messages.py ``seal_report``). A slot process that dies is reported to the JobManager
 (its tasks are lost) and started again.
 """
 from __future__ import annotations
@@ -72,7 +73,7 @@ class TaskExecutor:
 
     def _info(self) -> bytes:
         vm = psutil.virtual_memory()
-        return messages.pack(
+        return messages.seal_report(
             {
                 "id": self.id,
                 "host": self.cfg.host,
@@ -82,7 +83,8 @@ class TaskExecutor:
                 "cpu_cores": psutil.cpu_count() or 1,
                 "physical_memory": vm.total,
                 "log_file": self.cfg.log_file,
-            }
+            },
+            self.cfg.cluster_secret, "registration", self.id,
         )
 
     def _heartbeat(self) -> None:
@@ -93,16 +95,20 @@ class TaskExecutor:
         )
         pipe = self.client.pipeline(transaction=False)
         pipe.hset(redis_keys.TASKMANAGERS, self.id, self._info())
-        pipe.set(redis_keys.taskmanager_heartbeat(self.id), int(time.time() * 1000), px=self.cfg.heartbeat_timeout_ms)
+        # Sealed with the time it was sent: the JobManager counts a heartbeat only when that time
+        # moves on, so a copy of an old one set again by someone else keeps no dead TaskManager alive.
+        beat = messages.seal_report({"ts": int(time.time() * 1000)}, self.cfg.cluster_secret, "heartbeat", self.id)
+        pipe.set(redis_keys.taskmanager_heartbeat(self.id), beat, px=self.cfg.heartbeat_timeout_ms)
         pipe.set(
             redis_keys.taskmanager_metrics(self.id),
-            messages.pack(
+            messages.seal_report(
                 {
                     "cpu_load": psutil.cpu_percent(interval=None) / 100.0,
                     "free_memory": vm.available,
                     "rss": rss,
                     "ts": int(time.time() * 1000),
-                }
+                },
+                self.cfg.cluster_secret, "tm-metrics", self.id,
             ),
             px=self.cfg.heartbeat_timeout_ms,
         )
