@@ -43,7 +43,7 @@ from engine.jobmanager.savepoints import OperationRejected, SavepointOperations
 from engine.spark.spark_job_master import SparkJobMaster
 from engine.spark.validation import UntranslatableJob
 from engine.jobmanager.job_store import ExceptionRecord, JobRecord, JobStore
-from engine.runtime.io.redis_collect import expire_results, fetch_results
+from engine.runtime.io.redis_collect import CollectPositions, expire_results, fetch_results
 from engine.resourcemanager.resource_manager import ResourceManager
 from engine.resourcemanager.slot_pool import SlotPool
 from engine.security.replay import ReplayWindow
@@ -110,6 +110,7 @@ class Dispatcher(SavepointOperations):
         # The Redis server (run_id) each job's collect client last read from: one that differs now
         # lost the results list, so the client's offset becomes the new list's start.
         self._results_epoch: dict[str, str] = {}
+        self._collect_positions: dict[str, CollectPositions] = {}  # which entry each result offset holds
 
     # -- lifecycle ----------------------------------------------------------------
     def start(self) -> None:
@@ -281,6 +282,7 @@ class Dispatcher(SavepointOperations):
                 continue
             del self.jobs[jid]
             self._results_epoch.pop(jid, None)
+            self._collect_positions.pop(jid, None)
             log.info("job %s (%s) left memory for the JobStore", jid, jm.status.value)
 
     def _handle(self, msg: dict[str, Any]) -> None:
@@ -497,7 +499,10 @@ class Dispatcher(SavepointOperations):
             ended = jm is None or jm.status.is_terminal()
             epoch = self.redis_run_id
             rebase = offset > 0 and self._results_epoch.get(job_id, epoch) != epoch
-        entries = fetch_results(self.client, job_id, offset, rebase=rebase, secret=self.config.cluster_secret)
+            positions = self._collect_positions.setdefault(job_id, CollectPositions())
+        entries = fetch_results(
+            self.client, job_id, offset, rebase=rebase, secret=self.config.cluster_secret, positions=positions
+        )
         if epoch is not None:
             self._results_epoch[job_id] = epoch
         if ended:

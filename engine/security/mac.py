@@ -80,22 +80,24 @@ class Sealer:
         self._base = hashlib.blake2b(key=_key(secret or ""), digest_size=TAG_BYTES, person=_PERSON)
         self._base.update(_context_bytes(kind, context))
 
-    def _tag(self, payload: bytes | memoryview, seq: int | None) -> bytes:
+    def _tag(self, payload: bytes | memoryview, seq: int | None, extra: bytes = b"") -> bytes:
         h = self._base.copy()
         if seq is not None:
             h.update(seq.to_bytes(8, "big", signed=True))
+        if extra:  # per-element context sent in clear next to the envelope (e.g. a collect entry's writer)
+            h.update(len(extra).to_bytes(4, "big") + extra)
         h.update(payload)
         return h.digest()
 
-    def seal(self, payload: bytes, seq: int | None = None) -> bytes:
-        return bytes((VERSION,)) + self._tag(payload, seq) + payload
+    def seal(self, payload: bytes, seq: int | None = None, extra: bytes = b"") -> bytes:
+        return bytes((VERSION,)) + self._tag(payload, seq, extra) + payload
 
-    def open(self, envelope: bytes | None, seq: int | None = None) -> bytes:
+    def open(self, envelope: bytes | None, seq: int | None = None, extra: bytes = b"") -> bytes:
         """The payload of ``envelope``; raises Unauthenticated (logged and counted) before decoding anything."""
         if not isinstance(envelope, (bytes, bytearray)) or len(envelope) < HEADER_BYTES or envelope[0] != VERSION:
             self._refuse("it carries no authentication envelope")
         view = memoryview(envelope)
-        if not hmac.compare_digest(view[1:HEADER_BYTES], self._tag(view[HEADER_BYTES:], seq)):
+        if not hmac.compare_digest(view[1:HEADER_BYTES], self._tag(view[HEADER_BYTES:], seq, extra)):
             self._refuse("its MAC does not match (altered, replayed from elsewhere, or sealed with another cluster secret)")
         return bytes(view[HEADER_BYTES:])
 
