@@ -44,6 +44,26 @@ def _check_bind(settings: Settings, insecure: bool) -> None:
         typer.echo(f"WARNING: serving on {settings.host} without authentication (--insecure)", err=True)
 
 
+def _benchmark_switch(settings: Settings, who: str) -> bool:
+    """Whether this process runs unsealed, for benchmarks/seal_cost.py only; refuses to start when the
+    switch is set without the benchmark flag, or on a cluster that could be reached from elsewhere."""
+    if not settings.benchmark_unsealed:
+        return False
+    if not settings.benchmark:
+        typer.echo(
+            f"refusing to start the {who}: MILLSTREAM_BENCHMARK_UNSEALED turns authentication off and is for "
+            "benchmarks only; it needs MILLSTREAM_BENCHMARK=1 as well", err=True,
+        )
+        raise typer.Exit(2)
+    if settings.auth_token or settings.host not in ("127.0.0.1", "localhost", "::1"):
+        typer.echo(f"refusing to start the {who} unsealed on a cluster bound beyond loopback or with a token", err=True)
+        raise typer.Exit(2)
+    from engine.security.mac import unseal_for_benchmark
+
+    unseal_for_benchmark()
+    return True
+
+
 def _require_cluster_secret(settings: Settings, who: str) -> None:
     # Without a shared secret a TaskManager could not tell the JobManager's code from code
     # anyone with access to Redis planted there, so neither side starts without one.
@@ -73,6 +93,7 @@ def jobmanager(
     settings = Settings(**overrides)
     _check_bind(settings, insecure)
     _require_cluster_secret(settings, "JobManager")
+    _benchmark_switch(settings, "JobManager")
     from engine.checkpoint.storage import seal_state_files
 
     seal_state_files(settings.cluster_secret)  # state files the JobManager writes are sealed like the slots'
@@ -95,6 +116,7 @@ def taskmanager(
         typer.echo("REDIS_URL is not set: a TaskManager needs the cluster's Redis", err=True)
         raise typer.Exit(2)
     _require_cluster_secret(settings, "TaskManager")
+    unsealed = _benchmark_switch(settings, "TaskManager")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     run_taskmanager(
         TaskManagerConfig(
@@ -107,6 +129,7 @@ def taskmanager(
             log_file=os.path.abspath(log_file) if log_file else None,
             state_dir=str((settings.data_dir / "state").resolve()),
             cluster_secret=settings.cluster_secret,
+            unsealed_benchmark=unsealed,
         )
     )
 

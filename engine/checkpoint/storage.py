@@ -23,7 +23,7 @@ import uuid
 from typing import Any, Mapping, Protocol
 
 from engine.checkpoint.messages import TaskId
-from engine.security.mac import VERSION, Sealer, Unauthenticated, check_secret
+from engine.security.mac import VERSION, Sealer, Unauthenticated, check_secret, is_unsealed
 
 METADATA_FILE = "_metadata"
 _DISCARDABLE = re.compile(r"^(chk-\d+|savepoint-[0-9a-zA-Z-]+)$")
@@ -65,6 +65,8 @@ def _open_metadata(path: str, data: bytes) -> bytes:
     secret = _sealing.get("secret")
     if not secret:
         return data[1 + 16 :] if data[:1] == bytes((VERSION,)) else data
+    if is_unsealed():  # benchmark only (engine/security/mac.py)
+        return data
     if data[:1] != bytes((VERSION,)):
         # Written before _metadata was sealed (or by hand): refused, as its unsealed state files would be.
         raise InvalidSavepoint(

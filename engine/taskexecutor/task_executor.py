@@ -42,6 +42,7 @@ class TaskManagerConfig:
     log_file: str | None = None
     state_dir: str | None = None  # on-disk keyed state (state.backend=rocksdb) lives under here
     cluster_secret: str | None = None  # checks the signature of user code before it is unpickled
+    unsealed_benchmark: bool = False  # benchmark only (engine/security/mac.py unseal_for_benchmark): slots too
 
 
 def new_taskmanager_id(host: str) -> str:
@@ -65,7 +66,8 @@ class TaskExecutor:
     def _start_slot(self, i: int) -> None:
         state_dir = os.path.join(self.cfg.state_dir, self.id.replace(":", "_")) if self.cfg.state_dir else None
         cfg = SlotConfig(
-            self.id, i, self.cfg.redis_url, self.cfg.credits, self.cfg.buffer_records, state_dir, self.cfg.cluster_secret
+            self.id, i, self.cfg.redis_url, self.cfg.credits, self.cfg.buffer_records, state_dir, self.cfg.cluster_secret,
+            unsealed_benchmark=self.cfg.unsealed_benchmark,
         )
         p = self.ctx.Process(target=slot_main, args=(cfg,), name=f"slot-{i}", daemon=False)
         p.start()
