@@ -6,21 +6,28 @@ being measured: one as always, one started with ``MILLSTREAM_BENCHMARK=1`` and
 ``MILLSTREAM_BENCHMARK_UNSEALED=1``, the benchmark-only switch that turns sealing and checking off in
 every process of that cluster (the CLI refuses the switch without the flag, off loopback or with a
 token). The rolling word count runs on each in turn, a warm-up first and then ABBA pairs, so load that
-comes and goes on a shared machine hits both alike; the figure is the median of the per-pair ratios
-sealed / unsealed (1.00: sealing costs nothing).
+comes and goes on a shared machine hits both alike, and each run starts after the other cluster had a
+few seconds to settle (a job's end leaves its cluster busy for a moment: without the pause the run
+after a switch of cluster was the slow one of every pair). Two figures, each the median of the
+per-pair ratios sealed / unsealed: throughput (1.00: sealing costs nothing), and records per CPU
+second of the whole cluster (JobManager, TaskManagers, slots, valkey) and the client, which the other
+work on a shared machine moves much less than wall-clock time.
 
 Run alone: ``python benchmarks/seal_cost.py [N [pairs]]``; ``make bench`` runs it too.
 """
 from __future__ import annotations
 
 import os
+import resource
 import statistics
 import sys
 import tempfile
+import time
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
+import psutil
 import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -31,10 +38,35 @@ from run import JOB, free_port, rate, run  # noqa: E402
 from engine import redis_keys  # noqa: E402
 
 _SWITCH = {"MILLSTREAM_BENCHMARK": "1", "MILLSTREAM_BENCHMARK_UNSEALED": "1"}
+SETTLE_S = 4.0  # before each run: the previous job's cluster finishes its after-job work
+
+Run = tuple[str, float]  # the job's result line, CPU seconds of its cluster and client
+
+
+def _cpu(pids: list[int]) -> float:
+    total = 0.0
+    for pid in pids:
+        try:
+            procs = [psutil.Process(pid)]
+            procs += procs[0].children(recursive=True)
+        except psutil.Error:
+            continue
+        for p in procs:
+            try:
+                t = p.cpu_times()
+                total += t.user + t.system
+            except psutil.Error:
+                pass
+    return total
+
+
+def _client_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)  # the `millstream run` clients, once waited for
+    return r.ru_utime + r.ru_stime
 
 
 @contextmanager
-def _cluster(unsealed: bool) -> Iterator[Callable[[int], str]]:
+def _cluster(unsealed: bool) -> Iterator[Callable[[int], Run]]:
     """A fresh local cluster, sealed or not; yields ``submit(n)`` running the rolling count at P=2."""
     from backend.cluster_launcher import LocalCluster
     from backend.settings import Settings
@@ -56,7 +88,15 @@ def _cluster(unsealed: bool) -> Iterator[Callable[[int], str]]:
                 raise RuntimeError(f"the cluster did not start; see {tmp}/log")
             env = dict(cluster.env, MILLSTREAM_JOBMANAGER=f"http://127.0.0.1:{settings.port}")
             _check(env["REDIS_URL"], unsealed)
-            yield lambda n: run([sys.executable, "-m", "backend.cli", "run", str(JOB), str(n), "2"], env)
+            pids = [c.proc.pid for c in cluster.children if c.proc is not None] + [cluster.redis.pid]
+
+            def submit(n: int) -> Run:
+                time.sleep(SETTLE_S)
+                cpu0, client0 = _cpu(pids), _client_cpu()
+                line = run([sys.executable, "-m", "backend.cli", "run", str(JOB), str(n), "2"], env)
+                return line, _cpu(pids) - cpu0 + _client_cpu() - client0
+
+            yield submit
         finally:
             cluster.shutdown()
 
@@ -73,7 +113,7 @@ def _check(redis_url: str, unsealed: bool) -> None:
         raise RuntimeError(f"the {'unsealed' if unsealed else 'sealed'} cluster's heartbeats are {'' if sealed else 'not '}sealed")
 
 
-def measure(n: int = 2_000_000, pairs: int = 3) -> list[tuple[str, str]]:
+def measure(n: int = 2_000_000, pairs: int = 3) -> list[tuple[Run, Run]]:
     """``pairs`` (sealed, unsealed) result lines of the rolling count, after one warm-up run on each."""
     with ExitStack() as stack:
         sealed = stack.enter_context(_cluster(False))
@@ -91,19 +131,20 @@ def measure(n: int = 2_000_000, pairs: int = 3) -> list[tuple[str, str]]:
         return runs
 
 
-def describe(runs: list[tuple[str, str]]) -> str:
-    pairs = [(rate(a), rate(b)) for a, b in runs]
-    ratios = [a / b for a, b in pairs if a and b]
-    if not ratios:
+def describe(runs: list[tuple[Run, Run]]) -> str:
+    ok = [(a, b) for a, b in runs if rate(a[0]) and rate(b[0])]
+    if not ok:
         return f"sealing, end to end: failed ({runs[-1]})"
-    each = ", ".join(f"{r:.3f}" for r in ratios)
-    med = statistics.median(ratios)
-    sealed_rate = statistics.median(a for a, b in pairs if a and b)
-    unsealed_rate = statistics.median(b for a, b in pairs if a and b)
+    speed = [rate(a[0]) / rate(b[0]) for a, b in ok]  # type: ignore[operator]
+    per_cpu = [b[1] / a[1] for a, b in ok]  # same records: CPU unsealed / sealed is records-per-CPU-second sealed / unsealed
+    med, cpu_med = statistics.median(speed), statistics.median(per_cpu)
     return (
-        f"sealing, end to end (rolling count, P=2, 2 TaskManagers): sealed / unsealed throughput median {med:.3f} "
-        f"of {len(ratios)} interleaved pairs ({each}), a cost of {100 * (1 - med):.1f}%; "
-        f"median {sealed_rate:,.0f} vs {unsealed_rate:,.0f} records/s"
+        f"sealing, end to end (rolling count, P=2, 2 TaskManagers), sealed / unsealed, median of {len(ok)} "
+        f"interleaved pairs: throughput {med:.3f} ({', '.join(f'{r:.3f}' for r in speed)}), a cost of "
+        f"{100 * (1 - med):.1f}%; records per CPU second {cpu_med:.3f} ({', '.join(f'{r:.3f}' for r in per_cpu)}), "
+        f"a cost of {100 * (1 - cpu_med):.1f}%; median {statistics.median(rate(a[0]) for a, _ in ok):,.0f} vs "
+        f"{statistics.median(rate(b[0]) for _, b in ok):,.0f} records/s, "
+        f"{statistics.median(a[1] for a, _ in ok):.1f} vs {statistics.median(b[1] for _, b in ok):.1f} CPU s per run"
     )
 
 
@@ -113,5 +154,5 @@ if __name__ == "__main__":
     print(f"machine: {machine()}", flush=True)
     runs = measure(n, pairs)
     for a, b in runs:
-        print(f"  sealed:   {a}\n  unsealed: {b}", flush=True)
+        print(f"  sealed:   {a[0]} cpu_s={a[1]:.2f}\n  unsealed: {b[0]} cpu_s={b[1]:.2f}", flush=True)
     print(describe(runs), flush=True)
