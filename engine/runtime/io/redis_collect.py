@@ -87,9 +87,9 @@ _HEAD = struct.Struct(">8sQ")  # writer id, index of the entry among that writer
 class CollectPositions:
     """The JobManager's memory of one job's result list: which list position holds each writer's entry.
 
-    Pure bookkeeping. ``check`` raises UnauthenticatedResult for a (writer, index) seen at another
-    position, or an index not after the writer's last one; ``forget_before`` drops what the client
-    acknowledged; ``reset`` follows a Redis restart (the list's positions start again)."""
+    Pure bookkeeping. ``check`` raises UnauthenticatedResult for an entry whose index is not after its
+    writer's last one, unless it is the entry read at that same position before (a retried fetch);
+    ``forget_before`` drops what the client acknowledged."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()  # two clients of one job may fetch at once
@@ -97,10 +97,11 @@ class CollectPositions:
         self._last: dict[bytes, int] = {}  # writer -> highest index accepted
 
     def check(self, position: int, writer: bytes, index: int, job_id: str) -> None:
-        seen = self._at.get(position)
-        if seen == (writer, index):
+        if self._at.get(position) == (writer, index):
             return  # the same entry read again
-        if seen is not None or index <= self._last.get(writer, -1):
+        # Another entry at a position read before is no replay: Redis restarted and the list continues
+        # from the client's offset with the new attempt's entries. A copy is an index seen before.
+        if index <= self._last.get(writer, -1):
             raise UnauthenticatedResult(
                 f"job {job_id}'s results hold a replayed entry at offset {position} (entry {index} of a writer "
                 "whose entries this cluster has read before): refused"
@@ -111,10 +112,6 @@ class CollectPositions:
     def forget_before(self, position: int) -> None:
         for p in [p for p in self._at if p < position]:
             del self._at[p]
-
-    def reset(self) -> None:
-        self._at.clear()
-        self._last.clear()
 
 
 class RedisCollectGateway:
@@ -203,8 +200,6 @@ def fetch_results(
     if positions is None:
         return _open_entries(sealer, job_id, offset, value, None)
     with positions.lock:
-        if rebase:
-            positions.reset()
         positions.forget_before(offset)
         return _open_entries(sealer, job_id, offset, value, positions)
 
