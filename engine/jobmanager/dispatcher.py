@@ -40,6 +40,7 @@ from engine.checkpoint.storage import InvalidSavepoint
 from engine.jobmanager.checkpointing import JobCheckpointing
 from engine.jobmanager.job_master import ALLOW_NON_RESTORED_KEY, SAVEPOINT_PATH_KEY, JobMaster
 from engine.jobmanager.savepoints import OperationRejected, SavepointOperations
+from engine.spark.spark_cancel import spark_cancel_value
 from engine.spark.spark_job_master import SparkJobMaster
 from engine.spark.validation import UntranslatableJob
 from engine.jobmanager.job_store import ExceptionRecord, JobRecord, JobStore
@@ -141,7 +142,9 @@ class Dispatcher(SavepointOperations):
                     continue
                 if rec.job_type == "BATCH":
                     # Spark drivers run in their own session and outlive us: tell them to stop.
-                    self.client.set(redis_keys.spark_cancel(rec.jid), 1, ex=3600)
+                    self.client.set(
+                        redis_keys.spark_cancel(rec.jid), spark_cancel_value(self.config.cluster_secret, rec.jid), ex=3600
+                    )
                 now = int(self.clock() * 1000)
                 rec.state = JobStatus.FAILED.value
                 rec.end_time = now

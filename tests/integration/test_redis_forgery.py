@@ -275,6 +275,20 @@ def test_a_replayed_result_entry_is_refused(cluster: Cluster, tmp_path: Path) ->
     _cancel(cluster, jid)
 
 
+def test_a_spark_cancel_key_set_by_someone_else_cancels_nothing(cluster: Cluster) -> None:
+    res = cluster.run(PROGRAMS / "slow_batch.py", "40", options=("--detached",))
+    assert res.returncode == 0, res.stderr
+    jid = _job_id(res.stdout)
+    rds = _attacker(cluster)
+    # The key the JobManager sets to make a BATCH job's Spark driver cancel it, set all along.
+    stop = _repeat(lambda: rds.set(redis_keys.spark_cancel(jid), "1", ex=60), 0.2)
+    try:
+        job = cluster.wait_state(jid, ("FINISHED", "FAILED", "CANCELED"), 120)
+    finally:
+        stop()
+    assert job["state"] == "FINISHED", _exceptions(cluster, jid)[-1:]
+
+
 def test_a_replayed_heartbeat_keeps_no_dead_taskmanager(cluster: Cluster) -> None:
     """Last: it kills a TaskManager (and starts another one after)."""
     rds = _attacker(cluster)
