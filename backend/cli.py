@@ -76,6 +76,26 @@ def _check_bind(settings: Settings, insecure: bool) -> None:
         typer.echo(f"WARNING: serving on {settings.host} without authentication (--insecure)", err=True)
 
 
+def _benchmark_switch(settings: Settings, who: str) -> bool:
+    """Whether this process runs unsealed, for benchmarks/seal_cost.py only; refuses to start when the
+    switch is set without the benchmark flag, or on a cluster that could be reached from elsewhere."""
+    if not settings.benchmark_unsealed:
+        return False
+    if not settings.benchmark:
+        typer.echo(
+            f"refusing to start the {who}: MILLSTREAM_BENCHMARK_UNSEALED turns authentication off and is for "
+            "benchmarks only; it needs MILLSTREAM_BENCHMARK=1 as well", err=True,
+        )
+        raise typer.Exit(2)
+    if settings.auth_token or settings.host not in ("127.0.0.1", "localhost", "::1"):
+        typer.echo(f"refusing to start the {who} unsealed on a cluster bound beyond loopback or with a token", err=True)
+        raise typer.Exit(2)
+    from engine.security.mac import unseal_for_benchmark
+
+    unseal_for_benchmark()
+    return True
+
+
 def _require_cluster_secret(settings: Settings, who: str) -> None:
     # Without a shared secret a TaskManager could not tell the JobManager's code from code
     # anyone with access to Redis planted there, so neither side starts without one.
@@ -113,6 +133,7 @@ def jobmanager(
     except DatabaseDriverMissing as e:
         typer.echo(str(e), err=True)
         raise typer.Exit(2)
+    _benchmark_switch(settings, "JobManager")
     from engine.checkpoint.storage import seal_state_files
 
     seal_state_files(settings.cluster_secret)  # state files the JobManager writes are sealed like the slots'
@@ -141,6 +162,7 @@ def taskmanager(
         raise typer.Exit(2)
     _require_cluster_secret(settings, "TaskManager")
     checkpoint_dir = _check_checkpoint_dir(settings, "TaskManager")
+    unsealed = _benchmark_switch(settings, "TaskManager")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     run_taskmanager(
         TaskManagerConfig(
@@ -155,6 +177,7 @@ def taskmanager(
             cluster_secret=settings.cluster_secret,
             host=_advertised_host(host or settings.taskmanager_host),
             checkpoint_dir=checkpoint_dir,
+            unsealed_benchmark=unsealed,
         )
     )
 

@@ -48,6 +48,10 @@ class Settings(BaseSettings):
     audit_refusals_per_minute: int = 60  # refused anonymous requests recorded per client and minute; the rest are counted
     auth_reads: bool = False  # with a token, GETs need it too (the dashboard then needs a login)
     cluster_secret: str | None = None  # signs user code in Redis; JobManager and TaskManagers share it
+    # Benchmark only (benchmarks/seal_cost.py): with both set, on a loopback cluster without a token, nothing
+    # crossing Redis or disk is sealed. Never set them anywhere else: the CLI refuses the second alone.
+    benchmark: bool = False
+    benchmark_unsealed: bool = False
     cors_origins: str | None = None  # comma-separated allowlist; unset: no CORS headers at all
     allowed_hosts: str | None = None  # comma-separated Host names answered besides loopback and the bind address
     max_parallelism: int = 128  # per operator, cluster-wide cap on top of each job's own: the default max-parallelism bound (raise it for bigger jobs)

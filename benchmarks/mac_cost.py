@@ -2,8 +2,8 @@
 against that buffer's other costs on the reference workload (rolling word count, 1024 records of
 ``("w123", 1)`` per buffer): msgpack encode and decode, and the share of the measured throughput.
 
-Authentication cannot be switched off, so ``make bench`` prints this micro-benchmark next to the
-cluster figures. Run alone: ``python benchmarks/mac_cost.py [records_per_s [slots]]``.
+``make bench`` prints this micro-benchmark next to the cluster figures, and the end-to-end figure
+(a sealed cluster against an unsealed one) from ``seal_cost.py``. Run alone: ``python benchmarks/mac_cost.py [records_per_s [slots]]``.
 """
 from __future__ import annotations
 

@@ -162,6 +162,7 @@ def main() -> None:
     ap.add_argument("--soak-jobs", type=int, default=200, help="short jobs run during the soak")
     ap.add_argument("--large-state-keys", type=int, default=1_000_000, help="distinct keys of the large-state runs (issue: 3,000,000)")
     ap.add_argument("--skip-large-state", action="store_true", help="leave out the large-state checkpoint runs")
+    ap.add_argument("--skip-seal", action="store_true", help="leave out sealed against unsealed clusters")
     args = ap.parse_args()
     n = args.n
     print(f"machine: {machine()}")
@@ -213,10 +214,15 @@ def main() -> None:
     for d in durations:
         print(f"checkpoint duration (end to end, 1000 keys of state, under full load): {d}")
     print(ratio_line("windowed / rolling count on the same cluster", windowed))
-    # Authentication cannot be switched off (issue 14): its per-buffer cost, against the rate just measured.
+    # Sealing (issue 14): its per-buffer cost against the rate just measured, and end to end, a sealed
+    # cluster against one started with the benchmark-only switch that turns sealing off (seal_cost.py).
     from mac_cost import describe as describe_mac, measure as measure_mac
 
     print(describe_mac(measure_mac(), rate(results["Millstream, 2 TaskManagers over Redis, P=2"])), flush=True)
+    if not args.skip_seal:
+        from seal_cost import describe as describe_seal, measure as measure_seal
+
+        print(describe_seal(measure_seal(n, args.pairs)), flush=True)
     base = rate(results.get("Bytewax 0.21.1, 1 worker", ""))
     print(f"{'system':48} {'records/s':>12} {'vs Bytewax':>11}")
     for name, line in results.items():

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query
 from backend.api.jobs import JobId, load_job
 from backend.deps import DispatcherDep
 from engine.executiongraph.states import JobStatus
-from engine.runtime.io.job_stdout import read_lines
+from engine.runtime.io.job_stdout import read_lines, stdout_key
 
 router = APIRouter(tags=["jobs"])
 
@@ -26,7 +26,9 @@ def job_stdout(
     (read on until ``next-offset`` reaches ``total``). Lines are kept an hour after the last one."""
     # The state is read first: once it is terminal, every line the job printed is already in Redis.
     record = load_job(dispatcher, jid)
-    chunk = read_lines(dispatcher.client, record.jid, offset, maxLines)
+    # Only lines sealed for this job by the cluster are its output (engine/runtime/io/job_stdout.py).
+    key = stdout_key(dispatcher.config.cluster_secret, record.jid)
+    chunk = read_lines(dispatcher.client, record.jid, offset, maxLines, key=key)
     return {
         "lines": chunk.lines,
         "offset": chunk.offset,

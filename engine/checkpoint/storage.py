@@ -5,10 +5,10 @@ and ``<savepoint-dir>/savepoint-<job6>-<suffix>/`` for savepoints. Every file is
 written atomically (temp file, fsync, rename) and ``_metadata`` is written last,
 so a directory without ``_metadata`` is an incomplete checkpoint.
 
-In a cluster, state files are sealed with the cluster secret (engine/security/mac.py, bound to the
-file's name): each cluster process calls ``seal_state_files`` once at start, and a state file that
+In a cluster, state files and ``_metadata`` are sealed with the cluster secret (engine/security/mac.py,
+bound to the file's name): each cluster process calls ``seal_state_files`` once at start, and a state file that
 does not open (written by someone else, altered, or from a cluster with another secret) is refused
-before it is unpickled. Processes that never call it (the in-process mini-cluster, unit tests) write
+before it is unpickled, a ``_metadata`` before it is parsed. Processes that never call it (the in-process mini-cluster, unit tests) write
 plain files and read both kinds without checking.
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ import uuid
 from typing import Any, Mapping, Protocol
 
 from engine.checkpoint.messages import TaskId
-from engine.security.mac import VERSION, Sealer, Unauthenticated, check_secret
+from engine.security.mac import VERSION, Sealer, Unauthenticated, check_secret, is_unsealed
 
 METADATA_FILE = "_metadata"
 _DISCARDABLE = re.compile(r"^(chk-\d+|savepoint-[0-9a-zA-Z-]+)$")
@@ -56,6 +56,31 @@ def _open(path: str, data: bytes) -> bytes:
             str(path)[:300],
             "the state file is not sealed with this cluster's secret (MILLSTREAM_CLUSTER_SECRET): written by "
             "another cluster or process, or altered; it is not read",
+        ) from None
+
+
+def _open_metadata(path: str, data: bytes) -> bytes:
+    """``_metadata``'s JSON, checked like a state file before it is parsed: its handles and offsets
+    decide which files a restore reads and where sources resume, so a cluster trusts only its own."""
+    secret = _sealing.get("secret")
+    if not secret:
+        return data[1 + 16 :] if data[:1] == bytes((VERSION,)) else data
+    if is_unsealed():  # benchmark only (engine/security/mac.py)
+        return data
+    if data[:1] != bytes((VERSION,)):
+        # Written before _metadata was sealed (or by hand): refused, as its unsealed state files would be.
+        raise InvalidSavepoint(
+            str(path)[:300],
+            f"its {METADATA_FILE} is not sealed (written by an older Millstream, by the in-process mini-cluster, "
+            "or by hand); this cluster restores only checkpoints and savepoints it sealed with its secret",
+        )
+    try:
+        return Sealer(secret, "state", METADATA_FILE).open(data)
+    except Unauthenticated:
+        raise InvalidSavepoint(
+            str(path)[:300],
+            f"its {METADATA_FILE} is not sealed with this cluster's secret (MILLSTREAM_CLUSTER_SECRET): written "
+            "by another cluster, or altered; it is not read",
         ) from None
 
 
@@ -159,7 +184,8 @@ class FileSystemCheckpointStorage:
             data = json.dumps(metadata, sort_keys=True, indent=1).encode()
         except (TypeError, ValueError) as e:
             raise CheckpointStorageError(f"checkpoint {checkpoint_id} metadata is not JSON-serialisable: {e}") from e
-        _atomic_write(os.path.join(directory, METADATA_FILE), data)
+        file = os.path.join(directory, METADATA_FILE)
+        _atomic_write(file, _seal(file, data))
         return directory
 
     def read_metadata(self, path: str) -> dict[str, Any]:
@@ -175,7 +201,7 @@ class FileSystemCheckpointStorage:
             )
         try:
             with open(file, "rb") as f:
-                meta = json.loads(f.read().decode())
+                meta = json.loads(_open_metadata(path, f.read()).decode())
         except (UnicodeDecodeError, ValueError) as e:
             raise InvalidSavepoint(path, f"{METADATA_FILE} is corrupt: {e}") from e
         except OSError as e:

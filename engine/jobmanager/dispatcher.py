@@ -41,12 +41,14 @@ from engine.jobmanager.checkpointing import JobCheckpointing
 from engine.jobmanager.job_master import ALLOW_NON_RESTORED_KEY, SAVEPOINT_PATH_KEY, JobMaster
 from engine.jobmanager.savepoints import OperationRejected, SavepointOperations
 from engine.spark.availability import spark_unavailable_reason
+from engine.spark.spark_cancel import spark_cancel_value
 from engine.spark.spark_job_master import SparkJobMaster
 from engine.spark.validation import UntranslatableJob
 from engine.jobmanager.job_store import ExceptionRecord, JobRecord, JobStore
-from engine.runtime.io.redis_collect import expire_results, fetch_results
+from engine.runtime.io.redis_collect import CollectPositions, expire_results, fetch_results
 from engine.resourcemanager.resource_manager import ResourceManager
 from engine.resourcemanager.slot_pool import SlotPool
+from engine.security.replay import ReplayWindow
 from engine.taskexecutor import messages
 from engine.taskexecutor.gateway import RedisTaskExecutorGateway
 
@@ -104,7 +106,8 @@ class Dispatcher(SavepointOperations):
         self.clock = clock
         self.gateway = RedisTaskExecutorGateway(client, config.cluster_secret)
         self.pool = SlotPool()
-        self.rm = ResourceManager(client, self.pool)
+        self.rm = ResourceManager(client, self.pool, config.cluster_secret, config.heartbeat_timeout_ms)
+        self._replay = ReplayWindow(redis_keys.JOBMANAGER_INBOX)  # a genuine report pushed again acts once
         self.jobs: dict[str, JobMaster] = {}
         self.lock = threading.RLock()
         self._stop = threading.Event()
@@ -112,6 +115,7 @@ class Dispatcher(SavepointOperations):
         self.started_ms = int(clock() * 1000)
         self.redis_run_id: str | None = None  # the Redis server this JobManager's jobs' data lives in
         self.redis_failovers = 0  # times Redis came back empty and running jobs were failed over
+        self._collect_positions: dict[str, CollectPositions] = {}  # which entry each result offset holds
 
     # -- lifecycle ----------------------------------------------------------------
     def start(self) -> None:
@@ -142,7 +146,9 @@ class Dispatcher(SavepointOperations):
                     continue
                 if rec.job_type == "BATCH":
                     # Spark drivers run in their own session and outlive us: tell them to stop.
-                    self.client.set(redis_keys.spark_cancel(rec.jid), 1, ex=3600)
+                    self.client.set(
+                        redis_keys.spark_cancel(rec.jid), spark_cancel_value(self.config.cluster_secret, rec.jid), ex=3600
+                    )
                 now = int(self.clock() * 1000)
                 rec.state = JobStatus.FAILED.value
                 rec.end_time = now
@@ -222,7 +228,12 @@ class Dispatcher(SavepointOperations):
         return True
 
     def _all_metric_samples(self, job_id: str) -> list[dict[str, Any]]:
-        return [messages.unpack(v) for v in self.client.hvals(redis_keys.task_metrics(job_id))]
+        key = redis_keys.task_metrics(job_id)
+        samples = (
+            messages.open_report(v, self.config.cluster_secret, "metrics", key, f.decode())
+            for f, v in self.client.hgetall(key).items()
+        )
+        return [s for s in samples if s is not None]  # a forged sample must not pick the next attempt
 
     def _loop(self) -> None:
         next_membership = 0.0
@@ -240,9 +251,11 @@ class Dispatcher(SavepointOperations):
                         self._check_redis_epoch()
                     for raw in batch:
                         try:
-                            msg = messages.open_message(raw, self.config.cluster_secret, redis_keys.JOBMANAGER_INBOX)
+                            msg = messages.open_message(
+                                raw, self.config.cluster_secret, redis_keys.JOBMANAGER_INBOX, self._replay
+                            )
                         except messages.Unauthenticated:
-                            continue  # forged or replayed from elsewhere: dropped (logged and counted), no job changes
+                            continue  # forged, or replayed here or from elsewhere: dropped (logged and counted)
                         self._handle(msg)
                     if due:
                         next_membership = now + self.config.heartbeat_interval_ms / 1000
@@ -275,6 +288,7 @@ class Dispatcher(SavepointOperations):
                 log.warning("job %s stays in memory: its record could not be stored", jid, exc_info=True)
                 continue
             del self.jobs[jid]
+            self._collect_positions.pop(jid, None)
             log.info("job %s (%s) left memory for the JobStore", jid, jm.status.value)
 
     def _handle(self, msg: dict[str, Any]) -> None:
@@ -499,8 +513,10 @@ class Dispatcher(SavepointOperations):
         out: dict[tuple[str, int], dict[str, Any]] = {}
         for field, value in raw.items():
             vid, _, sub = field.decode().rpartition(":")
-            sample = messages.unpack(value)
-            if sample.get("attempt") == attempt:
+            sample = messages.open_report(
+                value, self.config.cluster_secret, "metrics", redis_keys.task_metrics(job_id), field.decode()
+            )
+            if sample is not None and sample.get("attempt") == attempt:
                 out[(vid, int(sub))] = sample
         return out
 
@@ -515,9 +531,12 @@ class Dispatcher(SavepointOperations):
             if jm is not None and offset > 0:
                 self._check_redis_epoch()  # a client may ask before the control loop saw Redis restart
             ended = jm is None or jm.status.is_terminal()
+            positions = self._collect_positions.setdefault(job_id, CollectPositions())
         # A results list lost with a Redis restart is recognised in Redis itself (see _FETCH), so
         # this holds across a JobManager restart too.
-        entries = fetch_results(self.client, job_id, offset, secret=self.config.cluster_secret, ended=ended)
+        entries = fetch_results(
+            self.client, job_id, offset, secret=self.config.cluster_secret, ended=ended, positions=positions
+        )
         if ended:
             expire_results(self.client, job_id)
         return entries, ended

@@ -2,12 +2,18 @@
 
 A TaskManager is alive while its heartbeat key exists; the key's TTL is the
 heartbeat timeout, so a dead TaskManager is noticed within that timeout.
+
+Registrations and heartbeats are sealed with the cluster secret by the TaskManager they name
+(engine/taskexecutor/messages.py ``seal_report``). One not sealed by this cluster for that TaskManager
+counts as absent, so a TaskManager written into Redis by someone else is never given slots. A
+heartbeat counts only while the time sealed in it moves on: a genuine heartbeat copied and set again
+later keeps a dead TaskManager alive for one heartbeat timeout at most.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import redis
 
@@ -23,9 +29,29 @@ class Membership:
 
 
 class ResourceManager:
-    def __init__(self, client: redis.Redis, pool: SlotPool) -> None:
+    def __init__(
+        self, client: redis.Redis, pool: SlotPool, secret: str | bytes | None = None, heartbeat_timeout_ms: int = 10_000,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.client = client
         self.pool = pool
+        self.secret = secret
+        self.heartbeat_timeout_ms = heartbeat_timeout_ms
+        self.monotonic = monotonic
+        # tm -> (the newest heartbeat time it sealed, when this JobManager first saw that time)
+        self._beats: dict[str, tuple[int, float]] = {}
+
+    def _beat(self, tm: str, raw: bytes | None) -> int | None:
+        """The time of ``tm``'s heartbeat if it is genuine and has moved on within the timeout."""
+        beat = messages.open_report(raw, self.secret, "heartbeat", tm)
+        ts = beat.get("ts") if beat else None
+        if not isinstance(ts, int):
+            return None
+        now = self.monotonic()
+        last = self._beats.get(tm)
+        if last is None or ts > last[0]:
+            self._beats[tm] = last = (ts, now)
+        return ts if (now - last[1]) * 1000 <= self.heartbeat_timeout_ms else None
 
     def refresh(self) -> Membership:
         registry = self.client.hgetall(redis_keys.TASKMANAGERS)
@@ -36,13 +62,16 @@ class ResourceManager:
         beats = pipe.execute() if ids else []
         joined, lost = [], []
         alive = set()
-        for (raw_id, raw_info), beat in zip(registry.items(), beats):
+        for (raw_id, raw_info), raw_beat in zip(registry.items(), beats):
             tm = raw_id.decode()
-            if beat is None:
+            beat = self._beat(tm, raw_beat)
+            info = messages.open_report(raw_info, self.secret, "registration", tm)
+            existing = self.pool.taskmanagers.get(tm)
+            if info is None and existing is not None:
+                info = existing.details  # overwritten by someone else: the last genuine one still holds
+            if beat is None or info is None or not isinstance(info.get("slots"), int):
                 continue
             alive.add(tm)
-            info: dict[str, Any] = messages.unpack(raw_info)
-            existing = self.pool.taskmanagers.get(tm)
             record = TaskManagerInfo(
                 id=tm,
                 slots=int(info["slots"]),
@@ -57,11 +86,13 @@ class ResourceManager:
             if tm not in alive:
                 lost.append(tm)
         # Registry entries whose heartbeat expired belong to dead TaskManagers.
-        dead = [tm for tm in ids if tm not in alive]
+        dead = [tm for tm, raw_beat in zip(ids, beats) if raw_beat is None]
         if dead:
             self.client.hdel(redis_keys.TASKMANAGERS, *dead)
+        for tm in set(self._beats) - set(ids):
+            del self._beats[tm]
         return Membership(joined, lost)
 
     def taskmanager_metrics(self, tm_id: str) -> dict[str, Any]:
         raw = self.client.get(redis_keys.taskmanager_metrics(tm_id))
-        return messages.unpack(raw) if raw else {}
+        return messages.open_report(raw, self.secret, "tm-metrics", tm_id) or {}

@@ -33,6 +33,9 @@ log = logging.getLogger("millstream.security")
 #: elements refused per kind in this process (logged too): a count the tests and operators can read
 refused: dict[str, int] = {}
 
+# Benchmark only (benchmarks/seal_cost.py): True once ``unseal_for_benchmark`` ran in this process.
+_UNSEALED = False
+
 
 class Unauthenticated(Exception):
     """An element that was not sealed with this cluster's secret for this context; never decode it."""
@@ -80,22 +83,28 @@ class Sealer:
         self._base = hashlib.blake2b(key=_key(secret or ""), digest_size=TAG_BYTES, person=_PERSON)
         self._base.update(_context_bytes(kind, context))
 
-    def _tag(self, payload: bytes | memoryview, seq: int | None) -> bytes:
+    def _tag(self, payload: bytes | memoryview, seq: int | None, extra: bytes = b"") -> bytes:
         h = self._base.copy()
         if seq is not None:
             h.update(seq.to_bytes(8, "big", signed=True))
+        if extra:  # per-element context sent in clear next to the envelope (e.g. a collect entry's writer)
+            h.update(len(extra).to_bytes(4, "big") + extra)
         h.update(payload)
         return h.digest()
 
-    def seal(self, payload: bytes, seq: int | None = None) -> bytes:
-        return bytes((VERSION,)) + self._tag(payload, seq) + payload
+    def seal(self, payload: bytes, seq: int | None = None, extra: bytes = b"") -> bytes:
+        if _UNSEALED:
+            return payload
+        return bytes((VERSION,)) + self._tag(payload, seq, extra) + payload
 
-    def open(self, envelope: bytes | None, seq: int | None = None) -> bytes:
+    def open(self, envelope: bytes | None, seq: int | None = None, extra: bytes = b"") -> bytes:
         """The payload of ``envelope``; raises Unauthenticated (logged and counted) before decoding anything."""
+        if _UNSEALED and envelope is not None:
+            return envelope
         if not isinstance(envelope, (bytes, bytearray)) or len(envelope) < HEADER_BYTES or envelope[0] != VERSION:
             self._refuse("it carries no authentication envelope")
         view = memoryview(envelope)
-        if not hmac.compare_digest(view[1:HEADER_BYTES], self._tag(view[HEADER_BYTES:], seq)):
+        if not hmac.compare_digest(view[1:HEADER_BYTES], self._tag(view[HEADER_BYTES:], seq, extra)):
             self._refuse("its MAC does not match (altered, replayed from elsewhere, or sealed with another cluster secret)")
         return bytes(view[HEADER_BYTES:])
 
@@ -112,6 +121,31 @@ def seal(secret: str | bytes | None, kind: str, context: tuple[Part, ...], paylo
 
 def open_envelope(secret: str | bytes | None, kind: str, context: tuple[Part, ...], envelope: bytes | None) -> bytes:
     return Sealer(secret, kind, *context).open(envelope)
+
+
+def derive(secret: str | bytes | None, kind: str, *context: Part) -> str:
+    """A key for ``kind`` elements of ``context`` only (hex), derived from the cluster secret: given to a
+    process that must seal one kind of element of one job (a Spark executor's print lines) and
+    nothing else, so the cluster secret itself never leaves the cluster's own processes."""
+    return hashlib.blake2b(
+        _context_bytes(kind, context), key=_key(secret or ""), digest_size=32, person=b"millstream-sub1"
+    ).hexdigest()
+
+
+def unseal_for_benchmark() -> None:
+    """Turn sealing and checking off in this process, to measure what sealing costs end to end.
+
+    Benchmark only: the CLI calls it only when both ``MILLSTREAM_BENCHMARK=1`` and
+    ``MILLSTREAM_BENCHMARK_UNSEALED=1`` are set on a loopback-only cluster without a token, and
+    every process of that cluster must do the same (a sealing process and an unsealed one refuse
+    each other's elements). Anyone with the Redis URL then runs code in that cluster."""
+    global _UNSEALED
+    log.warning("BENCHMARK ONLY: nothing crossing Redis or disk is sealed or checked in this process")
+    _UNSEALED = True
+
+
+def is_unsealed() -> bool:
+    return _UNSEALED
 
 
 def check_secret(secret: str | bytes | None) -> None:

@@ -36,7 +36,9 @@ from engine import redis_keys
 from engine.graph.job_graph import JobGraph
 from engine.runtime import collect
 from engine.runtime.io.redis_collect import RedisCollectGateway
+from engine.runtime.io.job_stdout import stdout_key
 from engine.spark.print_stream import set_print_stream
+from engine.spark.spark_cancel import spark_cancel_requested
 from engine.spark.validation import UntranslatableJob
 from engine.taskexecutor import code_signing
 from engine.runtime.python_dependencies import activate, materialize, zip_entry
@@ -89,6 +91,7 @@ class _Watcher(threading.Thread):
         self.job_id = job_id
         self.cancel_requested = threading.Event()
         self.stopped = threading.Event()
+        self.secret: bytes | None = None  # the cluster secret: a cancel key not sealed with it is ignored
 
     def publish(self) -> None:
         try:
@@ -100,7 +103,9 @@ class _Watcher(threading.Thread):
     def run(self) -> None:
         cancelled = False
         while not self.stopped.wait(PROGRESS_INTERVAL_S):
-            if not self.cancel_requested.is_set() and self.client.exists(redis_keys.spark_cancel(self.job_id)):
+            if not self.cancel_requested.is_set() and spark_cancel_requested(
+                self.client.get(redis_keys.spark_cancel(self.job_id)), self.secret, self.job_id
+            ):
                 self.cancel_requested.set()
             if self.cancel_requested.is_set() and not cancelled:
                 # Called from this thread, never from the signal handler: the main
@@ -211,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
             sc.addPyFile(zip_entry(entry, os.path.join(shipped, f"shipped-{n}.zip")))
         plan = translate(sc, job_graph, stream_graph)
         watcher = _Watcher(sc, client, ns.job_id)
+        watcher.secret = _secret(ns)
         watcher.cancel_requested = cancel  # the signal handler and the Redis key share one flag
         watcher.start()
         # A Spark job is one attempt whose records are final as they come (no checkpoints gate them).
@@ -225,7 +231,9 @@ def main(argv: list[str] | None = None) -> int:
 
         if cancel.is_set():
             return EXIT_CANCELED
-        set_print_stream(sc, ns.redis_url, ns.job_id)  # print() sinks' lines reach attached clients
+        secret = _secret(ns)
+        key = stdout_key(secret, ns.job_id) if secret else None  # executors can seal this job's lines, nothing else
+        set_print_stream(sc, ns.redis_url, ns.job_id, key)  # print() sinks' lines reach attached clients
         plan.run(sc, on_collect, job_group=ns.job_id)
         return EXIT_CANCELED if cancel.is_set() else EXIT_FINISHED
     except UntranslatableJob as e:

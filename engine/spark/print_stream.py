@@ -24,13 +24,14 @@ LOCAL_PROPERTY = "millstream.print-stream"
 _clients: dict[str, redis.Redis] = {}  # one connection pool per Python worker (workers are reused)
 
 
-def set_print_stream(sc: Any, redis_url: str, job_id: str) -> None:
-    """On the driver, before the job's actions run: their tasks append to ``job_id``'s stream."""
-    sc.setLocalProperty(LOCAL_PROPERTY, json.dumps({"redis": redis_url, "job": job_id}))
+def set_print_stream(sc: Any, redis_url: str, job_id: str, key: str | None = None) -> None:
+    """On the driver, before the job's actions run: their tasks append to ``job_id``'s stream, sealing
+    each line with ``key`` (the job's stdout key, never the cluster secret: it travels to executors)."""
+    sc.setLocalProperty(LOCAL_PROPERTY, json.dumps({"redis": redis_url, "job": job_id, "key": key}))
 
 
-def _current_stream() -> tuple[redis.Redis, str, int] | None:
-    """(client, job id, task attempt) of the running task, if it belongs to a Millstream job."""
+def _current_stream() -> tuple[redis.Redis, str, int, str | None] | None:
+    """(client, job id, task attempt, stdout key) of the running task, if it belongs to a Millstream job."""
     try:
         from pyspark import TaskContext
     except ImportError:  # pragma: no cover - partitions run without Spark in unit tests
@@ -43,18 +44,18 @@ def _current_stream() -> tuple[redis.Redis, str, int] | None:
     client = _clients.get(target["redis"])
     if client is None:
         client = _clients[target["redis"]] = redis.Redis.from_url(target["redis"])
-    return client, target["job"], tc.taskAttemptId()
+    return client, target["job"], tc.taskAttemptId(), target.get("key")
 
 
 _warned = False
 
 
-def _forward(stream: tuple[redis.Redis, str, int], lines: list[str]) -> None:
+def _forward(stream: tuple[redis.Redis, str, int, str | None], lines: list[str]) -> None:
     global _warned
     if not lines:
         return
     try:
-        append_lines(stream[0], stream[1], lines)
+        append_lines(stream[0], stream[1], lines, key=stream[3])
     except redis.RedisError as e:
         # The lines are still on the executor's stdout; the job must not fail for a client's copy.
         if not _warned:
@@ -69,7 +70,7 @@ class WorkerStdout(io.TextIOBase):
     def __init__(self, real: TextIO) -> None:
         self.real = real
         self._partial = ""  # an unfinished line of the task below (a worker runs one task at a time)
-        self._task: tuple[redis.Redis, str, int] | None = None
+        self._task: tuple[redis.Redis, str, int, str | None] | None = None
 
     def write(self, s: str) -> int:
         self.real.write(s)

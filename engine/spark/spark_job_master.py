@@ -30,6 +30,7 @@ from engine.graph.job_graph import JobGraph
 from engine.jobmanager.job_store import ExceptionRecord, JobRecord, JobStore
 from engine.resourcemanager.slot_pool import SlotPool
 from engine.spark.driver import EXIT_CANCELED, EXIT_FINISHED, EXIT_UNTRANSLATABLE
+from engine.spark.spark_cancel import spark_cancel_value
 from engine.spark.validation import check_job_graph
 from engine.taskexecutor.gateway import TaskExecutorGateway
 
@@ -177,7 +178,11 @@ class SparkJobMaster:
             self._set_tasks(ExecutionState.CANCELING, at)
             self.cancel_requested_at = at
             try:
-                self._redis().set(redis_keys.spark_cancel(self.job_id), "1", ex=redis_keys.SPARK_PROGRESS_TTL_S)
+                self._redis().set(
+                    redis_keys.spark_cancel(self.job_id),
+                    spark_cancel_value(getattr(self.gateway, "cluster_secret", None), self.job_id),
+                    ex=redis_keys.SPARK_PROGRESS_TTL_S,
+                )
             except redis.RedisError:
                 log.warning("could not set the cancel key of job %s", self.job_id, exc_info=True)
             self._signal(signal.SIGTERM)  # the driver cancels its Spark job group

@@ -4,8 +4,14 @@ A control message is sealed with the cluster secret for the inbox it is pushed t
 opened by the inbox's reader (``open_message``) before it is decoded: a message pushed by someone
 who only has the Redis URL (a forged deploy, cancel or task_state), or replayed into another inbox,
 raises ``Unauthenticated``; receivers drop it (logged and counted by engine/security/mac.py).
-Messages carry their job and attempt inside the sealed body. ``pack``/``unpack`` stay for the
-display-only values in Redis (metrics samples, TaskManager info) that change no job.
+Messages carry their job and attempt inside the sealed body, and a ``nonce`` (sender id, sequence
+number, time: engine/security/replay.py) so that a genuine message copied and pushed again is refused
+by the receiver's ``ReplayWindow`` instead of acting twice.
+
+What TaskManagers and slots report into Redis keys rather than inboxes (registration, heartbeats,
+task and TaskManager metrics) is sealed too (``seal_report``/``open_report``), bound to the key and
+field it is stored under: the JobManager schedules on registrations, detects failures by heartbeats
+and picks attempt numbers from metrics, so a value written by someone else must not count.
 """
 from __future__ import annotations
 
@@ -13,7 +19,8 @@ from typing import Any
 
 import msgpack
 
-from engine.security.mac import Sealer, Unauthenticated
+from engine.security.mac import Part, Sealer, Unauthenticated
+from engine.security.replay import ReplayWindow, stamp
 
 __all__ = ["Unauthenticated"]  # receivers catch it from here
 
@@ -27,16 +34,39 @@ def unpack(data: bytes) -> dict[str, Any]:
 
 
 def seal(msg: dict[str, Any], secret: str | bytes | None, inbox: str) -> bytes:
-    """``msg`` packed and sealed for the Redis list ``inbox``."""
-    return Sealer(secret, "control", inbox).seal(pack(msg))
+    """``msg`` packed and sealed for the Redis list ``inbox``, with a fresh nonce."""
+    return Sealer(secret, "control", inbox).seal(pack({**msg, "nonce": list(stamp())}))
 
 
-def open_message(data: bytes, secret: str | bytes | None, inbox: str) -> dict[str, Any]:
-    """The message sealed for ``inbox`` in ``data``; raises Unauthenticated before decoding anything else."""
+def open_message(
+    data: bytes, secret: str | bytes | None, inbox: str, replay: ReplayWindow | None = None
+) -> dict[str, Any]:
+    """The message sealed for ``inbox`` in ``data``; raises Unauthenticated before decoding anything else,
+    and (given the inbox's ``replay`` window) ReplayError for a message accepted before."""
     msg = unpack(Sealer(secret, "control", inbox).open(data))
     if not isinstance(msg, dict) or not isinstance(msg.get("type"), str):
         raise Unauthenticated(f"a control message in {inbox} is not a typed message")
+    if replay is not None:
+        nonce = msg.get("nonce")
+        replay.check(*(nonce if isinstance(nonce, list) and len(nonce) == 3 else (None, None, None)))
     return msg
+
+
+def seal_report(value: dict[str, Any], secret: str | bytes | None, kind: str, *where: Part) -> bytes:
+    """A report (``kind``: registration, heartbeat, metrics) packed and sealed for the key/field ``where``."""
+    return Sealer(secret, kind, *where).seal(pack(value))
+
+
+def open_report(data: bytes | None, secret: str | bytes | None, kind: str, *where: Part) -> dict[str, Any] | None:
+    """The report sealed in ``data`` for ``where``, or None (logged and counted) if it is missing, was
+    not sealed by this cluster for that place, or is not a map: such a value counts as absent."""
+    if data is None:
+        return None
+    try:
+        value = unpack(Sealer(secret, kind, *where).open(data))
+    except Unauthenticated:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def task_state(

@@ -35,7 +35,8 @@ from engine.runtime.python_dependencies import activate, materialize
 from engine.runtime.user_code_class_loader import load_user_code
 from engine.runtime.stream_task import StreamTask, TaskEnvironment
 from engine.runtime.io.job_stdout import StdoutForwarder
-from engine.security.mac import check_secret
+from engine.security.mac import check_secret, unseal_for_benchmark
+from engine.security.replay import ReplayWindow
 from engine.taskexecutor import code_signing, messages
 from engine.taskexecutor.task_stdout import TaskStdout
 
@@ -56,6 +57,7 @@ class SlotConfig:
     buffer_records: int = 1024
     state_dir: str | None = None
     cluster_secret: str | None = None  # user code not signed with it is refused
+    unsealed_benchmark: bool = False  # benchmark only: nothing is sealed (engine/security/mac.py)
 
 
 def _die_with_parent() -> None:
@@ -83,8 +85,9 @@ class SlotExecutor:
         self.cfg = cfg
         self.client = client
         # print() lines go to this process's stdout and to their job's print stream in Redis
-        self.stdout = stdout or TaskStdout(sys.stdout, StdoutForwarder(client))
+        self.stdout = stdout or TaskStdout(sys.stdout, StdoutForwarder(client, secret=cfg.cluster_secret))
         self.inbox = redis_keys.slot_inbox(cfg.tm_id, cfg.slot)
+        self.replay = ReplayWindow(self.inbox)  # a deploy or cancel pushed again acts once
         self.tasks: dict[tuple[str, str, int, int], _Running] = {}
         self.lock = threading.Lock()
         self.code_cache: dict[str, bytes] = {}
@@ -233,8 +236,8 @@ class SlotExecutor:
         for tdd, task in tasks:
             sample = task.sample_metrics()
             sample.update(attempt=tdd.attempt, tm=self.cfg.tm_id, slot=self.cfg.slot, ts=now_ms())
-            key = redis_keys.task_metrics(tdd.job_id)
-            pipe.hset(key, f"{tdd.vertex_id}:{tdd.subtask}", messages.pack(sample))
+            key, field = redis_keys.task_metrics(tdd.job_id), f"{tdd.vertex_id}:{tdd.subtask}"
+            pipe.hset(key, field, messages.seal_report(sample, self.cfg.cluster_secret, "metrics", key, field))
             pipe.expire(key, METRICS_TTL_S)
         pipe.execute()
 
@@ -258,7 +261,7 @@ class SlotExecutor:
                 continue
             if got:
                 try:
-                    self.handle(messages.open_message(got[1], self.cfg.cluster_secret, self.inbox))
+                    self.handle(messages.open_message(got[1], self.cfg.cluster_secret, self.inbox, self.replay))
                 except messages.Unauthenticated:
                     pass  # dropped: logged and counted where it was refused; nothing in it was read
                 except Exception:
@@ -271,7 +274,9 @@ def slot_main(cfg: SlotConfig) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the TaskManager's to handle
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s slot-{cfg.slot} %(levelname)s %(message)s")
     seal_state_files(cfg.cluster_secret)  # state files this slot writes and restores from are sealed
+    if cfg.unsealed_benchmark:
+        unseal_for_benchmark()
     client = redis.Redis.from_url(cfg.redis_url, socket_keepalive=True, health_check_interval=30)
-    stdout = TaskStdout(sys.stdout, StdoutForwarder(client))
+    stdout = TaskStdout(sys.stdout, StdoutForwarder(client, secret=cfg.cluster_secret))
     sys.stdout = stdout  # print() in user functions, too, reaches the job's print stream
     SlotExecutor(cfg, client, stdout).serve()

@@ -2,7 +2,8 @@
 
 Registration is a hash entry in Redis; liveness is a key with a TTL refreshed
 every heartbeat interval, so a killed TaskManager simply stops existing once
-the TTL runs out. A slot process that dies is reported to the JobManager
+the TTL runs out. Both, and the TaskManager's metrics, are sealed with the
+cluster secret (engine/taskexecutor/messages.py ``seal_report``). A slot process that dies is reported to the JobManager
 (its tasks are lost) and started again.
 """
 from __future__ import annotations
@@ -42,6 +43,7 @@ class TaskManagerConfig:
     state_dir: str | None = None  # on-disk keyed state (state.backend=rocksdb) lives under here
     cluster_secret: str | None = None  # checks the signature of user code before it is unpickled
     checkpoint_dir: str | None = None  # the default checkpoint storage as this host sees it, advertised for the REST API
+    unsealed_benchmark: bool = False  # benchmark only (engine/security/mac.py unseal_for_benchmark): slots too
 
 
 def new_taskmanager_id(host: str) -> str:
@@ -65,7 +67,8 @@ class TaskExecutor:
     def _start_slot(self, i: int) -> None:
         state_dir = os.path.join(self.cfg.state_dir, self.id.replace(":", "_")) if self.cfg.state_dir else None
         cfg = SlotConfig(
-            self.id, i, self.cfg.redis_url, self.cfg.credits, self.cfg.buffer_records, state_dir, self.cfg.cluster_secret
+            self.id, i, self.cfg.redis_url, self.cfg.credits, self.cfg.buffer_records, state_dir, self.cfg.cluster_secret,
+            unsealed_benchmark=self.cfg.unsealed_benchmark,
         )
         p = self.ctx.Process(target=slot_main, args=(cfg,), name=f"slot-{i}", daemon=False)
         p.start()
@@ -73,7 +76,7 @@ class TaskExecutor:
 
     def _info(self) -> bytes:
         vm = psutil.virtual_memory()
-        return messages.pack(
+        return messages.seal_report(
             {
                 "id": self.id,
                 "host": self.cfg.host,
@@ -84,7 +87,8 @@ class TaskExecutor:
                 "physical_memory": vm.total,
                 "log_file": self.cfg.log_file,
                 "checkpoint_dir": self.cfg.checkpoint_dir,
-            }
+            },
+            self.cfg.cluster_secret, "registration", self.id,
         )
 
     def _cpu_load(self) -> float:
@@ -118,16 +122,20 @@ class TaskExecutor:
         )
         pipe = self.client.pipeline(transaction=False)
         pipe.hset(redis_keys.TASKMANAGERS, self.id, self._info())
-        pipe.set(redis_keys.taskmanager_heartbeat(self.id), int(time.time() * 1000), px=self.cfg.heartbeat_timeout_ms)
+        # Sealed with the time it was sent: the JobManager counts a heartbeat only when that time
+        # moves on, so a copy of an old one set again by someone else keeps no dead TaskManager alive.
+        beat = messages.seal_report({"ts": int(time.time() * 1000)}, self.cfg.cluster_secret, "heartbeat", self.id)
+        pipe.set(redis_keys.taskmanager_heartbeat(self.id), beat, px=self.cfg.heartbeat_timeout_ms)
         pipe.set(
             redis_keys.taskmanager_metrics(self.id),
-            messages.pack(
+            messages.seal_report(
                 {
                     "cpu_load": self._cpu_load(),
                     "free_memory": vm.available,
                     "rss": rss,
                     "ts": int(time.time() * 1000),
-                }
+                },
+                self.cfg.cluster_secret, "tm-metrics", self.id,
             ),
             px=self.cfg.heartbeat_timeout_ms,
         )

@@ -21,7 +21,7 @@ from fastapi.testclient import TestClient
 from backend.app import create_app
 from backend.settings import Settings
 from engine.datastream import StreamExecutionEnvironment
-from tests.backend.test_rest_api import register_taskmanager, wait_for
+from tests.backend.test_rest_api import FAKE_TM_SETTINGS, register_taskmanager, wait_for
 
 PROGRAM = b"""
 from pyflink.datastream import StreamExecutionEnvironment
@@ -33,7 +33,7 @@ env.execute("tiny")
 
 @pytest.fixture
 def settings(redis_url: str, tmp_path: Path) -> Settings:
-    return Settings(redis_url=redis_url, data_dir=tmp_path, heartbeat_interval_ms=200)
+    return Settings(redis_url=redis_url, data_dir=tmp_path, **FAKE_TM_SETTINGS)
 
 
 @pytest.fixture
@@ -216,7 +216,7 @@ def test_an_unusable_entry_class_is_a_400(api: TestClient):
 
 # -- large tables are paged --------------------------------------------------------------------
 def test_subtask_lists_of_a_wide_vertex_are_paged(redis_url: str, tmp_path: Path):
-    settings = Settings(redis_url=redis_url, data_dir=tmp_path, heartbeat_interval_ms=200, max_parallelism=1500)
+    settings = Settings(redis_url=redis_url, data_dir=tmp_path, max_parallelism=1500, **FAKE_TM_SETTINGS)
     with TestClient(create_app(settings), raise_server_exceptions=False) as api:
         rds = redis.Redis.from_url(redis_url)
         register_taskmanager(rds, slots=1200)

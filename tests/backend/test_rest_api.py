@@ -42,7 +42,7 @@ def wait_for(probe: Callable[[], T], timeout: float = 10.0) -> T:
 
 @pytest.fixture
 def settings(redis_url: str, tmp_path: Path) -> Settings:
-    return Settings(redis_url=redis_url, data_dir=tmp_path, heartbeat_interval_ms=200, auth_token="s3cret-token")
+    return Settings(redis_url=redis_url, data_dir=tmp_path, auth_token="s3cret-token", **FAKE_TM_SETTINGS)
 
 
 @pytest.fixture
@@ -67,6 +67,12 @@ def submit(api: TestClient, parallelism: int = 2) -> JobGraph:
     return job_graph
 
 
+# The fake TaskManager seals its registration like a real one, and beats once: the JobManager counts a
+# heartbeat only while its sealed time moves on, so these tests give it a long timeout.
+FAKE_TM_SECRET = "fake-taskmanager-secret"
+FAKE_TM_SETTINGS = dict(cluster_secret=FAKE_TM_SECRET, heartbeat_interval_ms=200, heartbeat_timeout_ms=600_000)
+
+
 def register_taskmanager(rds: redis.Redis, slots: int, log_file: Path | None = None) -> None:
     """What TaskExecutor._heartbeat writes: the registry entry, the heartbeat and its metrics."""
     info = {
@@ -81,9 +87,12 @@ def register_taskmanager(rds: redis.Redis, slots: int, log_file: Path | None = N
     }
     metrics = {"cpu_load": 0.25, "free_memory": 4 << 30, "rss": 300 << 20, "ts": int(time.time() * 1000)}
     pipe = rds.pipeline(transaction=False)
-    pipe.hset(redis_keys.TASKMANAGERS, TM_ID, messages.pack(info))
-    pipe.set(redis_keys.taskmanager_heartbeat(TM_ID), int(time.time() * 1000), px=60_000)
-    pipe.set(redis_keys.taskmanager_metrics(TM_ID), messages.pack(metrics), px=60_000)
+    beat = {"ts": int(time.time() * 1000)}
+    pipe.hset(redis_keys.TASKMANAGERS, TM_ID, messages.seal_report(info, FAKE_TM_SECRET, "registration", TM_ID))
+    pipe.set(redis_keys.taskmanager_heartbeat(TM_ID), messages.seal_report(beat, FAKE_TM_SECRET, "heartbeat", TM_ID), px=600_000)
+    pipe.set(
+        redis_keys.taskmanager_metrics(TM_ID), messages.seal_report(metrics, FAKE_TM_SECRET, "tm-metrics", TM_ID), px=600_000
+    )
     pipe.execute()
 
 

@@ -22,12 +22,12 @@ from engine import redis_keys
 from engine.checkpoint.messages import TaskAck
 from engine.datastream import StreamExecutionEnvironment
 from engine.taskexecutor import messages
-from tests.backend.test_rest_api import TM_ID, register_taskmanager, wait_for
+from tests.backend.test_rest_api import FAKE_TM_SETTINGS, TM_ID, register_taskmanager, wait_for
 
 
 @pytest.fixture
 def settings(redis_url: str, tmp_path: Path) -> Settings:
-    return Settings(redis_url=redis_url, data_dir=tmp_path / "var", heartbeat_interval_ms=200, auth_token="tok")
+    return Settings(redis_url=redis_url, data_dir=tmp_path / "var", auth_token="tok", **FAKE_TM_SETTINGS)
 
 
 @pytest.fixture

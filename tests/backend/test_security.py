@@ -255,3 +255,18 @@ def test_dashboard_submission_is_audited_with_the_new_job(open_api: TestClient):
         ("anonymous", "run", jid),
         ("anonymous", "upload", None),
     ]
+
+
+@pytest.mark.parametrize("command", [["jobmanager"], ["taskmanager", "--slots", "1"]])
+def test_the_benchmark_only_unsealed_switch_is_refused_without_the_benchmark_flag(tmp_path: Path, command: list[str]):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MILLSTREAM_BENCHMARK")}
+    env.update(MILLSTREAM_DATA_DIR=str(tmp_path), MILLSTREAM_CLUSTER_SECRET="x", REDIS_URL="redis://127.0.0.1:1/0",
+               MILLSTREAM_BENCHMARK_UNSEALED="1")
+    r = subprocess.run([sys.executable, "-m", "backend.cli", *command], env=env, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2
+    assert "for benchmarks only; it needs MILLSTREAM_BENCHMARK=1" in " ".join(r.stderr.split())
+    # With the flag, still never on a cluster reachable from elsewhere.
+    env.update(MILLSTREAM_BENCHMARK="1", MILLSTREAM_AUTH_TOKEN="tok", MILLSTREAM_HOST="0.0.0.0")
+    r = subprocess.run([sys.executable, "-m", "backend.cli", *command], env=env, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2
+    assert "unsealed on a cluster bound beyond loopback or with a token" in " ".join(r.stderr.split())

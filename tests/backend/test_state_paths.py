@@ -18,6 +18,7 @@ from fastapi.testclient import TestClient
 
 from engine.checkpoint.storage import FileSystemCheckpointStorage, InvalidSavepoint
 from engine.datastream import StreamExecutionEnvironment
+from tests.backend.test_rest_api import FAKE_TM_SETTINGS
 from tests.backend.test_savepoints_api import running_job
 from tests.backend.test_security import job_files
 
@@ -35,7 +36,7 @@ def api(redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     from backend.settings import Settings
 
     monkeypatch.setenv("MILLSTREAM_STATE_DIRS", str(tmp_path / "allowed"))
-    settings = Settings(redis_url=redis_url, data_dir=tmp_path / "var", heartbeat_interval_ms=200, cluster_secret="s")
+    settings = Settings(redis_url=redis_url, data_dir=tmp_path / "var", **FAKE_TM_SETTINGS)
     with TestClient(create_app(settings)) as client:
         yield client
 

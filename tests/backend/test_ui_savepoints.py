@@ -21,14 +21,14 @@ from backend.ui import install_ui, savepoint_view
 from backend.ui.templating import block
 from engine.jobmanager.job_store import SavepointRecord
 from tests.backend.test_savepoints_api import FakeTasks, running_job, status
-from tests.backend.test_rest_api import wait_for
+from tests.backend.test_rest_api import FAKE_TM_SETTINGS, wait_for
 
 UI = {"HX-Request": "true", "Origin": "http://testserver"}
 
 
 @pytest.fixture
 def ui(redis_url: str, tmp_path: Path) -> Iterator[TestClient]:
-    app = create_app(Settings(redis_url=redis_url, data_dir=tmp_path / "var", heartbeat_interval_ms=200))
+    app = create_app(Settings(redis_url=redis_url, data_dir=tmp_path / "var", **FAKE_TM_SETTINGS))
     install_ui(app)
     with TestClient(app, base_url="http://testserver") as client:
         yield client
@@ -175,7 +175,7 @@ def test_submit_page_passes_the_savepoint_path_to_the_dispatcher(ui: TestClient,
 
 
 def test_with_a_token_savepoint_actions_need_the_login(redis_url: str, rds: redis.Redis, tmp_path: Path) -> None:
-    settings = Settings(redis_url=redis_url, data_dir=tmp_path / "var", heartbeat_interval_ms=200, auth_token="s3cret")
+    settings = Settings(redis_url=redis_url, data_dir=tmp_path / "var", auth_token="s3cret", **FAKE_TM_SETTINGS)
     app = create_app(settings)
     install_ui(app)
     with TestClient(app, base_url="http://testserver") as ui:

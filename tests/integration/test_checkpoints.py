@@ -56,7 +56,7 @@ def test_every_completed_checkpoint_is_a_consistent_cut(cluster: Cluster) -> Non
     assert 1 <= len(kept) <= 3, kept  # retained: the newest 3, older ones deleted
     for chk in kept:
         assert (chk / "_metadata").exists()
-        meta = json.loads((chk / "_metadata").read_text())
+        meta = json.loads((chk / "_metadata").read_bytes()[HEADER_BYTES:])  # sealed like the state files
         assert meta
         positions, counts = load_checkpoint(chk)
         assert sorted(positions) == [0, 1]

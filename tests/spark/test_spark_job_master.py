@@ -52,7 +52,11 @@ def run_until_terminal(jm: SparkJobMaster, pool: SlotPool, timeout_s: float = 12
 def collected(client: redis.Redis, job_id: str) -> list:
     ser = MsgpackSerializer()
     sealer = Sealer(SECRET, "collect", redis_keys.collect(job_id))
-    entries = [CollectEntry.decode(sealer.open(raw), ser) for raw in client.lrange(redis_keys.collect(job_id), 0, -1)]
+    # Each entry is ``writer id | index | envelope``, the MAC covering both (engine/runtime/io/redis_collect.py).
+    entries = [
+        CollectEntry.decode(sealer.open(raw[16:], int.from_bytes(raw[8:16], "big"), raw[:16]), ser)
+        for raw in client.lrange(redis_keys.collect(job_id), 0, -1)
+    ]
     return [v for e in entries if e.kind == RECORDS for v in e.values]
 
 

@@ -6,6 +6,12 @@ whoever reads it: a list capped at ``JOB_STDOUT_MAX_LINES`` (the oldest lines go
 every line ever appended, so a reader asking from line ``offset`` learns how many it missed. Both
 keys expire ``JOB_STDOUT_TTL_S`` after the last append, so a job nobody follows leaves nothing behind.
 
+In a cluster every line is sealed (engine/security/mac.py) with the job's stdout key, a key derived
+from the cluster secret for that job's print stream only (``stdout_key``; Spark executors get it, not
+the cluster secret). ``read_lines`` opens each line and leaves out (logged and counted) any line that
+was not sealed for this job, so text pushed by someone with only the Redis URL never reaches a client
+as the job's output. Positions still count it: offsets stay those of the list.
+
 An append is one MULTI/EXEC, so the lines of one call stay together and in order; one writer (a
 subtask's thread, a Spark partition) appends in order, so its lines stay in order.
 """
@@ -21,6 +27,7 @@ from typing import Any, Sequence
 import redis
 
 from engine import redis_keys
+from engine.security.mac import Sealer, Unauthenticated, derive
 
 log = logging.getLogger("millstream.stdout")
 
@@ -48,14 +55,25 @@ class StdoutChunk:
     total: int
 
 
+def stdout_key(secret: str | bytes | None, job_id: str) -> str:
+    """The key that seals ``job_id``'s print lines, derived from the cluster secret."""
+    return derive(secret, "stdout", job_id)
+
+
+def _sealer(key: str | None, job_id: str) -> Sealer | None:
+    return Sealer(key, "stdout", job_id) if key else None
+
+
 def append_lines(
     client: "redis.Redis | redis.client.Pipeline",
     job_id: str,
     lines: Sequence[str],
     max_lines: int = redis_keys.JOB_STDOUT_MAX_LINES,
     ttl_s: int = redis_keys.JOB_STDOUT_TTL_S,
+    key: str | None = None,
 ) -> None:
-    """Append ``lines`` (without newlines) to the job's stream, dropping the oldest beyond ``max_lines``.
+    """Append ``lines`` (without newlines) to the job's stream, dropping the oldest beyond ``max_lines``;
+    sealed with ``key`` (``stdout_key``) when given.
 
     Given a pipeline, the commands join it (the caller executes it); otherwise they run as one
     MULTI/EXEC."""
@@ -64,6 +82,9 @@ def append_lines(
     printed = len(lines)  # all are counted, even those beyond the cap: they were printed
     if printed > max_lines:
         lines = lines[-max_lines:]
+    sealer = _sealer(key, job_id)
+    if sealer is not None:
+        lines = [sealer.seal(line.encode("utf-8", "replace")) for line in lines]  # type: ignore[misc]
     key, total = redis_keys.job_stdout(job_id), redis_keys.job_stdout_total(job_id)
     own = not isinstance(client, redis.client.Pipeline)
     pipe = client.pipeline(transaction=True) if own else client
@@ -76,17 +97,28 @@ def append_lines(
         pipe.execute()
 
 
-def read_lines(client: redis.Redis, job_id: str, offset: int, max_lines: int = 2000) -> StdoutChunk:
-    """Up to ``max_lines`` lines from line number ``offset`` on (0 is the job's first line)."""
+def read_lines(
+    client: redis.Redis, job_id: str, offset: int, max_lines: int = 2000, key: str | None = None
+) -> StdoutChunk:
+    """Up to ``max_lines`` lines from line number ``offset`` on (0 is the job's first line); with ``key``
+    only lines sealed with it (others are left out, their positions still counted)."""
     total, first, raw = client.eval(
         _READ, 2, redis_keys.job_stdout(job_id), redis_keys.job_stdout_total(job_id), max(offset, 0), max_lines
     )
-    lines = [ln.decode("utf-8", "replace") if isinstance(ln, bytes) else str(ln) for ln in raw]
+    sealer = _sealer(key, job_id)
+    lines = []
+    for ln in raw:
+        if sealer is not None:
+            try:
+                ln = sealer.open(ln)
+            except Unauthenticated:
+                continue  # not the job's output: never shown as if it were
+        lines.append(ln.decode("utf-8", "replace") if isinstance(ln, bytes) else str(ln))
     start = max(offset, int(first))
     # An offset past the total (keys expired and the job printed again) restarts at what is there.
     if offset > int(total):
         start = int(first)
-    return StdoutChunk(lines, start, start + len(lines), max(start - offset, 0), int(total))
+    return StdoutChunk(lines, start, start + len(raw), max(start - offset, 0), int(total))
 
 
 class StdoutForwarder:
@@ -97,8 +129,10 @@ class StdoutForwarder:
     Redis, which a task calls before it reports itself ended, so a client that drains the stream
     after the job ended sees every line."""
 
-    def __init__(self, client: redis.Redis, max_pending: int = 64) -> None:
+    def __init__(self, client: redis.Redis, max_pending: int = 64, secret: str | bytes | None = None) -> None:
         self.client = client
+        self.secret = secret  # the cluster secret: each job's lines are sealed with its stdout key
+        self._keys: dict[str, str] = {}
         self._warned_at = float("-inf")
         self._queue: queue.Queue[tuple[str, list[str]] | threading.Event] = queue.Queue(max_pending)
         self._thread = threading.Thread(target=self._loop, name="stdout-forwarder", daemon=True)
@@ -112,6 +146,16 @@ class StdoutForwarder:
         done = threading.Event()
         self._queue.put(done)
         return done.wait(timeout)
+
+    def _key(self, job_id: str) -> str | None:
+        if not self.secret:
+            return None
+        key = self._keys.get(job_id)
+        if key is None:
+            if len(self._keys) > 1024:  # a long-lived slot runs many jobs
+                self._keys.clear()
+            key = self._keys[job_id] = stdout_key(self.secret, job_id)
+        return key
 
     def _loop(self) -> None:
         while True:
@@ -128,7 +172,7 @@ class StdoutForwarder:
             try:
                 pipe = self.client.pipeline(transaction=True)
                 for job_id, lines in by_job.items():
-                    append_lines(pipe, job_id, lines)
+                    append_lines(pipe, job_id, lines, key=self._key(job_id))
                 if by_job:
                     pipe.execute()
             except redis.RedisError:

@@ -11,9 +11,18 @@ Every entry is sealed with the cluster secret for its job's list (engine/securit
 by the JobManager before it is handed to a client: an entry pushed by someone with only the Redis
 URL (a pickle extension ``millstream run`` would decode) is refused with ``UnauthenticatedResult``,
 which fails that client's collect with a clear error; nothing in it is decoded anywhere.
+
+An entry is also bound to its writer and its place in that writer's output: it goes to Redis as
+``writer id (8 bytes) | index (8 bytes) | envelope``, the MAC covering both, and the JobManager's
+``CollectPositions`` of the job accepts each (writer, index) at one list position only. A genuine
+entry copied and pushed again (a START that would make the client drop pending records, RECORDS the
+client would hand out twice) lands at a new position and is refused like a forged one; reading the
+same position again (a retried fetch) is fine.
 """
 from __future__ import annotations
 
+import os
+import struct
 import threading
 import time
 from typing import Any
@@ -79,6 +88,39 @@ class UnauthenticatedResult(ResultOffsetError):
     """A result entry not sealed by this cluster for this job (answered with 400, never decoded)."""
 
 
+_HEAD = struct.Struct(">8sQ")  # writer id, index of the entry among that writer's
+
+
+class CollectPositions:
+    """The JobManager's memory of one job's result list: which list position holds each writer's entry.
+
+    Pure bookkeeping. ``check`` raises UnauthenticatedResult for an entry whose index is not after its
+    writer's last one, unless it is the entry read at that same position before (a retried fetch);
+    ``forget_before`` drops what the client acknowledged."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()  # two clients of one job may fetch at once
+        self._at: dict[int, tuple[bytes, int]] = {}  # list position -> (writer, index) accepted there
+        self._last: dict[bytes, int] = {}  # writer -> highest index accepted
+
+    def check(self, position: int, writer: bytes, index: int, job_id: str) -> None:
+        if self._at.get(position) == (writer, index):
+            return  # the same entry read again
+        # Another entry at a position read before is no replay: Redis restarted and the list continues
+        # from the client's offset with the new attempt's entries. A copy is an index seen before.
+        if index <= self._last.get(writer, -1):
+            raise UnauthenticatedResult(
+                f"job {job_id}'s results hold a replayed entry at offset {position} (entry {index} of a writer "
+                "whose entries this cluster has read before): refused"
+            )
+        self._at[position] = (writer, index)
+        self._last[writer] = index
+
+    def forget_before(self, position: int) -> None:
+        for p in [p for p in self._at if p < position]:
+            del self._at[p]
+
+
 class RedisCollectGateway:
     """The collect sink's gateway on a TaskManager (and the Spark driver's, ungated and unbounded)."""
 
@@ -99,6 +141,8 @@ class RedisCollectGateway:
         self.meta = redis_keys.collect_meta(job_id)
         self.serializer = MsgpackSerializer()
         self.sealer = Sealer(secret, "collect", self.key)  # no secret: the sink fails at once, clearly
+        self.writer = os.urandom(8)  # this sink instance's entries are numbered from 0 under this id
+        self.index = 0
 
     def backlog_bytes(self) -> int:
         return int(self.client.hget(self.meta, "bytes") or 0)
@@ -129,7 +173,11 @@ class RedisCollectGateway:
     def publish(self, entries: list[CollectEntry]) -> None:
         if any(e.kind == RECORDS for e in entries):
             self._await_capacity()  # START and COMMIT never wait: they are tiny and free the client
-        payloads = [self.sealer.seal(e.encode(self.serializer)) for e in entries]
+        payloads = []
+        for e in entries:
+            head = _HEAD.pack(self.writer, self.index)
+            payloads.append(head + self.sealer.seal(e.encode(self.serializer), self.index, head))
+            self.index += 1
         pipe = self.client.pipeline(transaction=True)
         pipe.rpush(self.key, *payloads)
         pipe.hincrby(self.meta, "bytes", sum(len(p) for p in payloads))
@@ -143,10 +191,12 @@ def fetch_results(
     max_entries: int = FETCH_ENTRIES,
     secret: str | bytes | None = None,
     ended: bool = False,
+    positions: CollectPositions | None = None,
 ) -> list[bytes]:
     """Acknowledge the job's entries before ``offset`` and return the next ones (encoded). After a
     Redis restart lost the list, a fresh one (a failover's) continues at ``offset``; if the job has
-    ``ended``, nothing will write it again and the loss is an error."""
+    ``ended``, nothing will write it again and the loss is an error. ``positions``: the job's
+    CollectPositions, which refuse a replayed entry."""
     status, value = client.eval(
         _FETCH, 2, redis_keys.collect(job_id), redis_keys.collect_meta(job_id), offset, max_entries, int(ended)
     )
@@ -160,10 +210,28 @@ def fetch_results(
             f"they expired {ENDED_TTL_S} s after the job ended)"
         )
     sealer = Sealer(secret, "collect", redis_keys.collect(job_id))
-    try:
-        return [sealer.open(v) for v in value]
-    except Unauthenticated as e:
-        raise UnauthenticatedResult(f"job {job_id}'s results hold an entry this cluster did not write: {e}") from None
+    if positions is None:
+        return _open_entries(sealer, job_id, offset, value, None)
+    with positions.lock:
+        positions.forget_before(offset)
+        return _open_entries(sealer, job_id, offset, value, positions)
+
+
+def _open_entries(
+    sealer: Sealer, job_id: str, offset: int, value: list[bytes], positions: CollectPositions | None
+) -> list[bytes]:
+    out = []
+    for i, v in enumerate(value):
+        try:
+            if len(v) < _HEAD.size:
+                sealer.open(None)  # refused: no envelope at all
+            writer, index = _HEAD.unpack_from(v)
+            out.append(sealer.open(v[_HEAD.size :], index, v[: _HEAD.size]))
+        except Unauthenticated as e:
+            raise UnauthenticatedResult(f"job {job_id}'s results hold an entry this cluster did not write: {e}") from None
+        if positions is not None:
+            positions.check(offset + i, writer, index, job_id)
+    return out
 
 
 def expire_results(client: Any, job_id: str, ttl_s: int = ENDED_TTL_S) -> None:

@@ -58,3 +58,15 @@ def test_without_a_secret_nothing_is_sealed_or_opened():
     for secret in (None, "", b""):
         with pytest.raises(MissingSecret, match="MILLSTREAM_CLUSTER_SECRET"):
             Sealer(secret, "buffer", "k")
+
+
+def test_clear_per_element_context_is_covered_and_derived_keys_are_per_use():
+    s = Sealer(SECRET, "collect", "ms:collect:j")
+    sealed = s.seal(b"entry", 3, b"writer-1")
+    assert s.open(sealed, 3, b"writer-1") == b"entry"
+    for seq, extra in ((3, b"writer-2"), (4, b"writer-1"), (3, b"")):
+        with pytest.raises(Unauthenticated):
+            s.open(sealed, seq, extra)
+    a, b = mac.derive(SECRET, "stdout", "job-a"), mac.derive(SECRET, "stdout", "job-b")
+    assert a != b and a == mac.derive(SECRET, "stdout", "job-a") and SECRET not in a
+    assert mac.derive("another secret", "stdout", "job-a") != a

@@ -58,3 +58,19 @@ def test_an_offset_far_beyond_the_stream_reads_nothing(redis_url: str) -> None:
         chunk = read_lines(client, "j", offset)
         # Past the total (the keys expired and the job printed again): read on from what is there.
         assert (chunk.lines, chunk.next_offset, chunk.dropped) == ([], 0, 0)
+
+
+def test_sealed_lines_hide_what_someone_else_pushed(redis_url: str) -> None:
+    from engine.runtime.io.job_stdout import stdout_key
+
+    client = redis.Redis.from_url(redis_url)
+    key = stdout_key("a-secret", "sj")
+    append_lines(client, "sj", ["genuine 1"], key=key)
+    client.rpush(redis_keys.job_stdout("sj"), "forged")  # written with only the Redis URL
+    client.rpush(redis_keys.job_stdout("sj"), client.lindex(redis_keys.job_stdout("sj"), 0).replace(b"1", b"2"))
+    client.incrby(redis_keys.job_stdout_total("sj"), 2)
+    append_lines(client, "sj", ["genuine 2"], key=stdout_key("a-secret", "sj"))
+    chunk = read_lines(client, "sj", 0, key=key)
+    assert chunk.lines == ["genuine 1", "genuine 2"]
+    assert (chunk.next_offset, chunk.total) == (4, 4)  # offsets still count the list's positions
+    assert read_lines(client, "sj", 0, key=stdout_key("a-secret", "other")).lines == []  # another job's key

@@ -152,3 +152,38 @@ def test_await_read_returns_once_the_client_has_read_everything(client: redis.Re
     assert gw.await_read(timeout_s=5) is True
     assert 0.15 < time.monotonic() - started < 4
     reader.join()
+
+
+def test_a_genuine_entry_pushed_again_is_refused_but_reading_its_offset_again_is_not(client: redis.Redis) -> None:
+    from engine.runtime.io.redis_collect import CollectPositions
+
+    key = redis_keys.collect("jr")
+    gw = RedisCollectGateway(client, "jr", gated=True, secret=SECRET)
+    gw.publish([collect.start(0, 0, True), collect.records(0, 0, ["a", "b"])])
+    positions = CollectPositions()
+    assert len(fetch_results(client, "jr", 0, secret=SECRET, positions=positions)) == 2
+    assert len(fetch_results(client, "jr", 0, secret=SECRET, positions=positions)) == 2  # a retried fetch
+    client.rpush(key, client.lindex(key, 0))  # the START copied to the end: it would clear the client's pending
+    with pytest.raises(UnauthenticatedResult, match="replayed entry at offset 2"):
+        fetch_results(client, "jr", 1, secret=SECRET, positions=positions)
+    # Even an entry nobody read yet: its copy is refused once the original was read.
+    other = RedisCollectGateway(client, "jr2", gated=False, secret=SECRET)
+    other.publish([collect.records(0, 0, ["c"])])
+    client.rpush(redis_keys.collect("jr2"), client.lindex(redis_keys.collect("jr2"), 0))
+    with pytest.raises(UnauthenticatedResult, match="replayed entry at offset 1"):
+        fetch_results(client, "jr2", 0, secret=SECRET, positions=CollectPositions())
+
+
+def test_entries_of_a_list_rebuilt_after_a_redis_restart_are_not_taken_for_replays(client: redis.Redis) -> None:
+    from engine.runtime.io.redis_collect import CollectPositions
+
+    positions = CollectPositions()
+    old = RedisCollectGateway(client, "jl", gated=True, secret=SECRET)
+    old.publish([collect.start(0, 0, True), collect.records(0, 0, ["a"]), collect.records(0, 1, ["b"])])
+    assert len(fetch_results(client, "jl", 0, secret=SECRET, positions=positions)) == 3
+    fetch_results(client, "jl", 1, secret=SECRET, positions=positions)  # the client has offset 0 only
+    client.delete(redis_keys.collect("jl"), redis_keys.collect_meta("jl"))  # Redis restarted empty
+    new = RedisCollectGateway(client, "jl", gated=True, secret=SECRET)  # the failover's attempt
+    new.publish([collect.start(1, 0, True), collect.records(1, 0, ["a"])])
+    got = fetch_results(client, "jl", 1, secret=SECRET, positions=positions)
+    assert [collect.CollectEntry.decode(r, SER).attempt for r in got] == [1, 1]  # at offsets 1 and 2, read before

@@ -1,0 +1,99 @@
+"""Replay windows: a sealed control message copied and pushed again into its inbox is accepted once.
+
+The MAC (engine/security/mac.py) proves a control message was written by a cluster process for that
+inbox, but not that it is new: someone with only the Redis URL can ``LRANGE`` a deploy, cancel,
+task_state or slot_lost and ``RPUSH`` it again later. Each sender therefore stamps the sealed body with
+its own random id, a sequence number it never reuses, and its wall-clock time. A receiver keeps, per
+sender, the highest sequence seen and the numbers seen in the ``window`` below it (messages of one
+sender may arrive out of order: several threads send), and refuses a number seen before, one that fell
+out of the window, and a message older than ``max_age_s`` by its own stamp (so a replay from a sender
+the receiver never heard of, e.g. from before the receiver restarted, is bounded in time too). The
+table is bounded: senders silent for ``max_age_s`` are forgotten, which is safe because their old
+messages are refused by age.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from typing import Callable
+
+from engine.security.mac import Unauthenticated, log, refused
+
+#: how many sequence numbers below a sender's highest are remembered (out-of-order arrival)
+WINDOW = 4096
+#: a message older than this by its sender's clock is refused (clocks of one cluster are assumed
+#: within a minute or two of each other; messages queued while a JobManager restarts are younger)
+MAX_AGE_S = 600.0
+#: senders remembered at most (oldest dropped first; their old messages are refused by age)
+MAX_SENDERS = 65_536
+
+_state: dict[str, object] = {}
+_lock = threading.Lock()
+
+
+def stamp() -> tuple[str, int, int]:
+    """This process's sender id, its next sequence number and the time now (ms): what a sealed
+    control message carries. The id is new in every process (a forked child gets its own)."""
+    with _lock:
+        if _state.get("pid") != os.getpid():
+            _state.update(pid=os.getpid(), id=uuid.uuid4().hex, seq=itertools.count(1))
+        sender, seq = _state["id"], next(_state["seq"])  # type: ignore[call-overload]
+    return str(sender), int(seq), int(time.time() * 1000)
+
+
+class ReplayError(Unauthenticated):
+    """A genuine message seen before (or too old to tell): dropped, never acted on twice."""
+
+
+class ReplayWindow:
+    """The receiver's side, for one inbox. ``check`` raises ReplayError for a replayed message."""
+
+    def __init__(
+        self, where: str, window: int = WINDOW, max_age_s: float = MAX_AGE_S,
+        clock: Callable[[], float] = time.time, max_senders: int = MAX_SENDERS,
+    ) -> None:
+        self.where = where
+        self.window = window
+        self.max_age_ms = int(max_age_s * 1000)
+        self.clock = clock
+        self.max_senders = max_senders
+        # sender -> (highest sequence, sequences seen in (highest - window, highest], last heard ms)
+        self._senders: OrderedDict[str, tuple[int, set[int], int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def check(self, sender: object, seq: object, ts: object) -> None:
+        if not isinstance(sender, str) or not isinstance(seq, int) or not isinstance(ts, int):
+            self._refuse("it carries no sender, sequence number and time")
+        now = int(self.clock() * 1000)
+        if now - ts > self.max_age_ms:  # type: ignore[operator]
+            self._refuse(f"it is {(now - ts) / 1000:.0f} s old, older than the replay window")  # type: ignore[operator]
+        with self._lock:
+            highest, seen, _ = self._senders.pop(sender, (0, set(), now))  # type: ignore[arg-type]
+            try:
+                if seq in seen or seq <= highest - self.window:  # type: ignore[operator]
+                    self._refuse(f"message {seq} of sender {sender} was accepted before")
+                seen.add(seq)  # type: ignore[arg-type]
+                if seq > highest:  # type: ignore[operator]
+                    highest = seq  # type: ignore[assignment]
+                    floor = highest - self.window
+                    if len(seen) > self.window:
+                        seen = {s for s in seen if s > floor}
+            finally:
+                self._senders[sender] = (highest, seen, now)  # type: ignore[index]
+                self._forget(now)
+
+    def _forget(self, now: int) -> None:
+        while self._senders:
+            sender, (_, _, heard) = next(iter(self._senders.items()))
+            if len(self._senders) <= self.max_senders and now - heard <= self.max_age_ms:
+                break
+            del self._senders[sender]
+
+    def _refuse(self, why: str) -> None:
+        refused["replay"] = refused.get("replay", 0) + 1
+        log.warning("refused a replayed control message in %s: %s", self.where, why)
+        raise ReplayError(f"replayed control message in {self.where}: {why}")

@@ -1,0 +1,324 @@
+"""Issue 14 on a real cluster, second part: what still crossed Redis or disk unsealed, and replays.
+
+The attacker has the Redis URL and can write the savepoint directory, but not the cluster secret.
+They write a TaskManager of their own into the registry, task metrics, print lines and a
+``_metadata``; and they copy genuine sealed items (a heartbeat, a deploy, a slot_lost report, a
+result entry) and push them again later. Nothing they write may count, and no copy may act twice.
+Each test would fail without the seal or the replay check it names.
+"""
+from __future__ import annotations
+
+import json
+import re
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+import psutil
+import pytest
+import redis
+
+from engine import redis_keys
+from engine.taskexecutor import messages
+from tests.integration.cluster import Cluster
+
+PROGRAMS = Path(__file__).parent / "programs"
+HEADER = 17  # engine/security/mac.py: version byte and tag before the payload
+
+
+def _attacker(cluster: Cluster) -> redis.Redis:
+    return redis.Redis.from_url(cluster.redis_url)
+
+
+def _job_id(output: str) -> str:
+    return re.findall(r"^Job ([0-9a-f]{32}) ", output, re.M)[0]
+
+
+def _readable(raw: bytes) -> bytes:
+    """What an attacker reads in a value: sealing authenticates, it does not hide the payload."""
+    return raw[HEADER:] if raw[:1] == b"\xa1" else raw
+
+
+def _cancel(cluster: Cluster, jid: str) -> None:
+    if cluster.job(jid)["state"] not in ("FINISHED", "FAILED", "CANCELED"):
+        cluster.http.patch(f"/jobs/{jid}", params={"mode": "cancel"})
+    cluster.wait_state(jid, ("CANCELED", "FAILED", "FINISHED"), 30)
+
+
+def _exceptions(cluster: Cluster, jid: str) -> list[dict]:
+    return cluster.http.get(f"/jobs/{jid}/exceptions").json()["exceptionHistory"]["entries"]
+
+
+def _attempts(cluster: Cluster, jid: str) -> list[int]:
+    job = cluster.job(jid)
+    return sorted(
+        st["attempt"]
+        for v in job["vertices"]
+        for st in cluster.http.get(f"/jobs/{jid}/vertices/{v['id']}").json()["subtasks"]
+    )
+
+
+def _slot_processes(cluster: Cluster) -> list[psutil.Process]:
+    """The slot processes (not multiprocessing's resource tracker) of the live TaskManagers."""
+    children = [c for tm in cluster.taskmanagers if tm.poll() is None for c in psutil.Process(tm.pid).children()]
+    return [c for c in children if "spawn_main" in " ".join(c.cmdline())]
+
+
+def _repeat(action: Callable[[], None], every_s: float) -> Callable[[], None]:
+    """Run ``action`` every ``every_s`` in a thread until the returned function is called."""
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.is_set():
+            action()
+            stop.wait(every_s)
+
+    t = threading.Thread(target=loop, daemon=True)
+    t.start()
+    return lambda: (stop.set(), t.join(5))
+
+
+def test_a_taskmanager_written_into_redis_gets_no_slots(cluster: Cluster) -> None:
+    rds = _attacker(cluster)
+    info = {"id": "evil:1", "host": "10.6.6.6", "pid": 1, "slots": 64, "started": int(time.time() * 1000),
+            "cpu_cores": 64, "physical_memory": 1 << 40, "log_file": "/etc/shadow"}
+
+    def forge() -> None:
+        pipe = rds.pipeline(transaction=False)
+        pipe.hset(redis_keys.TASKMANAGERS, "evil:1", messages.pack(info))
+        pipe.set(redis_keys.taskmanager_heartbeat("evil:1"), int(time.time() * 1000), px=5000)
+        pipe.execute()
+
+    stop = _repeat(forge, 0.2)
+    try:
+        time.sleep(3)  # six membership passes at a 500 ms heartbeat interval
+        overview = cluster.overview()
+        ids = [tm["id"] for tm in cluster.http.get("/taskmanagers").json()["taskmanagers"]]
+    finally:
+        stop()
+        rds.delete(redis_keys.taskmanager_heartbeat("evil:1"))
+    assert (overview["taskmanagers"], overview["slots-total"]) == (2, 4), overview
+    assert "evil:1" not in ids
+
+
+def test_forged_task_metrics_never_show(cluster: Cluster) -> None:
+    res = cluster.run(PROGRAMS / "unbounded.py", options=("-p", "2", "--detached"))
+    assert res.returncode == 0, res.stderr
+    jid = _job_id(res.stdout)
+    cluster.wait_running(jid)
+    rds = _attacker(cluster)
+    key = redis_keys.task_metrics(jid)
+    cluster.wait_for(lambda: rds.hlen(key) >= 4, 30, "the tasks' first metrics")
+    fields = list(rds.hgetall(key))
+
+    def forge() -> None:
+        for field in fields:  # the genuine sample, read and rewritten with huge counters
+            sample = messages.unpack(_readable(rds.hget(key, field)))
+            sample.update({name: 987654321 for name in ("read-records", "write-records", "read-bytes", "write-bytes")})
+            rds.hset(key, field, messages.pack(sample))
+
+    stop = _repeat(forge, 0.02)
+    seen = []
+    try:
+        deadline = time.time() + 4
+        while time.time() < deadline:
+            for v in cluster.job(jid)["vertices"]:
+                seen.append(cluster.http.get(f"/jobs/{jid}/vertices/{v['id']}").text)
+            time.sleep(0.05)
+    finally:
+        stop()
+    assert seen and not any("987654321" in page for page in seen), "a forged metric sample was shown"
+    assert cluster.job(jid)["state"] == "RUNNING"
+    _cancel(cluster, jid)
+
+
+def test_forged_print_lines_never_reach_the_client(cluster: Cluster) -> None:
+    res = cluster.run(PROGRAMS / "printing.py", "streaming", "200", options=("--detached",))
+    assert res.returncode == 0, res.stderr
+    jid = _job_id(res.stdout)
+    cluster.wait_state(jid, ("FINISHED",), 60)
+    rds = _attacker(cluster)
+    genuine = cluster.http.get(f"/jobs/{jid}/stdout").json()
+    assert "map saw 50" in " ".join(genuine["lines"])
+    rds.rpush(redis_keys.job_stdout(jid), "FORGED: transfer complete")
+    rds.incr(redis_keys.job_stdout_total(jid))
+    after = cluster.http.get(f"/jobs/{jid}/stdout").json()
+    assert not any("FORGED" in line for line in after["lines"]), after["lines"][-3:]
+    assert after["lines"] == genuine["lines"] and after["total"] == genuine["total"] + 1
+
+
+def _savepoint(cluster: Cluster, tmp_path: Path) -> Path:
+    known = cluster.job_ids()
+    run = cluster.start_run(PROGRAMS / "rescaled_count.py", "100000000", "500", options=("-p", "2"))
+    try:
+        jid = cluster.wait_new_job(known)
+        cluster.wait_running(jid)
+        taken = cluster.cli("savepoint", jid, str(tmp_path / "sp"))
+        assert taken.returncode == 0, taken.stderr
+        return Path(re.findall(r"^Savepoint completed\. Path: (.+)$", taken.stdout, re.M)[-1])
+    finally:
+        cluster.http.patch(f"/jobs/{jid}")
+        run.communicate(timeout=60)
+
+
+def test_an_altered_or_unsealed_metadata_is_refused(cluster: Cluster, tmp_path: Path) -> None:
+    path = _savepoint(cluster, tmp_path)
+    sealed = (path / "_metadata").read_bytes()
+    assert sealed[:1] == b"\xa1"
+    meta = json.loads(sealed[HEADER:])
+    cases = {
+        # What an older Millstream wrote, or anyone who can write the directory: plain JSON.
+        "is not sealed": json.dumps(meta).encode(),
+        # The envelope kept, one value changed (the checkpoint id) under it.
+        "is not sealed with this cluster's secret": sealed[:HEADER] + json.dumps({**meta, "checkpoint_id": 999}).encode(),
+    }
+    for why, content in cases.items():
+        (path / "_metadata").write_bytes(content)
+        known = cluster.job_ids()
+        res = cluster.run(PROGRAMS / "rescaled_count.py", "1000", "0", options=("-p", "2", "--from-savepoint", str(path)),
+                          timeout=120)
+        said = " ".join((res.stdout + res.stderr).split())  # rich wraps lines
+        assert res.returncode != 0, said[-2000:]
+        assert f"_metadata {why}" in said, said[-2000:]
+        assert all(cluster.job(j)["state"] != "RUNNING" for j in cluster.job_ids() - known)
+
+
+def test_a_replayed_deploy_deploys_nothing(cluster: Cluster, tmp_path: Path) -> None:
+    slots = _slot_processes(cluster)
+    assert len(slots) == 4
+    rds = _attacker(cluster)
+    tms = [tm["id"] for tm in cluster.http.get("/taskmanagers").json()["taskmanagers"]]
+    inboxes = [redis_keys.slot_inbox(tm, s) for tm in tms for s in range(2)]
+    for p in slots:  # the slots stop reading their inboxes for a moment: the deploys wait there
+        p.send_signal(signal.SIGSTOP)
+    try:
+        res = cluster.run(PROGRAMS / "unbounded.py", options=("-p", "2", "--detached"))
+        assert res.returncode == 0, res.stderr
+        jid = _job_id(res.stdout)
+        cluster.wait_for(lambda: sum(rds.llen(k) for k in inboxes) >= 4, 30, "the deploys")
+        captured = {k: rds.lrange(k, 0, -1) for k in inboxes}
+    finally:
+        for p in slots:
+            p.send_signal(signal.SIGCONT)
+    cluster.wait_running(jid)
+    time.sleep(1)
+    before = _attempts(cluster, jid)
+    for inbox, items in captured.items():  # the same sealed deploys, pushed again
+        for item in items:
+            rds.rpush(inbox, item)
+    time.sleep(4)
+    assert cluster.job(jid)["state"] == "RUNNING"
+    assert not _exceptions(cluster, jid), _exceptions(cluster, jid)[-1]["stacktrace"][-2000:]
+    assert _attempts(cluster, jid) == before
+    logs = "".join((cluster.workdir / f"taskmanager-{i}.log").read_text(errors="replace") for i in range(2))
+    assert "refused a replayed control message" in logs
+    _cancel(cluster, jid)
+
+
+def test_a_replayed_slot_lost_report_fails_nothing(cluster: Cluster) -> None:
+    res = cluster.run(PROGRAMS / "unbounded_restarting.py", options=("-p", "4", "--detached"))
+    assert res.returncode == 0, res.stderr
+    jid = _job_id(res.stdout)
+    cluster.wait_running(jid)
+    rds = _attacker(cluster)
+    secret = cluster.env["MILLSTREAM_CLUSTER_SECRET"]  # the test's own, to find the report among the sealed ones
+    assert cluster.jobmanager is not None
+    jobmanager = psutil.Process(cluster.jobmanager.pid)
+    jobmanager.send_signal(signal.SIGSTOP)  # the JobManager's inbox fills while it sleeps
+    try:
+        _slot_processes(cluster)[0].kill()  # a genuine slot_lost report from its TaskManager
+        captured: list[bytes] = []
+
+        def find() -> bool:
+            for raw in rds.lrange(redis_keys.JOBMANAGER_INBOX, 0, -1):
+                if messages.open_message(raw, secret, redis_keys.JOBMANAGER_INBOX)["type"] == "slot_lost":
+                    captured.append(raw)
+            return bool(captured)
+
+        cluster.wait_for(find, 30, "the slot_lost report")
+    finally:
+        jobmanager.send_signal(signal.SIGCONT)
+    cluster.wait_for(lambda: _exceptions(cluster, jid), 30, "the genuine slot loss")
+    cluster.wait_running(jid, 60)
+    time.sleep(1)
+    before, failures = _attempts(cluster, jid), len(_exceptions(cluster, jid))
+    assert max(before) >= 1
+    rds.rpush(redis_keys.JOBMANAGER_INBOX, captured[0])  # the same report, pushed again
+    time.sleep(3)
+    assert cluster.job(jid)["state"] == "RUNNING"
+    assert _attempts(cluster, jid) == before
+    assert len(_exceptions(cluster, jid)) == failures
+    _cancel(cluster, jid)
+
+
+def test_a_replayed_result_entry_is_refused(cluster: Cluster, tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    known = cluster.job_ids()
+    run = cluster.start_run(PROGRAMS / "collected_count.py", "100000000", "300", str(out), options=("-p", "2"))
+    try:
+        jid = cluster.wait_new_job(known)
+        cluster.wait_running(jid)
+        rds = _attacker(cluster)
+        copied: list[bytes] = []
+        cluster.wait_for(lambda: copied.extend(rds.lrange(redis_keys.collect(jid), 0, 0)) or copied, 30, "an entry")
+        rds.rpush(redis_keys.collect(jid), copied[0])  # a genuine sealed entry, pushed again
+        _, stderr = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    said = " ".join(stderr.split())
+    assert run.returncode != 0
+    assert "replayed entry" in said, said[-2000:]
+    _cancel(cluster, jid)
+
+
+def test_a_spark_cancel_key_set_by_someone_else_cancels_nothing(cluster: Cluster) -> None:
+    res = cluster.run(PROGRAMS / "slow_batch.py", "40", options=("--detached",))
+    assert res.returncode == 0, res.stderr
+    jid = _job_id(res.stdout)
+    rds = _attacker(cluster)
+    # The key the JobManager sets to make a BATCH job's Spark driver cancel it, set all along.
+    stop = _repeat(lambda: rds.set(redis_keys.spark_cancel(jid), "1", ex=60), 0.2)
+    try:
+        job = cluster.wait_state(jid, ("FINISHED", "FAILED", "CANCELED"), 120)
+    finally:
+        stop()
+    assert job["state"] == "FINISHED", _exceptions(cluster, jid)[-1:]
+
+
+def test_a_replayed_heartbeat_keeps_no_dead_taskmanager(cluster: Cluster) -> None:
+    """Last: it kills a TaskManager (and starts another one after)."""
+    rds = _attacker(cluster)
+    victim = cluster.taskmanagers[0]
+    tm_id = next(
+        tm["id"] for tm in cluster.http.get("/taskmanagers").json()["taskmanagers"]
+        if tm["id"].split(":")[-1].startswith(f"{victim.pid}-")
+    )
+    beat = rds.get(redis_keys.taskmanager_heartbeat(tm_id))
+    assert beat is not None
+    for p in [psutil.Process(victim.pid), *psutil.Process(victim.pid).children(recursive=True)]:
+        p.kill()
+    victim.wait()
+    # The captured genuine heartbeat, set again and again as the TaskManager would.
+    stop = _repeat(lambda: rds.set(redis_keys.taskmanager_heartbeat(tm_id), beat, px=3000), 0.2)
+    try:
+        cluster.wait_for(lambda: cluster.overview()["taskmanagers"] == 1, 15, "the dead TaskManager to be lost")
+    finally:
+        stop()
+    cluster.taskmanagers.remove(victim)
+    cluster.start_taskmanager()
+    cluster.wait_for(lambda: cluster.overview()["taskmanagers"] == 2, 60, "a new TaskManager")
+
+
+@pytest.fixture(autouse=True)
+def _no_stopped_processes(cluster: Cluster):
+    yield
+    for p in [*(psutil.Process(tm.pid) for tm in cluster.taskmanagers if tm.poll() is None), *_slot_processes(cluster)]:
+        try:
+            if p.status() == psutil.STATUS_STOPPED:
+                p.send_signal(signal.SIGCONT)
+        except psutil.Error:
+            pass
