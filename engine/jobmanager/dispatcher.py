@@ -187,8 +187,7 @@ class Dispatcher(SavepointOperations):
         for jid, jm in list(self.jobs.items()):
             if jm.status.is_terminal():
                 continue
-            if isinstance(jm, JobMaster):
-                jm.on_redis_lost(reason, self.pool)
+            jm.on_redis_lost(reason, self.pool)  # streaming: fail over to a checkpoint; Spark: fail
 
     def _fail_interrupted_savepoints(self, jid: str) -> None:
         now = int(self.clock() * 1000)

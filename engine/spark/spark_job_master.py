@@ -163,6 +163,20 @@ class SparkJobMaster:
     def on_slot_lost(self, tm_id: str, slot: int, reason: str, pool: SlotPool) -> None:
         pass
 
+    def on_redis_lost(self, reason: str, pool: SlotPool) -> None:
+        """Redis came back as a new, empty server: the driver's results not yet read, its progress
+        and its print lines are gone, and a BATCH job has no checkpoint to resume from, so it
+        fails (its driver stopped) rather than hand its client an incomplete result as complete."""
+        if self.eg.status.is_terminal() or self.process is None:
+            return
+        self._signal(signal.SIGKILL)
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            log.warning("the Spark driver of job %s did not exit after SIGKILL", self.job_id)
+        cause = f"{reason}; a BATCH job on Spark cannot resume without them: submit it again"
+        self._fail(cause, cause, "RedisConnectionLost", pool)
+
     # -- transitions ---------------------------------------------------------------
     def cancel(self, pool: SlotPool) -> bool:
         """Request cancellation; False if the job already ended."""

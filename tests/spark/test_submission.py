@@ -137,3 +137,34 @@ def test_cancel_of_a_long_spark_job_over_rest(cluster: Cluster, tmp_path: Path) 
     # The cancelled job group left no Spark task running.
     assert all(s["numActiveTasks"] == 0 for s in job["spark"]["stages"])
     assert cluster.http.get(f"/jobs/{jid}/exceptions").json()["exceptionHistory"]["entries"] == []
+
+
+def test_a_spark_job_fails_clearly_when_redis_comes_back_empty(tmp_path: Path) -> None:
+    """A BATCH job on Spark keeps its unread results, progress and print lines in Redis and has no
+    checkpoint: when Redis comes back as a new server the job fails with the reason (its driver
+    stopped), rather than its client taking what is left for the whole result."""
+    import os
+    import signal
+
+    from backend.embedded_redis import embedded_redis_alive, restart_embedded_redis
+
+    c = Cluster(tmp_path)
+    try:
+        c.start(taskmanagers=0)
+        path = tmp_path / "long.py"
+        path.write_text(LONG)
+        with open(path, "rb") as f:
+            jar_id = c.http.post("/jars/upload", files={"jarfile": ("long.py", f)}).json()["filename"]
+        jid = c.http.post(f"/jars/{jar_id}/run", json={"parallelism": 2}).json()["jobid"]
+        c.wait_for(lambda: any(s["numActiveTasks"] > 0 for s in c.job(jid)["spark"]["stages"]), 120, "Spark tasks to run")
+        pid = c.redis.pid
+        os.kill(pid, signal.SIGKILL)
+        c.wait_for(lambda: not embedded_redis_alive(c.redis), 10, f"Redis ({pid}) to die")
+        restart_embedded_redis(c.redis)
+        job = c.wait_state(jid, ("CANCELED", "FAILED", "FINISHED"), 60)
+        assert job["state"] == "FAILED"
+        entries = c.http.get(f"/jobs/{jid}/exceptions").json()["exceptionHistory"]["entries"]
+        assert entries and entries[0]["exceptionName"] == "RedisConnectionLost", entries
+        assert "submit it again" in entries[0]["stacktrace"]
+    finally:
+        c.stop()
