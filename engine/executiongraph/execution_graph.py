@@ -1,7 +1,8 @@
 """ExecutionGraph: one ExecutionJobVertex per JobVertex, one ExecutionVertex per
-subtask, one Execution per attempt. Runtime objects; no I/O."""
+subtask, one Execution per attempt. Runtime objects; no I/O but a log line per job state change."""
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -15,6 +16,8 @@ from engine.executiongraph.states import (
 from engine.graph.job_graph import JobGraph, JobVertex
 
 Clock = Callable[[], float]
+
+log = logging.getLogger("millstream.executiongraph")
 
 
 def now_ms(clock: Clock = time.time) -> int:
@@ -123,6 +126,12 @@ class ExecutionGraph:
         except Exception:
             return False
         if new is not self.status:
+            # The job's lifecycle in the JobManager's log, in the words Flink's log uses for it.
+            log.info(
+                "Job %s (%s) switched from state %s to %s%s.", self.job_graph.name, self.job_graph.job_id,
+                self.status.value, new.value,
+                f" ({self.failure_cause.strip().splitlines()[-1][:300]})" if new is JobStatus.FAILED and self.failure_cause else "",
+            )
             self.status = new
             self.timestamps[new.value] = at_ms
         return True

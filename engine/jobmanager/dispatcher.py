@@ -380,6 +380,10 @@ class Dispatcher(SavepointOperations):
                 except StateRestoreError as e:
                     raise JobSubmissionError(str(e)) from e
             self.jobs[job_graph.job_id] = jm
+            log.info(
+                "job %s (%s) submitted: %s, %d vertices, parallelism up to %d", job_graph.job_id, job_graph.name,
+                job_graph.job_type, len(job_graph.vertices), max((v.parallelism for v in job_graph.vertices), default=0),
+            )
             jm.persist()
             self._note_joined(self.rm.refresh().joined)
             self._schedule_waiting()

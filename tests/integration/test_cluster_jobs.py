@@ -103,6 +103,13 @@ def test_user_function_exception_fails_only_its_job(cluster: Cluster) -> None:
     assert cluster.job(bystander)["state"] == "RUNNING"
     cluster.http.patch(f"/jobs/{bystander}", params={"mode": "cancel"})
     cluster.wait_state(bystander, ("CANCELED",), 30)
+    # The JobManager's log tells each job's lifecycle, as Flink's does, with the failure's cause.
+    log = (cluster.workdir / "jobmanager.log").read_text()
+    assert f"job {jid} (" in log and "submitted: STREAMING" in log
+    assert f"({jid}) switched from state RUNNING to FAILING" in log
+    failed = next(ln for ln in log.splitlines() if f"({jid}) switched from state FAILING to FAILED" in ln)
+    assert "record 777 is cursed" in failed
+    assert f"({bystander}) switched from state CANCELLING to CANCELED" in log
 
 
 def test_rest_upload_and_run(cluster: Cluster) -> None:
