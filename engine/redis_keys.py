@@ -24,6 +24,7 @@ JOB_USER_CODE = PREFIX + ":job:{job}:code"  # bytes: cloudpickled StreamGraph
 # observation
 TASK_METRICS = PREFIX + ":metrics:{job}"  # hash: "{vertex}:{subtask}" -> msgpack metrics
 TASKMANAGER_METRICS = PREFIX + ":tm:{tm}:metrics"  # msgpack, with TTL
+TASKMANAGER_LOG = PREFIX + ":tm:{tm}:log"  # its log lines, sealed (engine/taskexecutor/log_shipper.py)
 COLLECT = PREFIX + ":collect:{job}"  # list: execute_and_collect entries not acknowledged yet
 COLLECT_META = PREFIX + ":collect:{job}:meta"  # hash: acked (entries trimmed), bytes (in the list)
 # The job's print() lines (Flink's .out, per job), for attached clients: a capped list, and the count
@@ -65,6 +66,10 @@ def taskmanager_heartbeat(tm: str) -> str:
 
 def taskmanager_metrics(tm: str) -> str:
     return TASKMANAGER_METRICS.format(tm=tm)
+
+
+def taskmanager_log(tm: str) -> str:
+    return TASKMANAGER_LOG.format(tm=tm)
 
 
 def job_user_code(job: str) -> str:

@@ -2,7 +2,8 @@
 
 Logs are addressed by TaskManager id, never by path. The file a TaskManager
 announces is served only from the cluster's log directory, so a registry entry
-cannot make the JobManager read an arbitrary file.
+cannot make the JobManager read an arbitrary file; a TaskManager whose file is
+not here (another host) is served from the log lines it ships through Redis.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Any
 
+import redis
 from fastapi import APIRouter, HTTPException, Path as PathParam
 from fastapi.responses import PlainTextResponse
 
@@ -19,6 +21,7 @@ from backend.services.taskmanager_views import LogList, TaskManagers, log_list, 
 from backend.settings import Settings
 from engine.jobmanager.dispatcher import Dispatcher
 from engine.resourcemanager.slot_pool import TaskManagerInfo
+from engine.taskexecutor.log_shipper import read_log
 
 router = APIRouter(tags=["taskmanagers"])
 
@@ -90,9 +93,24 @@ def _tail(dispatcher: Dispatcher, settings: Settings, tmid: str) -> PlainTextRes
     return PlainTextResponse(read_tail(path, LOG_TAIL_BYTES))
 
 
+def shipped_log(dispatcher: Dispatcher, tm_id: str) -> str | None:
+    """What a TaskManager's processes logged, from Redis (engine/taskexecutor/log_shipper.py): how
+    the log of a TaskManager on another host reaches this JobManager."""
+    try:
+        return read_log(dispatcher.client, tm_id, dispatcher.config.cluster_secret)
+    except redis.RedisError:
+        return None
+
+
 @router.get("/taskmanagers/{tmid}/log", summary="The end of the TaskManager's log", response_class=PlainTextResponse)
 def taskmanager_log(dispatcher: DispatcherDep, settings: SettingsDep, tmid: TaskManagerId) -> PlainTextResponse:
-    """The last MiB of the TaskManager's log file."""
+    """The last MiB of the TaskManager's log file when it is on this host; otherwise the log lines
+    its processes shipped through Redis (the file also holds their print() output)."""
+    tm = _taskmanager(dispatcher, tmid)
+    if _log_file(settings, tm) is None:
+        text = shipped_log(dispatcher, tm.id)
+        if text is not None:
+            return PlainTextResponse(text[-LOG_TAIL_BYTES:])
     return _tail(dispatcher, settings, tmid)
 
 

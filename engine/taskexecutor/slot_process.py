@@ -32,6 +32,7 @@ from engine.runtime.io.redis_collect import RedisCollectGateway
 from engine.runtime.io.redis_channels import RedisChannelFactory
 from engine.runtime.io.serialization import MsgpackSerializer
 from engine.runtime.python_dependencies import activate, materialize
+from engine.taskexecutor.log_shipper import ship_logs
 from engine.runtime.user_code_class_loader import load_user_code
 from engine.runtime.stream_task import StreamTask, TaskEnvironment
 from engine.runtime.io.job_stdout import StdoutForwarder
@@ -277,6 +278,8 @@ def slot_main(cfg: SlotConfig) -> None:
     if cfg.unsealed_benchmark:
         unseal_for_benchmark()
     client = redis.Redis.from_url(cfg.redis_url, socket_keepalive=True, health_check_interval=30)
+    # The JobManager may be on another host: the log goes to Redis too (engine/taskexecutor/log_shipper.py).
+    ship_logs(client, cfg.tm_id, cfg.cluster_secret, f"%(asctime)s slot-{cfg.slot} %(levelname)s %(message)s")
     stdout = TaskStdout(sys.stdout, StdoutForwarder(client, secret=cfg.cluster_secret))
     sys.stdout = stdout  # print() in user functions, too, reaches the job's print stream
     SlotExecutor(cfg, client, stdout).serve()

@@ -24,6 +24,7 @@ from redis.retry import Retry
 
 from engine import redis_keys
 from engine.taskexecutor import messages
+from engine.taskexecutor.log_shipper import ship_logs
 from engine.taskexecutor.slot_process import SlotConfig, slot_main
 
 log = logging.getLogger("millstream.taskmanager")
@@ -207,6 +208,8 @@ class TaskExecutor:
 
 def run_taskmanager(cfg: TaskManagerConfig) -> None:
     te = TaskExecutor(cfg)
+    # The JobManager may be on another host: the log goes to Redis too (engine/taskexecutor/log_shipper.py).
+    ship_logs(te.client, te.id, cfg.cluster_secret, "%(asctime)s %(name)s %(levelname)s %(message)s")
     signal.signal(signal.SIGTERM, te.stop)
     signal.signal(signal.SIGINT, te.stop)
     te.run()

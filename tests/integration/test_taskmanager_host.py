@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import redis
 
 from tests.integration.cluster import Cluster
 
@@ -52,3 +53,30 @@ def test_taskmanagers_show_the_host_they_advertise(tmp_path: Path):
         assert len(warnings) == 1 and "on tm-b.test" in warnings[0] and str(tmp_path / "elsewhere") in warnings[0], warnings
     finally:
         cluster.stop()
+
+
+def test_the_log_of_a_taskmanager_whose_file_is_elsewhere_reaches_rest_and_the_dashboard(tmp_path: Path):
+    """A TaskManager on another host has no log file on the JobManager's disk: its processes ship
+    their log lines through Redis, sealed, and REST and the dashboard show them; a line pushed by
+    someone with only the Redis URL is left out."""
+    from engine import redis_keys
+
+    c = Cluster(tmp_path)
+    try:
+        c.start(taskmanagers=1, slots=1)  # started without --log-file: nothing for the JobManager to read
+        (tm,) = [t["id"] for t in c.http.get("/taskmanagers").json()["taskmanagers"]]
+        res = c.run(Path(__file__).parent / "programs" / "rolling_count.py", "2000", options=("-p", "1"))
+        assert res.returncode == 0, res.stderr[-2000:]
+        redis.Redis.from_url(c.redis_url).rpush(redis_keys.taskmanager_log(tm), b"FORGED line from an attacker")
+
+        def shipped() -> bool:
+            r = c.http.get(f"/taskmanagers/{tm}/log")
+            return r.status_code == 200 and f"TaskManager {tm} starting with 1 slots" in r.text
+
+        c.wait_for(shipped, 30, "the TaskManager's shipped log")
+        text = c.http.get(f"/taskmanagers/{tm}/log").text
+        assert "FORGED" not in text
+        page = c.http.get(f"/ui/taskmanagers/{tm}").text
+        assert "starting with 1 slots" in page and "FORGED" not in page
+    finally:
+        c.stop()

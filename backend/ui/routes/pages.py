@@ -11,7 +11,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
 from backend.api.cluster import _jobmanager_log, jobmanager_config
-from backend.api.taskmanagers import _log_file, read_tail
+from backend.api.taskmanagers import _log_file, read_tail, shipped_log
 from backend.deps import DispatcherDep, SettingsDep
 from backend.ui import context
 from backend.ui.deps import HistoryDep
@@ -45,7 +45,11 @@ def _page_context(page: str, request: Request, dispatcher: Dispatcher, tm: str |
         row = next((r for r in ctx["rows"] if r.id == tm), None)
         slots = [s for s in context.slots_context(dispatcher)["rows"] if s.id == tm]
         info = dispatcher.slot_pool_snapshot().taskmanagers.get(tm or "")
-        log = _log_tail(_log_file(request.app.state.settings, info)) if info else None
+        log = None
+        if info is not None:
+            path = _log_file(request.app.state.settings, info)
+            shipped = shipped_log(dispatcher, info.id) if path is None else None
+            log = _log_tail(path) if path is not None else ("\n".join(shipped.splitlines()[-LOG_LINES:]) if shipped else None)
         return {"tm": row, "tm_id": tm, "slots": slots, "log": log, "timeout_ms": ctx["timeout_ms"]}
     if page == "jobmanager":
         return {"log": _log_tail(_jobmanager_log(request.app.state.settings))}
