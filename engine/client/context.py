@@ -6,6 +6,7 @@ run directly with ``python job.py`` gets the in-process MiniCluster.
 """
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -24,7 +25,8 @@ class ExecutionContext(Protocol):
 
 class LocalContext:
     def __init__(self, parallelism: int | None = None) -> None:
-        self.parallelism = parallelism
+        # As Flink's local environment: without a parallelism, one subtask per CPU core.
+        self.parallelism = parallelism or os.cpu_count() or 1
 
     def configure(self, env: "StreamExecutionEnvironment") -> None:
         if self.parallelism:

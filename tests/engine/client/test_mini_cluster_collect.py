@@ -17,6 +17,7 @@ def _unbounded(env: StreamExecutionEnvironment):
 
 def test_an_unread_unbounded_job_waits_on_a_bounded_queue_and_closing_cancels_it() -> None:
     env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)  # one source subtask: its records come in order (in-process runs default to a subtask per core)
     stream = _unbounded(env)
     sink = env._add(OperatorKind.SINK, "Collect Sink", (stream._id,), params={"sink": "collect"}, parallelism=1)
     job_graph, stream_graph = env.get_job_graph("unread")
@@ -39,6 +40,7 @@ def test_limit_returns_the_first_records_in_order_and_cancels_the_job() -> None:
     import threading
 
     env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
     got = _unbounded(env).map(lambda x: x * 10, output_type=Types.LONG()).execute_and_collect(limit=5)
     assert got == [0, 10, 20, 30, 40]
     # The unbounded job was cancelled before the list came back: none of its task threads is left.
