@@ -8,8 +8,8 @@ TaskManagers. Results of ``execute_and_collect`` are polled from
 from __future__ import annotations
 
 import contextlib
-
 import json
+import logging
 import os
 import sys
 import time
@@ -165,6 +165,12 @@ class RestJobClient:
                 self.cancel()
 
         return CloseableIterator(gen(), on_close=close, limit=limit)
+
+
+# A program that logs at INFO (PyFlink's examples call logging.basicConfig(level=INFO)) would print a
+# line per REST call of this client; PyFlink's client prints none, so neither do we.
+for _noisy in ("httpx", "httpcore"):
+    logging.getLogger(_noisy).setLevel(logging.WARNING)
 
 
 class RemoteContext:
