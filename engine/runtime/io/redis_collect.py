@@ -27,10 +27,11 @@ import threading
 import time
 from typing import Any
 
+import msgpack
 import redis
 
 from engine import redis_keys
-from engine.runtime.collect import RECORDS, CollectEntry
+from engine.runtime.collect import RECORDS, START, CollectEntry
 from engine.runtime.io.channel import TaskCancelled
 from engine.runtime.io.serialization import MsgpackSerializer
 from engine.security.mac import Sealer, Unauthenticated
@@ -48,22 +49,26 @@ AWAIT_READ_S = 10.0
 
 # Acknowledge entries before ARGV[1] (trimming them), then return up to ARGV[2] entries from there.
 # Returns {0, entries} or {-1, acked} (offset already acknowledged) or {-2, acked + length} (beyond)
-# or {-3, offset} (ARGV[3] = '1': the job ended, and its unread results are gone with a Redis restart).
+# or {-3, offset} (ARGV[3] = '1': the job ended, and its unread results are gone with a Redis restart)
+# or {-4, first entry} (an offset past 0 on a list no client read yet: ARGV[4] = '1' rebases it).
 _FETCH = """
 local offset = tonumber(ARGV[1])
 local acked_field = redis.call('HGET', KEYS[2], 'acked')
 local acked = tonumber(acked_field or '0')
-if not acked_field and offset > 0 and ARGV[3] == '1' then
-  -- The job has ended, so no attempt will write its results again: they are lost, not restarting.
-  return {-3, offset}
-end
-if not acked_field then
-  -- The first fetch (offset 0) creates the field, so a later one that finds it missing (or one the
-  -- JobManager knows comes after a Redis restart) means the server lost the entries the client had
-  -- acknowledged: the new server's entries (a failover's START onward) continue from its offset.
-  -- Nothing else is needed to know it, so it holds after a JobManager restart too.
+if not acked_field and offset > 0 then
+  -- The first fetch (offset 0) creates the field, so one past 0 that finds it missing either comes
+  -- from a client whose list a Redis restart lost, or is bogus (no client read this list yet).
+  if ARGV[3] == '1' then
+    return {-3, offset}  -- the job ended: nothing writes its results again; they are lost
+  end
+  if ARGV[4] ~= '1' then
+    return {-4, redis.call('LINDEX', KEYS[1], 0) or ''}  -- the caller looks at the first entry
+  end
+  -- A failover's list: its entries (the new attempt's START onward) continue from the offset.
   redis.call('HSET', KEYS[2], 'acked', offset)
   acked = offset
+elseif not acked_field then
+  redis.call('HSET', KEYS[2], 'acked', 0)
 end
 local len = redis.call('LLEN', KEYS[1])
 if offset < acked then return {-1, acked} end
@@ -197,9 +202,19 @@ def fetch_results(
     Redis restart lost the list, a fresh one (a failover's) continues at ``offset``; if the job has
     ``ended``, nothing will write it again and the loss is an error. ``positions``: the job's
     CollectPositions, which refuse a replayed entry."""
-    status, value = client.eval(
-        _FETCH, 2, redis_keys.collect(job_id), redis_keys.collect_meta(job_id), offset, max_entries, int(ended)
-    )
+    keys = (redis_keys.collect(job_id), redis_keys.collect_meta(job_id))
+    sealer = Sealer(secret, "collect", redis_keys.collect(job_id))
+    status, value = client.eval(_FETCH, 2, *keys, offset, max_entries, int(ended), 0)
+    if status == -4:
+        # An offset past 0 on a list no client has read: Redis restarted and the job failed over
+        # (the list starts with a new attempt's START), or the offset is bogus. Decided on the
+        # first entry's clear header, so neither a JobManager restart nor a stray request can
+        # move a list's offsets.
+        if not value:
+            return []  # nothing written since: the failover's attempt has not started yet
+        if not _starts_a_failover(sealer, value):
+            raise ResultOffsetError(f"offset {offset} is past the result entries written so far")
+        status, value = client.eval(_FETCH, 2, *keys, offset, max_entries, int(ended), 1)
     if status == -1:
         raise ResultOffsetError(f"results before offset {value} were acknowledged and dropped; offset {offset} is gone")
     if status == -2:
@@ -209,12 +224,24 @@ def fetch_results(
             f"job {job_id} ended and its results from offset {offset} on are gone (Redis restarted, or "
             f"they expired {ENDED_TTL_S} s after the job ended)"
         )
-    sealer = Sealer(secret, "collect", redis_keys.collect(job_id))
     if positions is None:
         return _open_entries(sealer, job_id, offset, value, None)
     with positions.lock:
         positions.forget_before(offset)
         return _open_entries(sealer, job_id, offset, value, positions)
+
+
+def _starts_a_failover(sealer: Sealer, raw: bytes) -> bool:
+    """Whether a list's first entry is the START of an attempt after the first (a restored one)."""
+    if len(raw) < _HEAD.size:
+        return False
+    _, index = _HEAD.unpack_from(raw)
+    try:
+        payload = sealer.open(raw[_HEAD.size :], index, raw[: _HEAD.size])
+    except Unauthenticated:
+        return False
+    kind, attempt = msgpack.unpackb(payload, raw=False)[:2]  # the records' body stays bytes
+    return kind == START and attempt > 0
 
 
 def _open_entries(

@@ -187,3 +187,16 @@ def test_entries_of_a_list_rebuilt_after_a_redis_restart_are_not_taken_for_repla
     new.publish([collect.start(1, 0, True), collect.records(1, 0, ["a"])])
     got = fetch_results(client, "jl", 1, secret=SECRET, positions=positions)
     assert [collect.CollectEntry.decode(r, SER).attempt for r in got] == [1, 1]  # at offsets 1 and 2, read before
+
+
+def test_a_stray_offset_before_any_read_does_not_move_the_list(client: redis.Redis) -> None:
+    """Only a list a failover rebuilt (it starts with a restored attempt's START) continues at a
+    client's offset; on a list nobody read yet an offset past 0 is refused and changes nothing."""
+    assert fetch_results(client, "js", 7, secret=SECRET) == []  # nothing written yet: nothing to read
+    gw = RedisCollectGateway(client, "js", gated=False, secret=SECRET)
+    gw.publish([collect.start(0, 0, False), collect.records(0, 0, ["a", "b"])])
+    with pytest.raises(ResultOffsetError, match="past"):
+        fetch_results(client, "js", 7, secret=SECRET)
+    assert values(fetch_results(client, "js", 0, secret=SECRET)) == ["a", "b"]  # offsets unmoved
+    with pytest.raises(ResultOffsetError, match="past"):
+        fetch_results(client, "js", 7, secret=SECRET)
