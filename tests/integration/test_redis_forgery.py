@@ -191,17 +191,23 @@ def test_a_replayed_deploy_deploys_nothing(cluster: Cluster, tmp_path: Path) -> 
     rds = _attacker(cluster)
     tms = [tm["id"] for tm in cluster.http.get("/taskmanagers").json()["taskmanagers"]]
     inboxes = [redis_keys.slot_inbox(tm, s) for tm in tms for s in range(2)]
+    jid = None
     for p in slots:  # the slots stop reading their inboxes for a moment: the deploys wait there
         p.send_signal(signal.SIGSTOP)
     try:
         res = cluster.run(PROGRAMS / "unbounded.py", options=("-p", "2", "--detached"))
         assert res.returncode == 0, res.stderr
         jid = _job_id(res.stdout)
-        cluster.wait_for(lambda: sum(rds.llen(k) for k in inboxes) >= 4, 30, "the deploys")
+        cluster.wait_for(lambda: sum(rds.llen(k) for k in inboxes) >= 4, 60, "the deploys")
         captured = {k: rds.lrange(k, 0, -1) for k in inboxes}
-    finally:
+    except BaseException:
         for p in slots:
             p.send_signal(signal.SIGCONT)
+        if jid is not None:  # the module's other tests need its slots
+            _cancel(cluster, jid)
+        raise
+    for p in slots:
+        p.send_signal(signal.SIGCONT)
     cluster.wait_running(jid)
     time.sleep(1)
     before = _attempts(cluster, jid)
