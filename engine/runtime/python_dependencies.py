@@ -250,32 +250,32 @@ def install_requirements(requirements: Requirements, root: Path) -> str:
 
 
 def activate(entries: list[str]) -> None:
-    """Put a job's shipped items on the import path (first, as PyFlink prepends PYTHONPATH). A slot
-    process outlives its jobs: a module of the same name that an earlier job shipped is dropped from
-    the module cache, so this job imports its own."""
+    """Make a job's shipped items the ones on the import path (first, as PyFlink prepends PYTHONPATH).
+
+    A slot process outlives its jobs and runs one job at a time, so what an earlier job shipped
+    leaves the import path and the module cache here: a job imports only what it shipped itself
+    (a module of the same name is its own, and a job that shipped nothing cannot import another
+    job's files). Only modules loaded from shipped entries are dropped, never the interpreter's."""
+    stale = [e for e in _activated if e not in entries]
+    for entry in stale:
+        while entry in sys.path:
+            sys.path.remove(entry)
+        _activated.discard(entry)
+    if stale:
+        # A module's file lies under its entry for directories and zips alike ("x.whl/pkg/m.py").
+        roots = tuple(os.path.abspath(e) + os.sep for e in stale)
+        for name, module in list(sys.modules.items()):
+            origin = getattr(module, "__file__", None)
+            if origin and os.path.abspath(origin).startswith(roots):
+                del sys.modules[name]
     for entry in reversed(entries):
         if entry in sys.path:
             sys.path.remove(entry)
         sys.path.insert(0, entry)
-        others = tuple(os.path.abspath(e) + os.sep for e in _activated if e != entry)
-        for name in _top_level_names(entry):
-            for loaded in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
-                # Only what another job shipped: the interpreter's own modules are never unloaded.
-                origin = os.path.abspath(getattr(sys.modules[loaded], "__file__", None) or "")
-                if others and origin.startswith(others):
-                    del sys.modules[loaded]
-        _activated.add(entry)
+    _activated.update(entries)
 
 
-_activated: set[str] = set()  # every entry activated in this process
-
-
-def _top_level_names(entry: str) -> list[str]:
-    p = Path(entry)
-    if p.is_file():  # a wheel or egg: its top-level packages are whatever it holds
-        with zipfile.ZipFile(p) as z:
-            return sorted({n.split("/")[0].removesuffix(".py") for n in z.namelist() if not n.split("/")[0].endswith((".dist-info", ".egg-info", "EGG-INFO"))})
-    return sorted(c.name.removesuffix(".py") for c in p.iterdir() if c.suffix == ".py" or (c.is_dir() and not c.name.startswith(".")))
+_activated: set[str] = set()  # the entries of the job activated last in this process
 
 
 def zip_entry(entry: str, target: str) -> str:

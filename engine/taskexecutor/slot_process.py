@@ -47,6 +47,8 @@ METRICS_INTERVAL_S = 1.0
 METRICS_TTL_S = 24 * 3600
 #: how long a task's final report waits for Redis to come back before it is given up
 REPORT_RETRY_S = 300.0
+#: where the slot process started: the working directory of jobs that ship no archives
+_STARTING_DIRECTORY = os.getcwd()
 
 
 @dataclass(frozen=True)
@@ -165,8 +167,8 @@ class SlotExecutor:
             activate(shipped.python_path)
             # A slot runs one job at a time (its tasks share it), so the process may take its working
             # directory: archives the job shipped are found by relative path, as in PyFlink's worker.
-            if shipped.working_dir is not None:
-                os.chdir(shipped.working_dir)
+            # A job that shipped no archives works where the process started, not in the last job's.
+            os.chdir(shipped.working_dir if shipped.working_dir is not None else _STARTING_DIRECTORY)
             graph = load_user_code(shipped.graph)  # also registers the classes the program defined
             cancelled = threading.Event()
             env = TaskEnvironment(

@@ -9,6 +9,18 @@ from pathlib import Path
 
 from tests.integration.cluster import Cluster
 
+
+def _program(root: Path, text: str) -> Path:
+    prog = root / "job" / "program.py"
+    prog.parent.mkdir()
+    prog.write_text(textwrap.dedent(text))
+    return prog
+
+
+def _ran(res, expected: str) -> None:
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert expected in res.stdout, res.stdout[-2000:]
+
 PROGRAM = """
 import sys
 from pyflink.common import Types
@@ -51,40 +63,23 @@ def _deps(root: Path) -> Path:
     return deps
 
 
-def test_files_added_with_add_python_file_are_importable_on_the_taskmanagers(tmp_path: Path) -> None:
+def test_files_added_with_add_python_file_are_importable_on_the_taskmanagers(cluster: Cluster, tmp_path: Path) -> None:
     deps = _deps(tmp_path)
-    prog = tmp_path / "job" / "program.py"
-    prog.parent.mkdir()
-    prog.write_text(textwrap.dedent(PROGRAM))
-    c = Cluster(tmp_path)
-    try:
-        c.start(taskmanagers=1, slots=2)
-        res = c.run(prog, str(deps), options=("-p", "2"))
-        assert res.returncode == 0, res.stderr[-3000:]
-        assert "['[A!][A!]!', '[B!][B!]!']" in res.stdout, res.stdout[-2000:]
-        # The same program as a BATCH job on Spark: the executors get the files by addPyFile.
-        res = c.run(prog, str(deps), "batch", options=("-p", "2"))
-        assert res.returncode == 0, res.stderr[-3000:]
-        assert "['[A!][A!]!', '[B!][B!]!']" in res.stdout, res.stdout[-2000:]
-    finally:
-        c.stop()
+    prog = _program(tmp_path, PROGRAM)
+    _ran(cluster.run(prog, str(deps), options=("-p", "2")), "['[A!][A!]!', '[B!][B!]!']")
+    # The same program as a BATCH job on Spark: the executors get the files by addPyFile.
+    _ran(cluster.run(prog, str(deps), "batch", options=("-p", "2")), "['[A!][A!]!', '[B!][B!]!']")
 
 
-def test_without_add_python_file_the_taskmanager_cannot_import_them(tmp_path: Path) -> None:
+def test_without_add_python_file_the_taskmanager_cannot_import_them(cluster: Cluster, tmp_path: Path) -> None:
     """What makes the test above mean something: the same program without the three calls fails on
-    the cluster with the module's name, since nothing installed it there."""
+    the cluster with the module's name, since nothing installed it there (nor did the job before it,
+    which shipped them to these same TaskManagers: a job's files stay with that job)."""
     deps = _deps(tmp_path)
-    prog = tmp_path / "job" / "program.py"
-    prog.parent.mkdir()
-    prog.write_text("\n".join(l for l in textwrap.dedent(PROGRAM).splitlines() if "add_python_file" not in l))
-    c = Cluster(tmp_path)
-    try:
-        c.start(taskmanagers=1, slots=2)
-        res = c.run(prog, str(deps), options=("-p", "2"))
-        assert res.returncode != 0
-        assert "No module named" in res.stderr + res.stdout
-    finally:
-        c.stop()
+    without = "\n".join(l for l in textwrap.dedent(PROGRAM).splitlines() if "add_python_file" not in l)
+    res = cluster.run(_program(tmp_path, without), str(deps), options=("-p", "2"))
+    assert res.returncode != 0
+    assert "No module named" in res.stderr + res.stdout
 
 
 REQUIREMENTS_PROGRAM = """
@@ -105,22 +100,13 @@ print(sorted(env.from_collection([1, 2], type_info=Types.INT()).map(answer).exec
 """
 
 
-def test_requirements_are_installed_on_the_taskmanagers(tmp_path: Path) -> None:
+def test_requirements_are_installed_on_the_taskmanagers(cluster: Cluster, tmp_path: Path) -> None:
     from tests.engine.runtime.test_python_dependencies import _wheel
 
     wheels = _wheel(tmp_path)
     (tmp_path / "requirements.txt").write_text("msreqdemo==0.1\n")
-    prog = tmp_path / "job" / "program.py"
-    prog.parent.mkdir()
-    prog.write_text(textwrap.dedent(REQUIREMENTS_PROGRAM))
-    c = Cluster(tmp_path)
-    try:
-        c.start(taskmanagers=1, slots=2)
-        res = c.run(prog, str(tmp_path / "requirements.txt"), str(wheels), options=("-p", "2"))
-        assert res.returncode == 0, res.stderr[-3000:]
-        assert "[42, 84]" in res.stdout, res.stdout[-2000:]
-    finally:
-        c.stop()
+    prog = _program(tmp_path, REQUIREMENTS_PROGRAM)
+    _ran(cluster.run(prog, str(tmp_path / "requirements.txt"), str(wheels), options=("-p", "2")), "[42, 84]")
 
 
 ARCHIVE_PROGRAM = """
@@ -141,19 +127,10 @@ print(sorted(env.from_collection(["a", "b"], type_info=Types.STRING()).map(suffi
 """
 
 
-def test_archives_are_extracted_where_the_jobs_functions_run(tmp_path: Path) -> None:
+def test_archives_are_extracted_where_the_jobs_functions_run(cluster: Cluster, tmp_path: Path) -> None:
     archive = tmp_path / "model.zip"
     with zipfile.ZipFile(archive, "w") as z:
         z.writestr("data/suffix.txt", "-ok\n")
-    prog = tmp_path / "job" / "program.py"
-    prog.parent.mkdir()
-    prog.write_text(textwrap.dedent(ARCHIVE_PROGRAM))
-    c = Cluster(tmp_path)
-    try:
-        c.start(taskmanagers=1, slots=2)
-        for options in (("-p", "2"), ("--local",)):
-            res = c.run(prog, str(archive), options=options)
-            assert res.returncode == 0, res.stderr[-3000:]
-            assert "['a-ok', 'b-ok']" in res.stdout, (options, res.stdout[-2000:])
-    finally:
-        c.stop()
+    prog = _program(tmp_path, ARCHIVE_PROGRAM)
+    for options in (("-p", "2"), ("--local",)):
+        _ran(cluster.run(prog, str(archive), options=options), "['a-ok', 'b-ok']")

@@ -53,6 +53,39 @@ def test_a_module_a_package_and_a_zip_become_importable(tmp_path: Path) -> None:
             sys.modules.pop(m, None)
 
 
+def test_a_later_job_sees_only_what_it_shipped_itself(tmp_path: Path) -> None:
+    """A slot process runs jobs one after another: job B imports its own ``same_pd`` (not A's cached
+    one), and job C, which shipped nothing, can import neither."""
+    entries = {}
+    for job, value in (("a", 1), ("b", 2)):
+        src = tmp_path / job
+        src.mkdir()
+        (src / "same_pd.py").write_text(f"V = {value}\n")
+        (src / "only_a_pd.py").write_text("W = 1\n")
+        entries[job] = materialize(pack(b"g", [read_item(str(src / "same_pd.py")), read_item(str(src / "only_a_pd.py"))] if job == "a" else [read_item(str(src / "same_pd.py"))]), tmp_path / "root" / job).python_path
+    before = list(sys.path)
+    try:
+        activate(entries["a"])
+        import only_a_pd  # type: ignore[import-not-found]  # noqa: F401
+        import same_pd  # type: ignore[import-not-found]
+
+        assert same_pd.V == 1
+        activate(entries["b"])
+        import same_pd  # type: ignore[import-not-found]  # noqa: F811
+
+        assert same_pd.V == 2
+        with pytest.raises(ImportError):
+            import only_a_pd  # type: ignore[import-not-found]  # noqa: F401,F811
+        activate([])
+        with pytest.raises(ImportError):
+            import same_pd  # type: ignore[import-not-found]  # noqa: F401,F811
+        assert not any(str(tmp_path) in p for p in sys.path)
+    finally:
+        sys.path[:] = before
+        for m in ("same_pd", "only_a_pd"):
+            sys.modules.pop(m, None)
+
+
 def test_a_zip_that_would_write_outside_its_directory_is_refused(tmp_path: Path) -> None:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:
