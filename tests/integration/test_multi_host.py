@@ -25,7 +25,7 @@ import pytest
 
 from tests.integration.test_recovery import committed_counts
 
-PROGRAM = Path(__file__).parent / "programs" / "multi_host_count.py"
+PROGRAM = Path(__file__).parent / "programs" / "chaos_count.py"
 N, RATE = 6000, 200  # 30 s of input: enough for two host failures midway
 KEYS = 20
 
@@ -107,7 +107,7 @@ def test_exactly_once_across_three_hosts_with_taskmanager_hosts_killed(hosts: Ho
     (shared / "checkpoints").mkdir(parents=True)
     deps = tmp_path / "client-only"  # on the client's machine only
     deps.mkdir()
-    (deps / "keys_of_host_test.py").write_text(f"def key_of(i):\n    return ('k%d' % (i % {KEYS}), 1)\n")
+    (deps / "chaos_keys.py").write_text(f"def key_of(i):\n    return ('k%d' % (i % {KEYS}), 1)\n")
     redis_port, rest_port = 6390, 8090
     base = {k: v for k, v in os.environ.items() if not k.startswith("MILLSTREAM_") and k not in ("REDIS_URL", "DATABASE_URL")}
     base.update(PYTHONUNBUFFERED="1", MILLSTREAM_CLUSTER_SECRET=secret, MILLSTREAM_CHECKPOINT_DIR=str(shared / "checkpoints"))

@@ -3,7 +3,10 @@ every update written to an exactly-once FileSink (``key,count`` lines) by one jo
 execute_and_collect in another, both from the same deterministic source. (execute_and_collect runs
 the collected stream alone, as PyFlink 2.3 does, so the FileSink job is started first with
 execute_async.) Writes what the client received, in order, to COLLECTED as JSON.
-Usage: chaos_count.py N RATE OUT_DIR COLLECTED
+
+With DEPS_DIR (the multi-host test), the key function comes from ``chaos_keys.py`` in that directory,
+outside the program's directory and installed on no TaskManager host: ``add_python_file`` ships it.
+Usage: chaos_count.py N RATE OUT_DIR COLLECTED [DEPS_DIR]
 """
 import json
 import sys
@@ -18,7 +21,14 @@ N, RATE, OUT, COLLECTED = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3], sys
 env = StreamExecutionEnvironment.get_execution_environment()
 env.enable_checkpointing(500, CheckpointingMode.EXACTLY_ONCE)
 env.set_restart_strategy(RestartStrategies.fixed_delay_restart(1000, 500))
-source = DataGeneratorSource(lambda i: ("k%d" % (i % 40), 1), N, records_per_second=RATE)
+if len(sys.argv) > 5:
+    sys.path.insert(0, sys.argv[5])  # the client imports it from where it is,
+    from chaos_keys import key_of
+    env.add_python_file(sys.argv[5] + "/chaos_keys.py")  # and ships it with the job
+else:
+    def key_of(i):
+        return "k%d" % (i % 40), 1
+source = DataGeneratorSource(key_of, N, records_per_second=RATE)
 counts = (env.from_source(source, WatermarkStrategy.no_watermarks(), "numbers").uid("numbers")
           .key_by(lambda t: t[0]).reduce(lambda a, b: (a[0], a[1] + b[1])).uid("counts"))
 sink = (FileSink.for_row_format(OUT, Encoder.simple_string_encoder())
