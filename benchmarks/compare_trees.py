@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from interleave import abba_pairs  # noqa: E402
 from machine import machine  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,14 +49,10 @@ def main() -> None:
     one_run(base, args.n // 4)  # warm-ups (first runs pay for cold caches), not counted
     one_run(cand, args.n // 4)
     ratios = []
-    for i in range(args.pairs):
-        order = [(base, "baseline"), (cand, "candidate")]
-        if i % 2:
-            order.reverse()
-        got = {label: one_run(tree, args.n) for tree, label in order}
-        print(f"  pair {i + 1}: baseline {got['baseline'] or 0:,.0f}/s, candidate {got['candidate'] or 0:,.0f}/s", flush=True)
-        if got["baseline"] and got["candidate"]:
-            ratios.append(got["candidate"] / got["baseline"])
+    for i, (b, c) in enumerate(abba_pairs(args.pairs, lambda: one_run(base, args.n), lambda: one_run(cand, args.n))):
+        print(f"  pair {i + 1}: baseline {b or 0:,.0f}/s, candidate {c or 0:,.0f}/s", flush=True)
+        if b and c:
+            ratios.append(c / b)
     if ratios:
         each = ", ".join(f"{r:.2f}" for r in ratios)
         print(f"candidate / baseline records/s: median {statistics.median(ratios):.2f} of {len(ratios)} pairs ({each})")

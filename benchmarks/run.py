@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterator
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from interleave import abba_pairs  # noqa: E402
 from machine import machine  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -128,16 +129,7 @@ def interleaved(pairs: int, first: Callable[[Submit], str], second: Callable[[Su
     try:
         with local_cluster(2) as submit:
             first(submit)  # warm-up, not counted
-            runs = []
-            for i in range(pairs):
-                if i % 2 == 0:
-                    a = first(submit)
-                    b = second(submit)
-                else:
-                    b = second(submit)
-                    a = first(submit)
-                runs.append((a, b))
-            return runs
+            return abba_pairs(pairs, lambda: first(submit), lambda: second(submit))
     except RuntimeError as e:
         return [(f"failed: {e}", f"failed: {e}")]
 

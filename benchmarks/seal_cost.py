@@ -32,6 +32,7 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from interleave import abba_pairs  # noqa: E402
 from machine import machine  # noqa: E402
 from run import JOB, free_port, rate, run  # noqa: E402
 
@@ -119,16 +120,7 @@ def measure(n: int = 2_000_000, pairs: int = 3) -> list[tuple[Run, Run]]:
         sealed = stack.enter_context(_cluster(False))
         unsealed = stack.enter_context(_cluster(True))
         sealed(n), unsealed(n)  # warm-up: the first job on a fresh cluster is slower
-        runs = []
-        for i in range(pairs):
-            if i % 2 == 0:
-                a = sealed(n)
-                b = unsealed(n)
-            else:
-                b = unsealed(n)
-                a = sealed(n)
-            runs.append((a, b))
-        return runs
+        return abba_pairs(pairs, lambda: sealed(n), lambda: unsealed(n))
 
 
 def describe(runs: list[tuple[Run, Run]]) -> str:
