@@ -29,7 +29,7 @@ from backend.persistence.sql_job_store import SqlJobStore
 from backend.persistence.taskmanager_history import TaskManagerHistory
 from backend.persistence.ui_sessions import UISessionStore
 from backend.services.programs import ProgramService
-from backend.settings import Settings
+from backend.settings import Settings, check_environment
 from backend.ui.security import logged_in
 from engine.jobmanager.dispatcher import (
     Dispatcher,
@@ -65,7 +65,11 @@ def _routers():
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
-    settings = settings or Settings()
+    if settings is None:
+        # Built from the environment (``uvicorn --factory backend.app:create_app``, not the CLI, which
+        # checks first): a misspelt MILLSTREAM_* variable must not be ignored in silence here either.
+        check_environment()
+        settings = Settings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -89,6 +89,19 @@ def test_the_cli_refuses_before_starting_anything(tmp_path: Path):
     assert not (tmp_path / "var").exists()
 
 
+def test_the_app_refuses_when_started_by_uvicorn_directly(tmp_path: Path):
+    """``uvicorn --factory backend.app:create_app`` bypasses the CLI; the app checks the environment itself."""
+    env = {"PATH": "/usr/bin:/bin", "MILLSTREAM_UNKNOWN_THING": "1", "MILLSTREAM_DATA_DIR": str(tmp_path / "var"),
+           "REDIS_URL": "redis://127.0.0.1:1/0"}
+    result = subprocess.run(
+        [sys.executable, "-m", "uvicorn", "--factory", "backend.app:create_app", "--port", "0"],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode != 0, (result.stdout, result.stderr)
+    assert "unknown setting in the environment: MILLSTREAM_UNKNOWN_THING" in result.stderr, result.stderr
+    assert not (tmp_path / "var").exists()
+
+
 def test_a_process_that_cannot_write_the_checkpoint_dir_does_not_start(tmp_path: Path):
     not_a_dir = tmp_path / "file"
     not_a_dir.write_text("")
