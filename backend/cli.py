@@ -254,7 +254,12 @@ def run(
     from engine.common.job_execution_result import JobExecutionException
     from engine.compat.pyflink_alias import install
 
+    from engine.compat.apache_flink import coexistence_note
+
     settings = Settings()
+    note = coexistence_note()  # before install(), which would make every pyflink import ours
+    if note:
+        typer.echo(note, err=True)
     install()
     program_dir = str(program.resolve().parent)
     sys.path.insert(0, program_dir)
