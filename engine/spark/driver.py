@@ -42,6 +42,8 @@ from engine.spark.spark_cancel import spark_cancel_requested
 from engine.spark.validation import UntranslatableJob
 from engine.taskexecutor import code_signing
 from engine.runtime.python_dependencies import activate, materialize, zip_entry
+from engine.spark.engine_archive import build as build_engine_archive
+from engine.spark.engine_archive import is_local_master
 
 EXIT_FINISHED, EXIT_FAILED, EXIT_UNTRANSLATABLE, EXIT_CANCELED = 0, 1, 2, 3
 PROGRESS_INTERVAL_S = 0.5
@@ -150,8 +152,11 @@ def _secret(ns: argparse.Namespace) -> bytes | None:
 def _spark_context(ns: argparse.Namespace, job_graph: JobGraph) -> Any:
     from pyspark import SparkConf, SparkContext
 
-    # PySpark starts executors' Python from this variable; they must import the engine too.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if is_local_master(ns.spark_master):
+        # PySpark starts executors' Python from this variable: locally, this very interpreter, which
+        # imports the engine. On a cluster the workers' own Python ("python3", or PYSPARK_PYTHON as
+        # set for this process), which gets the engine by addPyFile.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     conf = (
         SparkConf()
         .setMaster(ns.spark_master)
@@ -212,6 +217,8 @@ def main(argv: list[str] | None = None) -> int:
         from engine.spark.translator import translate
 
         sc = _spark_context(ns, job_graph)
+        if not is_local_master(ns.spark_master):
+            sc.addPyFile(build_engine_archive(os.path.join(shipped, "millstream-engine.zip")))
         for n, entry in enumerate(python_path):
             sc.addPyFile(zip_entry(entry, os.path.join(shipped, f"shipped-{n}.zip")))
         plan = translate(sc, job_graph, stream_graph)

@@ -1,4 +1,8 @@
-"""A job on a real Spark standalone master and worker (from the PySpark package), on loopback."""
+"""A job on a real Spark standalone master and worker (from the PySpark package), on loopback.
+
+The worker's Python is a bare virtualenv with nothing installed (Spark puts its own pyspark.zip on the
+path): Millstream is not installed there, so the engine reaches the executors by ``addPyFile``, as on
+a standalone Spark cluster on other hosts."""
 from __future__ import annotations
 
 import json
@@ -6,6 +10,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -43,7 +48,12 @@ def _wait_for_worker(ui_port: int, timeout_s: float = 60) -> None:
 def spark_master_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     spark_class = Path(pyspark.__file__).parent / "bin" / "spark-class"
     work = tmp_path_factory.mktemp("spark-standalone")
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(work), "SPARK_NO_DAEMONIZE": "1"}
+    bare = work / "bare-python"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True, timeout=120)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYSPARK_PYTHON")}
+    # Executors start "python3" from the worker's PATH: the bare one.
+    env.update(SPARK_LOCAL_IP="127.0.0.1", SPARK_LOG_DIR=str(work), SPARK_NO_DAEMONIZE="1",
+               PATH=f"{bare / 'bin'}{os.pathsep}{env.get('PATH', '/usr/bin:/bin')}")
     port, ui_port, worker_ui = free_port(), free_port(), free_port()
     url = f"spark://127.0.0.1:{port}"
     procs = []
@@ -60,7 +70,7 @@ def spark_master_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             env=env, stdout=open(work / "worker.log", "wb"), stderr=subprocess.STDOUT, start_new_session=True,
         ))
         _wait_for_worker(ui_port)
-        yield url
+        yield url, str(bare)
     finally:
         for p in procs:
             os.killpg(p.pid, signal.SIGTERM)
@@ -82,7 +92,12 @@ def word_count(env):
     )
 
 
+def where_it_ran(env):
+    return env.from_collection(["a", "b"]).map(lambda w: (w, sys.prefix, "engine" in sys.modules))
+
+
 def test_job_runs_on_a_standalone_cluster(spark_master_url, redis_url):
+    spark_master_url, bare = spark_master_url
     conf = {"spark.executor.memory": "512m", "spark.driver.host": "127.0.0.1", "spark.cores.max": "1"}
     jm, store, client = make_master(word_count, redis_url, spark_master=spark_master_url, conf=conf)
     pool = SlotPool()
@@ -93,3 +108,15 @@ def test_job_runs_on_a_standalone_cluster(spark_master_url, redis_url):
     progress = jm.spark_progress()
     assert progress["master"] == spark_master_url
     assert progress["applicationId"].startswith("app-")  # a standalone application, not local-*
+
+
+def test_executors_need_only_pyspark_and_python(spark_master_url, redis_url):
+    """The executors ran the job's function in the bare interpreter, with the shipped engine loaded."""
+    spark_master_url, bare = spark_master_url
+    conf = {"spark.executor.memory": "512m", "spark.driver.host": "127.0.0.1", "spark.cores.max": "1"}
+    jm, store, client = make_master(where_it_ran, redis_url, spark_master=spark_master_url, conf=conf)
+    pool = SlotPool()
+    jm.try_schedule(pool)
+    run_until_terminal(jm, pool, 180)
+    assert jm.status is JobStatus.FINISHED, [e.stacktrace[-2000:] for e in store.list_exceptions(jm.job_id)]
+    assert sorted(collected(client, jm.job_id)) == [("a", bare, True), ("b", bare, True)]
