@@ -51,11 +51,12 @@ def job_detail(dispatcher: DispatcherDep, jid: JobId) -> dict[str, Any]:
     """State, timestamps of every job state, plan, and a summary of each vertex with its I/O metrics.
 
     While the job waits for slots, ``status-message`` says so (a Millstream addition)."""
-    detail = job_views.job_detail(load_job(dispatcher, jid), now_ms())
+    record = load_job(dispatcher, jid)
+    detail = job_views.job_detail(record, now_ms())
     message = dispatcher.status_message(detail["jid"])
     if message:
         detail["status-message"] = message
-    spark = dispatcher.spark_progress(detail["jid"])
+    spark = dispatcher.spark_progress(record)
     if spark is not None:
         detail["spark"] = spark  # Spark's application id, UI URL, jobs and stages (a Millstream addition)
     return detail

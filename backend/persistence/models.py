@@ -39,6 +39,7 @@ class JobRow(Base):
     vertices: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
     failure_cause: Mapped[str | None] = mapped_column(Text)
     user_code: Mapped[bytes | None] = mapped_column(LargeBinary)
+    spark: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
 
 
 class JobExceptionRow(Base):

@@ -180,6 +180,7 @@ def _to_job_record(row: JobRow, with_code: bool = True) -> JobRecord:
         vertices=row.vertices,
         failure_cause=row.failure_cause,
         user_code=row.user_code if with_code else None,
+        spark=row.spark,
     )
 
 

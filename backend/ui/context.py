@@ -112,7 +112,7 @@ def _tab_context(
         return {"series_json": script_json(throughput_series(history, record))}
     if tab == "spark":
         engine = batch_engine(dispatcher, record)
-        progress = dispatcher.spark_progress(record.jid)
+        progress = dispatcher.spark_progress(record)
         return {"spark": spark_view.spark_progress(progress, engine, alive)}
     if tab == "configuration":
         return {"config": job_view.configuration_tab(record), "plan": job_views.job_plan(record)}

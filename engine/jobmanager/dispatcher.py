@@ -419,10 +419,12 @@ class Dispatcher(SavepointOperations):
             self.config.savepoint_dir,
         )
 
-    def spark_progress(self, job_id: str) -> dict[str, Any] | None:
+    def spark_progress(self, record: JobRecord) -> dict[str, Any] | None:
+        """Spark's progress of a BATCH job on Spark: live while its job master is held here, else
+        what the job's record kept when it ended (None for other jobs)."""
         with self.lock:
-            jm = self.jobs.get(job_id)
-        return jm.spark_progress() if isinstance(jm, SparkJobMaster) else None
+            jm = self.jobs.get(record.jid)
+        return jm.spark_progress() if isinstance(jm, SparkJobMaster) else record.spark
 
     def _validate(self, g: JobGraph) -> None:
         if len(g.job_id) != 32 or any(c not in "0123456789abcdef" for c in g.job_id):

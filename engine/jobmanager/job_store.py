@@ -28,6 +28,9 @@ class JobRecord:
     vertices: list[dict[str, Any]] = field(default_factory=list)
     failure_cause: str | None = None
     user_code: bytes | None = None  # cloudpickled StreamGraph, for recovery
+    # A BATCH job on Spark: Spark's final progress (application id, jobs, stages), kept so it still
+    # shows once the job has left the JobManager's memory.
+    spark: dict[str, Any] | None = None
 
 
 @dataclass

@@ -321,7 +321,9 @@ class SparkJobMaster:
     # -- persistence -------------------------------------------------------------
     def record(self, metrics: dict[tuple[str, int], dict[str, Any]] | None = None) -> JobRecord:
         code = None if self._code_saved else self.user_code
-        return job_record(self.job_graph, self.eg, metrics or self.final_metrics, code)
+        record = job_record(self.job_graph, self.eg, metrics or self.final_metrics, code)
+        record.spark = self.final_progress  # set once the job ended; live progress is read from Redis
+        return record
 
     def persist(self) -> None:
         self.store.save_job(self.record())
