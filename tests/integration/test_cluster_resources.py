@@ -29,7 +29,8 @@ def test_job_waits_for_slots_then_starts_when_a_taskmanager_joins(tmp_path: Path
         jid = job_id(res.stdout)
         job = c.job(jid)
         assert job["state"] == "CREATED"
-        time.sleep(1.5)  # several scheduling rounds pass; still not enough slots
+        # The scheduler tried and found too few slots (it says so), and the job stays waiting.
+        c.wait_for(lambda: "slot" in (c.job(jid).get("status-message") or ""), 30, "the scheduler to report the missing slots")
         assert c.job(jid)["state"] == "CREATED"
         c.start_taskmanager(slots=2)
         job = c.wait_state(jid, ("FINISHED", "FAILED", "CANCELED"), 60)

@@ -12,6 +12,7 @@ from engine.datastream.connectors.datagen import DataGeneratorSource
 from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
 from engine.datastream.window import TumblingEventTimeWindows
 from engine.runtime.checkpointing import Barrier
+from tests.engine.progress import idled
 from tests.engine.runtime.task_harness import TaskHarness, collect_sink
 
 N = 4000  # events with timestamps 0..N-1, four keys: every 100 ms window holds 25 per key
@@ -42,17 +43,6 @@ class _Ts(TimestampAssigner):
         return value[1]
 
 
-def _idled(tasks, seconds: float = 0.2, timeout: float = 30.0) -> None:
-    """Wait on progress, not a clock: until every task has spent ``seconds`` more idle in its loop
-    (a source holding back at its stop, a task polling inputs that bring nothing), so each had the
-    chance to go on and did not, however slowly a loaded machine runs it."""
-    start = {id(t): t.metrics.idle_s for t in tasks}
-    deadline = time.monotonic() + timeout
-    while any(t.metrics.idle_s - start[id(t)] < seconds for t in tasks):
-        assert time.monotonic() < deadline, "a task never went idle"
-        time.sleep(0.01)
-
-
 def _expected() -> Counter:
     return Counter({(k, w): 1 for k in range(4) for w in range(N // 100)})
 
@@ -69,7 +59,7 @@ def test_stop_without_drain_leaves_open_windows_in_the_savepoint(tmp_path) -> No
     time.sleep(0.3)
     first.trigger(1, "SYNC_SAVEPOINT", drain=False)
     savepoint = first.await_checkpoint(1)
-    _idled(first.tasks.values())
+    idled(first.tasks.values())
     assert first.running() == len(first.tasks), "no task may finish before the savepoint completes"
     first.notify_complete(1)
     before = first.join()
@@ -86,7 +76,7 @@ def test_stop_with_drain_fires_every_window_before_finishing(tmp_path) -> None:
     time.sleep(0.3)
     h.trigger(1, "SYNC_SAVEPOINT", drain=True)
     h.await_checkpoint(1)
-    _idled(h.tasks.values())
+    idled(h.tasks.values())
     assert h.running() == len(h.tasks)
     h.notify_complete(1)
     out = h.join()
@@ -104,7 +94,7 @@ def test_aborted_stop_with_savepoint_resumes_reading(tmp_path) -> None:
     h.await_checkpoint(1)
     src = h.sources[0]
     written = src.metrics.records_out
-    _idled([src])
+    idled([src])
     assert src.metrics.records_out == written, "a source reads nothing while its stop-with-savepoint is pending"
     h.notify_aborted(1)
     out = h.join()

@@ -19,6 +19,7 @@ from engine.runtime.deployment import make_tdd
 from engine.taskexecutor import messages
 from engine.taskexecutor.gateway import RedisTaskExecutorGateway
 from engine.taskexecutor.slot_process import SlotConfig, SlotExecutor
+from tests.engine.progress import idled, until
 
 SECRET = "cluster-secret-for-tests"
 TM = "tm-savepoint"
@@ -65,16 +66,14 @@ def test_abort_resumes_the_source_and_completion_finishes_the_task(client: redis
             gateway.trigger_checkpoint(TM, 0, messages.trigger_checkpoint(job_graph.job_id, 0, vertex, 0, barrier.to_wire()))
             _deliver(client, slot)
             _wait_for(client, "checkpoint_ack", checkpoint_id=cid)
-            time.sleep(0.3)
-            assert running.thread.is_alive(), "the task waits for the savepoint's outcome"
             polled = running.task.reader.snapshot()
-            time.sleep(0.1)
+            idled([running.task], 0.3)  # it had the chance to go on, and
+            assert running.thread.is_alive(), "the task waits for the savepoint's outcome"
             assert running.task.reader.snapshot() == polled, "the source reads nothing while the stop is pending"
             if cid == 1:
                 gateway.notify_checkpoint_aborted(TM, 0, messages.notify_checkpoint_aborted(job_graph.job_id, 0, 1, "test"))
                 _deliver(client, slot)
-                time.sleep(0.3)
-                assert running.task.reader.snapshot() != polled, "after the abort the source reads again"
+                until(lambda: running.task.reader.snapshot() != polled, "after the abort the source reads again")
             else:
                 gateway.notify_checkpoint_complete(TM, 0, messages.notify_checkpoint_complete(job_graph.job_id, 0, 2))
                 _deliver(client, slot)
