@@ -11,6 +11,7 @@ from typing import Any
 
 from typing_extensions import TypedDict
 
+from engine.executiongraph.restart_backoff import RestartBackoffTimeStrategy
 from engine.executiongraph.states import ExecutionState, JobStatus
 from engine.graph.job_graph import JobGraph
 from engine.jobmanager.job_store import ExceptionRecord, JobRecord
@@ -504,13 +505,18 @@ def exceptions(
 def job_config(record: JobRecord) -> dict[str, Any]:
     """``GET /jobs/{jid}/config``, from the configuration the client put in the JobGraph."""
     config = record.job_graph.get("config") or {}
-    restart = config.get("restart-strategy.type") or config.get("restart-strategy")
+    # The strategy in effect, as Flink's web UI words it: with none set, a checkpointed job gets
+    # the fixed-delay fallback, so "what the program set" would say "deactivated" for a job that restarts.
+    try:
+        restart = RestartBackoffTimeStrategy.from_job_config(config).config.describe()
+    except (TypeError, ValueError):  # a record stored before submissions were validated
+        restart = "unknown"
     return {
         "jid": record.jid,
         "name": record.name,
         "execution-config": {
             "execution-mode": "PIPELINED",
-            "restart-strategy": f"Restart with strategy {restart}" if restart else "Restart deactivated.",
+            "restart-strategy": restart,
             "job-parallelism": int(config.get("parallelism.default", 1)),
             "object-reuse-mode": False,
             "user-config": dict(config.get("pipeline.global-job-parameters") or {}),

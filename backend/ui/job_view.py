@@ -237,7 +237,30 @@ def exceptions_tab(
 
 
 def configuration_tab(record: JobRecord) -> dict[str, Any]:
-    """The REST config plus the raw JobGraph configuration keys, sorted."""
+    """The REST config plus the JobGraph's configuration as Flink lists it: one dotted key per value."""
     conf = job_views.job_config(record)
     raw = record.job_graph.get("config") or {}
-    return {"execution": conf["execution-config"], "raw": sorted((str(k), str(v)) for k, v in raw.items())}
+    return {"execution": conf["execution-config"], "raw": sorted(_config_entries("", raw))}
+
+
+def _config_entries(prefix: str, value: Any) -> list[tuple[str, str]]:
+    """Nested settings (a checkpoint config, a restart strategy) become ``a.b.c`` keys, and values
+    are written as Flink writes them (``true``, ``a;b``), never as Python reprs."""
+    if isinstance(value, dict):
+        if not value and prefix:
+            return [(prefix, "(empty)")]
+        out: list[tuple[str, str]] = []
+        for k, v in value.items():
+            out += _config_entries(f"{prefix}.{k}" if prefix else str(k), v)
+        return out
+    return [(prefix, _config_value(value))]
+
+
+def _config_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "(none)"
+    if isinstance(value, (list, tuple)):
+        return ";".join(_config_value(v) for v in value)
+    return str(value)

@@ -409,6 +409,18 @@ def test_job_config_comes_from_the_job_graph():
     }
 
 
+def test_job_config_names_the_restart_strategy_in_effect():
+    """A checkpointed job without a strategy restarts with Flink's fixed-delay fallback, and says so."""
+    record = live_record()
+    config = record.job_graph.setdefault("config", {})
+    config["execution.checkpointing"] = {"interval_ms": 1000}
+    assert job_views.job_config(record)["execution-config"]["restart-strategy"].startswith("Restart with fixed delay")
+    config["restart-strategy"] = {"type": "failure-rate", "max_failures_per_interval": 2, "failure_interval_ms": 60000, "delay_ms": 500}
+    assert job_views.job_config(record)["execution-config"]["restart-strategy"] == (
+        "Failure rate restart with maximum of 2 failures within interval 60000 ms and fixed delay 500 ms."
+    )
+
+
 def test_execution_result():
     assert job_views.execution_result(live_record()) == {"status": {"id": "IN_PROGRESS"}}
     assert job_views.execution_result(finished_record()) == {

@@ -1,7 +1,7 @@
-"""The job page's pure view models: timeline segments, exceptions, throughput history."""
+"""The job page's pure view models: timeline segments, exceptions, configuration, throughput history."""
 from __future__ import annotations
 
-from backend.ui.job_view import exceptions_tab, timeline_segments
+from backend.ui.job_view import configuration_tab, exceptions_tab, timeline_segments
 from backend.ui.throughput import ThroughputHistory
 from engine.jobmanager.job_store import ExceptionRecord, JobRecord
 
@@ -51,3 +51,22 @@ def test_throughput_history_keeps_ten_minutes_one_sample_per_second() -> None:
     assert s["series"][0] == {"label": "Source (out)", "data": [7.0, 8.0]}
     assert s["series"][1] == {"label": "Sink (in)", "data": [7.0, 8.0]}  # sinks emit nothing: show what they take in
     assert h.series("b" * 32, {})["x"] == []
+
+
+def test_configuration_lists_dotted_keys_and_flink_values_not_python_reprs() -> None:
+    config = {
+        "parallelism.default": 2,
+        "execution.checkpointing": {"interval_ms": 500, "mode": "EXACTLY_ONCE", "unaligned": False, "storage": None},
+        "restart-strategy": {"type": "fixed-delay", "attempts": 3, "delay_ms": 1000},
+        "pipeline.jars": ["a.jar", "b.jar"],
+        "pipeline.global-job-parameters": {},
+    }
+    record = JobRecord("j", "n", "RUNNING", "STREAMING", 0, job_graph={"config": config})
+    raw = dict(configuration_tab(record)["raw"])
+    assert raw["execution.checkpointing.interval_ms"] == "500"
+    assert raw["execution.checkpointing.unaligned"] == "false"
+    assert raw["execution.checkpointing.storage"] == "(none)"
+    assert raw["restart-strategy.type"] == "fixed-delay" and raw["restart-strategy.attempts"] == "3"
+    assert raw["pipeline.jars"] == "a.jar;b.jar" and raw["pipeline.global-job-parameters"] == "(empty)"
+    assert not any(v.startswith(("{", "[", "(")) and v not in ("(none)", "(empty)") for v in raw.values()), raw
+    assert configuration_tab(record)["execution"]["restart-strategy"].startswith("Restart with fixed delay (1000 ms)")
