@@ -70,6 +70,47 @@ def test_examples_wordcount_prints_counts(cluster: Cluster) -> None:
     assert cluster.job(jid)["state"] == "FINISHED"
 
 
+def _window_lines(cluster: Cluster, jid: str) -> list[tuple[str, int, int, int, float]]:
+    lines = cluster.http.get(f"/jobs/{jid}/stdout", params={"maxLines": 10_000}).json()["lines"]
+    out = []
+    for line in lines:
+        m = re.fullmatch(r"(?:\d+> )?\((sensor-\d),(\d+),(\d+),(\d+),([\d.]+)\)", line.strip())
+        if m:
+            out.append((m[1], int(m[2]), int(m[3]), int(m[4]), float(m[5])))
+    return out
+
+
+def test_examples_sensor_windows_runs_until_stopped_and_resumes_from_its_savepoint(cluster: Cluster) -> None:
+    """The README's quick start on the long-running example: run detached, savepoint, stop with a
+    savepoint, resume rescaled from it. Windows go on where they stopped, each fired once."""
+    example = EXAMPLES / "sensor_windows.py"
+    res = cluster.run(example, "400", options=("-p", "2", "--detached"))
+    assert res.returncode == 0, res.stderr
+    (jid,) = job_ids(res.stdout)
+    cluster.wait_running(jid)
+    cluster.wait_for(lambda: len(_window_lines(cluster, jid)) >= 16, 60, "two rounds of windows")
+    savepoint = cluster.cli("savepoint", jid)
+    assert savepoint.returncode == 0, savepoint.stdout + savepoint.stderr
+    stop = cluster.cli("stop", jid)
+    assert stop.returncode == 0, stop.stdout + stop.stderr
+    path = re.findall(r"^Savepoint completed\. Path: (.+)$", stop.stdout, re.M)[-1]
+    assert cluster.wait_state(jid, ("FINISHED",), 60)["state"] == "FINISHED"
+    before = _window_lines(cluster, jid)
+    assert all(n == 25 for _, _, _, n, _ in before), before  # 10 s of event time, 8 sensors, 50 ms apart
+    res = cluster.run(example, "400", options=("-p", "3", "--detached", "--from-savepoint", path))
+    assert res.returncode == 0, res.stderr
+    (resumed,) = job_ids(res.stdout)
+    cluster.wait_running(resumed)
+    cluster.wait_for(lambda: len(_window_lines(cluster, resumed)) >= 16, 60, "windows after the resume")
+    assert cluster.cli("cancel", resumed).returncode == 0
+    after = _window_lines(cluster, resumed)
+    fired = [(s, start) for s, start, *_ in before + after]
+    assert len(fired) == len(set(fired)), "a window fired twice across the stop and the resume"
+    last = max(start for _, start, *_ in before)
+    assert min(start for _, start, *_ in after) == last + 10_000, "the resumed job went on where the stop left off"
+    assert all(n == 25 for _, _, _, n, _ in after), after
+
+
 def test_cancel_running_job(cluster: Cluster) -> None:
     res = cluster.run(PROGRAMS / "unbounded.py", options=("-p", "2", "--detached"))
     assert res.returncode == 0, res.stderr
