@@ -71,7 +71,7 @@ def job_context(
     ctx: dict[str, Any] = {
         "header": header,
         "tab": tab,
-        "tabs": job_view.tabs_for(header.job_type),
+        "tabs": job_view.tabs_for(header.job_type, on_spark(dispatcher, record)),
         "view": view,
         "subtask_page": page,  # of the Subtasks tab's tables ("page" is the nav's)
         "live_body": tab in job_view.LIVE_TABS,
@@ -91,7 +91,9 @@ def _tab_context(
 ) -> dict[str, Any]:
     vertices = job_views.vertices_of(record)
     if tab == "graph":
-        model = graph_view.graph_model(record.job_graph, vertices, alive, view)
+        failed = any(v.get("status") == "FAILED" for v in vertices)
+        failures = graph_view.failure_lines(dispatcher.exceptions(record.jid, 20)) if failed else None
+        model = graph_view.graph_model(record.job_graph, vertices, alive, view, failures)
         return {"graph": model, "graph_json": json.dumps(model.layout_json())}
     if tab == "subtasks":
         return {"vertices": job_view.subtasks_tab(record, now, hosts_of(dispatcher), page)}

@@ -111,6 +111,16 @@ def fmt_watermark(value: Any) -> str:
     return f"{fmt_time(v)} ({int(v)})"
 
 
+def fmt_watermark_short(value: Any) -> str:
+    """A watermark for a graph node's one line: the time alone (``fmt_watermark`` adds the raw ms)."""
+    v = _num(value)
+    if v is None:
+        return "None yet"
+    if v >= 2**63 - 1:
+        return "End of input"
+    return fmt_time(v)
+
+
 FILTERS = {
     "count": fmt_count,
     "rate": fmt_rate,
@@ -120,4 +130,5 @@ FILTERS = {
     "ago": fmt_ago,
     "pct": fmt_pct,
     "watermark": fmt_watermark,
+    "watermark_short": fmt_watermark_short,
 }

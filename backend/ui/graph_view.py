@@ -15,6 +15,8 @@ from backend.ui.vertex_metrics import VertexFigures, subtask_figures, vertex_col
 NODE_WIDTH = 250
 EXEC_NODE_WIDTH = 330
 _LINE = 18  # px per text line in a node box, kept in sync with .dag-node CSS
+_FAILURE_LINES = 2  # a failed vertex's message, clamped to two lines by .node-failure CSS
+FAILED_COLOUR = "hsl(354, 70%, 40%)"  # a failed vertex, whatever its last busy figure was
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,7 @@ class GraphNode:
     width: int
     height: int
     subtasks: tuple[SubtaskBox, ...] = ()
+    failure: str | None = None  # why a failed vertex failed, one line (the full trace is on Exceptions)
 
 
 @dataclass(frozen=True)
@@ -82,14 +85,18 @@ def graph_model(
     vertices: Sequence[Mapping[str, Any]],
     live: bool,
     view: str = "job",
+    failures: Mapping[str, str] | None = None,
 ) -> GraphModel:
     """``vertices`` is ``job_views.vertices_of(record)``; ``view`` picks the JobGraph
-    ("job"), the ExecutionGraph ("execution") or the bare plan ("plan") drawing."""
+    ("job"), the ExecutionGraph ("execution") or the bare plan ("plan") drawing;
+    ``failures`` holds a one-line message per failed vertex id (``failure_lines``)."""
     names = _operator_names(job_graph)
     nodes = []
     for v in vertices:
         ops = names.get(v["id"], (v["name"],))
         figures = vertex_figures(v, live)
+        state = str(v.get("status", "CREATED"))
+        failure = (failures or {}).get(v["id"]) if state == "FAILED" else None
         subtasks: tuple[SubtaskBox, ...] = ()
         if view == "execution":
             subtasks = tuple(_subtask_box(st, live) for st in v.get("subtasks", []))
@@ -98,17 +105,20 @@ def graph_model(
             width, height = NODE_WIDTH, 44 + _LINE * len(ops)
         else:
             width, height = NODE_WIDTH, 104 + _LINE * len(ops)
+        if failure:
+            height += _LINE * _FAILURE_LINES
         nodes.append(
             GraphNode(
                 id=v["id"],
                 operators=ops,
                 parallelism=int(v.get("parallelism", 0)),
-                state=str(v.get("status", "CREATED")),
+                state=state,
                 figures=figures,
-                colour=vertex_colour(figures.busy, figures.backpressured),
+                colour=FAILED_COLOUR if state == "FAILED" else vertex_colour(figures.busy, figures.backpressured),
                 width=width,
                 height=height,
                 subtasks=subtasks,
+                failure=failure,
             )
         )
     return GraphModel(view=view, nodes=tuple(nodes), edges=_edges(job_graph))
@@ -126,3 +136,14 @@ def _subtask_box(st: Mapping[str, Any], live: bool) -> SubtaskBox:
         colour=vertex_colour(f.busy, f.backpressured) if live else vertex_colour(None, None),
     )
 
+
+def failure_lines(exceptions: Sequence[Any]) -> dict[str, str]:
+    """The newest failure's last line (``ValueError: boom``) per vertex id, from exception records
+    newest first; what the graph shows on a failed vertex without opening its trace."""
+    out: dict[str, str] = {}
+    for e in exceptions:
+        vid = getattr(e, "vertex_id", None)
+        if vid and vid not in out:
+            lines = [ln.strip() for ln in (getattr(e, "stacktrace", "") or "").strip().splitlines() if ln.strip()]
+            out[vid] = lines[-1][:300] if lines else str(getattr(e, "exception_name", ""))
+    return out

@@ -32,12 +32,24 @@ TAB_IDS = frozenset(t for t, _ in TABS)
 # opens or scrolls (stack traces, config): re-rendering them would fight the reader.
 LIVE_TABS = frozenset({"graph", "subtasks", "spark", "backpressure", "watermarks", "timeline"})
 _BATCH_ONLY_TABS = frozenset({"spark"})
+# A bounded job takes no checkpoints or savepoints and has no watermarks to follow (event time ends
+# at once); on Spark there are no channels to be backpressured or sampled for throughput either.
+_NOT_FOR_BATCH = frozenset({"checkpoints", "savepoints", "watermarks"})
+_NOT_ON_SPARK = _NOT_FOR_BATCH | {"backpressure", "throughput"}
 _TIMELINE_STATES = ("CREATED", "SCHEDULED", "DEPLOYING", "INITIALIZING", "RUNNING", "CANCELING")
 
 
-def tabs_for(job_type: str) -> tuple[tuple[str, str], ...]:
-    """The tabs the job page offers: Spark runs BATCH jobs only, so STREAMING jobs have no Spark tab."""
-    return TABS if job_type == "BATCH" else tuple(t for t in TABS if t[0] not in _BATCH_ONLY_TABS)
+def tabs_for(job_type: str, on_spark: bool = False) -> tuple[tuple[str, str], ...]:
+    """The tabs the job page offers, only those that can mean something for the job: the Spark tab for
+    a BATCH job on Spark, none of the streaming ones for a BATCH job. (Every tab's address still
+    answers, with its honest empty state, for links kept from elsewhere.)"""
+    if job_type != "BATCH":
+        hidden = _BATCH_ONLY_TABS
+    elif on_spark:
+        hidden = _NOT_ON_SPARK
+    else:
+        hidden = _NOT_FOR_BATCH | _BATCH_ONLY_TABS
+    return tuple(t for t in TABS if t[0] not in hidden)
 
 
 @dataclass(frozen=True)

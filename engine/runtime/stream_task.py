@@ -474,10 +474,10 @@ class StreamTask:
                 if item is None:
                     continue
                 ch, payload = item
+                metrics.bytes_in = gate.bytes_received
                 kind, a, b = decode(payload)
                 advanced: int | None = None
                 if kind == RECORDS:
-                    metrics.bytes_in += len(payload)
                     process = head.process_batch if input_of[ch] == 0 else head.process_batch2
                     n = len(a)
                     step = slicer.slice_size(n)

@@ -1,5 +1,5 @@
 """Number formatting of the dashboard: rates, counts, bytes, durations, ratios."""
-from backend.ui.format import fmt_bytes, fmt_count, fmt_duration, fmt_pct, fmt_rate, fmt_time, fmt_watermark
+from backend.ui.format import fmt_bytes, fmt_count, fmt_duration, fmt_pct, fmt_rate, fmt_time, fmt_watermark, fmt_watermark_short
 
 
 def test_rates_use_si_units_and_keep_small_rates_readable() -> None:
@@ -42,3 +42,6 @@ def test_ratios_times_and_watermarks() -> None:
     assert fmt_watermark(1_700_000_000_000).endswith("(1700000000000)")
     # A finished bounded job's watermark: no date exists for it (the graph page of an ended job crashed on it).
     assert fmt_watermark(2**63 - 1) == "End of input (MAX_WATERMARK)"
+    # A graph node's line: the time alone, which fits beside its label.
+    assert fmt_watermark_short(1_435_000) == fmt_time(1_435_000) and len(fmt_watermark_short(1_435_000)) == 19
+    assert (fmt_watermark_short(None), fmt_watermark_short(2**63 - 1)) == ("None yet", "End of input")

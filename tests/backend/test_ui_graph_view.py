@@ -86,3 +86,21 @@ def test_execution_view_expands_every_vertex_into_its_subtasks() -> None:
     assert (box.index, box.state, box.attempt, box.taskmanager, box.slot) == (1, "RUNNING", 1, "h:1-a", 1)
     # a vertex with more subtasks gets a taller box, so dagre leaves room for them
     assert model.nodes[0].height > model.nodes[1].height > job.nodes[1].height
+
+
+def test_a_failed_vertex_is_red_and_says_why_without_opening_the_trace() -> None:
+    from backend.ui.graph_view import FAILED_COLOUR, failure_lines
+    from engine.jobmanager.job_store import ExceptionRecord
+
+    failed = [dict(VERTICES[0]), dict(VERTICES[1], status="FAILED")]
+    exceptions = [  # newest first
+        ExceptionRecord("j", 2, "ValueError", "Traceback (most recent call last):\n  ...\nValueError: bad record 7\n", "Sink", "b"),
+        ExceptionRecord("j", 1, "KeyError", "Traceback ...\nKeyError: 'x'", "Sink", "b"),
+    ]
+    lines = failure_lines(exceptions)
+    assert lines == {"b": "ValueError: bad record 7"}
+    ok = graph_model(JOB_GRAPH, VERTICES, live=False)
+    model = graph_model(JOB_GRAPH, failed, live=False, failures=lines)
+    assert model.nodes[1].colour == FAILED_COLOUR and model.nodes[1].failure == "ValueError: bad record 7"
+    assert model.nodes[1].height > ok.nodes[1].height  # room for the message
+    assert model.nodes[0].failure is None and model.nodes[0].colour != FAILED_COLOUR

@@ -70,3 +70,14 @@ def test_configuration_lists_dotted_keys_and_flink_values_not_python_reprs() -> 
     assert raw["pipeline.jars"] == "a.jar;b.jar" and raw["pipeline.global-job-parameters"] == "(empty)"
     assert not any(v.startswith(("{", "[", "(")) and v not in ("(none)", "(empty)") for v in raw.values()), raw
     assert configuration_tab(record)["execution"]["restart-strategy"].startswith("Restart with fixed delay (1000 ms)")
+
+
+def test_a_batch_job_offers_only_the_tabs_that_mean_something_for_it() -> None:
+    from backend.ui.job_view import tabs_for
+
+    streaming = [t for t, _ in tabs_for("STREAMING")]
+    assert "spark" not in streaming and {"checkpoints", "watermarks", "backpressure"} <= set(streaming)
+    spark = [t for t, _ in tabs_for("BATCH", on_spark=True)]
+    assert spark == ["graph", "subtasks", "spark", "exceptions", "timeline", "configuration"]
+    native = [t for t, _ in tabs_for("BATCH", on_spark=False)]
+    assert native == ["graph", "subtasks", "backpressure", "exceptions", "timeline", "throughput", "configuration"]

@@ -68,4 +68,4 @@ def test_without_stages_the_tab_says_why() -> None:
 
 
 def test_only_batch_jobs_have_a_spark_tab() -> None:
-    assert "spark" in dict(tabs_for("BATCH")) and "spark" not in dict(tabs_for("STREAMING"))
+    assert "spark" in dict(tabs_for("BATCH", on_spark=True)) and "spark" not in dict(tabs_for("STREAMING"))

@@ -81,6 +81,11 @@ def test_graph_draws_every_vertex_and_every_subtask(cluster: Cluster, jobs: dict
     # dagre placed the nodes apart, left to right
     boxes = [page.locator(".dag-node").nth(i).bounding_box() for i in range(2)]
     assert abs(boxes[0]["x"] - boxes[1]["x"]) > 100
+    # Every line of every node fits inside it (a watermark's date once ran past the node's edge).
+    overflowing = page.eval_on_selector_all(
+        ".dag-node .node-facts", "els => els.filter(e => e.scrollWidth > e.clientWidth).map(e => e.textContent)"
+    )
+    assert overflowing == [], overflowing
     shot(page, "job-graph")
     page.click("#view-execution")
     page.wait_for_selector(".dag[data-view=execution][data-laid-out]")
@@ -98,6 +103,11 @@ def test_records_counter_changes_without_reload(cluster: Cluster, jobs: dict[str
         "t => document.querySelector('.records-out').innerText !== t", arg=first, timeout=15000
     )
     assert page.evaluate("window.__notReloaded") is True
+    # At 900 px the subtasks tables fit the window: nothing to scroll sideways.
+    page.set_viewport_size({"width": 900, "height": 800})
+    page.wait_for_timeout(300)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 900
+    shot(page, "subtasks-900")
 
 
 def test_backpressure_tab_names_the_bottleneck(cluster: Cluster, jobs: dict[str, str], page) -> None:
@@ -160,6 +170,13 @@ def test_throughput_chart_fills_while_open(cluster: Cluster, jobs: dict[str, str
     page.wait_for_function(
         "n => +document.getElementById('throughput-chart').dataset.points > n", arg=first, timeout=15000
     )
+    assert page.locator(".chart-empty").is_hidden()  # "No data yet" only while there is none
+    # Pointing at the chart shows the sample's time in ISO form, and the y axis starts at 0.
+    box = page.locator("#throughput-chart .u-over").bounding_box()
+    page.mouse.move(box["x"] + box["width"] * 0.9, box["y"] + box["height"] / 2)
+    when = page.locator("#throughput-chart .u-legend .u-series").first.locator(".u-value").inner_text()
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}", when), when
+    assert page.evaluate("() => document.getElementById('throughput-chart').uplot.scales.y.min") == 0
     shot(page, "throughput")
 
 
@@ -178,7 +195,14 @@ def test_exceptions_tab_shows_the_failure_with_an_expandable_trace(cluster: Clus
     shot(page, "exceptions")
     page.goto(f"{cluster.url}/ui/jobs/{jid}/timeline")
     assert page.locator(".tl-row .tl-seg.state-bg-failed").count() >= 1
+    assert page.locator(".tl-label .tl-subtask").first.is_visible()  # each row names its subtask
     shot(page, "timeline")
+    # The graph shows the failed vertex in red with its message, nothing to expand.
+    page.goto(f"{cluster.url}/ui/jobs/{jid}/graph")
+    page.wait_for_selector(".dag[data-laid-out]")
+    assert page.locator(".dag-node .node-failure").inner_text() == "ValueError: record 777 is cursed"
+    assert page.locator(".dag-node .node-failure").is_visible()
+    shot(page, "failed-graph")
 
 
 def test_jobs_page_filters_by_name_and_state_without_reload(cluster: Cluster, jobs: dict[str, str], page) -> None:

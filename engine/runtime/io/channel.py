@@ -30,6 +30,8 @@ class ChannelWriter(Protocol):
 
 
 class InputGate(Protocol):
+    bytes_received: int  # bytes of every element taken from the channels so far (numBytesIn)
+
     def poll(self, timeout: float) -> tuple[int, bytes] | None:
         """The next buffer from any unblocked channel, as (channel index, bytes)."""
 

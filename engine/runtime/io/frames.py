@@ -74,6 +74,9 @@ class FramedInputGate:
         self.ready: set[int] = set()  # channels with parts waiting in ``pending``
         self.blocked: set[int] = set()
         self.absorb = [0] * channels  # acks to swallow per channel
+        # Bytes of every element taken from the channels, frames whole: the same elements, and so the
+        # same figure, as the writers' bytes out (a task's parts alone would miss frame headers and events).
+        self.bytes_received = 0
 
     def poll(self, timeout: float) -> tuple[int, bytes] | None:
         for ch in self.ready:
@@ -87,6 +90,7 @@ class FramedInputGate:
         if item is None:
             return None
         ch, element = item
+        self.bytes_received += len(element)
         if not is_frame(element):
             return item
         data_parts, parts = split_frame(element)

@@ -154,6 +154,7 @@ class RecordWriter:
         payload = pack_frame([self.serializer.encode(kind, a, b)], 0)
         for w in self.writers:
             self.metrics.backpressured_s += w.send(payload, True)
+            self.metrics.bytes_out += len(payload)  # every element counts, as the reading side counts it
 
     def close(self) -> None:
         """Wait until every buffer sent has been taken by its channel."""

@@ -59,18 +59,44 @@
 
   var PALETTE = ["#2f6fdb", "#d9534f", "#2e9e6a", "#b07d12", "#7b4fd6", "#1597a8", "#c2458a", "#5f6b7a"];
 
+  function pad2(n) { return (n < 10 ? "0" : "") + n; }
+
+  // ISO 8601 dates, as every other time on the dashboard (uPlot's default is "11/25/26 6:35am").
+  function isoDate(d) { return d.getFullYear() + "-" + pad2(d.getMonth() + 1) + "-" + pad2(d.getDate()); }
+  function isoTime(d) { return pad2(d.getHours()) + ":" + pad2(d.getMinutes()) + ":" + pad2(d.getSeconds()); }
+
+  function timeTicks(u, vals) {
+    // Times on every tick, the date under the first one and wherever the day changes.
+    var lastDay = null;
+    return vals.map(function (v) {
+      var d = new Date(v * 1000), day = isoDate(d);
+      var label = day !== lastDay ? isoTime(d) + "\n" + day : isoTime(d);
+      lastDay = day;
+      return label;
+    });
+  }
+
+  function showEmpty(el, spec) {
+    // An empty chart is a blank box: say why instead.
+    var note = el.parentNode.querySelector(".chart-empty");
+    if (note) note.hidden = spec.x.length > 0;
+  }
+
   function makeChart(el, spec) {
     var width = Math.max(el.clientWidth, 400);
     var opts = {
       width: width, height: 320,
-      series: [{}].concat(spec.series.map(function (s, i) {
+      series: [{ value: function (u, v) { return v == null ? "–" : isoDate(new Date(v * 1000)) + " " + isoTime(new Date(v * 1000)); } }].concat(spec.series.map(function (s, i) {
         return { label: s.label, stroke: PALETTE[i % PALETTE.length], width: 2,
                  value: function (u, v) { return v == null ? "–" : v.toFixed(1) + "/s"; } };
       })),
-      axes: [{}, { label: "records/s", size: 70 }],
-      scales: { x: { time: true } },
+      axes: [{ values: timeTicks, size: 50 }, { label: "records/s", size: 70 }],
+      // Rates start at 0, so a flat line near its maximum does not look like a collapse.
+      scales: { x: { time: true }, y: { range: function (u, lo, hi) { return [0, Math.max(hi * 1.1, 1)]; } } },
     };
+    showEmpty(el, spec);
     var chart = new uPlot(opts, chartData(spec), el);
+    el.uplot = chart;  // for the browser tests and the console
     charts.set(el, { chart: chart, n: spec.series.length });
     return chart;
   }
@@ -83,6 +109,7 @@
       makeChart(el, spec);
     } else {
       c.chart.setData(chartData(spec));
+      showEmpty(el, spec);
     }
     el.setAttribute("data-points", String(spec.x.length));
   }

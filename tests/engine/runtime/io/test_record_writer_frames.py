@@ -210,3 +210,19 @@ def test_watermarks_and_idleness_alone_are_bounded_by_credit_too():
     t.join(10)
     assert seen.count(WATERMARK) == 50 and seen.count(STATUS) == 50
     assert w.credits() == 3
+
+
+def test_bytes_out_of_a_writer_are_the_bytes_in_of_its_readers():
+    """numBytesOut of one end of an edge and numBytesIn of the other agree: frames with watermarks
+    and events (barriers, status) count on both sides, not records alone on one."""
+    w = Wire(n=2, buffer_records=3)
+    for i in range(10):
+        w.writer.emit([i], [i * 10])
+        w.writer.emit_watermark(i * 10)
+    w.writer.emit_status(True)
+    w.writer.broadcast_event(BARRIER, [1, 0, "", "CHECKPOINT"])
+    w.writer.flush_all()
+    for ch in range(2):
+        w.drain(ch)
+    received = sum(g.bytes_received for g in w.gates)
+    assert received == w.metrics.bytes_out > 0
