@@ -18,12 +18,14 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from typing import Any
 
 import redis
 
 from engine import redis_keys
 from engine.checkpoint.storage import seal_state_files
+from engine.metrics.task_report import TaskMetricsReport
 from engine.runtime.checkpointing import Barrier
 from engine.runtime.deployment import TaskDeploymentDescriptor
 from engine.runtime.collect import gated_by_checkpoints
@@ -81,7 +83,9 @@ class _Running:
 
 
 class SlotExecutor:
-    def __init__(self, cfg: SlotConfig, client: redis.Redis, stdout: TaskStdout | None = None) -> None:
+    def __init__(
+        self, cfg: SlotConfig, client: redis.Redis, stdout: TaskStdout | None = None, metrics_pipe: Connection | None = None
+    ) -> None:
         check_secret(cfg.cluster_secret)  # no secret: no data plane at all rather than an unauthenticated one
         self.cfg = cfg
         self.client = client
@@ -94,6 +98,9 @@ class SlotExecutor:
         self.code_cache: dict[str, bytes] = {}
         self.serializer = MsgpackSerializer()
         self.stopping = threading.Event()
+        # To the TaskManager's Prometheus endpoint (engine/taskexecutor/metrics_server.py); None: it has none.
+        self.metrics_pipe = metrics_pipe
+        self._pipe_lock = threading.Lock()  # task threads send their final sample too
 
     # -- messages --------------------------------------------------------------
     def report(self, tdd: TaskDeploymentDescriptor, state: str, error: str | None = None, exc_name: str | None = None) -> None:
@@ -208,7 +215,7 @@ class SlotExecutor:
         if state == "FINISHED" and task.env.cancelled.is_set():
             state = "CANCELED"
         try:
-            self._publish_metrics([(tdd, task)])
+            self._publish_metrics([(tdd, task)], ended=True)
         except redis.RedisError:
             log.warning("could not publish the final metrics of %s", task.name, exc_info=True)
         self.stdout.unbind()
@@ -230,17 +237,38 @@ class SlotExecutor:
         )
 
     # -- metrics ---------------------------------------------------------------
-    def _publish_metrics(self, tasks: list[tuple[TaskDeploymentDescriptor, StreamTask]]) -> None:
+    def _publish_metrics(self, tasks: list[tuple[TaskDeploymentDescriptor, StreamTask]], ended: bool = False) -> None:
+        """One sample per task, to Redis for the JobManager and to this TaskManager's Prometheus endpoint
+        (``ended``: the task's last, after which the endpoint drops it). Sampled once for both: a
+        sample resets the per-second figures."""
         if not tasks:
             return
         pipe = self.client.pipeline(transaction=False)
+        reports: list[TaskMetricsReport] = []
         for tdd, task in tasks:
             sample = task.sample_metrics()
+            reports.append(TaskMetricsReport(
+                tdd.job_id, tdd.job_name, tdd.vertex_id, tdd.vertex_name, tdd.subtask, tdd.attempt, dict(sample),
+                tuple(task.metrics.last_user_metrics), tuple(task.metrics.late_records_dropped_by_operator.items()),
+                ended,
+            ))
             sample.update(attempt=tdd.attempt, tm=self.cfg.tm_id, slot=self.cfg.slot, ts=now_ms())
             key, field = redis_keys.task_metrics(tdd.job_id), f"{tdd.vertex_id}:{tdd.subtask}"
             pipe.hset(key, field, messages.seal_report(sample, self.cfg.cluster_secret, "metrics", key, field))
             pipe.expire(key, METRICS_TTL_S)
+        self._send_to_taskmanager(reports)  # first: a Redis outage does not blind the endpoint
         pipe.execute()
+
+    def _send_to_taskmanager(self, reports: list[TaskMetricsReport]) -> None:
+        if self.metrics_pipe is None:
+            return
+        try:
+            with self._pipe_lock:
+                self.metrics_pipe.send(reports)
+        except (OSError, ValueError, TypeError) as e:  # TaskManager gone, or a value that does not pickle
+            log.warning("metrics not sent to the TaskManager: %s", e)
+            if isinstance(e, OSError):
+                self.metrics_pipe = None
 
     def metrics_loop(self) -> None:
         while not self.stopping.wait(METRICS_INTERVAL_S):
@@ -269,7 +297,7 @@ class SlotExecutor:
                     log.exception("bad control message")
 
 
-def slot_main(cfg: SlotConfig) -> None:
+def slot_main(cfg: SlotConfig, metrics_pipe: Connection | None = None) -> None:
     """Entry point of the slot process."""
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the TaskManager's to handle
@@ -282,4 +310,4 @@ def slot_main(cfg: SlotConfig) -> None:
     ship_logs(client, cfg.tm_id, cfg.cluster_secret, f"%(asctime)s slot-{cfg.slot} %(levelname)s %(message)s")
     stdout = TaskStdout(sys.stdout, StdoutForwarder(client, secret=cfg.cluster_secret))
     sys.stdout = stdout  # print() in user functions, too, reaches the job's print stream
-    SlotExecutor(cfg, client, stdout).serve()
+    SlotExecutor(cfg, client, stdout, metrics_pipe).serve()
