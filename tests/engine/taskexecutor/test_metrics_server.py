@@ -1,0 +1,78 @@
+"""A TaskManager's metrics store and its Prometheus endpoint: a real HTTP server on a free port, fed
+through a real pipe as a slot process feeds it."""
+from __future__ import annotations
+
+import multiprocessing
+import threading
+import time
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from engine.metrics.task_report import TaskMetricsReport
+from engine.taskexecutor.metrics_server import (
+    STALE_AFTER_S, MetricsServer, SlotMetricsReceiver, TaskManagerCollector, TaskMetricsStore,
+)
+
+
+def _report(subtask: int = 0, attempt: int = 0, records: int = 5, ended: bool = False) -> TaskMetricsReport:
+    return TaskMetricsReport("j" * 32, "job", "v" * 32, "Map", subtask, attempt, {"read-records": records}, ended=ended)
+
+
+def test_store_keeps_the_latest_per_subtask_and_forgets_ended_stale_and_lost_ones() -> None:
+    now = [0.0]
+    store = TaskMetricsStore(clock=lambda: now[0])
+    store.update(0, [_report(0, records=1), _report(1, records=2)])
+    store.update(0, [_report(0, records=3)])
+    assert sorted(r.figures["read-records"] for r in store.reports()) == [2, 3]
+    store.update(0, [_report(1, ended=True)])
+    assert [r.subtask for r in store.reports()] == [0]
+    store.update(1, [_report(1, attempt=1)])
+    store.update(1, [_report(1, attempt=0, ended=True)])  # an older attempt's end leaves the newer one
+    assert sorted(r.subtask for r in store.reports()) == [0, 1]
+    store.drop_slot(1)
+    assert [r.subtask for r in store.reports()] == [0]
+    now[0] += STALE_AFTER_S + 1
+    assert store.reports() == []
+
+
+def _scrape(port: int, **kw) -> httpx.Response:
+    return httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5, **kw)
+
+
+def test_endpoint_serves_what_a_slot_sent_through_its_pipe() -> None:
+    store, stopping = TaskMetricsStore(), threading.Event()
+    receiver = SlotMetricsReceiver(store, stopping)
+    reader, writer = multiprocessing.get_context("spawn").Pipe(duplex=False)
+    receiver.add(0, reader)
+    receiver.start()
+    server = MetricsServer(TaskManagerCollector(store, "tm-1", "127.0.0.1"), "127.0.0.1", 0)
+    server.start()
+    try:
+        writer.send([_report(records=7)])
+        deadline = time.time() + 5
+        while time.time() < deadline and not store.reports():
+            time.sleep(0.05)
+        r = _scrape(server.port)
+        assert r.status_code == 200
+        families = {f.name: f.samples for f in text_string_to_metric_families(r.text)}
+        sample = families["flink_taskmanager_job_task_numRecordsIn"][0]
+        assert sample.value == 7 and sample.labels["tm_id"] == "tm-1"
+        assert httpx.get(f"http://127.0.0.1:{server.port}/other", timeout=5).status_code == 404
+        writer.close()  # the slot died: the receiver drops its pipe and keeps serving
+        receiver.remove_slot(0)
+        assert "numRecordsIn" not in _scrape(server.port).text
+    finally:
+        stopping.set()
+        server.stop()
+
+
+def test_endpoint_needs_the_token_when_reads_are_protected() -> None:
+    server = MetricsServer(TaskManagerCollector(TaskMetricsStore(), "tm", "h"), "127.0.0.1", 0, token="s3cret")
+    server.start()
+    try:
+        assert _scrape(server.port).status_code == 401
+        assert _scrape(server.port, headers={"Authorization": "Bearer wrong"}).status_code == 401
+        assert _scrape(server.port, headers={"Authorization": "bearer s3cret"}).status_code == 200
+    finally:
+        server.stop()
