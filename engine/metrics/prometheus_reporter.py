@@ -4,7 +4,8 @@ A name is ``flink_`` + the logical scope (``jobmanager``, ``jobmanager_job``, ``
 ``taskmanager_job_task_operator``) + user groups + the metric name, every character outside
 ``[a-zA-Z0-9:_]`` replaced by ``_``. The scope's variables become labels named as Flink's variables
 without brackets (``host``, ``tm_id``, ``job_id``, ``job_name``, ``task_id``, ``task_name``,
-``task_attempt_num``, ``subtask_index``, ``operator_name``). As Flink's reporter does, counters,
+``task_attempt_num``, ``subtask_index``, ``operator_name``); a user key-value group
+(``add_group("kind", "even")``) adds its key to the name and a label ``kind="even"``. As Flink's reporter does, counters,
 meters and gauges are all Prometheus gauges (a Flink counter may go down). A distribution (PyFlink's)
 is a summary with ``_count`` and ``_sum``, plus ``_min`` and ``_max`` gauges.
 
@@ -49,6 +50,7 @@ TASK_METRICS: dict[str, str] = {
 }
 
 _INVALID = re.compile(r"[^a-zA-Z0-9:_]")
+_INVALID_LABEL = re.compile(r"[^a-zA-Z0-9_]")
 
 
 def sanitize(part: str) -> str:
@@ -58,6 +60,13 @@ def sanitize(part: str) -> str:
 
 def metric_name(scope: Sequence[str], *parts: str) -> str:
     return "_".join(sanitize(p) for p in ("flink", *scope, *parts))
+
+
+def label_name(key: str) -> str:
+    """A user variable's label name: Prometheus's label alphabet, never a leading digit or the
+    reserved ``__`` prefix."""
+    name = _INVALID_LABEL.sub("_", key).lstrip("_") or "key"
+    return f"_{name}" if name[0].isdigit() else name
 
 
 def _number(value: Any) -> float | None:
@@ -132,14 +141,18 @@ def task_families(reports: Iterable[TaskMetricsReport], tm_id: str, host: str) -
             operator, parts = m.path[0], m.path[1:]
             if not parts:
                 continue
-            labels = (*task_labels, operator)
+            # User variables after the scope's; one that would shadow a scope label is left out.
+            extra = {label_name(k): v for k, v in m.variables}
+            extra = {k: v for k, v in extra.items() if k not in OPERATOR_LABELS}
+            names = (*OPERATOR_LABELS, *extra)
+            labels = (*task_labels, operator, *extra.values())
             name = metric_name(OPERATOR_SCOPE, *parts)
             if m.kind == "distribution":
                 count, total, lo, hi = m.value
-                out.summary(name, OPERATOR_SCOPE, OPERATOR_LABELS, labels, float(count), float(total))
+                out.summary(name, OPERATOR_SCOPE, names, labels, float(count), float(total))
                 for suffix, v in (("min", lo), ("max", hi)):
                     if (number := _number(v)) is not None:
-                        out.gauge(f"{name}_{suffix}", OPERATOR_SCOPE, OPERATOR_LABELS, labels, number)
+                        out.gauge(f"{name}_{suffix}", OPERATOR_SCOPE, names, labels, number)
             elif (number := _number(m.value)) is not None:
-                out.gauge(name, OPERATOR_SCOPE, OPERATOR_LABELS, labels, number)
+                out.gauge(name, OPERATOR_SCOPE, names, labels, number)
     return out.all()

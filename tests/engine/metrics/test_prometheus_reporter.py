@@ -90,9 +90,24 @@ def test_user_metrics_are_operator_scoped_and_keep_dotted_operator_names() -> No
     assert late.value == 4 and late.labels["operator_name"] == "Window"
 
 
+def test_key_value_groups_become_labels_as_in_flink() -> None:
+    registry = MetricRegistry()
+    group = registry.operator_group("Map").add_group("my_group")
+    group.add_group("kind", "even").counter("values").inc(2)
+    group.add_group("kind", "odd").counter("values").inc(5)
+    group.add_group("job_id", "x").counter("shadow").inc()  # would shadow a scope label: left out
+    assert registry.report() == {"Map.my_group.kind.even.values": 2, "Map.my_group.kind.odd.values": 5,
+                                 "Map.my_group.job_id.x.shadow": 1}  # REST ids keep every name
+    out = _text(task_families([_report(user_metrics=tuple(registry.snapshot()))], "tm", "h"))
+    values = {s.labels["kind"]: s.value for s in out["flink_taskmanager_job_task_operator_my_group_kind_values"]}
+    assert values == {"even": 2, "odd": 5}
+    shadow = out["flink_taskmanager_job_task_operator_my_group_job_id_shadow"][0]
+    assert shadow.labels["job_id"] == "j" * 32
+
+
 def test_a_name_clash_of_kinds_keeps_one_valid_family() -> None:
-    clash = UserMetricValue(("Map", "x"), "distribution", (1, 2, 2, 2))
-    gauge = UserMetricValue(("Map", "x", "count"), "counter", 5)  # would be ..._x_count, the summary's sample
+    clash = UserMetricValue("Map.x", ("Map", "x"), "distribution", (1, 2, 2, 2))
+    gauge = UserMetricValue("Map.x.count", ("Map", "x", "count"), "counter", 5)  # ..._x_count, the summary's sample
     out = _text(task_families([_report(user_metrics=(gauge, clash))], "tm", "h"))  # the parser accepts it
     assert "flink_taskmanager_job_task_operator_x_count" in out
 
