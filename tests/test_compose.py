@@ -496,14 +496,16 @@ def _metric_names_served() -> set[str]:
     """Every family name the JobManager and TaskManager endpoints can serve (built-ins; user metrics vary)."""
     from engine.metrics.job_metrics import CHECKPOINT_METRICS, JOB_METRICS, JOBMANAGER_METRICS
     from engine.metrics.prometheus_reporter import (
-        JOB_SCOPE, JOBMANAGER_SCOPE, OPERATOR_SCOPE, TASK_METRICS, TASK_SCOPE, metric_name,
+        JOB_SCOPE, JOBMANAGER_SCOPE, OPERATOR_SCOPE, TASK_METRICS, TASK_SCOPE, TASKMANAGER_SCOPE, metric_name,
     )
+    from engine.metrics.taskmanager_metrics import TASKMANAGER_METRICS
 
     return (
         {metric_name(JOBMANAGER_SCOPE, n) for n in JOBMANAGER_METRICS}
         | {metric_name(JOB_SCOPE, n) for n in (*JOB_METRICS, *CHECKPOINT_METRICS)}
         | {metric_name(TASK_SCOPE, n) for n in TASK_METRICS}
         | {metric_name(OPERATOR_SCOPE, "numLateRecordsDropped")}
+        | {metric_name(TASKMANAGER_SCOPE, *n.split(".")) for n in TASKMANAGER_METRICS}
     )
 
 

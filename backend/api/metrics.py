@@ -10,9 +10,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from backend.api.jobs import JobId, load_job
 from backend.deps import DispatcherDep
-from backend.services import jobmanager_metrics, metric_views
+from backend.services import jobmanager_metrics
 from backend.services.metric_aggregation import aggregate, values_answer
 from engine.metrics.job_metrics import job_values
+from engine.metrics.taskmanager_metrics import taskmanager_values
 
 router = APIRouter(tags=["metrics"])
 
@@ -95,7 +96,7 @@ def taskmanagers_metrics(
     """``[{id, min, max, avg, sum}]`` over the selected TaskManagers, or ``[{id}]`` without ``get``."""
     chosen = set(_csv(taskmanagers)) or None
     ids = [t for t in dispatcher.slot_pool_snapshot().taskmanagers if chosen is None or t in chosen]
-    samples = [metric_views.taskmanager_values(dispatcher.taskmanager_metrics(t)) for t in ids]
+    samples = [taskmanager_values(dispatcher.taskmanager_metrics(t)) for t in ids]
     return _aggregated(samples, get, agg)
 
 
@@ -106,4 +107,4 @@ def taskmanager_metric_values(
     """``[{id, value}]`` (``Status.JVM.CPU.Load``, ...), or ``[{id}]`` without ``get``."""
     if tmid not in dispatcher.slot_pool_snapshot().taskmanagers:
         raise HTTPException(404, f"TaskManager {tmid} not found")
-    return values_answer(metric_views.taskmanager_values(dispatcher.taskmanager_metrics(tmid)), _csv(get))
+    return values_answer(taskmanager_values(dispatcher.taskmanager_metrics(tmid)), _csv(get))

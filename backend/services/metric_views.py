@@ -6,7 +6,7 @@ and a metric nobody reports is left out of the answer.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from backend.services.job_views import UnknownVertex, find_vertex
@@ -46,17 +46,3 @@ def subtask_metrics(record: JobRecord, vid: str, index: int, names: Sequence[str
     if not names:
         return [{"id": k} for k in sorted(metrics)]
     return [{"id": n, "value": _text(metrics[n])} for n in dict.fromkeys(names) if n in metrics]
-
-
-#: A TaskManager's REST metric name <- the key in the metrics it sends with each heartbeat. The CPU
-#: figure is the TaskManager's process tree (it and its slot processes) as a share of the host's cores.
-TASKMANAGER_METRICS = {
-    "Status.JVM.CPU.Load": "cpu_load",  # Flink's name, read by its dashboard
-    "Status.ProcessTree.Memory.RSS": "rss",
-    "System.Memory.Available": "free_memory",
-}
-
-
-def taskmanager_values(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """A TaskManager's heartbeat metrics under their REST names; empty until it has sent one."""
-    return {name: raw[key] for name, key in TASKMANAGER_METRICS.items() if raw.get(key) is not None}

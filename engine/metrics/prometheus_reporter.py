@@ -20,13 +20,16 @@ from typing import Any
 from prometheus_client.core import GaugeMetricFamily, Metric, SummaryMetricFamily
 
 from engine.metrics.task_report import TaskMetricsReport
+from engine.metrics.taskmanager_metrics import taskmanager_values
 
 JOBMANAGER_SCOPE = ("jobmanager",)
+TASKMANAGER_SCOPE = ("taskmanager",)
 JOB_SCOPE = ("jobmanager", "job")
 TASK_SCOPE = ("taskmanager", "job", "task")
 OPERATOR_SCOPE = ("taskmanager", "job", "task", "operator")
 
 JOBMANAGER_LABELS = ("host",)
+TASKMANAGER_LABELS = ("host", "tm_id")
 JOB_LABELS = ("job_id", "job_name", "host")
 TASK_LABELS = ("job_id", "job_name", "task_id", "task_name", "task_attempt_num", "subtask_index", "tm_id", "host")
 OPERATOR_LABELS = (*TASK_LABELS, "operator_name")
@@ -123,9 +126,16 @@ def jobmanager_families(values: Mapping[str, float], jobs: Iterable[tuple[str, s
     return out.all()
 
 
-def task_families(reports: Iterable[TaskMetricsReport], tm_id: str, host: str) -> list[Metric]:
-    """A TaskManager's ``/metrics``: every live subtask's task-scope figures and its operators' metrics."""
+def task_families(
+    reports: Iterable[TaskMetricsReport], tm_id: str, host: str, status: Mapping[str, Any] | None = None
+) -> list[Metric]:
+    """A TaskManager's ``/metrics``: its own figures (``status``, as sent with its last heartbeat),
+    then every live subtask's task-scope figures and its operators' metrics."""
     out = _Families()
+    for name, value in taskmanager_values(status or {}).items():
+        if (number := _number(value)) is not None:
+            out.gauge(metric_name(TASKMANAGER_SCOPE, *name.split(".")), TASKMANAGER_SCOPE, TASKMANAGER_LABELS,
+                      (host, tm_id), number)
     for r in reports:
         task_labels = (r.job_id, r.job_name, r.vertex_id, r.task_name, str(r.attempt), str(r.subtask), tm_id, host)
         for name, key in TASK_METRICS.items():

@@ -13,7 +13,8 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from multiprocessing.connection import Connection, wait
-from typing import Callable
+from collections.abc import Mapping
+from typing import Any, Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.registry import Collector
@@ -59,13 +60,16 @@ class TaskMetricsStore:
 
 
 class TaskManagerCollector(Collector):
-    """Collects at scrape time from the store."""
+    """Collects at scrape time from the store, and the TaskManager's own figures from ``status``
+    (what its last heartbeat sent: measuring CPU again here would disturb that measurement)."""
 
-    def __init__(self, store: TaskMetricsStore, tm_id: str, host: str) -> None:
-        self.store, self.tm_id, self.host = store, tm_id, host
+    def __init__(
+        self, store: TaskMetricsStore, tm_id: str, host: str, status: Callable[[], Mapping[str, Any]] = dict
+    ) -> None:
+        self.store, self.tm_id, self.host, self.status = store, tm_id, host, status
 
     def collect(self):  # type: ignore[no-untyped-def]
-        yield from task_families(self.store.reports(), self.tm_id, self.host)
+        yield from task_families(self.store.reports(), self.tm_id, self.host, self.status())
 
 
 class SlotMetricsReceiver:

@@ -73,13 +73,15 @@ class TaskExecutor:
         self.metrics_store = TaskMetricsStore()
         self.metrics_receiver = SlotMetricsReceiver(self.metrics_store, self.stopping)
         self.metrics_server: MetricsServer | None = None
+        self.last_status: dict[str, object] = {}  # the figures of the last heartbeat, for the endpoint
 
     def _start_metrics_server(self) -> None:
         if self.cfg.metrics_port is None:
             return
         try:
             self.metrics_server = MetricsServer(
-                TaskManagerCollector(self.metrics_store, self.id, self.cfg.host), self.cfg.host, self.cfg.metrics_port,
+                TaskManagerCollector(self.metrics_store, self.id, self.cfg.host, lambda: self.last_status),
+                self.cfg.host, self.cfg.metrics_port,
                 self.cfg.metrics_token,
             )
         except OSError as e:  # a taken port costs the endpoint, not the TaskManager
@@ -153,6 +155,8 @@ class TaskExecutor:
         rss = proc.memory_info().rss + sum(
             psutil.Process(p.pid).memory_info().rss for p in self.slots.values() if p.is_alive()
         )
+        status = {"cpu_load": self._cpu_load(), "free_memory": vm.available, "rss": rss, "ts": int(time.time() * 1000)}
+        self.last_status = status
         pipe = self.client.pipeline(transaction=False)
         pipe.hset(redis_keys.TASKMANAGERS, self.id, self._info())
         # Sealed with the time it was sent: the JobManager counts a heartbeat only when that time
@@ -161,15 +165,7 @@ class TaskExecutor:
         pipe.set(redis_keys.taskmanager_heartbeat(self.id), beat, px=self.cfg.heartbeat_timeout_ms)
         pipe.set(
             redis_keys.taskmanager_metrics(self.id),
-            messages.seal_report(
-                {
-                    "cpu_load": self._cpu_load(),
-                    "free_memory": vm.available,
-                    "rss": rss,
-                    "ts": int(time.time() * 1000),
-                },
-                self.cfg.cluster_secret, "tm-metrics", self.id,
-            ),
+            messages.seal_report(status, self.cfg.cluster_secret, "tm-metrics", self.id),
             px=self.cfg.heartbeat_timeout_ms,
         )
         pipe.execute()

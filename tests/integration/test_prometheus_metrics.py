@@ -112,6 +112,9 @@ def test_taskmanager_endpoints_report_task_and_operator_metrics(cluster: Cluster
     }
     assert _task_samples(cluster, "flink_taskmanager_job_task_operator_my_group_values_max")
 
+    cpu = _task_samples(cluster, "flink_taskmanager_Status_JVM_CPU_Load")
+    assert len(cpu) == 2 and all(0.0 <= s.value <= 1.0 for s in cpu)
+
     time.sleep(2.5)  # the slots report every second: the numbers move between scrapes
     later = {s.labels["subtask_index"]: s.value for s in _task_samples(cluster, "flink_taskmanager_job_task_numRecordsIn")
              if s.labels["job_id"] == running_job and "Map" in s.labels["task_name"]}

@@ -118,3 +118,12 @@ def test_rest_values_of_user_metrics_are_unchanged() -> None:
     g.counter("c").inc()
     g.distribution("d").update(4)
     assert registry.report() == {"Map.c": 1, "Map.d": "DistributionResult{sum=4, count=1, min=4, max=4}"}
+
+
+def test_taskmanager_status_under_flink_names() -> None:
+    out = _text(task_families([], "tm-1", "h", {"cpu_load": 0.25, "rss": 1000, "free_memory": 5, "ts": 1}))
+    cpu = out["flink_taskmanager_Status_JVM_CPU_Load"][0]
+    assert cpu.value == 0.25 and cpu.labels == {"host": "h", "tm_id": "tm-1"}
+    assert out["flink_taskmanager_Status_ProcessTree_Memory_RSS"][0].value == 1000
+    assert out["flink_taskmanager_System_Memory_Available"][0].value == 5
+    assert _text(task_families([], "tm-1", "h", {})) == {}  # before the first heartbeat: nothing
