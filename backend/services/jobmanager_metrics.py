@@ -32,12 +32,14 @@ def host_name() -> str:
 
 def job_inputs(dispatcher: Dispatcher, job_id: str) -> JobMetricInputs | None:
     """A job the JobManager runs now (in memory, not archived), or None."""
-    jm = dispatcher.job_master(job_id)
-    if jm is None:
-        return None
-    eg = jm.eg
-    status = JobStatus(eg.status)
-    inputs = JobMetricInputs(jm.job_id, jm.job_graph.name, status, dict(eg.timestamps), eg.attempt)
+    # Under the Dispatcher's lock: its control loop changes the graph's status and timestamps.
+    with dispatcher.lock:
+        jm = dispatcher.job_master(job_id)
+        if jm is None:
+            return None
+        eg = jm.eg
+        status = JobStatus(eg.status)
+        inputs = JobMetricInputs(jm.job_id, jm.job_graph.name, status, dict(eg.timestamps), eg.attempt)
     cp = dispatcher.checkpointing(job_id)
     if cp is not None and cp.enabled:
         inputs = JobMetricInputs(inputs.job_id, inputs.job_name, status, inputs.timestamps, inputs.restarts, cp.overview())

@@ -20,12 +20,14 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.registry import Collector
 
 from engine.metrics.prometheus_reporter import task_families
-from engine.metrics.task_report import TaskMetricsReport
+from engine.metrics.task_report import decode_reports
 
 log = logging.getLogger("millstream.taskmanager.metrics")
 
 #: A subtask not reported for this long is gone (its slot died before it could say so).
 STALE_AFTER_S = 15.0
+#: The largest report a slot may send at once (every subtask of the slot, user metrics included).
+MAX_REPORT_BYTES = 16 * 1024 * 1024
 
 
 class TaskMetricsStore:
@@ -104,17 +106,17 @@ class SlotMetricsReceiver:
             except (OSError, ValueError):  # a pipe was closed under us (its slot restarted): look again
                 continue
             for conn in ready:
+                slot = pipes[conn]  # type: ignore[index]
                 try:
-                    reports = conn.recv()
-                except (EOFError, OSError):  # the slot process is gone; its restart brings a new pipe
+                    reports = decode_reports(conn.recv_bytes(MAX_REPORT_BYTES))
+                except (EOFError, OSError):  # the slot is gone (or sent too much); its restart brings a new pipe
                     with self._lock:
                         self._pipes.pop(conn, None)  # type: ignore[call-overload]
                     continue
-                except Exception:  # something unreadable: drop it, keep the endpoint serving
-                    log.warning("unreadable metrics report from slot %s", pipes[conn], exc_info=True)  # type: ignore[index]
+                except ValueError:  # unreadable: dropped, the endpoint keeps serving
+                    log.warning("unreadable metrics report from slot %s", slot, exc_info=True)
                     continue
-                if isinstance(reports, list):
-                    self.store.update(pipes[conn], [r for r in reports if isinstance(r, TaskMetricsReport)])  # type: ignore[index]
+                self.store.update(slot, reports)
 
     def start(self) -> None:
         threading.Thread(target=self.run, name="slot-metrics", daemon=True).start()

@@ -25,7 +25,7 @@ import redis
 
 from engine import redis_keys
 from engine.checkpoint.storage import seal_state_files
-from engine.metrics.task_report import TaskMetricsReport
+from engine.metrics.task_report import TaskMetricsReport, encode_reports
 from engine.runtime.checkpointing import Barrier
 from engine.runtime.deployment import TaskDeploymentDescriptor
 from engine.runtime.collect import gated_by_checkpoints
@@ -263,12 +263,14 @@ class SlotExecutor:
         if self.metrics_pipe is None:
             return
         try:
+            data = encode_reports(reports)
             with self._pipe_lock:
-                self.metrics_pipe.send(reports)
-        except (OSError, ValueError, TypeError) as e:  # TaskManager gone, or a value that does not pickle
+                self.metrics_pipe.send_bytes(data)
+        except OSError as e:  # the TaskManager is gone: this slot dies with it
             log.warning("metrics not sent to the TaskManager: %s", e)
-            if isinstance(e, OSError):
-                self.metrics_pipe = None
+            self.metrics_pipe = None
+        except (ValueError, TypeError) as e:  # a figure msgpack cannot carry: this report is lost, not the next
+            log.warning("metrics not sent to the TaskManager: %s", e)
 
     def metrics_loop(self) -> None:
         while not self.stopping.wait(METRICS_INTERVAL_S):

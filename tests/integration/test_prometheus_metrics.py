@@ -59,6 +59,17 @@ def test_jobmanager_metrics_under_flinks_names(cluster: Cluster, running_job: st
     later = scrape(f"{cluster.url}/metrics")["flink_jobmanager_job_uptime"]
     assert [s.value for s in later if s.labels["job_id"] == running_job][0] > uptime[0].value  # read at scrape time
 
+    def completed() -> float:
+        samples = scrape(f"{cluster.url}/metrics")["flink_jobmanager_job_numberOfCompletedCheckpoints"]
+        return [s.value for s in samples if s.labels["job_id"] == running_job][0]
+
+    first = completed()
+    cluster.wait_for(lambda: completed() > max(first, 1), 30, "checkpoints to complete")
+    families = scrape(f"{cluster.url}/metrics")
+    mine = {n: [s.value for s in families[f"flink_jobmanager_job_{n}"] if s.labels["job_id"] == running_job][0]
+            for n in ("lastCheckpointDuration", "lastCheckpointSize", "numberOfFailedCheckpoints")}
+    assert mine["lastCheckpointDuration"] >= 0 and mine["lastCheckpointSize"] >= 0, mine
+
 
 def test_targets_list_every_taskmanager_endpoint(cluster: Cluster, running_job: str) -> None:
     targets = cluster.http.get("/metrics/targets").json()
@@ -152,3 +163,34 @@ def test_rest_metric_queries(cluster: Cluster, running_job: str) -> None:
     first = http.get(base, params={"get": "read-records", "agg": "sum", "subtasks": "0"}).json()[0]["sum"]
     assert 0 < first < both
     assert http.get(base, params={"get": "read-records", "subtasks": "2-1"}).status_code == 400
+
+
+def test_a_restart_counts_and_leaves_only_the_new_attempts_task_metrics(cluster: Cluster, running_job: str) -> None:
+    known = cluster.job_ids()
+    run = cluster.start_run(PROGRAMS / "fails_once.py", options=("-p", "1", "--detached"))
+    jid = cluster.wait_new_job(known)
+    try:
+        def restarts() -> float:
+            samples = scrape(f"{cluster.url}/metrics").get("flink_jobmanager_job_numRestarts", [])
+            return next((s.value for s in samples if s.labels["job_id"] == jid), -1)
+
+        cluster.wait_for(lambda: restarts() == 1 and cluster.job(jid)["state"] == "RUNNING", 60, "one restart")
+
+        def attempts() -> set[str]:
+            return {s.labels["task_attempt_num"] for s in _task_samples(cluster, "flink_taskmanager_job_task_numRecordsIn")
+                    if s.labels["job_id"] == jid}
+
+        cluster.wait_for(lambda: attempts() == {"1"}, 30, "the second attempt's tasks only")
+        listed = {m["id"] for m in cluster.http.get(f"/jobs/{jid}/metrics").json()}
+        assert "numRestarts" in listed and "numberOfCompletedCheckpoints" not in listed  # it does not checkpoint
+        assert cluster.http.get(f"/jobs/{jid}/metrics", params={"get": "numRestarts"}).json() == [
+            {"id": "numRestarts", "value": "1"}
+        ]
+    finally:
+        cluster.http.patch(f"/jobs/{jid}", params={"mode": "cancel"})
+        cluster.wait_state(jid, ("CANCELED", "FAILED", "FINISHED"))
+        run.wait(60)
+    # An ended job leaves the JobManager's job metrics and its tasks leave the TaskManagers' endpoints.
+    cluster.wait_for(lambda: restarts() == -1, 10, "the ended job's metrics to go")
+    cluster.wait_for(lambda: attempts() == set(), 10, "the ended job's task metrics to go")
+    assert cluster.http.get(f"/jobs/{jid}/metrics").json() == []

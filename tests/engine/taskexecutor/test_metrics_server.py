@@ -9,7 +9,10 @@ import time
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from engine.metrics.task_report import TaskMetricsReport
+import pytest
+
+from engine.metrics.groups import MetricRegistry
+from engine.metrics.task_report import TaskMetricsReport, decode_reports, encode_reports
 from engine.taskexecutor.metrics_server import (
     STALE_AFTER_S, MetricsServer, SlotMetricsReceiver, TaskManagerCollector, TaskMetricsStore,
 )
@@ -49,7 +52,8 @@ def test_endpoint_serves_what_a_slot_sent_through_its_pipe() -> None:
     server = MetricsServer(TaskManagerCollector(store, "tm-1", "127.0.0.1"), "127.0.0.1", 0)
     server.start()
     try:
-        writer.send([_report(records=7)])
+        writer.send_bytes(b"\xc1 not msgpack")  # dropped; the pipe stays in use
+        writer.send_bytes(encode_reports([_report(records=7)]))
         deadline = time.time() + 5
         while time.time() < deadline and not store.reports():
             time.sleep(0.05)
@@ -76,3 +80,23 @@ def test_endpoint_needs_the_token_when_reads_are_protected() -> None:
         assert _scrape(server.port, headers={"Authorization": "bearer s3cret"}).status_code == 200
     finally:
         server.stop()
+
+
+def test_reports_cross_the_pipe_as_msgpack_with_user_metrics() -> None:
+    registry = MetricRegistry()
+    group = registry.operator_group("Map").add_group("g")
+    group.counter("c").inc(2)
+    group.add_group("kind", "even").distribution("d").update(3)
+    group.gauge("obj", lambda: object())  # text on the wire
+    report = TaskMetricsReport("j", "job", "v", "Map", 0, 1, {"read-records": 4, "currentInputWatermark": None},
+                               tuple(registry.snapshot()), (("Window", 2),), ended=True)
+    (back,) = decode_reports(encode_reports([report]))
+    assert back.figures == report.figures and back.late_dropped_by_operator == (("Window", 2),) and back.ended
+    by_id = {m.identifier: m for m in back.user_metrics}
+    assert by_id["Map.g.c"].value == 2
+    assert by_id["Map.g.kind.even.d"].value == (1, 3, 3, 3) and by_id["Map.g.kind.even.d"].variables == (("kind", "even"),)
+    assert by_id["Map.g.kind.even.d"].path == ("Map", "g", "kind", "d")
+    assert by_id["Map.g.obj"].value.startswith("<object object")
+    for bad in (b"", b"\x93\x01\x02\x03", encode_reports([])[:0] + b"\x91\x01"):
+        with pytest.raises(ValueError):
+            decode_reports(bad)

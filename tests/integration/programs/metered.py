@@ -1,5 +1,6 @@
 """A rate-limited job that runs until cancelled, with user metrics (a counter, a meter, a gauge and a
-distribution) in a map behind a network shuffle, so the map's subtasks have records in."""
+distribution) in a map behind a network shuffle, so the map's subtasks have records in; checkpoints
+every 500 ms."""
 from pyflink.common import WatermarkStrategy
 from pyflink.datastream import StreamExecutionEnvironment
 from pyflink.datastream.connectors import DataGeneratorSource
@@ -24,6 +25,7 @@ class Counted(MapFunction):
 
 
 env = StreamExecutionEnvironment.get_execution_environment()
+env.enable_checkpointing(500)
 numbers = env.from_source(DataGeneratorSource(lambda i: i + 1, None, records_per_second=400), WatermarkStrategy.no_watermarks(), "numbers")
 numbers.rebalance().map(Counted()).filter(lambda v: v < 0).print()
 env.execute("metered")
