@@ -5,7 +5,9 @@ A name is ``flink_`` + the logical scope (``jobmanager``, ``jobmanager_job``, ``
 ``[a-zA-Z0-9:_]`` replaced by ``_``. The scope's variables become labels named as Flink's variables
 without brackets (``host``, ``tm_id``, ``job_id``, ``job_name``, ``task_id``, ``task_name``,
 ``task_attempt_num``, ``subtask_index``, ``operator_name``); a user key-value group
-(``add_group("kind", "even")``) adds its key to the name and a label ``kind="even"``. As Flink's reporter does, counters,
+(``add_group("kind", "even")``) adds its key to the name and a label ``kind="even"``. Label values are
+filtered as Flink's reporter does by default (``filterLabelValueCharacters``): every character outside
+``[a-zA-Z0-9:_]`` becomes ``_``, so ``Source: numbers -> Map`` is ``Source:_numbers____Map``. As Flink's reporter does, counters,
 meters and gauges are all Prometheus gauges (a Flink counter may go down). A distribution (PyFlink's)
 is a summary with ``_count`` and ``_sum``, plus ``_min`` and ``_max`` gauges.
 
@@ -65,6 +67,10 @@ def metric_name(scope: Sequence[str], *parts: str) -> str:
     return "_".join(sanitize(p) for p in ("flink", *scope, *parts))
 
 
+def label_value(value: str) -> str:
+    return _INVALID.sub("_", value)
+
+
 def label_name(key: str) -> str:
     """A user variable's label name: Prometheus's label alphabet, never a leading digit or the
     reserved ``__`` prefix."""
@@ -99,7 +105,7 @@ class _Families:
             family = GaugeMetricFamily(name, _help(name, scope), labels=labels)
             self._by_name[name] = family
         if isinstance(family, GaugeMetricFamily) and tuple(family._labelnames) == tuple(labels):
-            family.add_metric(values, value)
+            family.add_metric([label_value(v) for v in values], value)
 
     def summary(
         self, name: str, scope: Sequence[str], labels: Sequence[str], values: Sequence[str], count: float, total: float
@@ -109,7 +115,7 @@ class _Families:
             family = SummaryMetricFamily(name, _help(name, scope), labels=labels)
             self._by_name[name] = family
         if isinstance(family, SummaryMetricFamily) and tuple(family._labelnames) == tuple(labels):
-            family.add_metric(values, count, total)
+            family.add_metric([label_value(v) for v in values], count, total)
 
     def all(self) -> list[Metric]:
         return list(self._by_name.values())

@@ -96,6 +96,8 @@ def test_taskmanager_endpoints_report_task_and_operator_metrics(cluster: Cluster
     labels = records_in[0].labels
     assert set(labels) == {"job_id", "job_name", "task_id", "task_name", "task_attempt_num", "subtask_index", "tm_id", "host"}
     assert labels["job_name"] == "metered"
+    # Label values are filtered as Flink's reporter does: "Map -> Filter -> Sink: ..." keeps [a-zA-Z0-9:_]
+    assert any(s.labels["task_name"].startswith("Map____Filter") for s in records_in), records_in
     tm_ids = {s.labels["tm_id"] for s in records_in}
     assert len(tm_ids) == 2  # one subtask on each TaskManager (slots are spread)
     map_in = {s.labels["subtask_index"]: s.value for s in records_in if "Map" in s.labels["task_name"]}

@@ -36,10 +36,10 @@ def test_jobmanager_and_job_families() -> None:
         [("a" * 32, "wordcount", {"numRestarts": 1, "uptime": 1500})],
         "jm-host",
     ))
-    assert out["flink_jobmanager_numRegisteredTaskManagers"][0].labels == {"host": "jm-host"}
+    assert out["flink_jobmanager_numRegisteredTaskManagers"][0].labels == {"host": "jm_host"}  # values filtered as Flink's
     assert out["flink_jobmanager_taskSlotsTotal"][0].value == 4
     sample = out["flink_jobmanager_job_uptime"][0]
-    assert sample.labels == {"job_id": "a" * 32, "job_name": "wordcount", "host": "jm-host"}
+    assert sample.labels == {"job_id": "a" * 32, "job_name": "wordcount", "host": "jm_host"}
     assert sample.value == 1500
 
 
@@ -54,8 +54,8 @@ def test_task_figures_under_flink_names_with_task_labels() -> None:
     s = out["flink_taskmanager_job_task_numRecordsIn"][0]
     assert s.value == 10
     assert s.labels == {
-        "job_id": "j" * 32, "job_name": "job", "task_id": "v" * 32, "task_name": "Source: s -> Map",
-        "task_attempt_num": "2", "subtask_index": "1", "tm_id": "tm-1", "host": "host-1",
+        "job_id": "j" * 32, "job_name": "job", "task_id": "v" * 32, "task_name": "Source:_s____Map",
+        "task_attempt_num": "2", "subtask_index": "1", "tm_id": "tm_1", "host": "host_1",
     }
     assert out["flink_taskmanager_job_task_numRecordsOut"][0].value == 7
     assert out["flink_taskmanager_job_task_busyTimeMsPerSecond"][0].value == 300
@@ -75,7 +75,7 @@ def test_user_metrics_are_operator_scoped_and_keep_dotted_operator_names() -> No
     r = _report(user_metrics=tuple(registry.snapshot()), late_dropped_by_operator=(("Window", 4),))
     out = _text(task_families([r], "tm-1", "h"))
     events = out["flink_taskmanager_job_task_operator_my_group_events"][0]
-    assert events.value == 3 and events.labels["operator_name"] == "parse.v2"
+    assert events.value == 3 and events.labels["operator_name"] == "parse_v2"
     assert out["flink_taskmanager_job_task_operator_my_group_last"][0].value == 42
     assert "flink_taskmanager_job_task_operator_my_group_rate" in out
     assert not any("label" in name for name in out)
@@ -123,7 +123,7 @@ def test_rest_values_of_user_metrics_are_unchanged() -> None:
 def test_taskmanager_status_under_flink_names() -> None:
     out = _text(task_families([], "tm-1", "h", {"cpu_load": 0.25, "rss": 1000, "free_memory": 5, "ts": 1}))
     cpu = out["flink_taskmanager_Status_JVM_CPU_Load"][0]
-    assert cpu.value == 0.25 and cpu.labels == {"host": "h", "tm_id": "tm-1"}
+    assert cpu.value == 0.25 and cpu.labels == {"host": "h", "tm_id": "tm_1"}
     assert out["flink_taskmanager_Status_ProcessTree_Memory_RSS"][0].value == 1000
     assert out["flink_taskmanager_System_Memory_Available"][0].value == 5
     assert _text(task_families([], "tm-1", "h", {})) == {}  # before the first heartbeat: nothing

@@ -61,7 +61,7 @@ def test_endpoint_serves_what_a_slot_sent_through_its_pipe() -> None:
         assert r.status_code == 200
         families = {f.name: f.samples for f in text_string_to_metric_families(r.text)}
         sample = families["flink_taskmanager_job_task_numRecordsIn"][0]
-        assert sample.value == 7 and sample.labels["tm_id"] == "tm-1"
+        assert sample.value == 7 and sample.labels["tm_id"] == "tm_1"
         assert httpx.get(f"http://127.0.0.1:{server.port}/other", timeout=5).status_code == 404
         writer.close()  # the slot died: the receiver drops its pipe and keeps serving
         receiver.remove_slot(0)
