@@ -18,7 +18,7 @@ from engine.metrics.taskmanager_metrics import taskmanager_values
 router = APIRouter(tags=["metrics"])
 
 GET_HELP = "comma-separated metric names; omit to list them"
-AGG_HELP = "comma-separated: min, max, avg, sum (default: all)"
+AGG_HELP = "comma-separated: min, max, avg, sum, skew (default: all)"
 
 
 def _csv(value: str | None) -> list[str]:
@@ -64,7 +64,7 @@ def jobs_metrics(
     agg: str | None = Query(None, description=AGG_HELP),
     jobs: str | None = Query(None, description="comma-separated job ids (default: every running job)"),
 ) -> list[dict[str, Any]]:
-    """``[{id, min, max, avg, sum}]`` over the selected running jobs, or ``[{id}]`` without ``get``."""
+    """``[{id, min, max, avg, sum, skew}]`` over the selected running jobs, or ``[{id}]`` without ``get``."""
     chosen = set(_csv(jobs)) or None
     now = jobmanager_metrics.now_ms()
     samples = [
@@ -93,7 +93,7 @@ def taskmanagers_metrics(
     agg: str | None = Query(None, description=AGG_HELP),
     taskmanagers: str | None = Query(None, description="comma-separated TaskManager ids (default: all)"),
 ) -> list[dict[str, Any]]:
-    """``[{id, min, max, avg, sum}]`` over the selected TaskManagers, or ``[{id}]`` without ``get``."""
+    """``[{id, min, max, avg, sum, skew}]`` over the selected TaskManagers, or ``[{id}]`` without ``get``."""
     chosen = set(_csv(taskmanagers)) or None
     ids = [t for t in dispatcher.slot_pool_snapshot().taskmanagers if chosen is None or t in chosen]
     samples = [taskmanager_values(dispatcher.taskmanager_metrics(t)) for t in ids]

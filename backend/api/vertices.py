@@ -93,10 +93,10 @@ def subtask_metrics(
     jid: JobId,
     vid: VertexId,
     get: str | None = Query(None, description="comma-separated metric names; omit to list them"),
-    agg: str | None = Query(None, description="comma-separated: min, max, avg, sum (default: all)"),
+    agg: str | None = Query(None, description="comma-separated: min, max, avg, sum, skew (default: all)"),
     subtasks: str | None = Query(None, description="comma-separated subtask indices and ranges, e.g. 0,2-4 (default: all)"),
 ) -> list[dict[str, Any]]:
-    """``[{id, min, max, avg, sum}]`` with only the requested aggregations, or ``[{id}]`` without ``get``."""
+    """``[{id, min, max, avg, sum, skew}]`` with only the requested aggregations, or ``[{id}]`` without ``get``."""
     record = load_job(dispatcher, jid)
     try:
         selected = parse_subtasks(subtasks)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-AGGREGATIONS = ("min", "max", "avg", "sum")
+AGGREGATIONS = ("min", "max", "avg", "sum", "skew")
 MAX_SELECTED = 100_000  # subtask indices one ``subtasks=`` may name, ranges included
 
 
@@ -26,8 +26,8 @@ def values_answer(values: Mapping[str, Any], names: Sequence[str]) -> list[dict[
 
 def aggregate(samples: Iterable[Mapping[str, Any]], names: Sequence[str], aggs: Sequence[str] = ()) -> list[dict[str, Any]]:
     """Several components' metrics: ``[{id}]`` for the numeric metrics any reports without ``names``,
-    else ``[{id, <agg>...}]`` with only the requested aggregations (all four when none is given), for
-    each name at least one component reports. Raises ValueError for an unknown aggregation."""
+    else ``[{id, <agg>...}]`` with only the requested aggregations (all of them when none is given),
+    for each name at least one component reports. Raises ValueError for an unknown aggregation."""
     samples = list(samples)
     if not names:
         return [{"id": k} for k in sorted({k for m in samples for k, v in m.items() if is_number(v)})]
@@ -40,9 +40,19 @@ def aggregate(samples: Iterable[Mapping[str, Any]], names: Sequence[str], aggs: 
         values = [m[name] for m in samples if is_number(m.get(name))]
         if not values:
             continue
-        computed = {"min": min(values), "max": max(values), "sum": sum(values), "avg": sum(values) / len(values)}
+        avg = sum(values) / len(values)
+        computed = {"min": min(values), "max": max(values), "sum": sum(values), "avg": avg, "skew": skew(values, avg)}
         out.append({"id": name, **{a: float(computed[a]) for a in AGGREGATIONS if a in wanted}})
     return out
+
+
+def skew(values: Sequence[float], avg: float) -> float:
+    """Flink's data skew, in percent: the mean absolute deviation over the mean, at most 100; 0 when
+    the mean is 0 (values are taken to be non-negative, as Flink takes them)."""
+    if not values or avg == 0:
+        return 0.0
+    deviation = sum(abs(v - avg) for v in values) / len(values)
+    return min(deviation / avg * 100.0, 100.0)
 
 
 def parse_subtasks(text: str | None) -> set[int] | None:
