@@ -49,6 +49,14 @@ class TaskIOMetrics:
         by_op = self.late_records_dropped_by_operator
         by_op[operator_name] = by_op.get(operator_name, 0) + 1
 
+    def late_dropped_snapshot(self) -> tuple[tuple[str, int], ...]:
+        """``(operator, count)`` pairs, read from another thread than the one counting."""
+        while True:
+            try:
+                return tuple(self.late_records_dropped_by_operator.items())
+            except RuntimeError:  # the task thread added an operator meanwhile: read again
+                continue
+
     def sample(self, now: float | None = None, blocked_since: float | None = None) -> dict[str, Any]:
         """Figures since the previous sample. ``blocked_since`` counts a credit wait still in progress."""
         now = time.monotonic() if now is None else now

@@ -96,27 +96,35 @@ class SlotMetricsReceiver:
 
     def run(self) -> None:
         while not self.stopping.is_set():
-            with self._lock:
-                pipes = dict(self._pipes)
-            if not pipes:
-                self.stopping.wait(0.5)
-                continue
             try:
-                ready = wait(list(pipes), timeout=0.5)
-            except (OSError, ValueError):  # a pipe was closed under us (its slot restarted): look again
+                self._read_once()
+            except Exception:  # never dies: the endpoint would go stale for good
+                log.exception("reading the slots' metrics failed")
+                self.stopping.wait(0.5)
+
+    def _read_once(self) -> None:
+        """Wait up to half a second for reports and store what came."""
+        with self._lock:
+            pipes = dict(self._pipes)
+        if not pipes:
+            self.stopping.wait(0.5)
+            return
+        try:
+            ready = wait(list(pipes), timeout=0.5)
+        except (OSError, ValueError):  # a pipe was closed under us (its slot restarted): look again
+            return
+        for conn in ready:
+            slot = pipes[conn]  # type: ignore[index]
+            try:
+                reports = decode_reports(conn.recv_bytes(MAX_REPORT_BYTES))  # type: ignore[union-attr]
+            except (EOFError, OSError):  # the slot is gone (or sent too much); its restart brings a new pipe
+                with self._lock:
+                    self._pipes.pop(conn, None)  # type: ignore[call-overload]
                 continue
-            for conn in ready:
-                slot = pipes[conn]  # type: ignore[index]
-                try:
-                    reports = decode_reports(conn.recv_bytes(MAX_REPORT_BYTES))
-                except (EOFError, OSError):  # the slot is gone (or sent too much); its restart brings a new pipe
-                    with self._lock:
-                        self._pipes.pop(conn, None)  # type: ignore[call-overload]
-                    continue
-                except ValueError:  # unreadable: dropped, the endpoint keeps serving
-                    log.warning("unreadable metrics report from slot %s", slot, exc_info=True)
-                    continue
-                self.store.update(slot, reports)
+            except ValueError:  # unreadable: dropped, the endpoint keeps serving
+                log.warning("unreadable metrics report from slot %s", slot, exc_info=True)
+                continue
+            self.store.update(slot, reports)
 
     def start(self) -> None:
         threading.Thread(target=self.run, name="slot-metrics", daemon=True).start()

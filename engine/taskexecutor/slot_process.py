@@ -11,6 +11,7 @@ import ctypes
 import dataclasses
 import logging
 import os
+import queue
 import signal
 import sys
 import tempfile
@@ -99,8 +100,10 @@ class SlotExecutor:
         self.serializer = MsgpackSerializer()
         self.stopping = threading.Event()
         # To the TaskManager's Prometheus endpoint (engine/taskexecutor/metrics_server.py); None: it has none.
+        # Written by one thread from a small queue: a pipe write blocks while the TaskManager is not
+        # reading, and neither a task thread nor the Redis metrics loop may wait on it.
         self.metrics_pipe = metrics_pipe
-        self._pipe_lock = threading.Lock()  # task threads send their final sample too
+        self._to_taskmanager: queue.Queue[bytes] = queue.Queue(maxsize=4)
 
     # -- messages --------------------------------------------------------------
     def report(self, tdd: TaskDeploymentDescriptor, state: str, error: str | None = None, exc_name: str | None = None) -> None:
@@ -249,7 +252,7 @@ class SlotExecutor:
             sample = task.sample_metrics()
             reports.append(TaskMetricsReport(
                 tdd.job_id, tdd.job_name, tdd.vertex_id, tdd.vertex_name, tdd.subtask, tdd.attempt, dict(sample),
-                tuple(task.metrics.last_user_metrics), tuple(task.metrics.late_records_dropped_by_operator.items()),
+                tuple(task.metrics.last_user_metrics), task.metrics.late_dropped_snapshot(),
                 ended,
             ))
             sample.update(attempt=tdd.attempt, tm=self.cfg.tm_id, slot=self.cfg.slot, ts=now_ms())
@@ -263,14 +266,25 @@ class SlotExecutor:
         if self.metrics_pipe is None:
             return
         try:
-            data = encode_reports(reports)
-            with self._pipe_lock:
-                self.metrics_pipe.send_bytes(data)
-        except OSError as e:  # the TaskManager is gone: this slot dies with it
-            log.warning("metrics not sent to the TaskManager: %s", e)
-            self.metrics_pipe = None
+            self._to_taskmanager.put_nowait(encode_reports(reports))
+        except queue.Full:
+            pass  # the TaskManager is behind: it misses this sample (an ended task's entry then ages out)
         except (ValueError, TypeError) as e:  # a figure msgpack cannot carry: this report is lost, not the next
             log.warning("metrics not sent to the TaskManager: %s", e)
+
+    def _taskmanager_sender(self) -> None:
+        pipe = self.metrics_pipe
+        while pipe is not None and not self.stopping.is_set():
+            try:
+                data = self._to_taskmanager.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            try:
+                pipe.send_bytes(data)
+            except OSError as e:  # the TaskManager is gone: this slot dies with it
+                log.warning("metrics no longer sent to the TaskManager: %s", e)
+                self.metrics_pipe = None
+                return
 
     def metrics_loop(self) -> None:
         while not self.stopping.wait(METRICS_INTERVAL_S):
@@ -283,6 +297,8 @@ class SlotExecutor:
 
     def serve(self) -> None:
         threading.Thread(target=self.metrics_loop, name="metrics", daemon=True).start()
+        if self.metrics_pipe is not None:
+            threading.Thread(target=self._taskmanager_sender, name="metrics-to-taskmanager", daemon=True).start()
         while not self.stopping.is_set():
             try:
                 got = self.client.blpop([self.inbox], timeout=0.5)

@@ -100,3 +100,29 @@ def test_reports_cross_the_pipe_as_msgpack_with_user_metrics() -> None:
     for bad in (b"", b"\x93\x01\x02\x03", encode_reports([])[:0] + b"\x91\x01"):
         with pytest.raises(ValueError):
             decode_reports(bad)
+
+
+def test_a_slot_never_waits_for_a_taskmanager_that_does_not_read(redis_url: str) -> None:
+    """Reports go through a small queue and a sender thread: with the pipe full, samples are dropped
+    and the caller (a task thread, or the loop publishing to Redis) goes on at once."""
+    import redis
+
+    from engine.taskexecutor.slot_process import SlotConfig, SlotExecutor
+
+    reader, writer = multiprocessing.get_context("spawn").Pipe(duplex=False)
+    client = redis.Redis.from_url(redis_url)
+    slot = SlotExecutor(SlotConfig("tm-test", 0, redis_url, cluster_secret="s" * 32), client, metrics_pipe=writer)
+    sender = threading.Thread(target=slot._taskmanager_sender, daemon=True)
+    sender.start()
+    big = [_report(subtask=i, records=i) for i in range(2000)]  # far more than a pipe's buffer per report
+    started = time.monotonic()
+    for _ in range(20):
+        slot._send_to_taskmanager(big)
+    assert time.monotonic() - started < 5
+    assert reader.poll(5)  # what fit in the pipe is readable
+    assert len(decode_reports(reader.recv_bytes())) == 2000
+    slot.stopping.set()
+    reader.close()  # the blocked sender sees the TaskManager gone and ends
+    sender.join(5)
+    assert not sender.is_alive()
+    client.close()
