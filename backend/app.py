@@ -48,9 +48,12 @@ VERSION = "0.1.0"
 
 
 def _routers():
-    from backend.api import audit, checkpoints, cluster, jars, job_output, jobs, savepoints, submission, taskmanagers, vertices
+    from backend.api import (
+        audit, checkpoints, cluster, jars, job_output, jobs, metrics, savepoints, submission, taskmanagers, vertices,
+    )
 
     return [
+        metrics.router,  # first: /jobs/metrics and /taskmanagers/metrics before /jobs/{jid} and /taskmanagers/{tmid}
         cluster.router,
         jobs.router,
         submission.router,

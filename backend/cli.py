@@ -151,6 +151,11 @@ def taskmanager(
         help="The host name or address this TaskManager advertises, or auto for this machine's host name "
         "[env MILLSTREAM_TASKMANAGER_HOST, default 127.0.0.1]",
     ),
+    metrics_port: Optional[int] = typer.Option(
+        None, min=-1, max=65535,
+        help="Port of this TaskManager's Prometheus endpoint, bound on its host; 0 picks a free one, -1 serves "
+        "none [env MILLSTREAM_TASKMANAGER_METRICS_PORT, default 0]",
+    ),
 ) -> None:
     """Run a TaskManager that offers SLOTS task slots."""
     from engine.taskexecutor.task_executor import TaskManagerConfig, run_taskmanager
@@ -178,8 +183,15 @@ def taskmanager(
             host=_advertised_host(host or settings.taskmanager_host),
             checkpoint_dir=checkpoint_dir,
             unsealed_benchmark=unsealed,
+            metrics_port=_metrics_port(settings.taskmanager_metrics_port if metrics_port is None else metrics_port),
+            # The endpoint is a read: it needs the REST API's token exactly when reads do.
+            metrics_token=settings.auth_token if settings.auth_reads else None,
         )
     )
+
+
+def _metrics_port(port: int) -> int | None:
+    return None if port < 0 else port
 
 
 def _advertised_host(host: str) -> str:

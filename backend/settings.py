@@ -35,6 +35,9 @@ class Settings(BaseSettings):
     taskmanagers: int = 2
     taskmanager_host: str = "127.0.0.1"  # the address a TaskManager advertises (`millstream taskmanager --host`); auto: its host name
     slots: int = 2
+    # A TaskManager's Prometheus endpoint port (`millstream taskmanager --metrics-port`): 0 picks a free one,
+    # -1 serves none. It is bound on the advertised host and listed by the JobManager at /metrics/targets.
+    taskmanager_metrics_port: int = Field(default=0, ge=-1, le=65535)
     heartbeat_interval_ms: int = 1000
     heartbeat_timeout_ms: int = 10_000
     buffer_records: int = 1024  # records per network buffer before it is flushed

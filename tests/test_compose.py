@@ -471,3 +471,91 @@ def test_dockerignore_keeps_local_state_out():
     for required in (".venv", "var", "test-artifacts", ".git"):
         assert required in patterns, f".dockerignore must exclude {required}"
     assert any("__pycache__" in p for p in patterns)
+
+
+# --------------------------------------------------------------------------- the monitoring profile
+
+MONITORING = {"prometheus", "grafana"}
+
+
+def _bind_mounts(service: dict) -> dict[str, Path]:
+    """{container path: repository path} for the service's host-directory mounts."""
+    out = {}
+    for vol in service.get("volumes") or []:
+        parts = str(vol).split(":")
+        if parts[0].startswith("./"):
+            out[parts[1]] = ROOT / parts[0]
+    return out
+
+
+def _metric_names_used(expr: str) -> set[str]:
+    return set(re.findall(r"\bflink_[A-Za-z0-9_:]+", expr))
+
+
+def _metric_names_served() -> set[str]:
+    """Every family name the JobManager and TaskManager endpoints can serve (built-ins; user metrics vary)."""
+    from engine.metrics.job_metrics import CHECKPOINT_METRICS, JOB_METRICS, JOBMANAGER_METRICS
+    from engine.metrics.prometheus_reporter import (
+        JOB_SCOPE, JOBMANAGER_SCOPE, OPERATOR_SCOPE, TASK_METRICS, TASK_SCOPE, TASKMANAGER_SCOPE, metric_name,
+    )
+    from engine.metrics.taskmanager_metrics import TASKMANAGER_METRICS
+
+    return (
+        {metric_name(JOBMANAGER_SCOPE, n) for n in JOBMANAGER_METRICS}
+        | {metric_name(JOB_SCOPE, n) for n in (*JOB_METRICS, *CHECKPOINT_METRICS)}
+        | {metric_name(TASK_SCOPE, n) for n in TASK_METRICS}
+        | {metric_name(OPERATOR_SCOPE, "numLateRecordsDropped")}
+        | {metric_name(TASKMANAGER_SCOPE, *n.split(".")) for n in TASKMANAGER_METRICS}
+    )
+
+
+def test_monitoring_services_are_optional(services):
+    for name in MONITORING:
+        assert services[name].get("profiles") == ["monitoring"], f"{name} must only start with --profile monitoring"
+    for name in SERVICES:
+        assert not services[name].get("profiles"), f"{name} is part of the default cluster"
+    for name in MONITORING:
+        assert all(p.startswith("127.0.0.1:") for p in services[name]["ports"]), f"{name}: loopback only"
+
+
+def test_taskmanagers_serve_metrics_on_a_fixed_port(services):
+    assert env_of(services["taskmanager"])["MILLSTREAM_TASKMANAGER_METRICS_PORT"] == "9249"
+
+
+def test_prometheus_discovers_targets_from_the_jobmanager(services):
+    mounts = _bind_mounts(services["prometheus"])
+    config_path = mounts["/etc/prometheus/prometheus.yml"]
+    assert config_path.is_file()
+    assert "--config.file=/etc/prometheus/prometheus.yml" in command_of(services["prometheus"])
+    config = yaml.load(config_path.read_text(), Loader=_StrictLoader)
+    sd = [sd for job in config["scrape_configs"] for sd in job.get("http_sd_configs", [])]
+    assert [s["url"] for s in sd] == ["http://jobmanager:8081/metrics/targets"]
+    assert "jobmanager" in depends_on(services["prometheus"])
+
+
+def test_grafana_is_provisioned_with_prometheus_and_the_dashboard(services):
+    mounts = _bind_mounts(services["grafana"])
+    provisioning, dashboards = mounts["/etc/grafana/provisioning"], mounts["/var/lib/grafana/dashboards"]
+    datasources = yaml.safe_load((provisioning / "datasources" / "prometheus.yml").read_text())["datasources"]
+    assert [(d["type"], d["url"]) for d in datasources] == [("prometheus", "http://prometheus:9090")]
+    providers = yaml.safe_load((provisioning / "dashboards" / "millstream.yml").read_text())["providers"]
+    assert [p["options"]["path"] for p in providers] == ["/var/lib/grafana/dashboards"]
+    home = env_of(services["grafana"])["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]
+    assert (dashboards / Path(home).name).is_file() and home.startswith("/var/lib/grafana/dashboards/")
+
+
+def test_the_dashboard_uses_only_names_the_cluster_serves():
+    dashboard = json.loads((ROOT / "monitoring" / "grafana" / "dashboards" / "millstream.json").read_text())
+    uid = yaml.safe_load((ROOT / "monitoring/grafana/provisioning/datasources/prometheus.yml").read_text())["datasources"][0]["uid"]
+    used: set[str] = set()
+    for panel in dashboard["panels"]:
+        for target in panel.get("targets", []):
+            assert target["datasource"]["uid"] == uid, panel["title"]
+            used |= _metric_names_used(target["expr"])
+    for var in dashboard["templating"]["list"]:
+        used |= _metric_names_used(var["definition"])
+    served = _metric_names_served()
+    assert used and used <= served, f"the dashboard queries names no endpoint serves: {sorted(used - served)}"
+    for name in ("flink_taskmanager_job_task_numRecordsInPerSecond", "flink_jobmanager_numRegisteredTaskManagers",
+                 "flink_jobmanager_job_lastCheckpointDuration", "flink_taskmanager_job_task_backPressuredTimeMsPerSecond"):
+        assert name in used

@@ -8,6 +8,7 @@ from fastapi import APIRouter, HTTPException, Path, Query
 from backend.api.jobs import JobId, load_job, now_ms
 from backend.deps import DispatcherDep
 from backend.services import job_views, metric_views
+from backend.services.metric_aggregation import parse_subtasks
 from engine.jobmanager.dispatcher import Dispatcher
 
 router = APIRouter(tags=["vertices"])
@@ -92,12 +93,14 @@ def subtask_metrics(
     jid: JobId,
     vid: VertexId,
     get: str | None = Query(None, description="comma-separated metric names; omit to list them"),
-    agg: str | None = Query(None, description="comma-separated: min, max, avg, sum (default: all)"),
+    agg: str | None = Query(None, description="comma-separated: min, max, avg, sum, skew (default: all)"),
+    subtasks: str | None = Query(None, description="comma-separated subtask indices and ranges, e.g. 0,2-4 (default: all)"),
 ) -> list[dict[str, Any]]:
-    """``[{id, min, max, avg, sum}]`` with only the requested aggregations, or ``[{id}]`` without ``get``."""
+    """``[{id, min, max, avg, sum, skew}]`` with only the requested aggregations, or ``[{id}]`` without ``get``."""
     record = load_job(dispatcher, jid)
     try:
-        return _view(lambda: job_views.subtask_metrics_aggregate(record, vid, _csv(get), _csv(agg)), vid)
+        selected = parse_subtasks(subtasks)
+        return _view(lambda: job_views.subtask_metrics_aggregate(record, vid, _csv(get), _csv(agg), selected), vid)
     except ValueError as e:
         raise HTTPException(400, str(e))
 

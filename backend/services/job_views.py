@@ -15,6 +15,7 @@ from engine.executiongraph.restart_backoff import RestartBackoffTimeStrategy
 from engine.executiongraph.states import ExecutionState, JobStatus
 from engine.graph.job_graph import JobGraph
 from engine.jobmanager.job_store import ExceptionRecord, JobRecord
+from backend.services.metric_aggregation import AGGREGATIONS, aggregate
 from engine.runtime.task_metrics import backpressure_level
 
 TASK_STATES: tuple[str, ...] = tuple(s.value for s in ExecutionState)
@@ -28,7 +29,6 @@ _DURATION_STATES = ("CREATED", "SCHEDULED", "DEPLOYING", "INITIALIZING", "RUNNIN
 _IO_COUNTERS = ("read-bytes", "write-bytes", "read-records", "write-records")
 _ACCUMULATED = ("accumulated-backpressured-time", "accumulated-idle-time", "accumulated-busy-time")
 _SAMPLE_BOOKKEEPING = frozenset({"attempt", "tm", "slot", "ts"})
-AGGREGATIONS = ("min", "max", "avg", "sum")
 _TERMINAL_TASK_STATES = frozenset(s.value for s in ExecutionState if s.is_terminal())
 
 
@@ -427,35 +427,20 @@ def vertex_watermarks(record: JobRecord, vid: str) -> list[dict[str, str]]:
 
 
 def subtask_metrics_aggregate(
-    record: JobRecord, vid: str, names: Sequence[str], aggs: Sequence[str] = ()
+    record: JobRecord, vid: str, names: Sequence[str], aggs: Sequence[str] = (), subtasks: set[int] | None = None
 ) -> list[dict[str, Any]]:
-    """``GET .../vertices/{vid}/subtasks/metrics?get=a,b&agg=min,max``.
+    """``GET .../vertices/{vid}/subtasks/metrics?get=a,b&agg=min,max&subtasks=0-2``.
 
-    Each requested metric that at least one subtask reports becomes ``{id, <agg>...}``
+    Each requested metric that at least one (selected) subtask reports becomes ``{id, <agg>...}``
     with only the requested aggregations (all four when none is given). With no
     names, lists the available metrics as ``[{id}]``, as Flink does.
     Raises ValueError for an unknown aggregation."""
     v = find_vertex(record, vid)
-    samples = [st.get("metrics") or {} for st in v["subtasks"]]
-    if not names:
-        available = {k for m in samples for k, val in m.items() if k not in _SAMPLE_BOOKKEEPING and _is_number(val)}
-        return [{"id": k} for k in sorted(available)]
-    wanted = [a.lower() for a in aggs] or list(AGGREGATIONS)
-    bad = [a for a in wanted if a not in AGGREGATIONS]
-    if bad:
-        raise ValueError(f"unknown aggregation {bad[0]!r}; expected one of {', '.join(AGGREGATIONS)}")
-    out = []
-    for name in dict.fromkeys(names):
-        values = [m[name] for m in samples if _is_number(m.get(name))]
-        if not values:
-            continue
-        computed = {"min": min(values), "max": max(values), "sum": sum(values), "avg": sum(values) / len(values)}
-        out.append({"id": name, **{a: float(computed[a]) for a in AGGREGATIONS if a in wanted}})
-    return out
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    samples = [
+        {k: val for k, val in (st.get("metrics") or {}).items() if k not in _SAMPLE_BOOKKEEPING}
+        for st in v["subtasks"] if subtasks is None or st["subtask"] in subtasks
+    ]
+    return aggregate(samples, names, aggs)
 
 
 # -- exceptions ------------------------------------------------------------------------

@@ -456,6 +456,11 @@ class Dispatcher(SavepointOperations):
     def job_master(self, job_id: str) -> JobMaster | None:
         return self.jobs.get(job_id)
 
+    def live_job_ids(self) -> list[str]:
+        """The jobs this JobManager holds in memory (running, or ended and not yet archived)."""
+        with self.lock:
+            return list(self.jobs)
+
     def job_record(self, job_id: str) -> JobRecord | None:
         """A live job's current record, or a finished job's stored one."""
         with self.lock:

@@ -11,6 +11,7 @@ import logging
 import threading
 import time
 from collections import deque
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from engine.metrics.metricbase import Counter, Distribution, Meter, Metric, MetricGroup
@@ -87,24 +88,51 @@ class GaugeImpl(Metric):
         self.obj = obj
 
 
+@dataclass(frozen=True)
+class UserMetricValue:
+    """One user metric's value at a report. ``identifier`` is its REST name; ``path`` is its logical
+    name as Flink's reporters see it (operator name, groups, metric name, kept apart because a name
+    may contain dots), where a key-value group contributes only its key, and ``variables`` holds
+    those groups' ``(key, value)`` pairs. ``kind`` is counter, meter, gauge or distribution; a
+    distribution's value is ``(count, sum, min, max)``."""
+
+    identifier: str
+    path: tuple[str, ...]
+    kind: str
+    value: Any
+    variables: tuple[tuple[str, str], ...] = ()
+
+    def rest_value(self) -> Any:
+        """The value as the REST API shows it (a distribution as Flink's DistributionResult text)."""
+        if self.kind == "distribution":
+            count, total, lo, hi = self.value
+            return f"DistributionResult{{sum={total}, count={count}, min={lo}, max={hi}}}"
+        return self.value
+
+
 class MetricRegistry:
     """Every user metric of one subtask by identifier (one registry per task, shared by its chain)."""
 
     def __init__(self) -> None:
         self._metrics: dict[str, Metric] = {}
+        self._paths: dict[str, tuple[tuple[str, ...], tuple[tuple[str, str], ...]]] = {}
         self._lock = threading.Lock()  # registered on the task's thread, reported from another
         self._failed_gauges: set[str] = set()
 
     def operator_group(self, operator_name: str) -> "GenericMetricGroup":
         return GenericMetricGroup(self, (operator_name[:OPERATOR_NAME_MAX_LENGTH],))
 
-    def register(self, identifier: str, metric: Metric) -> Metric:
+    def register(
+        self, identifier: str, metric: Metric, path: tuple[str, ...] | None = None,
+        variables: tuple[tuple[str, str], ...] = (),
+    ) -> Metric:
         """The metric registered under ``identifier``: an earlier one of the same kind is shared (as
         PyFlink shares one cell per name); another kind is refused."""
         with self._lock:
             existing = self._metrics.get(identifier)
             if existing is None:
                 self._metrics[identifier] = metric
+                self._paths[identifier] = (path or tuple(identifier.split(".")), variables)
                 return metric
         if type(existing) is not type(metric):
             raise ValueError(f"metric '{identifier}' is already registered as a {type(existing).__name__}")
@@ -112,16 +140,21 @@ class MetricRegistry:
 
     def report(self, now: float | None = None) -> dict[str, Any]:
         """``{identifier: value}``: counts, meter rates, gauge values, distribution results."""
+        return {v.identifier: v.rest_value() for v in self.snapshot(now)}
+
+    def snapshot(self, now: float | None = None) -> list[UserMetricValue]:
+        """Every metric's current value with its kind. A meter's rate is sampled here, so call it at
+        a steady pace (once per task metrics report)."""
         with self._lock:
-            metrics = list(self._metrics.items())
-        out: dict[str, Any] = {}
-        for identifier, m in metrics:
+            metrics = [(identifier, m, *self._paths[identifier]) for identifier, m in self._metrics.items()]
+        out: list[UserMetricValue] = []
+        for identifier, m, path, variables in metrics:
             if isinstance(m, SimpleCounter):
-                out[identifier] = m.count
+                out.append(UserMetricValue(identifier, path, "counter", m.count, variables))
             elif isinstance(m, MeterView):
-                out[identifier] = m.get_rate(now)
+                out.append(UserMetricValue(identifier, path, "meter", m.get_rate(now), variables))
             elif isinstance(m, DistributionImpl):
-                out[identifier] = m.value()
+                out.append(UserMetricValue(identifier, path, "distribution", (m.count, m.sum, m.min, m.max), variables))
             elif isinstance(m, GaugeImpl):
                 try:
                     value = m.obj()
@@ -131,37 +164,53 @@ class MetricRegistry:
                         log.warning("gauge %s raised; it is not reported", identifier, exc_info=True)
                     continue
                 if value is not None:
-                    out[identifier] = value if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
+                    numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+                    out.append(UserMetricValue(identifier, path, "gauge", value if numeric else str(value), variables))
         return out
 
 
 class GenericMetricGroup(MetricGroup):
-    def __init__(self, registry: MetricRegistry, scope: tuple[str, ...]) -> None:
+    """``scope`` names the group in REST identifiers (every group name and value); ``logical`` and
+    ``variables`` name it for reporters, where a key-value group is its key plus a variable."""
+
+    def __init__(
+        self, registry: MetricRegistry, scope: tuple[str, ...], logical: tuple[str, ...] | None = None,
+        variables: tuple[tuple[str, str], ...] = (),
+    ) -> None:
         self.registry = registry
         self.scope = scope
+        self.logical = scope if logical is None else logical
+        self.variables = variables
 
     def add_group(self, name: str, extra: str | None = None) -> "GenericMetricGroup":
-        parts = (str(name),) if extra is None else (str(name), str(extra))
-        return GenericMetricGroup(self.registry, self.scope + parts)
+        if extra is None:
+            return GenericMetricGroup(self.registry, self.scope + (str(name),), self.logical + (str(name),), self.variables)
+        return GenericMetricGroup(
+            self.registry, self.scope + (str(name), str(extra)), self.logical + (str(name),),
+            self.variables + ((str(name), str(extra)),),
+        )
 
     def _id(self, name: str) -> str:
         return ".".join((*self.scope, str(name)))
 
+    def _register(self, name: str, metric: Metric) -> Any:
+        return self.registry.register(self._id(name), metric, (*self.logical, str(name)), self.variables)
+
     def counter(self, name: str) -> Counter:
-        return self.registry.register(self._id(name), SimpleCounter())  # type: ignore[return-value]
+        return self._register(name, SimpleCounter())
 
     def gauge(self, name: str, obj: Callable[[], Any]) -> None:
         if not callable(obj):
             raise TypeError(f"gauge '{name}' needs a callable, got {type(obj).__name__}")
         identifier = self._id(name)
-        gauge = self.registry.register(identifier, GaugeImpl(obj))
+        gauge = self.registry.register(identifier, GaugeImpl(obj), (*self.logical, str(name)), self.variables)
         gauge.obj = obj  # type: ignore[attr-defined]  # the newest callable wins, as re-registering a gauge does in PyFlink
 
     def meter(self, name: str, time_span_in_seconds: int = 60) -> Meter:
-        return self.registry.register(self._id(name), MeterView(time_span_in_seconds))  # type: ignore[return-value]
+        return self._register(name, MeterView(time_span_in_seconds))
 
     def distribution(self, name: str) -> Distribution:
-        return self.registry.register(self._id(name), DistributionImpl())  # type: ignore[return-value]
+        return self._register(name, DistributionImpl())
 
 
 class UnregisteredMetricGroup(GenericMetricGroup):

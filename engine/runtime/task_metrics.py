@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.metrics.groups import MetricRegistry
+from engine.metrics.groups import MetricRegistry, UserMetricValue
 
 
 def backpressure_level(ratio: float) -> str:
@@ -33,11 +33,29 @@ class TaskIOMetrics:
     backpressured_s: float = 0.0
     started: float = field(default_factory=time.monotonic)
     late_records_dropped: int = 0
+    late_records_dropped_by_operator: dict[str, int] = field(default_factory=dict)  # Flink's is operator-scoped
     current_input_watermark: int | None = None
     current_output_watermark: int | None = None
     user_metrics: MetricRegistry = field(default_factory=MetricRegistry)
+    # The user metrics as of the last sample, with their kinds, for the TaskManager's Prometheus endpoint:
+    # sampling twice would take a meter's rate twice.
+    last_user_metrics: list[UserMetricValue] = field(default_factory=list)
     # the previous sample, to compute per-second figures over the last interval
     _last: tuple[float, float, float, int, int] | None = None
+
+    def count_late(self, operator_name: str) -> None:
+        """A late record was dropped by ``operator_name`` (it had no side output for late data)."""
+        self.late_records_dropped += 1
+        by_op = self.late_records_dropped_by_operator
+        by_op[operator_name] = by_op.get(operator_name, 0) + 1
+
+    def late_dropped_snapshot(self) -> tuple[tuple[str, int], ...]:
+        """``(operator, count)`` pairs, read from another thread than the one counting."""
+        while True:
+            try:
+                return tuple(self.late_records_dropped_by_operator.items())
+            except RuntimeError:  # the task thread added an operator meanwhile: read again
+                continue
 
     def sample(self, now: float | None = None, blocked_since: float | None = None) -> dict[str, Any]:
         """Figures since the previous sample. ``blocked_since`` counts a credit wait still in progress."""
@@ -52,7 +70,9 @@ class TaskIOMetrics:
         bp = min(max(total_bp - bp0, 0.0), wall - idle)
         busy = max(wall - idle - bp, 0.0)
         self._last = (now, self.idle_s, total_bp, self.records_in, self.records_out)
-        figures = self.user_metrics.report(now)  # first: a user metric never hides a built-in one
+        self.last_user_metrics = self.user_metrics.snapshot(now)
+        # first: a user metric never hides a built-in one
+        figures: dict[str, Any] = {v.identifier: v.rest_value() for v in self.last_user_metrics}
         figures.update({
             "read-records": self.records_in,
             "write-records": self.records_out,

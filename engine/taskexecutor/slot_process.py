@@ -11,6 +11,7 @@ import ctypes
 import dataclasses
 import logging
 import os
+import queue
 import signal
 import sys
 import tempfile
@@ -18,12 +19,14 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from typing import Any
 
 import redis
 
 from engine import redis_keys
 from engine.checkpoint.storage import seal_state_files
+from engine.metrics.task_report import TaskMetricsReport, encode_reports
 from engine.runtime.checkpointing import Barrier
 from engine.runtime.deployment import TaskDeploymentDescriptor
 from engine.runtime.collect import gated_by_checkpoints
@@ -83,7 +86,9 @@ class _Running:
 
 
 class SlotExecutor:
-    def __init__(self, cfg: SlotConfig, client: redis.Redis, stdout: TaskStdout | None = None) -> None:
+    def __init__(
+        self, cfg: SlotConfig, client: redis.Redis, stdout: TaskStdout | None = None, metrics_pipe: Connection | None = None
+    ) -> None:
         check_secret(cfg.cluster_secret)  # no secret: no data plane at all rather than an unauthenticated one
         self.cfg = cfg
         self.client = client
@@ -96,6 +101,11 @@ class SlotExecutor:
         self.code_cache: dict[str, bytes] = {}
         self.serializer = MsgpackSerializer()
         self.stopping = threading.Event()
+        # To the TaskManager's Prometheus endpoint (engine/taskexecutor/metrics_server.py); None: it has none.
+        # Written by one thread from a small queue: a pipe write blocks while the TaskManager is not
+        # reading, and neither a task thread nor the Redis metrics loop may wait on it.
+        self.metrics_pipe = metrics_pipe
+        self._to_taskmanager: queue.Queue[bytes] = queue.Queue(maxsize=4)
 
     # -- messages --------------------------------------------------------------
     def report(self, tdd: TaskDeploymentDescriptor, state: str, error: str | None = None, exc_name: str | None = None) -> None:
@@ -210,7 +220,7 @@ class SlotExecutor:
         if state == "FINISHED" and task.env.cancelled.is_set():
             state = "CANCELED"
         try:
-            self._publish_metrics([(tdd, task)])
+            self._publish_metrics([(tdd, task)], ended=True)
         except redis.RedisError:
             log.warning("could not publish the final metrics of %s", task.name, exc_info=True)
         self.stdout.unbind()
@@ -232,17 +242,51 @@ class SlotExecutor:
         )
 
     # -- metrics ---------------------------------------------------------------
-    def _publish_metrics(self, tasks: list[tuple[TaskDeploymentDescriptor, StreamTask]]) -> None:
+    def _publish_metrics(self, tasks: list[tuple[TaskDeploymentDescriptor, StreamTask]], ended: bool = False) -> None:
+        """One sample per task, to Redis for the JobManager and to this TaskManager's Prometheus endpoint
+        (``ended``: the task's last, after which the endpoint drops it). Sampled once for both: a
+        sample resets the per-second figures."""
         if not tasks:
             return
         pipe = self.client.pipeline(transaction=False)
+        reports: list[TaskMetricsReport] = []
         for tdd, task in tasks:
             sample = task.sample_metrics()
+            reports.append(TaskMetricsReport(
+                tdd.job_id, tdd.job_name, tdd.vertex_id, tdd.vertex_name, tdd.subtask, tdd.attempt, dict(sample),
+                tuple(task.metrics.last_user_metrics), task.metrics.late_dropped_snapshot(),
+                ended,
+            ))
             sample.update(attempt=tdd.attempt, tm=self.cfg.tm_id, slot=self.cfg.slot, ts=now_ms())
             key, field = redis_keys.task_metrics(tdd.job_id), f"{tdd.vertex_id}:{tdd.subtask}"
             pipe.hset(key, field, messages.seal_report(sample, self.cfg.cluster_secret, "metrics", key, field))
             pipe.expire(key, METRICS_TTL_S)
+        self._send_to_taskmanager(reports)  # first: a Redis outage does not blind the endpoint
         pipe.execute()
+
+    def _send_to_taskmanager(self, reports: list[TaskMetricsReport]) -> None:
+        if self.metrics_pipe is None:
+            return
+        try:
+            self._to_taskmanager.put_nowait(encode_reports(reports))
+        except queue.Full:
+            pass  # the TaskManager is behind: it misses this sample (an ended task's entry then ages out)
+        except (ValueError, TypeError) as e:  # a figure msgpack cannot carry: this report is lost, not the next
+            log.warning("metrics not sent to the TaskManager: %s", e)
+
+    def _taskmanager_sender(self) -> None:
+        pipe = self.metrics_pipe
+        while pipe is not None and not self.stopping.is_set():
+            try:
+                data = self._to_taskmanager.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            try:
+                pipe.send_bytes(data)
+            except OSError as e:  # the TaskManager is gone: this slot dies with it
+                log.warning("metrics no longer sent to the TaskManager: %s", e)
+                self.metrics_pipe = None
+                return
 
     def metrics_loop(self) -> None:
         while not self.stopping.wait(METRICS_INTERVAL_S):
@@ -255,6 +299,8 @@ class SlotExecutor:
 
     def serve(self) -> None:
         threading.Thread(target=self.metrics_loop, name="metrics", daemon=True).start()
+        if self.metrics_pipe is not None:
+            threading.Thread(target=self._taskmanager_sender, name="metrics-to-taskmanager", daemon=True).start()
         while not self.stopping.is_set():
             try:
                 got = self.client.blpop([self.inbox], timeout=0.5)
@@ -271,7 +317,7 @@ class SlotExecutor:
                     log.exception("bad control message")
 
 
-def slot_main(cfg: SlotConfig) -> None:
+def slot_main(cfg: SlotConfig, metrics_pipe: Connection | None = None) -> None:
     """Entry point of the slot process."""
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the TaskManager's to handle
@@ -284,4 +330,4 @@ def slot_main(cfg: SlotConfig) -> None:
     ship_logs(client, cfg.tm_id, cfg.cluster_secret, f"%(asctime)s slot-{cfg.slot} %(levelname)s %(message)s")
     stdout = TaskStdout(sys.stdout, StdoutForwarder(client, secret=cfg.cluster_secret))
     sys.stdout = stdout  # print() in user functions, too, reaches the job's print stream
-    SlotExecutor(cfg, client, stdout).serve()
+    SlotExecutor(cfg, client, stdout, metrics_pipe).serve()

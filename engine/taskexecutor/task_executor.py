@@ -25,6 +25,7 @@ from redis.retry import Retry
 from engine import redis_keys
 from engine.taskexecutor import messages
 from engine.taskexecutor.log_shipper import ship_logs
+from engine.taskexecutor.metrics_server import MetricsServer, SlotMetricsReceiver, TaskManagerCollector, TaskMetricsStore
 from engine.taskexecutor.slot_process import SlotConfig, slot_main
 
 log = logging.getLogger("millstream.taskmanager")
@@ -45,6 +46,10 @@ class TaskManagerConfig:
     cluster_secret: str | None = None  # checks the signature of user code before it is unpickled
     checkpoint_dir: str | None = None  # the default checkpoint storage as this host sees it, advertised for the REST API
     unsealed_benchmark: bool = False  # benchmark only (engine/security/mac.py unseal_for_benchmark): slots too
+    # The Prometheus endpoint (engine/taskexecutor/metrics_server.py): bound on ``host``; 0 picks a free
+    # port, None serves none. Advertised in the registration, so the JobManager lists it at /metrics/targets.
+    metrics_port: int | None = 0
+    metrics_token: str | None = None  # with the REST API's read token set, a scrape needs it too
 
 
 def new_taskmanager_id(host: str) -> str:
@@ -64,6 +69,27 @@ class TaskExecutor:
         self.slots: dict[int, multiprocessing.process.BaseProcess] = {}
         self.stopping = threading.Event()
         self.started_ms = int(time.time() * 1000)
+        # Slots send their subtasks' metrics samples here over a pipe; a scrape reads the latest.
+        self.metrics_store = TaskMetricsStore()
+        self.metrics_receiver = SlotMetricsReceiver(self.metrics_store, self.stopping)
+        self.metrics_server: MetricsServer | None = None
+        self.last_status: dict[str, object] = {}  # the figures of the last heartbeat, for the endpoint
+
+    def _start_metrics_server(self) -> None:
+        if self.cfg.metrics_port is None:
+            return
+        try:
+            self.metrics_server = MetricsServer(
+                TaskManagerCollector(self.metrics_store, self.id, self.cfg.host, lambda: self.last_status),
+                self.cfg.host, self.cfg.metrics_port,
+                self.cfg.metrics_token,
+            )
+        except OSError as e:  # a taken port costs the endpoint, not the TaskManager
+            log.error("no Prometheus endpoint: cannot bind %s:%s: %s", self.cfg.host, self.cfg.metrics_port, e)
+            return
+        self.metrics_server.start()
+        self.metrics_receiver.start()
+        log.info("Prometheus metrics on http://%s:%d/metrics", self.cfg.host, self.metrics_server.port)
 
     def _start_slot(self, i: int) -> None:
         state_dir = os.path.join(self.cfg.state_dir, self.id.replace(":", "_")) if self.cfg.state_dir else None
@@ -71,8 +97,15 @@ class TaskExecutor:
             self.id, i, self.cfg.redis_url, self.cfg.credits, self.cfg.buffer_records, state_dir, self.cfg.cluster_secret,
             unsealed_benchmark=self.cfg.unsealed_benchmark,
         )
-        p = self.ctx.Process(target=slot_main, args=(cfg,), name=f"slot-{i}", daemon=False)
+        self.metrics_receiver.remove_slot(i)  # a restarted slot's old subtasks are gone
+        metrics_pipe = None
+        if self.metrics_server is not None:
+            reader, metrics_pipe = self.ctx.Pipe(duplex=False)
+            self.metrics_receiver.add(i, reader)
+        p = self.ctx.Process(target=slot_main, args=(cfg, metrics_pipe), name=f"slot-{i}", daemon=False)
         p.start()
+        if metrics_pipe is not None:
+            metrics_pipe.close()  # the slot holds the writing end; ours closed lets the reader see it die
         self.slots[i] = p
 
     def _info(self) -> bytes:
@@ -88,6 +121,7 @@ class TaskExecutor:
                 "physical_memory": vm.total,
                 "log_file": self.cfg.log_file,
                 "checkpoint_dir": self.cfg.checkpoint_dir,
+                "metrics_port": self.metrics_server.port if self.metrics_server is not None else None,
             },
             self.cfg.cluster_secret, "registration", self.id,
         )
@@ -121,6 +155,8 @@ class TaskExecutor:
         rss = proc.memory_info().rss + sum(
             psutil.Process(p.pid).memory_info().rss for p in self.slots.values() if p.is_alive()
         )
+        status = {"cpu_load": self._cpu_load(), "free_memory": vm.available, "rss": rss, "ts": int(time.time() * 1000)}
+        self.last_status = status
         pipe = self.client.pipeline(transaction=False)
         pipe.hset(redis_keys.TASKMANAGERS, self.id, self._info())
         # Sealed with the time it was sent: the JobManager counts a heartbeat only when that time
@@ -129,15 +165,7 @@ class TaskExecutor:
         pipe.set(redis_keys.taskmanager_heartbeat(self.id), beat, px=self.cfg.heartbeat_timeout_ms)
         pipe.set(
             redis_keys.taskmanager_metrics(self.id),
-            messages.seal_report(
-                {
-                    "cpu_load": self._cpu_load(),
-                    "free_memory": vm.available,
-                    "rss": rss,
-                    "ts": int(time.time() * 1000),
-                },
-                self.cfg.cluster_secret, "tm-metrics", self.id,
-            ),
+            messages.seal_report(status, self.cfg.cluster_secret, "tm-metrics", self.id),
             px=self.cfg.heartbeat_timeout_ms,
         )
         pipe.execute()
@@ -158,6 +186,7 @@ class TaskExecutor:
 
     def run(self) -> None:
         log.info("TaskManager %s starting with %d slots", self.id, self.cfg.slots)
+        self._start_metrics_server()
         for i in range(self.cfg.slots):
             # Stale deployments addressed to a previous TaskManager with this id are dropped.
             self._delete_when_reachable(redis_keys.slot_inbox(self.id, i))
@@ -197,6 +226,8 @@ class TaskExecutor:
             pipe.execute()
         except redis.RedisError:
             pass
+        if self.metrics_server is not None:
+            self.metrics_server.stop()
         for p in self.slots.values():
             p.terminate()
         for p in self.slots.values():

@@ -350,7 +350,8 @@ def test_subtask_metric_aggregation():
         {"id": "read-records", "min": 1.0, "max": 3.0}
     ]
     assert job_views.subtask_metrics_aggregate(rec, MAP, ["busyTimeMsPerSecond"], []) == [
-        {"id": "busyTimeMsPerSecond", "min": 50.0, "max": 200.0, "avg": 350 / 3, "sum": 350.0}
+        {"id": "busyTimeMsPerSecond", "min": 50.0, "max": 200.0, "avg": 350 / 3, "sum": 350.0,
+         "skew": pytest.approx((350 / 3 - 50 + 200 - 350 / 3 + abs(100 - 350 / 3)) / 3 / (350 / 3) * 100)}
     ]
     # the sink subtask without a sample is left out rather than counted as 0
     assert job_views.subtask_metrics_aggregate(rec, SINK, ["read-records"], ["avg", "sum"]) == [

@@ -208,7 +208,7 @@ class AlignedWindowOperator(StreamOperator):
         if self.late_tag is not None:
             self.emit_side(self.late_tag, [v], [ts])
         else:
-            self.ctx.metrics.late_records_dropped += 1
+            self.ctx.metrics.count_late(self.ctx.operator_name)
 
     # -- firing ----------------------------------------------------------------
     def _fire(self, key: Any, start: int) -> None:

@@ -285,7 +285,7 @@ class WindowOperator(StreamOperator):
         if self.late_tag is not None:
             self.emit_side(self.late_tag, [v], [ts] if ts is not None else None)
         else:
-            self.ctx.metrics.late_records_dropped += 1
+            self.ctx.metrics.count_late(self.ctx.operator_name)
 
     def _merge_into(self, key: Any, windows: dict[Any, Any], new: Any) -> Any:
         """Merge a new session window with the key's overlapping ones; return the result window."""

@@ -418,6 +418,8 @@ def test_late_elements_are_counted_as_dropped_without_a_side_output(cls):
     h.watermark(19)
     h.elements((("a", 1), 5), (("a", 2), 19), (("a", 4), 20))
     assert h.dropped == 2
+    # Flink's numLateRecordsDropped is operator-scoped: the count is kept under the window's name too
+    assert h.ctx.metrics.late_records_dropped_by_operator == {h.ctx.operator_name: 2}
     h.watermark(MAX)
     assert h.out.records == [(("a", 4), 29)]
     assert h.late.records == []

@@ -1,0 +1,85 @@
+"""The JobManager's metrics read from the Dispatcher's live state: for the Prometheus scrape of
+``/metrics``, the REST metric endpoints, and the scrape targets listed at ``/metrics/targets``.
+
+Read at the moment they are asked for (Flink's gauges are, too); nothing runs in the background.
+The names and values come from engine/metrics/job_metrics.py, the Prometheus families from
+engine/metrics/prometheus_reporter.py.
+"""
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client.core import Metric
+from prometheus_client.registry import Collector
+
+from engine.executiongraph.states import JobStatus
+from engine.jobmanager.dispatcher import Dispatcher
+from engine.metrics.job_metrics import JobMetricInputs, job_values, jobmanager_values
+from engine.metrics.prometheus_reporter import jobmanager_families
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def host_name() -> str:
+    """Flink's ``<host>`` variable of the JobManager: this machine's name."""
+    return socket.gethostname()
+
+
+def job_inputs(dispatcher: Dispatcher, job_id: str) -> JobMetricInputs | None:
+    """A job the JobManager runs now (in memory, not archived), or None."""
+    # Under the Dispatcher's lock: its control loop changes the graph's status and timestamps.
+    with dispatcher.lock:
+        jm = dispatcher.job_master(job_id)
+        if jm is None:
+            return None
+        eg = jm.eg
+        status = JobStatus(eg.status)
+        inputs = JobMetricInputs(jm.job_id, jm.job_graph.name, status, dict(eg.timestamps), eg.attempt)
+    cp = dispatcher.checkpointing(job_id)
+    if cp is not None and cp.enabled:
+        inputs = JobMetricInputs(inputs.job_id, inputs.job_name, status, inputs.timestamps, inputs.restarts, cp.overview())
+    return inputs
+
+
+def running_jobs(dispatcher: Dispatcher) -> list[JobMetricInputs]:
+    """Every job not yet ended: Flink's JobManager reports a job's metrics only while it runs it."""
+    out = []
+    for job_id in dispatcher.live_job_ids():
+        inputs = job_inputs(dispatcher, job_id)
+        if inputs is not None and not inputs.status.is_terminal():
+            out.append(inputs)
+    return out
+
+
+def jobmanager_metric_values(dispatcher: Dispatcher) -> dict[str, float]:
+    return jobmanager_values(dispatcher.overview())
+
+
+class JobManagerCollector(Collector):
+    """Flink's JobManager and job metrics, collected when Prometheus scrapes."""
+
+    def __init__(self, dispatcher: Dispatcher, host: str) -> None:
+        self.dispatcher, self.host = dispatcher, host
+
+    def collect(self) -> Iterator[Metric]:
+        now = now_ms()
+        jobs = [(j.job_id, j.job_name, job_values(j, now)) for j in running_jobs(self.dispatcher)]
+        yield from jobmanager_families(jobmanager_metric_values(self.dispatcher), jobs, self.host)
+
+
+def scrape_targets(dispatcher: Dispatcher, jobmanager_address: str) -> list[dict[str, Any]]:
+    """Prometheus HTTP service discovery: the JobManager (at the address the caller reached it by) and
+    every registered TaskManager that serves an endpoint, ``[{targets: ["host:port"], labels}]``."""
+    out: list[dict[str, Any]] = [{"targets": [jobmanager_address], "labels": {"component": "jobmanager"}}]
+    pool = dispatcher.slot_pool_snapshot()
+    for tm in sorted(pool.taskmanagers.values(), key=lambda t: t.id):
+        port = tm.details.get("metrics_port")
+        if isinstance(port, int) and not isinstance(port, bool) and 0 < port < 65536:
+            host = tm.host if ":" not in tm.host else f"[{tm.host}]"  # an IPv6 address needs brackets
+            out.append({"targets": [f"{host}:{port}"], "labels": {"component": "taskmanager"}})
+    return out

@@ -1,0 +1,129 @@
+"""Flink's reporter naming and labels, from plain values to Prometheus text (no servers)."""
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from engine.metrics.groups import MetricRegistry, UserMetricValue
+from engine.metrics.prometheus_reporter import jobmanager_families, metric_name, sanitize, task_families
+from engine.metrics.task_report import TaskMetricsReport
+
+
+class _Fixed:
+    def __init__(self, families) -> None:
+        self.families = families
+
+    def collect(self):
+        return iter(self.families)
+
+
+def _text(families) -> dict[str, list]:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Fixed(families))
+    return {f.name: f.samples for f in text_string_to_metric_families(generate_latest(registry).decode())}
+
+
+def test_names_replace_characters_outside_prometheus_alphabet() -> None:
+    assert sanitize("my-group.events rate") == "my_group_events_rate"
+    assert metric_name(("taskmanager", "job", "task", "operator"), "my group", "n.1") == (
+        "flink_taskmanager_job_task_operator_my_group_n_1"
+    )
+
+
+def test_jobmanager_and_job_families() -> None:
+    out = _text(jobmanager_families(
+        {"numRegisteredTaskManagers": 2, "taskSlotsTotal": 4},
+        [("a" * 32, "wordcount", {"numRestarts": 1, "uptime": 1500})],
+        "jm-host",
+    ))
+    assert out["flink_jobmanager_numRegisteredTaskManagers"][0].labels == {"host": "jm_host"}  # values filtered as Flink's
+    assert out["flink_jobmanager_taskSlotsTotal"][0].value == 4
+    sample = out["flink_jobmanager_job_uptime"][0]
+    assert sample.labels == {"job_id": "a" * 32, "job_name": "wordcount", "host": "jm_host"}
+    assert sample.value == 1500
+
+
+def _report(**kw) -> TaskMetricsReport:
+    base = dict(job_id="j" * 32, job_name="job", vertex_id="v" * 32, task_name="Source: s -> Map", subtask=1, attempt=2)
+    return TaskMetricsReport(**{**base, **kw})
+
+
+def test_task_figures_under_flink_names_with_task_labels() -> None:
+    r = _report(figures={"read-records": 10, "write-records": 7, "busyTimeMsPerSecond": 300, "currentInputWatermark": None})
+    out = _text(task_families([r], "tm-1", "host-1"))
+    s = out["flink_taskmanager_job_task_numRecordsIn"][0]
+    assert s.value == 10
+    assert s.labels == {
+        "job_id": "j" * 32, "job_name": "job", "task_id": "v" * 32, "task_name": "Source:_s____Map",
+        "task_attempt_num": "2", "subtask_index": "1", "tm_id": "tm_1", "host": "host_1",
+    }
+    assert out["flink_taskmanager_job_task_numRecordsOut"][0].value == 7
+    assert out["flink_taskmanager_job_task_busyTimeMsPerSecond"][0].value == 300
+    assert "flink_taskmanager_job_task_currentInputWatermark" not in out  # no watermark yet: not reported
+
+
+def test_user_metrics_are_operator_scoped_and_keep_dotted_operator_names() -> None:
+    registry = MetricRegistry()
+    group = registry.operator_group("parse.v2").add_group("my-group")
+    group.counter("events").inc(3)
+    group.meter("rate")
+    group.gauge("last", lambda: 42)
+    group.gauge("label", lambda: "text")  # text has no Prometheus value
+    dist = group.distribution("sizes")
+    for v in (5, 1, 9):
+        dist.update(v)
+    r = _report(user_metrics=tuple(registry.snapshot()), late_dropped_by_operator=(("Window", 4),))
+    out = _text(task_families([r], "tm-1", "h"))
+    events = out["flink_taskmanager_job_task_operator_my_group_events"][0]
+    assert events.value == 3 and events.labels["operator_name"] == "parse_v2"
+    assert out["flink_taskmanager_job_task_operator_my_group_last"][0].value == 42
+    assert "flink_taskmanager_job_task_operator_my_group_rate" in out
+    assert not any("label" in name for name in out)
+    sizes = {s.name: s.value for s in out["flink_taskmanager_job_task_operator_my_group_sizes"]}
+    assert sizes == {
+        "flink_taskmanager_job_task_operator_my_group_sizes_count": 3,
+        "flink_taskmanager_job_task_operator_my_group_sizes_sum": 15,
+    }
+    assert out["flink_taskmanager_job_task_operator_my_group_sizes_min"][0].value == 1
+    assert out["flink_taskmanager_job_task_operator_my_group_sizes_max"][0].value == 9
+    late = out["flink_taskmanager_job_task_operator_numLateRecordsDropped"][0]
+    assert late.value == 4 and late.labels["operator_name"] == "Window"
+
+
+def test_key_value_groups_become_labels_as_in_flink() -> None:
+    registry = MetricRegistry()
+    group = registry.operator_group("Map").add_group("my_group")
+    group.add_group("kind", "even").counter("values").inc(2)
+    group.add_group("kind", "odd").counter("values").inc(5)
+    group.add_group("job_id", "x").counter("shadow").inc()  # would shadow a scope label: left out
+    assert registry.report() == {"Map.my_group.kind.even.values": 2, "Map.my_group.kind.odd.values": 5,
+                                 "Map.my_group.job_id.x.shadow": 1}  # REST ids keep every name
+    out = _text(task_families([_report(user_metrics=tuple(registry.snapshot()))], "tm", "h"))
+    values = {s.labels["kind"]: s.value for s in out["flink_taskmanager_job_task_operator_my_group_kind_values"]}
+    assert values == {"even": 2, "odd": 5}
+    shadow = out["flink_taskmanager_job_task_operator_my_group_job_id_shadow"][0]
+    assert shadow.labels["job_id"] == "j" * 32
+
+
+def test_a_name_clash_of_kinds_keeps_one_valid_family() -> None:
+    clash = UserMetricValue("Map.x", ("Map", "x"), "distribution", (1, 2, 2, 2))
+    gauge = UserMetricValue("Map.x.count", ("Map", "x", "count"), "counter", 5)  # ..._x_count, the summary's sample
+    out = _text(task_families([_report(user_metrics=(gauge, clash))], "tm", "h"))  # the parser accepts it
+    assert "flink_taskmanager_job_task_operator_x_count" in out
+
+
+def test_rest_values_of_user_metrics_are_unchanged() -> None:
+    registry = MetricRegistry()
+    g = registry.operator_group("Map")
+    g.counter("c").inc()
+    g.distribution("d").update(4)
+    assert registry.report() == {"Map.c": 1, "Map.d": "DistributionResult{sum=4, count=1, min=4, max=4}"}
+
+
+def test_taskmanager_status_under_flink_names() -> None:
+    out = _text(task_families([], "tm-1", "h", {"cpu_load": 0.25, "rss": 1000, "free_memory": 5, "ts": 1}))
+    cpu = out["flink_taskmanager_Status_JVM_CPU_Load"][0]
+    assert cpu.value == 0.25 and cpu.labels == {"host": "h", "tm_id": "tm_1"}
+    assert out["flink_taskmanager_Status_ProcessTree_Memory_RSS"][0].value == 1000
+    assert out["flink_taskmanager_System_Memory_Available"][0].value == 5
+    assert _text(task_families([], "tm-1", "h", {})) == {}  # before the first heartbeat: nothing
