@@ -258,3 +258,14 @@ def test_spark_tab_shows_a_batch_jobs_stages_live(cluster: Cluster, jobs: dict[s
     shot(page, "spark-stages")
     page.goto(f"{cluster.url}/ui/jobs/{jobs['unbounded']}/graph")  # STREAMING jobs have no Spark tab
     assert page.locator("nav.tabs a[data-tab=spark]").count() == 0
+
+
+def test_log_tails_open_at_the_newest_line(cluster: Cluster, jobs: dict[str, str], page) -> None:
+    log = cluster.workdir / "var" / "log" / "jobmanager.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("".join(f"2026-11-25 07:00:{i % 60:02d} INFO millstream line {i}\n" for i in range(400)))
+    page.goto(f"{cluster.url}/ui/jobmanager")
+    pre = page.wait_for_selector("pre#jm-log")
+    height, top, client = page.evaluate("el => [el.scrollHeight, el.scrollTop, el.clientHeight]", pre)
+    assert height > 2 * client  # a tail longer than its box
+    assert top + client >= height - 4, (height, top, client)  # showing its end: "line 399"

@@ -217,7 +217,27 @@
     htmx.ajax("GET", b.getAttribute("data-detail"), { target: row, swap: "innerHTML" });
   });
 
+  // Log tails open at their newest line and follow it as the live stream replaces them, unless the
+  // reader scrolled up to read: then they stay where the reader is (until scrolled back down).
+  var logFollow = {};
+
+  function followLog(el) {
+    if (el.hasAttribute("data-follow-set")) return;
+    el.setAttribute("data-follow-set", "true");
+    var id = el.id || "log";
+    if (logFollow[id] !== false) {
+      el.scrollTop = el.scrollHeight;
+    } else if (logFollow[id + ":top"] != null) {
+      el.scrollTop = logFollow[id + ":top"];
+    }
+    el.addEventListener("scroll", function () {
+      logFollow[id] = el.scrollTop + el.clientHeight >= el.scrollHeight - 4;
+      logFollow[id + ":top"] = el.scrollTop;
+    });
+  }
+
   function init(root) {
+    (root || document).querySelectorAll("pre.log").forEach(followLog);
     (root || document).querySelectorAll(".dag:not([data-laid-out])").forEach(layoutDag);
     (root || document).querySelectorAll(".throughput-chart").forEach(initChart);
     (root || document).querySelectorAll(".cp-chart").forEach(initCpChart);
