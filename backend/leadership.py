@@ -98,11 +98,11 @@ class JobManagerLeadership:
         self.election.start()
 
     def stop(self) -> None:
-        self.election.stop()  # gives the lease back; revoke() stops the term's Dispatcher
         with self._lock:
             leading = self._leading
+        self.election.stop()  # gives the lease back (revoke() swaps the standby Dispatcher in)
         if leading is not None:
-            leading.stop()
+            leading.stop()  # waited for here: the Redis client closes right after
 
     # -- LeadershipListener (called on the election thread) ---------------------------------------
     def grant(self, lease: Lease) -> None:

@@ -231,7 +231,10 @@ class Dispatcher(SavepointOperations):
         # Attempts after the ones the old TaskManager tasks ran, so no stale channel is ever read.
         seen = [s.get("attempt", 0) for s in self._all_metric_samples(rec.jid)]
         if not jm.resume_from_latest_checkpoint(max(seen, default=0) + 1, rec.start_time):
-            return False
+            if self.leadership is None:
+                return False  # a lone JobManager restarted: recorded as failed, as before
+            # HA: the job was handed over, not abandoned; start it over (nothing was committed yet).
+            jm.resume_from_scratch(max(seen, default=0) + 1, rec.start_time)
         self.gateway.release_job(rec.jid)
         self.jobs[rec.jid] = jm
         jm.persist()
