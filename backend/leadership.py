@@ -32,10 +32,11 @@ DispatcherFactory = Callable[[SqlJobStore, Any, Callable[[], bool] | None], Disp
 
 def lease_config(lease_ms: int) -> LeaseConfig:
     """Renew four times per lease, retry for it eight times per lease: a dead leader is replaced
-    about one lease after its last renewal."""
+    about one lease after its last renewal. The margin exceeds the Dispatcher's 0.2 s wait on its
+    inbox, so a wait begun while the lease held ends before any successor can exist."""
     return LeaseConfig(
         ttl_ms=lease_ms, renew_interval_ms=max(50, lease_ms // 4), retry_interval_ms=max(50, lease_ms // 8),
-        margin_ms=max(10, lease_ms // 10),
+        margin_ms=max(250, lease_ms // 10),
     )
 
 
@@ -138,9 +139,11 @@ class JobManagerLeadership:
         dispatcher = self.make_dispatcher(SqlJobStore(self.sessions, fence), FencedRedis(self.client, lease), leading)
         try:
             dispatcher.start()  # recovers the running jobs from SQL and their latest checkpoints
-        except Exception:
+        except Exception as e:
             log.exception("taking over as leader (token %d) failed", lease.token)
             dispatcher.stop()
+            # Holding a lease without leading would keep every standby out: give it back.
+            self.election.resign(f"taking over failed: {e}")
             return
         with self._lock:
             if term != self._term:

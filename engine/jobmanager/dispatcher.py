@@ -266,6 +266,8 @@ class Dispatcher(SavepointOperations):
                 self._step_down("this JobManager no longer holds the leader lease")
                 break
             try:
+                # Begun only while the lease holds; it ends (0.2 s) within the lease's safety margin, so
+                # a paused leader cannot take a report meant for its successor.
                 got = self.client.blpop([redis_keys.JOBMANAGER_INBOX], timeout=0.2)
                 batch = [got[1]] if got else []
                 if got:

@@ -170,6 +170,19 @@ class RedisLeaderElection:
         if lease is not None:
             self.listener.revoke(lease, "the JobManager is shutting down")
 
+    def resign(self, reason: str) -> None:
+        """Give the lease up now (e.g. taking over failed), so another JobManager can lead; this one
+        campaigns again after the retry interval."""
+        with self._lock:
+            lease = self.state.lease
+        if lease is None:
+            return
+        try:
+            self._release(keys=[redis_keys.JOBMANAGER_LEADER], args=[lease.encode()])
+        except redis.RedisError as e:
+            log.warning("could not give the leader lease back (it expires on its own): %s", e)
+        self._step_down(self.monotonic(), reason)
+
     def holds(self) -> bool:
         """Whether this JobManager may act as the leader right now (checked on the local clock)."""
         with self._lock:
