@@ -166,3 +166,15 @@ def test_a_standby_takes_over_within_a_lease_when_the_leader_stops_renewing(clie
         assert eb.current_leader().address == "http://b:2"
     finally:
         eb.stop()
+
+
+def test_a_leader_that_resigns_lets_a_standby_in_at_once(client, sessions) -> None:
+    a, b = Recorder(), Recorder()
+    ea, eb = _election(client, sessions, "http://a:1", a), _election(client, sessions, "http://b:2", b)
+    ea._do_acquire()
+    token = ea.lease.token
+    ea.resign("taking over failed")
+    assert not ea.holds() and a.events == [("grant", token), ("revoke", token)]
+    assert client.get(redis_keys.JOBMANAGER_LEADER) is None
+    eb._do_acquire()
+    assert eb.holds() and eb.lease.token == token + 1
