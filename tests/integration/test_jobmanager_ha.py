@@ -212,6 +212,9 @@ def test_leader_kills_and_a_pause_lose_no_update_and_a_paused_leader_changes_not
         assert not wrong, f"sink: keys whose updates were not committed exactly once: {wrong}"
         for jid in jobs:
             assert c.job(jid)["state"] == "FINISHED"
+    except BaseException:
+        _print_logs(tmp_path / "var" / "log")
+        raise
     finally:
         if run is not None and run.poll() is None:
             run.kill()
@@ -236,3 +239,10 @@ def _logged_after(line: str, since: float) -> bool:
     except ValueError:
         return False
     return stamp >= since
+
+
+def _print_logs(directory: Path) -> None:
+    """The JobManagers' own lines (not request logs) and the launcher's, to tell why a takeover stalled."""
+    for log in sorted(directory.glob("jobmanager-*.log")):
+        lines = [line for line in log.read_text(errors="replace").splitlines() if '" 200' not in line and "HTTP/1.1" not in line]
+        print(f"--- {log.name}", *lines[-40:], sep="\n")
