@@ -165,7 +165,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_ui(app)
     # Outermost: a standby hands mutations to the leader before its own auth, audit or limits see them
     # (the leader applies its own); only in HA mode does it do anything.
-    app.add_middleware(LeaderForwarding, max_body_bytes=settings.max_request_bytes)
+    app.add_middleware(
+        LeaderForwarding, max_body_bytes=settings.max_request_bytes,
+        guard_hosts=None if settings.auth_token else settings.allowed_host_list,
+    )
     return app
 
 

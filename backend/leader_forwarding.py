@@ -8,6 +8,8 @@ show, in their header, which JobManager leads). When no leader can be reached (a
 a read is answered here from SQL, with ``X-Millstream-Served-By: standby``, and a mutation gets 503
 with ``Retry-After``: clients retry it (engine/client/remote.py). A request that was forwarded once is
 never forwarded again, so two JobManagers that disagree about the leader cannot bounce it forever.
+The leader applies its own token, origin and CSRF checks to what it is forwarded (the standby
+rewrites ``Host`` to the leader's, so it first refuses names it would not answer itself).
 """
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ import logging
 import re
 import httpx
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from backend.origin_guard import host_allowed
 
 log = logging.getLogger("millstream.forwarding")
 logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per forwarded request would drown the JobManager's log
@@ -40,9 +44,14 @@ def _json(status: int, message: str, extra: list[tuple[bytes, bytes]] = ()) -> t
 
 
 class LeaderForwarding:
-    def __init__(self, app: ASGIApp, max_body_bytes: int, timeout_s: float = 120.0) -> None:
+    def __init__(
+        self, app: ASGIApp, max_body_bytes: int, guard_hosts: list[str] | None = None, timeout_s: float = 120.0
+    ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        # Without a token, the Host names this server answers (OriginGuard's rule). The forwarded request
+        # carries the leader's Host, so a DNS-rebinding name must be refused here, before forwarding.
+        self.guard_hosts = guard_hosts
         self.timeout_s = timeout_s
         self._client: httpx.AsyncClient | None = None
 
@@ -62,6 +71,9 @@ class LeaderForwarding:
             await self.app(scope, receive, send)
             return
         headers = [(k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in scope["headers"]]
+        if self.guard_hosts is not None and not host_allowed(dict(headers).get("host", ""), self.guard_hosts):
+            await self.app(scope, receive, send)  # OriginGuard, inside, refuses it
+            return
         already = any(k == FORWARDED_HEADER for k, _ in headers)
         leader = leadership.leader_address()
         if already or leader is None or leader == leadership.address:

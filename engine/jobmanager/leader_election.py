@@ -150,6 +150,15 @@ class RedisLeaderElection:
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
+        try:
+            others = [m for m in self.members() if m != self.address]
+        except redis.RedisError:
+            others = []
+        if others:
+            # Joining a running cluster (e.g. restarted after a crash): the standbys that were there
+            # first take over a dead leader; this one campaigns only after a lease has passed.
+            with self._lock:
+                self.state.stand_by_until(self.monotonic() + self.config.ttl_ms / 1000)
         self._thread = threading.Thread(target=self._run, name="leader-election", daemon=True)
         self._thread.start()
 

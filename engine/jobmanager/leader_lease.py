@@ -100,6 +100,12 @@ class LeaderLease:
     def _valid_from(self, sent: float) -> float:
         return sent + (self.config.ttl_ms - self.config.margin_ms) / 1000
 
+    def stand_by_until(self, when: float) -> None:
+        """Do not campaign before ``when``: a JobManager that joins a running cluster (a restarted one)
+        lets the standbys that were waiting take over first."""
+        if self.role is LeaseRole.STANDBY:
+            self.next_attempt = max(self.next_attempt, when)
+
     # -- outcomes ------------------------------------------------------------------------------
     def acquired(self, lease: Lease, sent: float) -> None:
         """The store granted ``lease`` to the request sent at ``sent``."""

@@ -18,7 +18,10 @@ from engine.jobmanager.job_store import JobRecord
 from engine.jobmanager.leader_election import FencedOut, FencedRedis, RedisLeaderElection
 from engine.jobmanager.leader_lease import Lease, LeaseConfig
 
-FAST = LeaseConfig(ttl_ms=600, renew_interval_ms=150, retry_interval_ms=50, margin_ms=60)
+# Steps driven by hand: a lease long enough that a loaded machine never lets it run out mid-test.
+SLOW = LeaseConfig(ttl_ms=10_000, renew_interval_ms=1000, retry_interval_ms=200, margin_ms=500)
+# The election threads on their own: a short lease, so a takeover happens within the test.
+FAST = LeaseConfig(ttl_ms=1500, renew_interval_ms=300, retry_interval_ms=100, margin_ms=150)
 
 
 class Recorder:
@@ -49,7 +52,7 @@ def sessions(tmp_path: Path) -> sessionmaker[Session]:
     return make_session_factory(make_engine(url))
 
 
-def _election(client, sessions, address: str, recorder: Recorder, config: LeaseConfig = FAST) -> RedisLeaderElection:
+def _election(client, sessions, address: str, recorder: Recorder, config: LeaseConfig = SLOW) -> RedisLeaderElection:
     return RedisLeaderElection(client, address, recorder, SqlLeaderFence(sessions), config)
 
 
@@ -81,7 +84,7 @@ def test_only_the_holder_can_renew(client, sessions) -> None:
     # B, pretending to hold A's term with another value, cannot extend it.
     forged = Lease(ea.lease.token, "http://b:2", ea.lease.since_ms)
     assert eb._renew(keys=[redis_keys.JOBMANAGER_LEADER], args=[forged.encode(), 60_000]) == 0
-    assert 0 < client.pttl(redis_keys.JOBMANAGER_LEADER) <= FAST.ttl_ms
+    assert 0 < client.pttl(redis_keys.JOBMANAGER_LEADER) <= SLOW.ttl_ms
     ea._do_renew()
     assert ea.holds()
 
@@ -148,7 +151,7 @@ def test_tokens_stay_above_the_database_fence_after_redis_lost_its_counter(clien
 
 def test_a_standby_takes_over_within_a_lease_when_the_leader_stops_renewing(client, sessions) -> None:
     a, b = Recorder(), Recorder()
-    ea, eb = _election(client, sessions, "http://a:1", a), _election(client, sessions, "http://b:2", b)
+    ea, eb = _election(client, sessions, "http://a:1", a, FAST), _election(client, sessions, "http://b:2", b, FAST)
     ea.start()
     assert a.changed.wait(5)
     eb.start()
@@ -178,3 +181,19 @@ def test_a_leader_that_resigns_lets_a_standby_in_at_once(client, sessions) -> No
     assert client.get(redis_keys.JOBMANAGER_LEADER) is None
     eb._do_acquire()
     assert eb.holds() and eb.lease.token == token + 1
+
+
+def test_a_jobmanager_joining_while_others_stand_by_lets_them_lead_first(client, sessions) -> None:
+    a, b = Recorder(), Recorder()
+    ea = _election(client, sessions, "http://a:1", a, FAST)
+    ea.start()  # alone: campaigns at once
+    try:
+        assert a.changed.wait(2)
+        eb = _election(client, sessions, "http://b:2", b, FAST)
+        eb.start()  # A is a member: B waits a lease before it first tries
+        try:
+            assert eb.state.next_attempt - time.monotonic() > FAST.ttl_ms / 1000 / 2
+        finally:
+            eb.stop()
+    finally:
+        ea.stop()

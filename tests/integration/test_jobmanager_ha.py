@@ -135,6 +135,9 @@ def test_leader_kills_and_a_pause_lose_no_update_and_a_paused_leader_changes_not
         standby = next(u for u in urls if u != leader)
         r = httpx.patch(f"{standby}/jobs/{'0' * 32}", params={"mode": "cancel"}, timeout=10)
         assert r.status_code == 404 and r.headers["x-millstream-served-by"] == leader, (r.status_code, r.headers)
+        # ... but not one under a name it would not answer itself (DNS rebinding): the leader would see its own.
+        r = httpx.get(f"{standby}/jobs/overview", headers={"Host": "rebound.example"}, timeout=10)
+        assert r.status_code == 403 and "x-millstream-served-by" not in r.headers
         # The CLI tries the next address when one is unreachable.
         listed = c.cli("list", "-m", f"http://127.0.0.1:{free_port()},{standby}", timeout=60)
         assert listed.returncode == 0 and "No jobs." in listed.stdout, listed.stderr

@@ -88,3 +88,13 @@ def test_a_lease_config_that_cannot_be_renewed_in_time_is_refused() -> None:
         LeaseConfig(ttl_ms=1000, renew_interval_ms=900, margin_ms=200)
     with pytest.raises(ValueError):
         LeaseConfig(ttl_ms=4000, renew_interval_ms=0)
+
+
+def test_a_jobmanager_joining_a_running_cluster_waits_before_it_campaigns() -> None:
+    sm = LeaderLease(CONFIG)
+    sm.stand_by_until(4.0)
+    assert sm.next_action(3.9) is LeaseAction.WAIT
+    assert sm.next_action(4.0) is LeaseAction.ACQUIRE
+    sm.acquired(LEASE, sent=4.0)
+    sm.stand_by_until(100.0)  # no effect on a leader
+    assert sm.next_action(5.0) is LeaseAction.RENEW
