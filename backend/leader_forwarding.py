@@ -54,6 +54,7 @@ class LeaderForwarding:
         self.guard_hosts = guard_hosts
         self.timeout_s = timeout_s
         self._client: httpx.AsyncClient | None = None
+        self._last_unreachable: str | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -92,7 +93,9 @@ class LeaderForwarding:
         try:
             r = await self._http().request(method, url, headers=forward, content=body)
         except httpx.TransportError as e:
-            log.info("the leader %s did not answer %s %s: %s", leader, method, path, e)
+            if leader != self._last_unreachable:  # once per leader, not per request of a takeover's seconds
+                self._last_unreachable = leader
+                log.info("the leader %s did not answer %s %s (%s); answering here until one does", leader, method, path, e)
             await self._unforwarded(scope, receive, send, body)
             return
         out = [
