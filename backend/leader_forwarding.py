@@ -17,6 +17,7 @@ import json
 import logging
 import re
 import httpx
+import redis
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from backend.origin_guard import host_allowed
@@ -76,7 +77,10 @@ class LeaderForwarding:
             await self.app(scope, receive, send)  # OriginGuard, inside, refuses it
             return
         already = any(k == FORWARDED_HEADER for k, _ in headers)
-        leader = leadership.leader_address()
+        try:
+            leader = leadership.leader_address()
+        except redis.RedisError:
+            leader = None  # Redis away: nobody can be told to lead; answer what SQL can
         if already or leader is None or leader == leadership.address:
             await self._unforwarded(scope, receive, send, None)
             return
