@@ -21,7 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from backend.audit import AuditMiddleware
 from backend.bearer_auth import bearer_matches
 from backend.leader_forwarding import LeaderForwarding
-from backend.leadership import JobManagerLeadership, SoleJobManager
+from backend.leadership import make_leadership
 from backend.limits import RequestSizeLimit
 from backend.origin_guard import OriginGuard
 from backend.persistence.audit_log import AuditLog
@@ -50,9 +50,8 @@ VERSION = "0.1.0"
 
 
 def _routers():
-    from backend.api import (
-        audit, checkpoints, cluster, jars, job_output, jobmanager_leader, jobs, savepoints, submission, taskmanagers, vertices,
-    )
+    from backend.api import audit, checkpoints, cluster, jars, job_output, jobs, savepoints, submission, taskmanagers, vertices
+    from backend.api import jobmanager_leader
 
     return [
         cluster.router,
@@ -83,43 +82,32 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         engine = make_engine(url)
         sessions = make_session_factory(engine)
         client = redis.Redis.from_url(settings.redis_url, socket_keepalive=True)
-
-        def make_dispatcher(store: SqlJobStore, writes=None, leadership=None) -> Dispatcher:
-            dispatcher = Dispatcher(
-                client,
-                store,
-                DispatcherConfig(
-                    heartbeat_interval_ms=settings.heartbeat_interval_ms,
-                    heartbeat_timeout_ms=settings.heartbeat_timeout_ms,
-                    batch_engine=settings.batch_engine,
-                    spark_master=settings.spark_master,
-                    spark_conf=settings.spark_conf,
-                    redis_url=settings.redis_url,
-                    checkpoint_dir=str(settings.resolved_checkpoint_dir),
-                    savepoint_dir=str(settings.resolved_savepoint_dir),
-                    cluster_secret=secret,
-                    max_parallelism=settings.max_parallelism,
-                    max_concurrent_jobs=settings.max_concurrent_jobs,
-                    archive_after_ms=settings.job_archive_after_ms,
-                ),
-                writes=writes,
-                leadership=leadership,
-            )
-            dispatcher.state_roots = StateRoots.of(*settings.state_roots)  # what REST callers may point it at
-            return dispatcher
-
-        secret = cluster_secret(settings)
-        if settings.high_availability:
-            leadership = JobManagerLeadership(
-                app.state, settings.jobmanager_address, client, sessions, make_dispatcher, settings.leader_lease_ms
-            )
-        else:
-            app.state.dispatcher = make_dispatcher(SqlJobStore(sessions))
-            leadership = SoleJobManager(settings.jobmanager_address, app.state.dispatcher)
-        app.state.leadership = leadership
+        dispatcher = Dispatcher(
+            client,
+            SqlJobStore(sessions),
+            DispatcherConfig(
+                heartbeat_interval_ms=settings.heartbeat_interval_ms,
+                heartbeat_timeout_ms=settings.heartbeat_timeout_ms,
+                batch_engine=settings.batch_engine,
+                spark_master=settings.spark_master,
+                spark_conf=settings.spark_conf,
+                redis_url=settings.redis_url,
+                checkpoint_dir=str(settings.resolved_checkpoint_dir),
+                savepoint_dir=str(settings.resolved_savepoint_dir),
+                cluster_secret=cluster_secret(settings),
+                max_parallelism=settings.max_parallelism,
+                max_concurrent_jobs=settings.max_concurrent_jobs,
+                archive_after_ms=settings.job_archive_after_ms,
+            ),
+        )
+        dispatcher.state_roots = StateRoots.of(*settings.state_roots)  # what REST callers may point it at
+        # Without HA it just runs the Dispatcher; with HA the Dispatcher is a standby's, and each term of
+        # leadership gets a new one like it (backend/leadership.py).
+        leadership = app.state.leadership = make_leadership(app.state, settings, client, sessions, dispatcher)
         app.state.audit = AuditLog(sessions, settings.audit_retention_days, settings.audit_refusals_per_minute)
         app.state.ui_sessions = UISessionStore(sessions, settings.session_ttl_s)
         app.state.settings = settings
+        app.state.dispatcher = dispatcher
         app.state.jars = JarRepository(sessions)
         app.state.tm_history = TaskManagerHistory(sessions)
         app.state.programs = ProgramService(
@@ -143,7 +131,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.settings = settings
-    app.state.leadership = None  # set at start-up: SoleJobManager, or JobManagerLeadership with HA
+    app.state.leadership = None  # set at start-up (backend/leadership.py)
     for router in _routers():
         app.include_router(router)
         app.include_router(router, prefix="/v1", include_in_schema=False)
@@ -163,8 +151,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     from backend.ui import install_ui  # deferred: backend.ui imports backend.api
 
     install_ui(app)
-    # Outermost: a standby hands mutations to the leader before its own auth, audit or limits see them
-    # (the leader applies its own); only in HA mode does it do anything.
+    # Outermost: a standby hands requests to the leader, which applies its own token, audit and limits;
+    # it does nothing without high availability.
     app.add_middleware(
         LeaderForwarding, max_body_bytes=settings.max_request_bytes,
         guard_hosts=None if settings.auth_token else settings.allowed_host_list,

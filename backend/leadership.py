@@ -20,14 +20,36 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from backend.persistence.leader_fence import SqlLeaderFence
 from backend.persistence.sql_job_store import SqlJobStore
+from backend.settings import Settings
 from engine.jobmanager.dispatcher import Dispatcher
 from engine.jobmanager.leader_election import FencedRedis, RedisLeaderElection
 from engine.jobmanager.leader_lease import Lease, LeaseConfig
 
 log = logging.getLogger("millstream.leadership")
 
-#: builds a Dispatcher from a job store, the Redis writes and the leadership check
-DispatcherFactory = Callable[[SqlJobStore, Any, Callable[[], bool] | None], Dispatcher]
+def make_leadership(
+    holder: Any, settings: Settings, client: redis.Redis, sessions: sessionmaker[Session], dispatcher: Dispatcher
+) -> "SoleJobManager | JobManagerLeadership":
+    """This JobManager's role. ``dispatcher`` is the one the app built: without high availability it
+    simply runs; with it, it is the standby's (its job writes refused by a token-less fence), and each
+    term of leadership runs a new Dispatcher configured like it."""
+    if not settings.high_availability:
+        return SoleJobManager(settings.jobmanager_address, dispatcher)
+    if isinstance(dispatcher.store, SqlJobStore):
+        dispatcher.store.fence = SqlLeaderFence(sessions)  # a standby never changes job state
+
+    def like(store: SqlJobStore, writes: Any, leading: Callable[[], bool]) -> Dispatcher:
+        term = Dispatcher(client, store, dispatcher.config, dispatcher.clock, writes=writes, leadership=leading)
+        term.state_roots = dispatcher.state_roots
+        return term
+
+    return JobManagerLeadership(
+        holder, settings.jobmanager_address, client, sessions, dispatcher, like, settings.leader_lease_ms
+    )
+
+
+#: builds a term's Dispatcher from its fenced job store, fenced Redis writes and leadership check
+DispatcherFactory = Callable[[SqlJobStore, Any, Callable[[], bool]], Dispatcher]
 
 
 def lease_config(lease_ms: int) -> LeaseConfig:
@@ -77,6 +99,7 @@ class JobManagerLeadership:
         address: str,
         client: redis.Redis,
         sessions: sessionmaker[Session],
+        standby: Dispatcher,
         make_dispatcher: DispatcherFactory,
         lease_ms: int,
     ) -> None:
@@ -89,8 +112,8 @@ class JobManagerLeadership:
         self._term = 0  # grows with every grant and revoke: a takeover that was overtaken gives up
         self._leading: Dispatcher | None = None  # the started Dispatcher of the current term
         self._fence: SqlLeaderFence | None = None
-        self.standby = make_dispatcher(SqlJobStore(sessions, SqlLeaderFence(sessions)), None, lambda: False)
-        holder.dispatcher = self.standby
+        self.standby = standby  # never started: answers reads from SQL while this JobManager does not lead
+        holder.dispatcher = standby
         self.election = RedisLeaderElection(client, address, self, SqlLeaderFence(sessions), lease_config(lease_ms))
         self._leader_cache: tuple[float, Lease | None] = (0.0, None)
 
