@@ -20,6 +20,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from backend.audit import AuditMiddleware
 from backend.bearer_auth import bearer_matches
+from backend.leader_forwarding import LeaderForwarding
+from backend.leadership import make_leadership
 from backend.limits import RequestSizeLimit
 from backend.origin_guard import OriginGuard
 from backend.persistence.audit_log import AuditLog
@@ -51,6 +53,7 @@ def _routers():
     from backend.api import (
         audit, checkpoints, cluster, jars, job_output, jobs, metrics, savepoints, submission, taskmanagers, vertices,
     )
+    from backend.api import jobmanager_leader
 
     return [
         metrics.router,  # first: /jobs/metrics and /taskmanagers/metrics before /jobs/{jid} and /taskmanagers/{tmid}
@@ -64,6 +67,7 @@ def _routers():
         jars.router,
         audit.router,
         job_output.router,
+        jobmanager_leader.router,
     ]
 
 
@@ -104,6 +108,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             ),
         )
         dispatcher.state_roots = StateRoots.of(*settings.state_roots)  # what REST callers may point it at
+        # Without HA it just runs the Dispatcher; with HA the Dispatcher is a standby's, and each term of
+        # leadership gets a new one like it (backend/leadership.py).
+        leadership = app.state.leadership = make_leadership(app.state, settings, client, sessions, dispatcher)
         app.state.audit = AuditLog(sessions, settings.audit_retention_days, settings.audit_refusals_per_minute)
         app.state.ui_sessions = UISessionStore(sessions, settings.session_ttl_s)
         app.state.settings = settings
@@ -114,12 +121,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             app.state.jars, settings.upload_dir, settings.max_upload_bytes, settings.plan_timeout_s,
             settings.max_concurrent_plans,
         )
-        dispatcher.start()
+        leadership.start()
         log.info("JobManager REST API on http://%s:%d", settings.host, settings.port)
         try:
             yield
         finally:
-            dispatcher.stop()
+            leadership.stop()
             client.close()
             engine.dispose()
 
@@ -131,6 +138,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.settings = settings
+    app.state.leadership = None  # set at start-up (backend/leadership.py)
     for router in _routers():
         app.include_router(router)
         app.include_router(router, prefix="/v1", include_in_schema=False)
@@ -150,6 +158,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     from backend.ui import install_ui  # deferred: backend.ui imports backend.api
 
     install_ui(app)
+    # Outermost: a standby hands requests to the leader, which applies its own token, audit and limits;
+    # it does nothing without high availability.
+    app.add_middleware(
+        LeaderForwarding, max_body_bytes=settings.max_request_bytes,
+        guard_hosts=None if settings.auth_token else settings.allowed_host_list,
+    )
     return app
 
 

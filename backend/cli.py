@@ -52,7 +52,10 @@ def _check_checkpoint_dir(settings: Settings, who: str) -> str:
     return str(directory)
 
 
-JM_OPTION = typer.Option(None, "--jobmanager", "-m", help="JobManager REST address [env MILLSTREAM_JOBMANAGER]")
+JM_OPTION = typer.Option(
+    None, "--jobmanager", "-m",
+    help="JobManager REST address; several, comma-separated, are tried in turn [env MILLSTREAM_JOBMANAGER]",
+)
 
 
 def _is_loopback(host: str) -> bool:
@@ -115,13 +118,18 @@ def jobmanager(
     host: Optional[str] = typer.Option(None, help="Bind address [env MILLSTREAM_HOST, default 127.0.0.1]"),
     port: Optional[int] = typer.Option(None, help="REST port [env MILLSTREAM_PORT, default 8081]"),
     insecure: bool = typer.Option(False, help="Allow a non-loopback bind without an auth token"),
+    ha: Optional[bool] = typer.Option(
+        None, "--ha/--no-ha",
+        help="High availability: elect a leader among the JobManagers sharing this Redis and database; "
+        "the others stand by [env MILLSTREAM_HIGH_AVAILABILITY]",
+    ),
 ) -> None:
     """Run the JobManager: Dispatcher, REST API and scheduler."""
     import uvicorn
 
     from backend.app import create_app
 
-    overrides = {k: v for k, v in {"host": host, "port": port}.items() if v is not None}
+    overrides = {k: v for k, v in {"host": host, "port": port, "high_availability": ha}.items() if v is not None}
     settings = Settings(**overrides)
     _check_bind(settings, insecure)
     _require_cluster_secret(settings, "JobManager")
@@ -204,6 +212,9 @@ def cluster_start(
     host: Optional[str] = typer.Option(None, help="REST bind address [default 127.0.0.1]"),
     port: Optional[int] = typer.Option(None, help="REST port [default 8081]"),
     taskmanagers: Optional[int] = typer.Option(None, help="Number of TaskManagers [default 2]"),
+    jobmanagers: int = typer.Option(
+        1, min=1, help="JobManagers: more than one runs one leader and standbys on consecutive ports from --port",
+    ),
     slots: Optional[int] = typer.Option(None, help="Slots per TaskManager [default 2]"),
     restart_taskmanagers: bool = typer.Option(True, help="Start a TaskManager again when it dies"),
 ) -> None:
@@ -214,7 +225,7 @@ def cluster_start(
     settings = Settings(**overrides)
     _check_bind(settings, insecure=False)
     cluster = LocalCluster(
-        settings, taskmanagers or settings.taskmanagers, slots or settings.slots, restart_taskmanagers
+        settings, taskmanagers or settings.taskmanagers, slots or settings.slots, restart_taskmanagers, jobmanagers
     )
     signal.signal(signal.SIGINT, cluster.stop)
     signal.signal(signal.SIGTERM, cluster.stop)
@@ -226,8 +237,9 @@ def cluster_start(
         typer.echo(f"Redis: {masked('redis', redis_url)}")  # the generated password stays off the console
         ready = cluster.wait_ready()
         if ready:
+            rest = ", ".join(cluster.jobmanager_urls)
             typer.echo(
-                f"Millstream is up: REST on http://{settings.host}:{settings.port} with "
+                f"Millstream is up: REST on {rest} with "
                 f"{cluster.taskmanagers} TaskManagers x {cluster.slots} slots. Logs in {settings.data_dir.resolve() / 'log'}. "
                 "Ctrl-C stops it."
             )
@@ -327,9 +339,11 @@ def _job_state(http: httpx.Client, job_id: str) -> str:
 
 
 def _client(jobmanager_url: Optional[str]) -> httpx.Client:
+    from engine.client.failover import failover_client
+
     settings = Settings()
     headers = {"Authorization": f"Bearer {settings.auth_token}"} if settings.auth_token else {}
-    return httpx.Client(base_url=(jobmanager_url or settings.jobmanager).rstrip("/"), headers=headers, timeout=30)
+    return failover_client(jobmanager_url or settings.jobmanager, headers=headers, timeout=30)
 
 
 @app.command("list")

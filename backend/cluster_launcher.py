@@ -8,6 +8,10 @@ resumes running jobs from their latest checkpoints, as after a restart by hand.
 An embedded Redis that dies is started again on the same port with the same
 config; everything reconnects, and the JobManager fails running jobs over to
 their latest checkpoints (what Redis held is gone). Ctrl-C stops everything.
+
+With ``jobmanagers`` > 1 (high availability, issue 18) it starts that many JobManagers on
+consecutive REST ports from the configured one: they elect a leader through a lease in Redis and the
+others stand by. A dead one is started again as above, and comes back as a standby.
 """
 from __future__ import annotations
 
@@ -40,18 +44,25 @@ class _Child:
     proc: subprocess.Popen | None = None
     started_at: float = 0.0
     quick_exits: int = 0  # consecutive exits within JOBMANAGER_QUICK_EXIT_S of a start
+    env_overrides: dict[str, str] | None = None  # this child's own settings (a JobManager's port)
 
     def start(self, env: dict[str, str]) -> None:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         out = open(self.log, "ab")
+        env = {**env, **(self.env_overrides or {})}
         self.proc = subprocess.Popen(self.cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         self.started_at = time.monotonic()
         out.close()
 
 
 class LocalCluster:
-    def __init__(self, settings: Settings, taskmanagers: int, slots: int, restart_taskmanagers: bool = True) -> None:
+    def __init__(
+        self, settings: Settings, taskmanagers: int, slots: int, restart_taskmanagers: bool = True, jobmanagers: int = 1
+    ) -> None:
+        if jobmanagers < 1:
+            raise ValueError("a cluster needs at least one JobManager")
         self.settings = settings
+        self.jobmanagers = jobmanagers
         self.taskmanagers = taskmanagers
         self.slots = slots
         self.restart = restart_taskmanagers
@@ -73,7 +84,14 @@ class LocalCluster:
         env["MILLSTREAM_CLUSTER_SECRET"] = self.cluster_secret
         if self.settings.database_url:
             env["DATABASE_URL"] = self.settings.database_url
+        if self.jobmanagers > 1:
+            env["MILLSTREAM_HIGH_AVAILABILITY"] = "true"
+            env["MILLSTREAM_JOBMANAGER"] = ",".join(self.jobmanager_urls)
         return env
+
+    @property
+    def jobmanager_urls(self) -> list[str]:
+        return [f"http://{self.settings.host}:{self.settings.port + i}" for i in range(self.jobmanagers)]
 
     def start(self) -> str:
         data = self.settings.data_dir.resolve()
@@ -86,9 +104,11 @@ class LocalCluster:
             redis_url = redis_url_of(self.redis)
         env = self._env(redis_url)
         cli = [sys.executable, "-m", "backend.cli"]
-        jm = _Child("jobmanager", [*cli, "jobmanager"], logs / "jobmanager.log")
-        self.children.append(jm)
-        jm.start(env)
+        for i in range(self.jobmanagers):
+            name = "jobmanager" if self.jobmanagers == 1 else f"jobmanager-{i}"
+            jm = _Child(name, [*cli, "jobmanager"], logs / f"{name}.log", env_overrides={"MILLSTREAM_PORT": str(self.settings.port + i)})
+            self.children.append(jm)
+            jm.start(env)
         for i in range(self.taskmanagers):
             log = logs / f"taskmanager-{i}.log"
             tm = _Child(f"taskmanager-{i}", [*cli, "taskmanager", "--slots", str(self.slots), "--log-file", str(log)], log)
@@ -101,8 +121,9 @@ class LocalCluster:
         url = f"http://{self.settings.host}:{self.settings.port}/overview"
         deadline = time.time() + timeout_s
         while time.time() < deadline:
-            jm = self.children[0].proc
-            if jm is not None and jm.poll() is not None:
+            # Any JobManager answers (a standby forwards to the leader); all of them dead is a failed start.
+            jms = [c.proc for c in self.children if c.name.startswith("jobmanager")]
+            if all(p is not None and p.poll() is not None for p in jms):
                 return False
             try:
                 # With MILLSTREAM_AUTH_READS every GET needs the token, the probe's too.
@@ -127,7 +148,7 @@ class LocalCluster:
                     if child.name.startswith("taskmanager") and self.restart:
                         print(f"{child.name} exited with {child.proc.returncode}; starting it again", flush=True)
                         child.start(self.env)
-                    elif child.name == "jobmanager":
+                    elif child.name.startswith("jobmanager"):
                         self._restart_jobmanager(child)
             time.sleep(0.5)
 
@@ -151,13 +172,13 @@ class LocalCluster:
             child.quick_exits = 0
         if child.quick_exits >= JOBMANAGER_MAX_QUICK_EXITS:
             print(
-                f"the JobManager exited with {code} {child.quick_exits} times in a row right after starting; "
+                f"the {_role(child)} exited with {code} {child.quick_exits} times in a row right after starting; "
                 f"giving up, see {child.log}",
                 flush=True,
             )
             self._stop = True
             return
-        print(f"the JobManager exited with {code}; starting it again (see {child.log})", flush=True)
+        print(f"the {_role(child)} exited with {code}; starting it again (see {child.log})", flush=True)
         child.start(self.env)
 
     def stop(self, *_: object) -> None:
@@ -176,3 +197,7 @@ class LocalCluster:
                     os.killpg(child.proc.pid, signal.SIGKILL)
         if self.redis is not None:
             self.redis.stop()
+
+
+def _role(child: _Child) -> str:
+    return "JobManager" if child.name == "jobmanager" else f"JobManager {child.name.removeprefix('jobmanager-')}"

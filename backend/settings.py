@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import socket
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -31,7 +32,12 @@ class Settings(BaseSettings):
     checkpoint_dir: Path | None = None
     state_dirs: str | None = None  # comma-separated extra directories savepoints may be written to or restored from
     savepoint_dir: Path | None = None  # default savepoint target (Flink's state.savepoints.dir); unset: <data_dir>/savepoints
-    jobmanager: str = "http://127.0.0.1:8081"  # where `millstream run` submits
+    jobmanager: str = "http://127.0.0.1:8081"  # where `millstream run` submits; several, comma-separated, are tried in turn
+    # JobManager high availability (issue 18): JobManagers sharing Redis and the database elect a leader
+    # through a lease in Redis; the others are standbys. `cluster start --jobmanagers N` (N > 1) turns it on.
+    high_availability: bool = False
+    leader_lease_ms: int = 4000  # the lease's TTL: a dead leader is replaced within about this, plus recovery
+    advertised_address: str | None = None  # this JobManager's REST address as other JobManagers and clients reach it
     taskmanagers: int = 2
     taskmanager_host: str = "127.0.0.1"  # the address a TaskManager advertises (`millstream taskmanager --host`); auto: its host name
     slots: int = 2
@@ -81,6 +87,19 @@ class Settings(BaseSettings):
             # Listen on every interface of the JobManager's host; advertise the name given.
             conf += [("spark.driver.host", self.spark_driver_host), ("spark.driver.bindAddress", "0.0.0.0")]
         return tuple(conf)
+
+    @property
+    def jobmanager_address(self) -> str:
+        """The REST address this JobManager announces as leader (forwarded to by standbys)."""
+        if self.advertised_address:
+            return self.advertised_address.rstrip("/")
+        host = self.host if self.host not in ("0.0.0.0", "::", "") else socket.gethostname()
+        return f"http://{host}:{self.port}"
+
+    @property
+    def jobmanager_addresses(self) -> list[str]:
+        """Where clients look for the JobManager, in order (MILLSTREAM_JOBMANAGER, comma-separated)."""
+        return [a.strip().rstrip("/") for a in self.jobmanager.split(",") if a.strip()]
 
     @property
     def cors_origin_list(self) -> list[str]:

@@ -15,7 +15,9 @@ ATTEMPT_CHANNELS_PATTERN = PREFIX + ":c[hr]:{job}:{attempt}:*"
 
 # control plane
 JOBMANAGER_INBOX = PREFIX + ":jm:inbox"  # list: task state changes, acks, registrations
-JOBMANAGER_LEADER = PREFIX + ":jm:leader"  # the live JobManager's lease
+JOBMANAGER_LEADER = PREFIX + ":jm:leader"  # the leader's lease: "token|since ms|address", with a TTL
+JOBMANAGER_LEADER_EPOCH = PREFIX + ":jm:leader:epoch"  # int: the last fencing token handed out (INCR)
+JOBMANAGER_MEMBERS = PREFIX + ":jm:members"  # sorted set: JobManager REST address -> last seen (epoch ms)
 SLOT_INBOX = PREFIX + ":tm:{tm}:slot:{slot}:inbox"  # list: deploy / cancel for one slot
 TASKMANAGERS = PREFIX + ":tm:registry"  # hash: tm id -> msgpack info
 TASKMANAGER_HEARTBEAT = PREFIX + ":tm:{tm}:hb"  # string with TTL

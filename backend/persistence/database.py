@@ -2,8 +2,10 @@
 Alembic upgrade the JobManager runs at startup."""
 from __future__ import annotations
 
+import fcntl
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from alembic import command
 from alembic.config import Config
@@ -84,12 +86,32 @@ def alembic_config(url: str) -> Config:
 
 def upgrade_database(url: str) -> None:
     """Bring the database at ``url`` to the latest migration; a no-op when already there."""
-    config = alembic_config(url)
-    if _has_unversioned_schema(url):
-        # Tables made by Base.metadata.create_all() without Alembic: adopt them
-        # as the current head rather than failing on CREATE TABLE.
-        command.stamp(config, "head")
-    command.upgrade(config, "head")
+    with _migration_lock(url):
+        config = alembic_config(url)
+        if _has_unversioned_schema(url):
+            # Tables made by Base.metadata.create_all() without Alembic: adopt them
+            # as the current head rather than failing on CREATE TABLE.
+            command.stamp(config, "head")
+        command.upgrade(config, "head")
+
+
+@contextmanager
+def _migration_lock(url: str) -> Iterator[None]:
+    """One migration at a time on a SQLite file: JobManagers started together (high availability) would
+    otherwise race to create the same tables. PostgreSQL runs each migration in a transaction."""
+    sa_url = make_url(url)
+    database = sa_url.database
+    if sa_url.get_backend_name() != "sqlite" or not database or database == ":memory:" or database.startswith("file:"):
+        yield
+        return
+    lock_path = Path(database).expanduser().with_name(Path(database).name + ".migrate-lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _has_unversioned_schema(url: str) -> bool:

@@ -168,3 +168,16 @@ class SavepointRow(Base):
     cancel_job: Mapped[bool] = mapped_column(Boolean, default=False)
     drain: Mapped[bool] = mapped_column(Boolean, default=False)
     failure_cause: Mapped[str | None] = mapped_column(Text)
+
+
+class JobManagerLeaderRow(Base):
+    """The database side of the leader lease's fence: one row holding the largest fencing token a
+    leading JobManager has claimed. Every job write checks it inside its own transaction, so a
+    JobManager that lost the lease can no longer change job state here (backend/persistence/leader_fence.py)."""
+
+    __tablename__ = "jobmanager_leader"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)  # always 1
+    token: Mapped[int] = mapped_column(BigInteger)
+    address: Mapped[str] = mapped_column(Text)
+    since: Mapped[int] = mapped_column(BigInteger)  # epoch ms the term began

@@ -1,17 +1,21 @@
 """``SqlJobStore``: the engine's ``JobStore`` protocol on top of SQLAlchemy.
 
 Jobs, exceptions, checkpoint statistics, restores and savepoints. Each call opens
-its own short session, so one store can be shared by every JobManager thread.
+its own short session, so one store can be shared by every JobManager thread. With a
+leader fence (high availability) every write first checks, in its own transaction, that
+this JobManager still holds the leader lease (backend/persistence/leader_fence.py).
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from sqlalchemy import select
 from sqlalchemy.orm import defer
 from sqlalchemy.orm import Session, sessionmaker
 
+from backend.persistence.leader_fence import SqlLeaderFence
 from backend.persistence.models import CheckpointRestoreRow, CheckpointRow, JobExceptionRow, JobRow, SavepointRow
 from backend.persistence.upsert import upsert
 from engine.jobmanager.job_store import ExceptionRecord, JobRecord, SavepointRecord
@@ -21,15 +25,24 @@ _SAVEPOINT_COLUMNS = [c.name for c in SavepointRow.__table__.columns]
 
 
 class SqlJobStore:
-    def __init__(self, session_factory: sessionmaker[Session]) -> None:
+    def __init__(self, session_factory: sessionmaker[Session], fence: SqlLeaderFence | None = None) -> None:
         self._sessions = session_factory
+        self.fence = fence
+
+    @contextmanager
+    def _write(self) -> Iterator[Session]:
+        """A write transaction, refused (FencedOut, rolled back) when a fence says we no longer lead."""
+        with self._sessions.begin() as session:
+            if self.fence is not None:
+                self.fence.check(session)
+            yield session
 
     def save_job(self, record: JobRecord) -> None:
         """Insert or update the job row by ``jid``. A record without user code leaves the stored code alone,
         so state changes do not rewrite the program's bytes each time."""
         values = {name: getattr(record, name) for name in _JOB_COLUMNS}
         update = [c for c in _JOB_COLUMNS if c != "jid" and not (c == "user_code" and record.user_code is None)]
-        with self._sessions.begin() as session:
+        with self._write() as session:
             upsert(session, JobRow.__table__, values, keys=["jid"], update=update)
 
     def get_job(self, jid: str) -> JobRecord | None:
@@ -47,7 +60,7 @@ class SqlJobStore:
 
     def add_exception(self, record: ExceptionRecord) -> None:
         """Append to the job's exception history; the job must already be saved."""
-        with self._sessions.begin() as session:
+        with self._write() as session:
             session.add(
                 JobExceptionRow(
                     jid=record.jid,
@@ -81,7 +94,7 @@ class SqlJobStore:
         """Upsert checkpoint statistics by (jid, id); the job must already be saved."""
         if not records:
             return
-        with self._sessions.begin() as session:
+        with self._write() as session:
             for r in records:
                 values = _checkpoint_values(jid, r)
                 upsert(
@@ -95,7 +108,7 @@ class SqlJobStore:
             return [dict(d) for d in session.scalars(stmt)]
 
     def add_checkpoint_restore(self, jid: str, record: dict[str, Any]) -> None:
-        with self._sessions.begin() as session:
+        with self._write() as session:
             session.add(
                 CheckpointRestoreRow(
                     jid=jid,
@@ -121,7 +134,7 @@ class SqlJobStore:
 
     def save_savepoint(self, record: SavepointRecord) -> None:
         values = dataclasses.asdict(record)
-        with self._sessions.begin() as session:
+        with self._write() as session:
             upsert(
                 session, SavepointRow.__table__, values, keys=["jid", "request_id"],
                 update=[c for c in _SAVEPOINT_COLUMNS if c not in ("jid", "request_id")],

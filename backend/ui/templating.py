@@ -10,6 +10,7 @@ from jinja2_fragments import render_block
 from jinja2_fragments.fastapi import Jinja2Blocks
 
 from backend.ui.format import FILTERS
+from backend.ui.leader_badge import leader_context
 from backend.ui.vertex_metrics import vertex_colour
 
 
@@ -25,7 +26,7 @@ FRONTEND = _frontend_dir()
 TEMPLATES_DIR = FRONTEND / "templates"
 STATIC_DIR = FRONTEND / "static"
 
-templates = Jinja2Blocks(directory=str(TEMPLATES_DIR))
+templates = Jinja2Blocks(directory=str(TEMPLATES_DIR), context_processors=[leader_context])
 templates.env.filters.update(FILTERS)
 templates.env.globals["colour"] = vertex_colour
 templates.env.trim_blocks = True

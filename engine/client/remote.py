@@ -21,6 +21,7 @@ import msgpack
 
 from engine.client import job_output
 from engine.client.collect_result_buffer import CollectResultBuffer
+from engine.client.failover import failover_client
 from engine.client.job_client import CloseableIterator
 from engine.common.job_execution_result import JobExecutionException, JobExecutionResult
 from engine.runtime.collect import CollectEntry
@@ -186,7 +187,8 @@ class RemoteContext:
         allow_non_restored_state: bool = False,
     ) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self.http = httpx.Client(base_url=jobmanager_url.rstrip("/"), headers=headers, timeout=60)
+        # Several comma-separated addresses (JobManager HA): the next is tried when one is unreachable.
+        self.http = failover_client(jobmanager_url, headers=headers, timeout=60)
         self.parallelism = parallelism
         self.detached = detached
         self.program_dir = program_dir

@@ -16,6 +16,11 @@ vanished, and starts jobs that were waiting for slots. Redis going away does not
 stop the loop; a Redis that comes back as a new server (its run_id changed) has
 lost every channel, so each running job fails over to its latest checkpoint. REST handlers call in
 under the same lock, so every state change happens one at a time.
+
+With high availability a Dispatcher lives for one term of leadership: it is given the lease's
+fenced Redis writes and a ``leadership`` check, and its loop ends (the job masters with it, their
+tasks left running for the next leader to take over) as soon as the check fails or a write is
+fenced out. A standby JobManager keeps an unstarted Dispatcher that answers reads from the JobStore.
 """
 from __future__ import annotations
 
@@ -38,6 +43,7 @@ from engine.checkpoint.rescale import StateRestoreError
 from engine.checkpoint.stats_tracker import CheckpointStatsTracker
 from engine.checkpoint.storage import InvalidSavepoint
 from engine.jobmanager.checkpointing import JobCheckpointing
+from engine.jobmanager.leader_election import FencedOut
 from engine.jobmanager.job_master import ALLOW_NON_RESTORED_KEY, SAVEPOINT_PATH_KEY, JobMaster
 from engine.jobmanager.savepoints import OperationRejected, SavepointOperations
 from engine.spark.availability import spark_unavailable_reason
@@ -99,12 +105,18 @@ class Dispatcher(SavepointOperations):
         store: JobStore,
         config: DispatcherConfig = DispatcherConfig(),
         clock: Callable[[], float] = time.time,
+        writes: Any = None,
+        leadership: Callable[[], bool] | None = None,
     ) -> None:
         self.client = client
         self.store = store
         self.config = config
         self.clock = clock
-        self.gateway = RedisTaskExecutorGateway(client, config.cluster_secret)
+        # HA: control writes go through the lease's fence (leader_election.FencedRedis); reads do not.
+        self.writes = writes if writes is not None else client
+        self.leadership = leadership
+        self.stepped_down = False
+        self.gateway = RedisTaskExecutorGateway(self.writes, config.cluster_secret)
         self.pool = SlotPool()
         self.rm = ResourceManager(client, self.pool, config.cluster_secret, config.heartbeat_timeout_ms)
         self._replay = ReplayWindow(redis_keys.JOBMANAGER_INBOX)  # a genuine report pushed again acts once
@@ -146,7 +158,7 @@ class Dispatcher(SavepointOperations):
                     continue
                 if rec.job_type == "BATCH":
                     # Spark drivers run in their own session and outlive us: tell them to stop.
-                    self.client.set(
+                    self.writes.set(
                         redis_keys.spark_cancel(rec.jid), spark_cancel_value(self.config.cluster_secret, rec.jid), ex=3600
                     )
                 now = int(self.clock() * 1000)
@@ -219,7 +231,10 @@ class Dispatcher(SavepointOperations):
         # Attempts after the ones the old TaskManager tasks ran, so no stale channel is ever read.
         seen = [s.get("attempt", 0) for s in self._all_metric_samples(rec.jid)]
         if not jm.resume_from_latest_checkpoint(max(seen, default=0) + 1, rec.start_time):
-            return False
+            if self.leadership is None:
+                return False  # a lone JobManager restarted: recorded as failed, as before
+            # HA: the job was handed over, not abandoned; start it over (nothing was committed yet).
+            jm.resume_from_scratch(max(seen, default=0) + 1, rec.start_time)
         self.gateway.release_job(rec.jid)
         self.jobs[rec.jid] = jm
         jm.persist()
@@ -234,16 +249,34 @@ class Dispatcher(SavepointOperations):
         )
         return [s for s in samples if s is not None]  # a forged sample must not pick the next attempt
 
+    def _leading(self) -> bool:
+        return self.leadership is None or self.leadership()
+
+    def _step_down(self, reason: str) -> None:
+        """Leave the job masters to the next leader: their tasks keep running until it redeploys them."""
+        if not self.stepped_down:
+            log.warning("the Dispatcher stops: %s; %d job(s) left to the next leader", reason, len(self.jobs))
+        self.stepped_down = True
+        self._stop.set()
+
     def _loop(self) -> None:
         next_membership = 0.0
         while not self._stop.is_set():
+            if not self._leading():
+                self._step_down("this JobManager no longer holds the leader lease")
+                break
             try:
+                # Begun only while the lease holds; it ends (0.2 s) within the lease's safety margin, so
+                # a paused leader cannot take a report meant for its successor.
                 got = self.client.blpop([redis_keys.JOBMANAGER_INBOX], timeout=0.2)
                 batch = [got[1]] if got else []
                 if got:
                     more = self.client.lpop(redis_keys.JOBMANAGER_INBOX, 500)
                     batch.extend(more or [])
                 with self.lock:
+                    if not self._leading():  # checked again after the wait: a pause may have ended the lease
+                        self._step_down("this JobManager no longer holds the leader lease")
+                        break
                     now = time.monotonic()
                     due = now >= next_membership
                     if due:  # before the batch: reports popped from a new Redis must not restart a job first
@@ -262,6 +295,9 @@ class Dispatcher(SavepointOperations):
                     for jm in list(self.jobs.values()):
                         jm.tick(self.pool)
                     self._archive_ended()
+            except FencedOut as e:
+                self._step_down(str(e))
+                break
             except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError) as e:
                 log.warning("Redis unavailable: %s", e)
                 next_membership = 0.0  # the first round after it is back checks whether it restarted

@@ -357,6 +357,16 @@ class JobMaster:
         log.info("job %s resumes as attempt %d from checkpoint %d", self.job_id, attempt, latest.checkpoint_id)
         return True
 
+    def resume_from_scratch(self, attempt: int, start_time: int) -> None:
+        """After a JobManager failover, a job with nothing to restore from starts over as ``attempt``, as
+        Flink's HA does from its JobGraph store (and as a restart without a checkpoint does): no
+        checkpoint completed, so an exactly-once sink committed nothing yet."""
+        now = self._now()
+        self.eg.timestamps[JobStatus.CREATED.value] = start_time
+        for _ in range(attempt):
+            self.eg.reset_for_restart(now)
+        log.info("job %s starts over as attempt %d: it has no completed checkpoint", self.job_id, attempt)
+
     def _end_as_requested(self, restored_id: int | None) -> None:
         """Restored from a savepoint that was to end the job: a stop-with-savepoint finishes it at once
         (the tasks restore, commit what the savepoint staged, and end, draining only if the stop did),

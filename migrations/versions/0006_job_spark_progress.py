@@ -1,7 +1,7 @@
 """Spark's final progress of a BATCH job on Spark, kept with the job.
 
-Revision ID: 0005_job_spark_progress
-Revises: 0004_ui_sessions
+Revision ID: 0006_job_spark_progress
+Revises: 0005_jobmanager_leader
 Create Date: 2026-11-25
 
 """
@@ -11,8 +11,8 @@ import sqlalchemy as sa
 from alembic import op
 
 # revision identifiers, used by Alembic.
-revision: str = "0005_job_spark_progress"
-down_revision: Union[str, Sequence[str], None] = "0004_ui_sessions"
+revision: str = "0006_job_spark_progress"
+down_revision: Union[str, Sequence[str], None] = "0005_jobmanager_leader"
 branch_labels: Union[str, Sequence[str], None] = None
 depends_on: Union[str, Sequence[str], None] = None
 

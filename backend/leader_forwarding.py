@@ -1,0 +1,161 @@
+"""LeaderForwarding: a standby JobManager passes REST requests on to the leader (issue 18).
+
+With high availability every JobManager answers REST. A standby forwards each request (method,
+path, query, headers and body) to the leader named by the lease and relays the answer, so clients
+and scripts may talk to any JobManager. What only this process can answer stays here: the
+``/jobmanager/leader`` route, this process's own log and config, and the dashboard's pages (which
+show, in their header, which JobManager leads). When no leader can be reached (a takeover under way)
+a read is answered here from SQL, with ``X-Millstream-Served-By: standby``, and a mutation gets 503
+with ``Retry-After``: clients retry it (engine/client/remote.py). A request that was forwarded once is
+never forwarded again, so two JobManagers that disagree about the leader cannot bounce it forever.
+The leader applies its own token, origin and CSRF checks to what it is forwarded (the standby
+rewrites ``Host`` to the leader's, so it first refuses names it would not answer itself).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import re
+import httpx
+import redis
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from backend.origin_guard import host_allowed
+
+log = logging.getLogger("millstream.forwarding")
+logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per forwarded request would drown the JobManager's log
+
+FORWARDED_HEADER = "x-millstream-forwarded"
+MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+_HOP_BY_HOP = frozenset({
+    "host", "content-length", "connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
+    "proxy-authorization", "proxy-authenticate",
+})
+_OWN = frozenset({"date", "server", "content-encoding"})  # set by this server itself, or undone by httpx
+# Answered by this process whatever its role.
+_LOCAL = re.compile(r"^(/v1)?/(jobmanager/(leader|log|logs|config)|docs|redoc|openapi\.json|metrics)(/|$)|^/ui/static/")
+# Reads a standby cannot answer from SQL: they need the leader's live state (the collect offsets).
+_LIVE_ONLY = re.compile(r"^(/v1)?/jobs/[^/]+/results$")
+
+
+def _json(status: int, message: str, extra: list[tuple[bytes, bytes]] = ()) -> tuple[dict, bytes]:
+    body = json.dumps({"errors": [message]}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *extra]
+    return {"type": "http.response.start", "status": status, "headers": headers}, body
+
+
+class LeaderForwarding:
+    def __init__(
+        self, app: ASGIApp, max_body_bytes: int, guard_hosts: list[str] | None = None, timeout_s: float = 120.0
+    ) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+        # Without a token, the Host names this server answers (OriginGuard's rule). The forwarded request
+        # carries the leader's Host, so a DNS-rebinding name must be refused here, before forwarding.
+        self.guard_hosts = guard_hosts
+        self.timeout_s = timeout_s
+        self._client: httpx.AsyncClient | None = None
+        self._last_unreachable: str | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        leadership = getattr(scope["app"].state, "leadership", None)
+        method, path = scope["method"], scope["path"]
+        if (
+            leadership is None
+            or not leadership.high_availability
+            or leadership.serving_leader()
+            or _LOCAL.match(path)
+            or (path.startswith("/ui/") and method not in MUTATING)
+        ):
+            await self.app(scope, receive, send)
+            return
+        headers = [(k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in scope["headers"]]
+        if self.guard_hosts is not None and not host_allowed(dict(headers).get("host", ""), self.guard_hosts):
+            await self.app(scope, receive, send)  # OriginGuard, inside, refuses it
+            return
+        already = any(k == FORWARDED_HEADER for k, _ in headers)
+        try:
+            leader = leadership.leader_address()
+        except redis.RedisError:
+            leader = None  # Redis away: nobody can be told to lead; answer what SQL can
+        if already or leader is None or leader == leadership.address:
+            await self._unforwarded(scope, receive, send, None)
+            return
+        body = await self._body(receive)
+        if body is None:
+            start, payload = _json(413, f"the request body exceeds {self.max_body_bytes} bytes (max_request_bytes)")
+            await send(start)
+            await send({"type": "http.response.body", "body": payload})
+            return
+        query = scope.get("query_string", b"").decode("latin-1")
+        url = leader + scope.get("raw_path", path.encode()).decode("latin-1") + (f"?{query}" if query else "")
+        forward = [(k, v) for k, v in headers if k not in _HOP_BY_HOP]
+        forward.append((FORWARDED_HEADER, leadership.address))
+        try:
+            r = await self._http().request(method, url, headers=forward, content=body)
+        except httpx.TransportError as e:
+            if leader != self._last_unreachable:  # once per leader, not per request of a takeover's seconds
+                self._last_unreachable = leader
+                log.info("the leader %s did not answer %s %s (%s); answering here until one does", leader, method, path, e)
+            await self._unforwarded(scope, receive, send, body)
+            return
+        out = [
+            (k.encode("latin-1"), v.encode("latin-1"))
+            for k, v in r.headers.multi_items()
+            if k.lower() not in _HOP_BY_HOP and k.lower() not in _OWN
+        ]
+        out += [(b"content-length", str(len(r.content)).encode()), (b"x-millstream-served-by", leader.encode())]
+        await send({"type": "http.response.start", "status": r.status_code, "headers": out})
+        await send({"type": "http.response.body", "body": r.content})
+
+    async def _unforwarded(self, scope: Scope, receive: Receive, send: Send, body: bytes | None) -> None:
+        """No leader to forward to: answer reads here from SQL; refuse mutations and live reads with 503."""
+        if scope["method"] in MUTATING or _LIVE_ONLY.match(scope["path"]):
+            start, payload = _json(
+                503, "no JobManager leads right now (a standby is taking over); retry in a moment",
+                [(b"retry-after", b"1")],
+            )
+            await send(start)
+            await send({"type": "http.response.body", "body": payload})
+            return
+        replayed = False
+
+        async def replay() -> Message:
+            # The body was read for forwarding: hand it to the app once, then whatever comes next.
+            nonlocal replayed
+            if body is None or replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def mark(msg: Message) -> None:
+            if msg["type"] == "http.response.start":
+                msg = {**msg, "headers": [*msg.get("headers", []), (b"x-millstream-served-by", b"standby")]}
+            await send(msg)
+
+        await self.app(scope, replay, mark)
+
+    async def _body(self, receive: Receive) -> bytes | None:
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            msg = await receive()
+            if msg["type"] == "http.disconnect":
+                break
+            chunk = msg.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                return None
+            chunks.append(chunk)
+            if not msg.get("more_body", False):
+                break
+        return b"".join(chunks)
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(timeout=self.timeout_s, follow_redirects=False)
+        return self._client
+

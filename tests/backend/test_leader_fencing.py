@@ -1,0 +1,199 @@
+"""The leader lease against a real Redis and a real SQLite database: only the holder renews, tokens
+grow, and a JobManager that lost the lease can change nothing, neither in Redis nor in SQL."""
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import redis
+from sqlalchemy.orm import Session, sessionmaker
+
+from backend.persistence.database import make_engine, make_session_factory, upgrade_database
+from backend.persistence.leader_fence import SqlLeaderFence
+from backend.persistence.sql_job_store import SqlJobStore
+from engine import redis_keys
+from engine.jobmanager.job_store import JobRecord
+from engine.jobmanager.leader_election import FencedOut, FencedRedis, RedisLeaderElection
+from engine.jobmanager.leader_lease import Lease, LeaseConfig
+
+# Steps driven by hand: a lease long enough that a loaded machine never lets it run out mid-test.
+SLOW = LeaseConfig(ttl_ms=10_000, renew_interval_ms=1000, retry_interval_ms=200, margin_ms=500)
+# The election threads on their own: a short lease, so a takeover happens within the test.
+FAST = LeaseConfig(ttl_ms=1500, renew_interval_ms=300, retry_interval_ms=100, margin_ms=150)
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, int]] = []
+        self.changed = threading.Event()
+
+    def grant(self, lease: Lease) -> None:
+        self.events.append(("grant", lease.token))
+        self.changed.set()
+
+    def revoke(self, lease: Lease, reason: str) -> None:
+        self.events.append(("revoke", lease.token))
+        self.changed.set()
+
+
+@pytest.fixture
+def client(redis_url: str):
+    c = redis.Redis.from_url(redis_url)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def sessions(tmp_path: Path) -> sessionmaker[Session]:
+    url = f"sqlite:///{tmp_path / 'ms.db'}"
+    upgrade_database(url)
+    return make_session_factory(make_engine(url))
+
+
+def _election(client, sessions, address: str, recorder: Recorder, config: LeaseConfig = SLOW) -> RedisLeaderElection:
+    return RedisLeaderElection(client, address, recorder, SqlLeaderFence(sessions), config)
+
+
+def _job(state: str = "RUNNING") -> JobRecord:
+    return JobRecord(jid="a" * 32, name="j", state=state, job_type="STREAMING", start_time=1, user_code=b"code")
+
+
+def test_one_jobmanager_wins_and_each_term_gets_a_larger_token(client, sessions) -> None:
+    a, b = Recorder(), Recorder()
+    ea, eb = _election(client, sessions, "http://a:1", a), _election(client, sessions, "http://b:2", b)
+    ea._do_acquire()
+    eb._do_acquire()
+    assert ea.holds() and not eb.holds()
+    first = ea.lease
+    assert a.events == [("grant", first.token)] and b.events == []
+    assert ea.current_leader() == first
+    assert SqlLeaderFence(sessions).highest_token() == first.token
+    ea.stop()  # a leader shutting down gives the lease back at once
+    assert a.events[-1] == ("revoke", first.token)
+    eb._do_acquire()
+    assert eb.holds() and eb.lease.token > first.token
+    assert eb.current_leader().address == "http://b:2"
+
+
+def test_only_the_holder_can_renew(client, sessions) -> None:
+    a, b = Recorder(), Recorder()
+    ea, eb = _election(client, sessions, "http://a:1", a), _election(client, sessions, "http://b:2", b)
+    ea._do_acquire()
+    # B, pretending to hold A's term with another value, cannot extend it.
+    forged = Lease(ea.lease.token, "http://b:2", ea.lease.since_ms)
+    assert eb._renew(keys=[redis_keys.JOBMANAGER_LEADER], args=[forged.encode(), 60_000]) == 0
+    assert 0 < client.pttl(redis_keys.JOBMANAGER_LEADER) <= SLOW.ttl_ms
+    ea._do_renew()
+    assert ea.holds()
+
+
+def test_a_jobmanager_that_lost_the_lease_cannot_write_to_redis_or_sql(client, sessions) -> None:
+    a, b = Recorder(), Recorder()
+    ea, eb = _election(client, sessions, "http://a:1", a), _election(client, sessions, "http://b:2", b)
+    ea._do_acquire()
+    old = ea.lease
+    old_writes = FencedRedis(client, old)
+    old_store = SqlJobStore(sessions, SqlLeaderFence(sessions, old.token))
+    old_writes.rpush("ms:tm:x:slot:0:inbox", b"deploy-1")
+    old_store.save_job(_job("RUNNING"))
+    # A pauses past its lease (the key expires in Redis); B takes over.
+    client.delete(redis_keys.JOBMANAGER_LEADER)
+    eb._do_acquire()
+    new = eb.lease
+    assert new.token > old.token
+    new_store = SqlJobStore(sessions, SqlLeaderFence(sessions, new.token))
+
+    # A wakes up and tries to deploy, cancel, upload code and change the job's state: all refused.
+    with pytest.raises(FencedOut):
+        old_writes.rpush("ms:tm:x:slot:0:inbox", b"deploy-2")
+    with pytest.raises(FencedOut):
+        old_writes.set(redis_keys.job_user_code("a" * 32), b"other code")
+    with pytest.raises(FencedOut):
+        old_writes.delete("ms:tm:x:slot:0:inbox")
+    with pytest.raises(FencedOut):
+        old_store.save_job(_job("CANCELED"))
+    assert client.lrange("ms:tm:x:slot:0:inbox", 0, -1) == [b"deploy-1"]
+    assert client.get(redis_keys.job_user_code("a" * 32)) is None
+    assert new_store.get_job("a" * 32).state == "RUNNING"
+    # The new leader writes freely, and A's renewal makes it step down.
+    FencedRedis(client, new).rpush("ms:tm:x:slot:0:inbox", b"deploy-3")
+    new_store.save_job(_job("FINISHED"))
+    assert new_store.get_job("a" * 32).state == "FINISHED"
+    ea._do_renew()
+    assert not ea.holds() and a.events[-1] == ("revoke", old.token)
+
+
+def test_a_standby_never_writes_job_state() -> None:
+    fence = SqlLeaderFence(sessionmaker(), token=None)
+    with pytest.raises(FencedOut, match="not the leader"):
+        fence.check(None)  # type: ignore[arg-type] - refused before the database is touched
+
+
+def test_a_claim_below_the_database_fence_is_refused(sessions) -> None:
+    fence = SqlLeaderFence(sessions)
+    assert fence.claim(Lease(5, "http://a:1", 1))
+    assert not fence.claim(Lease(5, "http://b:2", 2))
+    assert not fence.claim(Lease(3, "http://b:2", 2))
+    assert fence.claim(Lease(6, "http://b:2", 3))
+    assert fence.highest_token() == 6
+
+
+def test_tokens_stay_above_the_database_fence_after_redis_lost_its_counter(client, sessions) -> None:
+    SqlLeaderFence(sessions).claim(Lease(41, "http://old:1", 1))  # a past term, before Redis was replaced
+    a = Recorder()
+    ea = _election(client, sessions, "http://a:1", a)
+    ea._do_acquire()
+    assert ea.lease.token == 42
+    assert int(client.get(redis_keys.JOBMANAGER_LEADER_EPOCH)) == 42
+
+
+def test_a_standby_takes_over_within_a_lease_when_the_leader_stops_renewing(client, sessions) -> None:
+    a, b = Recorder(), Recorder()
+    ea, eb = _election(client, sessions, "http://a:1", a, FAST), _election(client, sessions, "http://b:2", b, FAST)
+    ea.start()
+    assert a.changed.wait(5)
+    eb.start()
+    try:
+        time.sleep(3 * FAST.ttl_ms / 1000)  # A renews throughout: B never leads meanwhile
+        assert b.events == [] and ea.holds()
+        assert eb.members() == ["http://a:1", "http://b:2"]
+        # A stops renewing without giving the lease back (as if killed).
+        ea._stop.set()
+        ea._thread.join(5)
+        stopped = time.monotonic()
+        assert b.changed.wait(5)
+        took = time.monotonic() - stopped
+        assert b.events[0][0] == "grant" and took < 2 * FAST.ttl_ms / 1000
+        assert eb.current_leader().address == "http://b:2"
+    finally:
+        eb.stop()
+
+
+def test_a_leader_that_resigns_lets_a_standby_in_at_once(client, sessions) -> None:
+    a, b = Recorder(), Recorder()
+    ea, eb = _election(client, sessions, "http://a:1", a), _election(client, sessions, "http://b:2", b)
+    ea._do_acquire()
+    token = ea.lease.token
+    ea.resign("taking over failed")
+    assert not ea.holds() and a.events == [("grant", token), ("revoke", token)]
+    assert client.get(redis_keys.JOBMANAGER_LEADER) is None
+    eb._do_acquire()
+    assert eb.holds() and eb.lease.token == token + 1
+
+
+def test_a_jobmanager_joining_while_others_stand_by_lets_them_lead_first(client, sessions) -> None:
+    a, b = Recorder(), Recorder()
+    ea = _election(client, sessions, "http://a:1", a, FAST)
+    ea.start()  # alone: campaigns at once
+    try:
+        assert a.changed.wait(2)
+        eb = _election(client, sessions, "http://b:2", b, FAST)
+        eb.start()  # A is a member: B waits a lease before it first tries
+        try:
+            assert eb.state.next_attempt - time.monotonic() > FAST.ttl_ms / 1000 / 2
+        finally:
+            eb.stop()
+    finally:
+        ea.stop()

@@ -1,0 +1,64 @@
+"""The dashboard header names the leading JobManager (issue 18): two real JobManager processes with
+high availability on one Redis and one SQLite file, seen in headless Chromium. The standby's page
+links to the leader; once the leader is SIGKILLed the former standby's page says it leads."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+
+from tests.browser.conftest import shot
+from tests.integration.cluster import Cluster, free_port
+
+
+def _jobmanager(c: Cluster, port: int, log: Path) -> subprocess.Popen:
+    env = {**c.env, "MILLSTREAM_PORT": str(port), "MILLSTREAM_HIGH_AVAILABILITY": "true", "MILLSTREAM_LEADER_LEASE_MS": "1500"}
+    with open(log, "ab") as out:
+        return subprocess.Popen([sys.executable, "-m", "backend.cli", "jobmanager"], env=env, stdout=out, stderr=subprocess.STDOUT)
+
+
+def _role(url: str) -> str | None:
+    try:
+        return httpx.get(f"{url}/jobmanager/leader", timeout=2).json()["role"]
+    except (httpx.HTTPError, ValueError, KeyError):
+        return None
+
+
+def test_the_header_badge_names_the_leader_and_follows_a_takeover(tmp_path: Path, page) -> None:
+    c = Cluster(tmp_path)
+    ports = [free_port(), free_port()]
+    urls = [f"http://127.0.0.1:{p}" for p in ports]
+    first = _jobmanager(c, ports[0], tmp_path / "jm-0.log")
+    second = None
+    try:
+        c.wait_for(lambda: _role(urls[0]) == "leader", 60, "the first JobManager to lead")
+        second = _jobmanager(c, ports[1], tmp_path / "jm-1.log")
+        c.wait_for(lambda: _role(urls[1]) == "standby", 60, "the second JobManager to stand by")
+
+        page.goto(f"{urls[1]}/ui/")
+        badge = page.locator("#leader-badge")
+        assert "Standby" in badge.inner_text() and urls[0] in badge.inner_text()
+        shot(page, "leader-badge-standby")
+        badge.locator("a").click()  # to the leader's own dashboard
+        page.wait_for_url(f"{urls[0]}/ui/")
+        assert page.locator("#leader-badge").inner_text().strip() == "Leader: this JobManager"
+
+        os.kill(first.pid, signal.SIGKILL)
+        c.wait_for(lambda: _role(urls[1]) == "leader", 30, "the standby to take over")
+        page.goto(f"{urls[1]}/ui/")
+        assert page.locator("#leader-badge").inner_text().strip() == "Leader: this JobManager"
+        assert "is-leader" in (page.locator("#leader-badge").get_attribute("class") or "")
+    finally:
+        for p in (first, second):
+            if p is not None and p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+        c.http.close()
+        c.redis.stop()

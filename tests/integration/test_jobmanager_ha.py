@@ -1,0 +1,251 @@
+"""JobManager high availability on real processes (issue 18): ``millstream cluster start --jobmanagers 3``
+runs a leader and two standbys. While the chaos test's checkpointed keyed count runs (one job writing
+to the exactly-once FileSink, one collected by the client, which knows all three addresses), the
+leader is SIGKILLed three times: each time a standby takes over and resumes both jobs from their
+latest checkpoints, and the launcher brings the killed one back as a standby. Then the leader is
+SIGSTOPped past its lease and SIGCONTed: it steps down and changes nothing. Every update must be
+committed exactly once and reach the client exactly once. Prints the takeover times."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+
+from tests.integration.cluster import Cluster, free_port
+from tests.integration.test_chaos import PROGRAM, _all_running, _attempt
+from tests.integration.test_launcher import _role_pids
+from tests.integration.test_recovery import committed_counts
+
+N = 12_000
+RATE = 300  # records per second: 40 s of input, enough for four faults to land midway
+LEASE_MS = 3000
+HEARTBEAT_TIMEOUT_MS = 3000
+JOBMANAGERS = 3
+KILLS = 3
+
+
+def _consecutive_free_ports(n: int) -> int:
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            first = s.getsockname()[1]
+        if first + n > 65535:
+            continue
+        ok = True
+        for port in range(first, first + n):
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    ok = False
+                    break
+        if ok:
+            return first
+    raise RuntimeError("no consecutive free ports")
+
+
+class HACluster:
+    """The launched cluster's JobManagers, asked with short timeouts (one of them may be paused)."""
+
+    def __init__(self, launcher: subprocess.Popen, urls: list[str]) -> None:
+        self.launcher = launcher
+        self.urls = urls
+
+    def leader_info(self, skip: str | None = None) -> dict | None:
+        for url in self.urls:
+            if url == skip:
+                continue
+            try:
+                return httpx.get(f"{url}/jobmanager/leader", timeout=2).json()
+            except (httpx.HTTPError, ValueError):
+                continue
+        return None
+
+    def role_of(self, url: str) -> str | None:
+        try:
+            return httpx.get(f"{url}/jobmanager/leader", timeout=2).json()["role"]
+        except (httpx.HTTPError, ValueError, KeyError):
+            return None
+
+    def serving_leader(self, skip: str | None = None) -> str | None:
+        """The address of a leader that has finished taking over, if any."""
+        info = self.leader_info(skip)
+        address = info and info["address"]
+        return address if address and address != skip and self.role_of(address) == "leader" else None
+
+    def pid_of(self, url: str) -> int:
+        port = url.rsplit(":", 1)[1]
+        for pid in _role_pids(self.launcher.pid, "jobmanager"):
+            try:
+                if psutil.Process(pid).environ().get("MILLSTREAM_PORT") == port:
+                    return pid
+            except psutil.Error:
+                continue
+        raise AssertionError(f"no JobManager process on port {port}")
+
+
+def _wait(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except (httpx.HTTPError, KeyError, ValueError):
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def test_leader_kills_and_a_pause_lose_no_update_and_a_paused_leader_changes_nothing(tmp_path: Path) -> None:
+    port = _consecutive_free_ports(JOBMANAGERS)
+    c = Cluster(tmp_path, heartbeat_timeout_ms=HEARTBEAT_TIMEOUT_MS)  # its environment and helpers only
+    c.redis.stop()  # the launcher starts its own embedded Redis
+    urls = [f"http://127.0.0.1:{port + i}" for i in range(JOBMANAGERS)]
+    env = dict(c.env)
+    env.pop("REDIS_URL")
+    env.update(
+        MILLSTREAM_PORT=str(port), MILLSTREAM_JOBMANAGER=",".join(urls), MILLSTREAM_LEADER_LEASE_MS=str(LEASE_MS),
+    )
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "backend.cli", "cluster", "start", "--jobmanagers", str(JOBMANAGERS),
+         "--taskmanagers", "2", "--slots", "2"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    ha = HACluster(launcher, urls)
+    c.http.close()
+    out, collected = tmp_path / "out", tmp_path / "collected.json"
+    run = None
+    takeovers: list[tuple[float, float]] = []  # (lease taken over and jobs recovered, both jobs running again)
+    try:
+        leader = _wait(ha.serving_leader, 90, "a leader")
+        c.http = httpx.Client(base_url=leader, timeout=10)
+        c.wait_for(lambda: c.overview()["taskmanagers"] >= 2, 60, "the TaskManagers")
+        info = ha.leader_info()
+        assert sorted([info["address"], *info["standbys"]]) == urls
+        # A standby hands a mutation to the leader and relays its answer (here: no such job).
+        standby = next(u for u in urls if u != leader)
+        r = httpx.patch(f"{standby}/jobs/{'0' * 32}", params={"mode": "cancel"}, timeout=10)
+        assert r.status_code == 404 and r.headers["x-millstream-served-by"] == leader, (r.status_code, r.headers)
+        # ... but not one under a name it would not answer itself (DNS rebinding): the leader would see its own.
+        r = httpx.get(f"{standby}/jobs/overview", headers={"Host": "rebound.example"}, timeout=10)
+        assert r.status_code == 403 and "x-millstream-served-by" not in r.headers
+        # The CLI tries the next address when one is unreachable.
+        listed = c.cli("list", "-m", f"http://127.0.0.1:{free_port()},{standby}", timeout=60)
+        assert listed.returncode == 0 and "No jobs." in listed.stdout, listed.stderr
+        run = subprocess.Popen(
+            [sys.executable, "-m", "backend.cli", "run", "-p", "2", str(PROGRAM), str(N), str(RATE), str(out), str(collected)],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        c.wait_for(lambda: len(c.job_ids()) == 2, 60, "the two jobs")
+        jobs = sorted(c.job_ids())
+
+        def settle() -> dict[str, int]:
+            """Both jobs run every task and completed a checkpoint since; their attempts."""
+            for jid in jobs:
+                c.wait_for(lambda: _all_running(c, jid), 60, f"job {jid} to run")
+            done = {j: c.http.get(f"/jobs/{j}/checkpoints").json()["counts"]["completed"] for j in jobs}
+            c.wait_for(
+                lambda: all(c.http.get(f"/jobs/{j}/checkpoints").json()["counts"]["completed"] > done[j] for j in jobs),
+                30, "a checkpoint of each job",
+            )
+            assert all(c.job(j)["state"] == "RUNNING" for j in jobs), "a job ended before every fault landed; raise N"
+            return {j: _attempt(c, j) for j in jobs}
+
+        for _ in range(KILLS):
+            attempts = settle()
+            old = leader
+            os.kill(ha.pid_of(old), signal.SIGKILL)
+            killed = time.monotonic()
+            leader = _wait(lambda: ha.serving_leader(skip=old), 30, "a standby to take over")
+            took = time.monotonic() - killed
+            c.http.close()
+            c.http = httpx.Client(base_url=leader, timeout=10)
+            c.wait_for(lambda: all(_attempt(c, j) > attempts[j] and _all_running(c, j) for j in jobs), 60, "both jobs to run again")
+            takeovers.append((took, time.monotonic() - killed))
+            print(f"leader {old} SIGKILLed: {leader} led after {took:.1f} s, both jobs ran again after {takeovers[-1][1]:.1f} s", flush=True)
+            # The launcher starts the killed one again; it comes back as a standby.
+            _wait(lambda: ha.role_of(old) == "standby" and old in ha.leader_info()["standbys"], 60, f"{old} back as a standby")
+
+        # The fencing test: pause the leader past its lease, let a standby take over, then wake it.
+        attempts = settle()
+        paused = leader
+        pid = ha.pid_of(paused)
+        os.kill(pid, signal.SIGSTOP)
+        stopped = time.monotonic()
+        try:
+            leader = _wait(lambda: ha.serving_leader(skip=paused), 30, "a standby to take over from the paused leader")
+            c.http.close()
+            c.http = httpx.Client(base_url=leader, timeout=10)
+            c.wait_for(lambda: all(_attempt(c, j) > attempts[j] and _all_running(c, j) for j in jobs), 60, "both jobs to run again")
+            print(f"leader {paused} SIGSTOPped: {leader} led after {time.monotonic() - stopped:.1f} s", flush=True)
+            resumed_attempts = {j: _attempt(c, j) for j in jobs}
+            time.sleep(max(0.0, LEASE_MS / 1000 + 1 - (time.monotonic() - stopped)))
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        woke = time.time()
+        _wait(lambda: ha.role_of(paused) == "standby", 20, "the paused leader to answer as a standby")
+        time.sleep(3)  # time enough for anything the woken JobManager would still do
+        assert ha.serving_leader() == leader, "the woken JobManager took leadership back"
+        assert {j: _attempt(c, j) for j in jobs} == resumed_attempts, "a job was restarted after the old leader woke"
+        assert all(_all_running(c, j) for j in jobs)
+        log = (tmp_path / "var" / "log" / f"jobmanager-{urls.index(paused)}.log").read_text()
+        after = [line for line in log.splitlines() if _logged_after(line, woke - 1)]
+        assert any("steps down" in line or "the Dispatcher stops" in line for line in after), log[-3000:]
+        changes = [line for line in after if "switched from state" in line or "resumes as attempt" in line or "restarts as attempt" in line]
+        assert not changes, f"the paused leader changed job state after it woke: {changes}"
+
+        stdout, stderr = run.communicate(timeout=180)
+        assert run.returncode == 0, stderr[-3000:]
+        assert "Traceback" not in stderr, stderr[-3000:]
+        received = [tuple(u) for u in json.loads(collected.read_text())]
+        assert len(received) == len(set(received)) == N, f"client: {len(received)} updates, {len(set(received))} distinct"
+        want = list(range(1, N // 40 + 1))
+        files = committed_counts(out)
+        assert sorted(files) == sorted(f"k{k}" for k in range(40))
+        wrong = {k: (len(v), len(set(v))) for k, v in files.items() if sorted(v) != want}
+        assert not wrong, f"sink: keys whose updates were not committed exactly once: {wrong}"
+        for jid in jobs:
+            assert c.job(jid)["state"] == "FINISHED"
+    except BaseException:
+        _print_logs(tmp_path / "var" / "log")
+        raise
+    finally:
+        if run is not None and run.poll() is None:
+            run.kill()
+        launcher.send_signal(signal.SIGINT)
+        try:
+            launcher.wait(30)
+        except subprocess.TimeoutExpired:
+            launcher.kill()
+        c.http.close()
+    print(
+        "\nJobManager HA: takeover after a leader SIGKILL (new leader serving; both jobs running again): "
+        + ", ".join(f"{a:.1f} s / {b:.1f} s" for a, b in takeovers)
+    )
+    assert len(takeovers) == KILLS
+    assert all(took < 10 for took, _ in takeovers), takeovers  # issue 18: a standby takes over within 10 s
+
+
+def _logged_after(line: str, since: float) -> bool:
+    """Whether a JobManager log line (``2026-11-25 06:18:22,231 ...``) was written after ``since``."""
+    try:
+        stamp = time.mktime(time.strptime(line[:19], "%Y-%m-%d %H:%M:%S")) + int(line[20:23]) / 1000
+    except ValueError:
+        return False
+    return stamp >= since
+
+
+def _print_logs(directory: Path) -> None:
+    """The JobManagers' own lines (not request logs) and the launcher's, to tell why a takeover stalled."""
+    for log in sorted(directory.glob("jobmanager-*.log")):
+        lines = [line for line in log.read_text(errors="replace").splitlines() if '" 200' not in line and "HTTP/1.1" not in line]
+        print(f"--- {log.name}", *lines[-40:], sep="\n")
