@@ -49,9 +49,13 @@ def test_the_header_badge_names_the_leader_and_follows_a_takeover(tmp_path: Path
 
         os.kill(first.pid, signal.SIGKILL)
         c.wait_for(lambda: _role(urls[1]) == "leader", 30, "the standby to take over")
+        # The open page's live stream from the killed JobManager broke mid-response: that is this test's
+        # doing, not a page error (the fixture fails on any other console error).
         page.goto(f"{urls[1]}/ui/")
+        page.errors[:] = [e for e in page.errors if "ERR_INCOMPLETE_CHUNKED_ENCODING" not in e and e != "console error: [object Event]"]
         assert page.locator("#leader-badge").inner_text().strip() == "Leader: this JobManager"
         assert "is-leader" in (page.locator("#leader-badge").get_attribute("class") or "")
+        page.goto("about:blank")  # close the live stream before its JobManager is stopped below
     finally:
         for p in (first, second):
             if p is not None and p.poll() is None:
