@@ -123,13 +123,18 @@ def jobmanager(
         help="High availability: elect a leader among the JobManagers sharing this Redis and database; "
         "the others stand by [env MILLSTREAM_HIGH_AVAILABILITY]",
     ),
+    log_file: Optional[str] = typer.Option(
+        None, help="Log to this file, rotated by size, instead of stderr [env MILLSTREAM_LOG_FILE]"
+    ),
 ) -> None:
     """Run the JobManager: Dispatcher, REST API and scheduler."""
     import uvicorn
 
     from backend.app import create_app
 
-    overrides = {k: v for k, v in {"host": host, "port": port, "high_availability": ha}.items() if v is not None}
+    overrides = {
+        k: v for k, v in {"host": host, "port": port, "high_availability": ha, "log_file": log_file}.items() if v is not None
+    }
     settings = Settings(**overrides)
     _check_bind(settings, insecure)
     _require_cluster_secret(settings, "JobManager")
@@ -145,8 +150,21 @@ def jobmanager(
     from engine.checkpoint.storage import seal_state_files
 
     seal_state_files(settings.cluster_secret)  # state files the JobManager writes are sealed like the slots'
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="info")
+    _configure_logging(settings, str(settings.log_file) if settings.log_file else None)
+    # log_config=None: uvicorn's own loggers go to the handlers set above (the rotating file), and
+    # access lines only on request (MILLSTREAM_ACCESS_LOG), so job events are not buried in them.
+    uvicorn.run(
+        create_app(settings), host=settings.host, port=settings.port, log_level="info", log_config=None,
+        access_log=settings.access_log,
+    )
+
+
+def _configure_logging(settings: Settings, log_file: str | None) -> None:
+    from engine.runtime import process_logging
+
+    if log_file:
+        Path(log_file).parent.mkdir(parents=True, exist_ok=True)
+    process_logging.configure(log_file, max_bytes=settings.log_max_bytes, backups=settings.log_backups)
 
 
 @app.command()
@@ -176,7 +194,8 @@ def taskmanager(
     _require_cluster_secret(settings, "TaskManager")
     checkpoint_dir = _check_checkpoint_dir(settings, "TaskManager")
     unsealed = _benchmark_switch(settings, "TaskManager")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    log_path = log_file or (str(settings.log_file) if settings.log_file else None)
+    _configure_logging(settings, log_path)
     run_taskmanager(
         TaskManagerConfig(
             redis_url=url,
@@ -185,7 +204,7 @@ def taskmanager(
             heartbeat_timeout_ms=settings.heartbeat_timeout_ms,
             credits=settings.credits,
             buffer_records=settings.buffer_records,
-            log_file=os.path.abspath(log_file) if log_file else None,
+            log_file=os.path.abspath(log_path) if log_path else None,
             state_dir=str((settings.data_dir / "state").resolve()),
             cluster_secret=settings.cluster_secret,
             host=_advertised_host(host or settings.taskmanager_host),

@@ -106,12 +106,19 @@ class LocalCluster:
         cli = [sys.executable, "-m", "backend.cli"]
         for i in range(self.jobmanagers):
             name = "jobmanager" if self.jobmanagers == 1 else f"jobmanager-{i}"
-            jm = _Child(name, [*cli, "jobmanager"], logs / f"{name}.log", env_overrides={"MILLSTREAM_PORT": str(self.settings.port + i)})
+            # Flink's split: the process logs to <name>.log (rotated), its stdout/stderr go to <name>.out.
+            jm = _Child(
+                name, [*cli, "jobmanager", "--log-file", str(logs / f"{name}.log")], logs / f"{name}.out",
+                env_overrides={"MILLSTREAM_PORT": str(self.settings.port + i)},
+            )
             self.children.append(jm)
             jm.start(env)
         for i in range(self.taskmanagers):
             log = logs / f"taskmanager-{i}.log"
-            tm = _Child(f"taskmanager-{i}", [*cli, "taskmanager", "--slots", str(self.slots), "--log-file", str(log)], log)
+            tm = _Child(
+                f"taskmanager-{i}", [*cli, "taskmanager", "--slots", str(self.slots), "--log-file", str(log)],
+                logs / f"taskmanager-{i}.out",  # what the job's print() sinks and user code print
+            )
             self.children.append(tm)
             tm.start(env)
         self.env = env

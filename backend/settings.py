@@ -72,6 +72,12 @@ class Settings(BaseSettings):
     # JobManager's host, so with a remote SPARK_MASTER this must be a name the workers can resolve.
     spark_driver_host: str | None = None
     batch_engine: str = "spark"  # where BATCH jobs run: spark, or native (the streaming runtime in batch mode)
+    # Logging (engine/runtime/process_logging.py): a process given a log file (`--log-file`; `cluster start`
+    # gives each one under <data_dir>/log) rotates it at log_max_bytes, keeping log_backups old files.
+    log_file: Path | None = None
+    log_max_bytes: int = Field(default=100 * 1024 * 1024, ge=4096)
+    log_backups: int = Field(default=10, ge=0)
+    access_log: bool = False  # a line per REST request in the JobManager's log (off: job events stay readable)
 
     @property
     def resolved_database_url(self) -> str:
@@ -134,6 +140,11 @@ class Settings(BaseSettings):
     @property
     def log_dir(self) -> Path:
         return self.data_dir / "log"
+
+    @property
+    def jobmanager_log_file(self) -> Path:
+        """This JobManager's log: the one it was given, else the name `cluster start` gives it."""
+        return self.log_file or self.log_dir / "jobmanager.log"
 
 
 def get_settings() -> Settings:

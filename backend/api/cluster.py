@@ -114,7 +114,7 @@ def masked(key: str, value: Any) -> str:
 
 
 def _jobmanager_log(settings: Settings) -> Path:
-    return settings.log_dir / "jobmanager.log"
+    return settings.jobmanager_log_file
 
 
 @router.get("/jobmanager/logs", summary="The JobManager's log files")

@@ -19,6 +19,8 @@ import threading
 from typing import Any, Iterator
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s%(job_context)s %(message)s"
+#: what a slot process ships to Redis itself: the same, naming the slot (its process)
+SLOT_FORMAT = "%(asctime)s %(levelname)s %(processName)s %(name)s%(job_context)s %(message)s"
 #: defaults of the log file's rotation: Flink's log4j rolls at 100 MB and keeps 10 files
 MAX_BYTES = 100 * 1024 * 1024
 BACKUPS = 10
@@ -72,7 +74,8 @@ def configure(log_file: str | None, level: int = logging.INFO, max_bytes: int = 
 
 class _ContextQueueHandler(logging.handlers.QueueHandler):
     def prepare(self, record: logging.LogRecord) -> Any:
-        JobContextFilter().filter(record)  # the slot's thread context, before the record leaves it
+        # The slot (its process name) and its thread's job, before the record leaves the slot.
+        record.job_context = f" {record.processName}{getattr(_context, 'text', '')}"
         return super().prepare(record)
 
 

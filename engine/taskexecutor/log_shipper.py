@@ -17,6 +17,7 @@ from typing import Any
 import redis
 
 from engine import redis_keys
+from engine.runtime.process_logging import JobContextFilter
 from engine.security.mac import Sealer, Unauthenticated
 
 #: lines kept per TaskManager in Redis
@@ -81,6 +82,7 @@ def ship_logs(client: redis.Redis, tm_id: str, secret: str | None, fmt: str) -> 
     """Add a shipper to this process's root logger."""
     handler = RedisLogShipper(client, tm_id, secret)
     handler.setFormatter(logging.Formatter(fmt))
+    handler.addFilter(JobContextFilter())  # the format may name the job of the logging task thread
     logging.getLogger().addHandler(handler)
     return handler
 

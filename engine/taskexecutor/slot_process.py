@@ -35,6 +35,7 @@ from engine.runtime.io.redis_collect import RedisCollectGateway
 from engine.runtime.io.redis_channels import RedisChannelFactory
 from engine.runtime.io.serialization import MsgpackSerializer
 from engine.runtime.python_dependencies import activate, materialize
+from engine.runtime import process_logging
 from engine.taskexecutor.log_shipper import ship_logs
 from engine.runtime.user_code_class_loader import load_user_code
 from engine.runtime.stream_task import StreamTask, TaskEnvironment
@@ -210,13 +211,16 @@ class SlotExecutor:
     def _run(self, key: tuple[str, str, int, int], task: StreamTask, tdd: TaskDeploymentDescriptor) -> None:
         state, error, exc_name = "FINISHED", None, None
         self.stdout.bind(tdd.job_id)
-        try:
-            self.report(tdd, "RUNNING")
-            task.run()
-        except TaskCancelled:
-            state = "CANCELED"
-        except BaseException as e:  # a user function failed: the task fails, the slot lives on
-            state, error, exc_name = "FAILED", traceback.format_exc(), type(e).__name__
+        with process_logging.task_log_context(tdd.job_id, tdd.attempt):
+            try:
+                self.report(tdd, "RUNNING")
+                task.run()
+            except TaskCancelled:
+                state = "CANCELED"
+            except BaseException as e:  # a user function failed: the task fails, the slot lives on
+                state, error, exc_name = "FAILED", traceback.format_exc(), type(e).__name__
+                # As Flink's TaskManager log says it, with the whole trace.
+                log.warning("%s switched from RUNNING to FAILED", task.name, exc_info=True)
         if state == "FINISHED" and task.env.cancelled.is_set():
             state = "CANCELED"
         try:
@@ -317,17 +321,20 @@ class SlotExecutor:
                     log.exception("bad control message")
 
 
-def slot_main(cfg: SlotConfig, metrics_pipe: Connection | None = None) -> None:
+def slot_main(cfg: SlotConfig, metrics_pipe: Connection | None = None, log_queue: Any = None) -> None:
     """Entry point of the slot process."""
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the TaskManager's to handle
-    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s slot-{cfg.slot} %(levelname)s %(message)s")
+    if log_queue is not None:
+        process_logging.log_to_queue(log_queue)  # into the TaskManager's log file
+    else:
+        process_logging.configure(None)
     seal_state_files(cfg.cluster_secret)  # state files this slot writes and restores from are sealed
     if cfg.unsealed_benchmark:
         unseal_for_benchmark()
     client = redis.Redis.from_url(cfg.redis_url, socket_keepalive=True, health_check_interval=30)
     # The JobManager may be on another host: the log goes to Redis too (engine/taskexecutor/log_shipper.py).
-    ship_logs(client, cfg.tm_id, cfg.cluster_secret, f"%(asctime)s slot-{cfg.slot} %(levelname)s %(message)s")
+    ship_logs(client, cfg.tm_id, cfg.cluster_secret, process_logging.SLOT_FORMAT)
     stdout = TaskStdout(sys.stdout, StdoutForwarder(client, secret=cfg.cluster_secret))
     sys.stdout = stdout  # print() in user functions, too, reaches the job's print stream
     SlotExecutor(cfg, client, stdout, metrics_pipe).serve()

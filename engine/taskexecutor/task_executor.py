@@ -24,6 +24,7 @@ from redis.retry import Retry
 
 from engine import redis_keys
 from engine.taskexecutor import messages
+from engine.runtime import process_logging
 from engine.taskexecutor.log_shipper import ship_logs
 from engine.taskexecutor.metrics_server import MetricsServer, SlotMetricsReceiver, TaskManagerCollector, TaskMetricsStore
 from engine.taskexecutor.slot_process import SlotConfig, slot_main
@@ -66,6 +67,8 @@ class TaskExecutor:
             retry_on_error=[redis.ConnectionError, redis.TimeoutError],
         )
         self.ctx = multiprocessing.get_context("spawn")
+        # Slot processes log through this queue into this process's log file (engine/runtime/process_logging.py).
+        self.log_queue = self.ctx.Queue()
         self.slots: dict[int, multiprocessing.process.BaseProcess] = {}
         self.stopping = threading.Event()
         self.started_ms = int(time.time() * 1000)
@@ -102,7 +105,7 @@ class TaskExecutor:
         if self.metrics_server is not None:
             reader, metrics_pipe = self.ctx.Pipe(duplex=False)
             self.metrics_receiver.add(i, reader)
-        p = self.ctx.Process(target=slot_main, args=(cfg, metrics_pipe), name=f"slot-{i}", daemon=False)
+        p = self.ctx.Process(target=slot_main, args=(cfg, metrics_pipe, self.log_queue), name=f"slot-{i}", daemon=False)
         p.start()
         if metrics_pipe is not None:
             metrics_pipe.close()  # the slot holds the writing end; ours closed lets the reader see it die
@@ -239,9 +242,15 @@ class TaskExecutor:
 
 def run_taskmanager(cfg: TaskManagerConfig) -> None:
     te = TaskExecutor(cfg)
+    # Before the Redis shipper joins the root logger: the slots ship their own lines, so the listener
+    # writes theirs to this process's log file (or stderr) only.
+    listener = process_logging.listen(te.log_queue)
     # The JobManager may be on another host: the log goes to Redis too (engine/taskexecutor/log_shipper.py).
-    ship_logs(te.client, te.id, cfg.cluster_secret, "%(asctime)s %(name)s %(levelname)s %(message)s")
+    ship_logs(te.client, te.id, cfg.cluster_secret, process_logging.FORMAT)
     signal.signal(signal.SIGTERM, te.stop)
     signal.signal(signal.SIGINT, te.stop)
-    te.run()
+    try:
+        te.run()
+    finally:
+        listener.stop()  # writes what the slots logged last
 

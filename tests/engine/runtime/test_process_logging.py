@@ -25,7 +25,7 @@ def test_task_lines_name_the_job_and_attempt_and_slot_lines_reach_the_taskmanage
         configure(str(log))
         queue = multiprocessing.get_context("spawn").Queue()
         listener = listen(queue)
-        p = multiprocessing.get_context("spawn").Process(target=_slot, args=(queue, "0123456789abcdef" * 2))
+        p = multiprocessing.get_context("spawn").Process(target=_slot, args=(queue, "0123456789abcdef" * 2), name="slot-7")
         p.start()
         p.join(60)
         with task_log_context("fedcba9876543210" * 2, 0):
@@ -37,8 +37,8 @@ def test_task_lines_name_the_job_and_attempt_and_slot_lines_reach_the_taskmanage
         for h in root.handlers:
             h.flush()
         lines = log.read_text().splitlines()
-        assert any(l.endswith("millstream.task [job 01234567 #3] from the slot") for l in lines), lines
-        assert any(l.endswith("millstream.slot outside any task") for l in lines), lines
+        assert any(l.endswith("millstream.task slot-7 [job 01234567 #3] from the slot") for l in lines), lines
+        assert any(l.endswith("millstream.slot slot-7 outside any task") for l in lines), lines
         assert any("[job fedcba98 #0] on a task thread here" in l for l in lines), lines
         assert any(l.endswith("millstream.tm another thread") for l in lines), lines  # not the other thread's job
     finally:
