@@ -98,6 +98,13 @@ def test_a_job_restores_from_an_incremental_chain_after_a_taskmanager_kill(tmp_p
         run, jid, job_dir = _start(c, tmp_path, n, 4000)
         with SharedFileWatch(job_dir) as watch:
             _wait_for_a_delta_chain(c, watch, jid)
+            # A savepoint of the same job stays self-contained: a full snapshot, no shared file.
+            body = {"target-directory": str(tmp_path / "savepoints"), "triggerId": "sp"}
+            assert c.http.post(f"/jobs/{jid}/savepoints", json=body).status_code == 202
+            c.wait_for(lambda: c.http.get(f"/jobs/{jid}/savepoints/sp").json()["status"]["id"] == "COMPLETED", 60, "the savepoint")
+            (savepoint,) = (tmp_path / "savepoints").glob("savepoint-*")
+            meta = _metadata(savepoint)
+            assert meta is not None and _references(meta) == set()
             victim = c.taskmanagers[0]
             victim.send_signal(signal.SIGKILL)
             victim.wait()
@@ -111,6 +118,9 @@ def test_a_job_restores_from_an_incremental_chain_after_a_taskmanager_kill(tmp_p
         # What a delta costs: the checkpointed size (new bytes) of some checkpoint is below its full size.
         sizes = [(h["checkpointed_size"], h["state_size"]) for h in stats["history"] if h["status"] == "COMPLETED"]
         assert any(0 < new < full for new, full in sizes), sizes
+        # The job finished: its checkpoints went (no retention asked for), the savepoint stays whole.
+        assert not list(job_dir.glob("chk-*/_metadata"))
+        assert (savepoint / "_metadata").is_file() and list(savepoint.glob("*.state"))
     finally:
         c.stop()
 
