@@ -29,6 +29,7 @@ from engine.security.mac import VERSION, Sealer, Unauthenticated, check_secret, 
 METADATA_FILE = "_metadata"
 _DISCARDABLE = re.compile(r"^(chk-\d+|savepoint-[0-9a-zA-Z-]+)$")
 _SAFE = re.compile(r"[^0-9A-Za-z._-]")
+_TMP = re.compile(r"^\.(.+)\.[0-9a-f]{32}\.tmp$")  # _atomic_write's temporary file of ``name``
 
 
 _sealing: dict[str, str | bytes] = {}  # "secret" once this process seals and checks its state files
@@ -295,6 +296,32 @@ def discard_shared(shared_dir: str, names: list[str] | tuple[str, ...]) -> None:
             os.remove(os.path.join(shared_dir, name))
         except FileNotFoundError:
             pass
+
+
+def sweep_shared(shared_dir: str, in_use: Any) -> list[str]:
+    """Delete every shared file (and leftover temporary file of one, from a writer that was killed)
+    for which ``in_use(name)`` is false; returns the names deleted. Only for a moment when no
+    checkpoint is in flight: then no file outside the retained checkpoints can ever be referenced."""
+    try:
+        entries = os.listdir(shared_dir)
+    except FileNotFoundError:
+        return []
+    gone = []
+    for entry in entries:
+        name = entry
+        m = _TMP.match(entry)
+        if m:
+            name = m.group(1)
+        elif not is_shared_name(entry):
+            continue
+        if not is_shared_name(name) or (entry == name and in_use(name)):
+            continue
+        try:
+            os.remove(os.path.join(shared_dir, entry))
+            gone.append(entry)
+        except FileNotFoundError:
+            pass
+    return gone
 
 
 def _read_file(handle: str) -> bytes:

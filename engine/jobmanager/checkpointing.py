@@ -27,7 +27,7 @@ from engine.checkpoint.config import CheckpointConfig
 from engine.checkpoint.coordinator import CheckpointCoordinator, FailedCheckpoint
 from engine.checkpoint.messages import DiscardAction, NotifyAbortedAction, TaskAck, TriggerAction
 from engine.checkpoint.stats_tracker import CheckpointStatsTracker
-from engine.checkpoint.storage import FileSystemCheckpointStorage, discard_shared, shared_location
+from engine.checkpoint.storage import FileSystemCheckpointStorage, discard_shared, shared_location, sweep_shared
 from engine.executiongraph.execution_graph import ExecutionGraph
 from engine.executiongraph.states import ExecutionState, JobStatus
 from engine.graph.job_graph import JobGraph
@@ -394,6 +394,22 @@ class JobCheckpointing:
         """After a JobManager restart: every complete checkpoint of this job in storage is retained
         again, and the shared files of incremental checkpoints are counted from their ``_metadata``."""
         self.coordinator.adopt_retained(self._in_storage(newest_only=False))
+        self._sweep_shared()
+
+    def _sweep_shared(self) -> None:
+        """With no checkpoint in flight (a failover, the job's end, a JobManager restart), delete the
+        shared files no retained checkpoint refers to: those a failed checkpoint's tasks wrote but
+        never acknowledged (a killed TaskManager's), and half-written ones."""
+        if self.coordinator.pending or not self.config.storage_dir:
+            return
+        registry = self.coordinator.shared_registry
+        try:
+            gone = sweep_shared(shared_location(self.config.storage_dir, self.job_id), lambda name: name in registry)
+        except OSError:
+            log.warning("could not sweep the shared state files of job %s", self.job_id, exc_info=True)
+            return
+        if gone:
+            log.info("deleted %d shared state file(s) of job %s that no checkpoint refers to", len(gone), self.job_id)
 
     def _in_storage(self, newest_only: bool) -> list[CompletedCheckpoint]:
         job_dir = os.path.join(self.config.storage_dir or "", self.job_id)
@@ -440,6 +456,7 @@ class JobCheckpointing:
             self._savepoint_failed(failed)
             if failed.discard is not None:
                 self._discard([failed.discard])
+        self._sweep_shared()
         self.flush_history()
 
     @_locked

@@ -120,6 +120,9 @@ def test_a_job_restores_from_an_incremental_chain_after_a_taskmanager_kill(tmp_p
         assert any(0 < new < full for new, full in sizes), sizes
         # The job finished: its checkpoints went (no retention asked for), the savepoint stays whole.
         assert not list(job_dir.glob("chk-*/_metadata"))
+        # ... and with them every shared file, also those the killed TaskManager wrote and never
+        # acknowledged (swept at the failover) and any it left half-written.
+        assert sorted(p.name for p in (job_dir / "shared").iterdir()) == []
         assert (savepoint / "_metadata").is_file() and list(savepoint.glob("*.state"))
     finally:
         c.stop()

@@ -17,6 +17,7 @@ from engine.checkpoint.storage import (
     InvalidSavepoint,
     discard_shared,
     read_shared_parts,
+    sweep_shared,
     write_shared_file,
 )
 
@@ -120,3 +121,14 @@ def test_shared_parts_are_read_only_for_a_completed_checkpoints_handle_and_a_pla
         discard_shared(str(job / "shared"), ["../chk-1/_metadata"])
     discard_shared(str(job / "shared"), ["f-1.base", "gone.delta"])
     assert not (job / "shared" / "f-1.base").exists() and (chk / "_metadata").exists()
+
+
+def test_a_sweep_deletes_unreferenced_and_half_written_shared_files_only(tmp_path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    for name in ("kept.base", "orphan.delta", ".orphan2.delta." + "a" * 32 + ".tmp", "notes.txt", ".hidden"):
+        (shared / name).write_bytes(b"x")
+    gone = sweep_shared(str(shared), lambda name: name == "kept.base")
+    assert sorted(gone) == sorted(["orphan.delta", ".orphan2.delta." + "a" * 32 + ".tmp"])
+    assert sorted(p.name for p in shared.iterdir()) == [".hidden", "kept.base", "notes.txt"]
+    assert sweep_shared(str(tmp_path / "none"), lambda name: False) == []
