@@ -252,6 +252,7 @@ class SubtaskCheckpointer:
                 blobs[op_id] = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
             handles = self._write_blobs(barrier, blobs)
         except Exception as e:
+            self.shared_bytes.pop(barrier.checkpoint_id, None)
             self.decline(barrier.checkpoint_id, f"subtask {self.task[1]} of {self.task[0]} could not write its state: {e}")
             return
         size = sum(len(b) for b in blobs.values())
