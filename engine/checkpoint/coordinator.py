@@ -231,7 +231,8 @@ class CheckpointCoordinator:
             self._last_subsumed = (cid, subsumed)
             for old in subsumed:
                 self.stats.report_discarded(old.checkpoint_id)
-                discard.append(self._discard_action(old.checkpoint_id, old.external_path, self.shared_registry.unregister(old.checkpoint_id)))
+                freed = self.shared_registry.unregister(old.checkpoint_id)
+                discard.append(self._discard_action(old.checkpoint_id, old.external_path, freed))
             # Older checkpoints still in flight can no longer matter (Flink drops them as subsumed).
             for older in [p for p in self.pending.values() if p.checkpoint_id < cid and not p.is_savepoint]:
                 failed = self._fail(older, CheckpointFailureReason.CHECKPOINT_SUBSUMED, now_ms, "")
@@ -389,7 +390,10 @@ class CheckpointCoordinator:
         gone, self.completed = self.completed, []
         for c in gone:
             self.stats.report_discarded(c.checkpoint_id)
-        return [self._discard_action(c.checkpoint_id, c.external_path, self.shared_registry.unregister(c.checkpoint_id)) for c in gone]
+        return [
+            self._discard_action(c.checkpoint_id, c.external_path, self.shared_registry.unregister(c.checkpoint_id))
+            for c in gone
+        ]
 
     def _discard_action(self, checkpoint_id: int, location: str | None, shared: list[str]) -> DiscardAction:
         shared_dir = shared_location(self.config.storage_dir, self.job_id) if shared and self.config.storage_dir else None

@@ -254,9 +254,8 @@ class JobCheckpointing:
             # A task built on a chain whose checkpoint was subsumed (and its files deleted) before it
             # heard of a newer one: this checkpoint cannot be restored. It fails; the tasks' next
             # snapshot is then a base.
-            failed = self.coordinator.fail_finalization(
-                completed.checkpoint_id, f"it refers to {len(missing)} shared state file(s) already deleted, e.g. {missing[0]}", now_ms
-            )
+            reason = f"it refers to {len(missing)} shared state file(s) already deleted, e.g. {missing[0]}"
+            failed = self.coordinator.fail_finalization(completed.checkpoint_id, reason, now_ms)
             if failed is not None:
                 self._failed(failed, eg)
             return

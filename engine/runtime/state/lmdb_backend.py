@@ -183,7 +183,11 @@ class LmdbKeyedStateBackend(StateFactory):
         changed = plan.changed
 
         def delta(txn: Any) -> dict[str, list[tuple[bytes, bytes | None]]]:
-            return {name: [(lk, txn.get(lk, db=tables[name])) for lk in sorted(keys)] for name, keys in changed.items() if name in tables}
+            return {
+                name: [(lk, txn.get(lk, db=tables[name])) for lk in sorted(keys)]
+                for name, keys in changed.items()
+                if name in tables
+            }
 
         return plan, self._open_snapshot(delta)
 
