@@ -8,8 +8,12 @@ completed checkpoints), and the synchronous (task-thread) pause of each checkpoi
 subtask), p50 and p99 over the checkpoints, from ``/jobs/{id}/checkpoints/details/{cid}/subtasks/{vid}``,
 polled while the job runs (the REST history keeps only the last 10 checkpoints).
 
-Run alone: ``python benchmarks/large_state_bench.py [--keys 1000000] [--backends hashmap,rocksdb]``;
-``--keys 3000000`` is the issue's size (minutes per run on the on-disk backend here).
+``rocksdb-incremental`` is the on-disk backend with incremental checkpoints; with ``rocksdb`` it runs
+as an A/B in the same rounds. The 1 %-per-interval workload (``large_state_updates_job.py``) sets
+the bytes each checkpoint writes, full and incremental, against the bytes of state that changed.
+
+Run alone: ``python benchmarks/large_state_bench.py [--keys 1000000] [--backends hashmap,rocksdb,rocksdb-incremental]
+[--updates-keys 1000000]``; ``--keys 3000000`` is the issue's size (minutes per run on the on-disk backend here).
 """
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import httpx
 
@@ -36,7 +40,8 @@ class CheckpointSampler:
 
     def __init__(self, url: str) -> None:
         self.http = httpx.Client(base_url=url, timeout=10)
-        self.seen: dict[int, dict[str, Any]] = {}  # checkpoint id -> {"size": bytes, "sync": [ms per subtask]}
+        # checkpoint id -> {"size": state bytes, "written": checkpointed bytes, "trigger": ms, "sync": [ms per subtask]}
+        self.seen: dict[int, dict[str, Any]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -76,7 +81,12 @@ class CheckpointSampler:
             for vid in entry.get("tasks", {}):
                 sub = self.http.get(f"/jobs/{jid}/checkpoints/details/{cid}/subtasks/{vid}").json()
                 syncs += [s["checkpoint"]["sync"] for s in sub.get("subtasks", ()) if s.get("status") == "completed"]
-            self.seen[cid] = {"size": entry["state_size"], "sync": syncs}
+            self.seen[cid] = {
+                "size": entry["state_size"],
+                "written": entry.get("checkpointed_size", entry["state_size"]),
+                "trigger": entry["trigger_timestamp"],
+                "sync": syncs,
+            }
 
 
 def p99(xs: list[float]) -> float:
@@ -84,41 +94,116 @@ def p99(xs: list[float]) -> float:
     return xs[min(len(xs) - 1, int(round(0.99 * (len(xs) - 1))))] if xs else float("nan")
 
 
+def _rotated(pairs: int, variants: list[Callable[[], str]]) -> list[list[str]]:
+    """``pairs`` rounds of every variant, the order rotated each round, so load that comes and goes
+    on the shared machine hits every variant alike and none always runs first."""
+    rounds = []
+    for i in range(pairs):
+        order = list(range(len(variants)))
+        order = order[i % len(order):] + order[: i % len(order)]
+        out: dict[int, str] = {}
+        for j in order:
+            out[j] = variants[j]()
+        rounds.append([out[j] for j in range(len(variants))])
+    return rounds
+
+
+def _figures(samples: list["CheckpointSampler"]) -> str:
+    sizes = [c["size"] for s in samples for c in s.seen.values()]
+    written = [c["written"] for s in samples for c in s.seen.values()]
+    # The longest task-thread pause of each checkpoint (its subtasks pause one after another).
+    syncs = [max(c["sync"]) for s in samples for c in s.seen.values() if c["sync"]]
+    return (
+        f"{len(sizes)} completed checkpoints, state size p50 "
+        + (f"{statistics.median(sizes):,.0f} (max {max(sizes):,})" if sizes else "-")
+        + ", bytes written per checkpoint (checkpointed size) p50 "
+        + (f"{statistics.median(written):,.0f} (max {max(written):,})" if written else "-")
+        + "; task-thread (sync) pause per checkpoint (its slowest subtask) p50 "
+        + (f"{statistics.median(syncs):.0f} ms, p99 {p99(syncs):.0f} ms, max {max(syncs)} ms" if syncs else "-")
+    )
+
+
 def measure(keys: int, backends: list[str], pairs: int) -> list[str]:
+    """Per backend: the job without checkpoints and with checkpoints every 2 s, in rotated rounds on
+    one cluster. ``rocksdb`` and ``rocksdb-incremental`` together run as one A/B: without, full and
+    incremental checkpoints in each round."""
     lines: list[str] = []
+    groups: list[list[str]] = []
+    for b in backends:
+        if b == "rocksdb-incremental" and "rocksdb" in backends:
+            continue  # runs with rocksdb's group
+        groups.append([b, "rocksdb-incremental"] if b == "rocksdb" and "rocksdb-incremental" in backends else [b])
     with local_cluster(2, slots=1) as submit:
-        for backend in backends:
-            samples: list[CheckpointSampler] = []
+        for group in groups:
+            samples: dict[str, list[CheckpointSampler]] = {b: [] for b in group}
+            variants: list[Callable[[], str]] = [lambda: _run(submit, keys, group[0], 0)]
+            for b in group:
+                variants.append(lambda b=b: _run(submit, keys, b, INTERVAL_MS, samples[b]))
+            variants[0]()  # warm-up, not counted
+            rounds = _rotated(pairs, variants)
+            for k, b in enumerate(group, start=1):
+                ratios = [rate(r[k]) / rate(r[0]) for r in rounds if rate(r[0]) and rate(r[k])]
+                each = ", ".join(f"{x:.2f}" for x in ratios)
+                lines.append(
+                    f"large state, {b}, {keys:,} keys, checkpoints every {INTERVAL_MS // 1000} s: "
+                    + (f"throughput ratio median {statistics.median(ratios):.2f} of {len(ratios)} rounds ({each})" if ratios else "failed")
+                    + "; " + _figures(samples[b])
+                )
+            if len(group) == 2:
+                ab = [rate(r[2]) / rate(r[1]) for r in rounds if rate(r[1]) and rate(r[2])]
+                if ab:
+                    lines.append(f"large state, {keys:,} keys: incremental / full checkpoints throughput, median {statistics.median(ab):.2f} ({', '.join(f'{x:.2f}' for x in ab)})")
+            for r in rounds:
+                lines.append("    without: " + r[0] + "".join(f"\n    {b}: {x}" for b, x in zip(group, r[1:])))
+    return lines
 
-            def without() -> str:
-                return _run(submit, keys, backend, 0)
 
-            def with_checkpoints() -> str:
-                return _run(submit, keys, backend, INTERVAL_MS, samples)
+UPDATES_JOB = Path(__file__).with_name("large_state_updates_job.py")
 
-            without()  # warm-up, not counted
-            runs: list[tuple[str, str]] = []
-            for i in range(pairs):
-                if i % 2 == 0:
-                    a, b = without(), with_checkpoints()
-                else:
-                    b, a = with_checkpoints(), without()
-                runs.append((a, b))
-            ratios = [rb / ra for ra, rb in ((rate(x), rate(y)) for x, y in runs) if ra and rb]
-            sizes = [c["size"] for s in samples for c in s.seen.values()]
-            # The longest task-thread pause of each checkpoint (its subtasks pause one after another).
-            syncs = [max(c["sync"]) for s in samples for c in s.seen.values() if c["sync"]]
-            each = ", ".join(f"{r:.2f}" for r in ratios)
-            lines.append(
-                f"large state, {backend}, {keys:,} keys, checkpoints every {INTERVAL_MS // 1000} s: "
-                + (f"throughput ratio median {statistics.median(ratios):.2f} of {len(ratios)} pairs ({each})" if ratios else "failed")
-                + f"; {len(sizes)} completed checkpoints, bytes per checkpoint p50 "
-                + (f"{statistics.median(sizes):,.0f} (max {max(sizes):,})" if sizes else "-")
-                + "; task-thread (sync) pause per checkpoint (its slowest subtask) p50 "
-                + (f"{statistics.median(syncs):.0f} ms, p99 {p99(syncs):.0f} ms, max {max(syncs)} ms" if syncs else "-")
+
+def measure_updates(keys: int, pairs: int, updates_per_s: float, seconds: float) -> list[str]:
+    """The 1 %-per-interval workload: bytes each checkpoint writes, full against incremental, set
+    against the bytes of state that changed since the checkpoint before. Changed bytes: the keys
+    updated between the two checkpoints' triggers (updates_per_s x the time between them, each a
+    different key) times the bytes per entry of a full checkpoint of the same state."""
+    lines: list[str] = []
+    samples: dict[str, list[CheckpointSampler]] = {"rocksdb": [], "rocksdb-incremental": []}
+    with local_cluster(2, slots=1) as submit:
+
+        def one(backend: str) -> str:
+            sampler = CheckpointSampler(submit.url)  # type: ignore[attr-defined]
+            extra = (backend, str(INTERVAL_MS), str(updates_per_s), str(seconds))
+            with sampler:
+                line = submit(keys, 2, UPDATES_JOB, extra)  # KEYS P BACKEND ...
+            samples[backend].append(sampler)
+            return line
+
+        rounds = _rotated(pairs, [lambda: one("rocksdb"), lambda: one("rocksdb-incremental")])
+    full_sizes = [c["size"] for s in samples["rocksdb"] for c in s.seen.values()]
+    per_entry = max(full_sizes) / keys if full_sizes else float("nan")
+    for backend, ss in samples.items():
+        written, changed = [], []
+        for s in ss:
+            cps = sorted(s.seen.items())
+            # Checkpoints of the update phase only: the last ones, each after the one before it.
+            for (_, prev), (_, cur) in list(zip(cps, cps[1:]))[-5:]:
+                updated = updates_per_s * max(0, cur["trigger"] - prev["trigger"]) / 1000
+                written.append(cur["written"])
+                changed.append(updated * per_entry)
+        ratio = [w / c for w, c in zip(written, changed) if c]
+        lines.append(
+            f"large state, 1 % of {keys:,} keys updated per {INTERVAL_MS // 1000} s interval ({updates_per_s:,.0f} updates/s), {backend}: "
+            + (
+                f"bytes written per checkpoint p50 {statistics.median(written):,.0f}, state changed per interval p50 "
+                f"{statistics.median(changed):,.0f} ({per_entry:.0f} bytes per entry), written / changed p50 {statistics.median(ratio):.2f} "
+                f"over {len(written)} checkpoints"
+                if ratio
+                else "no checkpoints in the update phase"
             )
-            for a, b in runs:
-                lines.append(f"    without: {a}\n    with:    {b}")
+            + "; " + _figures(ss)
+        )
+    for r in rounds:
+        lines.append(f"    full: {r[0]}\n    incremental: {r[1]}")
     return lines
 
 
@@ -136,12 +221,19 @@ def _run(submit: Submit, keys: int, backend: str, interval_ms: int, samples: lis
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--keys", type=int, default=1_000_000, help="records = distinct keys (the issue: 3,000,000)")
-    ap.add_argument("--backends", default="hashmap,rocksdb")
+    ap.add_argument("--backends", default="hashmap,rocksdb,rocksdb-incremental")
     ap.add_argument("--pairs", type=int, default=2)
+    ap.add_argument("--updates-keys", type=int, default=1_000_000, help="keys of the 1 %%-per-interval workload (0: skip it)")
+    ap.add_argument("--updates-seconds", type=float, default=20.0, help="how long that workload updates")
     args = ap.parse_args()
     print(f"machine: {machine()}", flush=True)
-    for line in measure(args.keys, args.backends.split(","), args.pairs):
-        print(line, flush=True)
+    if args.keys:
+        for line in measure(args.keys, args.backends.split(","), args.pairs):
+            print(line, flush=True)
+    if args.updates_keys:
+        per_s = args.updates_keys / 100 / (INTERVAL_MS / 1000)  # 1 % of the keys per checkpoint interval
+        for line in measure_updates(args.updates_keys, args.pairs, per_s, args.updates_seconds):
+            print(line, flush=True)
 
 
 if __name__ == "__main__":

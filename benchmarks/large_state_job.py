@@ -1,6 +1,7 @@
 """The large-state workload (issue 16): a keyed count over N records with K distinct keys.
 
-``python large_state_job.py N P KEYS BACKEND CHECKPOINT_MS`` (BACKEND: hashmap or rocksdb;
+``python large_state_job.py N P KEYS BACKEND CHECKPOINT_MS`` (BACKEND: hashmap, rocksdb or
+rocksdb-incremental, the on-disk backend with incremental checkpoints;
 CHECKPOINT_MS 0: no checkpoints). Every key is counted N // KEYS times, so the job holds KEYS
 entries of keyed state at the end; only key 0's final count reaches the collect sink, which keeps
 the sink out of the measurement. Prints one line:
@@ -22,7 +23,10 @@ CHECKPOINT_MS = int(sys.argv[5])
 
 env = StreamExecutionEnvironment.get_execution_environment()
 env.set_parallelism(P)
-env.set_state_backend(HashMapStateBackend() if BACKEND == "hashmap" else EmbeddedRocksDBStateBackend())
+if BACKEND == "hashmap":
+    env.set_state_backend(HashMapStateBackend())
+else:
+    env.set_state_backend(EmbeddedRocksDBStateBackend(enable_incremental_checkpointing=BACKEND == "rocksdb-incremental"))
 if CHECKPOINT_MS:
     env.enable_checkpointing(CHECKPOINT_MS)  # exactly-once
 numbers = env.from_source(NumberSequenceSource(0, N - 1), WatermarkStrategy.no_watermarks(), "seq")

@@ -222,9 +222,12 @@ def main() -> None:
         ratio = f"{r / base:.2f}x" if r and base else "-"
         print(f"{name:48} {r or 0:12,.0f} {ratio:>11}   {line}", flush=True)
     if not args.skip_large_state:
-        from large_state_bench import measure as measure_large_state
+        from large_state_bench import measure as measure_large_state, measure_updates
 
-        for line in measure_large_state(args.large_state_keys, ["hashmap", "rocksdb"], 1):
+        for line in measure_large_state(args.large_state_keys, ["hashmap", "rocksdb", "rocksdb-incremental"], 1):
+            print(line, flush=True)
+        keys = args.large_state_keys  # 1 % of them per checkpoint interval, for 20 s
+        for line in measure_updates(keys, 1, keys / 100 / 2, 20.0):
             print(line, flush=True)
     if not args.skip_recovery:
         from recovery_bench import describe, measure_recovery

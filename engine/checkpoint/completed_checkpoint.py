@@ -66,6 +66,8 @@ class CompletedCheckpoint:
     source_offsets: Mapping[str, Mapping[int, Any]] = field(default_factory=dict)
     state_size: int = 0
     request_id: str | None = None
+    # operator id -> subtask -> names of the shared files (incremental checkpoints) its state refers to
+    shared: Mapping[str, Mapping[int, tuple[str, ...]]] = field(default_factory=dict)
     # Actions for the caller, in this order: write the metadata, persist the pointer,
     # notify the tasks, then discard what this checkpoint subsumed.
     notify: NotifyCompleteAction | None = None
@@ -94,7 +96,11 @@ class CompletedCheckpoint:
             parallelism_of[vid] = max(parallelism_of.get(vid, 0), sub + 1)
         handles: dict[str, dict[int, StateHandle]] = {}
         offsets: dict[str, dict[int, Any]] = {}
+        shared: dict[str, dict[int, tuple[str, ...]]] = {}
         for (vid, sub), ack in sorted(acks.items()):
+            for op_id, names in ack.shared_files.items():
+                if names:
+                    shared.setdefault(op_id, {})[sub] = tuple(names)
             for op_id, handle in ack.state_handles.items():
                 if op_id not in ops:  # state from an operator the coordinator was not told about
                     ops[op_id] = OperatorInfo(op_id, vid, parallelism_of[vid], 0)
@@ -113,7 +119,12 @@ class CompletedCheckpoint:
             source_offsets=offsets,
             state_size=sum(a.state_size for a in acks.values()),
             request_id=request_id,
+            shared=shared,
         )
+
+    def shared_names(self) -> frozenset[str]:
+        """Every shared file this checkpoint refers to (what the SharedStateRegistry counts)."""
+        return frozenset(n for subs in self.shared.values() for names in subs.values() for n in names)
 
     def task_state(self, vertex_id: str, subtask: int) -> dict[str, StateHandle]:
         """The handles one subtask wrote, per operator: its restore input when parallelism is unchanged."""
@@ -135,6 +146,8 @@ class CompletedCheckpoint:
                     entry["key_groups"] = [kg.start, kg.stop - 1]  # inclusive, as Flink's KeyGroupRange
                 if i in self.source_offsets.get(o.operator_id, {}):
                     entry["source_offset"] = self.source_offsets[o.operator_id][i]
+                if self.shared.get(o.operator_id, {}).get(i):
+                    entry["shared"] = list(self.shared[o.operator_id][i])
                 subtasks.append(entry)
             operators.append(
                 {
@@ -170,6 +183,7 @@ class CompletedCheckpoint:
         operators = []
         handles: dict[str, dict[int, StateHandle]] = {}
         offsets: dict[str, dict[int, Any]] = {}
+        shared: dict[str, dict[int, tuple[str, ...]]] = {}
         for o in meta["operators"]:
             op = OperatorInfo(
                 str(o["operator_id"]), str(o["vertex_id"]), int(o["parallelism"]), int(o["max_parallelism"]),
@@ -181,6 +195,8 @@ class CompletedCheckpoint:
                     handles.setdefault(op.operator_id, {})[int(s["index"])] = s["handle"]
                 if "source_offset" in s:
                     offsets.setdefault(op.operator_id, {})[int(s["index"])] = s["source_offset"]
+                if s.get("shared"):
+                    shared.setdefault(op.operator_id, {})[int(s["index"])] = tuple(str(n) for n in s["shared"])
         return CompletedCheckpoint(
             job_id=str(meta["job_id"]),
             checkpoint_id=int(meta["checkpoint_id"]),
@@ -192,4 +208,5 @@ class CompletedCheckpoint:
             handles=handles,
             source_offsets=offsets,
             state_size=int(meta.get("state_size", 0)),
+            shared=shared,
         )

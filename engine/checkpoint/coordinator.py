@@ -28,7 +28,8 @@ from engine.checkpoint.stats_tracker import (
     RestoredCheckpointStats,
     SubtaskStats,
 )
-from engine.checkpoint.storage import checkpoint_location, savepoint_location
+from engine.checkpoint.shared_state_registry import SharedStateRegistry
+from engine.checkpoint.storage import checkpoint_location, savepoint_location, shared_location
 
 
 class CheckpointTriggerError(ValueError):
@@ -90,9 +91,12 @@ class CheckpointCoordinator:
         self.completed: list[CompletedCheckpoint] = []  # retained checkpoints, oldest first
         # savepoints, and a checkpoint the job was started from: this job never deletes them
         self.savepoints: list[CompletedCheckpoint] = []
+        # Shared files of incremental checkpoints: deleted when no retained checkpoint refers to them.
+        self.shared_registry = SharedStateRegistry()
         completed = sorted(completed, key=lambda c: c.checkpoint_id)
         for c in completed:
             (self.savepoints if c.is_savepoint else self.completed).append(c)
+            self.shared_registry.register(c.checkpoint_id, c.shared_names())
         self._next_id = max(
             [checkpoint_id_counter, self.stats.max_id + 1, *(c.checkpoint_id + 1 for c in completed)]
         )
@@ -217,6 +221,9 @@ class CheckpointCoordinator:
         self.stats.report_completed(cid, pending.location)
         discard: list[DiscardAction] = []
         aborted: list[NotifyAbortedAction] = []
+        finalized = pending.finalize(now_ms, self.operators)
+        # Registered before anything it subsumes lets go, so the files they share stay.
+        self.shared_registry.register(cid, finalized.shared_names())
         if not pending.is_savepoint:
             # the new one plus the newest retained - 1 stay
             drop = max(0, len(self.completed) - (self.config.retained - 1))
@@ -224,7 +231,8 @@ class CheckpointCoordinator:
             self._last_subsumed = (cid, subsumed)
             for old in subsumed:
                 self.stats.report_discarded(old.checkpoint_id)
-                discard.append(DiscardAction(old.checkpoint_id, old.external_path))
+                freed = self.shared_registry.unregister(old.checkpoint_id)
+                discard.append(self._discard_action(old.checkpoint_id, old.external_path, freed))
             # Older checkpoints still in flight can no longer matter (Flink drops them as subsumed).
             for older in [p for p in self.pending.values() if p.checkpoint_id < cid and not p.is_savepoint]:
                 failed = self._fail(older, CheckpointFailureReason.CHECKPOINT_SUBSUMED, now_ms, "")
@@ -232,7 +240,7 @@ class CheckpointCoordinator:
                 if failed.discard is not None:
                     discard.append(failed.discard)
         completed = dataclasses.replace(
-            pending.finalize(now_ms, self.operators),
+            finalized,
             notify=NotifyCompleteAction(self.job_id, cid, self.tasks_to_commit),
             notify_aborted=tuple(aborted),
             discard=tuple(discard),
@@ -254,13 +262,15 @@ class CheckpointCoordinator:
                 self.completed[:0] = self._last_subsumed[1]
                 for old in self._last_subsumed[1]:
                     self.stats.undo_discarded(old.checkpoint_id)
+                    self.shared_registry.register(old.checkpoint_id, old.shared_names())
                 self._last_subsumed = (0, [])
+        freed = self.shared_registry.unregister(checkpoint_id)
         stand_in = PendingCheckpoint(
             self.job_id, checkpoint_id, victim.checkpoint_type, victim.trigger_timestamp, (), self.config.mode,
             victim.external_path, victim.request_id,
         )
         self.pending[checkpoint_id] = stand_in  # so that _fail finds it like any other
-        return self._fail(stand_in, CheckpointFailureReason.FINALIZE_CHECKPOINT_FAILURE, now_ms, reason)
+        return self._fail(stand_in, CheckpointFailureReason.FINALIZE_CHECKPOINT_FAILURE, now_ms, reason, freed=freed)
 
     # -- failures ----------------------------------------------------------------
     def receive_decline(
@@ -301,8 +311,13 @@ class CheckpointCoordinator:
         now_ms: int,
         detail: str,
         task: TaskId | None = None,
+        freed: list[str] | None = None,
     ) -> FailedCheckpoint:
+        """``freed``: shared files to delete with it; by default those its acks wrote that no retained
+        checkpoint uses (an incremental checkpoint that failed leaves no file behind it knows of)."""
         cid = pending.checkpoint_id
+        if freed is None:
+            freed = self.shared_registry.unused(n for a in pending.acks.values() for ns in a.shared_files.values() for n in ns)
         del self.pending[cid]
         pending.discard()
         message = f"{reason.value} {detail}".strip()
@@ -317,7 +332,7 @@ class CheckpointCoordinator:
             reason=reason,
             message=message,
             notify_aborted=NotifyAbortedAction(self.job_id, cid, self.tasks_to_commit, message),
-            discard=DiscardAction(cid, pending.location) if pending.location else None,
+            discard=self._discard_action(cid, pending.location, freed) if pending.location or freed else None,
             task=task,
             request_id=pending.request_id,
             should_fail_job=verdict.should_fail_job,
@@ -343,8 +358,24 @@ class CheckpointCoordinator:
         """The job starts from a savepoint or retained checkpoint: ids continue after it, a failover before
         the first new checkpoint returns to it, and it is never deleted by this job."""
         self._next_id = max(self._next_id, checkpoint.checkpoint_id + 1)
-        self.savepoints.append(checkpoint)
+        if not any(c.checkpoint_id == checkpoint.checkpoint_id for c in self.completed):
+            self.savepoints.append(checkpoint)
+            self.shared_registry.register(checkpoint.checkpoint_id, checkpoint.shared_names())
         self._report_restored(checkpoint, now_ms)
+
+    def adopt_retained(self, checkpoints: Iterable[CompletedCheckpoint]) -> None:
+        """After a JobManager restart: this job's checkpoints found complete in storage are retained
+        again, with the shared files they refer to registered (rebuilt from their ``_metadata``),
+        so retention goes on deleting old ones and never deletes a file a retained one still uses."""
+        known = {c.checkpoint_id for c in [*self.completed, *self.savepoints]}
+        for c in sorted(checkpoints, key=lambda c: c.checkpoint_id):
+            if c.is_savepoint or c.checkpoint_id in known:
+                continue
+            self.completed.append(c)
+            self.shared_registry.register(c.checkpoint_id, c.shared_names())
+        self.completed.sort(key=lambda c: c.checkpoint_id)
+        if self.completed:
+            self._next_id = max(self._next_id, self.completed[-1].checkpoint_id + 1)
 
     def _report_restored(self, c: CompletedCheckpoint, now_ms: int) -> None:
         self.failure_manager.on_restore()
@@ -359,7 +390,14 @@ class CheckpointCoordinator:
         gone, self.completed = self.completed, []
         for c in gone:
             self.stats.report_discarded(c.checkpoint_id)
-        return [DiscardAction(c.checkpoint_id, c.external_path) for c in gone]
+        return [
+            self._discard_action(c.checkpoint_id, c.external_path, self.shared_registry.unregister(c.checkpoint_id))
+            for c in gone
+        ]
+
+    def _discard_action(self, checkpoint_id: int, location: str | None, shared: list[str]) -> DiscardAction:
+        shared_dir = shared_location(self.config.storage_dir, self.job_id) if shared and self.config.storage_dir else None
+        return DiscardAction(checkpoint_id, location, tuple(shared) if shared_dir else (), shared_dir)
 
     def find_request(self, request_id: str) -> CheckpointStats | None:
         """The statistics of the checkpoint or savepoint a REST request triggered, for polling its status."""

@@ -48,6 +48,10 @@ class TaskAck:
     start_delay_ms: int = 0
     ack_timestamp: int | None = None  # None: the time the coordinator received it
     source_offsets: Mapping[str, Any] = field(default_factory=dict)  # operator id -> reader position
+    # Incremental checkpoints: operator id -> names of the files under the job's ``shared/`` directory
+    # its state refers to (the chain: a base and the deltas after it), reference-counted by the
+    # coordinator's SharedStateRegistry.
+    shared_files: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def incremental_size(self) -> int:
@@ -57,11 +61,14 @@ class TaskAck:
         d = asdict(self)
         d["state_handles"] = dict(self.state_handles)
         d["source_offsets"] = dict(self.source_offsets)
+        d["shared_files"] = {op: list(names) for op, names in self.shared_files.items()}
         return d
 
     @staticmethod
     def from_dict(d: Mapping[str, Any]) -> "TaskAck":
-        return TaskAck(**dict(d))
+        d = dict(d)
+        d["shared_files"] = {str(op): tuple(names) for op, names in (d.get("shared_files") or {}).items()}
+        return TaskAck(**d)
 
 
 @dataclass(frozen=True)
@@ -122,3 +129,7 @@ class DiscardAction:
 
     checkpoint_id: int
     location: str | None
+    # Shared state files (incremental checkpoints) no retained checkpoint refers to any more: names
+    # inside ``shared_dir``, deleted with the checkpoint.
+    shared_files: tuple[str, ...] = ()
+    shared_dir: str | None = None

@@ -23,11 +23,13 @@ import uuid
 from typing import Any, Mapping, Protocol
 
 from engine.checkpoint.messages import TaskId
+from engine.checkpoint.shared_state_registry import SHARED_DIR, is_shared_name
 from engine.security.mac import VERSION, Sealer, Unauthenticated, check_secret, is_unsealed
 
 METADATA_FILE = "_metadata"
 _DISCARDABLE = re.compile(r"^(chk-\d+|savepoint-[0-9a-zA-Z-]+)$")
 _SAFE = re.compile(r"[^0-9A-Za-z._-]")
+_TMP = re.compile(r"^\.(.+)\.[0-9a-f]{32}\.tmp$")  # _atomic_write's temporary file of ``name``
 
 
 _sealing: dict[str, str | bytes] = {}  # "secret" once this process seals and checks its state files
@@ -102,6 +104,11 @@ class InvalidSavepoint(Exception):
 
 def checkpoint_location(base_dir: str, job_id: str, checkpoint_id: int) -> str:
     return os.path.join(base_dir, job_id, f"chk-{checkpoint_id}")
+
+
+def shared_location(base_dir: str, job_id: str) -> str:
+    """The files incremental checkpoints share (``SharedStateRegistry``), next to the chk-<n> directories."""
+    return os.path.join(base_dir, job_id, SHARED_DIR)
 
 
 def savepoint_location(target_dir: str, job_id: str, checkpoint_id: int) -> str:
@@ -227,6 +234,94 @@ class FileSystemCheckpointStorage:
             raise CheckpointStorageError(f"refusing to discard '{path}': not a chk-<n> or savepoint-* directory")
         if os.path.isdir(path):
             shutil.rmtree(path)
+
+
+# -- shared files of incremental checkpoints ----------------------------------------------
+# A shared file is a concatenation of parts, one per key group, each sealed on its own (bound to the
+# file's name and the key group), so a restore reads and checks only the key groups it owns: the
+# offsets and lengths travel in the state handle that refers to the file.
+
+
+def write_shared_file(shared_dir: str, name: str, parts: list[tuple[int, bytes]]) -> tuple[int, list[tuple[int, int, int]]]:
+    """Write ``parts`` ([(key group, payload)]) as shared file ``name``; returns (bytes written,
+    [(key group, offset, length)])."""
+    if not is_shared_name(name):
+        raise CheckpointStorageError(f"not a shared state file name: {name!r}")
+    index: list[tuple[int, int, int]] = []
+    chunks: list[bytes] = []
+    offset = 0
+    for kg, payload in parts:
+        sealed = _seal(f"{name}#{kg}", payload)
+        index.append((kg, offset, len(sealed)))
+        chunks.append(sealed)
+        offset += len(sealed)
+    _atomic_write(os.path.join(shared_dir, name), b"".join(chunks))
+    return offset, index
+
+
+def shared_dir_of(handle: str) -> str:
+    """The shared directory of the checkpoint that holds state file ``handle`` (checked by the caller)."""
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(handle))), SHARED_DIR)
+
+
+def read_shared_parts(handle: str, name: str, ranges: list[tuple[int, int, int]]) -> list[tuple[int, bytes]]:
+    """The parts ``ranges`` ([(key group, offset, length)]) of shared file ``name`` that the checkpoint
+    of state file ``handle`` refers to, each checked before it is returned. Only a plain name inside
+    that job's shared directory is read, for a handle in a completed checkpoint."""
+    if not is_state_file(handle):
+        raise InvalidSavepoint(str(handle)[:300], "a state handle must be a .state file in a completed checkpoint")
+    if not is_shared_name(name):
+        raise InvalidSavepoint(str(handle)[:300], f"it refers to a shared state file with an invalid name: {str(name)[:100]!r}")
+    path = os.path.join(shared_dir_of(handle), name)
+    out = []
+    try:
+        with open(path, "rb") as f:
+            for kg, offset, length in ranges:
+                f.seek(offset)
+                data = f.read(length)
+                if len(data) != length:
+                    raise InvalidSavepoint(path, "the shared state file is shorter than its handle says")
+                out.append((kg, _open(f"{name}#{kg}", data)))
+    except OSError as e:
+        raise InvalidSavepoint(path, f"shared state file cannot be read: {e.strerror or e}") from e
+    return out
+
+
+def discard_shared(shared_dir: str, names: list[str] | tuple[str, ...]) -> None:
+    """Delete shared files no retained checkpoint refers to; a missing one is already gone."""
+    for name in names:
+        if not is_shared_name(name):
+            raise CheckpointStorageError(f"refusing to delete {name!r}: not a shared state file name")
+        try:
+            os.remove(os.path.join(shared_dir, name))
+        except FileNotFoundError:
+            pass
+
+
+def sweep_shared(shared_dir: str, in_use: Any) -> list[str]:
+    """Delete every shared file (and leftover temporary file of one, from a writer that was killed)
+    for which ``in_use(name)`` is false; returns the names deleted. Only for a moment when no
+    checkpoint is in flight: then no file outside the retained checkpoints can ever be referenced."""
+    try:
+        entries = os.listdir(shared_dir)
+    except FileNotFoundError:
+        return []
+    gone = []
+    for entry in entries:
+        name = entry
+        m = _TMP.match(entry)
+        if m:
+            name = m.group(1)
+        elif not is_shared_name(entry):
+            continue
+        if not is_shared_name(name) or (entry == name and in_use(name)):
+            continue
+        try:
+            os.remove(os.path.join(shared_dir, entry))
+            gone.append(entry)
+        except FileNotFoundError:
+            pass
+    return gone
 
 
 def _read_file(handle: str) -> bytes:

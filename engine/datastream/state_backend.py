@@ -3,6 +3,9 @@
 ``HashMapStateBackend`` keeps it on the heap (the default). PyFlink's
 ``EmbeddedRocksDBStateBackend`` name selects Millstream's embedded on-disk
 backend (LMDB with a write-back cache), for state larger than memory.
+``EmbeddedRocksDBStateBackend(enable_incremental_checkpointing=True)`` (or the
+job option ``state.backend.incremental: true``, as in Flink) makes its
+checkpoints incremental: off by default, as in Flink.
 """
 from __future__ import annotations
 
@@ -13,6 +16,9 @@ from engine.compat.unsupported import declare_unsupported
 
 class StateBackend:
     kind = "hashmap"
+
+    def is_incremental_checkpoints_enabled(self) -> bool:
+        return False
 
 
 class HashMapStateBackend(StateBackend):

@@ -125,6 +125,8 @@ class StreamExecutionEnvironment:
         if not isinstance(state_backend, StateBackend):
             raise TypeError(f"expected a StateBackend, got {type(state_backend).__name__}")
         self._config.set_string("state.backend", state_backend.kind)
+        if state_backend.is_incremental_checkpoints_enabled():
+            self._config.set_string("state.backend.incremental", "true")
         return self
 
     def get_config(self) -> ExecutionConfig:

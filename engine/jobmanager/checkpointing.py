@@ -27,7 +27,7 @@ from engine.checkpoint.config import CheckpointConfig
 from engine.checkpoint.coordinator import CheckpointCoordinator, FailedCheckpoint
 from engine.checkpoint.messages import DiscardAction, NotifyAbortedAction, TaskAck, TriggerAction
 from engine.checkpoint.stats_tracker import CheckpointStatsTracker
-from engine.checkpoint.storage import FileSystemCheckpointStorage
+from engine.checkpoint.storage import FileSystemCheckpointStorage, discard_shared, shared_location, sweep_shared
 from engine.executiongraph.execution_graph import ExecutionGraph
 from engine.executiongraph.states import ExecutionState, JobStatus
 from engine.graph.job_graph import JobGraph
@@ -249,6 +249,16 @@ class JobCheckpointing:
         completed = self.coordinator.receive_ack(checkpoint_id, task, ack, now_ms)
         if completed is None:
             return
+        missing = self._missing_shared(completed)
+        if missing:
+            # A task built on a chain whose checkpoint was subsumed (and its files deleted) before it
+            # heard of a newer one: this checkpoint cannot be restored. It fails; the tasks' next
+            # snapshot is then a base.
+            reason = f"it refers to {len(missing)} shared state file(s) already deleted, e.g. {missing[0]}"
+            failed = self.coordinator.fail_finalization(completed.checkpoint_id, reason, now_ms)
+            if failed is not None:
+                self._failed(failed, eg)
+            return
         try:
             self.storage.write_metadata(
                 self.job_id, completed.checkpoint_id, completed.to_metadata(), location=completed.external_path
@@ -266,6 +276,13 @@ class JobCheckpointing:
             msg_out = messages.notify_checkpoint_complete(self.job_id, eg.attempt, completed.checkpoint_id)
             self.gateway.notify_checkpoint_complete(tm, slot, msg_out)  # type: ignore[union-attr]
         self._discard(completed.discard)
+
+    def _missing_shared(self, completed: CompletedCheckpoint) -> list[str]:
+        names = completed.shared_names()
+        if not names or not self.config.storage_dir:
+            return []
+        shared_dir = shared_location(self.config.storage_dir, self.job_id)
+        return sorted(n for n in names if not os.path.isfile(os.path.join(shared_dir, n)))
 
     def _savepoint_completed(self, completed: CompletedCheckpoint, now_ms: int) -> None:
         record = self._savepoints.pop(completed.request_id, None) if completed.request_id else None
@@ -327,6 +344,11 @@ class JobCheckpointing:
                     self.storage.discard(d.location)
                 except Exception:
                     log.warning("could not delete checkpoint %s at %s", d.checkpoint_id, d.location, exc_info=True)
+            if isinstance(d, DiscardAction) and d.shared_files and d.shared_dir:
+                try:  # files of incremental checkpoints no retained checkpoint refers to any more
+                    discard_shared(d.shared_dir, d.shared_files)
+                except Exception:
+                    log.warning("could not delete shared state of checkpoint %s", d.checkpoint_id, exc_info=True)
 
     # -- persistence ------------------------------------------------------------------------
     def _save_savepoint(self, record: SavepointRecord) -> None:
@@ -364,18 +386,49 @@ class JobCheckpointing:
     @_locked
     def latest_in_storage(self) -> CompletedCheckpoint | None:
         """The newest complete checkpoint (one with ``_metadata``) of this job in checkpoint storage."""
+        return next(iter(self._in_storage(newest_only=True)), None)
+
+    @_locked
+    def adopt_retained_in_storage(self) -> None:
+        """After a JobManager restart: every complete checkpoint of this job in storage is retained
+        again, and the shared files of incremental checkpoints are counted from their ``_metadata``."""
+        self.coordinator.adopt_retained(self._in_storage(newest_only=False))
+        self._sweep_shared()
+
+    def _sweep_shared(self) -> None:
+        """With no checkpoint in flight (a failover, the job's end, a JobManager restart), delete the
+        shared files no retained checkpoint refers to: those a failed checkpoint's tasks wrote but
+        never acknowledged (a killed TaskManager's), and half-written ones."""
+        if self.coordinator.pending or not self.config.storage_dir:
+            return
+        registry = self.coordinator.shared_registry
+        try:
+            gone = sweep_shared(shared_location(self.config.storage_dir, self.job_id), lambda name: name in registry)
+        except OSError:
+            log.warning("could not sweep the shared state files of job %s", self.job_id, exc_info=True)
+            return
+        if gone:
+            log.info("deleted %d shared state file(s) of job %s that no checkpoint refers to", len(gone), self.job_id)
+
+    def _in_storage(self, newest_only: bool) -> list[CompletedCheckpoint]:
         job_dir = os.path.join(self.config.storage_dir or "", self.job_id)
         try:
             names = [n for n in os.listdir(job_dir) if n.startswith("chk-") and n[4:].isdigit()]
         except OSError:
-            return None
+            return []
+        found = []
         for name in sorted(names, key=lambda n: int(n[4:]), reverse=True):
             path = os.path.join(job_dir, name)
+            if not os.path.isfile(os.path.join(path, "_metadata")):
+                continue  # in flight when the JobManager stopped
             try:
-                return CompletedCheckpoint.from_metadata(self.storage.read_metadata(path), external_path=path)
+                found.append(CompletedCheckpoint.from_metadata(self.storage.read_metadata(path), external_path=path))
             except Exception:
                 log.warning("skipping incomplete or unreadable checkpoint %s", path)
-        return None
+                continue
+            if newest_only:
+                break
+        return found
 
     def read_savepoint(self, path: str) -> CompletedCheckpoint:
         """Load a savepoint (or retained checkpoint) directory; raises InvalidSavepoint saying what is wrong."""
@@ -402,6 +455,7 @@ class JobCheckpointing:
             self._savepoint_failed(failed)
             if failed.discard is not None:
                 self._discard([failed.discard])
+        self._sweep_shared()
         self.flush_history()
 
     @_locked

@@ -348,6 +348,7 @@ class JobMaster:
         if latest is None:
             return False
         now = self._now()
+        self.checkpointing.adopt_retained_in_storage()  # before restore_from, which then keeps it retained
         self.checkpointing.coordinator.restore_from(latest, now)
         self.restore_plan = plan_restore(latest, self.checkpointing.coordinator.operators, self.allow_non_restored_state)
         self.eg.timestamps[JobStatus.CREATED.value] = start_time

@@ -155,6 +155,10 @@ class SubtaskCheckpointer:
         self.fork_snapshots = fork_snapshots and forked_snapshot.available()
         self._writer: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
+        # Incremental snapshots, per checkpoint id: (bytes of the new shared file, bytes of its whole
+        # chain), set on the writer thread; the checkpoint's state size is its chain, what it wrote
+        # (Flink's checkpointed size) only the new file.
+        self.shared_bytes: dict[int, tuple[int, int]] = {}
 
     def snapshot(
         self,
@@ -238,17 +242,26 @@ class SubtaskCheckpointer:
         background: dict[str, Callable[[], dict[str, Any]]] | None = None,
     ) -> None:
         t0 = time.monotonic()
+        shared: dict[str, tuple[str, ...]] = {}
         try:
             for op_id, complete in (background or {}).items():
                 state = pickle.loads(blobs[op_id])
                 state.update(complete())
+                # an incremental snapshot's chain: files in the job's shared/ directory it refers to
+                shared[op_id] = tuple(f["name"] for f in state.get("chain") or ())
                 blobs[op_id] = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
             handles = self._write_blobs(barrier, blobs)
         except Exception as e:
+            self.shared_bytes.pop(barrier.checkpoint_id, None)
             self.decline(barrier.checkpoint_id, f"subtask {self.task[1]} of {self.task[0]} could not write its state: {e}")
             return
         size = sum(len(b) for b in blobs.values())
-        self._ack(barrier, handles, size, sync_ms, int((time.monotonic() - t0) * 1000), alignment_ms, start_delay_ms, source_offsets)
+        new, referred = self.shared_bytes.pop(barrier.checkpoint_id, (0, 0))
+        self._ack(
+            barrier, handles, size + referred, sync_ms, int((time.monotonic() - t0) * 1000), alignment_ms, start_delay_ms,
+            source_offsets, {op: names for op, names in shared.items() if names},
+            checkpointed_size=size + new if shared else None,
+        )
 
     def _ack(
         self,
@@ -260,6 +273,8 @@ class SubtaskCheckpointer:
         alignment_ms: int,
         start_delay_ms: int,
         source_offsets: dict[str, Any],
+        shared_files: dict[str, tuple[str, ...]] | None = None,
+        checkpointed_size: int | None = None,
     ) -> None:
         ack = TaskAck(
             state_handles=handles,
@@ -267,10 +282,12 @@ class SubtaskCheckpointer:
             sync_ms=sync_ms,
             async_ms=async_ms,
             alignment_ms=alignment_ms,
-            persisted_bytes=size,
+            persisted_bytes=size if checkpointed_size is None else checkpointed_size,
             start_delay_ms=start_delay_ms,
             ack_timestamp=int(time.time() * 1000),
             source_offsets=source_offsets,
+            shared_files=shared_files or {},
+            checkpointed_size=checkpointed_size,
         )
         self.acknowledge(barrier.checkpoint_id, ack)
 

@@ -14,9 +14,12 @@ completes, ending event time only when asked to drain.
 """
 from __future__ import annotations
 
+import os
 import pickle
+import re
 import threading
 import time
+import uuid
 from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -27,7 +30,8 @@ from engine.runtime.deployment import TaskDeploymentDescriptor
 from engine.runtime.io.channel import ChannelFactory, ChannelId, TaskCancelled
 from engine.checkpoint.messages import TaskAck
 from engine.checkpoint.rescale import TaskRestore
-from engine.checkpoint.storage import FileSystemCheckpointStorage
+from engine.checkpoint.shared_state_registry import SHARED_DIR
+from engine.checkpoint.storage import FileSystemCheckpointStorage, read_shared_parts, write_shared_file
 from engine.runtime.batch_slicer import BatchSlicer
 from engine.runtime.collect import CollectGateway
 from engine.runtime.checkpointing import AlignmentStep, Barrier, BarrierAligner, SubtaskCheckpointer
@@ -50,8 +54,10 @@ from engine.runtime.state.task_state_manager import (
     restore_splits,
     snapshot_keyed,
     snapshot_keyed_async,
+    snapshot_keyed_incremental,
     snapshot_keyed_tables,
 )
+from engine.runtime.state.incremental import SharedFile
 from engine.runtime.task_metrics import TaskIOMetrics
 from engine.runtime.user_code_class_loader import activate_user_code
 from engine.runtime.watermarks import MAX_WATERMARK, StatusWatermarkValve
@@ -212,6 +218,8 @@ class StreamTask:
                 if node_id == head and self.keyed_backend is not None:
                     if getattr(self.keyed_backend, "snapshot_in_fork", False):
                         deferred[op_id] = _keyed_snapshot(self.keyed_backend, op)  # taken in a forked child
+                    elif getattr(self.keyed_backend, "changes", None) is not None and self._incremental_ok(barrier):
+                        background[op_id] = self._incremental_snapshot(op, op_id, barrier)  # a base or a delta
                     elif hasattr(self.keyed_backend, "begin_snapshot"):
                         background[op_id] = _keyed_snapshot_async(self.keyed_backend, op)  # read on the writer thread
                     else:
@@ -229,6 +237,32 @@ class StreamTask:
             # Nothing may follow this barrier until the savepoint's outcome is known: a source stops
             # reading, and no task fires processing-time timers (see _flush_due).
             self._savepoint_stop = barrier
+
+    def _incremental_ok(self, barrier: Barrier) -> bool:
+        """Checkpoints in the job's checkpoint directory may share files; a savepoint is always whole."""
+        return barrier.checkpoint_type == "CHECKPOINT" and barrier.location is not None
+
+    def _incremental_snapshot(self, op: StreamOperator, op_id: str, barrier: Barrier) -> Callable[[], dict[str, Any]]:
+        cid = barrier.checkpoint_id
+        # next to chk-<n>: <dir>/<job>/shared, where the SharedStateRegistry counts references
+        shared_dir = os.path.join(os.path.dirname(os.path.abspath(barrier.location)), SHARED_DIR)  # type: ignore[arg-type]
+        safe = re.sub(r"[^0-9A-Za-z_-]", "_", f"{op_id}-{self.tdd.vertex_id}-{self.tdd.subtask}-{self.tdd.attempt}")
+
+        def write_file(kind: str, parts: list[tuple[int, bytes]]) -> SharedFile:
+            name = f"{safe}-{cid}-{uuid.uuid4().hex[:8]}.{kind}"  # unique: a retried checkpoint id never overwrites
+            size, index = write_shared_file(shared_dir, name, parts)
+            return SharedFile(name, kind, size, tuple(index))
+
+        finish = snapshot_keyed_incremental(self.keyed_backend, op, cid, write_file)
+
+        def complete() -> dict[str, Any]:
+            out = finish()
+            chain = out["chain"]
+            if self.checkpointer is not None:
+                self.checkpointer.shared_bytes[cid] = (chain[-1]["size"], sum(f["size"] for f in chain))
+            return out
+
+        return complete
 
     def _apply_alignment(self, step: AlignmentStep, gate: Any) -> None:
         """Carry out what the aligner decided: block, snapshot with the barrier it owns, unblock."""
@@ -259,7 +293,12 @@ class StreamTask:
                 self.restored_position = restore_splits(loaded, spec, self.graph.transformations[node_id].function)
                 continue
             if node_id == head and self.keyed_backend is not None:
-                restore_keyed(self.keyed_backend, op, loaded, spec)
+                handles = spec.handles
+
+                def read_shared(old: int, name: str, ranges: list[tuple[int, int, int]]) -> list[tuple[int, bytes]]:
+                    return read_shared_parts(handles[old], name, ranges)
+
+                restore_keyed(self.keyed_backend, op, loaded, spec, read_shared=read_shared)
             op.restore_state(restore_operator_state(loaded, spec))
 
     def _initialize_functions(self) -> None:
@@ -275,6 +314,9 @@ class StreamTask:
                 op.notify_checkpoint_complete(cid)
             for handler in self.function_states.values():
                 handler.notify_checkpoint_complete(cid)
+            confirm = getattr(self.keyed_backend, "notify_checkpoint_complete", None)
+            if confirm is not None:  # an incremental backend's next delta rests on this checkpoint
+                confirm(cid)
             notify = getattr(self.reader, "notify_checkpoint_complete", None)
             if notify is not None:
                 notify(cid)
@@ -288,6 +330,9 @@ class StreamTask:
                 op.notify_checkpoint_aborted(cid)
             for handler in self.function_states.values():
                 handler.notify_checkpoint_aborted(cid)
+            aborted_backend = getattr(self.keyed_backend, "notify_checkpoint_aborted", None)
+            if aborted_backend is not None:  # an incremental backend's next snapshot is then a base
+                aborted_backend(cid)
             notify = getattr(self.reader, "notify_checkpoint_aborted", None)
             if notify is not None:
                 notify(cid)

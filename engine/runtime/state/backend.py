@@ -78,8 +78,11 @@ def create_keyed_backend(
     *,
     cache_entries: int = 10_000,
     key_spec: Any = None,
+    incremental: bool = False,
 ) -> KeyedStateBackend:
-    """A backend by its configured name; ``directory`` is only used, and then required, by the on-disk one."""
+    """A backend by its configured name; ``directory`` is only used, and then required, by the on-disk one.
+    ``incremental`` (Flink's ``state.backend.incremental``): the on-disk backend's checkpoints write
+    what changed since the last completed one; the heap backend ignores it (as Flink's HashMap does)."""
     name = kind.strip().lower()
     if name == HASHMAP:
         from engine.runtime.state.heap_backend import HeapKeyedStateBackend
@@ -90,5 +93,7 @@ def create_keyed_backend(
             raise ValueError(f"the '{name}' state backend keeps state on disk and needs a directory")
         from engine.runtime.state.lmdb_backend import LmdbKeyedStateBackend  # imports lmdb only when used
 
-        return LmdbKeyedStateBackend(max_parallelism, directory, cache_entries=cache_entries, clock=clock, key_spec=key_spec)
+        return LmdbKeyedStateBackend(
+            max_parallelism, directory, cache_entries=cache_entries, clock=clock, key_spec=key_spec, incremental=incremental
+        )
     raise ValueError(f"unknown state backend {kind!r}: expected one of {', '.join((HASHMAP, *ON_DISK))}")

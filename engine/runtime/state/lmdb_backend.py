@@ -50,6 +50,7 @@ import msgpack
 from engine.runtime.key_encoding import EXT_BIGINT, canonical
 from engine.runtime.key_groups import assign_to_key_group
 from engine.runtime.state.heap_backend import StateFactory, StateTypeMismatch
+from engine.runtime.state.incremental import ChangeTracker, SnapshotPlan
 from engine.runtime.state.state_records import (
     KG_BYTES,
     WRAPPED as _WRAPPED,
@@ -92,6 +93,7 @@ class LmdbKeyedStateBackend(StateFactory):
         clock: Callable[[], int] | None = None,
         map_size: int = 1 << 36,
         key_spec: Any = None,
+        incremental: bool = False,
     ) -> None:
         if cache_entries < 1:
             raise ValueError(f"cache_entries must be at least 1, got {cache_entries}")
@@ -122,6 +124,8 @@ class LmdbKeyedStateBackend(StateFactory):
         self._open_snapshots: list[dict[str, Any]] = []
         self._last_key: Any = _TOMB
         self._last_encoded: tuple[bytes, bool] = (b"", False)
+        # Incremental checkpoints: the keys written back since the last snapshot (``incremental``).
+        self.changes: ChangeTracker | None = ChangeTracker() if incremental else None
 
     # -- the backend interface (as HeapKeyedStateBackend) ------------------------------
     def table(self, name: str, kind: str) -> "LmdbTable":
@@ -158,22 +162,61 @@ class LmdbKeyedStateBackend(StateFactory):
         key-group order, nothing unpickled (``state_records.decode_record`` decodes them). Writes
         after this call do not reach it."""
         self.flush()
-        env = self._open_env()
         tables = [(name, t.db) for name, t in self.tables.items()]
+        # list() drives LMDB's cursor from C: no Python code runs per record
+        return self._open_snapshot(lambda txn: {name: list(txn.cursor(db).iternext()) for name, db in tables})
+
+    def begin_incremental_snapshot(
+        self, checkpoint_id: int
+    ) -> tuple[SnapshotPlan, Callable[[], dict[str, list[tuple[bytes, bytes | None]]]]]:
+        """As ``begin_snapshot`` for checkpoint ``checkpoint_id`` of an incremental backend: the plan
+        (a base, or a delta on the last completed checkpoint's chain) and the callable reading its
+        records off the task thread: every record for a base; for a delta, each changed key's record
+        as of now, or None where it was deleted, sorted by LMDB key."""
+        if self.changes is None:
+            raise ValueError("this LMDB state backend was not opened for incremental checkpoints")
+        self.flush()  # the write-backs it does are changes of this checkpoint
+        plan = self.changes.plan(checkpoint_id)
+        tables = {name: t.db for name, t in self.tables.items()}
+        if plan.changed is None:
+            return plan, self._open_snapshot(lambda txn: {name: list(txn.cursor(db).iternext()) for name, db in tables.items()})
+        changed = plan.changed
+
+        def delta(txn: Any) -> dict[str, list[tuple[bytes, bytes | None]]]:
+            return {
+                name: [(lk, txn.get(lk, db=tables[name])) for lk in sorted(keys)]
+                for name, keys in changed.items()
+                if name in tables
+            }
+
+        return plan, self._open_snapshot(delta)
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        """The next delta rests on this checkpoint's chain (incremental backends only)."""
+        if self.changes is not None:
+            self.changes.confirm(checkpoint_id)
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        if self.changes is not None:
+            self.changes.abort(checkpoint_id)
+
+    def _open_snapshot(self, reader: Callable[[Any], Any]) -> Callable[[], Any]:
+        """A read transaction, LMDB's view of the state now; the returned callable runs ``reader``
+        on it once (on another thread) and ends it."""
+        env = self._open_env()
         with self._snapshot_cond:
             txn = env.begin()
             self._snapshots += 1
             state: dict[str, Any] = {"txn": txn}  # the transaction until it is read or the backend closes
             self._open_snapshots.append(state)
 
-        def read() -> dict[str, list[tuple[bytes, bytes]]]:
+        def read() -> Any:
             with self._snapshot_cond:
                 if state["txn"] is None:
                     raise ValueError("the LMDB state backend was closed before this snapshot was read")
                 self._reading += 1
             try:
-                # list() drives LMDB's cursor from C: no Python code runs per record
-                return {name: list(txn.cursor(db).iternext()) for name, db in tables}
+                return reader(txn)
             finally:
                 with self._snapshot_cond:
                     self._reading -= 1
@@ -318,6 +361,11 @@ class LmdbKeyedStateBackend(StateFactory):
         ops = [(e.table.db, e.lk, _record(e)) for e in entries if e.dirty]
         if not ops:
             return
+        if self.changes is not None:
+            record = self.changes.record
+            for e in entries:
+                if e.dirty:
+                    record(e.table.name, e.lk)
         env = self._open_env()
         self._end_read()
         while True:
@@ -333,6 +381,8 @@ class LmdbKeyedStateBackend(StateFactory):
                 self._grow(env)
 
     def _drop(self, table: "LmdbTable") -> None:
+        if self.changes is not None:
+            self.changes.table_cleared()  # a delta cannot say "everything went": the next one is a base
         for ck in [ck for ck, e in self._cache.items() if e.table is table]:
             del self._cache[ck]
         self._end_read()

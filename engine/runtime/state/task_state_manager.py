@@ -12,6 +12,9 @@ Per operator a task writes one state file holding a dict:
   records in key-group order (``state_records``), sliced by key group on restore. Either backend
   restores both; ``kinds`` also records the key encoding that grouped
   the keys (``KEY_ENCODING_FIELD``; absent: version 1, whose keys are regrouped on restore);
+* ``chain`` (the on-disk backend with incremental checkpoints, instead of ``records``): the files in
+  the job's ``shared/`` directory its state is rebuilt from, a base and the deltas after it
+  (``incremental``); a restore replays the parts of the key groups it owns;
 * ``operator``: the operator's own ``snapshot_state()`` (a list is split evenly on rescale, anything
   else is copied, like broadcast state);
 * ``function``: a CheckpointedFunction's operator list and union list states;
@@ -31,6 +34,7 @@ from engine.checkpoint.rescale import (
     split_operator_state,
 )
 from engine.runtime.key_groups import KEY_ENCODING_VERSION, assign_to_key_group, key_group_range
+from engine.runtime.state.incremental import BASE, DELTA, SharedFile, chain_from_wire, chain_to_wire, encode_parts, replay
 from engine.runtime.state.operator_state import UNION, redistribute_operator_state
 from engine.runtime.state.state_records import decode_record, key_group_prefix
 
@@ -84,6 +88,34 @@ def snapshot_keyed_async(backend: Any, operator: Any) -> Callable[[], dict[str, 
     return finish
 
 
+def snapshot_keyed_incremental(
+    backend: Any, operator: Any, checkpoint_id: int, write_file: Callable[[str, list[tuple[int, bytes]]], SharedFile]
+) -> Callable[[], dict[str, Any]]:
+    """As ``snapshot_keyed_async`` for an incremental backend (``begin_incremental_snapshot``): the
+    callable, on the writer thread, reads the base or delta, hands it to ``write_file(kind, parts)``
+    (a new file in the job's shared directory) and returns ``{"keyed", "kinds", "chain"}``."""
+    import pickle
+
+    plan, read = backend.begin_incremental_snapshot(checkpoint_id)
+    own = pickle.dumps(_operator_keyed(backend, operator), protocol=pickle.HIGHEST_PROTOCOL)
+    kinds = dict(backend.kinds)
+    kinds[KEY_ENCODING_FIELD] = str(KEY_ENCODING_VERSION)
+
+    def finish() -> dict[str, Any]:
+        keyed, kinds_own = pickle.loads(own)
+        new = write_file(BASE if plan.is_base else DELTA, encode_parts(read()))
+        chain = (new,) if plan.is_base else (*plan.parent, new)
+        backend.changes.written(checkpoint_id, chain)
+        return {"keyed": keyed, "kinds": {**kinds, **kinds_own}, "chain": chain_to_wire(chain)}
+
+    return finish
+
+
+def shared_files_of(state: Mapping[str, Any]) -> tuple[str, ...]:
+    """The names of the shared files an operator's state dict refers to (for the acknowledgement)."""
+    return tuple(f["name"] for f in state.get("chain") or ())
+
+
 def _operator_keyed(backend: Any, operator: Any) -> tuple[dict[int, dict[str, list]], dict[str, str]]:
     """Timers and the operator's own keyed tables by key group, and the kinds of those tables."""
     max_p, spec = backend.max_parallelism, getattr(backend, "key_spec", None)
@@ -109,11 +141,23 @@ def restore_keyed(
     loaded: Mapping[int, Mapping[str, Any]],
     spec: OperatorRestore,
     read_peer: Callable[[Any], Mapping[str, Any]] | None = None,
+    read_shared: Callable[[int, str, list[tuple[int, int, int]]], list[tuple[int, bytes]]] | None = None,
 ) -> None:
     """Fill an opened keyed head's backend and timer services with this subtask's key groups.
     State grouped by an older key encoding is regrouped key by key, from every old subtask's file:
-    at an unchanged parallelism the others' files are read too (``read_peer``)."""
+    at an unchanged parallelism the others' files are read too (``read_peer``). An incremental
+    snapshot's chain is replayed for the key groups owned, its parts read by
+    ``read_shared(old subtask, file name, [(key group, offset, length)])``."""
     loaded, whole, records = _expand_tables(loaded, spec, getattr(backend, "key_spec", None))
+    owned = key_group_range(spec.max_parallelism, spec.parallelism, spec.subtask)
+    for old, st in sorted(loaded.items()):
+        if not st.get("chain"):
+            continue
+        if read_shared is None:
+            raise StateRestoreError("this state refers to incremental checkpoint files, and nothing reads them here")
+        chain = chain_from_wire(st["chain"])
+        tables = replay(chain, owned, lambda name, ranges, old=old: read_shared(old, name, ranges))
+        records.extend(tables.items())
     if any(key_encoding_of(st) < KEY_ENCODING_VERSION for st in loaded.values()):
         loaded = dict(loaded)
         if spec.peer_handles and set(loaded) == {spec.subtask}:

@@ -1,0 +1,94 @@
+"""ChangeTracker (pure): when a checkpoint is a delta and when a base, and which keys a delta holds."""
+from __future__ import annotations
+
+from engine.runtime.state.incremental import BASE, DELTA, ChangeTracker, SharedFile, encode_parts, replay
+
+
+def f(name: str, kind: str, size: int) -> SharedFile:
+    return SharedFile(name, kind, size, ())
+
+
+def complete(t: ChangeTracker, cid: int, new: SharedFile) -> None:
+    plan = t.plan(cid)
+    chain = (new,) if plan.is_base else (*plan.parent, new)
+    t.written(cid, chain)
+    t.confirm(cid)
+
+
+def test_a_delta_holds_the_keys_of_every_snapshot_since_the_last_completed_one() -> None:
+    t = ChangeTracker()
+    t.record("v", b"a")
+    complete(t, 1, f("b", BASE, 100))
+    t.record("v", b"b")
+    p2 = t.plan(2)  # taken, never completed (failed)
+    t.written(2, (*p2.parent, f("d2", DELTA, 1)))
+    t.record("v", b"c")
+    t.record("w", b"c")
+    p3 = t.plan(3)
+    assert not p3.is_base and [x.name for x in p3.parent] == ["b"]
+    assert p3.changed == {"v": frozenset({b"b", b"c"}), "w": frozenset({b"c"})}
+    t.written(3, (*p3.parent, f("d3", DELTA, 1)))
+    t.confirm(3)
+    t.record("v", b"d")
+    p4 = t.plan(4)
+    assert [x.name for x in p4.parent] == ["b", "d3"] and p4.changed == {"v": frozenset({b"d"})}
+
+
+def test_a_base_comes_after_max_deltas_or_when_deltas_outweigh_it() -> None:
+    t = ChangeTracker(max_deltas=2)
+    complete(t, 1, f("b", BASE, 100))
+    complete(t, 2, f("d2", DELTA, 10))
+    complete(t, 3, f("d3", DELTA, 10))
+    assert t.plan(4).is_base  # two deltas already
+    t = ChangeTracker(max_deltas=10)
+    complete(t, 1, f("b", BASE, 100))
+    complete(t, 2, f("d2", DELTA, 60))
+    assert not t.plan(3).is_base
+    complete(t, 4, f("d4", DELTA, 60))
+    assert t.plan(5).is_base  # 120 bytes of deltas on a 100-byte base
+
+
+def test_too_many_changed_keys_a_cleared_table_or_an_abort_give_a_base() -> None:
+    t = ChangeTracker(max_tracked=3)
+    complete(t, 1, f("b", BASE, 100))
+    for k in (b"1", b"2", b"3", b"4"):
+        t.record("v", k)
+    assert t.plan(2).is_base and not t.changes  # the set was dropped, not kept growing
+    t = ChangeTracker()
+    complete(t, 1, f("b", BASE, 100))
+    t.table_cleared()
+    assert t.plan(2).is_base
+    t = ChangeTracker()
+    complete(t, 1, f("b", BASE, 100))
+    t.plan(2)
+    t.abort(2)
+    assert t.plan(3).is_base
+    t.abort(99)  # not a snapshot of this tracker (a savepoint): nothing changes
+
+
+def test_confirming_an_unknown_or_unwritten_checkpoint_changes_nothing() -> None:
+    t = ChangeTracker()
+    complete(t, 1, f("b", BASE, 100))
+    t.plan(2)  # its files are not written yet
+    t.confirm(2)
+    t.confirm(7)
+    assert [x.name for x in t.confirmed] == ["b"]  # type: ignore[union-attr]
+
+
+def test_replay_reads_only_the_key_groups_asked_for_and_applies_tombstones() -> None:
+    base = encode_parts({"v": [(b"\x00\x01a", b"1"), (b"\x00\x01b", b"2"), (b"\x00\x05c", b"3")]})
+    delta = encode_parts({"v": [(b"\x00\x01a", None), (b"\x00\x05c", b"4")]})
+    files = {"b": dict(base), "d": dict(delta)}
+    chain = (
+        SharedFile("b", BASE, 0, tuple((kg, 0, 0) for kg, _ in base)),
+        SharedFile("d", DELTA, 0, tuple((kg, 0, 0) for kg, _ in delta)),
+    )
+    asked = []
+
+    def read(name, ranges):
+        asked.append((name, [kg for kg, _, _ in ranges]))
+        return [(kg, files[name][kg]) for kg, _, _ in ranges]
+
+    assert replay(chain, range(0, 4), read) == {"v": [(b"\x00\x01b", b"2")]}
+    assert asked == [("b", [1]), ("d", [1])]
+    assert replay(chain, range(0, 16), read) == {"v": [(b"\x00\x01b", b"2"), (b"\x00\x05c", b"4")]}

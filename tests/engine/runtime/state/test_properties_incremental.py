@@ -1,0 +1,211 @@
+"""Property: incremental checkpoints of the on-disk backend, with random updates, deletes and in-place
+list appends, checkpoints that complete or fail in any order, retention through the coordinator's
+SharedStateRegistry, and restores at random points from any retained checkpoint (onto the on-disk
+backend at 1-3 subtasks, and onto the heap backend), always give the state a plain dict held at that
+checkpoint; and the shared directory holds exactly the files the retained checkpoints refer to.
+
+Real LMDB, real files in the checkpoint layout (``<job>/chk-<n>/``, ``<job>/shared/``), read back
+through the checkpoint storage's confined reader."""
+from __future__ import annotations
+
+import itertools
+import os
+from types import SimpleNamespace
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine.checkpoint.rescale import OperatorRestore
+from engine.checkpoint.shared_state_registry import SharedStateRegistry
+from engine.checkpoint.storage import discard_shared, read_shared_parts, write_shared_file
+from engine.datastream.state import ListStateDescriptor, ValueStateDescriptor
+from engine.runtime.key_groups import assign_key_to_operator
+from engine.runtime.state.heap_backend import HeapKeyedStateBackend
+from engine.runtime.state.incremental import SharedFile
+from engine.runtime.state.lmdb_backend import LmdbKeyedStateBackend
+from engine.runtime.state.task_state_manager import restore_keyed, shared_files_of, snapshot_keyed_incremental
+
+MAX_P = 16
+RETAINED = 2
+KEYS = st.one_of(st.integers(-5, 40), st.sampled_from(["a", "b", "long-" + "x" * 600, ("t", 1)]))
+_ARGS = {
+    "put": lambda: st.tuples(st.just("put"), KEYS, st.integers()),
+    "delete": lambda: st.tuples(st.just("delete"), KEYS),
+    "fill": lambda: st.tuples(st.just("fill"), st.integers()),
+    "append": lambda: st.tuples(st.just("append"), KEYS, st.integers(0, 9)),
+    "clear-table": lambda: st.tuples(st.just("clear-table")),
+    "checkpoint": lambda: st.tuples(st.just("checkpoint")),
+    "complete": lambda: st.tuples(st.just("complete"), st.integers(0, 3)),
+    "fail": lambda: st.tuples(st.just("fail"), st.integers(0, 3)),
+    "restore": lambda: st.tuples(st.just("restore"), st.integers(0, RETAINED - 1), st.integers(1, 3)),
+}
+# Weighted, so that chains of several deltas build up between restores (which start a new base).
+_KINDS = ["fill"] * 2 + ["put"] * 14 + ["delete"] * 4 + ["append"] * 6 + ["checkpoint"] * 8 + ["complete"] * 8 + ["fail"] * 2 + ["restore"] * 3 + ["clear-table"]
+OPS = st.lists(st.sampled_from(_KINDS).flatmap(lambda kind: _ARGS[kind]()), min_size=40, max_size=120)
+_dirs = itertools.count()
+
+
+class _Operator:
+    ctx = SimpleNamespace(operator_name="op")
+
+    def timer_services(self) -> dict:
+        return {}
+
+    def keyed_tables(self) -> dict:
+        return {}
+
+
+class Subtask:
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+        self.value = backend.get_state(ValueStateDescriptor("v", None))
+        self.list = backend.get_list_state(ListStateDescriptor("l", None))
+
+    def state(self) -> tuple[dict, dict]:
+        return dict(self.backend.table("v", "value").items()), {k: list(v) for k, v in self.backend.table("l", "list").items()}
+
+
+class Job:
+    """The checkpoint directory of one job and the coordinator's bookkeeping of it."""
+
+    def __init__(self, root: str, cache: int, max_deltas: int) -> None:
+        self.root, self.cache, self.max_deltas = root, cache, max_deltas
+        self.shared = os.path.join(root, "shared")
+        self.registry = SharedStateRegistry()
+        self.retained: list[tuple[int, dict[int, str], dict, dict]] = []  # (id, handles, values, lists)
+        self.next_id = 1
+
+    def backend(self) -> LmdbKeyedStateBackend:
+        b = LmdbKeyedStateBackend(MAX_P, os.path.join(self.root, f"lmdb-{next(_dirs)}"), cache_entries=self.cache, incremental=True)
+        b.changes.max_deltas = self.max_deltas  # type: ignore[union-attr]
+        return b
+
+    def write_file(self, cid: int, i: int):
+        def write(kind: str, parts: list[tuple[int, bytes]]) -> SharedFile:
+            name = f"op-{i}-{cid}.{kind}"
+            size, index = write_shared_file(self.shared, name, parts)
+            return SharedFile(name, kind, size, tuple(index))
+
+        return write
+
+    def write_state(self, cid: int, i: int, state: dict) -> str:
+        """The subtask's .state file: in this test the state dict itself is kept in memory (by handle)."""
+        d = os.path.join(self.root, f"chk-{cid}")
+        os.makedirs(d, exist_ok=True)
+        path = os.path.join(d, f"op-{i}.state")
+        open(path, "wb").close()
+        return path
+
+    def complete(self, cid: int, handles: dict[int, str], names: set[str], values: dict, lists: dict) -> None:
+        open(os.path.join(self.root, f"chk-{cid}", "_metadata"), "wb").close()
+        self.registry.register(cid, names)
+        self.retained.append((cid, handles, values, lists))
+        while len(self.retained) > RETAINED:
+            old = self.retained.pop(0)
+            discard_shared(self.shared, self.registry.unregister(old[0]))
+
+    def fail(self, names: set[str]) -> None:
+        discard_shared(self.shared, self.registry.unused(names))
+
+    def files(self) -> set[str]:
+        return set(os.listdir(self.shared)) if os.path.isdir(self.shared) else set()
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=OPS, cache=st.sampled_from([1, 3, 1000]), max_deltas=st.integers(1, 6))
+def test_incremental_chains_restore_the_state_of_any_retained_checkpoint(tmp_path, ops, cache, max_deltas) -> None:
+    job = Job(str(tmp_path / f"job-{next(_dirs)}"), cache, max_deltas)
+    subtasks = [Subtask(job.backend())]
+    values: dict[Any, int] = {}
+    lists: dict[Any, list[int]] = {}
+    pending: list[tuple[int, list, dict, dict]] = []  # (id, [finish per subtask], values then, lists then)
+    states: dict[tuple[int, int], dict] = {}  # (checkpoint id, subtask) -> state dict
+    try:
+        for op in ops:
+            if op[0] in ("put", "delete", "append"):
+                key = op[1]
+                owner = subtasks[assign_key_to_operator(key, MAX_P, len(subtasks))]
+                owner.backend.current_key = key
+                if op[0] == "put":
+                    owner.value.update(op[2])
+                    values[key] = op[2]
+                elif op[0] == "delete":
+                    owner.value.clear()
+                    owner.list.clear()
+                    values.pop(key, None)
+                    lists.pop(key, None)
+                else:
+                    owner.list.add(op[2])
+                    lists.setdefault(key, []).append(op[2])
+            elif op[0] == "fill":  # many keys at once, so a base outweighs a few deltas
+                for key in range(60):
+                    owner = subtasks[assign_key_to_operator(key, MAX_P, len(subtasks))]
+                    owner.backend.current_key = key
+                    owner.value.update(op[1] + key)
+                    values[key] = op[1] + key
+            elif op[0] == "clear-table":  # a whole table dropped: the next checkpoint must be a base
+                for s in subtasks:
+                    s.backend.table("l", "list").clear()
+                lists.clear()
+            elif op[0] == "checkpoint":
+                cid, job.next_id = job.next_id, job.next_id + 1
+                started = [
+                    snapshot_keyed_incremental(s.backend, _Operator(), cid, job.write_file(cid, i)) for i, s in enumerate(subtasks)
+                ]
+                pending.append((cid, started, dict(values), {k: list(v) for k, v in lists.items()}))
+            elif op[0] in ("complete", "fail") and pending:
+                # Any checkpoint in flight ends, finished only now, after later writes.
+                cid, started, values_then, lists_then = pending.pop(op[1] % len(pending))
+                handles, names = {}, set()
+                for i, finish in enumerate(started):
+                    state = finish()
+                    states[(cid, i)] = state
+                    handles[i] = job.write_state(cid, i, state)
+                    names.update(shared_files_of(state))
+                # Refused as the JobManager does: failed by a task, older than the latest completed one
+                # (subsumed), or built on a chain whose files retention already deleted (a checkpoint
+                # planned before an older one completed, which then subsumed its parent).
+                if op[0] == "fail" or (job.retained and cid < job.retained[-1][0]) or not names <= job.files():
+                    job.fail(names)
+                    for s in subtasks:
+                        s.backend.notify_checkpoint_aborted(cid)
+                    continue
+                job.complete(cid, handles, names, values_then, lists_then)
+                for s in subtasks:
+                    s.backend.notify_checkpoint_complete(cid)
+            elif op[0] == "restore" and job.retained:
+                cid, handles, values_then, lists_then = job.retained[-1 - op[1] % len(job.retained)]
+                loaded = {i: states[(cid, i)] for i in handles}
+                for s in subtasks:
+                    s.backend.close()  # in-flight snapshots are abandoned with it: their files were never written
+                pending.clear()
+                parallelism = op[2]
+
+                def read_shared(old: int, name: str, ranges: list, handles: dict = handles) -> list:
+                    return read_shared_parts(handles[old], name, ranges)
+
+                subtasks = []
+                got_values: dict = {}
+                got_lists: dict = {}
+                for j in range(parallelism):
+                    s = Subtask(job.backend())
+                    spec = OperatorRestore("op", j, parallelism, len(loaded), MAX_P, dict(handles))
+                    restore_keyed(s.backend, _Operator(), loaded, spec, read_shared=read_shared)
+                    v, l = s.state()
+                    assert all(assign_key_to_operator(k, MAX_P, parallelism) == j for k in [*v, *l])
+                    got_values.update(v)
+                    got_lists.update(l)
+                    subtasks.append(s)
+                assert got_values == values_then
+                assert got_lists == lists_then
+                heap = Subtask(HeapKeyedStateBackend(MAX_P))  # the same chain restores on the heap backend
+                restore_keyed(heap.backend, _Operator(), loaded, OperatorRestore("op", 0, 1, len(loaded), MAX_P, dict(handles)), read_shared=read_shared)
+                assert heap.state() == (values_then, lists_then)
+                values, lists = dict(values_then), {k: list(v) for k, v in lists_then.items()}
+            # Retention: the shared directory holds exactly what the retained checkpoints refer to.
+            assert job.files() == {n for n in job.files() if n in job.registry}
+            assert all(n in job.files() for cid, handles, _, _ in job.retained for i in handles for n in shared_files_of(states[(cid, i)]))
+    finally:
+        for s in subtasks:
+            s.backend.close()
