@@ -147,6 +147,24 @@ class Cluster:
         self.wait_for(running, timeout, f"job {jid} and all its tasks to run")
         return self.job(jid)
 
+    def launch(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+        """``millstream cluster start ARGS`` with this cluster's environment (or ``env``): the launcher
+        starts the processes, not this object. Stop it with ``stop_launcher``."""
+        return subprocess.Popen(
+            [sys.executable, "-m", "backend.cli", "cluster", "start", *args],
+            env=self.env if env is None else env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+
+    @staticmethod
+    def stop_launcher(launcher: subprocess.Popen) -> str:
+        """Ctrl-C the launcher as a user would (it stops what it started); what it printed."""
+        launcher.send_signal(signal.SIGINT)
+        try:
+            launcher.wait(30)
+        except subprocess.TimeoutExpired:
+            launcher.kill()
+        return launcher.stdout.read() if launcher.stdout else ""
+
     def stop(self) -> None:
         self.http.close()
         for p in [*self.taskmanagers, self.jobmanager]:

@@ -67,10 +67,7 @@ def test_every_update_exactly_once_through_taskmanager_jobmanager_and_redis_kill
     rng = random.Random(1313)
     faults = FAULTS[:]
     rng.shuffle(faults)
-    launcher = subprocess.Popen(
-        [sys.executable, "-m", "backend.cli", "cluster", "start", "--taskmanagers", str(TASKMANAGERS), "--slots", "2"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
+    launcher = c.launch("--taskmanagers", str(TASKMANAGERS), "--slots", "2", env=env)
     out, collected = tmp_path / "out", tmp_path / "collected.json"
     run = None
     recoveries: list[tuple[str, float]] = []
@@ -138,14 +135,9 @@ def test_every_update_exactly_once_through_taskmanager_jobmanager_and_redis_kill
     finally:
         if run is not None and run.poll() is None:
             run.kill()
-        launcher.send_signal(signal.SIGINT)
-        try:
-            launcher.wait(30)
-        except subprocess.TimeoutExpired:
-            launcher.kill()
+        log = c.stop_launcher(launcher)
         c.http.close()
         c.redis.stop()
-    log = launcher.stdout.read() if launcher.stdout else ""
     counts = Counter(f for f, _ in recoveries)
     worst = max(recoveries, key=lambda r: r[1])
     print(

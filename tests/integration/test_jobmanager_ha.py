@@ -115,11 +115,7 @@ def test_leader_kills_and_a_pause_lose_no_update_and_a_paused_leader_changes_not
     env.update(
         MILLSTREAM_PORT=str(port), MILLSTREAM_JOBMANAGER=",".join(urls), MILLSTREAM_LEADER_LEASE_MS=str(LEASE_MS),
     )
-    launcher = subprocess.Popen(
-        [sys.executable, "-m", "backend.cli", "cluster", "start", "--jobmanagers", str(JOBMANAGERS),
-         "--taskmanagers", "2", "--slots", "2"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
+    launcher = c.launch("--jobmanagers", str(JOBMANAGERS), "--taskmanagers", "2", "--slots", "2", env=env)
     ha = HACluster(launcher, urls)
     c.http.close()
     out, collected = tmp_path / "out", tmp_path / "collected.json"
@@ -221,11 +217,7 @@ def test_leader_kills_and_a_pause_lose_no_update_and_a_paused_leader_changes_not
     finally:
         if run is not None and run.poll() is None:
             run.kill()
-        launcher.send_signal(signal.SIGINT)
-        try:
-            launcher.wait(30)
-        except subprocess.TimeoutExpired:
-            launcher.kill()
+        c.stop_launcher(launcher)
         c.http.close()
     print(
         "\nJobManager HA: takeover after a leader SIGKILL (new leader serving; both jobs running again): "

@@ -5,12 +5,8 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
-import httpx
 
 from tests.integration.cluster import Cluster
 
@@ -41,10 +37,7 @@ def _role_pids(launcher: int, role: str) -> list[int]:
 
 def test_the_launcher_restarts_a_killed_jobmanager_and_keeps_its_taskmanagers(tmp_path: Path) -> None:
     c = Cluster(tmp_path, heartbeat_timeout_ms=3000)  # only its Redis, port and environment are used
-    launcher = subprocess.Popen(
-        [sys.executable, "-m", "backend.cli", "cluster", "start", "--taskmanagers", "2", "--slots", "2"],
-        env=c.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
+    launcher = c.launch("--taskmanagers", "2", "--slots", "2")
     run = None
     try:
         c.wait_for(lambda: c.overview()["taskmanagers"] >= 2, 90, "the launched cluster to come up")
@@ -70,11 +63,7 @@ def test_the_launcher_restarts_a_killed_jobmanager_and_keeps_its_taskmanagers(tm
     finally:
         if run is not None and run.poll() is None:
             run.kill()
-        launcher.send_signal(signal.SIGINT)
-        try:
-            launcher.wait(30)
-        except subprocess.TimeoutExpired:
-            launcher.kill()
+        printed = c.stop_launcher(launcher)
         c.http.close()
         c.redis.stop()
-    assert "starting it again" in (launcher.stdout.read() if launcher.stdout else "")
+    assert "starting it again" in printed

@@ -4,9 +4,7 @@ attempt, no request lines) apart from what user code prints (``.out``)."""
 from __future__ import annotations
 
 import re
-import signal
 import subprocess
-import sys
 from pathlib import Path
 
 from tests.integration.cluster import Cluster
@@ -21,10 +19,7 @@ def _job(res: subprocess.CompletedProcess) -> str:
 
 def test_logs_and_stdout_go_to_their_own_files(tmp_path: Path) -> None:
     c = Cluster(tmp_path)  # its Redis, port and environment; the launcher starts the processes
-    launcher = subprocess.Popen(
-        [sys.executable, "-m", "backend.cli", "cluster", "start", "--taskmanagers", "1", "--slots", "2"],
-        env=c.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
+    launcher = c.launch("--taskmanagers", "1", "--slots", "2")
     logs = tmp_path / "var" / "log"
     try:
         c.wait_for(lambda: c.overview()["taskmanagers"] >= 1, 90, "the launched cluster to come up")
@@ -48,10 +43,6 @@ def test_logs_and_stdout_go_to_their_own_files(tmp_path: Path) -> None:
         tm_out = (logs / "taskmanager-0.out").read_text()
         assert "map saw 50" in tm_out and "map saw 50" not in tm_log  # print() goes to .out only
     finally:
-        launcher.send_signal(signal.SIGINT)
-        try:
-            launcher.wait(30)
-        except subprocess.TimeoutExpired:
-            launcher.kill()
+        c.stop_launcher(launcher)
         c.http.close()
         c.redis.stop()
