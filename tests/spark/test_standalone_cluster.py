@@ -96,14 +96,20 @@ def where_it_ran(env):
     return env.from_collection(["a", "b"]).map(lambda w: (w, sys.prefix, "engine" in sys.modules))
 
 
-def test_job_runs_on_a_standalone_cluster(spark_master_url, redis_url):
-    spark_master_url, bare = spark_master_url
+def _run(program, master: str, redis_url: str):
+    """The job on the standalone cluster, to its end: (job master, Redis client); it must finish."""
     conf = {"spark.executor.memory": "512m", "spark.driver.host": "127.0.0.1", "spark.cores.max": "1"}
-    jm, store, client = make_master(word_count, redis_url, spark_master=spark_master_url, conf=conf)
+    jm, store, client = make_master(program, redis_url, spark_master=master, conf=conf)
     pool = SlotPool()
     jm.try_schedule(pool)
     run_until_terminal(jm, pool, 180)
     assert jm.status is JobStatus.FINISHED, [e.stacktrace[-2000:] for e in store.list_exceptions(jm.job_id)]
+    return jm, client
+
+
+def test_job_runs_on_a_standalone_cluster(spark_master_url, redis_url):
+    spark_master_url, _ = spark_master_url
+    jm, client = _run(word_count, spark_master_url, redis_url)
     assert sorted(collected(client, jm.job_id)) == [("a", 200), ("is", 100), ("rose", 150)]
     progress = jm.spark_progress()
     assert progress["master"] == spark_master_url
@@ -113,10 +119,5 @@ def test_job_runs_on_a_standalone_cluster(spark_master_url, redis_url):
 def test_executors_need_only_pyspark_and_python(spark_master_url, redis_url):
     """The executors ran the job's function in the bare interpreter, with the shipped engine loaded."""
     spark_master_url, bare = spark_master_url
-    conf = {"spark.executor.memory": "512m", "spark.driver.host": "127.0.0.1", "spark.cores.max": "1"}
-    jm, store, client = make_master(where_it_ran, redis_url, spark_master=spark_master_url, conf=conf)
-    pool = SlotPool()
-    jm.try_schedule(pool)
-    run_until_terminal(jm, pool, 180)
-    assert jm.status is JobStatus.FINISHED, [e.stacktrace[-2000:] for e in store.list_exceptions(jm.job_id)]
+    jm, client = _run(where_it_ran, spark_master_url, redis_url)
     assert sorted(collected(client, jm.job_id)) == [("a", bare, True), ("b", bare, True)]
