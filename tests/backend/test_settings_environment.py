@@ -116,3 +116,15 @@ def test_a_process_that_cannot_write_the_checkpoint_dir_does_not_start(tmp_path:
         )
         assert result.returncode == 2, (command, result.stdout, result.stderr)
         assert f"the {who} cannot write to its checkpoint directory {not_a_dir / 'chk'}" in result.stderr, result.stderr
+
+
+def test_the_readme_lists_every_setting():
+    """The README's Configuration table names every setting (by each of its variable names)."""
+    readme = (ROOT / "README.md").read_text()
+    table = readme[readme.index("## Configuration") : readme.index("## Containers")]
+    missing = []
+    for name, field in Settings.model_fields.items():
+        alias = field.validation_alias
+        names = list(alias.choices) if alias is not None else [f"MILLSTREAM_{name.upper()}"]
+        missing += [n for n in names if f"`{n}`" not in table]
+    assert not missing, f"settings missing from the README's Configuration table: {missing}"
