@@ -69,6 +69,21 @@ def sample(cluster, r: redis.Redis, started: float) -> Sample:
     return s
 
 
+def trend(points: list[tuple[int, Sample]]) -> list[str]:
+    """Each process's RSS after 0, 1/4, 1/2, 3/4 and all of the short jobs, and the growth per quarter."""
+    lines = []
+    for name in points[0][1].figures:
+        if not name.endswith("RSS MiB"):
+            continue
+        values = [s.figures.get(name, 0.0) for _, s in points]
+        steps = ", ".join(f"{b - a:+.1f}" for a, b in zip(values, values[1:]))
+        lines.append(
+            f"{name} after {'/'.join(str(n) for n, _ in points)} jobs: "
+            + " ".join(f"{v:.1f}" for v in values) + f" (steps {steps})"
+        )
+    return lines
+
+
 def report(first: Sample, last: Sample) -> list[str]:
     lines = [f"{'what':32} {'start':>10} {'end':>10} {'end/start':>10}"]
     for name, a in first.figures.items():
@@ -117,9 +132,14 @@ def soak(minutes: float, short_jobs: int) -> list[str]:
             for i in range(warm):
                 run_short(env, i)
             first = sample(cluster, r, started)
+            # Samples along the way too: growth that levels off shows as smaller steps in later quarters.
+            quarters = {warm + (short_jobs - warm) * q // 4 for q in (1, 2, 3)}
+            along: list[tuple[int, Sample]] = []
             gap = max(0.0, (deadline - time.monotonic()) / max(1, short_jobs - warm) - 1.0)
             for i in range(warm, short_jobs):
                 run_short(env, i)
+                if i + 1 in quarters:
+                    along.append((i + 1, sample(cluster, r, started)))
                 if long_run.poll() is not None:
                     raise RuntimeError(f"the long job ended early: {long_run.stderr.read()[-2000:] if long_run.stderr else ''}")
                 time.sleep(min(gap, max(0.0, deadline - time.monotonic())))
@@ -140,6 +160,7 @@ def soak(minutes: float, short_jobs: int) -> list[str]:
                 f"({checkpoints.get('completed', 0)} checkpoints completed, {checkpoints.get('failed', 0)} failed) "
                 f"plus {short_jobs} short jobs, {finished} of them FINISHED",
                 *report(first, last),
+                *trend([(warm, first), *along, (short_jobs, last)]),
             ]
             return lines
         finally:
