@@ -20,7 +20,7 @@ import httpx
 import msgpack
 
 from engine.client import job_output
-from engine.client.collect_result_buffer import CollectResultBuffer
+from engine.client.collect_result_buffer import CollectResultBuffer, ResultsMissing
 from engine.client.job_client import CloseableIterator
 from engine.common.job_execution_result import JobExecutionException, JobExecutionResult
 from engine.runtime.collect import CollectEntry
@@ -141,7 +141,11 @@ class RestJobClient:
         def gen() -> Iterator[Any]:
             offset = 0  # entries read: asking from here acknowledges them, so Redis drops them
             while True:
-                r = self._get(f"/jobs/{self.job_id}/results", params={"offset": offset})
+                params = {"offset": offset}
+                ack = buffer.ack()  # the records held here: the sink may forget them
+                if ack is not None:
+                    params.update(attempt=ack.attempt, acked=ack.position)
+                r = self._get(f"/jobs/{self.job_id}/results", params=params)
                 if r.status_code == 400:  # e.g. an entry the cluster did not write (refused, never decoded)
                     why = r.text
                     with contextlib.suppress(ValueError, KeyError, TypeError):
@@ -151,12 +155,15 @@ class RestJobClient:
                 body = msgpack.unpackb(r.content, raw=False)
                 entries = body["batches"]
                 offset += len(entries)
-                yield from buffer.add(CollectEntry.decode(raw, serializer) for raw in entries)
-                if body["ended"] and not entries:
-                    if body["state"] != "FINISHED":
-                        raise JobExecutionException(self.job_id, body["state"], self.failure_cause())
-                    yield from buffer.finish()
-                    return
+                try:
+                    yield from buffer.add(CollectEntry.decode(raw, serializer) for raw in entries)
+                    if body["ended"] and not entries:
+                        if body["state"] != "FINISHED":
+                            raise JobExecutionException(self.job_id, body["state"], self.failure_cause())
+                        yield from buffer.finish()
+                        return
+                except ResultsMissing as e:
+                    raise ResultsMissing(f"cannot read the results of job {self.job_id}: {e}") from None
                 if not entries:
                     time.sleep(0.1)
 

@@ -45,7 +45,8 @@ from engine.spark.spark_cancel import spark_cancel_value
 from engine.spark.spark_job_master import SparkJobMaster
 from engine.spark.validation import UntranslatableJob
 from engine.jobmanager.job_store import ExceptionRecord, JobRecord, JobStore
-from engine.runtime.io.redis_collect import CollectPositions, expire_results, fetch_results
+from engine.runtime.collect import Ack
+from engine.runtime.io.redis_collect import CollectPositions, expire_results, fetch_results, record_ack
 from engine.resourcemanager.resource_manager import ResourceManager
 from engine.resourcemanager.slot_pool import SlotPool
 from engine.security.replay import ReplayWindow
@@ -523,10 +524,11 @@ class Dispatcher(SavepointOperations):
                 out[(vid, int(sub))] = sample
         return out
 
-    def collect(self, job_id: str, offset: int) -> tuple[list[bytes], bool]:
+    def collect(self, job_id: str, offset: int, ack: Ack | None = None) -> tuple[list[bytes], bool]:
         """execute_and_collect's result entries from ``offset``, acknowledging (dropping) those before
-        it; and whether the job has ended. Raises ResultOffsetError for an offset already acknowledged
-        or past the entries written."""
+        it; and whether the job has ended. ``ack``: the record positions the client holds, which its
+        collect sink may forget. Raises ResultOffsetError for an offset already acknowledged or past
+        the entries written."""
         with self.lock:
             jm = self.jobs.get(job_id)
             if jm is None and self.store.get_job(job_id) is None:
@@ -535,6 +537,8 @@ class Dispatcher(SavepointOperations):
                 self._check_redis_epoch()  # a client may ask before the control loop saw Redis restart
             ended = jm is None or jm.status.is_terminal()
             positions = self._collect_positions.setdefault(job_id, CollectPositions())
+        if ack is not None and not ended:
+            record_ack(self.client, job_id, ack, self.config.cluster_secret)
         # A results list lost with a Redis restart is recognised in Redis itself (see _FETCH), so
         # this holds across a JobManager restart too.
         entries = fetch_results(

@@ -15,7 +15,7 @@ import msgpack
 import redis
 
 from engine import redis_keys
-from engine.runtime.io.redis_collect import MAX_UNACKED_BYTES
+from engine.runtime.collect import MAX_KEPT_BYTES as MAX_UNACKED_BYTES
 from tests.integration.cluster import Cluster
 
 PROGRAMS = Path(__file__).parent / "programs"
