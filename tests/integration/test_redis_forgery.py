@@ -281,6 +281,56 @@ def test_a_replayed_result_entry_is_refused(cluster: Cluster, tmp_path: Path) ->
     _cancel(cluster, jid)
 
 
+def _entry_kind(raw: bytes) -> int:
+    """An entry's kind, read in clear: writer id and index (16 bytes), envelope header, msgpack array."""
+    return raw[16 + HEADER + 1]
+
+
+def _run_behind(cluster: Cluster, tmp_path: Path, tamper: Callable[[redis.Redis, str], None]) -> str:
+    """A short collected count whose client stops reading after 100 updates; ``tamper`` works on
+    its results list meanwhile; then the client reads on. Returns its stderr."""
+    paused, resume = tmp_path / "paused", tmp_path / "resume"
+    known = cluster.job_ids()
+    run = cluster.start_run(
+        PROGRAMS / "slow_collected_count.py", "4000", "2000", str(tmp_path / "out.json"), "100", str(paused),
+        str(resume), options=("-p", "2"),
+    )
+    try:
+        jid = cluster.wait_new_job(known)
+        cluster.wait_for(paused.exists, 60, "the client to stop reading")
+        rds = _attacker(cluster)
+        cluster.wait_state(jid, ("FINISHED",), 60)  # every result written, most of them unread
+        assert rds.llen(redis_keys.collect(jid)) > 40
+        tamper(rds, jid)
+        resume.touch()
+        _, stderr = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode != 0, "the client lost results silently"
+    return " ".join(stderr.split())
+
+
+def test_deleted_result_entries_fail_the_client_clearly(cluster: Cluster, tmp_path: Path) -> None:
+    def delete_records(rds: redis.Redis, jid: str) -> None:
+        key = redis_keys.collect(jid)
+        entries = rds.lrange(key, 0, -1)
+        at = next(i for i in range(len(entries) // 2, len(entries)) if _entry_kind(entries[i]) == 1)  # RECORDS
+        rds.lset(key, at, b"gone")
+        rds.lrem(key, 1, b"gone")
+
+    said = _run_behind(cluster, tmp_path, delete_records)
+    assert "went missing" in said, said[-2000:]
+
+
+def test_an_edited_acknowledged_count_fails_the_client_clearly(cluster: Cluster, tmp_path: Path) -> None:
+    """``acked`` is where the list starts for the client's offsets: lowered, the next read trims
+    entries the client never got (it is unsealed, so only the record positions can tell)."""
+    said = _run_behind(cluster, tmp_path, lambda rds, jid: rds.hincrby(redis_keys.collect_meta(jid), "acked", -20))
+    assert "went missing" in said, said[-2000:]
+
+
 def test_a_spark_cancel_key_set_by_someone_else_cancels_nothing(cluster: Cluster) -> None:
     res = cluster.run(PROGRAMS / "slow_batch.py", "40", options=("--detached",))
     assert res.returncode == 0, res.stderr

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import cloudpickle
 
-from backend.embedded_redis import restart_embedded_redis
+from backend.embedded_redis import embedded_redis_alive, restart_embedded_redis
 from tests.integration.cluster import Cluster
 
 PROGRAMS = Path(__file__).parent / "programs"
@@ -129,6 +129,8 @@ def test_the_client_stays_exact_when_the_jobmanager_and_redis_die_together(tmp_p
         c.jobmanager.kill()
         os.kill(c.redis.pid, signal.SIGKILL)
         c.jobmanager.wait()
+        # Until the killed server is gone its pidfile makes a restart a no-op (a flake seen here).
+        c.wait_for(lambda: not embedded_redis_alive(c.redis), 10, "the killed Redis to be gone")
         restart_embedded_redis(c.redis)
         c.start_jobmanager()
         stdout, stderr = run.communicate(timeout=180)

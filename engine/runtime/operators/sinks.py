@@ -222,21 +222,22 @@ class CollectSinkOperator(StreamOperator):
             chunk = list(values[i : i + step])
             body = collect.encode_values(self.serializer, chunk)
             if self.replays:
-                self._make_room(len(body))
+                self._make_room()
                 self.kept.append((self.seq, len(chunk), body))
                 self.kept_bytes += len(body)
             self.gateway.publish([collect.records(self.ctx.attempt, self.seq, chunk, body)])
             self.seq += len(chunk)
 
-    def _make_room(self, size: int) -> None:
-        """Wait until the client acknowledged enough kept records for ``size`` more bytes."""
-        if not self.kept or self.kept_bytes + size <= self.max_kept_bytes:
+    def _make_room(self) -> None:
+        """While the sink keeps ``max_kept_bytes`` or more, wait until the client acknowledged enough
+        of the oldest kept records to bring it below (so it keeps at most one entry more)."""
+        if self.kept_bytes < self.max_kept_bytes:
             return
-        need, upto = self.kept_bytes + size - self.max_kept_bytes, self.kept[0][0]
+        remaining, upto = self.kept_bytes, self.kept[0][0]
         for pos, count, body in self.kept:
-            if need <= 0:
+            if remaining < self.max_kept_bytes:
                 break
-            need -= len(body)
+            remaining -= len(body)
             upto = pos + count
         self._forget(self.gateway.await_acknowledged(self.ctx.attempt, upto))
 

@@ -127,7 +127,7 @@ def test_a_full_sink_waits_for_its_client_instead_of_dropping() -> None:
     for i in range(10):
         op.process_batch(["x" * 10], None)
     assert gw.waited_for  # it waited for acknowledgements, each time for the oldest kept records
-    assert op.kept_bytes <= 40 and len(op.kept) < 10
+    assert op.kept_bytes <= 40 + len(op.kept[-1][2]) and len(op.kept) < 10
     assert list(CollectResultBuffer().add(gw.entries)) == ["x" * 10] * 10
 
 
