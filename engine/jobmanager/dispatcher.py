@@ -25,6 +25,7 @@ import logging
 import os
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -46,6 +47,7 @@ from engine.spark.spark_job_master import SparkJobMaster
 from engine.spark.validation import UntranslatableJob
 from engine.jobmanager.job_store import ExceptionRecord, JobRecord, JobStore
 from engine.runtime.collect import Ack
+from engine.security.replay import ElementPositions
 from engine.runtime.io.redis_collect import CollectPositions, expire_results, fetch_results, record_ack
 from engine.resourcemanager.resource_manager import ResourceManager
 from engine.resourcemanager.slot_pool import SlotPool
@@ -117,6 +119,8 @@ class Dispatcher(SavepointOperations):
         self.redis_run_id: str | None = None  # the Redis server this JobManager's jobs' data lives in
         self.redis_failovers = 0  # times Redis came back empty and running jobs were failed over
         self._collect_positions: dict[str, CollectPositions] = {}  # which entry each result offset holds
+        # which numbered line each print-stream position holds, for the jobs read most recently
+        self._stdout_positions: OrderedDict[str, ElementPositions] = OrderedDict()
 
     # -- lifecycle ----------------------------------------------------------------
     def start(self) -> None:
@@ -523,6 +527,17 @@ class Dispatcher(SavepointOperations):
             if sample is not None and sample.get("attempt") == attempt:
                 out[(vid, int(sub))] = sample
         return out
+
+    def stdout_positions(self, job_id: str) -> ElementPositions:
+        """The job's print-stream positions, which leave copied lines out (engine/runtime/io/job_stdout.py).
+        Kept for the 32 jobs read most recently: a stream is readable for an hour after its job left
+        memory, and a client finishing its read then must not see copies either."""
+        with self.lock:
+            positions = self._stdout_positions.pop(job_id, None) or ElementPositions()
+            self._stdout_positions[job_id] = positions
+            while len(self._stdout_positions) > 32:
+                self._stdout_positions.popitem(last=False)
+            return positions
 
     def collect(self, job_id: str, offset: int, ack: Ack | None = None) -> tuple[list[bytes], bool]:
         """execute_and_collect's result entries from ``offset``, acknowledging (dropping) those before

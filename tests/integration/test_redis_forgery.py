@@ -149,6 +149,23 @@ def test_forged_print_lines_never_reach_the_client(cluster: Cluster) -> None:
     assert after["lines"] == genuine["lines"] and after["total"] == genuine["total"] + 1
 
 
+def test_a_copied_print_line_shows_once(cluster: Cluster) -> None:
+    res = cluster.run(PROGRAMS / "printing.py", "streaming", "200", options=("--detached",))
+    assert res.returncode == 0, res.stderr
+    jid = _job_id(res.stdout)
+    cluster.wait_state(jid, ("FINISHED",), 60)
+    rds = _attacker(cluster)
+    genuine = cluster.http.get(f"/jobs/{jid}/stdout").json()
+    stream = redis_keys.job_stdout(jid)
+    for _ in range(3):  # a genuine sealed line, pushed again
+        rds.rpush(stream, rds.lindex(stream, 0))
+        rds.incr(redis_keys.job_stdout_total(jid))
+    after = cluster.http.get(f"/jobs/{jid}/stdout").json()  # read again from 0: each line once
+    assert after["lines"] == genuine["lines"] and after["total"] == genuine["total"] + 3
+    rest = cluster.http.get(f"/jobs/{jid}/stdout", params={"offset": genuine["total"]}).json()
+    assert rest["lines"] == [], rest["lines"]
+
+
 def _savepoint(cluster: Cluster, tmp_path: Path) -> Path:
     known = cluster.job_ids()
     run = cluster.start_run(PROGRAMS / "rescaled_count.py", "100000000", "500", options=("-p", "2"))
