@@ -40,6 +40,7 @@ class CollectResultBuffer:
         self.expect = 0  # the position the current attempt's next RECORDS must start at
         self.ended = False  # the current attempt's END arrived
         self._pending: dict[int, Any] = {}  # position -> record held, not handed out yet
+        self._held = 0  # a position before which every record is held (see held())
 
     @property
     def pending(self) -> int:
@@ -47,9 +48,10 @@ class CollectResultBuffer:
 
     def held(self) -> int:
         """The position before which this client holds every record (handed out or pending)."""
-        p = self.delivered
+        p = max(self._held, self.delivered)  # extended from where the last call stopped: amortised O(1)
         while p in self._pending:
             p += 1
+        self._held = p
         return p
 
     def ack(self) -> Ack | None:
@@ -97,6 +99,7 @@ class CollectResultBuffer:
                 del self._pending[p]
             if not e.gated and self.delivered > e.seq:
                 self.delivered = e.seq  # at-least-once: these records come again, as Flink's client gets them
+            self._held = min(self._held, e.seq)
             if first > self.held():
                 raise ResultsMissing(
                     f"positions {self.held()} to {first - 1} of the results are lost: the restored collect "

@@ -119,6 +119,7 @@ class Dispatcher(SavepointOperations):
         self.redis_run_id: str | None = None  # the Redis server this JobManager's jobs' data lives in
         self.redis_failovers = 0  # times Redis came back empty and running jobs were failed over
         self._collect_positions: dict[str, CollectPositions] = {}  # which entry each result offset holds
+        self._metric_samples: dict[str, dict[bytes, dict[str, Any]]] = {}  # job -> field -> newest sample read
         # which numbered line each print-stream position holds, for the jobs read most recently
         self._stdout_positions: OrderedDict[str, ElementPositions] = OrderedDict()
 
@@ -293,6 +294,7 @@ class Dispatcher(SavepointOperations):
                 continue
             del self.jobs[jid]
             self._collect_positions.pop(jid, None)
+            self._metric_samples.pop(jid, None)
             log.info("job %s (%s) left memory for the JobStore", jid, jm.status.value)
 
     def _handle(self, msg: dict[str, Any]) -> None:
@@ -519,13 +521,22 @@ class Dispatcher(SavepointOperations):
             log.warning("no live metrics of job %s: %s", job_id, e)
             return {}
         out: dict[tuple[str, int], dict[str, Any]] = {}
+        newest = self._metric_samples.setdefault(job_id, {})
         for field, value in raw.items():
             vid, _, sub = field.decode().rpartition(":")
             sample = messages.open_report(
                 value, self.config.cluster_secret, "metrics", redis_keys.task_metrics(job_id), field.decode()
             )
-            if sample is not None and sample.get("attempt") == attempt:
-                out[(vid, int(sub))] = sample
+            if sample is None or sample.get("attempt") != attempt:
+                continue
+            # One writer per subtask and attempt stamps its samples (sealed) with its time, as
+            # heartbeats: an older one put back into the field is a copy, and the newest seen stands.
+            known = newest.get(field)
+            if known is not None and known.get("attempt") == attempt and _stamp(sample) < _stamp(known):
+                sample = known
+            else:
+                newest[field] = sample
+            out[(vid, int(sub))] = sample
         return out
 
     def stdout_positions(self, job_id: str) -> ElementPositions:
@@ -599,6 +610,11 @@ def _with_savepoint_options(
     if config == job_graph.config:
         return job_graph
     return dataclasses.replace(job_graph, config=config)
+
+
+def _stamp(sample: dict[str, Any]) -> int:
+    ts = sample.get("ts")
+    return ts if isinstance(ts, int) else -1
 
 
 def _run_id(client: redis.Redis) -> str:

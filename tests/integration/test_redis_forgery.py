@@ -134,6 +134,41 @@ def test_forged_task_metrics_never_show(cluster: Cluster) -> None:
     _cancel(cluster, jid)
 
 
+def test_an_older_metrics_sample_put_back_never_shows(cluster: Cluster) -> None:
+    """Genuine sealed samples copied early and written back later: the counters shown never go back."""
+    res = cluster.run(PROGRAMS / "unbounded.py", options=("-p", "2", "--detached"))
+    assert res.returncode == 0, res.stderr
+    jid = _job_id(res.stdout)
+    cluster.wait_running(jid)
+    rds = _attacker(cluster)
+    key = redis_keys.task_metrics(jid)
+    cluster.wait_for(lambda: rds.hlen(key) >= 4, 30, "the tasks' first metrics")
+    old = rds.hgetall(key)
+
+    def counters() -> dict[tuple[str, int], int]:
+        out = {}
+        for v in cluster.job(jid)["vertices"]:
+            for st in cluster.http.get(f"/jobs/{jid}/vertices/{v['id']}").json()["subtasks"]:
+                m = st["metrics"]
+                out[(v["id"], st["subtask"])] = int(m.get("read-records", 0)) + int(m.get("write-records", 0))
+        return out
+
+    time.sleep(3)  # the counters move on from the copied samples
+    before = counters()
+    stop = _repeat(lambda: [rds.hset(key, f, v) for f, v in old.items()], 0.02)
+    went_back = []
+    try:
+        deadline = time.time() + 3
+        while time.time() < deadline:
+            now = counters()
+            went_back += [(k, before[k], n) for k, n in now.items() if n < before.get(k, 0)]
+            time.sleep(0.05)
+    finally:
+        stop()
+    assert not went_back, f"an older sample was shown: {went_back[:3]}"
+    _cancel(cluster, jid)
+
+
 def test_forged_print_lines_never_reach_the_client(cluster: Cluster) -> None:
     res = cluster.run(PROGRAMS / "printing.py", "streaming", "200", options=("--detached",))
     assert res.returncode == 0, res.stderr
