@@ -3,7 +3,8 @@
 User code travels as a cloudpickled StreamGraph. Modules that live next to
 the program are pickled by value, so helper files need not be installed on
 TaskManagers. Results of ``execute_and_collect`` are polled from
-``/jobs/{id}/results``; each poll acknowledges what the previous ones returned.
+``/jobs/{id}/results``; each poll acknowledges the entries the previous ones returned, and says
+which records the client holds, so the collect sink may forget them.
 """
 from __future__ import annotations
 
