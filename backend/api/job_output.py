@@ -28,7 +28,7 @@ def job_stdout(
     record = load_job(dispatcher, jid)
     # Only lines sealed for this job by the cluster are its output (engine/runtime/io/job_stdout.py).
     key = stdout_key(dispatcher.config.cluster_secret, record.jid)
-    chunk = read_lines(dispatcher.client, record.jid, offset, maxLines, key=key)
+    chunk = read_lines(dispatcher.client, record.jid, offset, maxLines, key=key, positions=dispatcher.stdout_positions(record.jid))
     return {
         "lines": chunk.lines,
         "offset": chunk.offset,

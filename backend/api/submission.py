@@ -9,6 +9,7 @@ from pydantic import BaseModel
 
 from backend.deps import DispatcherDep, SettingsDep
 from engine.graph.validation import InvalidJobGraph, parse_job_graph
+from engine.runtime.collect import Ack
 from engine.runtime.io.redis_collect import ResultOffsetError
 
 MAX_OFFSET = 2**53  # exact in the Lua that trims the results; no job writes more entries
@@ -57,9 +58,16 @@ def job_results(
     dispatcher: DispatcherDep,
     jid: str,
     offset: int = Query(0, ge=0, le=MAX_OFFSET, description="Entries the client has read: those before it are dropped"),
+    attempt: int | None = Query(None, ge=0, le=MAX_OFFSET, description="With acked: the attempt whose records the client holds"),
+    acked: int | None = Query(
+        None, ge=0, le=MAX_OFFSET, description="The client holds every record before this position: the sink may forget them"
+    ),
 ) -> Response:
+    if (attempt is None) != (acked is None):
+        raise HTTPException(400, "attempt and acked go together")
+    ack = Ack(attempt, acked) if attempt is not None and acked is not None else None
     try:
-        entries, ended = dispatcher.collect(jid, offset)
+        entries, ended = dispatcher.collect(jid, offset, ack)
     except ResultOffsetError as e:
         raise HTTPException(400, str(e))
     record = dispatcher.job_record(jid)

@@ -149,7 +149,8 @@ class LocalJobClient:
                 elif ended:
                     if self.status == "FAILED":
                         raise JobExecutionException(self.get_job_id(), self.status, self.failure)
-                    yield from buffer.finish()
+                    if self.status == "FINISHED":
+                        yield from buffer.finish()
                     return
 
         return CloseableIterator(gen(), on_close=self._close_collect, limit=limit)
@@ -166,6 +167,7 @@ class LocalCollectGateway:
     checkpoints complete here, so records are final as they come; a full queue makes the sink wait."""
 
     gated = False
+    replays = False  # nothing is lost between the sink and the iterator, and nothing restores
 
     def __init__(self, cancelled: threading.Event, max_entries: int = 64) -> None:
         self.cancelled = cancelled
@@ -181,6 +183,12 @@ class LocalCollectGateway:
                     break
                 except queue.Full:
                     continue
+
+    def acknowledged(self, attempt: int) -> int:
+        return 0  # never asked: the sink keeps nothing when the gateway does not replay
+
+    def await_acknowledged(self, attempt: int, position: int) -> int:
+        raise RuntimeError("a mini-cluster's collect sink keeps no records to wait for")
 
     def take(self, wait_s: float = 0.1) -> list[CollectEntry]:
         """What the sink published so far (waiting a little for the first entry)."""

@@ -3,7 +3,8 @@
 User code travels as a cloudpickled StreamGraph. Modules that live next to
 the program are pickled by value, so helper files need not be installed on
 TaskManagers. Results of ``execute_and_collect`` are polled from
-``/jobs/{id}/results``; each poll acknowledges what the previous ones returned.
+``/jobs/{id}/results``; each poll acknowledges the entries the previous ones returned, and says
+which records the client holds, so the collect sink may forget them.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import httpx
 import msgpack
 
 from engine.client import job_output
-from engine.client.collect_result_buffer import CollectResultBuffer
+from engine.client.collect_result_buffer import CollectResultBuffer, ResultsMissing
 from engine.client.failover import failover_client
 from engine.client.job_client import CloseableIterator
 from engine.common.job_execution_result import JobExecutionException, JobExecutionResult
@@ -142,7 +143,11 @@ class RestJobClient:
         def gen() -> Iterator[Any]:
             offset = 0  # entries read: asking from here acknowledges them, so Redis drops them
             while True:
-                r = self._get(f"/jobs/{self.job_id}/results", params={"offset": offset})
+                params = {"offset": offset}
+                ack = buffer.ack()  # the records held here: the sink may forget them
+                if ack is not None:
+                    params.update(attempt=ack.attempt, acked=ack.position)
+                r = self._get(f"/jobs/{self.job_id}/results", params=params)
                 if r.status_code == 400:  # e.g. an entry the cluster did not write (refused, never decoded)
                     why = r.text
                     with contextlib.suppress(ValueError, KeyError, TypeError):
@@ -152,12 +157,15 @@ class RestJobClient:
                 body = msgpack.unpackb(r.content, raw=False)
                 entries = body["batches"]
                 offset += len(entries)
-                yield from buffer.add(CollectEntry.decode(raw, serializer) for raw in entries)
-                if body["ended"] and not entries:
-                    if body["state"] != "FINISHED":
-                        raise JobExecutionException(self.job_id, body["state"], self.failure_cause())
-                    yield from buffer.finish()
-                    return
+                try:
+                    yield from buffer.add(CollectEntry.decode(raw, serializer) for raw in entries)
+                    if body["ended"] and not entries:
+                        if body["state"] != "FINISHED":
+                            raise JobExecutionException(self.job_id, body["state"], self.failure_cause())
+                        yield from buffer.finish()
+                        return
+                except ResultsMissing as e:
+                    raise ResultsMissing(f"cannot read the results of job {self.job_id}: {e}") from None
                 if not entries:
                     time.sleep(0.1)
 

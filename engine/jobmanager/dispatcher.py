@@ -30,6 +30,7 @@ import logging
 import os
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -51,7 +52,9 @@ from engine.spark.spark_cancel import spark_cancel_value
 from engine.spark.spark_job_master import SparkJobMaster
 from engine.spark.validation import UntranslatableJob
 from engine.jobmanager.job_store import ExceptionRecord, JobRecord, JobStore
-from engine.runtime.io.redis_collect import CollectPositions, expire_results, fetch_results
+from engine.runtime.collect import Ack
+from engine.security.replay import ElementPositions
+from engine.runtime.io.redis_collect import CollectPositions, expire_results, fetch_results, record_ack
 from engine.resourcemanager.resource_manager import ResourceManager
 from engine.resourcemanager.slot_pool import SlotPool
 from engine.security.replay import ReplayWindow
@@ -128,6 +131,9 @@ class Dispatcher(SavepointOperations):
         self.redis_run_id: str | None = None  # the Redis server this JobManager's jobs' data lives in
         self.redis_failovers = 0  # times Redis came back empty and running jobs were failed over
         self._collect_positions: dict[str, CollectPositions] = {}  # which entry each result offset holds
+        self._metric_samples: dict[str, dict[bytes, dict[str, Any]]] = {}  # job -> field -> newest sample read
+        # which numbered line each print-stream position holds, for the jobs read most recently
+        self._stdout_positions: OrderedDict[str, ElementPositions] = OrderedDict()
 
     # -- lifecycle ----------------------------------------------------------------
     def start(self) -> None:
@@ -324,6 +330,7 @@ class Dispatcher(SavepointOperations):
                 continue
             del self.jobs[jid]
             self._collect_positions.pop(jid, None)
+            self._metric_samples.pop(jid, None)
             log.info("job %s (%s) left memory for the JobStore", jid, jm.status.value)
 
     def _handle(self, msg: dict[str, Any]) -> None:
@@ -557,19 +564,40 @@ class Dispatcher(SavepointOperations):
             log.warning("no live metrics of job %s: %s", job_id, e)
             return {}
         out: dict[tuple[str, int], dict[str, Any]] = {}
+        newest = self._metric_samples.setdefault(job_id, {})
         for field, value in raw.items():
             vid, _, sub = field.decode().rpartition(":")
             sample = messages.open_report(
                 value, self.config.cluster_secret, "metrics", redis_keys.task_metrics(job_id), field.decode()
             )
-            if sample is not None and sample.get("attempt") == attempt:
-                out[(vid, int(sub))] = sample
+            if sample is None or sample.get("attempt") != attempt:
+                continue
+            # One writer per subtask and attempt stamps its samples (sealed) with its time, as
+            # heartbeats: an older one put back into the field is a copy, and the newest seen stands.
+            known = newest.get(field)
+            if known is not None and known.get("attempt") == attempt and _stamp(sample) < _stamp(known):
+                sample = known
+            else:
+                newest[field] = sample
+            out[(vid, int(sub))] = sample
         return out
 
-    def collect(self, job_id: str, offset: int) -> tuple[list[bytes], bool]:
+    def stdout_positions(self, job_id: str) -> ElementPositions:
+        """The job's print-stream positions, which leave copied lines out (engine/runtime/io/job_stdout.py).
+        Kept for the 32 jobs read most recently: a stream is readable for an hour after its job left
+        memory, and a client finishing its read then must not see copies either."""
+        with self.lock:
+            positions = self._stdout_positions.pop(job_id, None) or ElementPositions()
+            self._stdout_positions[job_id] = positions
+            while len(self._stdout_positions) > 32:
+                self._stdout_positions.popitem(last=False)
+            return positions
+
+    def collect(self, job_id: str, offset: int, ack: Ack | None = None) -> tuple[list[bytes], bool]:
         """execute_and_collect's result entries from ``offset``, acknowledging (dropping) those before
-        it; and whether the job has ended. Raises ResultOffsetError for an offset already acknowledged
-        or past the entries written."""
+        it; and whether the job has ended. ``ack``: the record positions the client holds, which its
+        collect sink may forget. Raises ResultOffsetError for an offset already acknowledged or past
+        the entries written."""
         with self.lock:
             jm = self.jobs.get(job_id)
             if jm is None and self.store.get_job(job_id) is None:
@@ -578,6 +606,8 @@ class Dispatcher(SavepointOperations):
                 self._check_redis_epoch()  # a client may ask before the control loop saw Redis restart
             ended = jm is None or jm.status.is_terminal()
             positions = self._collect_positions.setdefault(job_id, CollectPositions())
+        if ack is not None and not ended:
+            record_ack(self.client, job_id, ack, self.config.cluster_secret)
         # A results list lost with a Redis restart is recognised in Redis itself (see _FETCH), so
         # this holds across a JobManager restart too.
         entries = fetch_results(
@@ -623,6 +653,11 @@ def _with_savepoint_options(
     if config == job_graph.config:
         return job_graph
     return dataclasses.replace(job_graph, config=config)
+
+
+def _stamp(sample: dict[str, Any]) -> int:
+    ts = sample.get("ts")
+    return ts if isinstance(ts, int) else -1
 
 
 def _run_id(client: redis.Redis) -> str:

@@ -97,3 +97,40 @@ class ReplayWindow:
         refused["replay"] = refused.get("replay", 0) + 1
         log.warning("refused a replayed control message in %s: %s", self.where, why)
         raise ReplayError(f"replayed control message in {self.where}: {why}")
+
+
+class ElementPositions:
+    """Which numbered element each position of one append-only Redis list holds, for its readers.
+
+    Writers number their elements under the MAC (a random writer id and an index counting up from 0,
+    appended in order), so an element copied and pushed again carries a number seen before, at a
+    later position. ``accept`` is False for such a copy, and True for a new element or for the one
+    read at that same position before (a retried read, a second reader), within the ``keep`` newest
+    positions read: an element read again further back counts as a copy. The caller also drops
+    positions that left the list with ``forget_before``. A reader that restarts forgets all of it:
+    copies of what it read before are then taken as new once."""
+
+    def __init__(self, keep: int = 4096) -> None:
+        self.lock = threading.Lock()
+        self.keep = keep
+        self._at: dict[int, tuple[bytes, int]] = {}
+        self._last: dict[bytes, int] = {}
+        self._newest = -1
+
+    def accept(self, position: int, writer: bytes, index: int) -> bool:
+        if self._at.get(position) == (writer, index):
+            return True
+        if index <= self._last.get(writer, -1):
+            return False
+        self._at[position] = (writer, index)
+        self._last[writer] = index
+        if position > self._newest:
+            self._newest = position
+            if len(self._at) > 2 * self.keep:  # amortised: prune once twice as many are held
+                self.forget_before(position - self.keep)
+        return True
+
+    def forget_before(self, position: int) -> None:
+        if self._at and min(self._at) < position:
+            for p in [p for p in self._at if p < position]:
+                del self._at[p]

@@ -227,12 +227,14 @@ def main(argv: list[str] | None = None) -> int:
         watcher.cancel_requested = cancel  # the signal handler and the Redis key share one flag
         watcher.start()
         # A Spark job is one attempt whose records are final as they come (no checkpoints gate them).
-        results = RedisCollectGateway(client, ns.job_id, gated=False, max_unacked_bytes=None, secret=_secret(ns))
+        # Unbounded: the driver keeps no records for a replay (a Spark job has no checkpoint to restore).
+        results = RedisCollectGateway(client, ns.job_id, gated=False, secret=_secret(ns))
         position = [0]
+        collects = any(a.kind == "collect" for a in plan.actions)
+        if collects:
+            results.publish([collect.start(0, 0, False)])
 
         def on_collect(node_id: int, values: list[Any]) -> None:
-            if position[0] == 0:
-                results.publish([collect.start(0, 0, False)])
             results.publish([collect.records(0, position[0], list(values))])
             position[0] += len(values)
 
@@ -242,7 +244,11 @@ def main(argv: list[str] | None = None) -> int:
         key = stdout_key(secret, ns.job_id) if secret else None  # executors can seal this job's lines, nothing else
         set_print_stream(sc, ns.redis_url, ns.job_id, key)  # print() sinks' lines reach attached clients
         plan.run(sc, on_collect, job_group=ns.job_id)
-        return EXIT_CANCELED if cancel.is_set() else EXIT_FINISHED
+        if cancel.is_set():
+            return EXIT_CANCELED
+        if collects:
+            results.publish([collect.end(0, position[0])])  # the client checks every result arrived
+        return EXIT_FINISHED
     except UntranslatableJob as e:
         _report(ns, f"UntranslatableJob: {e}")
         return EXIT_UNTRANSLATABLE

@@ -15,7 +15,10 @@ import msgpack
 import redis
 
 from engine import redis_keys
-from engine.runtime.io.redis_collect import MAX_UNACKED_BYTES
+from engine.client.collect_result_buffer import CollectResultBuffer
+from engine.runtime.collect import MAX_KEPT_BYTES as MAX_UNACKED_BYTES
+from engine.runtime.collect import CollectEntry
+from engine.runtime.io.serialization import MsgpackSerializer
 from tests.integration.cluster import Cluster
 
 PROGRAMS = Path(__file__).parent / "programs"
@@ -87,7 +90,8 @@ def test_an_unread_unbounded_collect_keeps_redis_bounded_and_offsets_are_validat
         key = redis_keys.collect(jid)
 
         def held() -> int:
-            return int(client.memory_usage(key) or 0)
+            # Every element counted (the default samples 5, the first of which is the tiny START).
+            return int(client.memory_usage(key, samples=0) or 0)
 
         # The source would write ~50 MB/s; the sink stops at the cap and stays there.
         c.wait_for(lambda: held() >= MAX_UNACKED_BYTES * 0.9, 60, "the unread results to reach the cap")
@@ -100,16 +104,23 @@ def test_an_unread_unbounded_collect_keeps_redis_bounded_and_offsets_are_validat
         time.sleep(2)
         assert client.llen(key) == entries  # the sink waits: nothing more was written
         assert c.job(jid)["state"] == "RUNNING"
-        # A reader may now drain it: each read acknowledges the previous ones and Redis frees them.
+        # A reader may now drain it: each read acknowledges the previous entries and Redis frees them;
+        # the records it says it holds (attempt, acked) free the sink, which writes on.
         http = c.http
         assert http.get(f"/jobs/{jid}/results", params={"offset": 10**30}).status_code == 400
         assert http.get(f"/jobs/{jid}/results", params={"offset": entries + 5}).status_code == 400
-        offset = 0
-        for _ in range(5):
-            r = http.get(f"/jobs/{jid}/results", params={"offset": offset})
+        assert http.get(f"/jobs/{jid}/results", params={"offset": 0, "acked": 3}).status_code == 400  # no attempt
+        offset, buffer, ser = 0, CollectResultBuffer(), MsgpackSerializer()
+        for _ in range(entries + 1):
+            ack = buffer.ack()
+            params = {"offset": offset} if ack is None else {"offset": offset, "attempt": ack.attempt, "acked": ack.position}
+            r = http.get(f"/jobs/{jid}/results", params=params)
             assert r.status_code == 200
-            offset += len(msgpack.unpackb(r.content, raw=False)["batches"])
-        http.get(f"/jobs/{jid}/results", params={"offset": offset})
+            batches = msgpack.unpackb(r.content, raw=False)["batches"]
+            offset += len(batches)
+            list(buffer.add(CollectEntry.decode(b, ser) for b in batches))
+        assert buffer.held() >= 3 * 1024
+        c.wait_for(lambda: client.llen(key) > 0, 30, "the sink to write on once acknowledged")
         assert http.get(f"/jobs/{jid}/results", params={"offset": 0}).status_code == 400  # acknowledged
         # Once the job ends, what nobody read is left to expire, not kept for good.
         http.patch(f"/jobs/{jid}", params={"mode": "cancel"})

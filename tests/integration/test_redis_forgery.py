@@ -134,6 +134,41 @@ def test_forged_task_metrics_never_show(cluster: Cluster) -> None:
     _cancel(cluster, jid)
 
 
+def test_an_older_metrics_sample_put_back_never_shows(cluster: Cluster) -> None:
+    """Genuine sealed samples copied early and written back later: the counters shown never go back."""
+    res = cluster.run(PROGRAMS / "unbounded.py", options=("-p", "2", "--detached"))
+    assert res.returncode == 0, res.stderr
+    jid = _job_id(res.stdout)
+    cluster.wait_running(jid)
+    rds = _attacker(cluster)
+    key = redis_keys.task_metrics(jid)
+    cluster.wait_for(lambda: rds.hlen(key) >= 4, 30, "the tasks' first metrics")
+    old = rds.hgetall(key)
+
+    def counters() -> dict[tuple[str, int], int]:
+        out = {}
+        for v in cluster.job(jid)["vertices"]:
+            for st in cluster.http.get(f"/jobs/{jid}/vertices/{v['id']}").json()["subtasks"]:
+                m = st["metrics"]
+                out[(v["id"], st["subtask"])] = int(m.get("read-records", 0)) + int(m.get("write-records", 0))
+        return out
+
+    time.sleep(3)  # the counters move on from the copied samples
+    before = counters()
+    stop = _repeat(lambda: [rds.hset(key, f, v) for f, v in old.items()], 0.02)
+    went_back = []
+    try:
+        deadline = time.time() + 3
+        while time.time() < deadline:
+            now = counters()
+            went_back += [(k, before[k], n) for k, n in now.items() if n < before.get(k, 0)]
+            time.sleep(0.05)
+    finally:
+        stop()
+    assert not went_back, f"an older sample was shown: {went_back[:3]}"
+    _cancel(cluster, jid)
+
+
 def test_forged_print_lines_never_reach_the_client(cluster: Cluster) -> None:
     res = cluster.run(PROGRAMS / "printing.py", "streaming", "200", options=("--detached",))
     assert res.returncode == 0, res.stderr
@@ -147,6 +182,23 @@ def test_forged_print_lines_never_reach_the_client(cluster: Cluster) -> None:
     after = cluster.http.get(f"/jobs/{jid}/stdout").json()
     assert not any("FORGED" in line for line in after["lines"]), after["lines"][-3:]
     assert after["lines"] == genuine["lines"] and after["total"] == genuine["total"] + 1
+
+
+def test_a_copied_print_line_shows_once(cluster: Cluster) -> None:
+    res = cluster.run(PROGRAMS / "printing.py", "streaming", "200", options=("--detached",))
+    assert res.returncode == 0, res.stderr
+    jid = _job_id(res.stdout)
+    cluster.wait_state(jid, ("FINISHED",), 60)
+    rds = _attacker(cluster)
+    genuine = cluster.http.get(f"/jobs/{jid}/stdout").json()
+    stream = redis_keys.job_stdout(jid)
+    for _ in range(3):  # a genuine sealed line, pushed again
+        rds.rpush(stream, rds.lindex(stream, 0))
+        rds.incr(redis_keys.job_stdout_total(jid))
+    after = cluster.http.get(f"/jobs/{jid}/stdout").json()  # read again from 0: each line once
+    assert after["lines"] == genuine["lines"] and after["total"] == genuine["total"] + 3
+    rest = cluster.http.get(f"/jobs/{jid}/stdout", params={"offset": genuine["total"]}).json()
+    assert rest["lines"] == [], rest["lines"]
 
 
 def _savepoint(cluster: Cluster, tmp_path: Path) -> Path:
@@ -279,6 +331,56 @@ def test_a_replayed_result_entry_is_refused(cluster: Cluster, tmp_path: Path) ->
     assert run.returncode != 0
     assert "replayed entry" in said, said[-2000:]
     _cancel(cluster, jid)
+
+
+def _entry_kind(raw: bytes) -> int:
+    """An entry's kind, read in clear: writer id and index (16 bytes), envelope header, msgpack array."""
+    return raw[16 + HEADER + 1]
+
+
+def _run_behind(cluster: Cluster, tmp_path: Path, tamper: Callable[[redis.Redis, str], None]) -> str:
+    """A short collected count whose client stops reading after 100 updates; ``tamper`` works on
+    its results list meanwhile; then the client reads on. Returns its stderr."""
+    paused, resume = tmp_path / "paused", tmp_path / "resume"
+    known = cluster.job_ids()
+    run = cluster.start_run(
+        PROGRAMS / "slow_collected_count.py", "4000", "2000", str(tmp_path / "out.json"), "100", str(paused),
+        str(resume), options=("-p", "2"),
+    )
+    try:
+        jid = cluster.wait_new_job(known)
+        cluster.wait_for(paused.exists, 60, "the client to stop reading")
+        rds = _attacker(cluster)
+        cluster.wait_state(jid, ("FINISHED",), 60)  # every result written, most of them unread
+        assert rds.llen(redis_keys.collect(jid)) > 40
+        tamper(rds, jid)
+        resume.touch()
+        _, stderr = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode != 0, "the client lost results silently"
+    return " ".join(stderr.split())
+
+
+def test_deleted_result_entries_fail_the_client_clearly(cluster: Cluster, tmp_path: Path) -> None:
+    def delete_records(rds: redis.Redis, jid: str) -> None:
+        key = redis_keys.collect(jid)
+        entries = rds.lrange(key, 0, -1)
+        at = next(i for i in range(len(entries) // 2, len(entries)) if _entry_kind(entries[i]) == 1)  # RECORDS
+        rds.lset(key, at, b"gone")
+        rds.lrem(key, 1, b"gone")
+
+    said = _run_behind(cluster, tmp_path, delete_records)
+    assert "went missing" in said, said[-2000:]
+
+
+def test_an_edited_acknowledged_count_fails_the_client_clearly(cluster: Cluster, tmp_path: Path) -> None:
+    """``acked`` is where the list starts for the client's offsets: lowered, the next read trims
+    entries the client never got (it is unsealed, so only the record positions can tell)."""
+    said = _run_behind(cluster, tmp_path, lambda rds, jid: rds.hincrby(redis_keys.collect_meta(jid), "acked", -20))
+    assert "went missing" in said, said[-2000:]
 
 
 def test_a_spark_cancel_key_set_by_someone_else_cancels_nothing(cluster: Cluster) -> None:

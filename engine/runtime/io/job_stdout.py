@@ -12,13 +12,21 @@ the cluster secret). ``read_lines`` opens each line and leaves out (logged and c
 was not sealed for this job, so text pushed by someone with only the Redis URL never reaches a client
 as the job's output. Positions still count it: offsets stay those of the list.
 
+Sealed lines are also numbered, as collect entries are: each goes to Redis as ``writer id (8 bytes)
+| index (8 bytes) | envelope``, the MAC covering both, the index counting up per writer (a slot
+process's forwarder, per job). The reader's ``ElementPositions`` of the job accepts each number at one
+position only, so a genuine line copied and pushed again is left out like a forged one, while reading
+the same lines again (a retried request, a second client) shows them again.
+
 An append is one MULTI/EXEC, so the lines of one call stay together and in order; one writer (a
 subtask's thread, a Spark partition) appends in order, so its lines stay in order.
 """
 from __future__ import annotations
 
 import logging
+import os
 import queue
+import struct
 import threading
 import time
 from dataclasses import dataclass
@@ -28,6 +36,7 @@ import redis
 
 from engine import redis_keys
 from engine.security.mac import Sealer, Unauthenticated, derive
+from engine.security.replay import ElementPositions
 
 log = logging.getLogger("millstream.stdout")
 
@@ -64,6 +73,21 @@ def _sealer(key: str | None, job_id: str) -> Sealer | None:
     return Sealer(key, "stdout", job_id) if key else None
 
 
+_HEAD = struct.Struct(">8sQ")  # writer id, index of the line among that writer's
+
+
+class LineNumbering:
+    """One writer's numbers for the lines it appends to one job's stream."""
+
+    def __init__(self) -> None:
+        self.writer = os.urandom(8)
+        self.next = 0
+
+    def take(self, n: int) -> range:
+        first, self.next = self.next, self.next + n
+        return range(first, first + n)
+
+
 def append_lines(
     client: "redis.Redis | redis.client.Pipeline",
     job_id: str,
@@ -71,9 +95,11 @@ def append_lines(
     max_lines: int = redis_keys.JOB_STDOUT_MAX_LINES,
     ttl_s: int = redis_keys.JOB_STDOUT_TTL_S,
     key: str | None = None,
+    numbering: LineNumbering | None = None,
 ) -> None:
     """Append ``lines`` (without newlines) to the job's stream, dropping the oldest beyond ``max_lines``;
-    sealed with ``key`` (``stdout_key``) when given.
+    sealed with ``key`` (``stdout_key``) when given, and numbered by ``numbering`` (a writer that
+    appends more than once keeps one; without it the call is a writer of its own).
 
     Given a pipeline, the commands join it (the caller executes it); otherwise they run as one
     MULTI/EXEC."""
@@ -84,7 +110,13 @@ def append_lines(
         lines = lines[-max_lines:]
     sealer = _sealer(key, job_id)
     if sealer is not None:
-        lines = [sealer.seal(line.encode("utf-8", "replace")) for line in lines]  # type: ignore[misc]
+        numbering = numbering or LineNumbering()
+        numbers = numbering.take(printed)[printed - len(lines) :]  # lines beyond the cap keep their numbers
+        sealed = []
+        for index, line in zip(numbers, lines):
+            head = _HEAD.pack(numbering.writer, index)
+            sealed.append(head + sealer.seal(line.encode("utf-8", "replace"), index, head))
+        lines = sealed  # type: ignore[assignment]
     key, total = redis_keys.job_stdout(job_id), redis_keys.job_stdout_total(job_id)
     own = not isinstance(client, redis.client.Pipeline)
     pipe = client.pipeline(transaction=True) if own else client
@@ -98,26 +130,43 @@ def append_lines(
 
 
 def read_lines(
-    client: redis.Redis, job_id: str, offset: int, max_lines: int = 2000, key: str | None = None
+    client: redis.Redis,
+    job_id: str,
+    offset: int,
+    max_lines: int = 2000,
+    key: str | None = None,
+    positions: ElementPositions | None = None,
 ) -> StdoutChunk:
     """Up to ``max_lines`` lines from line number ``offset`` on (0 is the job's first line); with ``key``
-    only lines sealed with it (others are left out, their positions still counted)."""
+    only lines sealed with it (others are left out, their positions still counted), and with
+    ``positions`` (the job's, kept by the reader) no copy of a line read before."""
     total, first, raw = client.eval(
         _READ, 2, redis_keys.job_stdout(job_id), redis_keys.job_stdout_total(job_id), max(offset, 0), max_lines
     )
-    sealer = _sealer(key, job_id)
-    lines = []
-    for ln in raw:
-        if sealer is not None:
-            try:
-                ln = sealer.open(ln)
-            except Unauthenticated:
-                continue  # not the job's output: never shown as if it were
-        lines.append(ln.decode("utf-8", "replace") if isinstance(ln, bytes) else str(ln))
     start = max(offset, int(first))
     # An offset past the total (keys expired and the job printed again) restarts at what is there.
     if offset > int(total):
         start = int(first)
+    sealer = _sealer(key, job_id)
+    lines = []
+    if positions is not None:
+        positions.lock.acquire()
+        positions.forget_before(int(first))  # those lines left the stream
+    try:
+        for at, ln in enumerate(raw, start):
+            if sealer is not None:
+                try:
+                    writer, index = _HEAD.unpack_from(ln) if len(ln) >= _HEAD.size else (b"", -1)
+                    ln = sealer.open(ln[_HEAD.size :], index, ln[: _HEAD.size])
+                except Unauthenticated:
+                    continue  # not the job's output: never shown as if it were
+                if positions is not None and not positions.accept(at, writer, index):
+                    log.warning("left out a copied line of job %s's output at line %d", job_id, at)
+                    continue
+            lines.append(ln.decode("utf-8", "replace") if isinstance(ln, bytes) else str(ln))
+    finally:
+        if positions is not None:
+            positions.lock.release()
     return StdoutChunk(lines, start, start + len(raw), max(start - offset, 0), int(total))
 
 
@@ -133,6 +182,7 @@ class StdoutForwarder:
         self.client = client
         self.secret = secret  # the cluster secret: each job's lines are sealed with its stdout key
         self._keys: dict[str, str] = {}
+        self._numbering: dict[str, LineNumbering] = {}  # per job: this process is one writer of its stream
         self._warned_at = float("-inf")
         self._queue: queue.Queue[tuple[str, list[str]] | threading.Event] = queue.Queue(max_pending)
         self._thread = threading.Thread(target=self._loop, name="stdout-forwarder", daemon=True)
@@ -154,8 +204,15 @@ class StdoutForwarder:
         if key is None:
             if len(self._keys) > 1024:  # a long-lived slot runs many jobs
                 self._keys.clear()
+                self._numbering.clear()  # a new writer id for a job seen again: still unique
             key = self._keys[job_id] = stdout_key(self.secret, job_id)
         return key
+
+    def _numbers(self, job_id: str) -> LineNumbering:
+        n = self._numbering.get(job_id)
+        if n is None:
+            n = self._numbering[job_id] = LineNumbering()
+        return n
 
     def _loop(self) -> None:
         while True:
@@ -172,7 +229,7 @@ class StdoutForwarder:
             try:
                 pipe = self.client.pipeline(transaction=True)
                 for job_id, lines in by_job.items():
-                    append_lines(pipe, job_id, lines, key=self._key(job_id))
+                    append_lines(pipe, job_id, lines, key=self._key(job_id), numbering=self._numbers(job_id))
                 if by_job:
                     pipe.execute()
             except redis.RedisError:

@@ -24,6 +24,12 @@ Every element is sealed with the cluster secret (engine/security/mac.py), bound 
 anything decodes it. An element that does not open (pushed by someone with only the Redis URL,
 replayed from another channel or attempt) fails the consuming task with "unauthenticated buffer on
 channel X", which the restart strategy handles like any task failure: nothing in it is decoded.
+
+Credit tokens are sealed too, bound to their credit key (job, attempt, channel) and numbered: the
+n-th token a consumer returns carries n, and a producer counts a token only if it opens and its
+number is past the last one counted. A token pushed by someone with only the Redis URL, or a genuine
+one copied, is left uncounted, so forged credits cannot lift the bound on unread buffers. (Deleting
+tokens can still stall a channel: that needs write access to Redis and is not prevented here.)
 """
 from __future__ import annotations
 
@@ -130,6 +136,8 @@ class RedisChannelWriter:
         self.sealer = Sealer(secret, "buffer", self.data_key)
         self.seq = 0  # elements sent so far: the next one's sequence number, inside its MAC
         self.credit_key = redis_keys.credit(cid.job_id, cid.attempt, cid.edge, cid.src, cid.dst)
+        self.credit_sealer = Sealer(secret, "credit", self.credit_key)
+        self.credit_seq = 0  # the number the next counted credit token must reach
         self.initial = credits
         self.credits = credits
         self.cancelled = cancelled
@@ -148,9 +156,9 @@ class RedisChannelWriter:
                     raise TaskCancelled()
                 got = self.link.call("BLPOP", self.credit_key, _POLL_SLICE)
                 if got:
-                    self.credits += 1
+                    self.credits += self._count((got[1],))
                     more = self.link.call("LPOP", self.credit_key, self.initial)
-                    self.credits += len(more or ())
+                    self.credits += self._count(more or ())
             self.blocked_since = None
             blocked = time.monotonic() - t0
         if is_data:
@@ -169,7 +177,20 @@ class RedisChannelWriter:
 
     def _fetched(self, tokens: list[bytes] | None) -> None:
         self.fetching = False
-        self.credits += len(tokens or ())
+        self.credits += self._count(tokens or ())
+
+    def _count(self, tokens: "list[bytes] | tuple[bytes, ...]") -> int:
+        """Genuine new credit tokens among ``tokens``: sealed for this channel, numbered past the last."""
+        n = 0
+        for token in tokens:
+            try:
+                number = int.from_bytes(self.credit_sealer.open(token), "big")
+            except Unauthenticated:
+                continue  # forged: never a credit
+            if number >= self.credit_seq:  # a gap is a deleted token: that credit is lost, not the rest
+                self.credit_seq = number + 1
+                n += 1
+        return n
 
     def close(self) -> None:
         """Wait until Redis has taken every buffer sent (before the task may report it finished)."""
@@ -185,6 +206,8 @@ class RedisInputGate:
         self.sealers = [Sealer(secret, "buffer", k) for k in self.keys]
         self.seqs = [0] * len(self.keys)  # the sequence number each channel's next element must carry
         self.credit_keys = [redis_keys.credit(c.job_id, c.attempt, c.edge, c.src, c.dst) for c in cids]
+        self.credit_sealers = [Sealer(secret, "credit", k) for k in self.credit_keys]
+        self.credit_seqs = [0] * len(self.keys)  # the number of the next credit token per channel
         self.index = {k.encode(): i for i, k in enumerate(self.keys)}
         self.blocked: set[int] = set()
         self.cancelled = cancelled
@@ -204,7 +227,7 @@ class RedisInputGate:
         open_keys = open_keys[self._rotate :] + open_keys[: self._rotate]
         wait = max(0.01, min(timeout, _POLL_SLICE))
         # Deferred credits go back in the same round trip as the next BLPOP.
-        commands: list[tuple[Any, ...]] = [("RPUSH", self.credit_keys[i], 1) for i in self.pending_acks]
+        commands: list[tuple[Any, ...]] = [("RPUSH", self.credit_keys[i], self._token(i)) for i in self.pending_acks]
         commands.append(("BLPOP", *open_keys, wait))
         got = self.link.pipeline(commands)[-1]
         self.pending_acks.clear()
@@ -223,9 +246,14 @@ class RedisInputGate:
         # Deferred: sent with the next BLPOP in one round trip.
         self.pending_acks.append(channel_index)
 
+    def _token(self, i: int) -> bytes:
+        number = self.credit_seqs[i]
+        self.credit_seqs[i] = number + 1
+        return self.credit_sealers[i].seal(number.to_bytes(8, "big"))
+
     def _flush_acks(self) -> None:
         if self.pending_acks:
-            self.link.pipeline([("RPUSH", self.credit_keys[i], 1) for i in self.pending_acks])
+            self.link.pipeline([("RPUSH", self.credit_keys[i], self._token(i)) for i in self.pending_acks])
             self.pending_acks.clear()
 
     def block(self, channel_index: int) -> None:

@@ -1,11 +1,15 @@
 """execute_and_collect's results in Redis: the collect sink appends, the REST results route reads.
 
-One list per job holds the entries (engine/runtime/collect.py) the client has not acknowledged yet,
-and a hash next to it counts how many it acknowledged (``acked``: the list's first entry is at that
-offset) and how many bytes the list holds. A client that asks for offset ``n`` acknowledges every
-entry before ``n``, which is then trimmed; the sink waits while the list holds ``max_unacked_bytes``
-or more, so a job whose client reads nothing stays within that much Redis memory (backpressure
-spreads from the sink up to the sources, as from any slow consumer).
+One list per job holds the entries (engine/runtime/collect.py) the client has not read yet, and a
+hash next to it counts how many it has read (``acked``: the list's first entry is at that offset). A
+client that asks for offset ``n`` acknowledges every entry before ``n``, which is then trimmed.
+
+The client also says which record positions it holds (an ``Ack``: attempt and position), which the
+JobManager seals into the same hash (field ``ack``); the collect sink reads it to forget the records
+it keeps for a restore, and waits for it when it keeps as many as it may (``MAX_KEPT_BYTES``), so a
+job whose client reads nothing stays within about that much Redis memory (backpressure spreads from
+the sink up to the sources, as from any slow consumer). An ack written by anyone else does not open
+and is ignored: forging one cannot make a sink forget records.
 
 Every entry is sealed with the cluster secret for its job's list (engine/security/mac.py) and opened
 by the JobManager before it is handed to a client: an entry pushed by someone with only the Redis
@@ -17,7 +21,8 @@ An entry is also bound to its writer and its place in that writer's output: it g
 ``CollectPositions`` of the job accepts each (writer, index) at one list position only. A genuine
 entry copied and pushed again (a START that would make the client drop pending records, RECORDS the
 client would hand out twice) lands at a new position and is refused like a forged one; reading the
-same position again (a retried fetch) is fine.
+same position again (a retried fetch) is fine. Entries deleted from the list show at the client as
+a gap in record positions (see collect_result_buffer.py), which fails the collect clearly.
 """
 from __future__ import annotations
 
@@ -31,21 +36,17 @@ import msgpack
 import redis
 
 from engine import redis_keys
-from engine.runtime.collect import RECORDS, START, CollectEntry
+from engine.runtime.collect import START, Ack, CollectEntry
 from engine.runtime.io.channel import TaskCancelled
 from engine.runtime.io.serialization import MsgpackSerializer
 from engine.security.mac import Sealer, Unauthenticated
 
-#: unacknowledged result bytes a job may keep in Redis before its collect sink waits for the client
-MAX_UNACKED_BYTES = 4 * 1024 * 1024
 #: entries per fetch
 FETCH_ENTRIES = 64
 #: how long the results of an ended job stay for a client that has not read them all
 ENDED_TTL_S = 3600
 
-_WAIT_S = 0.02  # between two looks at the backlog while the client is behind
-#: how long a checkpoint barrier waits at the collect sink for the client to read what came before it
-AWAIT_READ_S = 10.0
+_WAIT_S = 0.02  # between two looks at the client's acknowledgement while the sink waits for it
 
 # Acknowledge entries before ARGV[1] (trimming them), then return up to ARGV[2] entries from there.
 # Returns {0, entries} or {-1, acked} (offset already acknowledged) or {-2, acked + length} (beyond)
@@ -75,11 +76,8 @@ if offset < acked then return {-1, acked} end
 if offset > acked + len then return {-2, acked + len} end
 local drop = offset - acked
 if drop > 0 then
-  local bytes = 0
-  for _, v in ipairs(redis.call('LRANGE', KEYS[1], 0, drop - 1)) do bytes = bytes + string.len(v) end
   redis.call('LTRIM', KEYS[1], drop, -1)
   redis.call('HINCRBY', KEYS[2], 'acked', drop)
-  if redis.call('HINCRBY', KEYS[2], 'bytes', -bytes) < 0 then redis.call('HSET', KEYS[2], 'bytes', 0) end
 end
 return {0, redis.call('LRANGE', KEYS[1], 0, tonumber(ARGV[2]) - 1)}
 """
@@ -127,7 +125,9 @@ class CollectPositions:
 
 
 class RedisCollectGateway:
-    """The collect sink's gateway on a TaskManager (and the Spark driver's, ungated and unbounded)."""
+    """The collect sink's gateway on a TaskManager (and the Spark driver's, ungated)."""
+
+    replays = True  # a Redis restart loses the list: the sink keeps what the client has not acknowledged
 
     def __init__(
         self,
@@ -135,58 +135,58 @@ class RedisCollectGateway:
         job_id: str,
         gated: bool,
         cancelled: threading.Event | None = None,
-        max_unacked_bytes: int | None = MAX_UNACKED_BYTES,
         secret: str | bytes | None = None,
     ) -> None:
         self.client = client
         self.gated = gated
         self.cancelled = cancelled
-        self.max_unacked_bytes = max_unacked_bytes
         self.key = redis_keys.collect(job_id)
         self.meta = redis_keys.collect_meta(job_id)
         self.serializer = MsgpackSerializer()
         self.sealer = Sealer(secret, "collect", self.key)  # no secret: the sink fails at once, clearly
+        self.ack_sealer = ack_sealer(secret, job_id)
         self.writer = os.urandom(8)  # this sink instance's entries are numbered from 0 under this id
         self.index = 0
 
-    def backlog_bytes(self) -> int:
-        return int(self.client.hget(self.meta, "bytes") or 0)
+    def acknowledged(self, attempt: int) -> int:
+        ack = open_ack(self.ack_sealer, self.client.hget(self.meta, "ack"))
+        return ack.position if ack is not None and ack.attempt == attempt else 0
 
-    def _await_capacity(self) -> None:
-        limit = self.max_unacked_bytes
-        if limit is None:
-            return
-        while self.backlog_bytes() >= limit:
+    def await_acknowledged(self, attempt: int, position: int) -> int:
+        while True:
+            acked = self.acknowledged(attempt)
+            if acked >= position:
+                return acked
             if self.cancelled is not None and self.cancelled.is_set():
                 raise TaskCancelled()
             time.sleep(_WAIT_S)
-
-    def await_read(self, timeout_s: float = AWAIT_READ_S) -> bool:
-        """Wait (up to ``timeout_s``) until the client has read every entry published so far. The sink
-        calls it before a checkpoint barrier passes: records a completed checkpoint covers are then
-        with the client, not only in Redis, so a Redis restart that loses the list loses none of
-        them. False when the client did not keep up in time (checkpointing goes on regardless)."""
-        deadline = time.monotonic() + timeout_s
-        while self.backlog_bytes() > 0:
-            if self.cancelled is not None and self.cancelled.is_set():
-                raise TaskCancelled()
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(_WAIT_S)
-        return True
 
     def publish(self, entries: list[CollectEntry]) -> None:
-        if any(e.kind == RECORDS for e in entries):
-            self._await_capacity()  # START and COMMIT never wait: they are tiny and free the client
         payloads = []
         for e in entries:
             head = _HEAD.pack(self.writer, self.index)
             payloads.append(head + self.sealer.seal(e.encode(self.serializer), self.index, head))
             self.index += 1
-        pipe = self.client.pipeline(transaction=True)
-        pipe.rpush(self.key, *payloads)
-        pipe.hincrby(self.meta, "bytes", sum(len(p) for p in payloads))
-        pipe.execute()
+        self.client.rpush(self.key, *payloads)
+
+
+def ack_sealer(secret: str | bytes | None, job_id: str) -> Sealer:
+    return Sealer(secret, "collect-ack", redis_keys.collect_meta(job_id))
+
+
+def open_ack(sealer: Sealer, raw: bytes | None) -> Ack | None:
+    """The client's acknowledgement the JobManager sealed, or None (none yet, or not sealed by it)."""
+    if raw is None:
+        return None
+    try:
+        return Ack.decode(sealer.open(raw))
+    except (Unauthenticated, ValueError, TypeError):  # msgpack's decoding errors are ValueErrors
+        return None
+
+
+def record_ack(client: Any, job_id: str, ack: Ack, secret: str | bytes | None) -> None:
+    """Seal and store the client's acknowledgement for the job's collect sink."""
+    client.hset(redis_keys.collect_meta(job_id), "ack", ack_sealer(secret, job_id).seal(ack.encode()))
 
 
 def fetch_results(

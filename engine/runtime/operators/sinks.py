@@ -1,11 +1,14 @@
 """Sink operators: print, user SinkFunctions, Sink writers and execute_and_collect's collector."""
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 from engine.common.type_formatting import record_formatter
 from engine.datastream.functions import SinkFunction
 from engine.runtime import collect
+from engine.runtime.collect import MAX_KEPT_BYTES
+from engine.runtime.io.serialization import MsgpackSerializer
 from engine.runtime.operators.base import StreamOperator
 
 
@@ -171,7 +174,17 @@ class CollectSinkOperator(StreamOperator):
     exactly-once checkpoints they are *gated*: the client holds them until this sink publishes a
     COMMIT for the position its latest completed checkpoint covered (the position is snapshotted, so
     a restored attempt starts from it and tells the client so). See engine/runtime/collect.py.
+
+    When the gateway can lose entries (Redis), the sink also keeps every record its client has not
+    acknowledged, encoded, in its checkpointed state, as Flink's CollectSinkFunction keeps its
+    buffer: a restored attempt writes them again before anything new, so records a completed
+    checkpoint covers survive a Redis restart however far behind the client is. The kept records
+    are bounded (``max_kept_bytes``): when full, the sink waits for the client (backpressure)
+    instead of dropping any.
     """
+
+    #: encoded bytes of unacknowledged records a sink keeps before it waits for its client
+    max_kept_bytes = MAX_KEPT_BYTES
 
     def open(self) -> None:
         super().open()
@@ -180,14 +193,26 @@ class CollectSinkOperator(StreamOperator):
             raise RuntimeError("this task environment cannot collect results")
         self.gateway = gateway
         self.gated = gateway.gated
+        self.replays = bool(getattr(gateway, "replays", False))
+        self.serializer = MsgpackSerializer()
         self.seq = 0  # position of the next record
+        # (position, count, encoded values) the client has not acknowledged, oldest first
+        self.kept: deque[tuple[int, int, bytes]] = deque()
+        self.kept_bytes = 0
         self.checkpoint_seqs: dict[int, int] = {}  # checkpoint id -> position it covers
         self.started = False
 
     def _start(self) -> None:
         # Not in open(): restore_state comes after it and sets the position this attempt starts at.
         self.started = True
-        self.gateway.publish([collect.start(self.ctx.attempt, self.seq, self.gated)])
+        if self.ctx.attempt == 0:
+            # A new job restored from a savepoint: what the old job's sink kept belonged to the old
+            # job's client. This job's client starts at the savepoint's position.
+            self._forget(self.seq)
+        origin = self.kept[0][0] if self.kept else self.seq
+        entries = [collect.start(self.ctx.attempt, self.seq, self.gated, origin)]
+        entries += [collect.records(self.ctx.attempt, pos, (), body) for pos, _, body in self.kept]
+        self.gateway.publish(entries)
 
     def process_batch(self, values, timestamps):
         if not self.started:
@@ -195,25 +220,52 @@ class CollectSinkOperator(StreamOperator):
         step = collect.MAX_RECORDS_PER_ENTRY
         for i in range(0, len(values), step):
             chunk = list(values[i : i + step])
-            self.gateway.publish([collect.records(self.ctx.attempt, self.seq, chunk)])
+            body = collect.encode_values(self.serializer, chunk)
+            if self.replays:
+                self._make_room()
+                self.kept.append((self.seq, len(chunk), body))
+                self.kept_bytes += len(body)
+            self.gateway.publish([collect.records(self.ctx.attempt, self.seq, chunk, body)])
             self.seq += len(chunk)
+
+    def _make_room(self) -> None:
+        """While the sink keeps ``max_kept_bytes`` or more, wait until the client acknowledged enough
+        of the oldest kept records to bring it below (so it keeps at most one entry more)."""
+        if self.kept_bytes < self.max_kept_bytes:
+            return
+        remaining, upto = self.kept_bytes, self.kept[0][0]
+        for pos, count, body in self.kept:
+            if remaining < self.max_kept_bytes:
+                break
+            remaining -= len(body)
+            upto = pos + count
+        self._forget(self.gateway.await_acknowledged(self.ctx.attempt, upto))
+
+    def _forget(self, position: int) -> None:
+        """Drop kept records before ``position`` (the client holds them)."""
+        kept = self.kept
+        while kept and kept[0][0] + kept[0][1] <= position:
+            self.kept_bytes -= len(kept.popleft()[2])
 
     def prepare_snapshot_pre_barrier(self, checkpoint_id: int) -> None:
         if not self.started:
             self._start()
         self.checkpoint_seqs[checkpoint_id] = self.seq
-        await_read = getattr(self.gateway, "await_read", None)
-        if self.gated and await_read is not None:
-            # The records this checkpoint covers reach the client before it can complete, so a Redis
-            # restart after it loses none of them (the next attempt resumes past them).
-            await_read()
+        # No wait for the client here: the records this checkpoint covers that it has not
+        # acknowledged are in the snapshot (``kept``), and a restored attempt writes them again, so
+        # a Redis restart after the checkpoint loses none of them however slow the client is.
+        if self.replays and self.kept:
+            self._forget(self.gateway.acknowledged(self.ctx.attempt))
 
     def snapshot_state(self) -> Any:
-        return {"seq": self.seq}
+        # Tuples of ints and immutable bytes: the list copy is the snapshot's own.
+        return {"seq": self.seq, "kept": list(self.kept)}
 
     def restore_state(self, state: Any) -> None:
         if state is not None:
             self.seq = int(state["seq"])
+            self.kept = deque((int(p), int(n), bytes(b)) for p, n, b in state.get("kept", ()))
+            self.kept_bytes = sum(len(b) for _, _, b in self.kept)
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         done = [c for c in self.checkpoint_seqs if c <= checkpoint_id]
@@ -229,7 +281,7 @@ class CollectSinkOperator(StreamOperator):
     def end_input(self) -> None:
         if not self.started:
             self._start()
-        self.gateway.publish([collect.commit(self.ctx.attempt, self.seq)])
+        self.gateway.publish([collect.end(self.ctx.attempt, self.seq)])
 
     def stop_without_drain(self) -> None:
         # Stopped with a savepoint: it completed before the task ends, so everything is final.

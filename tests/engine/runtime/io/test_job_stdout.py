@@ -74,3 +74,24 @@ def test_sealed_lines_hide_what_someone_else_pushed(redis_url: str) -> None:
     assert chunk.lines == ["genuine 1", "genuine 2"]
     assert (chunk.next_offset, chunk.total) == (4, 4)  # offsets still count the list's positions
     assert read_lines(client, "sj", 0, key=stdout_key("a-secret", "other")).lines == []  # another job's key
+
+
+def test_a_copied_line_is_left_out_while_reading_again_shows_every_line(redis_url: str) -> None:
+    from engine.runtime.io.job_stdout import LineNumbering, stdout_key
+    from engine.security.replay import ElementPositions
+
+    client = redis.Redis.from_url(redis_url)
+    key, stream = stdout_key("a-secret", "cj"), redis_keys.job_stdout("cj")
+    writer = LineNumbering()
+    append_lines(client, "cj", ["one", "two"], key=key, numbering=writer)
+    positions = ElementPositions()
+    assert read_lines(client, "cj", 0, key=key, positions=positions).lines == ["one", "two"]
+    client.rpush(stream, client.lindex(stream, 0))  # a genuine sealed line, pushed again
+    client.incr(redis_keys.job_stdout_total("cj"))
+    append_lines(client, "cj", ["three"], key=key, numbering=writer)
+    append_lines(client, "cj", ["other writer"], key=key)  # a writer of its own, numbered from 0 too
+    assert read_lines(client, "cj", 2, key=key, positions=positions).lines == ["three", "other writer"]
+    # A retried request or a second client reads the same positions again: the same lines.
+    assert read_lines(client, "cj", 0, key=key, positions=positions).lines == ["one", "two", "three", "other writer"]
+    # Without the positions (nothing remembered) the copy would show: what the numbering is for.
+    assert read_lines(client, "cj", 0, key=key).lines == ["one", "two", "one", "three", "other writer"]

@@ -89,6 +89,34 @@ def test_a_producer_without_credit_blocks_until_the_consumer_acks(client: redis.
     gate.close()
 
 
+def test_forged_or_copied_credit_tokens_are_never_counted(client: redis.Redis):
+    """Someone with the Redis URL pushes tokens to lift the bound on unread buffers: a plain one, one
+    sealed for another channel, and a copy of a genuine one. Only the consumer's new tokens count."""
+    cancelled = threading.Event()
+    writer = RedisChannelFactory(client, 1, cancelled, SECRET).writer(_cid(0))
+    key = redis_keys.credit("job", 0, 3, 0, 0)
+    writer.send(SER.encode(RECORDS, [1]), True)
+    gate = RedisChannelFactory(client, 1, cancelled, SECRET).gate([_cid(0)])
+    ch, _ = gate.poll(0.05)
+    gate.ack(ch)
+    gate.close()  # the genuine token goes back
+    genuine = client.lindex(key, 0)
+    other = RedisChannelFactory(client, 1, cancelled, SECRET).gate([_cid(1)])
+    other.ack(0)
+    other.close()
+    client.rpush(key, b"1", client.lindex(redis_keys.credit("job", 0, 3, 1, 0), 0), genuine, genuine)
+    writer.send(SER.encode(RECORDS, [2]), True)  # takes the genuine token
+    assert writer.credits == 0
+    done = threading.Event()
+    t = threading.Thread(target=lambda: (writer.send(SER.encode(RECORDS, [3]), True), done.set()), daemon=True)
+    t.start()
+    client.rpush(key, genuine, b"1")
+    assert not done.wait(0.5)  # still no credit: the bound holds
+    assert client.llen(key) == 0  # every token was read, none counted
+    cancelled.set()
+    t.join(2)
+
+
 def test_a_blocked_wait_for_credit_ends_when_the_task_is_cancelled(client: redis.Redis):
     cancelled = threading.Event()
     writer = RedisChannelFactory(client, 1, cancelled, SECRET).writer(_cid(0))

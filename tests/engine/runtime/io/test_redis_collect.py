@@ -1,5 +1,5 @@
 """execute_and_collect's Redis list against the session's real valkey: acknowledgement by offset,
-trimming, bad offsets, and the sink waiting while the client is behind."""
+trimming, bad offsets, and the sink waiting for the client's sealed acknowledgement."""
 from __future__ import annotations
 
 import threading
@@ -12,7 +12,13 @@ import redis
 from engine import redis_keys
 from engine.runtime import collect
 from engine.runtime.io.channel import TaskCancelled
-from engine.runtime.io.redis_collect import RedisCollectGateway, ResultOffsetError, UnauthenticatedResult, fetch_results
+from engine.runtime.io.redis_collect import (
+    RedisCollectGateway,
+    ResultOffsetError,
+    UnauthenticatedResult,
+    fetch_results,
+    record_ack,
+)
 from engine.runtime.io.serialization import MsgpackSerializer
 
 SER = MsgpackSerializer()
@@ -42,7 +48,6 @@ def test_reading_from_an_offset_acknowledges_and_drops_what_came_before(client: 
     assert client.llen(redis_keys.collect("j1")) == 7
     assert fetch_results(client, "j1", 11, secret=SECRET) == []
     assert client.llen(redis_keys.collect("j1")) == 0
-    assert gw.backlog_bytes() == 0
     fetch_results(client, "j1", 11, secret=SECRET)  # asking again for the same offset (a retried request) is fine
 
 
@@ -59,49 +64,42 @@ def test_an_acknowledged_or_unwritten_offset_is_refused(client: redis.Redis) -> 
         fetch_results(client, "j2", 2**53, secret=SECRET)
 
 
-def test_the_sink_waits_while_the_client_is_behind_and_goes_on_once_it_reads(client: redis.Redis) -> None:
-    gw = RedisCollectGateway(client, "j3", gated=False, max_unacked_bytes=2000, secret=SECRET)
-    gw.publish([collect.start(0, 0, False)])
-    big = "x" * 1000
-    published: list[int] = []
-
-    def produce() -> None:
-        for i in range(6):
-            gw.publish([collect.records(0, i, [big])])
-            published.append(i)
-
-    t = threading.Thread(target=produce, daemon=True)
+def test_the_sink_waits_for_the_clients_sealed_acknowledgement_and_ignores_forged_ones(client: redis.Redis) -> None:
+    gw = RedisCollectGateway(client, "j3", gated=True, secret=SECRET)
+    assert gw.acknowledged(0) == 0  # nothing acknowledged yet
+    got: list[int] = []
+    t = threading.Thread(target=lambda: got.append(gw.await_acknowledged(0, 5)), daemon=True)
     t.start()
-    time.sleep(0.5)
-    assert len(published) == 2  # the third waits: 2 KB unread
-    assert gw.backlog_bytes() < 2000 + 1100
-    offset, seen = 0, []
-    while len(seen) < 6:
-        raw = fetch_results(client, "j3", offset, secret=SECRET)
-        offset += len(raw)
-        seen += values(raw)
-        time.sleep(0.05)
+    # Someone with only the Redis URL writes an acknowledgement: it does not open, the sink keeps waiting.
+    client.hset(redis_keys.collect_meta("j3"), "ack", collect.Ack(0, 100).encode())
+    record_ack(client, "j3", collect.Ack(0, 4), "another-clusters-secret")
+    record_ack(client, "other-job", collect.Ack(0, 100), SECRET)
+    client.hset(redis_keys.collect_meta("j3"), "ack", client.hget(redis_keys.collect_meta("other-job"), "ack"))
+    time.sleep(0.3)
+    assert t.is_alive() and gw.acknowledged(0) == 0
+    record_ack(client, "j3", collect.Ack(0, 3), SECRET)  # what the JobManager writes for the client
+    time.sleep(0.1)
+    assert t.is_alive() and gw.acknowledged(0) == 3 and gw.acknowledged(1) == 0  # another attempt's
+    record_ack(client, "j3", collect.Ack(0, 7), SECRET)
     t.join(5)
-    assert seen == [big] * 6 and published == list(range(6))
+    assert got == [7]
 
 
 def test_a_waiting_sink_ends_when_its_task_is_cancelled(client: redis.Redis) -> None:
     cancelled = threading.Event()
-    gw = RedisCollectGateway(client, "j4", gated=True, cancelled=cancelled, max_unacked_bytes=10, secret=SECRET)
-    gw.publish([collect.records(0, 0, ["0123456789abc"])])
+    gw = RedisCollectGateway(client, "j4", gated=True, cancelled=cancelled, secret=SECRET)
     errors: list[BaseException] = []
 
-    def produce() -> None:
+    def wait() -> None:
         try:
-            gw.publish([collect.records(0, 1, ["more"])])
+            gw.await_acknowledged(0, 1)
         except BaseException as e:  # noqa: BLE001 - the test inspects it
             errors.append(e)
 
-    t = threading.Thread(target=produce, daemon=True)
+    t = threading.Thread(target=wait, daemon=True)
     t.start()
     time.sleep(0.2)
     assert t.is_alive()
-    gw.publish([collect.commit(0, 1)])  # commits never wait
     cancelled.set()
     t.join(2)
     assert len(errors) == 1 and isinstance(errors[0], TaskCancelled)
@@ -140,18 +138,6 @@ def test_an_entry_pushed_by_someone_with_only_the_redis_url_is_refused_undecoded
     client.rpush(redis_keys.collect("j11"), client.lindex(redis_keys.collect("j10"), 0))
     with pytest.raises(UnauthenticatedResult):
         fetch_results(client, "j11", 0, secret=SECRET)
-
-
-def test_await_read_returns_once_the_client_has_read_everything(client: redis.Redis) -> None:
-    gw = RedisCollectGateway(client, "j6", gated=True, secret=SECRET)
-    gw.publish([collect.start(0, 0, True), collect.records(0, 0, ["a"])])
-    assert gw.await_read(timeout_s=0.1) is False  # nothing read yet
-    reader = threading.Timer(0.2, lambda: (fetch_results(client, "j6", 0, secret=SECRET), fetch_results(client, "j6", 2, secret=SECRET)))
-    reader.start()
-    started = time.monotonic()
-    assert gw.await_read(timeout_s=5) is True
-    assert 0.15 < time.monotonic() - started < 4
-    reader.join()
 
 
 def test_a_genuine_entry_pushed_again_is_refused_but_reading_its_offset_again_is_not(client: redis.Redis) -> None:

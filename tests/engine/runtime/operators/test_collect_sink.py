@@ -7,16 +7,33 @@ from engine.client.collect_result_buffer import CollectResultBuffer
 from engine.runtime import collect
 from engine.runtime.operators.base import OperatorContext
 from engine.runtime.operators.sinks import CollectSinkOperator
+from engine.runtime.io.serialization import MsgpackSerializer
 from engine.runtime.task_metrics import TaskIOMetrics
+
+SER = MsgpackSerializer()
 
 
 class Recording:
-    def __init__(self, gated: bool) -> None:
+    """A gateway that records what the sink publishes; ``acks`` plays the client's acknowledgements."""
+
+    def __init__(self, gated: bool, replays: bool = False) -> None:
         self.gated = gated
+        self.replays = replays
         self.entries: list[collect.CollectEntry] = []
+        self.acks: dict[int, int] = {}
+        self.waited_for: list[int] = []
 
     def publish(self, entries: list[collect.CollectEntry]) -> None:
-        self.entries.extend(entries)
+        self.entries.extend(collect.CollectEntry.decode(e.encode(SER), SER) for e in entries)  # as the client gets them
+
+    def acknowledged(self, attempt: int) -> int:
+        return self.acks.get(attempt, 0)
+
+    def await_acknowledged(self, attempt: int, position: int) -> int:
+        self.waited_for.append(position)
+        # The client reads while the sink waits: it acknowledges everything written so far.
+        self.acks[attempt] = max(e.seq + len(e.values) for e in self.entries if e.kind == collect.RECORDS)
+        return self.acks[attempt]
 
 
 def sink(gateway: Recording, attempt: int = 0) -> CollectSinkOperator:
@@ -47,6 +64,7 @@ def test_gated_sink_commits_what_a_completed_checkpoint_covers_and_a_restore_res
     restored.restore_state(state)
     restored.process_batch([5, 6, 7], None)
     restored.end_input()
+    assert gw.entries[-1] == collect.end(1, 8)
     buf = CollectResultBuffer()
     assert list(buf.add(gw.entries)) == list(range(8))
 
@@ -76,3 +94,49 @@ def test_collect_sink_needs_a_gateway() -> None:
         assert "cannot collect" in str(e)
     else:
         raise AssertionError("open() without a gateway should fail")
+
+
+def test_a_replaying_sink_keeps_unacknowledged_records_in_its_checkpoint_and_writes_them_again() -> None:
+    """A Redis restart loses every entry after the first START: the restored attempt's START and its
+    kept records give the client all of them, exactly once."""
+    lost = Recording(gated=True, replays=True)
+    op = sink(lost)
+    op.process_batch(["a", "b"], None)
+    lost.acks[0] = 1  # the client holds "a"
+    op.process_batch(["c"], None)
+    op.prepare_snapshot_pre_barrier(1)  # forgets "a"
+    state = op.snapshot_state()
+    assert [(p, n) for p, n, _ in state["kept"]] == [(0, 2), (2, 1)]  # kept whole entries from "a"'s
+    op.process_batch(["d"], None)
+    op.notify_checkpoint_complete(1)
+    client = CollectResultBuffer()
+    assert list(client.add(lost.entries[:2])) == []  # START and RECORDS(a, b); the rest is lost
+    again = Recording(gated=True, replays=True)
+    restored = sink(again, attempt=1)
+    restored.restore_state(state)
+    restored.process_batch(["d'"], None)
+    restored.end_input()
+    assert again.entries[0] == collect.start(1, 3, True, 0)
+    assert list(client.add(again.entries)) == ["a", "b", "c", "d'"]
+
+
+def test_a_full_sink_waits_for_its_client_instead_of_dropping() -> None:
+    gw = Recording(gated=False, replays=True)
+    op = sink(gw)
+    op.max_kept_bytes = 40
+    for i in range(10):
+        op.process_batch(["x" * 10], None)
+    assert gw.waited_for  # it waited for acknowledgements, each time for the oldest kept records
+    assert op.kept_bytes <= 40 + len(op.kept[-1][2]) and len(op.kept) < 10
+    assert list(CollectResultBuffer().add(gw.entries)) == ["x" * 10] * 10
+
+
+def test_a_job_restored_from_a_savepoint_does_not_replay_the_old_jobs_records() -> None:
+    old = sink(Recording(gated=True, replays=True))
+    old.process_batch([1, 2, 3], None)
+    state = old.snapshot_state()
+    gw = Recording(gated=True, replays=True)
+    new = sink(gw, attempt=0)
+    new.restore_state(state)
+    new.process_batch([4], None)
+    assert gw.entries[0] == collect.start(0, 3, True, 3) and not new.kept[0][0] < 3
