@@ -159,7 +159,10 @@ class DataStream:
         return keyed
 
     def union(self, *streams: "DataStream") -> "DataStream":
-        tid = self._env._add(OperatorKind.UNION, "Union", (self._id, *(s._id for s in streams)))
+        # A KeyedStream joins a union by its records, through its pass-through values map (PyFlink's
+        # plan shows that map, and the union's consumer reads it FORWARD, not by key).
+        inputs = [s._values() if isinstance(s, KeyedStream) else s for s in streams]
+        tid = self._env._add(OperatorKind.UNION, "Union", (self._id, *(s._id for s in inputs)))
         return DataStream(self._env, tid)
 
     def force_non_parallel(self) -> "DataStream":
@@ -301,6 +304,13 @@ class DataStream:
         return collect_conversion.converted(results, decode, limit)
 
 
+KEYED_STREAM_VALUE_OPERATOR_NAME = "_keyed_stream_values_operator"  # PythonConfigUtil's name for it
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
 class DataStreamSink(DataStream):
     """The end of a pipeline; only configuration calls make sense on it."""
 
@@ -372,6 +382,14 @@ class KeyedStream(DataStream):
 
     def _key_selector_fn(self) -> Any:
         return self._t.key_selector
+
+    def _values(self) -> DataStream:
+        """The records without their key partitioning: a pass-through map after the HASH edge,
+        named as PyFlink names it."""
+        return DataStream.map(self, _identity, output_type=self.get_type()).name(KEYED_STREAM_VALUE_OPERATOR_NAME)
+
+    def union(self, *streams: "DataStream") -> "DataStream":
+        return self._values().union(*streams)
 
     def print(self, sink_identifier: str | None = None) -> "DataStreamSink":
         # PyFlink 2.3 prints a KeyedStream's records through a pass-through map and drops the
