@@ -392,9 +392,9 @@ class KeyedStream(DataStream):
         return self._values().union(*streams)
 
     def print(self, sink_identifier: str | None = None) -> "DataStreamSink":
-        # PyFlink 2.3 prints a KeyedStream's records through a pass-through map and drops the
-        # identifier on the way (recorded: key_by(...).print("id") prints no "id> " prefix).
-        return super().print()
+        # PyFlink 2.3 prints a KeyedStream's records through its pass-through values map and drops
+        # the identifier on the way (recorded: key_by(...).print("id") prints no "id> " prefix).
+        return self._values().print()
 
     # PyFlink's refusals, word for word: repartitioning a KeyedStream would split its keyed state.
     def shuffle(self) -> "DataStream":
