@@ -155,6 +155,8 @@ def test_classify() -> None:
     flink = RunResult(0, "1> (a,15)\n2> +I[b, 2]\n", "")
     assert classify(flink, RunResult(0, "2> +I[b, 2]\n1> (a,15)\n", "")).category == IDENTICAL
     assert classify(flink, RunResult(0, "('a', 15)\nRow('b', 2)\n", "")).category == PRINT_FORM
+    moved = classify(flink, RunResult(0, "2> (a,15)\n2> +I[b, 2]\n", ""))
+    assert moved.category == PRINT_FORM and moved.detail.startswith("only the subtask prefixes differ")
     assert classify(flink, RunResult(0, "1> (a,16)\n2> +I[b, 2]\n", "")).category == DIFFERS
     assert classify(flink, RunResult(1, "", "ValueError: boom")).category == FAILS_OURS
     assert print_form_key("12> Row(f0='x', f1=Decimal('3'))") == "x,3"
