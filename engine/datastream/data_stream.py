@@ -41,6 +41,7 @@ from engine.graph.output_types import output_type_of
 from engine.graph.transformations import ChainingStrategy, OperatorKind, ShipStrategy
 from engine.common.key_spec import key_spec
 from engine.graph.custom_partition import CustomPartition
+from engine.graph.json_generator import converts_to_string
 from engine.client.job_client import CloseableIterator  # noqa: F401 (PyFlink exports it from this module)
 from engine.windowing.assigners import CountSlidingWindowAssigner, CountTumblingWindowAssigner, GlobalWindows, WindowAssigner
 from engine.windowing.triggers import CountTrigger
@@ -153,7 +154,10 @@ class DataStream:
         if not callable(selector):
             raise TypeError("key_by expects a KeySelector or a callable")
         # The declared key type decides the key's hash, and so its subtask, as in PyFlink.
-        tid = self._partition(ShipStrategy.HASH, key_selector=selector, params={"key_spec": key_spec(key_type)})
+        plan_map_id = self._env._reserve_id()  # PyFlink's key_by map comes first (the plan shows it)
+        tid = self._partition(
+            ShipStrategy.HASH, key_selector=selector, params={"key_spec": key_spec(key_type), "plan_map_id": plan_map_id}
+        )
         keyed = KeyedStream(self._env, tid, self)
         keyed._key_type = key_type
         return keyed
@@ -275,12 +279,15 @@ class DataStream:
 
     # -- sinks ---------------------------------------------------------------
     def print(self, sink_identifier: str | None = None) -> "DataStreamSink":
+        type_info = self.get_type()
+        # PyFlink first makes untyped records and Rows strings with a map the plan shows.
+        plan_map_id = self._env._reserve_id() if converts_to_string(type_info) else None
         tid = self._env._add(
             OperatorKind.SINK,
             "Print to Std. Out",
             (self._id,),
             # The declared type decides the printed form: (a,1) for a tuple, +I[a,1] for a Row...
-            params={"sink": "print", "identifier": sink_identifier, "type_info": self.get_type()},
+            params={"sink": "print", "identifier": sink_identifier, "type_info": type_info, "plan_map_id": plan_map_id},
         )
         return DataStreamSink(self._env, tid)
 

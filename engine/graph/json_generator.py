@@ -94,13 +94,15 @@ def _with_key_by_maps(graph: StreamGraph, fresh: int) -> tuple[StreamGraph, int]
         group = (e.source, e.output_tag, id(selector))
         if group not in maps:
             up = graph.nodes[e.source]
-            maps[group] = fresh
-            nodes[fresh] = replace(
-                up, id=fresh, kind=OperatorKind.MAP, name=KEY_BY_MAP_NAME, uid=None,
+            map_id = graph.key_by_plan_ids.get((e.source, e.target, e.input_index))
+            if map_id is None or map_id in nodes:
+                map_id, fresh = fresh, fresh + 1
+            maps[group] = map_id
+            nodes[map_id] = replace(
+                up, id=map_id, kind=OperatorKind.MAP, name=KEY_BY_MAP_NAME, uid=None,
                 operator_id=f"{up.operator_id}-key-by", chaining=ChainingStrategy.ALWAYS,
             )
-            edges.append(StreamEdge(e.source, fresh, ShipStrategy.FORWARD, 0, e.output_tag))
-            fresh += 1
+            edges.append(StreamEdge(e.source, map_id, ShipStrategy.FORWARD, 0, e.output_tag))
         edges.append(replace(e, source=maps[group], output_tag=None))
     return replace(graph, nodes=nodes, edges=edges), fresh
 
@@ -108,7 +110,7 @@ def _with_key_by_maps(graph: StreamGraph, fresh: int) -> tuple[StreamGraph, int]
 PRINT_CONVERSION_NAME = "Map"  # the map DataStream._align_output_type adds
 
 
-def _converts_to_string(type_info: Any) -> bool:
+def converts_to_string(type_info: Any) -> bool:
     """print() of these records goes through a Python map that makes each a string first: untyped
     (pickled) records and Rows. Typed records reach the Java print sink as they are."""
     if type_info is None:
@@ -127,14 +129,16 @@ def _with_print_conversions(graph: StreamGraph, fresh: int) -> tuple[StreamGraph
         t = graph.transformations.get(node_id)
         if t is None or t.kind is not OperatorKind.SINK or t.params.get("sink") != "print":
             continue
-        if not _converts_to_string(t.params.get("type_info")):
+        if not converts_to_string(t.params.get("type_info")):
             continue
         sink = graph.nodes[node_id]
-        nodes[fresh] = replace(sink, id=fresh, kind=OperatorKind.MAP, name=PRINT_CONVERSION_NAME, uid=None,
-                               operator_id=f"{sink.operator_id}-print-map", chaining=ChainingStrategy.ALWAYS)
-        edges = [replace(e, target=fresh) if e.target == node_id else e for e in edges]
-        edges.append(StreamEdge(fresh, node_id, ShipStrategy.FORWARD, 0, None))
-        fresh += 1
+        map_id = t.params.get("plan_map_id")
+        if map_id is None or map_id in nodes:
+            map_id, fresh = fresh, fresh + 1
+        nodes[map_id] = replace(sink, id=map_id, kind=OperatorKind.MAP, name=PRINT_CONVERSION_NAME, uid=None,
+                                operator_id=f"{sink.operator_id}-print-map", chaining=ChainingStrategy.ALWAYS)
+        edges = [replace(e, target=map_id) if e.target == node_id else e for e in edges]
+        edges.append(StreamEdge(map_id, node_id, ShipStrategy.FORWARD, 0, None))
     return replace(graph, nodes=nodes, edges=edges), fresh
 
 

@@ -27,7 +27,8 @@ def test_plan_nodes_have_flinks_fields_sinks_last():
     assert list(plan) == ["nodes"]
     nodes = plan["nodes"]
     assert [n["pact"] for n in nodes] == ["Data Source", "Operator", "Operator", "Operator", "Data Sink", "Data Sink"]
-    source, reduce, filt, key_by_map, sink1, sink2 = nodes
+    # Ordered by id: key_by's map takes its id when key_by is called, before the reduce, as in PyFlink.
+    source, key_by_map, reduce, filt, sink1, sink2 = nodes
     assert source == {
         "id": source["id"], "type": "Source: Collection Source", "pact": "Data Source",
         "contents": "Source: Collection Source", "parallelism": 1,
