@@ -50,6 +50,11 @@ def record_formatter(type_info: TypeInformation | None) -> Callable[[Any], str]:
     if isinstance(type_info, RowTypeInfo):
         # A Row is printed as the Python function made it (PyFlink chains its printing map to
         # that function: a FLOAT field still shows 0.1); anything else is first made a Row.
+        arrays = frozenset(i for i, t in enumerate(type_info.get_field_types()) if isinstance(t, _LIST_TYPES))
+        if arrays:
+            # PyFlink's row holds array and list fields as Python lists; ours may hold the equal
+            # tuples (the wire keeps a list nested in a record as a tuple).
+            return lambda v: _python_row_with_lists(v if isinstance(v, Row) else type_info.coerce(v), arrays)
         return lambda v: _python_row(v if isinstance(v, Row) else type_info.coerce(v))
     if isinstance(type_info, BasicTypeInfo) and type_info._basic_type is BasicType.STRING:
         return lambda v: "null" if v is None else str(v)
@@ -67,6 +72,14 @@ def _python_str(v: Any) -> str:
 def _python_row(row: Row) -> str:
     # PyFlink builds this string in Python: the kind, then str() of each field.
     return f"{row.get_row_kind()}[{','.join(str(v) for v in row)}]"
+
+
+_LIST_TYPES = (PrimitiveArrayTypeInfo, BasicArrayTypeInfo, ObjectArrayTypeInfo, ListTypeInfo)
+
+
+def _python_row_with_lists(row: Row, lists: frozenset[int]) -> str:
+    fields = (str(list(v)) if i in lists and isinstance(v, tuple) else str(v) for i, v in enumerate(row))
+    return f"{row.get_row_kind()}[{','.join(fields)}]"
 
 
 # -- Java's toString ------------------------------------------------------------------------

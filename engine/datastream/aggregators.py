@@ -118,6 +118,9 @@ class MaxByAggregator(_FieldAggregator):
 class Projection(MapFunction):
     """``project(*positions)``: a tuple of the chosen fields, in the chosen order."""
 
+    # PyFlink runs project() as a Java operator, which its plan never fuses with Python functions.
+    java_operator = True
+
     def __init__(self, positions: tuple[int, ...]) -> None:
         self.positions = positions
 

@@ -41,6 +41,7 @@ from engine.graph.output_types import output_type_of
 from engine.graph.transformations import ChainingStrategy, OperatorKind, ShipStrategy
 from engine.common.key_spec import key_spec
 from engine.graph.custom_partition import CustomPartition
+from engine.graph.json_generator import converts_to_string
 from engine.client.job_client import CloseableIterator  # noqa: F401 (PyFlink exports it from this module)
 from engine.windowing.assigners import CountSlidingWindowAssigner, CountTumblingWindowAssigner, GlobalWindows, WindowAssigner
 from engine.windowing.triggers import CountTrigger
@@ -153,13 +154,19 @@ class DataStream:
         if not callable(selector):
             raise TypeError("key_by expects a KeySelector or a callable")
         # The declared key type decides the key's hash, and so its subtask, as in PyFlink.
-        tid = self._partition(ShipStrategy.HASH, key_selector=selector, params={"key_spec": key_spec(key_type)})
+        plan_map_id = self._env._reserve_id()  # PyFlink's key_by map comes first (the plan shows it)
+        tid = self._partition(
+            ShipStrategy.HASH, key_selector=selector, params={"key_spec": key_spec(key_type), "plan_map_id": plan_map_id}
+        )
         keyed = KeyedStream(self._env, tid, self)
         keyed._key_type = key_type
         return keyed
 
     def union(self, *streams: "DataStream") -> "DataStream":
-        tid = self._env._add(OperatorKind.UNION, "Union", (self._id, *(s._id for s in streams)))
+        # A KeyedStream joins a union by its records, through its pass-through values map (PyFlink's
+        # plan shows that map, and the union's consumer reads it FORWARD, not by key).
+        inputs = [s._values() if isinstance(s, KeyedStream) else s for s in streams]
+        tid = self._env._add(OperatorKind.UNION, "Union", (self._id, *(s._id for s in inputs)))
         return DataStream(self._env, tid)
 
     def force_non_parallel(self) -> "DataStream":
@@ -272,12 +279,15 @@ class DataStream:
 
     # -- sinks ---------------------------------------------------------------
     def print(self, sink_identifier: str | None = None) -> "DataStreamSink":
+        type_info = self.get_type()
+        # PyFlink first makes untyped records and Rows strings with a map the plan shows.
+        plan_map_id = self._env._reserve_id() if converts_to_string(type_info) else None
         tid = self._env._add(
             OperatorKind.SINK,
             "Print to Std. Out",
             (self._id,),
             # The declared type decides the printed form: (a,1) for a tuple, +I[a,1] for a Row...
-            params={"sink": "print", "identifier": sink_identifier, "type_info": self.get_type()},
+            params={"sink": "print", "identifier": sink_identifier, "type_info": type_info, "plan_map_id": plan_map_id},
         )
         return DataStreamSink(self._env, tid)
 
@@ -299,6 +309,13 @@ class DataStream:
         source, decode = collect_conversion.prepare(self, key)
         results = self._env._execute_and_collect(source._id, job_execution_name, limit)
         return collect_conversion.converted(results, decode, limit)
+
+
+KEYED_STREAM_VALUE_OPERATOR_NAME = "_keyed_stream_values_operator"  # PythonConfigUtil's name for it
+
+
+def _identity(value: Any) -> Any:
+    return value
 
 
 class DataStreamSink(DataStream):
@@ -373,10 +390,18 @@ class KeyedStream(DataStream):
     def _key_selector_fn(self) -> Any:
         return self._t.key_selector
 
+    def _values(self) -> DataStream:
+        """The records without their key partitioning: a pass-through map after the HASH edge,
+        named as PyFlink names it."""
+        return DataStream.map(self, _identity, output_type=self.get_type()).name(KEYED_STREAM_VALUE_OPERATOR_NAME)
+
+    def union(self, *streams: "DataStream") -> "DataStream":
+        return self._values().union(*streams)
+
     def print(self, sink_identifier: str | None = None) -> "DataStreamSink":
-        # PyFlink 2.3 prints a KeyedStream's records through a pass-through map and drops the
-        # identifier on the way (recorded: key_by(...).print("id") prints no "id> " prefix).
-        return super().print()
+        # PyFlink 2.3 prints a KeyedStream's records through its pass-through values map and drops
+        # the identifier on the way (recorded: key_by(...).print("id") prints no "id> " prefix).
+        return self._values().print()
 
     # PyFlink's refusals, word for word: repartitioning a KeyedStream would split its keyed state.
     def shuffle(self) -> "DataStream":

@@ -245,6 +245,13 @@ class StreamExecutionEnvironment:
         )
 
     # -- sources -----------------------------------------------------------
+    def _reserve_id(self) -> int:
+        """A transformation id for an operator PyFlink adds (key_by's map, print()'s conversion) that
+        only the execution plan shows, so the plan's ids are PyFlink's."""
+        tid = self._next_id
+        self._next_id += 1
+        return tid
+
     def _add(self, kind: OperatorKind, name: str, inputs: tuple[int, ...], **fields: Any) -> int:
         tid = self._next_id
         self._next_id += 1

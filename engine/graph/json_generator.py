@@ -31,6 +31,12 @@ def _pact(kind: OperatorKind) -> str:
 _FUSABLE = (OperatorKind.MAP, OperatorKind.FLAT_MAP, OperatorKind.FILTER, OperatorKind.PROCESS, OperatorKind.ASYNC_WAIT)
 
 
+def _python(graph: StreamGraph, node_id: int) -> bool:
+    """Whether PyFlink runs the operator as a Python function (only those fuse)."""
+    t = graph.transformations.get(node_id)
+    return not getattr(getattr(t, "function", None), "java_operator", False)
+
+
 def _fused_chains(graph: StreamGraph, chaining: bool) -> list[list[int]]:
     """Runs of fusable operators joined by a FORWARD edge at equal parallelism, each link being the
     upstream's only output and the downstream's only input (PyFlink's Python operator chaining)."""
@@ -44,7 +50,8 @@ def _fused_chains(graph: StreamGraph, chaining: bool) -> list[list[int]]:
         e = outs[0]
         down = graph.nodes[e.target]
         ok = (
-            e.ship_strategy is ShipStrategy.FORWARD
+            _python(graph, up) and _python(graph, e.target)
+            and e.ship_strategy is ShipStrategy.FORWARD
             and e.output_tag is None
             and down.kind in _FUSABLE
             and len(graph.in_edges(e.target)) == 1
@@ -87,14 +94,51 @@ def _with_key_by_maps(graph: StreamGraph, fresh: int) -> tuple[StreamGraph, int]
         group = (e.source, e.output_tag, id(selector))
         if group not in maps:
             up = graph.nodes[e.source]
-            maps[group] = fresh
-            nodes[fresh] = replace(
-                up, id=fresh, kind=OperatorKind.MAP, name=KEY_BY_MAP_NAME, uid=None,
+            map_id = graph.key_by_plan_ids.get((e.source, e.target, e.input_index))
+            if map_id is None or map_id in nodes:
+                map_id, fresh = fresh, fresh + 1
+            maps[group] = map_id
+            nodes[map_id] = replace(
+                up, id=map_id, kind=OperatorKind.MAP, name=KEY_BY_MAP_NAME, uid=None,
                 operator_id=f"{up.operator_id}-key-by", chaining=ChainingStrategy.ALWAYS,
             )
-            edges.append(StreamEdge(e.source, fresh, ShipStrategy.FORWARD, 0, e.output_tag))
-            fresh += 1
+            edges.append(StreamEdge(e.source, map_id, ShipStrategy.FORWARD, 0, e.output_tag))
         edges.append(replace(e, source=maps[group], output_tag=None))
+    return replace(graph, nodes=nodes, edges=edges), fresh
+
+
+PRINT_CONVERSION_NAME = "Map"  # the map DataStream._align_output_type adds
+
+
+def converts_to_string(type_info: Any) -> bool:
+    """print() of these records goes through a Python map that makes each a string first: untyped
+    (pickled) records and Rows. Typed records reach the Java print sink as they are."""
+    if type_info is None:
+        return True
+    name = type(type_info).__name__
+    if name == "ExternalTypeInfo":
+        return True
+    return name in ("PickledBytesTypeInfo", "RowTypeInfo")
+
+
+def _with_print_conversions(graph: StreamGraph, fresh: int) -> tuple[StreamGraph, int]:
+    """The graph as PyFlink's plan has it: a print sink of untyped records or Rows reads from a
+    Python map (at the sink's parallelism, FORWARD) that its input edges now feed."""
+    nodes, edges = dict(graph.nodes), list(graph.edges)
+    for node_id in sorted(graph.nodes):
+        t = graph.transformations.get(node_id)
+        if t is None or t.kind is not OperatorKind.SINK or t.params.get("sink") != "print":
+            continue
+        if not converts_to_string(t.params.get("type_info")):
+            continue
+        sink = graph.nodes[node_id]
+        map_id = t.params.get("plan_map_id")
+        if map_id is None or map_id in nodes:
+            map_id, fresh = fresh, fresh + 1
+        nodes[map_id] = replace(sink, id=map_id, kind=OperatorKind.MAP, name=PRINT_CONVERSION_NAME, uid=None,
+                                operator_id=f"{sink.operator_id}-print-map", chaining=ChainingStrategy.ALWAYS)
+        edges = [replace(e, target=map_id) if e.target == node_id else e for e in edges]
+        edges.append(StreamEdge(map_id, node_id, ShipStrategy.FORWARD, 0, None))
     return replace(graph, nodes=nodes, edges=edges), fresh
 
 
@@ -102,6 +146,7 @@ def stream_graph_json(graph: StreamGraph, chaining: bool = True, next_id: int | 
     """``next_id``: the id PyFlink would give the first fused operator (its next transformation id)."""
     fresh = next_id if next_id is not None else max(graph.nodes, default=0) + 1
     graph, fresh = _with_key_by_maps(graph, fresh)
+    graph, fresh = _with_print_conversions(graph, fresh)
     renamed: dict[int, int] = {}  # fused member -> fused node id
     fused: dict[int, tuple[str, list[int]]] = {}
     for chain in _fused_chains(graph, chaining):

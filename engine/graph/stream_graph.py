@@ -68,6 +68,8 @@ class StreamGraph:
     key_specs: dict[int, Any] = field(default_factory=dict)
     # (node, input index) -> the CustomPartition of its partition_custom input edge.
     custom_partitions: dict[tuple[int, int], Any] = field(default_factory=dict)
+    # (source, target, input index) of a key_by's HASH edge -> the id PyFlink gives its key_by map.
+    key_by_plan_ids: dict[tuple[int, int, int], int] = field(default_factory=dict)
 
     def key_selector_for(self, node_id: int, input_index: int) -> Any:
         return (self.key_selectors if input_index == 0 else self.key_selectors2).get(node_id)
@@ -108,6 +110,7 @@ def build_stream_graph(
     key_selectors2: dict[int, Any] = {}
     key_specs: dict[int, list[Any]] = {}
     custom_partitions: dict[tuple[int, int], Any] = {}
+    key_by_plan_ids: dict[tuple[int, int, int], int] = {}
     position = 0
     for t in sorted(transformations, key=lambda x: x.id):
         if t.kind.is_virtual:
@@ -159,7 +162,9 @@ def build_stream_graph(
                     f"'{up.name}' ({up.parallelism}) -> '{t.name}' ({parallelism}); use rebalance()"
                 )
             if strategy is ShipStrategy.HASH:
-                selector, spec = selector
+                selector, spec, plan_id = selector
+                if plan_id is not None:
+                    key_by_plan_ids[(src, t.id, input_index)] = plan_id
                 (key_selectors if input_index == 0 else key_selectors2)[t.id] = selector
                 key_specs.setdefault(t.id, []).append(spec)
             elif strategy is ShipStrategy.CUSTOM:
@@ -168,7 +173,9 @@ def build_stream_graph(
     # Both inputs of a keyed two-input operator must route a key alike: with different key types
     # (Flink refuses those) both hash as untyped keys.
     specs = {node: (found[0] if len(set(map(repr, found))) == 1 else None) for node, found in key_specs.items()}
-    return StreamGraph(job_name, nodes, edges, by_id, key_selectors, key_selectors2, specs, custom_partitions)
+    return StreamGraph(
+        job_name, nodes, edges, by_id, key_selectors, key_selectors2, specs, custom_partitions, key_by_plan_ids
+    )
 
 
 def _resolve(
@@ -184,7 +191,7 @@ def _resolve(
     if t.kind is OperatorKind.PARTITION:
         # The partitioning closest to the consumer wins, as in Flink.
         if strategy is None:  # the selector travels with the declared key type's spec
-            strategy, selector = t.ship_strategy, (t.key_selector, t.params.get("key_spec"))
+            strategy, selector = t.ship_strategy, (t.key_selector, t.params.get("key_spec"), t.params.get("plan_map_id"))
         for i in t.inputs:
             _resolve(by_id, i, strategy, selector, input_index, tag, out)
     elif t.kind is OperatorKind.SIDE_OUTPUT:

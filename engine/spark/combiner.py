@@ -16,6 +16,20 @@ from typing import Any, Callable, Iterable, Iterator
 MAX_COMBINED_KEYS = 100_000
 
 
+def hashable_keys(key_selector: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """The selector with a list key (PyFlink keys lists by their pickle) made the equal tuple, as
+    key_by routes it, so Spark's dicts and shuffles can hold it."""
+
+    def hashable(k: Any) -> Any:
+        return tuple(hashable(x) for x in k) if isinstance(k, list) else k
+
+    def key(v: Any) -> Any:
+        k = key_selector(v)
+        return hashable(k) if k.__class__ is list else k
+
+    return key
+
+
 def combine_partition(
     key_selector: Callable[[Any], Any], reduce_fn: Callable[[Any, Any], Any], max_keys: int = MAX_COMBINED_KEYS
 ) -> Callable[[Iterable[Any]], Iterator[tuple[Any, Any]]]:

@@ -381,30 +381,6 @@ def records_by_key(it: Iterator[SortedKeyedRecord]) -> Iterator[tuple[Any, list[
     yield from keys.items()
 
 
-class ReduceCall:
-    """A reduce function for ``reduceByKey``: opens a Function object on first use in each task.
-
-    Spark's combiner has no end-of-partition hook, so ``close`` is not called on Spark.
-    """
-
-    def __init__(self, fn: Any, info: TaskInfo) -> None:
-        self.fn = fn
-        self.info = info
-        self._call: Callable[[Any, Any], Any] | None = None
-
-    def __call__(self, a: Any, b: Any) -> Any:
-        call = self._call
-        if call is None:
-            fn = self.fn
-            if isinstance(fn, Function):
-                _open(fn, self.info, current_partition())
-            call = self._call = fn.reduce if isinstance(fn, ReduceFunction) else fn
-        return call(a, b)
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"fn": self.fn, "info": self.info, "_call": None}  # every task opens its own copy
-
-
 class _KeyedContext(KeyedProcessFunction.OnTimerContext):
     def __init__(self, backend: HeapKeyedStateBackend, timers: BatchTimerService) -> None:
         self.backend = backend
@@ -454,6 +430,33 @@ def keyed_process_partition(fn: KeyedProcessFunction, info: TaskInfo, stamped_ou
                     ctx.domain = domain
                     ctx.ts = ts if domain is TimeDomain.EVENT_TIME else None
                     yield from _emit(_results(fn.on_timer(ts, ctx)), ctx.ts, stamped_output)
+                for table in backend.tables.values():
+                    table.clear()  # in place: state objects hold these dicts
+        finally:
+            _close(fn)
+
+    return run
+
+
+def keyed_reduce_partition(fn: Any, info: TaskInfo, stamped_output: bool = False) -> PartitionFn:
+    """Flink's BATCH keyed reduce of a function that opens with a runtime context: over records
+    sorted by key, each key's records are reduced with that key current in a heap backend (its
+    keyed state is per key, as natively), and only the final value per key is emitted."""
+    call = fn.reduce if isinstance(fn, ReduceFunction) else fn
+
+    def run(index: int, it: Iterator[SortedKeyedRecord]) -> Iterator[Any]:
+        backend = HeapKeyedStateBackend(info.max_parallelism, key_spec=info.key_spec)
+        _open(fn, info, index, backend)
+        try:
+            for key, records in records_by_key(it):
+                backend.current_key = key
+                first = True
+                acc: Any = None
+                for v, _ts in records:
+                    acc = v if first else call(acc, v)
+                    first = False
+                if not first:
+                    yield from _emit([acc], None, stamped_output)
                 for table in backend.tables.values():
                     table.clear()  # in place: state objects hold these dicts
         finally:

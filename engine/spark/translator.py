@@ -30,7 +30,7 @@ from engine.spark import partitions as P
 from engine.spark import co_operators as C
 from engine.spark import files as F
 from engine.spark import windows as W
-from engine.spark.combiner import combine_partition
+from engine.spark.combiner import combine_partition, hashable_keys
 from engine.spark.timestamps import NO_STAMPS, Stamping, plan_timestamps, timestamps_partition, unstamped, value_of
 from engine.spark.validation import UntranslatableJob, check_job_graph, untranslatable_operator
 
@@ -159,9 +159,11 @@ def translate_reduce(
     """BATCH keyed reduce: ``reduceByKey`` (map-side combine), emitting only the final value per key."""
     fn = t.function
     if isinstance(fn, Function) and type(fn).open is not Function.open:
-        reduce_fn: Callable[[Any, Any], Any] = P.ReduceCall(fn, info)  # it needs open() in each task
-    else:
-        reduce_fn = getattr(fn, "reduce", fn)
+        # Its open() may take keyed state (PyFlink scopes it by key): one key at a time, in order,
+        # as the keyed process functions run; no map-side combine, which would mix keys' state.
+        sorted_rdd = _sorted_by_key(rdd, info, key_selector, stamped=stamping.input, by_timestamp=stamping.input)
+        return sorted_rdd.mapPartitionsWithIndex(P.keyed_reduce_partition(fn, info, stamping.output))
+    reduce_fn = getattr(fn, "reduce", fn)
     partitioner = P.KeyPartitioner(info.max_parallelism, info.parallelism, info.key_spec)
     # Our own map-side combine (cheaper per record than reduceByKey's); reduceByKey then merges the partials.
     return (
@@ -371,7 +373,7 @@ class _Translator:
             return translate_source(self.sc, t, node)
         stamping = self.stamping[node.id]
         if node.kind in _KEYED:
-            selector = self.sg.key_selectors.get(node.id)
+            selector = hashable_keys(self.sg.key_selectors.get(node.id))
             return _KEYED[node.kind](self._keyed_input(node), t, self.info(node), selector, stamping)
         if node.kind in _ONE_INPUT:
             return _ONE_INPUT[node.kind](self._input(node), t, self.info(node), stamping)

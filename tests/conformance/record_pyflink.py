@@ -2,6 +2,7 @@
 
     python tests/conformance/record_pyflink.py [--venv DIR] [--missing] [NAME ...]
     python tests/conformance/record_pyflink.py --examples [--cluster]
+    python tests/conformance/record_pyflink.py --flink-tests --tests-dir DIR [--cluster] [--only TEXT ...]
 
 Installs apache-flink==2.3.0 into a virtualenv of its own (default var/pyflink-venv; ``--venv
 /tmp/pyflink`` reuses one), finds a Java 17, runs each program under real PyFlink (at most two at a
@@ -12,6 +13,9 @@ so the suite skips that program with the reason.
 ``--examples`` measures rather than records: it runs the DataStream examples shipped in the wheel
 (those that need no Kafka, Pulsar, Elasticsearch or Table API) under PyFlink and under Millstream
 in-process (and, with ``--cluster``, through ``millstream run`` on a local cluster) and prints a table.
+``--flink-tests`` does the same for each test method of Apache Flink's test_data_stream.py and
+test_window.py, made standalone programs at measure time (flink_tests.py). Both together also print
+the total.
 """
 from __future__ import annotations
 
@@ -146,6 +150,10 @@ def record_programs(python: Path, env: dict[str, str], names: list[str], missing
             print(line, flush=True)
 
 
+def millstream_python() -> str:
+    return str(REPO / ".venv" / "bin" / "python") if (REPO / ".venv").exists() else sys.executable
+
+
 def example_programs(python: Path) -> list[Path]:
     site = subprocess.run(
         [str(python), "-c", "import pyflink, os; print(os.path.dirname(pyflink.__file__))"],
@@ -161,7 +169,7 @@ def example_programs(python: Path) -> list[Path]:
     return found
 
 
-def compare_examples(python: Path, env: dict[str, str], with_cluster: bool) -> None:
+def compare_examples(python: Path, env: dict[str, str], with_cluster: bool) -> dict[str, int]:
     examples = example_programs(python)
     with tempfile.TemporaryDirectory(prefix="examples-") as tmp:
         copies = []
@@ -171,11 +179,10 @@ def compare_examples(python: Path, env: dict[str, str], with_cluster: bool) -> N
             copies.append(Path(shutil.copy(p, d / p.name)))
         with ThreadPoolExecutor(PARALLEL_JVMS) as pool:
             flink = list(pool.map(lambda p: run_pyflink(python, env, p), copies))
-        millstream_python = str(REPO / ".venv" / "bin" / "python") if (REPO / ".venv").exists() else sys.executable
-        local = [run_local(p, python=millstream_python) for p in copies]
+        local = [run_local(p, python=millstream_python()) for p in copies]
         on_cluster: list[RunResult | None] = [None] * len(copies)
         if with_cluster:
-            on_cluster = run_examples_on_cluster(copies, millstream_python)
+            on_cluster = run_examples_on_cluster(copies, millstream_python())
     print(f"{'example':45} {'PyFlink':12} {'in-process':28} {'cluster':28}")
     same = {"local": 0, "cluster": 0}
     for p, f, loc, clu in zip(examples, flink, local, on_cluster):
@@ -194,6 +201,7 @@ def compare_examples(python: Path, env: dict[str, str], with_cluster: bool) -> N
         print(f"{rel:45} {str(len(f.lines())) + ' lines':12} {cells[0]:28} {cells[1]:28}")
     print(f"\n{len(examples)} examples; same output as PyFlink: in-process {same['local']}"
           + (f", on a cluster {same['cluster']}" if with_cluster else ""))
+    return {"programs": len(examples), **same}
 
 
 def run_examples_on_cluster(programs: list[Path], python: str) -> list[RunResult | None]:
@@ -214,13 +222,27 @@ def main() -> None:
     ap.add_argument("--missing", action="store_true", help="record only programs that have no fixture yet")
     ap.add_argument("--timeout", type=float, default=300, help="seconds before a PyFlink run counts as hung")
     ap.add_argument("--examples", action="store_true", help="compare the wheel's DataStream examples instead")
-    ap.add_argument("--cluster", action="store_true", help="with --examples: also run them on a local cluster")
+    ap.add_argument("--cluster", action="store_true", help="with --examples/--flink-tests: also run on a local cluster")
+    ap.add_argument("--flink-tests", action="store_true",
+                    help="compare Apache Flink's test_data_stream.py and test_window.py test methods instead")
+    ap.add_argument("--tests-dir", type=Path, help="with --flink-tests: directory holding those two modules")
+    ap.add_argument("--only", nargs="*", default=[], help="with --flink-tests: programs whose name contains one of these")
     args = ap.parse_args()
     java_home = find_java17()
     python = ensure_venv(args.venv.resolve())
     env = pyflink_env(args.venv.resolve(), java_home)
-    if args.examples:
-        compare_examples(python, env, args.cluster)
+    if args.examples or args.flink_tests:
+        totals = compare_examples(python, env, args.cluster) if args.examples else None
+        if args.flink_tests:
+            from tests.conformance.flink_tests import IDENTICAL, measure
+
+            counts = measure(python, lambda p: run_pyflink(python, env, p), PARALLEL_JVMS, millstream_python(),
+                             args.tests_dir, args.cluster, args.only)
+            if totals:
+                n = totals["programs"] + sum(counts["local"].values())
+                print(f"\nexamples + test methods: {n} programs; identical to PyFlink in-process "
+                      f"{totals['local'] + counts['local'][IDENTICAL]}"
+                      + (f", on a cluster {totals['cluster'] + counts['cluster'][IDENTICAL]}" if args.cluster else ""))
     else:
         record_programs(python, env, args.names, args.missing, args.timeout)
 

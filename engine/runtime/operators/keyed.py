@@ -19,6 +19,11 @@ from engine.runtime.watermarks import NO_TIMESTAMP
 _MISSING = object()
 
 
+def hashable_key(k: Any) -> Any:
+    """A list key (at any depth) as the equal tuple; other keys unchanged."""
+    return tuple(hashable_key(x) for x in k) if isinstance(k, list) else k
+
+
 class ReduceOperator(StreamOperator):
     """Rolling reduce. In BATCH mode only the final value per key is emitted, at end of input."""
 
@@ -36,18 +41,29 @@ class ReduceOperator(StreamOperator):
         fn, ks, table, missing = self.fn, self.key_selector, self.values, _MISSING
         out: list[Any] = []
         append = out.append
+        # A key Python cannot hash (PyFlink keys a list by its pickle) is held as the equal tuple,
+        # the key key_by routes it by; the try costs nothing until a lookup raises.
         if self.scoped:
             backend = self.ctx.keyed_backend
             for v in values:
-                k = backend.current_key = ks(v)
-                cur = table.get(k, missing)
+                k = ks(v)
+                try:
+                    cur = table.get(k, missing)
+                except TypeError:
+                    k = hashable_key(k)
+                    cur = table.get(k, missing)
+                backend.current_key = k
                 nv = v if cur is missing else fn(cur, v)
                 table[k] = nv
                 append(nv)
         else:
             for v in values:
                 k = ks(v)
-                cur = table.get(k, missing)
+                try:
+                    cur = table.get(k, missing)
+                except TypeError:
+                    k = hashable_key(k)
+                    cur = table.get(k, missing)
                 nv = v if cur is missing else fn(cur, v)
                 table[k] = nv
                 append(nv)

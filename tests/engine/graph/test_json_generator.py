@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from engine.common.row import Row
 from engine.common.typeinfo import Types
 from engine.datastream.functions import CoMapFunction
 from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
@@ -26,7 +27,8 @@ def test_plan_nodes_have_flinks_fields_sinks_last():
     assert list(plan) == ["nodes"]
     nodes = plan["nodes"]
     assert [n["pact"] for n in nodes] == ["Data Source", "Operator", "Operator", "Operator", "Data Sink", "Data Sink"]
-    source, reduce, filt, key_by_map, sink1, sink2 = nodes
+    # Ordered by id: key_by's map takes its id when key_by is called, before the reduce, as in PyFlink.
+    source, key_by_map, reduce, filt, sink1, sink2 = nodes
     assert source == {
         "id": source["id"], "type": "Source: Collection Source", "pact": "Data Source",
         "contents": "Source: Collection Source", "parallelism": 1,
@@ -82,8 +84,9 @@ class _CoId(CoMapFunction):
 
 def test_consecutive_python_functions_are_fused_as_pyflink_shows_them():
     env = _env(2)
-    src = env.from_collection([1])
-    src.map(lambda x: x).filter(lambda x: True).flat_map(lambda x: [x]).print()
+    src = env.from_collection([1], type_info=Types.INT())
+    # typed records: print() needs no conversion map (test_print_of_untyped_records_and_rows_...)
+    src.map(lambda x: x, output_type=Types.INT()).filter(lambda x: True).flat_map(lambda x: [x], output_type=Types.INT()).print()
     nodes = json.loads(env.get_execution_plan())["nodes"]
     fused = [n for n in nodes if n["type"] == "Map, Filter, FlatMap"]
     assert len(fused) == 1
@@ -95,15 +98,15 @@ def test_consecutive_python_functions_are_fused_as_pyflink_shows_them():
 
 def test_no_fusion_across_disabled_chaining_parallelism_changes_or_fan_out():
     env = _env(2)
-    src = env.from_collection([1])
-    m = src.map(lambda x: x)
+    src = env.from_collection([1], type_info=Types.INT())
+    m = src.map(lambda x: x, output_type=Types.INT())
     m.filter(lambda x: True).disable_chaining().print()
-    m.map(lambda x: x).set_parallelism(3).print()
+    m.map(lambda x: x, output_type=Types.INT()).set_parallelism(3).print()
     types = [n["type"] for n in json.loads(env.get_execution_plan())["nodes"]]
     assert "Map, Filter" not in types and types.count("Map") == 2  # m fans out: nothing fuses onto it
     env2 = _env(2)
     env2.disable_operator_chaining()
-    env2.from_collection([1]).map(lambda x: x).filter(lambda x: True).print()
+    env2.from_collection([1], type_info=Types.INT()).map(lambda x: x, output_type=Types.INT()).filter(lambda x: True).print()
     assert "Map, Filter" not in [n["type"] for n in json.loads(env2.get_execution_plan())["nodes"]]
 
 
@@ -119,3 +122,27 @@ def test_key_by_map_fuses_with_the_python_function_before_it_and_is_shared_by_on
     assert [(n["contents"], n["parallelism"]) for n in fused] == [("Map, _stream_key_by_map_operator", 3)]
     hashed = [n for n in nodes if n.get("predecessors", [{}])[0].get("ship_strategy") == "HASH"]
     assert len(hashed) == 2 and all(n["predecessors"][0]["id"] == fused[0]["id"] for n in hashed)
+
+
+def test_print_of_untyped_records_and_rows_reads_from_a_conversion_map_as_in_pyflink():
+    """PyFlink's print() first turns pickled records and Rows into strings with a Python map,
+    which fuses with the Python functions before it (recorded: plan_print_conversion)."""
+    env = _env(2)
+    src = env.from_collection([1], type_info=Types.INT())
+    src.map(lambda x: x).print()
+    src.map(lambda x: Row(x), output_type=Types.ROW([Types.INT()])).print()
+    src.map(lambda x: x, output_type=Types.INT()).print()
+    nodes = json.loads(env.get_execution_plan())["nodes"]
+    by_id = {n["id"]: n for n in nodes}
+    sink_inputs = sorted(by_id[n["predecessors"][0]["id"]]["type"] for n in nodes if n["pact"] == "Data Sink")
+    assert sink_inputs == ["Map", "Map, Map", "Map, Map"]
+    assert all(n["predecessors"][0]["ship_strategy"] == "FORWARD" for n in nodes if n["pact"] == "Data Sink")
+
+
+def test_projection_is_never_fused_with_python_functions():
+    env = _env(2)
+    t = Types.TUPLE([Types.INT(), Types.INT()])
+    env.from_collection([(1, 2)], type_info=t).map(lambda x: x, output_type=t).project(1) \
+        .map(lambda x: x, output_type=Types.TUPLE([Types.INT()])).print()
+    types = [n["type"] for n in json.loads(env.get_execution_plan())["nodes"]]
+    assert types == ["Source: Collection Source", "Map", "Projection", "Map", "Sink: Print to Std. Out"]
