@@ -46,6 +46,8 @@ class FlameGraphService:
         attempt, where = targets
         now_s, now_ms = time.monotonic(), int(time.time() * 1000)
         with self._lock:
+            live = set(self.dispatcher.live_job_ids())
+            self.tracker.retain(live.__contains__)  # graphs of jobs gone from the JobManager go too
             self._collect(job_id, vertex_id)
             self.tracker.finish_if_complete(job_id, vertex_id, now_s, now_ms)
             if where and self.tracker.needs_sampling(job_id, vertex_id, now_s):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import enum
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 WAITING = -3  # Flink's JobVertexFlameGraph.waiting(): sampling in progress, no data yet
 TERMINATED = -2  # JobVertexFlameGraph.terminated(): the vertex has no running subtask to sample
@@ -133,6 +133,10 @@ class VertexFlameGraphTracker:
         return flame_graph(stats.samples, kind, stats.end_timestamp)
 
     def forget_job(self, job_id: str) -> None:
-        for key in [k for k in (*self._stats, *self._pending) if k[0] == job_id]:
+        self.retain(lambda j: j != job_id)
+
+    def retain(self, keep: Callable[[str], bool]) -> None:
+        """Drop what is kept for jobs ``keep`` refuses (jobs that left the JobManager)."""
+        for key in [k for k in (*self._stats, *self._pending) if not keep(k[0])]:
             self._stats.pop(key, None)
             self._pending.pop(key, None)

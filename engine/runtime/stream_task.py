@@ -252,7 +252,7 @@ class StreamTask:
 
     def _on_latency_marker(self, marker: LatencyMarker) -> None:
         """Record the marker for every operator of the chain, then send it on, past any user function."""
-        if self.latency is not None:
+        if self.latency is not None and self.latency.operator_ids:
             self.latency.report(marker, int(time.time() * 1000))
         wire = marker.to_wire()
         for w in self.writers:
