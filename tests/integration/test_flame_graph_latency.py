@@ -23,10 +23,20 @@ def running_job(cluster: Cluster) -> Any:
     run = cluster.start_run(PROGRAMS / "profiled.py", options=("-p", "2", "--detached"))
     jid = cluster.wait_new_job(known)
     cluster.wait_running(jid)
+    burning(cluster, jid)
     yield jid
     cluster.http.patch(f"/jobs/{jid}", params={"mode": "cancel"})
     cluster.wait_state(jid, ("CANCELED", "FAILED", "FINISHED"))
     run.wait(60)
+
+
+def burning(cluster: Cluster, jid: str) -> None:
+    """Wait until the map has records to burn on: sampled before, its graph would hold only waiting."""
+    def busy() -> bool:
+        v = next(v for v in cluster.job(jid)["vertices"] if "burn" in v["name"])
+        return v["metrics"].get("read-records", 0) > 50
+
+    cluster.wait_for(busy, 30, "records to reach the map")
 
 
 def _vertex(cluster: Cluster, jid: str, name_part: str) -> str:

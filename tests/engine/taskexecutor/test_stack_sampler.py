@@ -47,11 +47,15 @@ def test_waiting_sleeping_and_socket_reads_are_off_cpu() -> None:
     samples = _sample(nap)
     assert sum(n for _, n, off in samples if off) >= 25
     a, b = socket.socketpair()
+    reader = threading.Thread(target=lambda: a.recv(1), daemon=True)  # a Python frame makes the call
+    reader.start()
+    time.sleep(0.05)
     try:
-        samples = _sample(lambda stop: a.recv(1))
+        samples = sample_threads([reader.ident], 10, 0.002)
         assert samples and all(off for _, _, off in samples)
     finally:
         b.send(b"x")
+        reader.join(5)
         a.close()
         b.close()
 
@@ -74,3 +78,38 @@ def test_a_thread_that_is_gone_gives_no_samples_and_a_stop_ends_sampling_early()
     calls = []
     assert sample_threads([threading.get_ident()], 1000, 0.0, should_stop=lambda: calls.append(1) or len(calls) > 3) != []
     assert len(calls) == 4
+
+
+def burst(stop: threading.Event) -> None:
+    while not stop.is_set():
+        burn_cpu_once()
+        time.sleep(0.004)
+
+
+def burn_cpu_once() -> None:
+    total = 0
+    for i in range(20_000):
+        total += i * i % 7
+
+
+def test_short_bursts_of_computation_are_seen_and_the_switch_interval_comes_back() -> None:
+    """Without the finer switch interval the sampler only ever gets the interpreter lock when the
+    burst ends (0 of 100 samples inside the burst, measured)."""
+    import sys
+
+    before = sys.getswitchinterval()
+    samples = _sample_long(burst)
+    inside = sum(n for stack, n, off in samples if not off and any(".burn_cpu_once:" in f for f in stack))
+    assert inside >= 3, samples  # seen, if still under-counted (a burst ends between lock hand-overs)
+    assert sys.getswitchinterval() == before
+
+
+def _sample_long(target) -> list[list]:  # type: ignore[no-untyped-def]
+    stop = threading.Event()
+    t = threading.Thread(target=target, args=(stop,), daemon=True)
+    t.start()
+    try:
+        return sample_threads([t.ident], 100, 0.01)
+    finally:
+        stop.set()
+        t.join(5)

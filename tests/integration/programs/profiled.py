@@ -9,7 +9,7 @@ from pyflink.datastream.window import TumblingProcessingTimeWindows
 
 def burn_cpu(value):
     total = 0
-    for i in range(20_000):  # about a millisecond of pure computation per record
+    for i in range(40_000):  # a few milliseconds of pure computation per record
         total += i * i % 7
     return (value % 4, total % 2 + 1)
 
