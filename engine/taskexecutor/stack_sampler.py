@@ -22,6 +22,9 @@ runs out, so bursts shorter than that would never be seen (measured: 0 of 100 sa
 burst repeated every 11 ms). While a sampling runs, the process's switch interval is lowered to
 ``SAMPLING_SWITCH_INTERVAL_S`` so the sampler gets in within a tenth of a millisecond, and restored after.
 
+A stack may now and then be cut short at the root end: CPython 3.11 shows a generator's frame, read
+from another thread just as it is entered, without its callers.
+
 Pure apart from reading frames, which is passed in (``current_frames``) so tests can feed it.
 """
 from __future__ import annotations
