@@ -9,7 +9,10 @@ without brackets (``host``, ``tm_id``, ``job_id``, ``job_name``, ``task_id``, ``
 filtered as Flink's reporter does by default (``filterLabelValueCharacters``): every character outside
 ``[a-zA-Z0-9:_]`` becomes ``_``, so ``Source: numbers -> Map`` is ``Source:_numbers____Map``. As Flink's reporter does, counters,
 meters and gauges are all Prometheus gauges (a Flink counter may go down). A distribution (PyFlink's)
-is a summary with ``_count`` and ``_sum``, plus ``_min`` and ``_max`` gauges.
+is a summary with ``_count`` and ``_sum``, plus ``_min`` and ``_max`` gauges. A latency-marker histogram
+(job scope on the TaskManager, engine/runtime/latency_markers.py) is a summary with Flink's reporter's
+quantiles (0.5 ... 0.999), ``_count`` and ``_sum``, its key groups (``source_id``, ``operator_id``,
+``operator_subtask_index``) in the name and as labels.
 
 Pure: builds ``prometheus_client`` metric families from values; collectors call it at scrape time.
 """
