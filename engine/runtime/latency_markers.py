@@ -62,6 +62,15 @@ def latency_interval_ms(config: dict[str, Any]) -> int:
     return max(value, 0)
 
 
+def history_size(config: dict[str, Any]) -> int:
+    """How many latencies each histogram keeps (Flink's ``metrics.latency.history-size``, default 128)."""
+    try:
+        value = int(config.get(HISTORY_OPTION) or DEFAULT_HISTORY)
+    except (TypeError, ValueError):
+        return DEFAULT_HISTORY
+    return min(max(value, 1), 100_000)
+
+
 def quantile(sorted_values: list[float], q: float) -> float:
     """Flink's DescriptiveStatistics percentile (the default estimation, R-6 / Excel's PERCENTILE.EXC)."""
     n = len(sorted_values)

@@ -44,10 +44,10 @@ from engine.runtime.operator_chain import build_operator_chain
 from engine.runtime.operators.base import Output, StreamOperator
 from engine.runtime.io.record_writer import RecordWriter
 from engine.runtime.latency_markers import (
-    HISTORY_OPTION,
     LatencyMarker,
     LatencyStats,
     MarkerSchedule,
+    history_size,
     latency_interval_ms,
 )
 from engine.runtime.state.operator_state import FunctionStateHandler
@@ -114,7 +114,7 @@ class StreamTask:
                 (graph.nodes[n].operator_id for n in tdd.operators
                  if graph.transformations[n].kind is not OperatorKind.SOURCE),
                 tdd.subtask,
-                int(tdd.config.get(HISTORY_OPTION) or 128),
+                history_size(tdd.config),
             )
             self.metrics.latency = self.latency
         self.name = f"{tdd.vertex_name} ({tdd.subtask + 1}/{tdd.parallelism})#{tdd.attempt}"

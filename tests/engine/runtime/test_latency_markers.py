@@ -172,3 +172,12 @@ def test_markers_change_no_result_and_never_reach_a_user_function(monkeypatch: A
     # Markers crossed both keyed shuffles: the map's tasks and the reduce's tasks recorded them.
     # (A source task has no operator of its own to measure: its markers leave it unrecorded.)
     assert len({ops for ops in seen if ops}) >= 2, set(seen)
+
+
+def test_bad_settings_fall_back_instead_of_failing_the_task() -> None:
+    from engine.runtime.latency_markers import DEFAULT_HISTORY, history_size
+
+    assert history_size({}) == DEFAULT_HISTORY
+    assert history_size({"metrics.latency.history-size": "many"}) == DEFAULT_HISTORY
+    assert history_size({"metrics.latency.history-size": 0}) == DEFAULT_HISTORY  # 0 means unset, as None does
+    assert history_size({"metrics.latency.history-size": 10**9}) == 100_000
