@@ -252,6 +252,8 @@ class StreamTask:
 
     def _on_latency_marker(self, marker: LatencyMarker) -> None:
         """Record the marker for every operator of the chain, then send it on, past any user function."""
+        if self._savepoint_stop is not None:
+            return  # nothing follows a stop-with-savepoint's barrier until its outcome is known
         if self.latency is not None and self.latency.operator_ids:
             self.latency.report(marker, int(time.time() * 1000))
         wire = marker.to_wire()
@@ -441,9 +443,9 @@ class StreamTask:
             markers = MarkerSchedule(self.latency_interval_ms, head_id, tdd.subtask, int(time.time() * 1000))
         try:
             while True:
-                if markers is not None:  # latency tracking on: one comparison per batch otherwise
+                if markers is not None:  # latency tracking off: this test is all it costs per batch
                     marker = markers.due(int(time.time() * 1000))
-                    if marker is not None and self._savepoint_stop is None:
+                    if marker is not None:
                         self._on_latency_marker(marker)
                 if cancelled.is_set():
                     raise TaskCancelled()
