@@ -30,6 +30,7 @@ from backend.persistence.jar_store import JarRepository
 from backend.persistence.sql_job_store import SqlJobStore
 from backend.persistence.taskmanager_history import TaskManagerHistory
 from backend.persistence.ui_sessions import UISessionStore
+from backend.services.flame_graphs import FlameGraphService
 from backend.services.programs import ProgramService
 from backend.settings import Settings, check_environment
 from backend.ui.security import logged_in
@@ -105,6 +106,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 max_parallelism=settings.max_parallelism,
                 max_concurrent_jobs=settings.max_concurrent_jobs,
                 archive_after_ms=settings.job_archive_after_ms,
+                latency_interval_ms=settings.latency_interval_ms,
             ),
         )
         dispatcher.state_roots = StateRoots.of(*settings.state_roots)  # what REST callers may point it at
@@ -115,6 +117,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.ui_sessions = UISessionStore(sessions, settings.session_ttl_s)
         app.state.settings = settings
         app.state.dispatcher = dispatcher
+        app.state.flame_graphs = FlameGraphService(dispatcher)
         app.state.jars = JarRepository(sessions)
         app.state.tm_history = TaskManagerHistory(sessions)
         app.state.programs = ProgramService(

@@ -7,6 +7,7 @@ from fastapi import Depends, Request
 
 from backend.persistence.jar_store import JarRepository
 from backend.persistence.taskmanager_history import TaskManagerHistory
+from backend.services.flame_graphs import FlameGraphService
 from backend.settings import Settings
 from engine.jobmanager.dispatcher import Dispatcher
 
@@ -23,6 +24,10 @@ def get_jars(request: Request) -> JarRepository:
     return request.app.state.jars
 
 
+def get_flame_graphs(request: Request) -> FlameGraphService:
+    return request.app.state.flame_graphs
+
+
 def get_tm_history(request: Request) -> TaskManagerHistory:
     return request.app.state.tm_history
 
@@ -31,3 +36,4 @@ DispatcherDep = Annotated[Dispatcher, Depends(get_dispatcher)]
 SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
 JarsDep = Annotated[JarRepository, Depends(get_jars)]
 TaskManagerHistoryDep = Annotated[TaskManagerHistory, Depends(get_tm_history)]
+FlameGraphsDep = Annotated[FlameGraphService, Depends(get_flame_graphs)]

@@ -48,6 +48,9 @@ class Settings(BaseSettings):
     heartbeat_timeout_ms: int = 10_000
     buffer_records: int = 1024  # records per network buffer before it is flushed
     credits: int = 8  # unread buffers a producer may have in one channel
+    # Flink's metrics.latency.interval: sources emit a latency marker this often (ms) in jobs that set no
+    # interval of their own (env.get_config().set_latency_tracking_interval); 0, the default, is off.
+    latency_interval_ms: int = Field(default=0, ge=0)
     max_upload_bytes: int = 50 * 1024 * 1024
     plan_timeout_s: float = 60.0  # running an uploaded program to get its JobGraph
     max_concurrent_plans: int = 4  # uploaded programs being run for their JobGraph at once; more get 429

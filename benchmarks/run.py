@@ -7,7 +7,8 @@ Bytewax and PyFlink when their virtual environments exist (see shared/bench).
 It adds the windowed job, the checkpoint overhead and checkpoint durations
 (p50/p99 from ``/jobs/{id}/checkpoints``), recovery time after a TaskManager
 SIGKILL (``recovery_bench.py``), the cost of checkpoints with large keyed state
-(``large_state_bench.py``), unless ``--skip-spark`` the Spark word count
+(``large_state_bench.py``), end-to-end latency from latency markers at 100k and 300k
+records/s and their throughput cost (``latency_bench.py``), unless ``--skip-spark`` the Spark word count
 (``spark_wordcount.py``), and the soak run (``soak.py``: a long checkpointed job plus
 200 short jobs, memory at start and end). Because the machine is shared and noisy,
 ratios between figures measured in this same run are the figures to compare.
@@ -107,6 +108,7 @@ def local_cluster(taskmanagers: int, slots: int = 2) -> Iterator[Submit]:
                 return line
 
             submit.url = env["MILLSTREAM_JOBMANAGER"]  # type: ignore[attr-defined]
+            submit.env = env  # type: ignore[attr-defined]  # for benchmarks that run the CLI themselves
             yield submit
         finally:
             cluster.shutdown()
@@ -155,6 +157,7 @@ def main() -> None:
     ap.add_argument("--large-state-keys", type=int, default=1_000_000, help="distinct keys of the large-state runs (issue: 3,000,000)")
     ap.add_argument("--skip-large-state", action="store_true", help="leave out the large-state checkpoint runs")
     ap.add_argument("--skip-seal", action="store_true", help="leave out sealed against unsealed clusters")
+    ap.add_argument("--skip-latency", action="store_true", help="leave out the latency-marker runs (latency_bench.py)")
     args = ap.parse_args()
     n = args.n
     print(f"machine: {machine()}")
@@ -221,6 +224,12 @@ def main() -> None:
         r = rate(line)
         ratio = f"{r / base:.2f}x" if r and base else "-"
         print(f"{name:48} {r or 0:12,.0f} {ratio:>11}   {line}", flush=True)
+    if not args.skip_latency:
+        # End-to-end latency at 100k and 300k records/s, and the markers' cost (issue 17).
+        from latency_bench import measure as measure_latency
+
+        for line in measure_latency([100_000, 300_000], 20.0, n, args.pairs):
+            print(line, flush=True)
     if not args.skip_large_state:
         from large_state_bench import measure as measure_large_state, measure_updates
 

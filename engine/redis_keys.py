@@ -26,6 +26,9 @@ JOB_USER_CODE = PREFIX + ":job:{job}:code"  # bytes: cloudpickled StreamGraph
 # observation
 TASK_METRICS = PREFIX + ":metrics:{job}"  # hash: "{vertex}:{subtask}" -> msgpack metrics
 TASKMANAGER_METRICS = PREFIX + ":tm:{tm}:metrics"  # msgpack, with TTL
+# hash: "{vertex}:{subtask}" -> sealed stack samples answering one flame graph request (short TTL)
+STACK_SAMPLES = PREFIX + ":flame:{request}"
+STACK_SAMPLES_TTL_S = 120
 TASKMANAGER_LOG = PREFIX + ":tm:{tm}:log"  # its log lines, sealed (engine/taskexecutor/log_shipper.py)
 COLLECT = PREFIX + ":collect:{job}"  # list: execute_and_collect entries not acknowledged yet
 COLLECT_META = PREFIX + ":collect:{job}:meta"  # hash: acked (entries trimmed), bytes (in the list)
@@ -72,6 +75,10 @@ def taskmanager_metrics(tm: str) -> str:
 
 def taskmanager_log(tm: str) -> str:
     return TASKMANAGER_LOG.format(tm=tm)
+
+
+def stack_samples(request: str) -> str:
+    return STACK_SAMPLES.format(request=request)
 
 
 def job_user_code(job: str) -> str:

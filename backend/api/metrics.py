@@ -14,6 +14,7 @@ from backend.services import jobmanager_metrics
 from backend.services.metric_aggregation import aggregate, values_answer
 from engine.metrics.job_metrics import job_values
 from engine.metrics.taskmanager_metrics import taskmanager_values
+from engine.runtime.latency_markers import rest_values as latency_rest_values
 
 router = APIRouter(tags=["metrics"])
 
@@ -77,13 +78,17 @@ def jobs_metrics(
 def job_metric_values(
     dispatcher: DispatcherDep, jid: JobId, get: str | None = Query(None, description=GET_HELP)
 ) -> list[dict[str, str]]:
-    """``[{id, value}]`` (``numRestarts``, ``uptime``, ``downtime``, checkpoint counts and sizes), or
-    ``[{id}]`` without ``get``. Empty once the job has ended, as Flink's are."""
+    """``[{id, value}]`` (``numRestarts``, ``uptime``, ``downtime``, checkpoint counts and sizes, and
+    with latency tracking on Flink's ``latency.source_id.<id>.operator_id.<id>.operator_subtask_index.<n>
+    .latency_<stat>`` histogram figures), or ``[{id}]`` without ``get``. Empty once the job has ended,
+    as Flink's are."""
     record = load_job(dispatcher, jid)  # 404 for a job the cluster never had
     inputs = jobmanager_metrics.job_inputs(dispatcher, record.jid)
     if inputs is None or inputs.status.is_terminal():
         return []
-    return values_answer(job_values(inputs, jobmanager_metrics.now_ms()), _csv(get))
+    values = job_values(inputs, jobmanager_metrics.now_ms())
+    values.update(latency_rest_values(jobmanager_metrics.latency_histograms(dispatcher, record.jid)))
+    return values_answer(values, _csv(get))
 
 
 @router.get("/taskmanagers/metrics", summary="TaskManager metrics aggregated over TaskManagers")

@@ -6,7 +6,9 @@ from typing import Annotated, Any, Callable, TypeVar
 from fastapi import APIRouter, HTTPException, Path, Query
 
 from backend.api.jobs import JobId, load_job, now_ms
-from backend.deps import DispatcherDep
+from backend.deps import DispatcherDep, FlameGraphsDep
+from backend.services.flame_graphs import UnknownFlameGraphVertex
+from engine.jobmanager.vertex_flame_graph import TERMINATED, FlameGraphType, no_data
 from backend.services import job_views, metric_views
 from backend.services.metric_aggregation import parse_subtasks
 from engine.jobmanager.dispatcher import Dispatcher
@@ -52,6 +54,30 @@ def vertex_detail(
     subtasks from ``offset``, with ``subtasks-total`` when the answer is a part of them."""
     record, hosts = load_job(dispatcher, jid), _hosts(dispatcher)
     return _view(lambda: _paged(job_views.vertex_detail(record, vid, now_ms(), hosts, offset, limit), offset), vid)
+
+
+@router.get("/jobs/{jid}/vertices/{vid}/flamegraph", summary="Flame graph of a vertex's task threads")
+def vertex_flame_graph(
+    dispatcher: DispatcherDep, flame_graphs: FlameGraphsDep, jid: JobId, vid: VertexId,
+    type: str = Query("full", description="full, on_cpu or off_cpu"),  # noqa: A002 (Flink's parameter name)
+) -> dict[str, Any]:
+    """Flink's JobVertexFlameGraph (FLIP-165): ``{endTimestamp, data: {name, value, children}}`` from
+    samples of the task threads of the vertex's running subtasks. The first request starts sampling
+    (100 samples, 20 ms apart) and answers ``endTimestamp`` -3 with no data until it is done; the
+    samples are kept for 60 s. A vertex with nothing running answers -2."""
+    try:
+        kind = FlameGraphType.parse(type)
+    except ValueError as e:
+        raise HTTPException(400, str(e))
+    record = load_job(dispatcher, jid)
+    try:
+        answer = flame_graphs.flame_graph(record.jid, vid, kind)
+    except UnknownFlameGraphVertex:
+        raise HTTPException(404, f"Vertex {vid} not found in this job")
+    if answer is None:  # the job has ended and left the JobManager's memory
+        _view(lambda: job_views.find_vertex(record, vid), vid)
+        return no_data(TERMINATED)
+    return answer
 
 
 @router.get("/jobs/{jid}/vertices/{vid}/backpressure", summary="Backpressure of a vertex's subtasks")

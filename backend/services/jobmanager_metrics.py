@@ -19,6 +19,7 @@ from engine.executiongraph.states import JobStatus
 from engine.jobmanager.dispatcher import Dispatcher
 from engine.metrics.job_metrics import JobMetricInputs, job_values, jobmanager_values
 from engine.metrics.prometheus_reporter import jobmanager_families
+from engine.runtime.task_metrics import LATENCY_FIGURE
 
 
 def now_ms() -> int:
@@ -44,6 +45,22 @@ def job_inputs(dispatcher: Dispatcher, job_id: str) -> JobMetricInputs | None:
     if cp is not None and cp.enabled:
         inputs = JobMetricInputs(inputs.job_id, inputs.job_name, status, inputs.timestamps, inputs.restarts, cp.overview())
     return inputs
+
+
+def latency_histograms(dispatcher: Dispatcher, job_id: str) -> list[list[Any]]:
+    """The latency histograms the running attempt's tasks reported (engine/runtime/latency_markers.py):
+    ``[source_id, operator_id, operator_subtask, statistics]`` each, [] while tracking is off."""
+    with dispatcher.lock:
+        jm = dispatcher.job_master(job_id)
+        attempt = jm.eg.attempt if jm is not None else None
+    if attempt is None:
+        return []
+    out: list[list[Any]] = []
+    for sample in dispatcher.read_metrics(job_id, attempt).values():
+        entries = sample.get(LATENCY_FIGURE)
+        if isinstance(entries, list):
+            out.extend(e for e in entries if isinstance(e, list) and len(e) == 4 and isinstance(e[3], dict))
+    return out
 
 
 def running_jobs(dispatcher: Dispatcher) -> list[JobMetricInputs]:

@@ -12,8 +12,8 @@ from typing import Any
 from backend.services.job_views import UnknownVertex, find_vertex
 from engine.jobmanager.job_store import JobRecord
 
-# Not metrics: where and when the sample was taken.
-_BOOKKEEPING = frozenset({"attempt", "tm", "slot", "ts"})
+# Not metrics: where and when the sample was taken; latency histograms are the job's metrics, as in Flink.
+_BOOKKEEPING = frozenset({"attempt", "tm", "slot", "ts", "latencyHistograms"})
 
 
 def _text(value: Any) -> str:

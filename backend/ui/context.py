@@ -112,6 +112,8 @@ def _tab_context(
         return {"exceptions": entries, "truncated": truncated, "root_cause": root}
     if tab == "throughput":
         return {"series_json": script_json(throughput_series(history, record))}
+    if tab == "flamegraph":
+        return {"flame_vertices": [(v["id"], v["name"]) for v in vertices]}
     if tab == "spark":
         engine = batch_engine(dispatcher, record)
         progress = dispatcher.spark_progress(record)

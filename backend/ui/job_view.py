@@ -25,6 +25,7 @@ TABS = (
     ("watermarks", "Watermarks"),
     ("timeline", "Timeline"),
     ("throughput", "Throughput"),
+    ("flamegraph", "Flame Graph"),
     ("configuration", "Configuration"),
 )
 TAB_IDS = frozenset(t for t, _ in TABS)
@@ -35,7 +36,7 @@ _BATCH_ONLY_TABS = frozenset({"spark"})
 # A bounded job takes no checkpoints or savepoints and has no watermarks to follow (event time ends
 # at once); on Spark there are no channels to be backpressured or sampled for throughput either.
 _NOT_FOR_BATCH = frozenset({"checkpoints", "savepoints", "watermarks"})
-_NOT_ON_SPARK = _NOT_FOR_BATCH | {"backpressure", "throughput"}
+_NOT_ON_SPARK = _NOT_FOR_BATCH | {"backpressure", "throughput", "flamegraph"}
 _TIMELINE_STATES = ("CREATED", "SCHEDULED", "DEPLOYING", "INITIALIZING", "RUNNING", "CANCELING")
 
 

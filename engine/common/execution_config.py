@@ -6,8 +6,10 @@ parallelism are the environment's own, global job parameters reach every
 watermark operators (a chosen interval makes them strictly periodic; 0 disables
 periodic watermarks, as in Flink; by default one also follows every batch), and turning
 auto-generated uids off makes a job without explicit uids fail to build, as
-Flink does. The rest (Kryo, Avro, closure cleaner, object reuse, latency
-tracking, snapshot compression, cancellation intervals) concern the JVM and are
+Flink does; a latency tracking interval (``set_latency_tracking_interval``) turns latency
+markers on for the job (engine/runtime/latency_markers.py; -1 leaves the cluster's
+``metrics.latency.interval``, 0 turns them off). The rest (Kryo, Avro, closure cleaner,
+object reuse, snapshot compression, cancellation intervals) concern the JVM and are
 recorded and returned, not acted on.
 """
 from __future__ import annotations
@@ -188,7 +190,10 @@ class ExecutionConfig:
 
     def to_job_config(self) -> dict[str, Any]:
         """The job-config entries the runtime reads (Flink's option names)."""
-        return {"pipeline.auto-watermark-interval": self._auto_watermark_interval}
+        config: dict[str, Any] = {"pipeline.auto-watermark-interval": self._auto_watermark_interval}
+        if self._flags["latency_tracking_interval"] >= 0:  # -1: the cluster's metrics.latency.interval
+            config["metrics.latency.interval"] = self._flags["latency_tracking_interval"]
+        return config
 
     def auto_watermark_interval_is_set(self) -> bool:
         """Whether the program chose the interval (then watermarks are strictly periodic)."""

@@ -55,6 +55,7 @@ from engine.jobmanager.job_store import ExceptionRecord, JobRecord, JobStore
 from engine.runtime.collect import Ack
 from engine.security.replay import ElementPositions
 from engine.runtime.io.redis_collect import CollectPositions, expire_results, fetch_results, record_ack
+from engine.runtime.latency_markers import INTERVAL_OPTION as LATENCY_INTERVAL_KEY
 from engine.resourcemanager.resource_manager import ResourceManager
 from engine.resourcemanager.slot_pool import SlotPool
 from engine.security.replay import ReplayWindow
@@ -99,6 +100,7 @@ class DispatcherConfig:
     cluster_secret: str | None = None  # signs user code in Redis; TaskManagers refuse anything else
     max_concurrent_jobs: int | None = None  # jobs not yet in a terminal state; None: no limit
     archive_after_ms: int = 60_000  # an ended job leaves memory for the JobStore this long after its end
+    latency_interval_ms: int = 0  # Flink's metrics.latency.interval for jobs that set none; 0: off
 
 
 class Dispatcher(SavepointOperations):
@@ -402,6 +404,10 @@ class Dispatcher(SavepointOperations):
         self._validate(job_graph)
         self.confine_job_paths(job_graph.config, savepoint_path)  # before any path is opened
         job_graph = _with_savepoint_options(job_graph, savepoint_path, allow_non_restored_state)
+        if self.config.latency_interval_ms > 0 and LATENCY_INTERVAL_KEY not in job_graph.config:
+            # The cluster's latency-marker interval, unless the job chose its own (0 turns it off).
+            config = {**job_graph.config, LATENCY_INTERVAL_KEY: self.config.latency_interval_ms}
+            job_graph = dataclasses.replace(job_graph, config=config)
         with self.lock:
             # A Redis that came back as a new server is noticed before the job starts on it: noticed
             # later, the failover meant for the jobs that lost their channels would fail this one too.

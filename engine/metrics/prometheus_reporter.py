@@ -9,7 +9,10 @@ without brackets (``host``, ``tm_id``, ``job_id``, ``job_name``, ``task_id``, ``
 filtered as Flink's reporter does by default (``filterLabelValueCharacters``): every character outside
 ``[a-zA-Z0-9:_]`` becomes ``_``, so ``Source: numbers -> Map`` is ``Source:_numbers____Map``. As Flink's reporter does, counters,
 meters and gauges are all Prometheus gauges (a Flink counter may go down). A distribution (PyFlink's)
-is a summary with ``_count`` and ``_sum``, plus ``_min`` and ``_max`` gauges.
+is a summary with ``_count`` and ``_sum``, plus ``_min`` and ``_max`` gauges. A latency-marker histogram
+(job scope on the TaskManager, engine/runtime/latency_markers.py) is a summary with Flink's reporter's
+quantiles (0.5 ... 0.999), ``_count`` and ``_sum``, its key groups (``source_id``, ``operator_id``,
+``operator_subtask_index``) in the name and as labels.
 
 Pure: builds ``prometheus_client`` metric families from values; collectors call it at scrape time.
 """
@@ -21,6 +24,9 @@ from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily, Metric, SummaryMetricFamily
 
+from engine.runtime.latency_markers import PROMETHEUS_QUANTILES, QUANTILES
+from engine.runtime.task_metrics import LATENCY_FIGURE
+
 from engine.metrics.task_report import TaskMetricsReport
 from engine.metrics.taskmanager_metrics import taskmanager_values
 
@@ -29,12 +35,17 @@ TASKMANAGER_SCOPE = ("taskmanager",)
 JOB_SCOPE = ("jobmanager", "job")
 TASK_SCOPE = ("taskmanager", "job", "task")
 OPERATOR_SCOPE = ("taskmanager", "job", "task", "operator")
+TM_JOB_SCOPE = ("taskmanager", "job")
 
 JOBMANAGER_LABELS = ("host",)
 TASKMANAGER_LABELS = ("host", "tm_id")
 JOB_LABELS = ("job_id", "job_name", "host")
 TASK_LABELS = ("job_id", "job_name", "task_id", "task_name", "task_attempt_num", "subtask_index", "tm_id", "host")
 OPERATOR_LABELS = (*TASK_LABELS, "operator_name")
+#: A latency histogram (job scope on the TaskManager) with its key groups as labels, as Flink's reporter names it.
+LATENCY_NAME = ("latency", "source_id", "operator_id", "operator_subtask_index", "latency")
+LATENCY_LABELS = ("job_id", "job_name", "tm_id", "host", "source_id", "operator_id", "operator_subtask_index")
+_QUANTILE_KEY = {q: name for name, q in QUANTILES}
 
 #: Flink's task-scope metric name <- the key of that figure in a task's metrics sample.
 TASK_METRICS: dict[str, str] = {
@@ -117,6 +128,22 @@ class _Families:
         if isinstance(family, SummaryMetricFamily) and tuple(family._labelnames) == tuple(labels):
             family.add_metric([label_value(v) for v in values], count, total)
 
+    def quantiles(
+        self, name: str, scope: Sequence[str], labels: Sequence[str], values: Sequence[str], stats: Mapping[str, Any]
+    ) -> None:
+        """A Flink histogram as Flink's reporter shows it: a summary with quantiles, ``_count`` and ``_sum``."""
+        family = self._by_name.get(name)
+        if family is None:
+            family = Metric(name, _help(name, scope), "summary")
+            self._by_name[name] = family
+        if family.type != "summary":
+            return
+        base = dict(zip(labels, (label_value(v) for v in values)))
+        for q in PROMETHEUS_QUANTILES:
+            family.add_sample(name, {**base, "quantile": str(q)}, float(stats[_QUANTILE_KEY[q]]))
+        family.add_sample(name + "_count", base, float(stats.get("count", 0)))
+        family.add_sample(name + "_sum", base, float(stats.get("sum", 0.0)))
+
     def all(self) -> list[Metric]:
         return list(self._by_name.values())
 
@@ -148,6 +175,13 @@ def task_families(
             value = _number(r.figures.get(key))
             if value is not None:
                 out.gauge(metric_name(TASK_SCOPE, name), TASK_SCOPE, TASK_LABELS, task_labels, value)
+        for entry in r.figures.get(LATENCY_FIGURE) or ():
+            source_id, operator_id, operator_subtask, stats = entry
+            if isinstance(stats, Mapping) and "median" in stats:
+                out.quantiles(
+                    metric_name(TM_JOB_SCOPE, *LATENCY_NAME), TM_JOB_SCOPE, LATENCY_LABELS,
+                    (r.job_id, r.job_name, tm_id, host, str(source_id), str(operator_id), str(operator_subtask)), stats,
+                )
         for operator, dropped in r.late_dropped_by_operator:
             out.gauge(
                 metric_name(OPERATOR_SCOPE, "numLateRecordsDropped"), OPERATOR_SCOPE, OPERATOR_LABELS,

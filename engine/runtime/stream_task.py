@@ -38,6 +38,7 @@ from engine.runtime.checkpointing import AlignmentStep, Barrier, BarrierAligner,
 from engine.runtime.io.serialization import (
     BARRIER,
     END_OF_PARTITION,
+    LATENCY_MARKER,
     RECORDS,
     STATUS,
     WATERMARK,
@@ -46,6 +47,13 @@ from engine.runtime.io.serialization import (
 from engine.runtime.operator_chain import build_operator_chain
 from engine.runtime.operators.base import Output, StreamOperator
 from engine.runtime.io.record_writer import RecordWriter
+from engine.runtime.latency_markers import (
+    LatencyMarker,
+    LatencyStats,
+    MarkerSchedule,
+    history_size,
+    latency_interval_ms,
+)
 from engine.runtime.state.operator_state import FunctionStateHandler
 from engine.runtime.state.task_state_manager import (
     restore_function_state,
@@ -103,6 +111,18 @@ class StreamTask:
         self.graph = graph
         self.env = env
         self.metrics = TaskIOMetrics()
+        # Latency markers (engine/runtime/latency_markers.py); None while tracking is off (the default).
+        self.latency_interval_ms = latency_interval_ms(tdd.config)
+        self.latency: LatencyStats | None = None
+        if self.latency_interval_ms > 0:
+            self.latency = LatencyStats(
+                # A source does not measure its own markers; the operators chained to it do (as in Flink).
+                (graph.nodes[n].operator_id for n in tdd.operators
+                 if graph.transformations[n].kind is not OperatorKind.SOURCE),
+                tdd.subtask,
+                history_size(tdd.config),
+            )
+            self.metrics.latency = self.latency
         self.name = f"{tdd.vertex_name} ({tdd.subtask + 1}/{tdd.parallelism})#{tdd.attempt}"
         cfg = tdd.config
         self.serializer = create_serializer(str(cfg.get("pipeline.serializer", "msgpack")))
@@ -263,6 +283,16 @@ class StreamTask:
             return out
 
         return complete
+
+    def _on_latency_marker(self, marker: LatencyMarker) -> None:
+        """Record the marker for every operator of the chain, then send it on, past any user function."""
+        if self._savepoint_stop is not None:
+            return  # nothing follows a stop-with-savepoint's barrier until its outcome is known
+        if self.latency is not None and self.latency.operator_ids:
+            self.latency.report(marker, int(time.time() * 1000))
+        wire = marker.to_wire()
+        for w in self.writers:
+            w.emit_latency_marker(wire)
 
     def _apply_alignment(self, step: AlignmentStep, gate: Any) -> None:
         """Carry out what the aligner decided: block, snapshot with the barrier it owns, unblock."""
@@ -452,8 +482,16 @@ class StreamTask:
         cancelled = self.env.cancelled
         metrics = self.metrics
         triggers = self.triggers
+        markers: MarkerSchedule | None = None
+        if self.latency_interval_ms > 0:
+            head_id = self.graph.nodes[t.id].operator_id
+            markers = MarkerSchedule(self.latency_interval_ms, head_id, tdd.subtask, int(time.time() * 1000))
         try:
             while True:
+                if markers is not None:  # latency tracking off: this test is all it costs per batch
+                    marker = markers.due(int(time.time() * 1000))
+                    if marker is not None:
+                        self._on_latency_marker(marker)
                 if cancelled.is_set():
                     raise TaskCancelled()
                 while triggers:
@@ -541,6 +579,8 @@ class StreamTask:
                 elif kind == BARRIER:
                     step = aligner.on_barrier(ch, Barrier.from_wire(a), open_channels, time.monotonic())
                     self._apply_alignment(step, gate)
+                elif kind == LATENCY_MARKER:
+                    self._on_latency_marker(LatencyMarker.from_wire(a))
                 elif kind == END_OF_PARTITION:
                     open_channels.discard(ch)
                     gate.block(ch)

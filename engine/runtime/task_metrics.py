@@ -14,6 +14,10 @@ from typing import Any
 from engine.metrics.groups import MetricRegistry, UserMetricValue
 
 
+#: The key of a task's latency histograms in its metrics sample (job-scope metrics, not the task's own).
+LATENCY_FIGURE = "latencyHistograms"
+
+
 def backpressure_level(ratio: float) -> str:
     """Flink's thresholds: ok <= 0.10 < low <= 0.5 < high."""
     if ratio <= 0.10:
@@ -36,6 +40,7 @@ class TaskIOMetrics:
     late_records_dropped_by_operator: dict[str, int] = field(default_factory=dict)  # Flink's is operator-scoped
     current_input_watermark: int | None = None
     current_output_watermark: int | None = None
+    latency: Any = None  # the task's LatencyStats while latency tracking is on
     user_metrics: MetricRegistry = field(default_factory=MetricRegistry)
     # The user metrics as of the last sample, with their kinds, for the TaskManager's Prometheus endpoint:
     # sampling twice would take a meter's rate twice.
@@ -90,4 +95,6 @@ class TaskIOMetrics:
             "currentInputWatermark": self.current_input_watermark,
             "currentOutputWatermark": self.current_output_watermark,
         })
+        if self.latency is not None:
+            figures[LATENCY_FIGURE] = self.latency.snapshot()
         return figures

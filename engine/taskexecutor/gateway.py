@@ -24,6 +24,9 @@ class TaskExecutorGateway(Protocol):
 
     def trigger_checkpoint(self, tm_id: str, slot: int, msg: dict) -> None: ...
 
+    def request_stack_samples(self, tm_id: str, slot: int, msg: dict) -> None:
+        """``msg`` is ``messages.request_stack_samples(...)``: the slot samples that vertex's task threads."""
+
     def release_attempt(self, job_id: str, attempt: int) -> None:
         """Drop the channels of a failed attempt: the next attempt never reads them."""
 
@@ -67,6 +70,9 @@ class RedisTaskExecutorGateway:
         self._send(tm_id, slot, msg)
 
     def notify_checkpoint_aborted(self, tm_id: str, slot: int, msg: dict) -> None:
+        self._send(tm_id, slot, msg)
+
+    def request_stack_samples(self, tm_id: str, slot: int, msg: dict) -> None:
         self._send(tm_id, slot, msg)
 
     def release_attempt(self, job_id: str, attempt: int) -> None:

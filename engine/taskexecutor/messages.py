@@ -122,6 +122,17 @@ def notify_checkpoint_aborted(job: str, attempt: int, checkpoint_id: int, reason
     return {"type": "notify_checkpoint_aborted", "job": job, "attempt": attempt, "checkpoint_id": checkpoint_id, "reason": reason}
 
 
+def request_stack_samples(
+    job: str, attempt: int, vertex: str, request: str, num_samples: int, delay_ms: int
+) -> dict[str, Any]:
+    """Sample the task threads of ``vertex``'s subtasks in the slot (engine/taskexecutor/stack_sampler.py)
+    and answer into ``redis_keys.stack_samples(request)``, one sealed field per subtask."""
+    return {
+        "type": "request_stack_samples", "job": job, "attempt": attempt, "vertex": vertex, "request": request,
+        "num_samples": num_samples, "delay_ms": delay_ms,
+    }
+
+
 def checkpoint_ack(job: str, attempt: int, vertex: str, subtask: int, checkpoint_id: int, ack: dict[str, Any]) -> dict[str, Any]:
     return {
         "type": "checkpoint_ack", "job": job, "attempt": attempt, "vertex": vertex, "subtask": subtask,

@@ -37,6 +37,7 @@ from engine.runtime.io.serialization import MsgpackSerializer
 from engine.runtime.python_dependencies import activate, materialize
 from engine.runtime import process_logging
 from engine.taskexecutor.log_shipper import ship_logs
+from engine.taskexecutor.stack_sampler import sample_threads
 from engine.runtime.user_code_class_loader import load_user_code
 from engine.runtime.stream_task import StreamTask, TaskEnvironment
 from engine.runtime.io.job_stdout import StdoutForwarder
@@ -49,6 +50,7 @@ log = logging.getLogger("millstream.slot")
 
 METRICS_INTERVAL_S = 1.0
 METRICS_TTL_S = 24 * 3600
+MAX_STACK_SAMPLES = 1000  # per subtask and request, whatever a request asks
 #: how long a task's final report waits for Redis to come back before it is given up
 REPORT_RETRY_S = 300.0
 #: where the slot process started: the working directory of jobs that ship no archives
@@ -156,11 +158,40 @@ class SlotExecutor:
                 targets = [r for k, r in self.tasks.items() if k[0] == msg["job"] and k[3] == msg["attempt"]]
             for r in targets:
                 r.task.notify_checkpoint_aborted(msg["checkpoint_id"])
+        elif msg["type"] == "request_stack_samples":
+            self._sample_stacks(msg)
         elif msg["type"] == "cancel":
             with self.lock:
                 victims = [r for k, r in self.tasks.items() if k[0] == msg["job"] and k[3] <= msg["attempt"]]
             for r in victims:
                 r.task.cancel()
+
+    def _sample_stacks(self, msg: dict[str, Any]) -> None:
+        """Sample the vertex's task threads here on a thread of their own (the inbox keeps being read),
+        and answer per subtask, sealed, into the request's key; a subtask no longer here answers empty."""
+        n = min(max(int(msg["num_samples"]), 1), MAX_STACK_SAMPLES)
+        delay_s = min(max(int(msg["delay_ms"]), 0), 1000) / 1000
+        with self.lock:
+            targets = [
+                (k[2], r.thread.ident) for k, r in self.tasks.items()
+                if k[0] == msg["job"] and k[1] == msg["vertex"] and k[3] == msg["attempt"]
+            ]
+
+        def run() -> None:
+            key = redis_keys.stack_samples(str(msg["request"]))
+            for subtask, ident in targets:
+                samples = sample_threads([ident] if ident else [], n, delay_s, should_stop=self.stopping.is_set)
+                field = f"{msg['vertex']}:{subtask}"
+                value = messages.seal_report({"samples": samples}, self.cfg.cluster_secret, "stack_samples", key, field)
+                try:
+                    pipe = self.client.pipeline(transaction=False)
+                    pipe.hset(key, field, value)
+                    pipe.expire(key, redis_keys.STACK_SAMPLES_TTL_S)
+                    pipe.execute()
+                except (redis.RedisError, ValueError, TypeError):
+                    log.warning("could not answer a stack sample request", exc_info=True)
+
+        threading.Thread(target=run, name="stack-sampler", daemon=True).start()
 
     def deploy(self, tdd: TaskDeploymentDescriptor) -> None:
         key = (tdd.job_id, tdd.vertex_id, tdd.subtask, tdd.attempt)

@@ -80,4 +80,4 @@ def test_a_batch_job_offers_only_the_tabs_that_mean_something_for_it() -> None:
     spark = [t for t, _ in tabs_for("BATCH", on_spark=True)]
     assert spark == ["graph", "subtasks", "spark", "exceptions", "timeline", "configuration"]
     native = [t for t, _ in tabs_for("BATCH", on_spark=False)]
-    assert native == ["graph", "subtasks", "backpressure", "exceptions", "timeline", "throughput", "configuration"]
+    assert native == ["graph", "subtasks", "backpressure", "exceptions", "timeline", "throughput", "flamegraph", "configuration"]

@@ -4,15 +4,19 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
-from backend.deps import DispatcherDep
+from backend.deps import DispatcherDep, FlameGraphsDep
+from backend.services import jobmanager_metrics
+from backend.services.flame_graphs import UnknownFlameGraphVertex
+from backend.ui.latency_view import latency_rows, operator_names
+from engine.jobmanager.vertex_flame_graph import TERMINATED, FlameGraphType, no_data
 from backend.ui import context
 from backend.ui.deps import HistoryDep
 from backend.ui.job_view import TAB_IDS
 from backend.ui.sse import SharedTicks, stream
 from backend.ui.templating import block, is_htmx, templates
-from engine.jobmanager.dispatcher import UnknownJob
+from engine.jobmanager.dispatcher import Dispatcher, UnknownJob
 
 router = APIRouter(prefix="/ui/jobs", include_in_schema=False)
 # Every viewer of one job tab gets the same events; the blocks read no per-request state.
@@ -100,6 +104,37 @@ def checkpoint_detail(request: Request, dispatcher: DispatcherDep, jid: str, cid
         ctx = {"jid": jid, "checkpoint_id": cid, "detail": None, "missing": "This job has no checkpoint statistics here."}
         return templates.TemplateResponse(request, "partials/checkpoint_detail.html", ctx, status_code=404)
     return templates.TemplateResponse(request, "partials/checkpoint_detail.html", ctx)
+
+
+@router.get("/{jid}/flamegraph/data")
+def flame_graph_data(
+    dispatcher: DispatcherDep, flame_graphs: FlameGraphsDep, jid: str, vertex: str, type: str = "full"  # noqa: A002
+) -> Response:
+    """The Flame Graph tab's data: the REST answer (``{endTimestamp, data}``) for the chosen vertex."""
+    try:
+        kind = FlameGraphType.parse(type)
+        answer = flame_graphs.flame_graph(jid, vertex, kind)
+    except ValueError as e:
+        return JSONResponse({"errors": [str(e)]}, status_code=400)
+    except UnknownFlameGraphVertex:
+        return JSONResponse({"errors": [f"Vertex {vertex} not found in this job"]}, status_code=404)
+    return JSONResponse(answer if answer is not None else no_data(TERMINATED))
+
+
+@router.get("/{jid}/throughput/latency", response_class=HTMLResponse)
+def latency_table(request: Request, dispatcher: DispatcherDep, jid: str) -> Response:
+    """The Throughput tab's latency-marker table (polled while the job runs): p50/p99/max per source,
+    operator and subtask, from the histograms the tasks report."""
+    rows = latency_rows(jobmanager_metrics.latency_histograms(dispatcher, jid), _operator_names(dispatcher, jid))
+    return templates.TemplateResponse(request, "partials/latency_table.html", {"rows": rows})
+
+
+def _operator_names(dispatcher: Dispatcher, jid: str) -> dict[str, str]:
+    try:
+        record = dispatcher.job_record(jid)
+    except Exception:
+        return {}
+    return operator_names(record.job_graph if record is not None else {})
 
 
 @router.get("/{jid}/throughput/data")

@@ -16,12 +16,13 @@ gate returns its credit as soon as the task takes it (``FramedInputGate``).
 """
 from __future__ import annotations
 
+import random
 import time
 from typing import Any
 
 from engine.runtime.io.channel import ChannelWriter
 from engine.runtime.io.frames import pack_frame
-from engine.runtime.io.serialization import RECORDS, STATUS, WATERMARK, BufferSerializer
+from engine.runtime.io.serialization import LATENCY_MARKER, RECORDS, STATUS, WATERMARK, BufferSerializer
 from engine.runtime.partitioner import StreamPartitioner
 from engine.runtime.task_metrics import TaskIOMetrics
 
@@ -144,6 +145,19 @@ class RecordWriter:
                 if now is None:
                     now = time.monotonic()
                 self.first_at[ch] = now
+
+    def emit_latency_marker(self, marker: list[Any]) -> None:
+        """Queue a latency marker behind the records already written to one random channel (Flink's
+        ``randomEmit``): like a watermark it waits for the buffer to flush, so it measures that wait too."""
+        if not self.writers:
+            return
+        ch = random.randrange(len(self.writers)) if len(self.writers) > 1 else 0
+        if self.values[ch]:
+            self._close_part(ch)
+        self.parts[ch].append(self.serializer.encode(LATENCY_MARKER, marker))
+        self.watermark_last[ch] = False  # a later watermark must not overwrite the marker
+        if self.first_at[ch] is None:
+            self.first_at[ch] = time.monotonic()
 
     def emit_status(self, idle: bool) -> None:
         self.broadcast_event(STATUS, idle)

@@ -25,6 +25,7 @@ WATERMARK = 1
 BARRIER = 2
 END_OF_PARTITION = 3
 STATUS = 4  # watermark status: True idle, False active
+LATENCY_MARKER = 5  # [marked time ms, source operator id, source subtask] (engine/runtime/latency_markers.py)
 
 _EXT_ROW = 1
 _EXT_PICKLE = 2

@@ -236,11 +236,63 @@
     });
   }
 
+  // Flame Graph tab: poll the vertex's graph until its samples are there (Flink answers
+  // endTimestamp -3 while sampling, -2 when nothing runs), then draw it with d3-flame-graph.
+  function flameParams(el) {
+    var box = el.closest("section") || document;
+    var vertex = box.querySelector(".flame-vertex");
+    var type = box.querySelector('input[name="flame-type"]:checked');
+    return { vertex: vertex ? vertex.value : "", type: type ? type.value : "full" };
+  }
+
+  function loadFlameGraph(el) {
+    var p = flameParams(el);
+    var status = (el.closest("section") || document).querySelector(".flame-status");
+    var token = (el._flameToken || 0) + 1;
+    el._flameToken = token;
+    clearTimeout(el._flameTimer);
+    if (!p.vertex) return;
+    var url = "/ui/jobs/" + el.getAttribute("data-jid") + "/flamegraph/data?vertex=" + encodeURIComponent(p.vertex) + "&type=" + p.type;
+    fetch(url).then(function (r) { return r.json(); }).then(function (g) {
+      if (el._flameToken !== token || !document.body.contains(el)) return;  // superseded or swapped away
+      if (g.endTimestamp === -2 || (g.endTimestamp < 0 && el.getAttribute("data-live") !== "true")) {
+        status.textContent = "Nothing to sample: the vertex has no running subtask.";
+        return;
+      }
+      if (g.endTimestamp < 0 || !g.data) {
+        status.textContent = "Sampling the task threads…";
+        el._flameTimer = setTimeout(function () { loadFlameGraph(el); }, 1000);
+        return;
+      }
+      status.textContent = g.data.value + " samples, taken at " + isoDate(new Date(g.endTimestamp)) + " " + isoTime(new Date(g.endTimestamp)) + "."
+        + (g.data.value ? "" : " None of this type.");
+      el.innerHTML = "";
+      var chart = flamegraph().width(Math.max(el.clientWidth - 20, 300)).cellHeight(18)
+        .transitionDuration(0).minFrameSize(1).sort(true).selfValue(false);
+      d3.select(el).datum(g.data).call(chart);
+      // Refresh once the JobManager's kept samples are due to be replaced (a minute).
+      el._flameTimer = setTimeout(function () { loadFlameGraph(el); }, 60000);
+    }).catch(function () {
+      if (el._flameToken === token) status.textContent = "The flame graph could not be loaded.";
+    });
+  }
+
+  function initFlameGraph(el) {
+    if (el.hasAttribute("data-started")) return;
+    el.setAttribute("data-started", "true");
+    var box = el.closest("section") || document;
+    box.querySelectorAll(".flame-vertex, input[name=flame-type]").forEach(function (c) {
+      c.addEventListener("change", function () { loadFlameGraph(el); });
+    });
+    loadFlameGraph(el);
+  }
+
   function init(root) {
     (root || document).querySelectorAll("pre.log").forEach(followLog);
     (root || document).querySelectorAll(".dag:not([data-laid-out])").forEach(layoutDag);
     (root || document).querySelectorAll(".throughput-chart").forEach(initChart);
     (root || document).querySelectorAll(".cp-chart").forEach(initCpChart);
+    (root || document).querySelectorAll(".flame-graph").forEach(initFlameGraph);
     syncCpToggles();
   }
 

@@ -127,3 +127,27 @@ def test_taskmanager_status_under_flink_names() -> None:
     assert out["flink_taskmanager_Status_ProcessTree_Memory_RSS"][0].value == 1000
     assert out["flink_taskmanager_System_Memory_Available"][0].value == 5
     assert _text(task_families([], "tm-1", "h", {})) == {}  # before the first heartbeat: nothing
+
+
+def test_latency_histograms_are_job_scoped_summaries_with_flinks_quantiles() -> None:
+    from engine.runtime.latency_markers import LatencyMarker, LatencyStats
+    from engine.runtime.task_metrics import LATENCY_FIGURE
+
+    stats = LatencyStats(["op 1"], subtask=1)
+    for ms in range(1, 101):
+        stats.report(LatencyMarker(0, "src", 0), ms)
+    report = TaskMetricsReport("j1", "my job", "v1", "Map", 1, 0, {LATENCY_FIGURE: stats.snapshot()})
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Fixed(task_families([report], "tm-1", "host-a")))
+    text = generate_latest(registry).decode()
+    [family] = [f for f in text_string_to_metric_families(text) if "latency" in f.name]
+    assert family.name == "flink_taskmanager_job_latency_source_id_operator_id_operator_subtask_index_latency"
+    assert family.type == "summary"
+    by_quantile = {s.labels["quantile"]: s.value for s in family.samples if "quantile" in s.labels}
+    assert set(by_quantile) == {"0.5", "0.75", "0.95", "0.98", "0.99", "0.999"}
+    assert by_quantile["0.5"] == 50.5 and by_quantile["0.99"] == 99.99
+    one = family.samples[0].labels
+    assert (one["source_id"], one["operator_id"], one["operator_subtask_index"]) == ("src", "op_1", "1")
+    assert (one["job_id"], one["job_name"], one["tm_id"]) == ("j1", "my_job", "tm-1".replace("-", "_"))
+    counts = [s.value for s in family.samples if s.name.endswith("_count")]
+    assert counts == [100.0]

@@ -1,0 +1,25 @@
+"""A job that runs until cancelled for flame graphs and latency markers: a rate-limited source, a keyed
+shuffle into a map whose ``burn_cpu`` spins on the CPU, a tumbling processing-time window (markers must
+pass it without waiting for it to fire) and a sink; latency markers every 100 ms, set per job as PyFlink allows."""
+from pyflink.common import Time, WatermarkStrategy
+from pyflink.datastream import StreamExecutionEnvironment
+from pyflink.datastream.connectors import DataGeneratorSource
+from pyflink.datastream.window import TumblingProcessingTimeWindows
+
+
+def burn_cpu(value):
+    total = 0
+    for i in range(40_000):  # a few milliseconds of pure computation per record
+        total += i * i % 7
+    return (value % 4, total % 2 + 1)
+
+
+env = StreamExecutionEnvironment.get_execution_environment()
+env.get_config().set_latency_tracking_interval(100)
+numbers = env.from_source(
+    DataGeneratorSource(lambda i: i, None, records_per_second=200), WatermarkStrategy.no_watermarks(), "numbers"
+)
+(numbers.key_by(lambda v: v % 4).map(burn_cpu).name("burn")
+    .key_by(lambda kv: kv[0]).window(TumblingProcessingTimeWindows.of(Time.seconds(1)))
+    .reduce(lambda a, b: (a[0], a[1] + b[1])).filter(lambda kv: kv[1] < 0).print())
+env.execute("profiled")
