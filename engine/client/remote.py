@@ -4,6 +4,10 @@ User code travels as a cloudpickled StreamGraph. Modules that live next to
 the program are pickled by value, so helper files need not be installed on
 TaskManagers. Results of ``execute_and_collect`` are polled from
 ``/jobs/{id}/results``; each poll acknowledges what the previous ones returned.
+
+On submission the client says so on stderr, as Flink's does ("Job has been submitted with JobID ...")
+with the job's dashboard URL; an attached client then watches the job (engine/client/job_progress.py)
+and gives it up, cancelled, when it waits for slots longer than the slot request timeout.
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ import msgpack
 from engine.client import job_output
 from engine.client.collect_result_buffer import CollectResultBuffer
 from engine.client.failover import failover_client
+from engine.client.job_progress import JobWatcher
 from engine.client.job_client import CloseableIterator
 from engine.common.job_execution_result import JobExecutionException, JobExecutionResult
 from engine.runtime.collect import CollectEntry
@@ -37,8 +42,25 @@ if TYPE_CHECKING:
 TERMINAL = {"FINISHED", "FAILED", "CANCELED"}
 
 
+#: Flink's slot.request.timeout: how long an attached client lets its job wait for slots
+DEFAULT_SLOT_TIMEOUT_S = 300.0
+
+
 class SubmissionFailed(RuntimeError):
     pass
+
+
+class NoResourceAvailable(JobExecutionException):
+    """The job waited for slots longer than the slot request timeout; the client cancelled it."""
+
+    def __init__(self, job_id: str, waiting: str, timeout_s: float) -> None:
+        super().__init__(job_id, "CANCELED", None)
+        self.waiting = waiting
+        self.timeout_s = timeout_s
+        self.args = (
+            f"Job {job_id} got no slots within the slot request timeout of {timeout_s:g} s ({waiting}); it was "
+            "cancelled. Start more TaskManagers, lower the parallelism, or raise --slot-timeout.",
+        )
 
 
 def _errors(resp: httpx.Response) -> str:
@@ -67,11 +89,17 @@ JOBMANAGER_OUTAGE_S = 90.0  # how long a client waits for a restarted JobManager
 
 class RestJobClient:
     def __init__(
-        self, http: httpx.Client, job_id: str, detached: bool = False, cancelled: set[str] | None = None
+        self,
+        http: httpx.Client,
+        job_id: str,
+        detached: bool = False,
+        cancelled: set[str] | None = None,
+        watcher: JobWatcher | None = None,
     ) -> None:
         self.http = http
         self.job_id = job_id
         self.detached = detached
+        self.watcher = watcher
         # Jobs the program cancelled itself (closing a collect iterator early, limit=): they ended as
         # asked, so ``millstream run`` does not count them as failed.
         self.cancelled = cancelled if cancelled is not None else set()
@@ -115,6 +143,15 @@ class RestJobClient:
                 return job
             time.sleep(poll_s)
 
+    def _ended(self, state: str) -> JobExecutionException:
+        """What ``execute()`` raises for a job that ended ``state`` (not FINISHED)."""
+        watcher = self.watcher
+        if watcher is not None and state == "CANCELED":
+            watcher.done.wait(5)  # it may be between its cancel and its record of why
+            if watcher.timed_out is not None:
+                return NoResourceAvailable(self.job_id, watcher.timed_out, watcher.wait.timeout_s)
+        return JobExecutionException(self.job_id, state, self.failure_cause())
+
     def failure_cause(self) -> str | None:
         r = self._get(f"/jobs/{self.job_id}/exceptions", params={"maxExceptions": 1})
         if r.status_code != 200:
@@ -130,7 +167,7 @@ class RestJobClient:
         job = self.wait()
         job_output.finish(self.job_id)  # the job's print() output, complete, before execute() returns
         if job["state"] != "FINISHED":
-            raise JobExecutionException(self.job_id, job["state"], self.failure_cause())
+            raise self._ended(job["state"])
         return JobExecutionResult(self.job_id, int(job.get("duration", 0)))
 
     def collect(self, node_id: int, limit: int | None) -> CloseableIterator:
@@ -155,7 +192,7 @@ class RestJobClient:
                 yield from buffer.add(CollectEntry.decode(raw, serializer) for raw in entries)
                 if body["ended"] and not entries:
                     if body["state"] != "FINISHED":
-                        raise JobExecutionException(self.job_id, body["state"], self.failure_cause())
+                        raise self._ended(body["state"])
                     yield from buffer.finish()
                     return
                 if not entries:
@@ -185,6 +222,7 @@ class RemoteContext:
         batch_engine: str | None = None,
         savepoint_path: str | None = None,
         allow_non_restored_state: bool = False,
+        slot_timeout_s: float = DEFAULT_SLOT_TIMEOUT_S,
     ) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         # Several comma-separated addresses (JobManager HA): the next is tried when one is unreachable.
@@ -195,6 +233,7 @@ class RemoteContext:
         self.batch_engine = batch_engine
         self.savepoint_path = savepoint_path
         self.allow_non_restored_state = allow_non_restored_state
+        self.slot_timeout_s = slot_timeout_s
         self.submitted: list[str] = []
         self.cancelled: set[str] = set()  # submitted jobs the program cancelled itself
 
@@ -252,6 +291,13 @@ class RemoteContext:
         register_pickled_classes()  # collected records of the program's own classes come back as them
         job_id = self._post_job(job_graph, code)
         self.submitted.append(job_id)
+        # On stderr, so that stdout keeps only what the program and its job print (and the final
+        # state line), as a local run's does.
+        print(f"Job has been submitted with JobID {job_id}", file=sys.stderr)
+        print(f"Follow it at {self.http.current_address}/ui/jobs/{job_id}", file=sys.stderr, flush=True)
+        watcher = None
         if not self.detached:
             job_output.follow(self.http, job_id)  # its print() lines appear here as they come
-        return RestJobClient(self.http, job_id, self.detached, self.cancelled)
+            watcher = JobWatcher(self.http, job_id, self.slot_timeout_s)
+            watcher.start()
+        return RestJobClient(self.http, job_id, self.detached, self.cancelled, watcher)
