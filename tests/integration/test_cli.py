@@ -11,7 +11,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 
 from tests.integration.cluster import Cluster, free_port
 
