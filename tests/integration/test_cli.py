@@ -227,3 +227,40 @@ def test_version_and_help_keep_their_bracketed_notes() -> None:
     run = " ".join(cli("run", "--help").stdout.split())
     assert "[env MILLSTREAM_JOBMANAGER]" in run and "[env MILLSTREAM_SLOT_REQUEST_TIMEOUT_S, default 300]" in run
     assert "Exit codes: 0" in run and "5 a job got no slots" in run
+
+
+def test_a_spark_job_shows_its_stages_on_a_terminal(cluster: Cluster) -> None:
+    """stderr on a pseudo-terminal: the Spark progress line is drawn (off a TTY nothing is: see
+    test_cluster_jobs' Spark test)."""
+    import pty
+    import threading
+
+    master, slave = pty.openpty()
+    shown: list[bytes] = []
+
+    def read() -> None:
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # the slave side closed
+                return
+            if not chunk:
+                return
+            shown.append(chunk)
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "backend.cli", "run", str(PROGRAMS / "slow_batch.py"), "40"],
+        env=cluster.env, stdout=subprocess.PIPE, stderr=slave, text=True,
+    )
+    os.close(slave)
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        out, _ = proc.communicate(timeout=240)
+    finally:
+        reader.join(10)
+        os.close(master)
+    terminal = b"".join(shown).decode(errors="replace")
+    assert proc.returncode == 0, terminal
+    assert re.search(r"\[Stage \d+:[=> ]+ \d+\+\d+/\d+\]", terminal), terminal
+    assert "[Stage" not in out  # stdout stays the job's
