@@ -264,3 +264,21 @@ def test_a_spark_job_shows_its_stages_on_a_terminal(cluster: Cluster) -> None:
     assert proc.returncode == 0, terminal
     assert re.search(r"\[Stage \d+:[=> ]+ \d+\+\d+/\d+\]", terminal), terminal
     assert "[Stage" not in out  # stdout stays the job's
+
+
+def test_run_says_live_that_its_job_waits_for_slots_and_when_it_gets_them(cluster: Cluster) -> None:
+    # Last in this module: it adds a TaskManager to the module's cluster (4 slots, now 5).
+    known = cluster.job_ids()
+    run = cluster.start_run(PROGRAMS / "rolling_count.py", "3000", "10", "print", options=("-p", "5"))
+    try:
+        jid = cluster.wait_new_job(known)
+        cluster.wait_for(lambda: "slots" in (cluster.job(jid).get("status-message") or ""), 30, "the job to wait")
+        cluster.start_taskmanager(slots=1)
+        out, err = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 0, err
+    waiting = err.index(f"Job {jid} is waiting for slots: 5 slots needed")
+    assert err.index(f"Job {jid} got its slots and is RUNNING") > waiting, err
+    assert JOB_LINE.findall(out) == [(jid, "FINISHED")]
