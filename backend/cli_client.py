@@ -92,34 +92,6 @@ def _run_program(program: Path, args: list[str], verbose: bool, submitted: Calla
     return None
 
 
-def _probe_jobmanager(http: httpx.Client, addresses: str) -> None:
-    """Exit 3 with one line unless a Millstream JobManager answers at ``addresses``."""
-    try:
-        r = http.get("/overview", timeout=10)
-    except httpx.TransportError as e:
-        raise _fail(
-            f"cannot reach the JobManager at {addresses}: {e or type(e).__name__}. Is the cluster running? "
-            "(Set the address with -m host:port or MILLSTREAM_JOBMANAGER.)",
-            EXIT_UNREACHABLE,
-        )
-    if r.status_code in (401, 403):
-        raise _fail(
-            f"the JobManager at {addresses} refused the request ({r.status_code}): set MILLSTREAM_AUTH_TOKEN "
-            "to the cluster's token",
-            EXIT_UNREACHABLE,
-        )
-    try:
-        ok = r.status_code == 200 and "taskmanagers" in r.json()
-    except ValueError:
-        ok = False
-    if not ok:
-        raise _fail(
-            f"{addresses} answers, but not as a Millstream JobManager (GET /overview gave {r.status_code}); "
-            "check the address (-m host:port, MILLSTREAM_JOBMANAGER)",
-            EXIT_UNREACHABLE,
-        )
-
-
 @client_app.command(context_settings=PROGRAM_CONTEXT, epilog=EXIT_CODES_HELP)
 def run(
     ctx: typer.Context,
@@ -155,7 +127,7 @@ def run(
     """
     from engine.client.context import LocalContext, set_context
     from engine.client.failover import BadAddress
-    from engine.client.remote import NoResourceAvailable, RemoteContext, SubmissionFailed
+    from engine.client.remote import JobManagerUnreachable, NoResourceAvailable, RemoteContext, SubmissionFailed
     from engine.common.job_execution_result import JobExecutionException
     from engine.compat.pyflink_alias import install
 
@@ -176,11 +148,15 @@ def run(
                 addresses, parallelism, detached, settings.auth_token, str(program.resolve().parent), engine,
                 from_savepoint, allow_non_restored_state,
                 slot_timeout if slot_timeout is not None else settings.slot_request_timeout_s,
+                settings.client_retry_timeout_s,
             )
         except BadAddress as e:
             raise _fail(str(e), EXIT_USAGE)
         # Before the program runs: a wrong address is one line now, not a traceback after the graph is built.
-        _probe_jobmanager(remote.http, addresses)
+        try:
+            remote.check_jobmanager()
+        except JobManagerUnreachable as e:
+            raise _fail(str(e), EXIT_UNREACHABLE)
     note = coexistence_note()  # before install(), which would make every pyflink import ours
     if note:
         typer.echo(note, err=True)

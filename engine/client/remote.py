@@ -50,6 +50,10 @@ class SubmissionFailed(RuntimeError):
     pass
 
 
+class JobManagerUnreachable(RuntimeError):
+    """No Millstream JobManager answers at the client's address(es); the message says what happened."""
+
+
 class NoResourceAvailable(JobExecutionException):
     """The job waited for slots longer than the slot request timeout; the client cancelled it."""
 
@@ -95,8 +99,10 @@ class RestJobClient:
         detached: bool = False,
         cancelled: set[str] | None = None,
         watcher: JobWatcher | None = None,
+        outage_s: float = JOBMANAGER_OUTAGE_S,
     ) -> None:
         self.http = http
+        self.outage_s = outage_s
         self.job_id = job_id
         self.detached = detached
         self.watcher = watcher
@@ -107,7 +113,7 @@ class RestJobClient:
     def _get(self, path: str, **kwargs: Any) -> httpx.Response:
         """GET that survives a JobManager restart (connection errors) and a Redis outage (503s): both
         are retried for a while, the latter after one line on stderr instead of a traceback."""
-        deadline = time.monotonic() + JOBMANAGER_OUTAGE_S
+        deadline = time.monotonic() + self.outage_s
         told = False
         while True:
             try:
@@ -223,8 +229,10 @@ class RemoteContext:
         savepoint_path: str | None = None,
         allow_non_restored_state: bool = False,
         slot_timeout_s: float = DEFAULT_SLOT_TIMEOUT_S,
+        outage_s: float = JOBMANAGER_OUTAGE_S,
     ) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.addresses = jobmanager_url
         # Several comma-separated addresses (JobManager HA): the next is tried when one is unreachable.
         self.http = failover_client(jobmanager_url, headers=headers, timeout=60)
         self.parallelism = parallelism
@@ -234,6 +242,7 @@ class RemoteContext:
         self.savepoint_path = savepoint_path
         self.allow_non_restored_state = allow_non_restored_state
         self.slot_timeout_s = slot_timeout_s
+        self.outage_s = outage_s
         self.submitted: list[str] = []
         self.cancelled: set[str] = set()  # submitted jobs the program cancelled itself
 
@@ -250,10 +259,10 @@ class RemoteContext:
 
     def _post_job(self, job_graph: "JobGraph", code: bytes) -> str:
         """``POST /jobs``, retried while the JobManager restarts (no connection) or Redis is away
-        (503) for up to JOBMANAGER_OUTAGE_S. The job id is chosen here, so a retry is safe: if an
+        (503) for up to ``outage_s``. The job id is chosen here, so a retry is safe: if an
         earlier try got through and only its answer was lost, the JobManager answers 409 for the id
         it already has, and that is the job."""
-        deadline = time.monotonic() + JOBMANAGER_OUTAGE_S
+        deadline = time.monotonic() + self.outage_s
         tries = 0
         told = False
         while True:
@@ -284,6 +293,52 @@ class RemoteContext:
                 raise SubmissionFailed(f"the JobManager refused the job ({r.status_code}): {_errors(r)}")
             return r.json()["jobid"]
 
+    def check_jobmanager(self) -> None:
+        """Before the program runs: raise :class:`JobManagerUnreachable` unless a Millstream JobManager
+        answers. One that cannot be reached, or answers 503, is waited for (``outage_s``), as a
+        submission waits out a JobManager restart; anything else that answers is refused at once."""
+        deadline = time.monotonic() + self.outage_s
+        told = False
+        while True:
+            try:
+                r = self.http.get("/overview", timeout=10)
+            except httpx.TransportError as e:
+                why = f"{e or type(e).__name__}"
+                if time.monotonic() > deadline:
+                    raise JobManagerUnreachable(
+                        f"cannot reach the JobManager at {self.addresses}: {why}. Is the cluster running? "
+                        "(Set the address with -m host:port or MILLSTREAM_JOBMANAGER.)"
+                    ) from None
+                if not told:
+                    told = True
+                    print(
+                        f"millstream: the JobManager is unreachable ({why}); retrying the submission for up to "
+                        f"{self.outage_s:g} s", file=sys.stderr, flush=True,
+                    )
+                time.sleep(0.5)
+                continue
+            if r.status_code == 503 and time.monotonic() <= deadline:
+                if not told:
+                    told = True
+                    print(f"millstream: the cluster is unavailable ({_errors(r)}); retrying the submission", file=sys.stderr)
+                time.sleep(0.5)
+                continue
+            break
+        if r.status_code in (401, 403):
+            raise JobManagerUnreachable(
+                f"the JobManager at {self.addresses} refused the request ({r.status_code}): set MILLSTREAM_AUTH_TOKEN "
+                "to the cluster's token"
+            )
+        try:
+            ok = r.status_code == 200 and "taskmanagers" in r.json()
+        except ValueError:
+            ok = False
+        if not ok:
+            raise JobManagerUnreachable(
+                f"{self.addresses} answers, but not as a Millstream JobManager (GET /overview gave {r.status_code}); "
+                "check the address (-m host:port, MILLSTREAM_JOBMANAGER)"
+            )
+
     def submit(self, job_graph: "JobGraph", stream_graph: "StreamGraph") -> RestJobClient:
         if self.program_dir:
             register_program_modules(self.program_dir)
@@ -300,4 +355,4 @@ class RemoteContext:
             job_output.follow(self.http, job_id)  # its print() lines appear here as they come
             watcher = JobWatcher(self.http, job_id, self.slot_timeout_s)
             watcher.start()
-        return RestJobClient(self.http, job_id, self.detached, self.cancelled, watcher)
+        return RestJobClient(self.http, job_id, self.detached, self.cancelled, watcher, self.outage_s)
