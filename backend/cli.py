@@ -1,29 +1,50 @@
-"""The ``millstream`` command line: cluster processes and job client commands."""
+"""The ``millstream`` command line: the cluster's processes here, the job client commands from backend/cli_client.py."""
 from __future__ import annotations
 
 import ipaddress
-import logging
 import os
-import runpy
 import signal
 import socket
-import sys
-import time
 from pathlib import Path
 from typing import Optional
 
-import httpx
 import typer
 
+from backend.cli_client import _fail, client_app
 from backend.settings import Settings, UnknownSettingError, check_environment
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help="Millstream: a Flink-style stream processing cluster.")
-cluster_app = typer.Typer(no_args_is_help=True, help="Run a local cluster.")
+# rich_markup_mode=None: plain help, so the "[env ...]" and "[default ...]" notes are not taken for
+# rich markup and swallowed.
+app = typer.Typer(
+    no_args_is_help=True, add_completion=False, rich_markup_mode=None,
+    help="Millstream: a Flink-style stream processing cluster.",
+)
+cluster_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Run a local cluster.")
 app.add_typer(cluster_app, name="cluster")
+app.add_typer(client_app)  # run, info, list, cancel, savepoint, stop
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("millstream")
+    except PackageNotFoundError:
+        return "unknown (not installed as a package)"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"Millstream {_version()}")
+        raise typer.Exit()
 
 
 @app.callback()
-def _refuse_unknown_settings() -> None:
+def _refuse_unknown_settings(
+    version: bool = typer.Option(
+        False, "--version", is_eager=True, callback=_print_version, help="Print the version and exit"
+    ),
+) -> None:
     """Millstream: a Flink-style stream processing cluster."""
     # Every command, before it starts anything: a misspelt MILLSTREAM_* variable would otherwise be
     # ignored in silence, e.g. a TaskManager writing checkpoints where the JobManager never looks.
@@ -50,12 +71,6 @@ def _check_checkpoint_dir(settings: Settings, who: str) -> str:
         )
         raise typer.Exit(2)
     return str(directory)
-
-
-JM_OPTION = typer.Option(
-    None, "--jobmanager", "-m",
-    help="JobManager REST address; several, comma-separated, are tried in turn [env MILLSTREAM_JOBMANAGER]",
-)
 
 
 def _is_loopback(host: str) -> bool:
@@ -246,15 +261,23 @@ def cluster_start(
     cluster = LocalCluster(
         settings, taskmanagers or settings.taskmanagers, slots or settings.slots, restart_taskmanagers, jobmanagers
     )
+    taken = cluster.taken_port()
+    if taken:
+        # Before anything starts: another server on the port must not be taken for this cluster.
+        raise _fail(f"the cluster did not come up: {taken}", 1)
     signal.signal(signal.SIGINT, cluster.stop)
     signal.signal(signal.SIGTERM, cluster.stop)
     ready = False
     try:
-        redis_url = cluster.start()
-        from backend.api.cluster import masked
+        try:
+            redis_url = cluster.start()
+        except Exception as e:  # noqa: BLE001 - the embedded Redis or a process could not start: say why
+            cluster.failure = f"{type(e).__name__}: {e}"
+        else:
+            from backend.api.cluster import masked
 
-        typer.echo(f"Redis: {masked('redis', redis_url)}")  # the generated password stays off the console
-        ready = cluster.wait_ready()
+            typer.echo(f"Redis: {masked('redis', redis_url)}")  # the generated password stays off the console
+            ready = cluster.wait_ready()
         if ready:
             rest = ", ".join(cluster.jobmanager_urls)
             typer.echo(
@@ -262,236 +285,13 @@ def cluster_start(
                 f"{cluster.taskmanagers} TaskManagers x {cluster.slots} slots. Logs in {settings.data_dir.resolve() / 'log'}. "
                 "Ctrl-C stops it."
             )
+            cluster.supervise()
         else:
-            typer.echo(f"the cluster did not come up; see {settings.data_dir.resolve() / 'log'}", err=True)
-            cluster.stop()
-        cluster.supervise()
+            typer.echo(f"the cluster did not come up: {cluster.failure}", err=True)
     finally:
-        cluster.shutdown()
-    if not ready:
-        raise typer.Exit(1)  # a cluster that never came up is a failure for scripts and make
-
-
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-def run(
-    ctx: typer.Context,
-    program: Path = typer.Argument(..., exists=True, dir_okay=False, help="A Python DataStream program"),
-    parallelism: Optional[int] = typer.Option(None, "--parallelism", "-p", min=1, help="Default parallelism"),
-    detached: bool = typer.Option(False, "--detached", "-d", help="Submit and return without waiting"),
-    local: bool = typer.Option(False, "--local", help="Run in this process on a mini-cluster"),
-    engine: Optional[str] = typer.Option(
-        None, "--engine", help="Where a BATCH job runs: spark (the default) or native (the streaming runtime)"
-    ),
-    from_savepoint: Optional[str] = typer.Option(
-        None, "--from-savepoint", "-s", help="Start the job from this savepoint (or retained checkpoint) directory"
-    ),
-    allow_non_restored_state: bool = typer.Option(
-        False, "--allow-non-restored-state", "-n",
-        help="Skip savepoint state that no operator of the program takes, instead of refusing the job",
-    ),
-    jobmanager_url: Optional[str] = JM_OPTION,
-) -> None:
-    """Run PROGRAM against the cluster (or locally); extra arguments go to the program."""
-    from engine.client.context import LocalContext, set_context
-    from engine.client.remote import RemoteContext, SubmissionFailed
-    from engine.common.job_execution_result import JobExecutionException
-    from engine.compat.pyflink_alias import install
-
-    from engine.compat.apache_flink import coexistence_note
-
-    settings = Settings()
-    note = coexistence_note()  # before install(), which would make every pyflink import ours
-    if note:
-        typer.echo(note, err=True)
-    install()
-    program_dir = str(program.resolve().parent)
-    sys.path.insert(0, program_dir)
-    sys.argv = [str(program), *ctx.args]
-    remote = None
-    if allow_non_restored_state and not from_savepoint:
-        typer.echo("--allow-non-restored-state only makes sense with --from-savepoint", err=True)
-        raise typer.Exit(2)
-    if local:
-        if from_savepoint:
-            typer.echo("--from-savepoint needs a cluster; it cannot be combined with --local", err=True)
-            raise typer.Exit(2)
-        set_context(LocalContext(parallelism))
-    else:
-        if engine not in (None, "spark", "native"):
-            typer.echo(f"--engine must be spark or native, not {engine}", err=True)
-            raise typer.Exit(2)
-        remote = RemoteContext(
-            jobmanager_url or settings.jobmanager, parallelism, detached, settings.auth_token, program_dir, engine,
-            from_savepoint, allow_non_restored_state,
-        )
-        set_context(remote)
-    failed = False
-    try:
-        runpy.run_path(str(program), run_name="__main__")
-    except JobExecutionException as e:
-        typer.echo(f"Job {e.job_id} {e.status}", err=True)
-        if e.cause:
-            typer.echo(e.cause.rstrip(), err=True)
-        failed = True
-    except SubmissionFailed as e:
-        typer.echo(str(e), err=True)
-        failed = True
-    except httpx.ConnectError:
-        typer.echo(f"cannot reach the JobManager at {remote.http.base_url if remote else '?'}; is the cluster running?", err=True)
-        failed = True
-    if remote is not None:
-        from engine.client import job_output
-
-        job_output.finish_all()  # print() output not yet shown (execute_and_collect, execute_async)
-        for job_id in remote.submitted:
-            state = "SUBMITTED" if detached else _job_state(remote.http, job_id)
-            typer.echo(f"Job {job_id} {state}")
-            failed = failed or state == "FAILED" or (state == "CANCELED" and job_id not in remote.cancelled)
-        if not remote.submitted and not failed:
-            typer.echo("the program did not submit a job (no execute() call)", err=True)
-    raise typer.Exit(1 if failed else 0)
-
-
-def _job_state(http: httpx.Client, job_id: str) -> str:
-    r = http.get(f"/jobs/{job_id}")
-    return r.json().get("state", "UNKNOWN") if r.status_code == 200 else "UNKNOWN"
-
-
-def _client(jobmanager_url: Optional[str]) -> httpx.Client:
-    from engine.client.failover import failover_client
-
-    settings = Settings()
-    headers = {"Authorization": f"Bearer {settings.auth_token}"} if settings.auth_token else {}
-    return failover_client(jobmanager_url or settings.jobmanager, headers=headers, timeout=30)
-
-
-@app.command("list")
-def list_jobs(jobmanager_url: Optional[str] = JM_OPTION) -> None:
-    """List jobs, newest first."""
-    with _client(jobmanager_url) as http:
-        try:
-            jobs = http.get("/jobs/overview").json()["jobs"]
-        except httpx.ConnectError:
-            typer.echo("cannot reach the JobManager; is the cluster running?", err=True)
-            raise typer.Exit(2)
-    if not jobs:
-        typer.echo("No jobs.")
-        return
-    typer.echo(f"{'JOB ID':32}  {'STATE':10}  NAME")
-    for j in jobs:
-        typer.echo(f"{j['jid']:32}  {j['state']:10}  {j['name']}")
-
-
-@app.command()
-def cancel(job_id: str, jobmanager_url: Optional[str] = JM_OPTION) -> None:
-    """Cancel a job."""
-    with _client(jobmanager_url) as http:
-        r = http.patch(f"/jobs/{job_id}", params={"mode": "cancel"})
-    if r.status_code >= 400:
-        typer.echo("; ".join(r.json().get("errors", [r.text])), err=True)
-        raise typer.Exit(1)
-    typer.echo(f"Cancellation of job {job_id} requested.")
-
-
-def _errors_of(r: httpx.Response) -> str:
-    try:
-        return "; ".join(r.json().get("errors", [])) or r.text
-    except ValueError:
-        return r.text
-
-
-def _await_savepoint(http: httpx.Client, job_id: str, request_id: str, timeout: float) -> str:
-    """Poll the savepoint request until it completes; its path, or exit 1 with the failure cause."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            r = http.get(f"/jobs/{job_id}/savepoints/{request_id}")
-        except httpx.TransportError:  # a JobManager restart: savepoint requests are kept in SQL
-            time.sleep(1.0)
-            continue
-        if r.status_code >= 400:
-            typer.echo(f"cannot read the savepoint's status: {_errors_of(r)}", err=True)
-            raise typer.Exit(1)
-        body = r.json()
-        if body["status"]["id"] == "COMPLETED":
-            operation = body.get("operation") or {}
-            if "failure-cause" in operation:
-                cause = operation["failure-cause"].get("stack-trace") or "unknown cause"
-                typer.echo(f"The savepoint of job {job_id} failed: {cause}", err=True)
-                raise typer.Exit(1)
-            return operation["location"]
-        time.sleep(0.5)
-    typer.echo(
-        f"the savepoint of job {job_id} did not complete within {timeout:.0f} s; it may still complete. "
-        f"Poll GET /jobs/{job_id}/savepoints/{request_id}",
-        err=True,
-    )
-    raise typer.Exit(1)
-
-
-def _post_operation(http: httpx.Client, path: str, body: dict) -> str:
-    try:
-        r = http.post(path, json=body)
-    except httpx.ConnectError:
-        typer.echo("cannot reach the JobManager; is the cluster running?", err=True)
-        raise typer.Exit(2)
-    if r.status_code >= 400:
-        typer.echo(_errors_of(r), err=True)
-        raise typer.Exit(1)
-    return r.json()["request-id"]
-
-
-TRIGGER_ID_OPTION = typer.Option(
-    None, "--trigger-id", help="An id of your choice: running the command again with it takes no second savepoint"
-)
-TIMEOUT_OPTION = typer.Option(600.0, "--timeout", help="Seconds to wait for the savepoint")
-
-
-@app.command()
-def savepoint(
-    job_id: str = typer.Argument(..., help="The job's id"),
-    target_directory: Optional[str] = typer.Argument(
-        None, help="Where to write it [default: the job's state.savepoints.dir, else MILLSTREAM_SAVEPOINT_DIR]"
-    ),
-    trigger_id: Optional[str] = TRIGGER_ID_OPTION,
-    timeout: float = TIMEOUT_OPTION,
-    jobmanager_url: Optional[str] = JM_OPTION,
-) -> None:
-    """Take a savepoint of a running job, wait for it, and print its path."""
-    body = {"target-directory": os.path.abspath(target_directory) if target_directory else None, "triggerId": trigger_id}
-    with _client(jobmanager_url) as http:
-        request_id = _post_operation(http, f"/jobs/{job_id}/savepoints", body)
-        typer.echo(f"Triggering savepoint for job {job_id} (request {request_id}); waiting for it to complete...")
-        path = _await_savepoint(http, job_id, request_id, timeout)
-    typer.echo(f"Savepoint completed. Path: {path}")
-    typer.echo(f"Resume the program from it with: millstream run --from-savepoint {path} <program.py>")
-
-
-@app.command()
-def stop(
-    job_id: str = typer.Argument(..., help="The job's id"),
-    savepoint_dir: Optional[str] = typer.Option(
-        None, "--savepoint-dir", "-p", help="Where to write the final savepoint [default: as for `savepoint`]"
-    ),
-    drain: bool = typer.Option(
-        False, "--drain", "-d", help="Send MAX_WATERMARK first, firing every event-time timer and window"
-    ),
-    trigger_id: Optional[str] = TRIGGER_ID_OPTION,
-    timeout: float = TIMEOUT_OPTION,
-    jobmanager_url: Optional[str] = JM_OPTION,
-) -> None:
-    """Stop a job with a final savepoint (the job ends FINISHED) and print the savepoint's path."""
-    body = {
-        "targetDirectory": os.path.abspath(savepoint_dir) if savepoint_dir else None,
-        "drain": drain,
-        "triggerId": trigger_id,
-    }
-    with _client(jobmanager_url) as http:
-        request_id = _post_operation(http, f"/jobs/{job_id}/stop", body)
-        typer.echo(f"Suspending job {job_id} with a savepoint (request {request_id})...")
-        path = _await_savepoint(http, job_id, request_id, timeout)
-    typer.echo(f"Savepoint completed. Path: {path}")
-    typer.echo(f"Resume the program from it with: millstream run --from-savepoint {path} <program.py>")
+        cluster.shutdown(say=True)
+    if not ready or cluster.failure:
+        raise typer.Exit(1)  # a cluster that never came up (or gave up) is a failure for scripts and make
 
 
 def main() -> None:

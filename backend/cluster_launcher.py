@@ -7,7 +7,11 @@ is started again too, and the TaskManagers are left running: the new JobManager
 resumes running jobs from their latest checkpoints, as after a restart by hand.
 An embedded Redis that dies is started again on the same port with the same
 config; everything reconnects, and the JobManager fails running jobs over to
-their latest checkpoints (what Redis held is gone). Ctrl-C stops everything.
+their latest checkpoints (what Redis held is gone). Ctrl-C stops everything, saying what it stops.
+
+Start-up fails, with the reason in ``failure``, when a REST port is already taken (checked before
+anything starts, so another server on the port is never mistaken for this cluster) or when any
+process exits before the cluster is up.
 
 With ``jobmanagers`` > 1 (high availability, issue 18) it starts that many JobManagers on
 consecutive REST ports from the configured one: they elect a leader through a lease in Redis and the
@@ -18,6 +22,7 @@ from __future__ import annotations
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -69,6 +74,7 @@ class LocalCluster:
         self.redis = None
         self.children: list[_Child] = []
         self._stop = False
+        self.failure: str | None = None  # why the cluster did not come up, once it did not
         # Shared by the processes started here only; generated when the user set none.
         self.cluster_secret = settings.cluster_secret or secrets.token_hex(32)
 
@@ -92,6 +98,28 @@ class LocalCluster:
     @property
     def jobmanager_urls(self) -> list[str]:
         return [f"http://{self.settings.host}:{self.settings.port + i}" for i in range(self.jobmanagers)]
+
+    def taken_port(self) -> str | None:
+        """Why the cluster cannot start here (a REST port another process holds), or None."""
+        host = self.settings.host
+        for i in range(self.jobmanagers):
+            port = self.settings.port + i
+            try:
+                infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            except socket.gaierror as e:
+                return f"cannot bind to {host}: {e}"
+            family, _, _, _, address = infos[0]
+            with socket.socket(family, socket.SOCK_STREAM) as probe:
+                # As uvicorn binds: SO_REUSEADDR, so a port in TIME_WAIT counts as free, a listening one not.
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                try:
+                    probe.bind(address)
+                except OSError as e:
+                    return (
+                        f"port {port} on {host} is taken by another process ({e.strerror or e}); stop it, or "
+                        "start the cluster on another port with --port (or MILLSTREAM_PORT)"
+                    )
+        return None
 
     def start(self) -> str:
         data = self.settings.data_dir.resolve()
@@ -125,13 +153,20 @@ class LocalCluster:
         return redis_url
 
     def wait_ready(self, timeout_s: float = 60) -> bool:
+        """Until the JobManager answers with every TaskManager registered; False, with ``failure`` set,
+        when a process exits first or the time runs out."""
         url = f"http://{self.settings.host}:{self.settings.port}/overview"
         deadline = time.time() + timeout_s
         while time.time() < deadline:
-            # Any JobManager answers (a standby forwards to the leader); all of them dead is a failed start.
-            jms = [c.proc for c in self.children if c.name.startswith("jobmanager")]
-            if all(p is not None and p.poll() is not None for p in jms):
-                return False
+            # Any process that exits before the cluster is up is a failed start: a TaskManager's
+            # supervisor restarts would only hide why (a bad setting, an unwritable directory).
+            for child in self.children:
+                if child.proc is not None and child.proc.poll() is not None:
+                    self.failure = (
+                        f"the {_role(child)} exited with {child.proc.returncode} while starting: "
+                        f"{_last_line(child.log)} (see {child.log})"
+                    )
+                    return False
             try:
                 # With MILLSTREAM_AUTH_READS every GET needs the token, the probe's too.
                 r = httpx.get(url, timeout=2, headers=self._probe_headers())
@@ -140,6 +175,7 @@ class LocalCluster:
             except httpx.HTTPError:
                 pass
             time.sleep(0.3)
+        self.failure = f"the cluster was not up within {timeout_s:.0f} s; see {self.settings.data_dir.resolve() / 'log'}"
         return False
 
     def _probe_headers(self) -> dict[str, str]:
@@ -183,6 +219,7 @@ class LocalCluster:
                 f"giving up, see {child.log}",
                 flush=True,
             )
+            self.failure = f"the {_role(child)} kept exiting right after starting (last with {code}); see {child.log}"
             self._stop = True
             return
         print(f"the {_role(child)} exited with {code}; starting it again (see {child.log})", flush=True)
@@ -191,8 +228,15 @@ class LocalCluster:
     def stop(self, *_: object) -> None:
         self._stop = True
 
-    def shutdown(self) -> None:
-        for child in reversed(self.children):
+    def shutdown(self, say: bool = False) -> None:
+        """Stop every process started here (with ``say``, naming each on stdout first)."""
+        alive = [c for c in reversed(self.children) if c.proc and c.proc.poll() is None]
+        if say and (alive or self.redis is not None):
+            names = [f"{_role(c)} (pid {c.proc.pid})" for c in alive if c.proc is not None]
+            if self.redis is not None:
+                names.append("the embedded Redis")
+            print(f"Stopping {', '.join(names)}", flush=True)
+        for child in alive:
             if child.proc and child.proc.poll() is None:
                 child.proc.send_signal(signal.SIGTERM)
         deadline = time.time() + 10
@@ -204,7 +248,22 @@ class LocalCluster:
                     os.killpg(child.proc.pid, signal.SIGKILL)
         if self.redis is not None:
             self.redis.stop()
+        if say:
+            print("Stopped.", flush=True)
 
 
 def _role(child: _Child) -> str:
+    if child.name.startswith("taskmanager"):
+        return f"TaskManager {child.name.removeprefix('taskmanager-')}"
     return "JobManager" if child.name == "jobmanager" else f"JobManager {child.name.removeprefix('jobmanager-')}"
+
+
+def _last_line(log: Path) -> str:
+    """The last non-empty line a process wrote (its reason for exiting, usually), or a note that it wrote none."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 4096))
+            lines = [ln.strip() for ln in f.read().decode(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        lines = []
+    return lines[-1][:500] if lines else "it wrote nothing"

@@ -53,6 +53,11 @@ class Settings(BaseSettings):
     latency_interval_ms: int = Field(default=0, ge=0)
     max_upload_bytes: int = 50 * 1024 * 1024
     plan_timeout_s: float = 60.0  # running an uploaded program to get its JobGraph
+    # Flink's slot.request.timeout: an attached `millstream run` cancels a job that waits longer for slots
+    slot_request_timeout_s: float = Field(default=300.0, gt=0)
+    # How long `millstream run` waits for a JobManager it cannot reach (or a cluster answering 503),
+    # e.g. one restarting, before it gives up (exit 3)
+    client_retry_timeout_s: float = Field(default=90.0, gt=0)
     max_concurrent_plans: int = 4  # uploaded programs being run for their JobGraph at once; more get 429
     auth_token: str | None = None
     session_ttl_s: float = 12 * 3600  # a dashboard login lasts this long (logout ends it at once)

@@ -5,7 +5,7 @@ updates to part files under OUTPUT; a part file becomes visible when the checkpo
 covers it completes (or at the end of the input), so a failure never shows a line twice.
 
 Run it in-process:            python examples/file_wordcount.py INPUT OUTPUT
-Run it on a local cluster:    millstream run examples/file_wordcount.py -p 2 INPUT OUTPUT
+Run it on a local cluster:    millstream run -p 2 examples/file_wordcount.py INPUT OUTPUT
 """
 import sys
 

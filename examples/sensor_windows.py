@@ -6,7 +6,7 @@ checkpoints are taken every 5 seconds, exactly once. Each window prints one line
 ``(sensor-3,10000,20000,20,21.7)`` = sensor, window start and end (ms), readings, average.
 
 Run it on a local cluster, then try the commands of the README's quick start on it:
-    millstream run --detached examples/sensor_windows.py -p 2
+    millstream run --detached -p 2 examples/sensor_windows.py
     millstream savepoint <job id>
     millstream stop <job id>
     millstream run --detached -p 3 --from-savepoint <path> examples/sensor_windows.py

@@ -1,7 +1,7 @@
 """Keyed rolling word count, written against PyFlink's DataStream API.
 
 Run it in-process:            python examples/wordcount.py
-Run it on a local cluster:    millstream run examples/wordcount.py --parallelism 2
+Run it on a local cluster:    millstream run --parallelism 2 examples/wordcount.py
 """
 from pyflink.common import Types
 from pyflink.datastream import StreamExecutionEnvironment

@@ -1,15 +1,16 @@
-"""Savepoints, stop-with-savepoint and manual checkpoints in Flink's REST shapes (asynchronous:
-each POST answers 202 with a ``request-id`` to poll)."""
+"""Savepoints, stop-with-savepoint, savepoint disposal and manual checkpoints in Flink's REST shapes
+(asynchronous: each POST answers with a ``request-id`` to poll)."""
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Body, HTTPException
+from fastapi import APIRouter, Body, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from backend.api.jobs import JobId, load_job
 from backend.deps import DispatcherDep
-from backend.services.savepoint_views import operation_status, savepoint_entry
+from backend.services.savepoint_views import CHECKPOINT_EXCEPTION, operation_status, savepoint_entry
+from engine.jobmanager.savepoint_disposal import DisposalResults
 
 router = APIRouter(tags=["savepoints"])
 
@@ -37,6 +38,12 @@ class CheckpointRequest(BaseModel):
 
     checkpointType: str = "CONFIGURED"  # FULL | INCREMENTAL | CONFIGURED; every Millstream checkpoint is full
     triggerId: str | None = None
+
+
+class DisposalRequest(BaseModel):
+    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+
+    savepoint_path: str = Field(alias="savepoint-path", min_length=1, max_length=4096)
 
 
 def _accepted(request_id: str) -> dict[str, str]:
@@ -103,3 +110,29 @@ def checkpoint_status(dispatcher: DispatcherDep, jid: JobId, triggerid: str) -> 
     if status is None:
         raise HTTPException(404, f"there is no checkpoint operation with triggerId={triggerid} for job {record.jid}")
     return status
+
+
+def _disposals(request: Request) -> DisposalResults:
+    state = request.app.state
+    if not hasattr(state, "savepoint_disposals"):
+        state.savepoint_disposals = DisposalResults()
+    return state.savepoint_disposals
+
+
+@router.post("/savepoint-disposal", status_code=202, summary="Dispose of a savepoint")
+def dispose_savepoint(dispatcher: DispatcherDep, request: Request, req: DisposalRequest) -> dict[str, str]:
+    """``{savepoint-path}`` → ``{request-id}``; poll ``/savepoint-disposal/{request-id}``. Only a savepoint
+    directory under the cluster's state directories, written by this cluster, is deleted."""
+    return _accepted(_disposals(request).run(req.savepoint_path, dispatcher.state_roots))
+
+
+@router.get("/savepoint-disposal/{triggerid}", summary="The status of a savepoint disposal")
+def savepoint_disposal_status(request: Request, triggerid: str) -> dict[str, Any]:
+    """``{status: {id: COMPLETED}, operation: {} | {failure-cause}}``, as Flink answers it."""
+    known, failure = _disposals(request).get(triggerid)
+    if not known:
+        raise HTTPException(404, f"there is no savepoint disposal with triggerId={triggerid[:80]}")
+    if failure is None:
+        return {"status": {"id": "COMPLETED"}, "operation": {}}
+    cause = {"class": CHECKPOINT_EXCEPTION, "stack-trace": failure, "serialized-throwable": None}
+    return {"status": {"id": "COMPLETED"}, "operation": {"failure-cause": cause}}

@@ -3,7 +3,8 @@
 With high availability (issue 18) any JobManager answers REST (a standby forwards to the leader), so
 the client only needs one that is up. ``-m http://a:8081,http://b:8082`` keeps working when the
 JobManager it was talking to dies: the request that failed to connect goes to the next address, and
-later requests start from the one that answered.
+later requests start from the one that answered. An address may be given as Flink's ``-m`` takes it,
+``host:port``, without a scheme.
 """
 from __future__ import annotations
 
@@ -13,10 +14,33 @@ from typing import Any
 import httpx
 
 
+class BadAddress(ValueError):
+    """A JobManager address that cannot be an HTTP URL (the message names it)."""
+
+
+def normalize_address(address: str) -> str:
+    """``host:port`` (Flink's ``-m`` form) or ``http(s)://host[:port]``, as a base URL without a
+    trailing slash; anything else raises :class:`BadAddress` naming it."""
+    address = address.strip().rstrip("/")
+    if "://" not in address:
+        address = "http://" + address  # Flink's -m takes host:port
+    try:
+        url = httpx.URL(address)
+    except (httpx.InvalidURL, ValueError) as e:
+        raise BadAddress(f"'{address}' is not a JobManager address: {e}") from None
+    if url.scheme not in ("http", "https"):
+        raise BadAddress(f"'{address}' is not a JobManager address: the scheme must be http or https")
+    if not url.host:
+        raise BadAddress(f"'{address}' is not a JobManager address: it names no host (use host:port)")
+    if url.path not in ("", "/") or url.query:
+        raise BadAddress(f"'{address}' is not a JobManager address: give host:port only, without a path")
+    return address
+
+
 def split_addresses(addresses: str) -> list[str]:
-    found = [a.strip().rstrip("/") for a in addresses.split(",") if a.strip()]
+    found = [normalize_address(a) for a in addresses.split(",") if a.strip()]
     if not found:
-        raise ValueError("no JobManager address given")
+        raise BadAddress("no JobManager address given")
     return found
 
 
@@ -52,10 +76,28 @@ class FailoverTransport(httpx.BaseTransport):
     def close(self) -> None:
         self._inner.close()
 
+    @property
+    def current(self) -> str:
+        """The address that answered last (where the dashboard of this client's jobs is)."""
+        with self._lock:
+            return str(self.addresses[self._current]).rstrip("/")
 
-def failover_client(addresses: str, **kwargs: Any) -> httpx.Client:
-    """An ``httpx.Client`` for one address, or for several tried in turn."""
-    found = split_addresses(addresses)
-    if len(found) == 1:
-        return httpx.Client(base_url=found[0], **kwargs)
-    return httpx.Client(base_url=found[0], transport=FailoverTransport(found), **kwargs)
+
+class JobManagerClient(httpx.Client):
+    """An ``httpx.Client`` for one JobManager address, or for several tried in turn."""
+
+    def __init__(self, addresses: list[str], **kwargs: Any) -> None:
+        self._failover = FailoverTransport(addresses) if len(addresses) > 1 else None
+        if self._failover is not None:
+            kwargs["transport"] = self._failover
+        super().__init__(base_url=addresses[0], **kwargs)
+
+    @property
+    def current_address(self) -> str:
+        """The address that answered last (where the dashboard of this client's jobs is)."""
+        return self._failover.current if self._failover is not None else str(self.base_url).rstrip("/")
+
+
+def failover_client(addresses: str, **kwargs: Any) -> JobManagerClient:
+    """A client for ``addresses`` (comma-separated; ``host:port`` or URLs); raises :class:`BadAddress`."""
+    return JobManagerClient(split_addresses(addresses), **kwargs)

@@ -48,6 +48,28 @@ class PlanCaptureContext:
         raise ProgramAbort()
 
 
+class ExecutionPlanContext:
+    """``millstream info``: the first ``execute()`` prints the job's execution plan (the JSON PyFlink's
+    ``get_execution_plan`` gives) to ``out`` and stops the program; nothing is submitted."""
+
+    def __init__(self, parallelism: int | None, out: Any) -> None:
+        self.parallelism = parallelism
+        self.out = out
+        self.printed = False
+
+    def configure(self, env: "StreamExecutionEnvironment") -> None:
+        if self.parallelism:
+            env.set_parallelism(self.parallelism)
+
+    def submit(self, job_graph: Any, stream_graph: Any) -> Any:
+        from engine.graph.json_generator import execution_plan
+
+        self.out.write(execution_plan(stream_graph) + "\n")
+        self.out.flush()
+        self.printed = True
+        raise ProgramAbort()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)

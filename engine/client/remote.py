@@ -5,6 +5,10 @@ the program are pickled by value, so helper files need not be installed on
 TaskManagers. Results of ``execute_and_collect`` are polled from
 ``/jobs/{id}/results``; each poll acknowledges the entries the previous ones returned, and says
 which records the client holds, so the collect sink may forget them.
+
+On submission the client says so on stderr, as Flink's does ("Job has been submitted with JobID ...")
+with the job's dashboard URL; an attached client then watches the job (engine/client/job_progress.py)
+and gives it up, cancelled, when it waits for slots longer than the slot request timeout.
 """
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ import msgpack
 from engine.client import job_output
 from engine.client.collect_result_buffer import CollectResultBuffer, ResultsMissing
 from engine.client.failover import failover_client
+from engine.client.job_progress import JobWatcher
 from engine.client.job_client import CloseableIterator
 from engine.common.job_execution_result import JobExecutionException, JobExecutionResult
 from engine.runtime.collect import CollectEntry
@@ -38,8 +43,29 @@ if TYPE_CHECKING:
 TERMINAL = {"FINISHED", "FAILED", "CANCELED"}
 
 
+#: Flink's slot.request.timeout: how long an attached client lets its job wait for slots
+DEFAULT_SLOT_TIMEOUT_S = 300.0
+
+
 class SubmissionFailed(RuntimeError):
     pass
+
+
+class JobManagerUnreachable(RuntimeError):
+    """No Millstream JobManager answers at the client's address(es); the message says what happened."""
+
+
+class NoResourceAvailable(JobExecutionException):
+    """The job waited for slots longer than the slot request timeout; the client cancelled it."""
+
+    def __init__(self, job_id: str, waiting: str, timeout_s: float) -> None:
+        super().__init__(job_id, "CANCELED", None)
+        self.waiting = waiting
+        self.timeout_s = timeout_s
+        self.args = (
+            f"Job {job_id} got no slots within the slot request timeout of {timeout_s:g} s ({waiting}); it was "
+            "cancelled. Start more TaskManagers, lower the parallelism, or raise --slot-timeout.",
+        )
 
 
 def _errors(resp: httpx.Response) -> str:
@@ -68,11 +94,19 @@ JOBMANAGER_OUTAGE_S = 90.0  # how long a client waits for a restarted JobManager
 
 class RestJobClient:
     def __init__(
-        self, http: httpx.Client, job_id: str, detached: bool = False, cancelled: set[str] | None = None
+        self,
+        http: httpx.Client,
+        job_id: str,
+        detached: bool = False,
+        cancelled: set[str] | None = None,
+        watcher: JobWatcher | None = None,
+        outage_s: float = JOBMANAGER_OUTAGE_S,
     ) -> None:
         self.http = http
+        self.outage_s = outage_s
         self.job_id = job_id
         self.detached = detached
+        self.watcher = watcher
         # Jobs the program cancelled itself (closing a collect iterator early, limit=): they ended as
         # asked, so ``millstream run`` does not count them as failed.
         self.cancelled = cancelled if cancelled is not None else set()
@@ -80,7 +114,7 @@ class RestJobClient:
     def _get(self, path: str, **kwargs: Any) -> httpx.Response:
         """GET that survives a JobManager restart (connection errors) and a Redis outage (503s): both
         are retried for a while, the latter after one line on stderr instead of a traceback."""
-        deadline = time.monotonic() + JOBMANAGER_OUTAGE_S
+        deadline = time.monotonic() + self.outage_s
         told = False
         while True:
             try:
@@ -116,6 +150,15 @@ class RestJobClient:
                 return job
             time.sleep(poll_s)
 
+    def _ended(self, state: str) -> JobExecutionException:
+        """What ``execute()`` raises for a job that ended ``state`` (not FINISHED)."""
+        watcher = self.watcher
+        if watcher is not None and state == "CANCELED":
+            watcher.done.wait(5)  # it may be between its cancel and its record of why
+            if watcher.timed_out is not None:
+                return NoResourceAvailable(self.job_id, watcher.timed_out, watcher.wait.timeout_s)
+        return JobExecutionException(self.job_id, state, self.failure_cause())
+
     def failure_cause(self) -> str | None:
         r = self._get(f"/jobs/{self.job_id}/exceptions", params={"maxExceptions": 1})
         if r.status_code != 200:
@@ -131,7 +174,7 @@ class RestJobClient:
         job = self.wait()
         job_output.finish(self.job_id)  # the job's print() output, complete, before execute() returns
         if job["state"] != "FINISHED":
-            raise JobExecutionException(self.job_id, job["state"], self.failure_cause())
+            raise self._ended(job["state"])
         return JobExecutionResult(self.job_id, int(job.get("duration", 0)))
 
     def collect(self, node_id: int, limit: int | None) -> CloseableIterator:
@@ -161,7 +204,7 @@ class RestJobClient:
                     yield from buffer.add(CollectEntry.decode(raw, serializer) for raw in entries)
                     if body["ended"] and not entries:
                         if body["state"] != "FINISHED":
-                            raise JobExecutionException(self.job_id, body["state"], self.failure_cause())
+                            raise self._ended(body["state"])
                         yield from buffer.finish()
                         return
                 except ResultsMissing as e:
@@ -193,8 +236,11 @@ class RemoteContext:
         batch_engine: str | None = None,
         savepoint_path: str | None = None,
         allow_non_restored_state: bool = False,
+        slot_timeout_s: float = DEFAULT_SLOT_TIMEOUT_S,
+        outage_s: float = JOBMANAGER_OUTAGE_S,
     ) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.addresses = jobmanager_url
         # Several comma-separated addresses (JobManager HA): the next is tried when one is unreachable.
         self.http = failover_client(jobmanager_url, headers=headers, timeout=60)
         self.parallelism = parallelism
@@ -203,6 +249,8 @@ class RemoteContext:
         self.batch_engine = batch_engine
         self.savepoint_path = savepoint_path
         self.allow_non_restored_state = allow_non_restored_state
+        self.slot_timeout_s = slot_timeout_s
+        self.outage_s = outage_s
         self.submitted: list[str] = []
         self.cancelled: set[str] = set()  # submitted jobs the program cancelled itself
 
@@ -219,10 +267,10 @@ class RemoteContext:
 
     def _post_job(self, job_graph: "JobGraph", code: bytes) -> str:
         """``POST /jobs``, retried while the JobManager restarts (no connection) or Redis is away
-        (503) for up to JOBMANAGER_OUTAGE_S. The job id is chosen here, so a retry is safe: if an
+        (503) for up to ``outage_s``. The job id is chosen here, so a retry is safe: if an
         earlier try got through and only its answer was lost, the JobManager answers 409 for the id
         it already has, and that is the job."""
-        deadline = time.monotonic() + JOBMANAGER_OUTAGE_S
+        deadline = time.monotonic() + self.outage_s
         tries = 0
         told = False
         while True:
@@ -253,6 +301,52 @@ class RemoteContext:
                 raise SubmissionFailed(f"the JobManager refused the job ({r.status_code}): {_errors(r)}")
             return r.json()["jobid"]
 
+    def check_jobmanager(self) -> None:
+        """Before the program runs: raise :class:`JobManagerUnreachable` unless a Millstream JobManager
+        answers. One that cannot be reached, or answers 503, is waited for (``outage_s``), as a
+        submission waits out a JobManager restart; anything else that answers is refused at once."""
+        deadline = time.monotonic() + self.outage_s
+        told = False
+        while True:
+            try:
+                r = self.http.get("/overview", timeout=10)
+            except httpx.TransportError as e:
+                why = f"{e or type(e).__name__}"
+                if time.monotonic() > deadline:
+                    raise JobManagerUnreachable(
+                        f"cannot reach the JobManager at {self.addresses}: {why}. Is the cluster running? "
+                        "(Set the address with -m host:port or MILLSTREAM_JOBMANAGER.)"
+                    ) from None
+                if not told:
+                    told = True
+                    print(
+                        f"millstream: the JobManager is unreachable ({why}); retrying the submission for up to "
+                        f"{self.outage_s:g} s", file=sys.stderr, flush=True,
+                    )
+                time.sleep(0.5)
+                continue
+            if r.status_code == 503 and time.monotonic() <= deadline:
+                if not told:
+                    told = True
+                    print(f"millstream: the cluster is unavailable ({_errors(r)}); retrying the submission", file=sys.stderr)
+                time.sleep(0.5)
+                continue
+            break
+        if r.status_code in (401, 403):
+            raise JobManagerUnreachable(
+                f"the JobManager at {self.addresses} refused the request ({r.status_code}): set MILLSTREAM_AUTH_TOKEN "
+                "to the cluster's token"
+            )
+        try:
+            ok = r.status_code == 200 and "taskmanagers" in r.json()
+        except ValueError:
+            ok = False
+        if not ok:
+            raise JobManagerUnreachable(
+                f"{self.addresses} answers, but not as a Millstream JobManager (GET /overview gave {r.status_code}); "
+                "check the address (-m host:port, MILLSTREAM_JOBMANAGER)"
+            )
+
     def submit(self, job_graph: "JobGraph", stream_graph: "StreamGraph") -> RestJobClient:
         if self.program_dir:
             register_program_modules(self.program_dir)
@@ -260,6 +354,13 @@ class RemoteContext:
         register_pickled_classes()  # collected records of the program's own classes come back as them
         job_id = self._post_job(job_graph, code)
         self.submitted.append(job_id)
+        # On stderr, so that stdout keeps only what the program and its job print (and the final
+        # state line), as a local run's does.
+        print(f"Job has been submitted with JobID {job_id}", file=sys.stderr)
+        print(f"Follow it at {self.http.current_address}/ui/jobs/{job_id}", file=sys.stderr, flush=True)
+        watcher = None
         if not self.detached:
             job_output.follow(self.http, job_id)  # its print() lines appear here as they come
-        return RestJobClient(self.http, job_id, self.detached, self.cancelled)
+            watcher = JobWatcher(self.http, job_id, self.slot_timeout_s)
+            watcher.start()
+        return RestJobClient(self.http, job_id, self.detached, self.cancelled, watcher, self.outage_s)

@@ -225,3 +225,31 @@ def test_history_and_trigger_ids_survive_a_jobmanager_restart(settings: Settings
         assert r.status_code == 409 and "CANCELED" in r.json()["errors"][0]
         assert len(api.get(f"/jobs/{jid}/savepoints").json()["savepoints"]) == 1
 
+
+
+def test_savepoint_disposal_answers_in_flinks_shape_and_deletes_only_savepoints(api: TestClient, settings: Settings):
+    from engine.checkpoint.storage import FileSystemCheckpointStorage
+
+    root = settings.resolved_savepoint_dir
+    storage = FileSystemCheckpointStorage(str(root))
+    location = str(root / "savepoint-abc123-0001")
+    Path(location).mkdir(parents=True)
+    storage.write_metadata("j" * 32, 1, {"checkpoint_id": 1, "operators": []}, location=location)
+    r = api.post("/savepoint-disposal", json={"savepoint-path": location})
+    assert r.status_code == 202, r.text
+    status = api.get(f"/savepoint-disposal/{r.json()['request-id']}").json()
+    assert status == {"status": {"id": "COMPLETED"}, "operation": {}}
+    assert not Path(location).exists()
+
+    # Not a savepoint's name, or no _metadata: a failure cause, and the directory stays.
+    keep = root / "chk-7"
+    keep.mkdir()
+    for path in (str(keep), str(root / "savepoint-empty")):
+        Path(path).mkdir(exist_ok=True)
+        r = api.post("/v1/savepoint-disposal", json={"savepoint-path": path})
+        cause = api.get(f"/savepoint-disposal/{r.json()['request-id']}").json()["operation"]["failure-cause"]
+        assert "cannot dispose" in cause["stack-trace"] or "only savepoints" in cause["stack-trace"], cause
+        assert Path(path).exists()
+    assert api.post("/savepoint-disposal", json={}).status_code in (400, 422)
+    assert api.get("/savepoint-disposal/nope").status_code == 404
+    assert api.post("/savepoint-disposal", json={"savepoint-path": location}, headers={"Authorization": ""}).status_code == 401

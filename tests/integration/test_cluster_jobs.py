@@ -222,6 +222,7 @@ def test_batch_jobs_run_on_spark_unless_native_is_asked_for(cluster: Cluster) ->
     job = cluster.job(jid)
     assert job["job-type"] == "BATCH"
     assert job["spark"]["stages"], "a Spark job shows its stages"
+    assert "[Stage" not in on_spark.stderr and "Spark:" not in on_spark.stderr  # the progress line is for a TTY only
     native = cluster.run(PROGRAMS / "batch_reduce.py", options=("-p", "2", "--engine", "native"))
     assert native.returncode == 0, native.stderr
     (native_jid,) = job_ids(native.stdout)

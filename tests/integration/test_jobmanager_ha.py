@@ -136,7 +136,7 @@ def test_leader_kills_and_a_pause_lose_no_update_and_a_paused_leader_changes_not
         assert r.status_code == 403 and "x-millstream-served-by" not in r.headers
         # The CLI tries the next address when one is unreachable.
         listed = c.cli("list", "-m", f"http://127.0.0.1:{free_port()},{standby}", timeout=60)
-        assert listed.returncode == 0 and "No jobs." in listed.stdout, listed.stderr
+        assert listed.returncode == 0 and "No running jobs." in listed.stdout, listed.stderr
         run = subprocess.Popen(
             [sys.executable, "-m", "backend.cli", "run", "-p", "2", str(PROGRAM), str(N), str(RATE), str(out), str(collected)],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
