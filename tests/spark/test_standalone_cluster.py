@@ -116,8 +116,11 @@ def test_job_runs_on_a_standalone_cluster(spark_master_url, redis_url):
     assert progress["applicationId"].startswith("app-")  # a standalone application, not local-*
 
 
-def test_executors_need_only_pyspark_and_python(spark_master_url, redis_url):
+def test_executors_need_only_pyspark_and_python(spark_master_url, redis_url, monkeypatch):
     """The executors ran the job's function in the bare interpreter, with the shipped engine loaded."""
+    # The in-process Spark fixture (tests/spark/conftest.py) sets PYSPARK_PYTHON for the whole
+    # session; a JobManager that has none leaves the executors to the workers' own Python.
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
     spark_master_url, bare = spark_master_url
     jm, client = _run(where_it_ran, spark_master_url, redis_url)
     assert sorted(collected(client, jm.job_id)) == [("a", bare, True), ("b", bare, True)]
