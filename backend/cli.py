@@ -36,13 +36,12 @@ def _refuse_unknown_settings() -> None:
 
 def _check_checkpoint_dir(settings: Settings, who: str) -> str:
     """Create the checkpoint directory and prove it writable, or exit 2 saying why; its absolute path."""
+    from engine.checkpoint.storage import CheckpointStorageError, FileSystemCheckpointStorage
+
     directory = settings.resolved_checkpoint_dir
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        probe = directory / f".probe-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as e:
+        FileSystemCheckpointStorage(directory).check_writable()  # a local directory or an fsspec URL
+    except (CheckpointStorageError, ImportError, ValueError) as e:
         typer.echo(
             f"the {who} cannot write to its checkpoint directory {directory} (MILLSTREAM_CHECKPOINT_DIR): {e}. "
             "The JobManager and every TaskManager must share this directory.",
@@ -50,6 +49,13 @@ def _check_checkpoint_dir(settings: Settings, who: str) -> str:
         )
         raise typer.Exit(2)
     return str(directory)
+
+
+def _storage_path(path: str) -> str:
+    """A savepoint directory as the JobManager must get it: a local path made absolute, a URL as given."""
+    from engine.checkpoint.filesystem import storage_fs
+
+    return storage_fs(path).absolute(path)
 
 
 JM_OPTION = typer.Option(
@@ -482,7 +488,7 @@ def stop(
 ) -> None:
     """Stop a job with a final savepoint (the job ends FINISHED) and print the savepoint's path."""
     body = {
-        "targetDirectory": os.path.abspath(savepoint_dir) if savepoint_dir else None,
+        "targetDirectory": _storage_path(savepoint_dir) if savepoint_dir else None,
         "drain": drain,
         "triggerId": trigger_id,
     }
