@@ -98,8 +98,11 @@ def test_checkpoints_and_savepoints_at_a_url_survive_a_taskmanager_kill(tmp_path
         assert c.http.get(f"/jobs/{jid}/checkpoints").json()["counts"]["restored"] >= 1
 
         # A new job resumes from the savepoint at the URL (its counts carry on from the savepoint's).
-        res = c.run(PROGRAM, str(N), "8000", options=("-p", "2", "--from-savepoint", sp_path), timeout=240)
+        res = c.run(PROGRAM, str(N), "8000", str(tmp_path / "resumed"), options=("-p", "2", "--from-savepoint", sp_path), timeout=240)
         assert res.returncode == 0, res.stderr[-3000:]
+        resumed = committed_counts(tmp_path / "resumed")
+        for key, counts in resumed.items():  # each key goes on from its count in the savepoint, to the end
+            assert sorted(counts) == list(range(min(counts), N // 40 + 1)) and min(counts) > 1, (key, counts[:5])
         # And a path outside the cluster's state directories is refused, remote or not.
         other = c.http.post(f"/jobs/{jid}/savepoints", json={"target-directory": "ftp://127.0.0.1:1/elsewhere"})
         assert other.status_code in (400, 409), other.text
