@@ -57,13 +57,12 @@ def _refuse_unknown_settings(
 
 def _check_checkpoint_dir(settings: Settings, who: str) -> str:
     """Create the checkpoint directory and prove it writable, or exit 2 saying why; its absolute path."""
+    from engine.checkpoint.storage import CheckpointStorageError, FileSystemCheckpointStorage
+
     directory = settings.resolved_checkpoint_dir
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        probe = directory / f".probe-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as e:
+        FileSystemCheckpointStorage(directory).check_writable()  # a local directory or an fsspec URL
+    except (CheckpointStorageError, ImportError, ValueError) as e:
         typer.echo(
             f"the {who} cannot write to its checkpoint directory {directory} (MILLSTREAM_CHECKPOINT_DIR): {e}. "
             "The JobManager and every TaskManager must share this directory.",

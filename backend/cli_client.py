@@ -4,7 +4,6 @@ JobManager over REST; backend/cli.py adds them to the ``millstream`` command.
 """
 from __future__ import annotations
 
-import os
 import runpy
 import sys
 import time
@@ -41,6 +40,13 @@ EXIT_CODES_HELP = (
 # program, as Flink's CLI does, and "run -p 2 prog.py x" sets the parallelism.
 PROGRAM_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True, "allow_interspersed_args": False}
 
+
+
+def _storage_path(path: str) -> str:
+    """A savepoint directory as the JobManager must get it: a local path made absolute, a URL as given."""
+    from engine.checkpoint.filesystem import storage_fs
+
+    return storage_fs(path).absolute(path)
 
 def _fail(message: str, code: int) -> typer.Exit:
     typer.echo(message, err=True)
@@ -389,7 +395,7 @@ def savepoint(
         return
     if job_id is None:
         raise _fail("missing the job's id (or -d PATH to dispose of a savepoint)", EXIT_USAGE)
-    body = {"target-directory": os.path.abspath(target_directory) if target_directory else None, "triggerId": trigger_id}
+    body = {"target-directory": _storage_path(target_directory) if target_directory else None, "triggerId": trigger_id}
     with _client(jobmanager_url) as http:
         request_id = _post_operation(http, f"/jobs/{job_id}/savepoints", body)
         typer.echo(f"Triggering savepoint for job {job_id} (request {request_id}); waiting for it to complete...")
@@ -400,7 +406,7 @@ def savepoint(
 
 def _dispose_savepoint(path: str, timeout: float, jobmanager_url: Optional[str]) -> None:
     """Flink's ``POST /savepoint-disposal`` and a poll of its status; the JobManager deletes the files."""
-    path = os.path.abspath(path)
+    path = _storage_path(path)
     with _client(jobmanager_url) as http:
         request_id = _post_operation(http, "/savepoint-disposal", {"savepoint-path": path})
         typer.echo(f"Disposing savepoint '{path}'.")
@@ -436,7 +442,7 @@ def stop(
 ) -> None:
     """Stop a job with a final savepoint (the job ends FINISHED) and print the savepoint's path."""
     body = {
-        "targetDirectory": os.path.abspath(savepoint_dir) if savepoint_dir else None,
+        "targetDirectory": _storage_path(savepoint_dir) if savepoint_dir else None,
         "drain": drain,
         "triggerId": trigger_id,
     }

@@ -29,9 +29,10 @@ class Settings(BaseSettings):
     data_dir: Path = Path("var")
     # Checkpoint storage (Flink's state.checkpoints.dir) for jobs that name none; it must be one directory
     # that the JobManager and every TaskManager see (a shared volume across hosts). Unset: <data_dir>/checkpoints.
-    checkpoint_dir: Path | None = None
+    # A local path or any fsspec URL (s3://bucket/checkpoints, with that scheme's package installed everywhere).
+    checkpoint_dir: str | None = None
     state_dirs: str | None = None  # comma-separated extra directories savepoints may be written to or restored from
-    savepoint_dir: Path | None = None  # default savepoint target (Flink's state.savepoints.dir); unset: <data_dir>/savepoints
+    savepoint_dir: str | None = None  # default savepoint target, a path or fsspec URL (Flink's state.savepoints.dir); unset: <data_dir>/savepoints
     jobmanager: str = "http://127.0.0.1:8081"  # where `millstream run` submits; several, comma-separated, are tried in turn
     # JobManager high availability (issue 18): JobManagers sharing Redis and the database elect a leader
     # through a lease in Redis; the others are standbys. `cluster start --jobmanagers N` (N > 1) turns it on.
@@ -128,17 +129,17 @@ class Settings(BaseSettings):
         return hosts
 
     @property
-    def resolved_savepoint_dir(self) -> Path:
-        return (self.savepoint_dir or self.data_dir / "savepoints").resolve()
+    def resolved_savepoint_dir(self) -> str:
+        return _resolved(self.savepoint_dir, self.data_dir / "savepoints")
 
     @property
-    def resolved_checkpoint_dir(self) -> Path:
-        return (self.checkpoint_dir or self.data_dir / "checkpoints").resolve()
+    def resolved_checkpoint_dir(self) -> str:
+        return _resolved(self.checkpoint_dir, self.data_dir / "checkpoints")
 
     @property
-    def state_roots(self) -> list[Path]:
+    def state_roots(self) -> list[str]:
         """Every directory a REST caller or a job may name for state: savepoints, checkpoints, MILLSTREAM_STATE_DIRS."""
-        extra = [Path(d.strip()).resolve() for d in (self.state_dirs or "").split(",") if d.strip()]
+        extra = [_resolved(d.strip(), Path(".")) for d in (self.state_dirs or "").split(",") if d.strip()]
         return [self.resolved_savepoint_dir, self.resolved_checkpoint_dir, *extra]
 
     @property
@@ -153,6 +154,15 @@ class Settings(BaseSettings):
     def jobmanager_log_file(self) -> Path:
         """This JobManager's log: the one it was given, else the name `cluster start` gives it."""
         return self.log_file or self.log_dir / "jobmanager.log"
+
+
+def _resolved(directory: str | None, default: Path) -> str:
+    """A storage directory as every process names it: an fsspec URL as given, a path made absolute."""
+    from engine.checkpoint.filesystem import is_remote, local_path
+
+    if directory and is_remote(directory):
+        return directory.rstrip("/")
+    return str(Path(local_path(directory) if directory else default).resolve())
 
 
 def get_settings() -> Settings:

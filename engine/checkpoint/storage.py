@@ -3,7 +3,8 @@
 ``FileSystemCheckpointStorage`` lays out ``<dir>/<job>/chk-<n>/`` for checkpoints
 and ``<savepoint-dir>/savepoint-<job6>-<suffix>/`` for savepoints. Every file is
 written atomically (temp file, fsync, rename) and ``_metadata`` is written last,
-so a directory without ``_metadata`` is an incomplete checkpoint.
+so a directory without ``_metadata`` is an incomplete checkpoint. Directories are local paths or
+any fsspec URL (engine/checkpoint/filesystem.py does the I/O for both).
 
 In a cluster, state files and ``_metadata`` are sealed with the cluster secret (engine/security/mac.py,
 bound to the file's name): each cluster process calls ``seal_state_files`` once at start, and a state file that
@@ -17,11 +18,9 @@ import hashlib
 import json
 import os
 import re
-import shutil
-import tempfile
-import uuid
 from typing import Any, Mapping, Protocol
 
+from engine.checkpoint.filesystem import is_remote, local_path, storage_fs
 from engine.checkpoint.messages import TaskId
 from engine.checkpoint.shared_state_registry import SHARED_DIR, is_shared_name
 from engine.security.mac import VERSION, Sealer, Unauthenticated, check_secret, is_unsealed
@@ -103,18 +102,18 @@ class InvalidSavepoint(Exception):
 
 
 def checkpoint_location(base_dir: str, job_id: str, checkpoint_id: int) -> str:
-    return os.path.join(base_dir, job_id, f"chk-{checkpoint_id}")
+    return storage_fs(base_dir).join(base_dir, job_id, f"chk-{checkpoint_id}")
 
 
 def shared_location(base_dir: str, job_id: str) -> str:
     """The files incremental checkpoints share (``SharedStateRegistry``), next to the chk-<n> directories."""
-    return os.path.join(base_dir, job_id, SHARED_DIR)
+    return storage_fs(base_dir).join(base_dir, job_id, SHARED_DIR)
 
 
 def savepoint_location(target_dir: str, job_id: str, checkpoint_id: int) -> str:
     """Flink's ``savepoint-<first 6 of job id>-<12 hex>``, the suffix derived from (job, id) so it is repeatable."""
     suffix = hashlib.sha1(f"{job_id}:{checkpoint_id}".encode()).hexdigest()[:12]
-    return os.path.join(target_dir, f"savepoint-{job_id[:6]}-{suffix}")
+    return storage_fs(target_dir).join(target_dir, f"savepoint-{job_id[:6]}-{suffix}")
 
 
 def state_file_name(task: TaskId, operator_id: str) -> str:
@@ -142,7 +141,7 @@ class CheckpointStorage(Protocol):
 
 class FileSystemCheckpointStorage:
     def __init__(self, base_dir: str) -> None:
-        self.base_dir = os.path.abspath(base_dir)
+        self.base_dir = storage_fs(base_dir).absolute(base_dir)
 
     def location(self, job_id: str, checkpoint_id: int) -> str:
         return checkpoint_location(self.base_dir, job_id, checkpoint_id)
@@ -150,15 +149,14 @@ class FileSystemCheckpointStorage:
     def check_writable(self, directory: str | None = None, kind: str = "checkpoint") -> None:
         """Create ``directory`` (default: the base directory) and prove a file can be written there;
         ``kind`` names it in the error ("checkpoint" or "savepoint")."""
-        d = os.path.abspath(directory or self.base_dir)
+        d = directory or self.base_dir
+        fs = storage_fs(d)
+        d = fs.absolute(d)
         try:
-            os.makedirs(d, exist_ok=True)
-            fd, probe = tempfile.mkstemp(prefix=".writable-", dir=d)
-            os.close(fd)
-            os.unlink(probe)
-        except OSError as e:
+            fs.probe_writable(d)
+        except (OSError, ValueError) as e:
             raise CheckpointStorageError(
-                f"{kind} directory '{d}' is not writable: {e.strerror or e}"
+                f"{kind} directory '{d}' is not writable: {getattr(e, 'strerror', None) or e}"
             ) from e
 
     def write_task_state(
@@ -166,7 +164,7 @@ class FileSystemCheckpointStorage:
     ) -> str:
         """Write one operator's snapshot of one subtask; the returned path is its state handle."""
         directory = location or self.location(job_id, checkpoint_id)
-        path = os.path.join(directory, state_file_name(task, operator_id))
+        path = storage_fs(directory).join(directory, state_file_name(task, operator_id))
         _atomic_write(path, _seal(path, data))
         return path
 
@@ -191,7 +189,7 @@ class FileSystemCheckpointStorage:
             data = json.dumps(metadata, sort_keys=True, indent=1).encode()
         except (TypeError, ValueError) as e:
             raise CheckpointStorageError(f"checkpoint {checkpoint_id} metadata is not JSON-serialisable: {e}") from e
-        file = os.path.join(directory, METADATA_FILE)
+        file = storage_fs(directory).join(directory, METADATA_FILE)
         _atomic_write(file, _seal(file, data))
         return directory
 
@@ -199,28 +197,29 @@ class FileSystemCheckpointStorage:
         """Read ``_metadata`` from a checkpoint/savepoint directory or the file itself."""
         if not path:
             raise InvalidSavepoint(str(path), "no path given")
-        if not os.path.exists(path):
-            raise InvalidSavepoint(path, "the path does not exist")
-        file = os.path.join(path, METADATA_FILE) if os.path.isdir(path) else path
-        if not os.path.isfile(file):
-            raise InvalidSavepoint(
-                path, f"it has no {METADATA_FILE} file; the checkpoint is incomplete or this is not a checkpoint directory"
-            )
+        fs = storage_fs(path)
         try:
-            with open(file, "rb") as f:
-                meta = json.loads(_open_metadata(path, f.read()).decode())
+            path = path if fs.remote else local_path(path)
+            if not fs.exists(path):
+                raise InvalidSavepoint(path, "the path does not exist")
+            file = fs.join(path, METADATA_FILE) if fs.isdir(path) else path
+            if not fs.isfile(file):
+                raise InvalidSavepoint(
+                    path, f"it has no {METADATA_FILE} file; the checkpoint is incomplete or this is not a checkpoint directory"
+                )
+            meta = json.loads(_open_metadata(path, fs.read(file)).decode())
         except (UnicodeDecodeError, ValueError) as e:
             raise InvalidSavepoint(path, f"{METADATA_FILE} is corrupt: {e}") from e
         except OSError as e:
             raise InvalidSavepoint(path, f"{METADATA_FILE} cannot be read: {e.strerror or e}") from e
         if not isinstance(meta, dict) or "operators" not in meta or "checkpoint_id" not in meta:
             raise InvalidSavepoint(path, f"{METADATA_FILE} is not Millstream checkpoint metadata")
-        _resolve_handles(meta, os.path.dirname(os.path.abspath(file)), path)
+        _resolve_handles(meta, fs.dirname(fs.absolute(file)), path)
         missing = [
             s["handle"]
             for o in meta["operators"]
             for s in o.get("subtasks", ())
-            if isinstance(s.get("handle"), str) and not os.path.isfile(s["handle"])
+            if isinstance(s.get("handle"), str) and not fs.isfile(s["handle"])
         ]
         if missing:
             raise InvalidSavepoint(path, f"{len(missing)} state file(s) are missing, e.g. '{missing[0]}'")
@@ -230,10 +229,10 @@ class FileSystemCheckpointStorage:
         """Delete one checkpoint or savepoint directory; a missing one is already discarded."""
         if not path:
             return
-        if not _DISCARDABLE.match(os.path.basename(os.path.normpath(path))):
+        fs = storage_fs(path)
+        if not _DISCARDABLE.match(fs.basename(path)):
             raise CheckpointStorageError(f"refusing to discard '{path}': not a chk-<n> or savepoint-* directory")
-        if os.path.isdir(path):
-            shutil.rmtree(path)
+        fs.rmtree(path)
 
 
 # -- shared files of incremental checkpoints ----------------------------------------------
@@ -255,13 +254,14 @@ def write_shared_file(shared_dir: str, name: str, parts: list[tuple[int, bytes]]
         index.append((kg, offset, len(sealed)))
         chunks.append(sealed)
         offset += len(sealed)
-    _atomic_write(os.path.join(shared_dir, name), b"".join(chunks))
+    _atomic_write(storage_fs(shared_dir).join(shared_dir, name), b"".join(chunks))
     return offset, index
 
 
 def shared_dir_of(handle: str) -> str:
     """The shared directory of the checkpoint that holds state file ``handle`` (checked by the caller)."""
-    return os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(handle))), SHARED_DIR)
+    fs = storage_fs(handle)
+    return fs.join(fs.dirname(fs.dirname(fs.resolve(handle))), SHARED_DIR)
 
 
 def read_shared_parts(handle: str, name: str, ranges: list[tuple[int, int, int]]) -> list[tuple[int, bytes]]:
@@ -272,16 +272,15 @@ def read_shared_parts(handle: str, name: str, ranges: list[tuple[int, int, int]]
         raise InvalidSavepoint(str(handle)[:300], "a state handle must be a .state file in a completed checkpoint")
     if not is_shared_name(name):
         raise InvalidSavepoint(str(handle)[:300], f"it refers to a shared state file with an invalid name: {str(name)[:100]!r}")
-    path = os.path.join(shared_dir_of(handle), name)
+    fs = storage_fs(handle)
+    path = fs.join(shared_dir_of(handle), name)
     out = []
     try:
-        with open(path, "rb") as f:
-            for kg, offset, length in ranges:
-                f.seek(offset)
-                data = f.read(length)
-                if len(data) != length:
-                    raise InvalidSavepoint(path, "the shared state file is shorter than its handle says")
-                out.append((kg, _open(f"{name}#{kg}", data)))
+        chunks = fs.read_ranges(path, [(offset, length) for _, offset, length in ranges])
+        for (kg, _, length), data in zip(ranges, chunks):
+            if len(data) != length:
+                raise InvalidSavepoint(path, "the shared state file is shorter than its handle says")
+            out.append((kg, _open(f"{name}#{kg}", data)))
     except OSError as e:
         raise InvalidSavepoint(path, f"shared state file cannot be read: {e.strerror or e}") from e
     return out
@@ -289,21 +288,20 @@ def read_shared_parts(handle: str, name: str, ranges: list[tuple[int, int, int]]
 
 def discard_shared(shared_dir: str, names: list[str] | tuple[str, ...]) -> None:
     """Delete shared files no retained checkpoint refers to; a missing one is already gone."""
+    fs = storage_fs(shared_dir)
     for name in names:
         if not is_shared_name(name):
             raise CheckpointStorageError(f"refusing to delete {name!r}: not a shared state file name")
-        try:
-            os.remove(os.path.join(shared_dir, name))
-        except FileNotFoundError:
-            pass
+        fs.remove(fs.join(shared_dir, name))
 
 
 def sweep_shared(shared_dir: str, in_use: Any) -> list[str]:
     """Delete every shared file (and leftover temporary file of one, from a writer that was killed)
     for which ``in_use(name)`` is false; returns the names deleted. Only for a moment when no
     checkpoint is in flight: then no file outside the retained checkpoints can ever be referenced."""
+    fs = storage_fs(shared_dir)
     try:
-        entries = os.listdir(shared_dir)
+        entries = fs.listdir(shared_dir)
     except FileNotFoundError:
         return []
     gone = []
@@ -316,18 +314,14 @@ def sweep_shared(shared_dir: str, in_use: Any) -> list[str]:
             continue
         if not is_shared_name(name) or (entry == name and in_use(name)):
             continue
-        try:
-            os.remove(os.path.join(shared_dir, entry))
-            gone.append(entry)
-        except FileNotFoundError:
-            pass
+        fs.remove(fs.join(shared_dir, entry))
+        gone.append(entry)
     return gone
 
 
 def _read_file(handle: str) -> bytes:
     try:
-        with open(handle, "rb") as f:
-            return f.read()
+        return storage_fs(handle).read(handle)
     except OSError as e:
         raise InvalidSavepoint(handle, f"state file cannot be read: {e.strerror or e}") from e
 
@@ -335,21 +329,26 @@ def _read_file(handle: str) -> bytes:
 def is_state_file(handle: str) -> bool:
     if not isinstance(handle, str) or not handle.endswith(".state"):
         return False
-    directory = os.path.dirname(os.path.realpath(handle))
-    return bool(_DISCARDABLE.match(os.path.basename(directory))) and os.path.isfile(os.path.join(directory, METADATA_FILE))
+    fs = storage_fs(handle)
+    try:
+        directory = fs.dirname(fs.resolve(handle))
+    except ValueError:  # a remote path that climbs with ..
+        return False
+    return bool(_DISCARDABLE.match(fs.basename(directory))) and fs.isfile(fs.join(directory, METADATA_FILE))
 
 
 def _relative_handles(metadata: Mapping[str, Any], directory: str) -> Mapping[str, Any]:
     """State handles are stored relative to the directory holding ``_metadata`` (issue 14): a moved
     savepoint still restores, and a reader never has to trust an absolute path from the file."""
-    base = os.path.abspath(directory)
+    fs = storage_fs(directory)
+    base = fs.absolute(directory)
     operators = []
     for o in metadata.get("operators", ()):
         subtasks = []
         for st in o.get("subtasks", ()):
             h = st.get("handle")
-            if isinstance(h, str) and os.path.isabs(h) and os.path.dirname(os.path.abspath(h)) == base:
-                st = {**st, "handle": os.path.basename(h)}
+            if isinstance(h, str) and storage_fs(h) is fs and _is_absolute(h) and fs.dirname(fs.absolute(h)) == base:
+                st = {**st, "handle": fs.basename(h)}
             subtasks.append(st)
         operators.append({**o, "subtasks": subtasks} if "subtasks" in o else o)
     return {**metadata, "operators": operators} if "operators" in metadata else metadata
@@ -359,45 +358,30 @@ def _resolve_handles(meta: dict[str, Any], directory: str, path: str) -> None:
     """Make every state handle absolute inside ``directory``, refusing one that resolves elsewhere
     (an absolute path, ``..`` or a symlink out), so crafted metadata cannot make a TaskManager read
     (and unpickle) another file."""
-    root = os.path.realpath(directory)
+    fs = storage_fs(directory)
+    root = fs.resolve(directory)
     for o in meta.get("operators", ()):
         for st in o.get("subtasks", ()) if isinstance(o, dict) else ():
             h = st.get("handle") if isinstance(st, dict) else None
             if not isinstance(h, str):
                 continue
-            resolved = os.path.realpath(os.path.join(root, h))
-            if os.path.dirname(resolved) != root:
+            if fs.remote and (is_remote(h) or h.startswith("/")):
+                raise InvalidSavepoint(path, "a state handle in its _metadata points outside the checkpoint directory")
+            try:
+                resolved = fs.resolve(fs.join(root, h))
+            except ValueError:
+                resolved = ""
+            if fs.dirname(resolved) != root:
                 raise InvalidSavepoint(path, "a state handle in its _metadata points outside the checkpoint directory")
             st["handle"] = resolved
 
 
+def _is_absolute(path: str) -> bool:
+    return is_remote(path) or os.path.isabs(path)
+
+
 def _atomic_write(path: str, data: bytes) -> None:
-    directory = os.path.dirname(path)
     try:
-        os.makedirs(directory, exist_ok=True)
-        tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
-        try:
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-        _fsync_dir(directory)
+        storage_fs(path).write_atomic(path, data)
     except OSError as e:
         raise CheckpointStorageError(f"cannot write '{path}': {e.strerror or e}") from e
-
-
-def _fsync_dir(directory: str) -> None:
-    """Make the rename itself durable; not every platform can open a directory."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

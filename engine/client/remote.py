@@ -24,6 +24,7 @@ import cloudpickle
 import httpx
 import msgpack
 
+from engine.checkpoint.filesystem import storage_fs
 from engine.client import job_output
 from engine.client.collect_result_buffer import CollectResultBuffer, ResultsMissing
 from engine.client.failover import failover_client
@@ -261,7 +262,8 @@ class RemoteContext:
             env._config.set_string("execution.batch-engine", self.batch_engine)
         if self.savepoint_path:
             # Flink's CLI -s/--fromSavepoint sets the same options; the JobManager validates the path.
-            env._config.set_string("execution.savepoint.path", os.path.abspath(self.savepoint_path))
+            path = self.savepoint_path  # a local path made absolute, a URL (s3://...) as given
+            env._config.set_string("execution.savepoint.path", storage_fs(path).absolute(path))
             if self.allow_non_restored_state:
                 env._config.set_string("execution.savepoint.ignore-unclaimed-state", "true")
 

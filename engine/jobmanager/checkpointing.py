@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-import os
 import pickle
 import threading
 from typing import Any
@@ -25,6 +24,7 @@ from engine.checkpoint import stats as checkpoint_stats
 from engine.checkpoint.completed_checkpoint import CompletedCheckpoint
 from engine.checkpoint.config import CheckpointConfig
 from engine.checkpoint.coordinator import CheckpointCoordinator, FailedCheckpoint
+from engine.checkpoint.filesystem import storage_fs
 from engine.checkpoint.messages import DiscardAction, NotifyAbortedAction, TaskAck, TriggerAction
 from engine.checkpoint.stats_tracker import CheckpointStatsTracker
 from engine.checkpoint.storage import FileSystemCheckpointStorage, discard_shared, shared_location, sweep_shared
@@ -206,7 +206,7 @@ class JobCheckpointing:
         """Start a savepoint (``stop``: stop-with-savepoint). Raises CheckpointTriggerError without a
         directory, and CheckpointStorageError when the directory cannot be written."""
         chosen = target_directory or self.savepoint_dir
-        target = os.path.abspath(chosen) if chosen else ""
+        target = storage_fs(chosen).absolute(chosen) if chosen else ""
         if target:
             self.storage.check_writable(target, "savepoint")
         action = self.coordinator.trigger_savepoint(now_ms, target, request_id, stop=stop, drain=drain)
@@ -282,7 +282,8 @@ class JobCheckpointing:
         if not names or not self.config.storage_dir:
             return []
         shared_dir = shared_location(self.config.storage_dir, self.job_id)
-        return sorted(n for n in names if not os.path.isfile(os.path.join(shared_dir, n)))
+        fs = storage_fs(shared_dir)
+        return sorted(n for n in names if not fs.isfile(fs.join(shared_dir, n)))
 
     def _savepoint_completed(self, completed: CompletedCheckpoint, now_ms: int) -> None:
         record = self._savepoints.pop(completed.request_id, None) if completed.request_id else None
@@ -411,15 +412,17 @@ class JobCheckpointing:
             log.info("deleted %d shared state file(s) of job %s that no checkpoint refers to", len(gone), self.job_id)
 
     def _in_storage(self, newest_only: bool) -> list[CompletedCheckpoint]:
-        job_dir = os.path.join(self.config.storage_dir or "", self.job_id)
+        base = self.config.storage_dir or ""
+        fs = storage_fs(base)
+        job_dir = fs.join(base, self.job_id)
         try:
-            names = [n for n in os.listdir(job_dir) if n.startswith("chk-") and n[4:].isdigit()]
+            names = [n for n in fs.listdir(job_dir) if n.startswith("chk-") and n[4:].isdigit()]
         except OSError:
             return []
         found = []
         for name in sorted(names, key=lambda n: int(n[4:]), reverse=True):
-            path = os.path.join(job_dir, name)
-            if not os.path.isfile(os.path.join(path, "_metadata")):
+            path = fs.join(job_dir, name)
+            if not fs.isfile(fs.join(path, "_metadata")):
                 continue  # in flight when the JobManager stopped
             try:
                 found.append(CompletedCheckpoint.from_metadata(self.storage.read_metadata(path), external_path=path))
@@ -436,7 +439,7 @@ class JobCheckpointing:
 
         meta = self.storage.read_metadata(path)
         try:
-            return CompletedCheckpoint.from_metadata(meta, external_path=os.path.abspath(path))
+            return CompletedCheckpoint.from_metadata(meta, external_path=storage_fs(path).absolute(path))
         except (KeyError, ValueError, TypeError) as e:
             raise InvalidSavepoint(path, f"_metadata is corrupt: {e}") from e
 

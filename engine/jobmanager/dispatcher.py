@@ -42,6 +42,7 @@ from engine.graph.job_graph import JobGraph
 from engine.graph.stream_graph import UPPER_MAX_PARALLELISM
 from engine.checkpoint.rescale import StateRestoreError
 from engine.checkpoint.stats_tracker import CheckpointStatsTracker
+from engine.checkpoint.filesystem import storage_fs
 from engine.checkpoint.storage import InvalidSavepoint
 from engine.jobmanager.checkpointing import JobCheckpointing
 from engine.jobmanager.leader_election import FencedOut
@@ -359,12 +360,13 @@ class Dispatcher(SavepointOperations):
                 continue
             log.info("TaskManager %s on %s registered with %d slots", tm, info.host, info.slots)
             theirs = info.details.get("checkpoint_dir")
-            if theirs and os.path.abspath(theirs) != os.path.abspath(self.config.checkpoint_dir):
+            ours = storage_fs(self.config.checkpoint_dir).absolute(self.config.checkpoint_dir)
+            if theirs and storage_fs(theirs).absolute(theirs) != ours:
                 log.warning(
                     "TaskManager %s on %s uses checkpoint directory %s, but the JobManager uses %s: "
                     "MILLSTREAM_CHECKPOINT_DIR must be one directory shared by the JobManager and every "
                     "TaskManager, at the same path",
-                    tm, info.host, theirs, os.path.abspath(self.config.checkpoint_dir),
+                    tm, info.host, theirs, ours,
                 )
 
     def _refresh_membership(self) -> None:
@@ -655,7 +657,8 @@ def _with_savepoint_options(
     if allow_non_restored_state is not None:
         config[ALLOW_NON_RESTORED_KEY] = bool(allow_non_restored_state)
     if config.get(SAVEPOINT_PATH_KEY):
-        config[SAVEPOINT_PATH_KEY] = os.path.abspath(str(config[SAVEPOINT_PATH_KEY]).removeprefix("file://"))
+        path = str(config[SAVEPOINT_PATH_KEY])
+        config[SAVEPOINT_PATH_KEY] = storage_fs(path).absolute(path)  # a local path made absolute, a URL kept
     if config == job_graph.config:
         return job_graph
     return dataclasses.replace(job_graph, config=config)

@@ -8,11 +8,11 @@ quick, so the work is done at once and ``DisposalResults`` only keeps the outcom
 """
 from __future__ import annotations
 
-import os
 import threading
 import uuid
 from collections import OrderedDict
 
+from engine.checkpoint.filesystem import storage_fs
 from engine.checkpoint.storage import CheckpointStorageError, FileSystemCheckpointStorage, InvalidSavepoint
 from engine.jobmanager.savepoints import OperationRejected, StateRoots
 
@@ -26,10 +26,14 @@ def dispose_savepoint(path: str, roots: StateRoots | None) -> None:
         raise OperationRejected("savepoint-path is required")
     if roots is not None:
         roots.confine(path, "savepoint-path")  # before anything touches the path
-    resolved = os.path.realpath(path.removeprefix("file://"))
-    if not os.path.basename(resolved).startswith("savepoint-"):
+    fs = storage_fs(path)  # a local path or a URL (engine/checkpoint/filesystem.py)
+    try:
+        resolved = fs.resolve(path)
+    except ValueError as e:
+        raise OperationRejected(f"'{path[:300]}' is not a savepoint directory: {e}") from e
+    if not fs.basename(resolved).startswith("savepoint-"):
         raise OperationRejected(f"'{path[:300]}' is not a savepoint directory (savepoint-...); only savepoints are disposed")
-    storage = FileSystemCheckpointStorage(os.path.dirname(resolved))
+    storage = FileSystemCheckpointStorage(fs.dirname(resolved))
     try:
         storage.read_metadata(resolved)  # exists, and its _metadata opens with this cluster's secret
     except InvalidSavepoint as e:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.checkpoint.config import CheckpointConfig
 from engine.checkpoint.coordinator import CheckpointTriggerError
+from engine.checkpoint.filesystem import is_remote, storage_fs
 from engine.checkpoint.storage import CheckpointStorageError
 from engine.jobmanager.job_master import JobMaster, JobNotRunning
 from engine.jobmanager.job_store import JobStore, SavepointRecord
@@ -57,14 +58,18 @@ class StateRoots:
 
     @classmethod
     def of(cls, *directories: str | os.PathLike[str] | None) -> "StateRoots":
-        return cls(tuple(os.path.realpath(os.fspath(d)) for d in directories if d))
+        return cls(tuple(storage_fs(os.fspath(d)).resolve(os.fspath(d)) for d in directories if d))
 
     def contains(self, path: str) -> bool:
+        path = str(path)
         try:
-            resolved = os.path.realpath(str(path).removeprefix("file://"))
-        except ValueError:  # a NUL or a lone surrogate: no such path can be under a root (issue 14)
+            resolved = storage_fs(path).resolve(path)
+        except ValueError:  # a NUL or a lone surrogate, or a URL that climbs with ..: never under a root (issue 14)
             return False
-        return any(os.path.commonpath([root, resolved]) == root for root in self.roots)
+        if is_remote(resolved):
+            # The same store, and the root's path a whole-segment prefix of the path's.
+            return any(is_remote(root) and (resolved == root or resolved.startswith(root.rstrip("/") + "/")) for root in self.roots)
+        return any(not is_remote(root) and os.path.commonpath([root, resolved]) == root for root in self.roots)
 
     def confine(self, path: str, what: str) -> None:
         if not self.contains(path):

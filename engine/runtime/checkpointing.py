@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from engine.checkpoint.messages import TaskAck
+from engine.checkpoint.filesystem import is_remote
 from engine.checkpoint.storage import FileSystemCheckpointStorage
 from engine.runtime import forked_snapshot
 
@@ -200,9 +201,14 @@ class SubtaskCheckpointer:
 
     def _materialise_and_write(
         self, barrier: Barrier, states: dict[str, Any], deferred: dict[str, Callable[[], dict[str, Any]]]
-    ) -> tuple[dict[str, str], int]:
-        """In the forked child: the whole snapshot, pickled and written; returns (handles, bytes)."""
+    ) -> tuple[dict[str, str], int] | dict[str, bytes]:
+        """In the forked child: the whole snapshot, pickled and written; returns (handles, bytes). For a
+        remote store the pickled blobs come back instead and the writer thread uploads them: a child
+        forked from a multithreaded process must not open connections or import (another thread may
+        have held a lock the child inherits, as fsspec's import did)."""
         blobs = {op_id: pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL) for op_id, state in _merge(states, deferred).items()}
+        if is_remote(barrier.location or ""):
+            return blobs
         return self._write_blobs(barrier, blobs), sum(len(b) for b in blobs.values())
 
     def _write_blobs(self, barrier: Barrier, blobs: dict[str, bytes]) -> dict[str, str]:
@@ -225,7 +231,11 @@ class SubtaskCheckpointer:
     ) -> None:
         t0 = time.monotonic()
         try:
-            handles, size = child.result()
+            result = child.result()
+            if isinstance(result, dict):  # pickled by the child, for a remote store: written here
+                handles, size = self._write_blobs(barrier, result), sum(len(b) for b in result.values())
+            else:
+                handles, size = result
         except Exception as e:
             self.decline(barrier.checkpoint_id, f"subtask {self.task[1]} of {self.task[0]} could not write its state: {e}")
             return

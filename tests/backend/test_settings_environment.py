@@ -54,9 +54,12 @@ def test_case_is_ignored_as_pydantic_settings_ignores_it():
 
 
 def test_the_checkpoint_dir_setting():
-    assert Settings(data_dir=Path("/d")).resolved_checkpoint_dir == Path("/d/checkpoints")
-    assert Settings(checkpoint_dir=Path("/shared/chk")).resolved_checkpoint_dir == Path("/shared/chk")
-    assert Path("/shared/chk") in Settings(checkpoint_dir=Path("/shared/chk")).state_roots
+    assert Settings(data_dir=Path("/d")).resolved_checkpoint_dir == "/d/checkpoints"
+    assert Settings(checkpoint_dir="/shared/chk").resolved_checkpoint_dir == "/shared/chk"
+    assert "/shared/chk" in Settings(checkpoint_dir="/shared/chk").state_roots
+    # Any fsspec URL, as given (the store's package must be installed where it is used).
+    assert Settings(checkpoint_dir="s3://bucket/chk/").resolved_checkpoint_dir == "s3://bucket/chk"
+    assert Settings(checkpoint_dir="file:///shared/chk").resolved_checkpoint_dir == "/shared/chk"
 
 
 def test_every_variable_the_repository_uses_is_declared():
