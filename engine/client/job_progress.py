@@ -113,7 +113,8 @@ class JobWatcher(threading.Thread):
         if message != self._message:
             if message:
                 self._say(f"Job {self.job_id} is waiting for slots: {message.removeprefix('waiting for resources: ')}")
-            elif self._message and state not in TERMINAL:
+            elif self._message and (state not in TERMINAL or state == "FINISHED"):
+                # FINISHED too: a short job can end between two looks, and it did get its slots.
                 self._say(f"Job {self.job_id} got its slots and is {state}")
             self._message = message
         if self.wait.observe(state, message, self.clock()):

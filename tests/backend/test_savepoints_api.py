@@ -230,7 +230,7 @@ def test_history_and_trigger_ids_survive_a_jobmanager_restart(settings: Settings
 def test_savepoint_disposal_answers_in_flinks_shape_and_deletes_only_savepoints(api: TestClient, settings: Settings):
     from engine.checkpoint.storage import FileSystemCheckpointStorage
 
-    root = settings.resolved_savepoint_dir
+    root = Path(settings.resolved_savepoint_dir)
     storage = FileSystemCheckpointStorage(str(root))
     location = str(root / "savepoint-abc123-0001")
     Path(location).mkdir(parents=True)
