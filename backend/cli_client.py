@@ -27,13 +27,13 @@ JM_OPTION = typer.Option(
 EXIT_JOB_FAILED = 1  # the job failed, was cancelled by someone else, or the JobManager refused it
 EXIT_USAGE = 2  # a bad command line, address or setting
 EXIT_UNREACHABLE = 3  # no JobManager answered at the address, or what answered is not one
-EXIT_PROGRAM = 4  # the program raised, exited non-zero, or never called execute()
+EXIT_PROGRAM = 4  # the program raised or exited non-zero
 EXIT_NO_SLOTS = 5  # the job got no slots within the slot request timeout and was cancelled
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 every job finished (or, with --detached, was submitted); 1 a job failed or was cancelled, "
     "or the JobManager refused it; 2 a bad command line; 3 no JobManager answered at the address; "
-    "4 the program failed or never called execute(); 5 a job got no slots within the slot request timeout."
+    "4 the program failed; 5 a job got no slots within the slot request timeout."
 )
 
 # Everything after the program path is the program's own: "run prog.py -p 3" gives "-p 3" to the
@@ -199,8 +199,9 @@ def run(
             if code == 0 and (state == "FAILED" or (state == "CANCELED" and job_id not in remote.cancelled)):
                 code = EXIT_JOB_FAILED
         if not remote.submitted and code == 0:
+            # Said, not failed: a program may only print its plan (get_execution_plan), as under Flink's
+            # `flink run`, which submits nothing then either.
             typer.echo("the program did not submit a job: it never called execute() or execute_and_collect()", err=True)
-            code = EXIT_PROGRAM
     raise typer.Exit(code)
 
 
