@@ -83,24 +83,33 @@ class JobWatcher(threading.Thread):
         self.clock = clock
         self.timed_out: str | None = None
         self.done = threading.Event()  # the job ended (or was given up on) and the watcher stopped
-        self._stop = threading.Event()
+        self._stopping = threading.Event()
         self._message: str | None = None
         self._progress_shown = False
 
     def stop(self) -> None:
-        self._stop.set()
+        self._stopping.set()
 
     def run(self) -> None:
         try:
-            while not self._stop.is_set():
+            while not self._stopping.is_set():
                 try:
                     r = self.http.get(f"/jobs/{self.job_id}")
                 except httpx.TransportError:  # a JobManager restart: the program's own calls wait for it
-                    self._stop.wait(POLL_S)
+                    self._stopping.wait(POLL_S)
                     continue
                 if r.status_code == 200 and self._look(r.json()):
                     return
-                self._stop.wait(POLL_S)
+                self._stopping.wait(POLL_S)
+            if self._message:
+                # Stopped (the job ended) while the last look said it waited: one more look says how
+                # it went, so a short job that got its slots between two looks is still told.
+                try:
+                    r = self.http.get(f"/jobs/{self.job_id}")
+                    if r.status_code == 200:
+                        self._look(r.json())
+                except httpx.TransportError:
+                    pass
         finally:
             self._clear_progress()
             self.http.close()

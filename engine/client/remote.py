@@ -148,6 +148,9 @@ class RestJobClient:
             r.raise_for_status()
             job = r.json()
             if job["state"] in TERMINAL:
+                if self.watcher is not None:
+                    self.watcher.stop()  # its last look says how a job it saw waiting went
+                    self.watcher.join(5)
                 return job
             time.sleep(poll_s)
 
