@@ -18,7 +18,7 @@ import logging
 import os
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import cloudpickle
 import httpx
@@ -93,6 +93,38 @@ def register_program_modules(program_dir: str) -> None:
 JOBMANAGER_OUTAGE_S = 90.0  # how long a client waits for a restarted JobManager before giving up
 
 
+def wait_out_outage(
+    send: Callable[[], httpx.Response],
+    outage_s: float,
+    doing: str,
+    gave_up: Callable[[httpx.TransportError], Exception] | None = None,
+) -> httpx.Response:
+    """Call ``send`` until it gets an answer other than 503, for up to ``outage_s``: a JobManager that
+    restarts cannot be reached for a while, and one whose Redis is away answers 503. The user gets one
+    line on stderr saying what the client is ``doing`` meanwhile, never a traceback. Past the deadline a
+    503 is returned as it is and a connection error is raised, turned into ``gave_up``'s exception
+    when given."""
+    deadline = time.monotonic() + outage_s
+    told = False
+    while True:
+        try:
+            r = send()
+        except httpx.TransportError as e:
+            if time.monotonic() > deadline:
+                if gave_up is None:
+                    raise
+                raise gave_up(e) from None
+            why = f"the JobManager is unreachable ({e or type(e).__name__})"
+        else:
+            if r.status_code != 503 or time.monotonic() > deadline:
+                return r
+            why = f"the cluster is unavailable ({_errors(r)})"
+        if not told:
+            told = True
+            print(f"millstream: {why}; {doing}", file=sys.stderr, flush=True)
+        time.sleep(0.5)
+
+
 class RestJobClient:
     def __init__(
         self,
@@ -114,21 +146,8 @@ class RestJobClient:
 
     def _get(self, path: str, **kwargs: Any) -> httpx.Response:
         """GET that survives a JobManager restart (connection errors) and a Redis outage (503s): both
-        are retried for a while, the latter after one line on stderr instead of a traceback."""
-        deadline = time.monotonic() + self.outage_s
-        told = False
-        while True:
-            try:
-                r = self.http.get(path, **kwargs)
-                if r.status_code != 503 or time.monotonic() > deadline:
-                    return r
-                if not told:
-                    told = True
-                    print(f"millstream: the cluster is unavailable ({_errors(r)}); waiting for it", file=sys.stderr)
-            except httpx.TransportError:
-                if time.monotonic() > deadline:
-                    raise
-            time.sleep(0.5)
+        are retried for a while, after one line on stderr instead of a traceback."""
+        return wait_out_outage(lambda: self.http.get(path, **kwargs), self.outage_s, "waiting for it")
 
     def get_job_id(self) -> str:
         return self.job_id
@@ -275,68 +294,41 @@ class RemoteContext:
         (503) for up to ``outage_s``. The job id is chosen here, so a retry is safe: if an
         earlier try got through and only its answer was lost, the JobManager answers 409 for the id
         it already has, and that is the job."""
-        deadline = time.monotonic() + self.outage_s
         tries = 0
-        told = False
-        while True:
+
+        def post() -> httpx.Response:
+            nonlocal tries
             tries += 1
-            try:
-                r = self.http.post(
-                    "/jobs",
-                    data={"jobgraph": json.dumps(job_graph.to_dict())},
-                    files={"usercode": ("usercode.bin", code, "application/octet-stream")},
-                )
-            except httpx.TransportError as e:
-                if time.monotonic() > deadline:
-                    raise SubmissionFailed(f"the JobManager did not answer: {e}") from e
-                if not told:
-                    told = True
-                    print(f"millstream: the JobManager is unreachable ({e}); retrying the submission", file=sys.stderr)
-                time.sleep(0.5)
-                continue
-            if r.status_code == 409 and tries > 1:
-                return job_graph.job_id
-            if r.status_code == 503 and time.monotonic() <= deadline:
-                if not told:
-                    told = True
-                    print(f"millstream: the cluster is unavailable ({_errors(r)}); retrying the submission", file=sys.stderr)
-                time.sleep(0.5)
-                continue
-            if r.status_code >= 400:
-                raise SubmissionFailed(f"the JobManager refused the job ({r.status_code}): {_errors(r)}")
-            return r.json()["jobid"]
+            return self.http.post(
+                "/jobs",
+                data={"jobgraph": json.dumps(job_graph.to_dict())},
+                files={"usercode": ("usercode.bin", code, "application/octet-stream")},
+            )
+
+        def gave_up(e: httpx.TransportError) -> Exception:
+            return SubmissionFailed(f"the JobManager did not answer: {e}")
+
+        r = wait_out_outage(post, self.outage_s, "retrying the submission", gave_up)
+        if r.status_code == 409 and tries > 1:
+            return job_graph.job_id
+        if r.status_code >= 400:
+            raise SubmissionFailed(f"the JobManager refused the job ({r.status_code}): {_errors(r)}")
+        return r.json()["jobid"]
 
     def check_jobmanager(self) -> None:
         """Before the program runs: raise :class:`JobManagerUnreachable` unless a Millstream JobManager
         answers. One that cannot be reached, or answers 503, is waited for (``outage_s``), as a
         submission waits out a JobManager restart; anything else that answers is refused at once."""
-        deadline = time.monotonic() + self.outage_s
-        told = False
-        while True:
-            try:
-                r = self.http.get("/overview", timeout=10)
-            except httpx.TransportError as e:
-                why = f"{e or type(e).__name__}"
-                if time.monotonic() > deadline:
-                    raise JobManagerUnreachable(
-                        f"cannot reach the JobManager at {self.addresses}: {why}. Is the cluster running? "
-                        "(Set the address with -m host:port or MILLSTREAM_JOBMANAGER.)"
-                    ) from None
-                if not told:
-                    told = True
-                    print(
-                        f"millstream: the JobManager is unreachable ({why}); retrying the submission for up to "
-                        f"{self.outage_s:g} s", file=sys.stderr, flush=True,
-                    )
-                time.sleep(0.5)
-                continue
-            if r.status_code == 503 and time.monotonic() <= deadline:
-                if not told:
-                    told = True
-                    print(f"millstream: the cluster is unavailable ({_errors(r)}); retrying the submission", file=sys.stderr)
-                time.sleep(0.5)
-                continue
-            break
+        def gave_up(e: httpx.TransportError) -> Exception:
+            return JobManagerUnreachable(
+                f"cannot reach the JobManager at {self.addresses}: {e or type(e).__name__}. Is the cluster running? "
+                "(Set the address with -m host:port or MILLSTREAM_JOBMANAGER.)"
+            )
+
+        r = wait_out_outage(
+            lambda: self.http.get("/overview", timeout=10), self.outage_s,
+            f"retrying the submission for up to {self.outage_s:g} s", gave_up,
+        )
         if r.status_code in (401, 403):
             raise JobManagerUnreachable(
                 f"the JobManager at {self.addresses} refused the request ({r.status_code}): set MILLSTREAM_AUTH_TOKEN "
