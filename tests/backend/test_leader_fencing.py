@@ -1,10 +1,11 @@
-"""The leader lease against a real Redis and a real SQLite database: only the holder renews, tokens
-grow, and a JobManager that lost the lease can change nothing, neither in Redis nor in SQL."""
+"""The leader lease against a real Redis and a real job database (SQLite, and PostgreSQL when one is
+reachable): only the holder renews, tokens grow, and a JobManager that lost the lease can change
+nothing, neither in Redis nor in SQL."""
 from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 import redis
@@ -46,10 +47,11 @@ def client(redis_url: str):
 
 
 @pytest.fixture
-def sessions(tmp_path: Path) -> sessionmaker[Session]:
-    url = f"sqlite:///{tmp_path / 'ms.db'}"
-    upgrade_database(url)
-    return make_session_factory(make_engine(url))
+def sessions(database_url: str) -> Iterator[sessionmaker[Session]]:
+    upgrade_database(database_url)
+    engine = make_engine(database_url)
+    yield make_session_factory(engine)
+    engine.dispose()
 
 
 def _election(client, sessions, address: str, recorder: Recorder, config: LeaseConfig = SLOW) -> RedisLeaderElection:
@@ -197,3 +199,39 @@ def test_a_jobmanager_joining_while_others_stand_by_lets_them_lead_first(client,
             eb.stop()
     finally:
         ea.stop()
+
+
+def test_a_successor_claim_waits_for_a_fenced_write_in_flight_and_then_fences_it_out(sessions) -> None:
+    """The check and the write share one transaction, which holds the fence row (PostgreSQL: a row
+    lock; SQLite: the database's write lock): a new leader's claim cannot slip between an old leader's
+    check and its commit. It waits for that write to end, and the old leader's next write is refused."""
+    old_store = SqlJobStore(sessions, SqlLeaderFence(sessions))
+    assert old_store.fence.claim(Lease(7, "http://a:1", 1))
+    successor = SqlLeaderFence(sessions)
+    claimed = threading.Event()
+    checked = threading.Event()
+    finish = threading.Event()
+
+    def old_leader_writes() -> None:
+        with old_store._write() as session:  # the fence check passes: token 7 still holds
+            checked.set()
+            finish.wait(10)
+            session.add_all([])  # the write itself; commits when the block ends
+
+    def new_leader_claims() -> None:
+        successor.claim(Lease(8, "http://b:2", 2))
+        claimed.set()
+
+    writer = threading.Thread(target=old_leader_writes)
+    writer.start()
+    assert checked.wait(10)
+    claimer = threading.Thread(target=new_leader_claims)
+    claimer.start()
+    assert not claimed.wait(1.0), "the successor's claim went through while a fenced write was open"
+    finish.set()
+    writer.join(10)
+    assert claimed.wait(30) and successor.token == 8
+    claimer.join(10)
+    with pytest.raises(FencedOut, match="stale"):
+        old_store.save_job(_job("CANCELED"))
+    assert SqlLeaderFence(sessions).highest_token() == 8

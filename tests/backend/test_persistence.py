@@ -3,14 +3,10 @@ directory always, and PostgreSQL when one is reachable (in a throwaway schema)."
 from __future__ import annotations
 
 import dataclasses
-
-import os
-import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 
-import psycopg
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
@@ -31,41 +27,7 @@ from backend.persistence.sql_job_store import SqlJobStore
 from backend.persistence.taskmanager_history import TaskManagerHistory, TaskManagerState
 from engine.jobmanager.job_store import ExceptionRecord, JobRecord, SavepointRecord
 
-POSTGRES_URL = os.environ.get("MILLSTREAM_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 TABLES = {"jobs", "job_exceptions", "jars", "taskmanagers", "checkpoints", "checkpoint_restores", "savepoints"}
-
-
-def _libpq_dsn(url: str) -> str:
-    return url.replace("postgresql+psycopg://", "postgresql://", 1)
-
-
-@pytest.fixture(scope="session")
-def postgres_available() -> bool:
-    try:
-        psycopg.connect(_libpq_dsn(POSTGRES_URL), connect_timeout=2).close()
-    except psycopg.OperationalError:
-        return False
-    return True
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def database_url(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:
-    """A fresh, empty database, with no tables yet."""
-    if request.param == "sqlite":
-        # A missing directory: make_engine must create it.
-        yield f"sqlite:///{tmp_path / 'nested' / 'millstream.db'}"
-        return
-    if not request.getfixturevalue("postgres_available"):
-        pytest.skip(f"PostgreSQL not reachable at {POSTGRES_URL}")
-    schema = f"ms_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(_libpq_dsn(POSTGRES_URL), autocommit=True) as admin:
-        admin.execute(f'CREATE SCHEMA "{schema}"')
-    try:
-        # Every connection, Alembic's included, resolves unqualified tables in the schema.
-        yield f"{POSTGRES_URL}?options=-csearch_path%3D{schema}"
-    finally:
-        with psycopg.connect(_libpq_dsn(POSTGRES_URL), autocommit=True) as admin:
-            admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
 @pytest.fixture
