@@ -1,15 +1,21 @@
-"""LeaderForwarding: a standby JobManager passes REST requests on to the leader (issue 18).
+"""LeaderForwarding: a standby JobManager passes REST and dashboard requests on to the leader (issue 18).
 
-With high availability every JobManager answers REST. A standby forwards each request (method,
-path, query, headers and body) to the leader named by the lease and relays the answer, so clients
-and scripts may talk to any JobManager. What only this process can answer stays here: the
-``/jobmanager/leader`` route, this process's own log and config, and the dashboard's pages (which
-show, in their header, which JobManager leads). When no leader can be reached (a takeover under way)
-a read is answered here from SQL, with ``X-Millstream-Served-By: standby``, and a mutation gets 503
-with ``Retry-After``: clients retry it (engine/client/remote.py). A request that was forwarded once is
-never forwarded again, so two JobManagers that disagree about the leader cannot bounce it forever.
-The leader applies its own token, origin and CSRF checks to what it is forwarded (the standby
-rewrites ``Host`` to the leader's, so it first refuses names it would not answer itself).
+With high availability every JobManager answers. A standby forwards each request (method, path,
+query, headers and body) to the leader named by the lease and relays the answer as it streams in
+(the dashboard's server-sent events included), so clients, scripts and browsers may talk to any
+JobManager and see the leader's live view, as Flink's REST endpoint on a standby answers from the
+leader's Dispatcher. What only this process can answer stays here: the ``/jobmanager/leader``
+route, this process's own log and config, Prometheus ``/metrics`` and static assets. When no
+leader can be reached (a takeover under way) a read is answered here from SQL, with
+``X-Millstream-Served-By: standby`` (the dashboard then says it is a standby's view), and a
+mutation gets 503 with ``Retry-After``: clients retry it (engine/client/remote.py). A request that
+was forwarded once is never forwarded again, so two JobManagers that disagree about the leader
+cannot bounce it forever.
+
+The forwarded request keeps the ``Host`` the caller used. The leader applies its own token, origin
+and CSRF checks to it, and they then compare the browser's ``Origin`` with the address the browser
+really talked to: a dashboard form posted to a standby passes, a foreign page's request does not.
+The standby first refuses host names it would not answer itself (DNS rebinding), as the leader would.
 """
 from __future__ import annotations
 
@@ -68,7 +74,6 @@ class LeaderForwarding:
             or not leadership.high_availability
             or leadership.serving_leader()
             or _LOCAL.match(path)
-            or (path.startswith("/ui/") and method not in MUTATING)
         ):
             await self.app(scope, receive, send)
             return
@@ -94,8 +99,11 @@ class LeaderForwarding:
         url = leader + scope.get("raw_path", path.encode()).decode("latin-1") + (f"?{query}" if query else "")
         forward = [(k, v) for k, v in headers if k not in _HOP_BY_HOP]
         forward.append((FORWARDED_HEADER, leadership.address))
+        if "host" in dict(headers):
+            forward.append(("host", dict(headers)["host"]))  # see the module docstring: the leader checks Origin against it
+        http = self._http()
         try:
-            r = await self._http().request(method, url, headers=forward, content=body)
+            r = await http.send(http.build_request(method, url, headers=forward, content=body), stream=True)
         except httpx.TransportError as e:
             if leader != self._last_unreachable:  # once per leader, not per request of a takeover's seconds
                 self._last_unreachable = leader
@@ -107,9 +115,18 @@ class LeaderForwarding:
             for k, v in r.headers.multi_items()
             if k.lower() not in _HOP_BY_HOP and k.lower() not in _OWN
         ]
-        out += [(b"content-length", str(len(r.content)).encode()), (b"x-millstream-served-by", leader.encode())]
-        await send({"type": "http.response.start", "status": r.status_code, "headers": out})
-        await send({"type": "http.response.body", "body": r.content})
+        out.append((b"x-millstream-served-by", leader.encode()))
+        try:
+            await send({"type": "http.response.start", "status": r.status_code, "headers": out})
+            # Relayed as it arrives: a page comes in one or two chunks, an event stream stays open.
+            async for chunk in r.aiter_bytes():
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except httpx.TransportError as e:  # the leader went away mid-answer: end ours; the browser retries
+            log.info("the leader %s broke off its answer to %s %s (%s)", leader, method, path, e)
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            await r.aclose()
 
     async def _unforwarded(self, scope: Scope, receive: Receive, send: Send, body: bytes | None) -> None:
         """No leader to forward to: answer reads here from SQL; refuse mutations and live reads with 503."""

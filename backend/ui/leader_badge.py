@@ -2,7 +2,9 @@
 
 A context processor: every dashboard page gets ``jobmanager_leader``, None without high
 availability (one JobManager: nothing to tell apart), else this JobManager's role and the leader's
-address, so a page served by a standby says so and links to the leader's dashboard.
+address, so a page served by a standby says so and links to the leader's dashboard. A page the
+leader rendered for a request a standby relayed (backend/leader_forwarding.py) says that it is the
+leader's live view, seen through that standby.
 """
 from __future__ import annotations
 
@@ -20,4 +22,6 @@ def leader_context(request: Request) -> dict[str, Any]:
         info = leadership.info()
     except redis.RedisError:
         info = {"address": None, "role": "unknown", "self": leadership.address}
-    return {"jobmanager_leader": {"role": info["role"], "leader": info["address"], "self": info["self"]}}
+    # Set by a relaying standby (a caller could set it too: it only changes these words, escaped).
+    via = request.headers.get("x-millstream-forwarded")
+    return {"jobmanager_leader": {"role": info["role"], "leader": info["address"], "self": info["self"], "via": via}}
