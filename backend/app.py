@@ -166,6 +166,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(
         LeaderForwarding, max_body_bytes=settings.max_request_bytes,
         guard_hosts=None if settings.auth_token else settings.allowed_host_list,
+        allowed_origins=settings.cors_origin_list,
     )
     return app
 

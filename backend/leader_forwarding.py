@@ -12,10 +12,12 @@ mutation gets 503 with ``Retry-After``: clients retry it (engine/client/remote.p
 was forwarded once is never forwarded again, so two JobManagers that disagree about the leader
 cannot bounce it forever.
 
-The forwarded request keeps the ``Host`` the caller used. The leader applies its own token, origin
-and CSRF checks to it, and they then compare the browser's ``Origin`` with the address the browser
-really talked to: a dashboard form posted to a standby passes, a foreign page's request does not.
-The standby first refuses host names it would not answer itself (DNS rebinding), as the leader would.
+Where a browser came from is judged here, where the browser really was: the standby refuses host
+names it would not answer itself (DNS rebinding) and mutations a browser marks as cross-site, by the
+leader's own rule (backend/origin_guard.py), then forwards without the provenance headers it judged
+(``Origin``, ``Referer``, ``Sec-Fetch-*``), under the leader's ``Host``. The leader would otherwise
+compare the standby's ``Origin`` with its own address and refuse the standby's own dashboard forms.
+The leader still applies its token, session and ``HX-Request`` checks.
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ import httpx
 import redis
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from backend.origin_guard import host_allowed
+from backend.origin_guard import cross_site_reason, host_allowed
 
 log = logging.getLogger("millstream.forwarding")
 logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per forwarded request would drown the JobManager's log
@@ -37,6 +39,7 @@ _HOP_BY_HOP = frozenset({
     "host", "content-length", "connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
     "proxy-authorization", "proxy-authenticate",
 })
+_PROVENANCE = re.compile(r"^(origin|referer|sec-fetch-.*)$")  # judged here, not passed on: see the docstring
 _OWN = frozenset({"date", "server", "content-encoding"})  # set by this server itself, or undone by httpx
 # Answered by this process whatever its role.
 _LOCAL = re.compile(r"^(/v1)?/(jobmanager/(leader|log|logs|config)|docs|redoc|openapi\.json|metrics)(/|$)|^/ui/static/")
@@ -52,13 +55,19 @@ def _json(status: int, message: str, extra: list[tuple[bytes, bytes]] = ()) -> t
 
 class LeaderForwarding:
     def __init__(
-        self, app: ASGIApp, max_body_bytes: int, guard_hosts: list[str] | None = None, timeout_s: float = 120.0
+        self,
+        app: ASGIApp,
+        max_body_bytes: int,
+        guard_hosts: list[str] | None = None,
+        allowed_origins: list[str] | None = None,
+        timeout_s: float = 120.0,
     ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
         # Without a token, the Host names this server answers (OriginGuard's rule). The forwarded request
         # carries the leader's Host, so a DNS-rebinding name must be refused here, before forwarding.
         self.guard_hosts = guard_hosts
+        self.allowed_origins = list(allowed_origins or [])  # MILLSTREAM_CORS_ORIGINS, as the leader's guard has them
         self.timeout_s = timeout_s
         self._client: httpx.AsyncClient | None = None
         self._last_unreachable: str | None = None
@@ -97,10 +106,13 @@ class LeaderForwarding:
             return
         query = scope.get("query_string", b"").decode("latin-1")
         url = leader + scope.get("raw_path", path.encode()).decode("latin-1") + (f"?{query}" if query else "")
-        forward = [(k, v) for k, v in headers if k not in _HOP_BY_HOP]
+        if method in MUTATING and (reason := cross_site_reason(dict(headers), self.allowed_origins)):
+            start, payload = _json(403, reason)
+            await send(start)
+            await send({"type": "http.response.body", "body": payload})
+            return
+        forward = [(k, v) for k, v in headers if k not in _HOP_BY_HOP and not _PROVENANCE.match(k)]
         forward.append((FORWARDED_HEADER, leadership.address))
-        if "host" in dict(headers):
-            forward.append(("host", dict(headers)["host"]))  # see the module docstring: the leader checks Origin against it
         http = self._http()
         try:
             r = await http.send(http.build_request(method, url, headers=forward, content=body), stream=True)
