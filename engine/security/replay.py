@@ -127,6 +127,7 @@ class ElementPositions:
         self._at: dict[int, tuple[bytes, int]] = {}
         self._last: dict[bytes, int] = {}
         self._newest = -1
+        self.primed = False  # the reader has taken in what the list held before its first read
 
     def accept(self, position: int, writer: bytes, index: int) -> bool:
         if self._at.get(position) == (writer, index):
