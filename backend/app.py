@@ -27,6 +27,7 @@ from backend.origin_guard import OriginGuard
 from backend.persistence.audit_log import AuditLog
 from backend.persistence.database import make_engine, make_session_factory, upgrade_database
 from backend.persistence.jar_store import JarRepository
+from backend.persistence.leader_fence import SqlLeaderFence
 from backend.persistence.sql_job_store import SqlJobStore
 from backend.persistence.taskmanager_history import TaskManagerHistory
 from backend.persistence.ui_sessions import UISessionStore
@@ -108,6 +109,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 archive_after_ms=settings.job_archive_after_ms,
                 latency_interval_ms=settings.latency_interval_ms,
             ),
+            # Without HA, this start's epoch (with HA, each term's Dispatcher takes its lease's token).
+            epoch=None if settings.high_availability else SqlLeaderFence(sessions).next_epoch(),
         )
         dispatcher.state_roots = StateRoots.of(*settings.state_roots)  # what REST callers may point it at
         # Without HA it just runs the Dispatcher; with HA the Dispatcher is a standby's, and each term of

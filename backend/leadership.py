@@ -39,7 +39,9 @@ def make_leadership(
         dispatcher.store.fence = SqlLeaderFence(sessions)  # a standby never changes job state
 
     def like(store: SqlJobStore, writes: Any, leading: Callable[[], bool]) -> Dispatcher:
-        term = Dispatcher(client, store, dispatcher.config, dispatcher.clock, writes=writes, leadership=leading)
+        term = Dispatcher(
+            client, store, dispatcher.config, dispatcher.clock, writes=writes, leadership=leading, epoch=writes.lease.token
+        )
         term.state_roots = dispatcher.state_roots
         return term
 

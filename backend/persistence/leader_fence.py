@@ -42,6 +42,14 @@ class SqlLeaderFence:
             self.token = lease.token
         return bool(done)
 
+    def next_epoch(self) -> int:
+        """A JobManager without HA starts: the next number of the same sequence as the lease tokens,
+        for its epoch (every message to its inbox must carry it)."""
+        with self._sessions.begin() as session:
+            _ensure_row(session)
+            session.execute(update(_TABLE).where(_TABLE.c.id == 1).values(token=_TABLE.c.token + 1))
+            return int(session.scalar(select(JobManagerLeaderRow.token).where(JobManagerLeaderRow.id == 1)))
+
     def release(self) -> None:
         """Stop writing: every fenced write from now on is refused."""
         self.token = None

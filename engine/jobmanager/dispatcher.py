@@ -113,6 +113,7 @@ class Dispatcher(SavepointOperations):
         clock: Callable[[], float] = time.time,
         writes: Any = None,
         leadership: Callable[[], bool] | None = None,
+        epoch: int | None = None,
     ) -> None:
         self.client = client
         self.store = store
@@ -122,10 +123,14 @@ class Dispatcher(SavepointOperations):
         self.writes = writes if writes is not None else client
         self.leadership = leadership
         self.stepped_down = False
-        self.gateway = RedisTaskExecutorGateway(self.writes, config.cluster_secret)
+        # This JobManager's epoch (a number from SQL, larger at every start; with HA the lease's token):
+        # every message to its inbox must be sealed for it, so none from before a restart acts again.
+        self.epoch = epoch
+        self.gateway = RedisTaskExecutorGateway(self.writes, config.cluster_secret, epoch)
         self.pool = SlotPool()
         self.rm = ResourceManager(client, self.pool, config.cluster_secret, config.heartbeat_timeout_ms)
-        self._replay = ReplayWindow(redis_keys.JOBMANAGER_INBOX)  # a genuine report pushed again acts once
+        # a genuine report pushed again acts once, and one sealed for an earlier JobManager never
+        self._replay = ReplayWindow(redis_keys.JOBMANAGER_INBOX, epoch=epoch)
         self.jobs: dict[str, JobMaster] = {}
         self.lock = threading.RLock()
         self._stop = threading.Event()
@@ -141,6 +146,8 @@ class Dispatcher(SavepointOperations):
     # -- lifecycle ----------------------------------------------------------------
     def start(self) -> None:
         self._await_redis()
+        if self.epoch is not None:  # before any deploy: TaskManagers seal slot_lost reports with it
+            messages.publish_epoch(self.writes, self.config.cluster_secret, self.epoch)
         self._recover_jobs()
         self._thread = threading.Thread(target=self._loop, name="dispatcher", daemon=True)
         self._thread.start()
@@ -237,8 +244,12 @@ class Dispatcher(SavepointOperations):
         except Exception:
             log.exception("cannot rebuild job %s", rec.jid)
             return False
-        # Attempts after the ones the old TaskManager tasks ran, so no stale channel is ever read.
+        # Attempts after the ones the old TaskManager tasks ran, so no stale channel is ever read. SQL
+        # has each attempt before its tasks are deployed (persist() on every restart): the metrics in
+        # Redis alone could be deleted, and an attempt number used again would let an old attempt's
+        # sealed buffers and reports be replayed into the new one.
         seen = [s.get("attempt", 0) for s in self._all_metric_samples(rec.jid)]
+        seen += [st.get("attempt", 0) for v in full.vertices for st in v.get("subtasks", ())]
         if not jm.resume_from_latest_checkpoint(max(seen, default=0) + 1, rec.start_time):
             if self.leadership is None:
                 return False  # a lone JobManager restarted: recorded as failed, as before

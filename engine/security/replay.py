@@ -10,6 +10,11 @@ out of the window, and a message older than ``max_age_s`` by its own stamp (so a
 the receiver never heard of, e.g. from before the receiver restarted, is bounded in time too). The
 table is bounded: senders silent for ``max_age_s`` are forgotten, which is safe because their old
 messages are refused by age.
+
+A window held in memory starts empty when its process restarts, so the JobManager's inbox also
+demands its ``epoch`` (Flink's fencing token): a number taken from SQL at each start (or the leader
+lease's token with HA), larger than any before, that every message to it carries under the seal.
+A message sealed for an earlier JobManager is refused whatever its age (``check_epoch``).
 """
 from __future__ import annotations
 
@@ -54,9 +59,10 @@ class ReplayWindow:
 
     def __init__(
         self, where: str, window: int = WINDOW, max_age_s: float = MAX_AGE_S,
-        clock: Callable[[], float] = time.time, max_senders: int = MAX_SENDERS,
+        clock: Callable[[], float] = time.time, max_senders: int = MAX_SENDERS, epoch: int | None = None,
     ) -> None:
         self.where = where
+        self.epoch = epoch  # the receiver's epoch, which every message must carry; None: not checked
         self.window = window
         self.max_age_ms = int(max_age_s * 1000)
         self.clock = clock
@@ -85,6 +91,11 @@ class ReplayWindow:
             finally:
                 self._senders[sender] = (highest, seen, now)  # type: ignore[index]
                 self._forget(now)
+
+    def check_epoch(self, epoch: object) -> None:
+        """Refuse a message sealed for another epoch of the receiver (one from before it restarted)."""
+        if self.epoch is not None and epoch != self.epoch:
+            self._refuse(f"it was sealed for epoch {epoch!r} of its receiver, which is at epoch {self.epoch} now")
 
     def _forget(self, now: int) -> None:
         while self._senders:
@@ -116,6 +127,7 @@ class ElementPositions:
         self._at: dict[int, tuple[bytes, int]] = {}
         self._last: dict[bytes, int] = {}
         self._newest = -1
+        self.primed = False  # the reader has taken in what the list held before its first read
 
     def accept(self, position: int, writer: bytes, index: int) -> bool:
         if self._at.get(position) == (writer, index):

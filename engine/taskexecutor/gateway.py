@@ -37,13 +37,17 @@ class TaskExecutorGateway(Protocol):
 
 
 class RedisTaskExecutorGateway:
-    def __init__(self, client: redis.Redis, cluster_secret: str | None = None) -> None:
+    def __init__(self, client: redis.Redis, cluster_secret: str | None = None, epoch: int | None = None) -> None:
         self.client = client
         self.cluster_secret = cluster_secret
+        self.epoch = epoch  # the JobManager's: slots seal what they report back for it
 
     def _send(self, tm_id: str, slot: int, msg: dict) -> None:
         # Sealed for this slot's inbox: the slot drops anything that is not (a forged deploy, cancel...).
+        # It carries the JobManager's epoch, which the slot's reports must carry back.
         inbox = redis_keys.slot_inbox(tm_id, slot)
+        if self.epoch is not None:
+            msg = {**msg, "epoch": self.epoch}
         self.client.rpush(inbox, messages.seal(msg, self.cluster_secret, inbox))
 
     def upload_user_code(self, job_id: str, code: bytes) -> None:

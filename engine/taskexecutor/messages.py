@@ -19,6 +19,7 @@ from typing import Any
 
 import msgpack
 
+from engine import redis_keys
 from engine.security.mac import Part, Sealer, Unauthenticated
 from engine.security.replay import ReplayWindow, stamp
 
@@ -33,9 +34,13 @@ def unpack(data: bytes) -> dict[str, Any]:
     return msgpack.unpackb(data, raw=False, strict_map_key=False)
 
 
-def seal(msg: dict[str, Any], secret: str | bytes | None, inbox: str) -> bytes:
-    """``msg`` packed and sealed for the Redis list ``inbox``, with a fresh nonce."""
-    return Sealer(secret, "control", inbox).seal(pack({**msg, "nonce": list(stamp())}))
+def seal(msg: dict[str, Any], secret: str | bytes | None, inbox: str, epoch: int | None = None) -> bytes:
+    """``msg`` packed and sealed for the Redis list ``inbox``, with a fresh nonce, and for the
+    receiver's ``epoch`` when given (the JobManager's inbox demands the epoch it runs in)."""
+    body = {**msg, "nonce": list(stamp())}
+    if epoch is not None:
+        body["epoch"] = epoch
+    return Sealer(secret, "control", inbox).seal(pack(body))
 
 
 def open_message(
@@ -49,7 +54,21 @@ def open_message(
     if replay is not None:
         nonce = msg.get("nonce")
         replay.check(*(nonce if isinstance(nonce, list) and len(nonce) == 3 else (None, None, None)))
+        replay.check_epoch(msg.get("epoch"))
     return msg
+
+
+def publish_epoch(client: Any, secret: str | bytes | None, epoch: int) -> None:
+    """Tell the cluster the epoch the JobManager's inbox demands now (sealed: only a JobManager sets it;
+    an older value put back only makes the messages sealed with it refused)."""
+    client.set(redis_keys.JOBMANAGER_EPOCH, seal_report({"epoch": epoch}, secret, "jm-epoch", redis_keys.JOBMANAGER_EPOCH))
+
+
+def current_epoch(client: Any, secret: str | bytes | None) -> int | None:
+    """The epoch last published by a JobManager, or None (none published, or not sealed by one)."""
+    value = open_report(client.get(redis_keys.JOBMANAGER_EPOCH), secret, "jm-epoch", redis_keys.JOBMANAGER_EPOCH)
+    epoch = value.get("epoch") if value else None
+    return epoch if isinstance(epoch, int) else None
 
 
 def seal_report(value: dict[str, Any], secret: str | bytes | None, kind: str, *where: Part) -> bytes:

@@ -99,6 +99,9 @@ class SlotExecutor:
         self.stdout = stdout or TaskStdout(sys.stdout, StdoutForwarder(client, secret=cfg.cluster_secret))
         self.inbox = redis_keys.slot_inbox(cfg.tm_id, cfg.slot)
         self.replay = ReplayWindow(self.inbox)  # a deploy or cancel pushed again acts once
+        # The epoch of the newest JobManager that wrote to this slot: what its reports are sealed for
+        # (a JobManager that restarted refuses reports sealed for its earlier epoch, copies included).
+        self.jobmanager_epoch: int | None = None
         self.tasks: dict[tuple[str, str, int, int], _Running] = {}
         self.lock = threading.Lock()
         self.code_cache: dict[str, bytes] = {}
@@ -133,6 +136,9 @@ class SlotExecutor:
                 delay = min(delay * 2, 2.0)
 
     def handle(self, msg: dict[str, Any]) -> None:
+        epoch = msg.get("epoch")
+        if isinstance(epoch, int) and (self.jobmanager_epoch is None or epoch > self.jobmanager_epoch):
+            self.jobmanager_epoch = epoch
         if msg["type"] == "deploy":
             self.deploy(TaskDeploymentDescriptor.from_dict(msg["tdd"]))
         elif msg["type"] == "trigger_checkpoint":
@@ -268,7 +274,7 @@ class SlotExecutor:
 
     def _send(self, msg: dict[str, Any]) -> None:
         inbox = redis_keys.JOBMANAGER_INBOX
-        self.client.rpush(inbox, messages.seal(msg, self.cfg.cluster_secret, inbox))
+        self.client.rpush(inbox, messages.seal(msg, self.cfg.cluster_secret, inbox, self.jobmanager_epoch))
 
     def _collect_gateway(self, tdd: TaskDeploymentDescriptor, cancelled: threading.Event) -> RedisCollectGateway:
         """Where a collect sink's results go: the job's Redis list, bounded by the client's reading."""

@@ -183,6 +183,7 @@ class TaskExecutor:
                     messages.seal(
                         messages.slot_lost(self.id, i, int(time.time() * 1000), reason),
                         self.cfg.cluster_secret, redis_keys.JOBMANAGER_INBOX,
+                        messages.current_epoch(self.client, self.cfg.cluster_secret),  # the JobManager's now
                     ),
                 )
                 self._start_slot(i)

@@ -383,6 +383,42 @@ def test_an_edited_acknowledged_count_fails_the_client_clearly(cluster: Cluster,
     assert "went missing" in said, said[-2000:]
 
 
+_DELETE_CREDITS = """
+local n = 0
+for _, k in ipairs(redis.call('KEYS', ARGV[1])) do n = n + redis.call('DEL', k) end
+return n
+"""
+
+
+def test_credit_tokens_deleted_while_a_job_runs_stall_nothing(cluster: Cluster, tmp_path: Path) -> None:
+    """Someone with write access to Redis deletes every credit token, over and over, while a job's
+    records cross two network hops: the job still finishes, with exact totals (it stalled for good
+    once its producers had lost all their credit)."""
+    n, keys = 48_000, 8
+    out = tmp_path / "totals.json"
+    known = cluster.job_ids()
+    run = cluster.start_run(PROGRAMS / "credit_starved.py", str(n), "8000", str(out))
+    deleted = 0
+    try:
+        jid = cluster.wait_new_job(known)
+        cluster.wait_running(jid)
+        rds = _attacker(cluster)
+        delete = rds.register_script(_DELETE_CREDITS)
+        pattern = redis_keys.CREDIT.format(job=jid, attempt="*", edge="*", src="*", dst="*")
+        until = time.monotonic() + 4
+        while time.monotonic() < until and run.poll() is None:
+            deleted += delete(args=[pattern])
+        stdout, stderr = run.communicate(timeout=90)
+    except BaseException:
+        run.kill()
+        raise
+    assert run.returncode == 0, (stdout + stderr)[-3000:]
+    assert deleted > 0, "no credit token was there to delete"
+    expected = [[k, n // keys, sum(range(k, n, keys))] for k in range(keys)]
+    assert json.loads(out.read_text()) == expected
+    assert not _exceptions(cluster, jid)
+
+
 def test_a_spark_cancel_key_set_by_someone_else_cancels_nothing(cluster: Cluster) -> None:
     res = cluster.run(PROGRAMS / "slow_batch.py", "40", options=("--detached",))
     assert res.returncode == 0, res.stderr

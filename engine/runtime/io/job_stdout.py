@@ -16,7 +16,10 @@ Sealed lines are also numbered, as collect entries are: each goes to Redis as ``
 | index (8 bytes) | envelope``, the MAC covering both, the index counting up per writer (a slot
 process's forwarder, per job). The reader's ``ElementPositions`` of the job accepts each number at one
 position only, so a genuine line copied and pushed again is left out like a forged one, while reading
-the same lines again (a retried request, a second client) shows them again.
+the same lines again (a retried request, a second client) shows them again. A reader's positions are
+memory: the first read after they were made (a JobManager that restarted) from an offset past the
+stream's first line first goes over the lines before that offset, so a line read before the restart
+and copied since is known as a copy.
 
 An append is one MULTI/EXEC, so the lines of one call stay together and in order; one writer (a
 subtask's thread, a Spark partition) appends in order, so its lines stay in order.
@@ -153,21 +156,50 @@ def read_lines(
         positions.lock.acquire()
         positions.forget_before(int(first))  # those lines left the stream
     try:
+        if positions is not None and sealer is not None and not positions.primed:
+            positions.primed = True
+            _prime(client, job_id, int(first), start, sealer, positions)
         for at, ln in enumerate(raw, start):
             if sealer is not None:
-                try:
-                    writer, index = _HEAD.unpack_from(ln) if len(ln) >= _HEAD.size else (b"", -1)
-                    ln = sealer.open(ln[_HEAD.size :], index, ln[: _HEAD.size])
-                except Unauthenticated:
-                    continue  # not the job's output: never shown as if it were
-                if positions is not None and not positions.accept(at, writer, index):
-                    log.warning("left out a copied line of job %s's output at line %d", job_id, at)
+                ln = _judge(job_id, at, ln, sealer, positions)
+                if ln is None:
                     continue
             lines.append(ln.decode("utf-8", "replace") if isinstance(ln, bytes) else str(ln))
     finally:
         if positions is not None:
             positions.lock.release()
     return StdoutChunk(lines, start, start + len(raw), max(start - offset, 0), int(total))
+
+
+def _judge(job_id: str, at: int, ln: bytes, sealer: Sealer, positions: ElementPositions | None) -> bytes | None:
+    """The line at position ``at`` opened, or None if it was not sealed for the job or is a copy."""
+    try:
+        writer, index = _HEAD.unpack_from(ln) if len(ln) >= _HEAD.size else (b"", -1)
+        opened = sealer.open(ln[_HEAD.size :], index, ln[: _HEAD.size])
+    except Unauthenticated:
+        return None  # not the job's output: never shown as if it were
+    if positions is not None and not positions.accept(at, writer, index):
+        log.warning("left out a copied line of job %s's output at line %d", job_id, at)
+        return None
+    return opened
+
+
+def _prime(client: redis.Redis, job_id: str, first: int, start: int, sealer: Sealer, positions: ElementPositions) -> None:
+    """New positions asked for lines from ``start``: take in the lines still in the stream before it
+    first, as if they had been read, so a copy of one of them further on is known (done once)."""
+    at = first
+    while at < start:
+        count = min(start - at, 10_000)
+        _, got_first, raw = client.eval(
+            _READ, 2, redis_keys.job_stdout(job_id), redis_keys.job_stdout_total(job_id), at, count
+        )
+        at = max(at, int(got_first))  # the cap may have dropped some meanwhile
+        if not raw:
+            return
+        for i, ln in enumerate(raw, at):
+            if i < start:
+                _judge(job_id, i, ln, sealer, positions)
+        at += len(raw)
 
 
 class StdoutForwarder:

@@ -25,11 +25,14 @@ anything decodes it. An element that does not open (pushed by someone with only 
 replayed from another channel or attempt) fails the consuming task with "unauthenticated buffer on
 channel X", which the restart strategy handles like any task failure: nothing in it is decoded.
 
-Credit tokens are sealed too, bound to their credit key (job, attempt, channel) and numbered: the
-n-th token a consumer returns carries n, and a producer counts a token only if it opens and its
-number is past the last one counted. A token pushed by someone with only the Redis URL, or a genuine
-one copied, is left uncounted, so forged credits cannot lift the bound on unread buffers. (Deleting
-tokens can still stall a channel: that needs write access to Redis and is not prevented here.)
+Credit tokens are sealed too, bound to their credit key (job, attempt, channel), and numbered
+cumulatively (engine/runtime/io/credit.py): token n says the consumer has taken n + 1 elements, and a
+producer counts only what a token that opens adds past the last number counted. A token pushed by
+someone with only the Redis URL, or a genuine one copied, adds nothing, so forged credits cannot lift
+the bound on unread buffers; tokens deleted from Redis are made good by the next one, and a consumer
+announces its latest number again on a channel that has been quiet for a while (RPUSH then LTRIM to
+that one token, so an idle channel's credit list stays one element long), so a producer starved by
+deleted tokens resumes instead of stalling.
 """
 from __future__ import annotations
 
@@ -42,6 +45,7 @@ import redis
 
 from engine import redis_keys
 from engine.runtime.io.channel import ChannelId, TaskCancelled
+from engine.runtime.io.credit import CreditAnnouncer, CreditLedger
 from engine.runtime.io.frames import FramedInputGate
 from engine.security.mac import Sealer, Unauthenticated
 
@@ -137,7 +141,7 @@ class RedisChannelWriter:
         self.seq = 0  # elements sent so far: the next one's sequence number, inside its MAC
         self.credit_key = redis_keys.credit(cid.job_id, cid.attempt, cid.edge, cid.src, cid.dst)
         self.credit_sealer = Sealer(secret, "credit", self.credit_key)
-        self.credit_seq = 0  # the number the next counted credit token must reach
+        self.ledger = CreditLedger(credits)  # what the consumer's numbered tokens have granted so far
         self.initial = credits
         self.credits = credits
         self.cancelled = cancelled
@@ -180,16 +184,15 @@ class RedisChannelWriter:
         self.credits += self._count(tokens or ())
 
     def _count(self, tokens: "list[bytes] | tuple[bytes, ...]") -> int:
-        """Genuine new credit tokens among ``tokens``: sealed for this channel, numbered past the last."""
+        """The credit that ``tokens`` add: only genuine ones (sealed for this channel) count, and only
+        by what their cumulative number adds past the last counted (a gap was a deleted token)."""
         n = 0
         for token in tokens:
             try:
                 number = int.from_bytes(self.credit_sealer.open(token), "big")
             except Unauthenticated:
                 continue  # forged: never a credit
-            if number >= self.credit_seq:  # a gap is a deleted token: that credit is lost, not the rest
-                self.credit_seq = number + 1
-                n += 1
+            n += self.ledger.count(number)
         return n
 
     def close(self) -> None:
@@ -207,7 +210,8 @@ class RedisInputGate:
         self.seqs = [0] * len(self.keys)  # the sequence number each channel's next element must carry
         self.credit_keys = [redis_keys.credit(c.job_id, c.attempt, c.edge, c.src, c.dst) for c in cids]
         self.credit_sealers = [Sealer(secret, "credit", k) for k in self.credit_keys]
-        self.credit_seqs = [0] * len(self.keys)  # the number of the next credit token per channel
+        # the number of each channel's next credit token, and when a quiet one is announced again
+        self.announcer = CreditAnnouncer(len(cids), time.monotonic())
         self.index = {k.encode(): i for i, k in enumerate(self.keys)}
         self.blocked: set[int] = set()
         self.cancelled = cancelled
@@ -217,6 +221,10 @@ class RedisInputGate:
     def poll(self, timeout: float) -> tuple[int, bytes] | None:
         if self.cancelled.is_set():
             raise TaskCancelled()
+        now = time.monotonic()
+        again = self.announcer.due(now, self.blocked)
+        if again:
+            self._announce_again(again)
         open_keys = [k for i, k in enumerate(self.keys) if i not in self.blocked]
         if not open_keys:
             self._flush_acks()
@@ -235,6 +243,7 @@ class RedisInputGate:
             return None
         key, value = got
         i = self.index[key if isinstance(key, bytes) else key.encode()]
+        self.announcer.heard(i, now)
         try:
             payload = self.sealers[i].open(value, self.seqs[i])
         except Unauthenticated as e:
@@ -246,10 +255,20 @@ class RedisInputGate:
         # Deferred: sent with the next BLPOP in one round trip.
         self.pending_acks.append(channel_index)
 
-    def _token(self, i: int) -> bytes:
-        number = self.credit_seqs[i]
-        self.credit_seqs[i] = number + 1
+    def _token(self, i: int, number: int | None = None) -> bytes:
+        if number is None:
+            number = self.announcer.acknowledge(i)
         return self.credit_sealers[i].seal(number.to_bytes(8, "big"))
+
+    def _announce_again(self, due: list[tuple[int, int]]) -> None:
+        """Push each quiet channel's latest token again (after any deferred acks), and trim its credit
+        list to that token: the latest number holds all the credit the ones before it held."""
+        commands: list[tuple[Any, ...]] = [("RPUSH", self.credit_keys[i], self._token(i)) for i in self.pending_acks]
+        self.pending_acks.clear()
+        for i, number in due:
+            commands.append(("RPUSH", self.credit_keys[i], self._token(i, number)))
+            commands.append(("LTRIM", self.credit_keys[i], -1, -1))
+        self.link.pipeline(commands)
 
     def _flush_acks(self) -> None:
         if self.pending_acks:

@@ -44,3 +44,19 @@ def test_stamps_are_unique_per_process_and_increasing():
         os._exit(0)
     os.waitpid(pid, 0)
     assert os.read(r, 64).decode() != a[0]  # a forked child never reuses its parent's numbers
+
+
+def test_a_message_sealed_for_an_earlier_epoch_of_its_receiver_is_refused_however_young():
+    from engine.taskexecutor import messages
+
+    secret, inbox = "s", "ms:jm:inbox"
+    before = messages.seal({"type": "slot_lost", "tm": "t", "slot": 0}, secret, inbox, epoch=6)
+    unstamped = messages.seal({"type": "slot_lost", "tm": "t", "slot": 0}, secret, inbox)
+    restarted = ReplayWindow(inbox, epoch=7)  # a new process: its window is empty
+    with pytest.raises(ReplayError, match="epoch 6 of its receiver, which is at epoch 7"):
+        messages.open_message(before, secret, inbox, restarted)
+    with pytest.raises(ReplayError, match="epoch None"):
+        messages.open_message(unstamped, secret, inbox, restarted)
+    now = messages.seal({"type": "slot_lost", "tm": "t", "slot": 0}, secret, inbox, epoch=7)
+    assert messages.open_message(now, secret, inbox, restarted)["epoch"] == 7
+    assert messages.open_message(before, secret, inbox, ReplayWindow(inbox))["type"] == "slot_lost"  # unchecked

@@ -95,3 +95,25 @@ def test_a_copied_line_is_left_out_while_reading_again_shows_every_line(redis_ur
     assert read_lines(client, "cj", 0, key=key, positions=positions).lines == ["one", "two", "three", "other writer"]
     # Without the positions (nothing remembered) the copy would show: what the numbering is for.
     assert read_lines(client, "cj", 0, key=key).lines == ["one", "two", "one", "three", "other writer"]
+
+
+def test_a_reader_that_starts_afresh_past_the_first_line_still_knows_a_copy(redis_url: str) -> None:
+    """A JobManager restarted (its positions are new) and a client goes on from where it was: a line
+    it read before the restart, copied to the end since, is left out; new lines still show."""
+    from engine.runtime.io.job_stdout import LineNumbering, stdout_key
+    from engine.security.replay import ElementPositions
+
+    client = redis.Redis.from_url(redis_url)
+    key, stream = stdout_key("a-secret", "rj"), redis_keys.job_stdout("rj")
+    writer = LineNumbering()
+    append_lines(client, "rj", [f"line {i}" for i in range(25_000)], key=key, numbering=writer)
+    assert len(read_lines(client, "rj", 0, 30_000, key=key, positions=ElementPositions()).lines) == 25_000
+    client.rpush(stream, client.lindex(stream, 3))  # a genuine line read before, pushed again
+    client.incr(redis_keys.job_stdout_total("rj"))
+    append_lines(client, "rj", ["after"], key=key, numbering=writer)
+    restarted = ElementPositions()
+    assert read_lines(client, "rj", 25_000, key=key, positions=restarted).lines == ["after"]
+    # The same read by fresh positions that did not take in the lines before the offset: the copy shows.
+    unprimed = ElementPositions()
+    unprimed.primed = True
+    assert read_lines(client, "rj", 25_000, key=key, positions=unprimed).lines == ["line 3", "after"]

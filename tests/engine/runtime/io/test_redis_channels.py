@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from typing import Iterator
 
 import pytest
@@ -115,6 +116,39 @@ def test_forged_or_copied_credit_tokens_are_never_counted(client: redis.Redis):
     assert client.llen(key) == 0  # every token was read, none counted
     cancelled.set()
     t.join(2)
+
+
+def test_credit_tokens_deleted_from_redis_are_announced_again_and_the_bound_still_holds(client: redis.Redis):
+    """Someone with write access deletes every credit token while the producer is out of credit and
+    the consumer has taken everything: the consumer announces its credit again once the channel is
+    quiet, the producer resumes, and the copies never grant more than the consumer freed."""
+    cancelled = threading.Event()
+    writer = RedisChannelFactory(client, 2, cancelled, SECRET).writer(_cid(0))
+    key = redis_keys.credit("job", 0, 3, 0, 0)
+    gate = RedisChannelFactory(client, 2, cancelled, SECRET).gate([_cid(0)])
+    writer.send(SER.encode(RECORDS, [1]), True)
+    writer.send(SER.encode(RECORDS, [2]), True)
+    assert writer.credits == 0
+    assert [v for _, _, v in _drain(gate)] == [[1], [2]]
+    assert client.delete(key) == 1  # both tokens gone: nothing the consumer does would send another
+    sent = threading.Event()
+    t = threading.Thread(target=lambda: (writer.send(SER.encode(RECORDS, [3]), True), sent.set()), daemon=True)
+    t.start()
+    assert not sent.wait(0.2)
+    deadline = time.monotonic() + 5
+    got = []
+    while not sent.is_set() and time.monotonic() < deadline:
+        got.append(gate.poll(0.05))  # a quiet channel: its latest token goes out again
+    assert sent.is_set(), "the producer stayed blocked on credit deleted from Redis"
+    t.join()
+    assert writer.credits == 1  # the two credits freed, less the one spent: not one more
+    for _ in range(40):  # announced again and again while quiet: still no more credit
+        got.append(gate.poll(0.05))
+        writer.credits += writer._count(client.lpop(key, 10) or ())
+    assert writer.credits == 1 and client.llen(key) <= 1
+    assert [SER.decode(item[1])[1] for item in got if item] == [(3,)]
+    cancelled.set()
+    gate.close()
 
 
 def test_a_blocked_wait_for_credit_ends_when_the_task_is_cancelled(client: redis.Redis):

@@ -1,0 +1,124 @@
+"""Issue 14: what a JobManager remembered against replays must hold across its restart.
+
+The attacker has the Redis URL (not the cluster secret). They copy genuine sealed items before the
+JobManager restarts, a slot_lost report and a print line, and push them again after it restarted,
+when its in-memory replay windows are empty. The slot_lost report was sealed for the earlier
+JobManager's epoch and is refused; the print line is known as a copy of one read before. Each test
+fails on a JobManager that starts with empty memory and no epoch.
+"""
+from __future__ import annotations
+
+import re
+import signal
+import time
+from pathlib import Path
+
+import psutil
+import redis
+
+from engine import redis_keys
+from engine.taskexecutor import messages
+from tests.integration.cluster import Cluster
+
+PROGRAMS = Path(__file__).parent / "programs"
+
+
+def _job_id(output: str) -> str:
+    return re.findall(r"^Job ([0-9a-f]{32}) ", output, re.M)[0]
+
+
+def _restart_jobmanager(cluster: Cluster) -> None:
+    assert cluster.jobmanager is not None
+    cluster.jobmanager.send_signal(signal.SIGKILL)  # works on a stopped process too
+    cluster.jobmanager.wait()
+    cluster.start_jobmanager()
+
+
+def _attempts(cluster: Cluster, jid: str) -> list[int]:
+    job = cluster.job(jid)
+    return sorted(
+        st["attempt"] for v in job["vertices"] for st in cluster.http.get(f"/jobs/{jid}/vertices/{v['id']}").json()["subtasks"]
+    )
+
+
+def _exceptions(cluster: Cluster, jid: str) -> list[dict]:
+    return cluster.http.get(f"/jobs/{jid}/exceptions").json()["exceptionHistory"]["entries"]
+
+
+def _slot_processes(cluster: Cluster) -> list[psutil.Process]:
+    children = [c for tm in cluster.taskmanagers if tm.poll() is None for c in psutil.Process(tm.pid).children()]
+    return [c for c in children if "spawn_main" in " ".join(c.cmdline())]
+
+
+def test_a_slot_lost_report_copied_before_a_restart_is_refused_after_it(cluster: Cluster) -> None:
+    res = cluster.run(PROGRAMS / "checkpointed_count.py", "100000000", "2000", options=("-p", "4", "--detached"))
+    assert res.returncode == 0, res.stderr
+    jid = _job_id(res.stdout)
+    try:
+        _replay_slot_lost_across_a_restart(cluster, jid)
+    finally:  # the module's other test needs the slots
+        if cluster.job(jid)["state"] not in ("FINISHED", "FAILED", "CANCELED"):
+            cluster.http.patch(f"/jobs/{jid}", params={"mode": "cancel"})
+        cluster.wait_state(jid, ("CANCELED", "FAILED", "FINISHED"), 30)
+
+
+def _replay_slot_lost_across_a_restart(cluster: Cluster, jid: str) -> None:
+    def checkpoints() -> int:
+        return cluster.http.get(f"/jobs/{jid}/checkpoints").json()["counts"]["completed"]
+
+    cluster.wait_running(jid)
+    cluster.wait_for(lambda: checkpoints() >= 2, 60, "checkpoints")
+    rds = redis.Redis.from_url(cluster.redis_url)
+    secret = cluster.env["MILLSTREAM_CLUSTER_SECRET"]  # the test's own, to find the report among the sealed ones
+    assert cluster.jobmanager is not None
+    jobmanager = psutil.Process(cluster.jobmanager.pid)
+    jobmanager.send_signal(signal.SIGSTOP)  # the inbox fills while it sleeps
+    try:
+        _slot_processes(cluster)[0].kill()  # a genuine slot_lost report from its TaskManager
+        captured: list[bytes] = []
+
+        def find() -> bool:
+            for raw in rds.lrange(redis_keys.JOBMANAGER_INBOX, 0, -1):
+                if messages.open_message(raw, secret, redis_keys.JOBMANAGER_INBOX)["type"] == "slot_lost":
+                    captured.append(raw)
+            return bool(captured)
+
+        cluster.wait_for(find, 30, "the slot_lost report")
+    finally:
+        jobmanager.send_signal(signal.SIGCONT)  # it acts on the genuine report: the job fails over
+    cluster.wait_for(lambda: _exceptions(cluster, jid), 30, "the genuine slot loss")
+    cluster.wait_running(jid, 60)
+    done = checkpoints()
+    cluster.wait_for(lambda: checkpoints() > done, 60, "a checkpoint of the new attempt")
+    _restart_jobmanager(cluster)
+    # The new JobManager resumes the job from its latest checkpoint as a new attempt, on every slot.
+    cluster.wait_for(lambda: cluster.job(jid)["state"] == "RUNNING" and min(_attempts(cluster, jid)) >= 2, 90, "the resumed job")
+    cluster.wait_running(jid, 60)
+    time.sleep(1)
+    before, failures = _attempts(cluster, jid), len(_exceptions(cluster, jid))
+    rds.rpush(redis_keys.JOBMANAGER_INBOX, captured[0])  # well within the 10-minute replay window
+    time.sleep(3)
+    assert cluster.job(jid)["state"] == "RUNNING"
+    assert _attempts(cluster, jid) == before, "the copied report failed the job over"
+    assert len(_exceptions(cluster, jid)) == failures
+    log = (cluster.workdir / "jobmanager.log").read_text(errors="replace")
+    assert "sealed for epoch" in log
+
+
+def test_a_print_line_copied_after_a_restart_does_not_show_again(cluster: Cluster) -> None:
+    res = cluster.run(PROGRAMS / "printing.py", "streaming", "200", options=("--detached",))
+    assert res.returncode == 0, res.stderr
+    jid = _job_id(res.stdout)
+    cluster.wait_state(jid, ("FINISHED",), 60)
+    read = cluster.http.get(f"/jobs/{jid}/stdout").json()  # a client reads the whole stream
+    assert "map saw 50" in " ".join(read["lines"])
+    _restart_jobmanager(cluster)
+    rds = redis.Redis.from_url(cluster.redis_url)
+    stream = redis_keys.job_stdout(jid)
+    rds.rpush(stream, rds.lindex(stream, 0))  # a genuine line the client was shown, pushed again
+    rds.incr(redis_keys.job_stdout_total(jid))
+    rest = cluster.http.get(f"/jobs/{jid}/stdout", params={"offset": read["total"]}).json()  # the client goes on
+    assert rest["lines"] == [], rest["lines"]
+    assert rest["total"] == read["total"] + 1
+    again = cluster.http.get(f"/jobs/{jid}/stdout").json()
+    assert again["lines"] == read["lines"]
