@@ -107,6 +107,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 max_concurrent_jobs=settings.max_concurrent_jobs,
                 archive_after_ms=settings.job_archive_after_ms,
                 latency_interval_ms=settings.latency_interval_ms,
+                data_redis_urls=tuple(settings.data_redis_url_list),
             ),
         )
         dispatcher.state_roots = StateRoots.of(*settings.state_roots)  # what REST callers may point it at

@@ -213,6 +213,7 @@ def taskmanager(
     run_taskmanager(
         TaskManagerConfig(
             redis_url=url,
+            data_redis_urls=tuple(settings.data_redis_url_list),
             slots=slots or settings.slots,
             heartbeat_interval_ms=settings.heartbeat_interval_ms,
             heartbeat_timeout_ms=settings.heartbeat_timeout_ms,

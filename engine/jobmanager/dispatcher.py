@@ -102,6 +102,7 @@ class DispatcherConfig:
     max_concurrent_jobs: int | None = None  # jobs not yet in a terminal state; None: no limit
     archive_after_ms: int = 60_000  # an ended job leaves memory for the JobStore this long after its end
     latency_interval_ms: int = 0  # Flink's metrics.latency.interval for jobs that set none; 0: off
+    data_redis_urls: tuple[str, ...] = ()  # data servers channels are sharded over; empty: the control Redis
 
 
 class Dispatcher(SavepointOperations):
@@ -122,7 +123,11 @@ class Dispatcher(SavepointOperations):
         self.writes = writes if writes is not None else client
         self.leadership = leadership
         self.stepped_down = False
-        self.gateway = RedisTaskExecutorGateway(self.writes, config.cluster_secret)
+        # Short timeouts: a data server that is down must not stall the control loop while it drops channels.
+        data_clients = [
+            redis.Redis.from_url(u, socket_connect_timeout=2, socket_timeout=5) for u in config.data_redis_urls
+        ]
+        self.gateway = RedisTaskExecutorGateway(self.writes, config.cluster_secret, data_clients)
         self.pool = SlotPool()
         self.rm = ResourceManager(client, self.pool, config.cluster_secret, config.heartbeat_timeout_ms)
         self._replay = ReplayWindow(redis_keys.JOBMANAGER_INBOX)  # a genuine report pushed again acts once

@@ -67,6 +67,7 @@ class SlotConfig:
     state_dir: str | None = None
     cluster_secret: str | None = None  # user code not signed with it is refused
     unsealed_benchmark: bool = False  # benchmark only: nothing is sealed (engine/security/mac.py)
+    data_redis_urls: tuple[str, ...] = ()  # data servers channels are sharded over; empty: redis_url
 
 
 def _die_with_parent() -> None:
@@ -95,6 +96,10 @@ class SlotExecutor:
         check_secret(cfg.cluster_secret)  # no secret: no data plane at all rather than an unauthenticated one
         self.cfg = cfg
         self.client = client
+        # Channels go to the data servers when there are any (engine/runtime/io/data_servers.py), else here.
+        self.data_clients = [
+            redis.Redis.from_url(u, socket_keepalive=True, health_check_interval=30) for u in cfg.data_redis_urls
+        ] or [client]
         # print() lines go to this process's stdout and to their job's print stream in Redis
         self.stdout = stdout or TaskStdout(sys.stdout, StdoutForwarder(client, secret=cfg.cluster_secret))
         self.inbox = redis_keys.slot_inbox(cfg.tm_id, cfg.slot)
@@ -214,7 +219,7 @@ class SlotExecutor:
             graph = load_user_code(shipped.graph)  # also registers the classes the program defined
             cancelled = threading.Event()
             env = TaskEnvironment(
-                channels=RedisChannelFactory(self.client, self.cfg.credits, cancelled, self.cfg.cluster_secret),
+                channels=RedisChannelFactory(self.data_clients, self.cfg.credits, cancelled, self.cfg.cluster_secret),
                 cancelled=cancelled,
                 print_line=lambda text, job=tdd.job_id: self.stdout.print_line(job, text),
                 collect=self._collect_gateway(tdd, cancelled),
