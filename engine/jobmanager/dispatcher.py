@@ -61,6 +61,7 @@ from engine.resourcemanager.resource_manager import ResourceManager
 from engine.resourcemanager.slot_pool import SlotPool
 from engine.security.replay import ReplayWindow
 from engine.taskexecutor import messages
+from engine.runtime.io import data_servers
 from engine.taskexecutor.gateway import RedisTaskExecutorGateway
 
 log = logging.getLogger("millstream.dispatcher")
@@ -146,6 +147,7 @@ class Dispatcher(SavepointOperations):
     # -- lifecycle ----------------------------------------------------------------
     def start(self) -> None:
         self._await_redis()
+        self._publish_data_servers()
         self._recover_jobs()
         self._thread = threading.Thread(target=self._loop, name="dispatcher", daemon=True)
         self._thread.start()
@@ -198,6 +200,10 @@ class Dispatcher(SavepointOperations):
                 self._stop.wait(delay)
                 delay = min(delay * 2, 2.0)
 
+    def _publish_data_servers(self) -> None:
+        """Say which data servers channels go to: a slot refuses a task when its own list differs."""
+        self.writes.set(redis_keys.DATA_SERVERS, data_servers.fingerprint(self.config.data_redis_urls))
+
     def _check_redis_epoch(self) -> None:
         """Fail running jobs over when Redis is a new server: their channels, control messages and
         in-flight task reports are gone with the old one. Checkpoints live on disk, so each job
@@ -207,6 +213,7 @@ class Dispatcher(SavepointOperations):
             self.redis_run_id = run_id
             return
         self.redis_run_id = run_id
+        self._publish_data_servers()  # the new server lost it with everything else
         self.redis_failovers += 1
         reason = "Redis restarted (a new server, run_id changed): the job's channels and messages were lost"
         log.warning("%s; failing over every running job", reason)

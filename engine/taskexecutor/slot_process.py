@@ -30,6 +30,7 @@ from engine.metrics.task_report import TaskMetricsReport, encode_reports
 from engine.runtime.checkpointing import Barrier
 from engine.runtime.deployment import TaskDeploymentDescriptor
 from engine.runtime.collect import gated_by_checkpoints
+from engine.runtime.io import data_servers
 from engine.runtime.io.channel import TaskCancelled
 from engine.runtime.io.redis_collect import RedisCollectGateway
 from engine.runtime.io.redis_channels import RedisChannelFactory
@@ -198,6 +199,19 @@ class SlotExecutor:
 
         threading.Thread(target=run, name="stack-sampler", daemon=True).start()
 
+    def _check_data_servers(self) -> None:
+        """Refuse to run a task whose channels this slot would put on other servers than the JobManager's."""
+        published = self.client.get(redis_keys.DATA_SERVERS)
+        if published is None:
+            return  # a JobManager from before the check, or one that has not published yet
+        theirs, ours = published.decode(), data_servers.fingerprint(self.cfg.data_redis_urls)
+        if theirs != ours:
+            raise data_servers.DataServersMismatch(
+                f"this TaskManager's MILLSTREAM_DATA_REDIS_URLS ({'fingerprint ' + ours if ours else 'unset'}) is not "
+                f"the JobManager's ({'fingerprint ' + theirs if theirs else 'unset'}): every process needs the same "
+                "data servers in the same order"
+            )
+
     def deploy(self, tdd: TaskDeploymentDescriptor) -> None:
         key = (tdd.job_id, tdd.vertex_id, tdd.subtask, tdd.attempt)
         try:
@@ -216,6 +230,7 @@ class SlotExecutor:
             # directory: archives the job shipped are found by relative path, as in PyFlink's worker.
             # A job that shipped no archives works where the process started, not in the last job's.
             os.chdir(shipped.working_dir if shipped.working_dir is not None else _STARTING_DIRECTORY)
+            self._check_data_servers()
             graph = load_user_code(shipped.graph)  # also registers the classes the program defined
             cancelled = threading.Event()
             env = TaskEnvironment(
