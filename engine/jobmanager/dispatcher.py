@@ -156,6 +156,8 @@ class Dispatcher(SavepointOperations):
         self._stop.set()
         if self._thread:
             self._thread.join(5)
+        for data in self.gateway.data_clients:  # a Dispatcher lives one term under HA: no pools left behind
+            data.close()
 
     def _recover_jobs(self) -> None:
         """Jobs that were running when a previous JobManager died: their old tasks are stopped, and a
