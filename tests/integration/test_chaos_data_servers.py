@@ -90,10 +90,14 @@ def test_every_update_exactly_once_when_one_of_three_data_servers_is_killed(tmp_
             else:
                 os.kill(rng.choice(_role_pids(launcher.pid, "taskmanager")), signal.SIGKILL)
             killed_at = time.monotonic()
+            back: dict[str, float] = {}  # job that failed over -> seconds until it ran again
 
             def recovered(jid: str) -> bool:
                 if _attempt(c, jid) > attempts[jid]:
-                    return _all_running(c, jid)
+                    if _all_running(c, jid):
+                        back.setdefault(jid, time.monotonic() - killed_at)
+                        return True
+                    return False
                 # A job with no channel on the killed server (or no task on the killed TaskManager) keeps
                 # running: settled once a failure would have shown.
                 quiet = time.monotonic() - killed_at > HEARTBEAT_TIMEOUT_MS / 1000 + 4
@@ -109,8 +113,9 @@ def test_every_update_exactly_once_when_one_of_three_data_servers_is_killed(tmp_
                 raise
             if fault == "data-redis":
                 restarted_by_data_kill = sum(1 for j in jobs if _attempt(c, j) > attempts[j])
-            recoveries.append((fault, time.monotonic() - killed_at))
-            print(f"{fault} kill: both jobs ran again after {recoveries[-1][1]:.1f} s", flush=True)
+            # The time until the jobs that failed over ran again (not the quiet wait of one that did not).
+            recoveries.append((fault, max(back.values(), default=time.monotonic() - killed_at)))
+            print(f"{fault} kill: {len(back)} job(s) failed over, running again after {recoveries[-1][1]:.1f} s", flush=True)
             assert launcher.poll() is None, "the launcher gave up"
 
         stdout, stderr = run.communicate(timeout=300)
