@@ -19,6 +19,10 @@ when the task ends, however it ends (``RedisChannelFactory.close``), so a
 TaskManager runs any number of jobs and restarts on a flat connection count.
 A broken connection fails the task, and the restart strategy takes over.
 
+With several data servers (MILLSTREAM_DATA_REDIS_URLS) each channel and its credits live on the
+server ``data_servers.shard_of`` picks; writers share one link per server, and a gate whose channels
+span servers is a ``ShardedInputGate`` (engine/runtime/io/sharded_gate.py).
+
 Every element is sealed with the cluster secret (engine/security/mac.py), bound to its channel key
 (job, attempt, edge, subtask pair) and its sequence number in the channel; the gate opens it before
 anything decodes it. An element that does not open (pushed by someone with only the Redis URL,
