@@ -108,6 +108,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 max_concurrent_jobs=settings.max_concurrent_jobs,
                 archive_after_ms=settings.job_archive_after_ms,
                 latency_interval_ms=settings.latency_interval_ms,
+                data_redis_urls=tuple(settings.data_redis_url_list),
             ),
             # Without HA, this start's epoch (with HA, each term's Dispatcher takes its lease's token).
             epoch=None if settings.high_availability else SqlLeaderFence(sessions).next_epoch(),

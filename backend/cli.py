@@ -213,6 +213,7 @@ def taskmanager(
     run_taskmanager(
         TaskManagerConfig(
             redis_url=url,
+            data_redis_urls=tuple(settings.data_redis_url_list),
             slots=slots or settings.slots,
             heartbeat_interval_ms=settings.heartbeat_interval_ms,
             heartbeat_timeout_ms=settings.heartbeat_timeout_ms,
@@ -250,15 +251,22 @@ def cluster_start(
     ),
     slots: Optional[int] = typer.Option(None, help="Slots per TaskManager [default 2]"),
     restart_taskmanagers: bool = typer.Option(True, help="Start a TaskManager again when it dies"),
+    data_redis: int = typer.Option(
+        0, min=0,
+        help="Embedded Redis servers for the data channels (MILLSTREAM_DATA_REDIS_URLS), started again when "
+        "they die; 0 keeps the channels on REDIS_URL",
+    ),
 ) -> None:
     """Start a JobManager and TaskManagers here; Ctrl-C stops them all."""
     from backend.cluster_launcher import LocalCluster
+    from backend.embedded_redis import redis_url_of
 
     overrides = {k: v for k, v in {"host": host, "port": port}.items() if v is not None}
     settings = Settings(**overrides)
     _check_bind(settings, insecure=False)
     cluster = LocalCluster(
-        settings, taskmanagers or settings.taskmanagers, slots or settings.slots, restart_taskmanagers, jobmanagers
+        settings, taskmanagers or settings.taskmanagers, slots or settings.slots, restart_taskmanagers, jobmanagers,
+        data_redis,
     )
     taken = cluster.taken_port()
     if taken:
@@ -276,6 +284,9 @@ def cluster_start(
             from backend.api.cluster import masked
 
             typer.echo(f"Redis: {masked('redis', redis_url)}")  # the generated password stays off the console
+            if cluster.data_redis:
+                urls = ", ".join(masked("redis", redis_url_of(s)) for s in cluster.data_redis)
+                typer.echo(f"Data Redis servers: {urls}")
             ready = cluster.wait_ready()
         if ready:
             rest = ", ".join(cluster.jobmanager_urls)

@@ -9,6 +9,11 @@ An embedded Redis that dies is started again on the same port with the same
 config; everything reconnects, and the JobManager fails running jobs over to
 their latest checkpoints (what Redis held is gone). Ctrl-C stops everything, saying what it stops.
 
+With ``data_redis`` N > 0 it also starts N embedded servers for the data channels
+(MILLSTREAM_DATA_REDIS_URLS, engine/runtime/io/data_servers.py), each started again on its port
+when it dies; the tasks using one that died fail, and their jobs restart from their latest
+checkpoints once it is back. With ``MILLSTREAM_DATA_REDIS_URLS`` set, those servers are used instead.
+
 Start-up fails, with the reason in ``failure``, when a REST port is already taken (checked before
 anything starts, so another server on the port is never mistaken for this cluster) or when any
 process exits before the cluster is up.
@@ -62,10 +67,20 @@ class _Child:
 
 class LocalCluster:
     def __init__(
-        self, settings: Settings, taskmanagers: int, slots: int, restart_taskmanagers: bool = True, jobmanagers: int = 1
+        self,
+        settings: Settings,
+        taskmanagers: int,
+        slots: int,
+        restart_taskmanagers: bool = True,
+        jobmanagers: int = 1,
+        data_redis: int = 0,
     ) -> None:
         if jobmanagers < 1:
             raise ValueError("a cluster needs at least one JobManager")
+        if data_redis < 0:
+            raise ValueError("data_redis is a number of servers")
+        self.data_redis_count = data_redis
+        self.data_redis: list = []  # the embedded data servers started here
         self.settings = settings
         self.jobmanagers = jobmanagers
         self.taskmanagers = taskmanagers
@@ -131,6 +146,10 @@ class LocalCluster:
             self.redis = start_embedded_redis(data / "valkey", password=secrets.token_urlsafe(32))
             redis_url = redis_url_of(self.redis)
         env = self._env(redis_url)
+        if self.data_redis_count and not self.settings.data_redis_urls:
+            for i in range(self.data_redis_count):
+                self.data_redis.append(start_embedded_redis(data / f"valkey-data-{i}", password=secrets.token_urlsafe(32)))
+            env["MILLSTREAM_DATA_REDIS_URLS"] = ",".join(redis_url_of(s) for s in self.data_redis)
         cli = [sys.executable, "-m", "backend.cli"]
         for i in range(self.jobmanagers):
             name = "jobmanager" if self.jobmanagers == 1 else f"jobmanager-{i}"
@@ -186,6 +205,13 @@ class LocalCluster:
         while not self._stop:
             if self.redis is not None and not embedded_redis_alive(self.redis) and not self._stop:
                 self._restart_redis()
+            for i, server in enumerate(self.data_redis):
+                if not embedded_redis_alive(server) and not self._stop:
+                    print(f"the embedded data Redis {i} exited; starting it again on the same port", flush=True)
+                    try:
+                        restart_embedded_redis(server)
+                    except Exception as e:  # noqa: BLE001 - as for the control Redis: next round
+                        print(f"could not start the embedded data Redis {i} again: {e}", flush=True)
             for child in self.children:
                 if child.proc is not None and child.proc.poll() is not None and not self._stop:
                     if child.name.startswith("taskmanager") and self.restart:
@@ -231,10 +257,12 @@ class LocalCluster:
     def shutdown(self, say: bool = False) -> None:
         """Stop every process started here (with ``say``, naming each on stdout first)."""
         alive = [c for c in reversed(self.children) if c.proc and c.proc.poll() is None]
-        if say and (alive or self.redis is not None):
+        if say and (alive or self.redis is not None or self.data_redis):
             names = [f"{_role(c)} (pid {c.proc.pid})" for c in alive if c.proc is not None]
             if self.redis is not None:
                 names.append("the embedded Redis")
+            if self.data_redis:
+                names.append(f"{len(self.data_redis)} embedded data Redis servers")
             print(f"Stopping {', '.join(names)}", flush=True)
         for child in alive:
             if child.proc and child.proc.poll() is None:
@@ -248,6 +276,9 @@ class LocalCluster:
                     os.killpg(child.proc.pid, signal.SIGKILL)
         if self.redis is not None:
             self.redis.stop()
+        for server in self.data_redis:
+            if embedded_redis_alive(server):
+                server.stop()
         if say:
             print("Stopped.", flush=True)
 

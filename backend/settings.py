@@ -26,6 +26,9 @@ class Settings(BaseSettings):
     database_url: str | None = Field(
         default=None, validation_alias=AliasChoices("DATABASE_URL", "MILLSTREAM_DATABASE_URL")
     )
+    # Data plane over several Redis servers (issue 18): comma-separated URLs; channels and their credits are
+    # spread over them by a stable hash of the channel; control messages stay on REDIS_URL. Unset: REDIS_URL.
+    data_redis_urls: str | None = None
     data_dir: Path = Path("var")
     # Checkpoint storage (Flink's state.checkpoints.dir) for jobs that name none; it must be one directory
     # that the JobManager and every TaskManager see (a shared volume across hosts). Unset: <data_dir>/checkpoints.
@@ -87,6 +90,13 @@ class Settings(BaseSettings):
     log_max_bytes: int = Field(default=100 * 1024 * 1024, ge=4096)
     log_backups: int = Field(default=10, ge=0)
     access_log: bool = False  # a line per REST request in the JobManager's log (off: job events stay readable)
+
+    @property
+    def data_redis_url_list(self) -> list[str]:
+        """MILLSTREAM_DATA_REDIS_URLS as a list (empty: channels live on REDIS_URL)."""
+        from engine.runtime.io.data_servers import parse_urls
+
+        return parse_urls(self.data_redis_urls)
 
     @property
     def resolved_database_url(self) -> str:

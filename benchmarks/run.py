@@ -9,7 +9,8 @@ It adds the windowed job, the checkpoint overhead and checkpoint durations
 SIGKILL (``recovery_bench.py``), the cost of checkpoints with large keyed state
 (``large_state_bench.py``), end-to-end latency from latency markers at 100k and 300k
 records/s and their throughput cost (``latency_bench.py``), unless ``--skip-spark`` the Spark word count
-(``spark_wordcount.py``), and the soak run (``soak.py``: a long checkpointed job plus
+(``spark_wordcount.py``), the data plane on 1 and on 3 Redis servers with Redis CPU per million
+records (``data_servers_bench.py``), and the soak run (``soak.py``: a long checkpointed job plus
 200 short jobs, memory at start and end). Because the machine is shared and noisy,
 ratios between figures measured in this same run are the figures to compare.
 """
@@ -158,6 +159,7 @@ def main() -> None:
     ap.add_argument("--skip-large-state", action="store_true", help="leave out the large-state checkpoint runs")
     ap.add_argument("--skip-seal", action="store_true", help="leave out sealed against unsealed clusters")
     ap.add_argument("--skip-latency", action="store_true", help="leave out the latency-marker runs (latency_bench.py)")
+    ap.add_argument("--skip-data-servers", action="store_true", help="leave out 1 vs 3 data Redis servers (data_servers_bench.py)")
     args = ap.parse_args()
     n = args.n
     print(f"machine: {machine()}")
@@ -218,6 +220,12 @@ def main() -> None:
         from seal_cost import describe as describe_seal, measure as measure_seal
 
         print(describe_seal(measure_seal(n, args.pairs)), flush=True)
+    if not args.skip_data_servers:
+        # The data plane on one Redis and sharded over three, and Redis CPU per million records (issue 18).
+        from data_servers_bench import describe as describe_shards, measure as measure_shards
+
+        for line in describe_shards(measure_shards(n, args.pairs), n):
+            print(line, flush=True)
     base = rate(results.get("Bytewax 0.21.1, 1 worker", ""))
     print(f"{'system':48} {'records/s':>12} {'vs Bytewax':>11}")
     for name, line in results.items():

@@ -12,6 +12,8 @@ CHANNEL = PREFIX + ":ch:{job}:{attempt}:{edge}:{src}:{dst}"  # list of buffers
 CREDIT = PREFIX + ":cr:{job}:{attempt}:{edge}:{src}:{dst}"  # list of credit tokens
 JOB_CHANNELS_PATTERN = PREFIX + ":c[hr]:{job}:*"
 ATTEMPT_CHANNELS_PATTERN = PREFIX + ":c[hr]:{job}:{attempt}:*"
+# on the control Redis: the leading JobManager's data servers (data_servers.fingerprint), checked at deploy
+DATA_SERVERS = PREFIX + ":data:servers"
 
 # control plane
 JOBMANAGER_INBOX = PREFIX + ":jm:inbox"  # list: task state changes, acks, registrations

@@ -61,6 +61,7 @@ from engine.resourcemanager.resource_manager import ResourceManager
 from engine.resourcemanager.slot_pool import SlotPool
 from engine.security.replay import ReplayWindow
 from engine.taskexecutor import messages
+from engine.runtime.io import data_servers
 from engine.taskexecutor.gateway import RedisTaskExecutorGateway
 
 log = logging.getLogger("millstream.dispatcher")
@@ -102,6 +103,7 @@ class DispatcherConfig:
     max_concurrent_jobs: int | None = None  # jobs not yet in a terminal state; None: no limit
     archive_after_ms: int = 60_000  # an ended job leaves memory for the JobStore this long after its end
     latency_interval_ms: int = 0  # Flink's metrics.latency.interval for jobs that set none; 0: off
+    data_redis_urls: tuple[str, ...] = ()  # data servers channels are sharded over; empty: the control Redis
 
 
 class Dispatcher(SavepointOperations):
@@ -126,7 +128,11 @@ class Dispatcher(SavepointOperations):
         # This JobManager's epoch (a number from SQL, larger at every start; with HA the lease's token):
         # every message to its inbox must be sealed for it, so none from before a restart acts again.
         self.epoch = epoch
-        self.gateway = RedisTaskExecutorGateway(self.writes, config.cluster_secret, epoch)
+        # Short timeouts: a data server that is down must not stall the control loop while it drops channels.
+        data_clients = [
+            redis.Redis.from_url(u, socket_connect_timeout=2, socket_timeout=5) for u in config.data_redis_urls
+        ]
+        self.gateway = RedisTaskExecutorGateway(self.writes, config.cluster_secret, epoch, data_clients)
         self.pool = SlotPool()
         self.rm = ResourceManager(client, self.pool, config.cluster_secret, config.heartbeat_timeout_ms)
         # a genuine report pushed again acts once, and one sealed for an earlier JobManager never
@@ -148,6 +154,7 @@ class Dispatcher(SavepointOperations):
         self._await_redis()
         if self.epoch is not None:  # before any deploy: TaskManagers seal slot_lost reports with it
             messages.publish_epoch(self.writes, self.config.cluster_secret, self.epoch)
+        self._publish_data_servers()
         self._recover_jobs()
         self._thread = threading.Thread(target=self._loop, name="dispatcher", daemon=True)
         self._thread.start()
@@ -156,6 +163,8 @@ class Dispatcher(SavepointOperations):
         self._stop.set()
         if self._thread:
             self._thread.join(5)
+        for data in self.gateway.data_clients:  # a Dispatcher lives one term under HA: no pools left behind
+            data.close()
 
     def _recover_jobs(self) -> None:
         """Jobs that were running when a previous JobManager died: their old tasks are stopped, and a
@@ -200,6 +209,10 @@ class Dispatcher(SavepointOperations):
                 self._stop.wait(delay)
                 delay = min(delay * 2, 2.0)
 
+    def _publish_data_servers(self) -> None:
+        """Say which data servers channels go to: a slot refuses a task when its own list differs."""
+        self.writes.set(redis_keys.DATA_SERVERS, data_servers.fingerprint(self.config.data_redis_urls))
+
     def _check_redis_epoch(self) -> None:
         """Fail running jobs over when Redis is a new server: their channels, control messages and
         in-flight task reports are gone with the old one. Checkpoints live on disk, so each job
@@ -209,6 +222,7 @@ class Dispatcher(SavepointOperations):
             self.redis_run_id = run_id
             return
         self.redis_run_id = run_id
+        self._publish_data_servers()  # the new server lost it with everything else
         self.redis_failovers += 1
         reason = "Redis restarted (a new server, run_id changed): the job's channels and messages were lost"
         log.warning("%s; failing over every running job", reason)

@@ -1,6 +1,7 @@
 """TaskExecutorGateway: how the JobManager talks to TaskManagers (Flink's interface name)."""
 from __future__ import annotations
 
+import logging
 from typing import Protocol
 
 import redis
@@ -9,6 +10,8 @@ from engine import redis_keys
 from engine.runtime.deployment import TaskDeploymentDescriptor
 from engine.runtime.io.redis_collect import expire_results
 from engine.taskexecutor import code_signing, messages
+
+log = logging.getLogger("millstream.gateway")
 
 
 class TaskExecutorGateway(Protocol):
@@ -37,10 +40,20 @@ class TaskExecutorGateway(Protocol):
 
 
 class RedisTaskExecutorGateway:
-    def __init__(self, client: redis.Redis, cluster_secret: str | None = None, epoch: int | None = None) -> None:
+    """``client`` is the control Redis (fenced writes under HA); ``data_clients`` the data servers
+    channels are sharded over (MILLSTREAM_DATA_REDIS_URLS), none when channels live on ``client``."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        cluster_secret: str | None = None,
+        epoch: int | None = None,
+        data_clients: list[redis.Redis] | None = None,
+    ) -> None:
         self.client = client
         self.cluster_secret = cluster_secret
         self.epoch = epoch  # the JobManager's: slots seal what they report back for it
+        self.data_clients = list(data_clients or [])
 
     def _send(self, tm_id: str, slot: int, msg: dict) -> None:
         # Sealed for this slot's inbox: the slot drops anything that is not (a forged deploy, cancel...).
@@ -63,8 +76,10 @@ class RedisTaskExecutorGateway:
     def release_job(self, job_id: str) -> None:
         keys = list(self.client.scan_iter(match=redis_keys.job_channels_pattern(job_id), count=1000))
         keys.append(redis_keys.job_user_code(job_id))
+        # Fenced first: a JobManager that lost the lease raises here and never reaches the data servers.
         for i in range(0, len(keys), 500):
             self.client.delete(*keys[i : i + 500])
+        self._drop_on_data_servers(redis_keys.job_channels_pattern(job_id))
         expire_results(self.client, job_id)  # not dropped: an attached client may still be reading them
 
     def trigger_checkpoint(self, tm_id: str, slot: int, msg: dict) -> None:
@@ -80,6 +95,29 @@ class RedisTaskExecutorGateway:
         self._send(tm_id, slot, msg)
 
     def release_attempt(self, job_id: str, attempt: int) -> None:
-        keys = list(self.client.scan_iter(match=redis_keys.attempt_channels_pattern(job_id, attempt), count=1000))
+        pattern = redis_keys.attempt_channels_pattern(job_id, attempt)
+        keys = list(self.client.scan_iter(match=pattern, count=1000))
+        if self.data_clients and not keys:
+            # One fenced write on the control Redis even so (of a key that never exists): under HA, a
+            # JobManager that lost the lease is refused here before it touches the data servers.
+            keys = [pattern]
         for i in range(0, len(keys), 500):
             self.client.delete(*keys[i : i + 500])
+        self._drop_on_data_servers(pattern)
+
+    def _drop_on_data_servers(self, pattern: str) -> None:
+        """Delete the keys matching ``pattern`` on every data server that answers. One that is down
+        keeps its keys: nothing reads them (channels are per attempt), and an embedded server comes
+        back empty anyway; the JobManager must not stall or fail over that."""
+        for data in self.data_clients:
+            try:
+                keys = list(data.scan_iter(match=pattern, count=1000))
+                for i in range(0, len(keys), 500):
+                    data.delete(*keys[i : i + 500])
+            except redis.RedisError as e:
+                log.warning("could not drop channels %s on data server %s: %s", pattern, _where(data), e)
+
+
+def _where(client: redis.Redis) -> str:
+    kw = client.connection_pool.connection_kwargs
+    return f"{kw.get('host', '?')}:{kw.get('port', '?')}"

@@ -30,6 +30,7 @@ from engine.metrics.task_report import TaskMetricsReport, encode_reports
 from engine.runtime.checkpointing import Barrier
 from engine.runtime.deployment import TaskDeploymentDescriptor
 from engine.runtime.collect import gated_by_checkpoints
+from engine.runtime.io import data_servers
 from engine.runtime.io.channel import TaskCancelled
 from engine.runtime.io.redis_collect import RedisCollectGateway
 from engine.runtime.io.redis_channels import RedisChannelFactory
@@ -67,6 +68,7 @@ class SlotConfig:
     state_dir: str | None = None
     cluster_secret: str | None = None  # user code not signed with it is refused
     unsealed_benchmark: bool = False  # benchmark only: nothing is sealed (engine/security/mac.py)
+    data_redis_urls: tuple[str, ...] = ()  # data servers channels are sharded over; empty: redis_url
 
 
 def _die_with_parent() -> None:
@@ -95,6 +97,10 @@ class SlotExecutor:
         check_secret(cfg.cluster_secret)  # no secret: no data plane at all rather than an unauthenticated one
         self.cfg = cfg
         self.client = client
+        # Channels go to the data servers when there are any (engine/runtime/io/data_servers.py), else here.
+        self.data_clients = [
+            redis.Redis.from_url(u, socket_keepalive=True, health_check_interval=30) for u in cfg.data_redis_urls
+        ] or [client]
         # print() lines go to this process's stdout and to their job's print stream in Redis
         self.stdout = stdout or TaskStdout(sys.stdout, StdoutForwarder(client, secret=cfg.cluster_secret))
         self.inbox = redis_keys.slot_inbox(cfg.tm_id, cfg.slot)
@@ -199,6 +205,19 @@ class SlotExecutor:
 
         threading.Thread(target=run, name="stack-sampler", daemon=True).start()
 
+    def _check_data_servers(self) -> None:
+        """Refuse to run a task whose channels this slot would put on other servers than the JobManager's."""
+        published = self.client.get(redis_keys.DATA_SERVERS)
+        if published is None:
+            return  # a JobManager from before the check, or one that has not published yet
+        theirs, ours = published.decode(), data_servers.fingerprint(self.cfg.data_redis_urls)
+        if theirs != ours:
+            raise data_servers.DataServersMismatch(
+                f"this TaskManager's MILLSTREAM_DATA_REDIS_URLS ({'fingerprint ' + ours if ours else 'unset'}) is not "
+                f"the JobManager's ({'fingerprint ' + theirs if theirs else 'unset'}): every process needs the same "
+                "data servers in the same order"
+            )
+
     def deploy(self, tdd: TaskDeploymentDescriptor) -> None:
         key = (tdd.job_id, tdd.vertex_id, tdd.subtask, tdd.attempt)
         try:
@@ -217,10 +236,11 @@ class SlotExecutor:
             # directory: archives the job shipped are found by relative path, as in PyFlink's worker.
             # A job that shipped no archives works where the process started, not in the last job's.
             os.chdir(shipped.working_dir if shipped.working_dir is not None else _STARTING_DIRECTORY)
+            self._check_data_servers()
             graph = load_user_code(shipped.graph)  # also registers the classes the program defined
             cancelled = threading.Event()
             env = TaskEnvironment(
-                channels=RedisChannelFactory(self.client, self.cfg.credits, cancelled, self.cfg.cluster_secret),
+                channels=RedisChannelFactory(self.data_clients, self.cfg.credits, cancelled, self.cfg.cluster_secret),
                 cancelled=cancelled,
                 print_line=lambda text, job=tdd.job_id: self.stdout.print_line(job, text),
                 collect=self._collect_gateway(tdd, cancelled),

@@ -35,6 +35,7 @@ log = logging.getLogger("millstream.taskmanager")
 @dataclass(frozen=True)
 class TaskManagerConfig:
     redis_url: str
+    data_redis_urls: tuple[str, ...] = ()  # data servers channels are sharded over; empty: redis_url
     slots: int = 2
     heartbeat_interval_ms: int = 1000
     heartbeat_timeout_ms: int = 10_000
@@ -98,7 +99,7 @@ class TaskExecutor:
         state_dir = os.path.join(self.cfg.state_dir, self.id.replace(":", "_")) if self.cfg.state_dir else None
         cfg = SlotConfig(
             self.id, i, self.cfg.redis_url, self.cfg.credits, self.cfg.buffer_records, state_dir, self.cfg.cluster_secret,
-            unsealed_benchmark=self.cfg.unsealed_benchmark,
+            unsealed_benchmark=self.cfg.unsealed_benchmark, data_redis_urls=self.cfg.data_redis_urls,
         )
         self.metrics_receiver.remove_slot(i)  # a restarted slot's old subtasks are gone
         metrics_pipe = None

@@ -54,3 +54,7 @@ class ChannelFactory(Protocol):
 
 class TaskCancelled(Exception):
     """Raised inside a task's blocking waits once the task is cancelled."""
+
+
+class UnauthenticatedBuffer(RuntimeError):
+    """A channel element that was not sealed for that channel by this cluster: the task fails, undecoded."""

@@ -19,6 +19,10 @@ when the task ends, however it ends (``RedisChannelFactory.close``), so a
 TaskManager runs any number of jobs and restarts on a flat connection count.
 A broken connection fails the task, and the restart strategy takes over.
 
+With several data servers (MILLSTREAM_DATA_REDIS_URLS) each channel and its credits live on the
+server ``data_servers.shard_of`` picks; writers share one link per server, and a gate whose channels
+span servers is a ``ShardedInputGate`` (engine/runtime/io/sharded_gate.py).
+
 Every element is sealed with the cluster secret (engine/security/mac.py), bound to its channel key
 (job, attempt, edge, subtask pair) and its sequence number in the channel; the gate opens it before
 anything decodes it. An element that does not open (pushed by someone with only the Redis URL,
@@ -44,9 +48,11 @@ from typing import Any, Callable
 import redis
 
 from engine import redis_keys
-from engine.runtime.io.channel import ChannelId, TaskCancelled
+from engine.runtime.io import data_servers
+from engine.runtime.io.channel import ChannelId, TaskCancelled, UnauthenticatedBuffer
 from engine.runtime.io.credit import CreditAnnouncer, CreditLedger
 from engine.runtime.io.frames import FramedInputGate
+from engine.runtime.io.sharded_gate import ShardedInputGate
 from engine.security.mac import Sealer, Unauthenticated
 
 _POLL_SLICE = 0.1  # seconds; how often a blocked wait re-checks cancellation
@@ -107,6 +113,34 @@ class RedisLink:
             self.conn.disconnect()
             raise
 
+    def send_nowait(self, commands: list[tuple[Any, ...]], handlers: list[ReplyHandler]) -> None:
+        """As ``send``, but never reads replies here: one of them may be a blocking read's."""
+        conn = self.conn
+        try:
+            conn.send_packed_command(conn.pack_commands(commands), check_health=False)
+            self.unread.extend(handlers)
+        except BaseException:
+            conn.disconnect()
+            raise
+
+    def read_available(self) -> None:
+        """Read the replies that have arrived, without waiting for the others. A closed connection
+        (the server died) raises ConnectionError here."""
+        conn, unread = self.conn, self.unread
+        try:
+            while unread and conn.can_read(0):
+                reply = conn.read_response()
+                handler = unread.popleft()
+                if handler is not None:
+                    handler(reply)
+        except BaseException:
+            conn.disconnect()
+            raise
+
+    def socket(self) -> Any:
+        """The connection's socket, to wait on several links at once (select)."""
+        return self.conn._sock  # redis-py has no public accessor; None once disconnected
+
     def _read_unread(self) -> None:
         unread, read = self.unread, self.conn.read_response
         while unread:
@@ -125,10 +159,6 @@ class RedisLink:
             self.unread.clear()
             self.conn.disconnect()
         self.pool.release(self.conn)
-
-
-class UnauthenticatedBuffer(RuntimeError):
-    """A channel element that was not sealed for that channel by this cluster: the task fails, undecoded."""
 
 
 class RedisChannelWriter:
@@ -289,34 +319,57 @@ class RedisInputGate:
 
 
 class RedisChannelFactory:
-    """One task's channels. Its record writers share one link and its input gate has its own,
-    because the writers still send END_OF_PARTITION after the gate is closed."""
+    """One task's channels. Its record writers share one link per data server and its input gate
+    has links of its own, because the writers still send END_OF_PARTITION after the gate is closed.
+
+    ``client`` is one data server, or a list of them (MILLSTREAM_DATA_REDIS_URLS): each channel, with
+    its credits, lives on the server ``data_servers.shard_of`` picks for its key. A gate whose channels
+    all live on one server reads them as before; one spread over several reads each server with a
+    blocking read of its own (``ShardedInputGate``)."""
 
     def __init__(
-        self, client: redis.Redis, credits: int, cancelled: threading.Event, secret: str | bytes | None = None
+        self,
+        client: "redis.Redis | list[redis.Redis]",
+        credits: int,
+        cancelled: threading.Event,
+        secret: str | bytes | None = None,
     ) -> None:
-        self.client = client
+        self.clients = list(client) if isinstance(client, (list, tuple)) else [client]
+        if not self.clients:
+            raise ValueError("a channel factory needs at least one data server")
         self.credits = credits
         self.cancelled = cancelled
         self.secret = secret  # seals every element; without one, making a writer or gate fails the task
-        self._writer_link: RedisLink | None = None
+        self._writer_links: dict[int, RedisLink] = {}
         self._links: list[RedisLink] = []
 
-    def _link(self) -> RedisLink:
-        link = RedisLink(self.client)
+    def _link(self, server: int) -> RedisLink:
+        link = RedisLink(self.clients[server])
         self._links.append(link)
         return link
 
+    def server_of(self, channel: ChannelId) -> int:
+        return data_servers.shard_of(channel, len(self.clients))
+
     def writer(self, channel: ChannelId) -> RedisChannelWriter:
-        if self._writer_link is None:
-            self._writer_link = self._link()
-        return RedisChannelWriter(self._writer_link, channel, self.credits, self.cancelled, self.secret)
+        server = self.server_of(channel)
+        link = self._writer_links.get(server)
+        if link is None:
+            link = self._writer_links[server] = self._link(server)
+        return RedisChannelWriter(link, channel, self.credits, self.cancelled, self.secret)
 
     def gate(self, channels: list[ChannelId]) -> FramedInputGate:
-        return FramedInputGate(RedisInputGate(self._link(), channels, self.cancelled, self.secret), len(channels))
+        servers = [self.server_of(c) for c in channels]
+        used = sorted(set(servers))
+        if len(used) <= 1:
+            inner: Any = RedisInputGate(self._link(used[0] if used else 0), channels, self.cancelled, self.secret)
+        else:
+            links = {s: self._link(s) for s in used}
+            inner = ShardedInputGate(links, servers, channels, self.cancelled, self.secret)
+        return FramedInputGate(inner, len(channels))
 
     def close(self) -> None:
         """The task ended (finished, failed or cancelled): every connection goes back to the pool."""
-        links, self._links, self._writer_link = self._links, [], None
+        links, self._links, self._writer_links = self._links, [], {}
         for link in links:
             link.close()

@@ -1,0 +1,46 @@
+"""Which data Redis server holds a channel: client-side sharding by a stable hash of the channel.
+
+With ``MILLSTREAM_DATA_REDIS_URLS`` set, channels (and their credits) are spread over several Redis
+servers; control messages, registration, heartbeats and checkpoint coordination stay on ``REDIS_URL``.
+Producer and consumer compute the same server from the channel alone, in any process: the hash is
+CRC-32 of the channel's key (job, attempt, edge, subtask pair), never Python's per-process ``hash``.
+The attempt is part of it, so a restarted job's channels land elsewhere than the failed attempt's.
+"""
+from __future__ import annotations
+
+import hashlib
+import zlib
+from urllib.parse import urlsplit
+
+from engine import redis_keys
+from engine.runtime.io.channel import ChannelId
+
+
+def shard_of(channel: ChannelId, servers: int) -> int:
+    """The index, in the list of data servers, of the server holding ``channel`` and its credits."""
+    if servers <= 1:
+        return 0
+    key = redis_keys.channel(channel.job_id, channel.attempt, channel.edge, channel.src, channel.dst)
+    return zlib.crc32(key.encode()) % servers
+
+
+def parse_urls(value: str | None) -> list[str]:
+    """MILLSTREAM_DATA_REDIS_URLS: comma- or whitespace-separated Redis URLs (empty: the control Redis)."""
+    return [u for u in (value or "").replace(",", " ").split() if u]
+
+
+def fingerprint(urls: list[str] | tuple[str, ...]) -> str:
+    """What every process must agree on: the data servers (host, port, database), in order, passwords
+    left out. The JobManager publishes its own; a TaskManager given another list refuses tasks, since
+    it would put a job's channels on servers the other side never reads. "" means no data servers."""
+    if not urls:
+        return ""
+    places = []
+    for url in urls:
+        u = urlsplit(url)
+        places.append(f"{u.scheme}://{u.hostname}:{u.port or 6379}{u.path or '/0'}")
+    return hashlib.sha256("\n".join(places).encode()).hexdigest()[:16]
+
+
+class DataServersMismatch(RuntimeError):
+    """This TaskManager's MILLSTREAM_DATA_REDIS_URLS is not the JobManager's."""

@@ -1,0 +1,159 @@
+"""The exactly-once chaos test on a data plane sharded over three Redis servers (issue 18):
+``millstream cluster start --data-redis 3`` runs the control Redis and three embedded data servers;
+the chaos program's two jobs (exactly-once FileSink, and execute_and_collect to the client) run while
+the test SIGKILLs the busiest data server once, at a random moment between checkpoints, and one
+TaskManager. The launcher starts the server again on its port (empty); the jobs whose channels were
+on it fail and restart from their latest checkpoints. Every update must be committed exactly once
+and reach the client exactly once, in order. Prints the time until both jobs ran again."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import redis
+
+from tests.integration.cluster import Cluster
+from tests.integration.test_chaos import _all_running, _attempt, _completed
+from tests.integration.test_launcher import _role_pids
+from tests.integration.test_recovery import committed_counts
+
+PROGRAM = Path(__file__).parent / "programs" / "chaos_count.py"
+N = 12_000
+RATE = 250  # records per second: about 50 s of input, long enough for both faults to land midway
+HEARTBEAT_TIMEOUT_MS = 2000
+TASKMANAGERS = 3
+DATA_SERVERS = 3
+
+
+def _data_server(data_dir: Path, i: int) -> tuple[int, redis.Redis]:
+    """The pid of embedded data server ``i`` and a client (its port and password are in its config)."""
+    d = data_dir / f"valkey-data-{i}"
+    conf = dict(
+        line.split(None, 1) for line in (d / "valkey.conf").read_text().splitlines() if line.strip() and " " in line
+    )
+    password = conf.get("requirepass", "").strip().strip('"') or None
+    client = redis.Redis(host="127.0.0.1", port=int(conf["port"]), password=password, socket_timeout=5)
+    return int((d / "valkey.pid").read_text().strip()), client
+
+
+def _pushes(client: redis.Redis) -> int:
+    return int(client.info("commandstats").get("cmdstat_rpush", {}).get("calls", 0))
+
+
+def test_every_update_exactly_once_when_one_of_three_data_servers_is_killed(tmp_path: Path) -> None:
+    c = Cluster(tmp_path, heartbeat_timeout_ms=HEARTBEAT_TIMEOUT_MS)  # its port, env and helpers only
+    env = dict(c.env)
+    env.pop("REDIS_URL")  # the launcher starts its own control Redis, and the data servers
+    data_dir = Path(env["MILLSTREAM_DATA_DIR"])
+    rng = random.Random(1818)
+    faults = ["data-redis", "taskmanager"]
+    rng.shuffle(faults)
+    launcher = c.launch(
+        "--taskmanagers", str(TASKMANAGERS), "--slots", "2", "--data-redis", str(DATA_SERVERS), env=env
+    )
+    out, collected = tmp_path / "out", tmp_path / "collected.json"
+    run = None
+    recoveries: list[tuple[str, float]] = []
+    restarted_by_data_kill = 0
+    try:
+        c.wait_for(lambda: c.overview()["taskmanagers"] >= TASKMANAGERS, 90, "the launched cluster to come up")
+        run = subprocess.Popen(
+            [sys.executable, "-m", "backend.cli", "run", "-p", "2", str(PROGRAM), str(N), str(RATE), str(out), str(collected)],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        c.wait_for(lambda: len(c.job_ids()) == 2, 60, "the two jobs")
+        jobs = sorted(c.job_ids())
+        for fault in faults:
+            for jid in jobs:
+                c.wait_for(lambda: _all_running(c, jid), 90, f"job {jid} to run")
+            before = {jid: _completed(c, jid) for jid in jobs}
+            c.wait_for(lambda: all(_completed(c, j) > before[j] for j in jobs), 30, "a checkpoint of each job")
+            attempts = {jid: _attempt(c, jid) for jid in jobs}
+            time.sleep(rng.uniform(0.1, 1.5))  # a random moment between checkpoints
+            assert all(c.job(j)["state"] == "RUNNING" for j in jobs), "a job ended before every fault landed; raise N"
+            if fault == "data-redis":
+                servers = [_data_server(data_dir, i) for i in range(DATA_SERVERS)]
+                pushes = [_pushes(cl) for _, cl in servers]
+                # The channels really are spread: more than one server carries data.
+                assert sum(1 for p in pushes if p > 0) >= 2, pushes
+                victim = max(range(DATA_SERVERS), key=lambda i: pushes[i])  # the busiest: it surely holds channels
+                os.kill(servers[victim][0], signal.SIGKILL)
+                for _, cl in servers:
+                    cl.close()
+            else:
+                os.kill(rng.choice(_role_pids(launcher.pid, "taskmanager")), signal.SIGKILL)
+            killed_at = time.monotonic()
+            back: dict[str, float] = {}  # job that failed over -> seconds until it ran again
+
+            def recovered(jid: str) -> bool:
+                if _attempt(c, jid) > attempts[jid]:
+                    if _all_running(c, jid):
+                        back.setdefault(jid, time.monotonic() - killed_at)
+                        return True
+                    return False
+                # A job with no channel on the killed server (or no task on the killed TaskManager) keeps
+                # running: settled once a failure would have shown.
+                quiet = time.monotonic() - killed_at > HEARTBEAT_TIMEOUT_MS / 1000 + 4
+                return quiet and _all_running(c, jid)
+
+            try:
+                c.wait_for(lambda: all(recovered(j) for j in jobs), 120, f"both jobs to run again after a {fault} kill")
+            except AssertionError:
+                for j in jobs:
+                    print(j, c.job(j)["state"], attempts)
+                if run.poll() is not None:
+                    print("millstream run ended:", run.stderr.read()[-3000:] if run.stderr else "")
+                raise
+            if fault == "data-redis":
+                restarted_by_data_kill = sum(1 for j in jobs if _attempt(c, j) > attempts[j])
+            # The time until the jobs that failed over ran again (not the quiet wait of one that did not).
+            recoveries.append((fault, max(back.values(), default=time.monotonic() - killed_at)))
+            print(f"{fault} kill: {len(back)} job(s) failed over, running again after {recoveries[-1][1]:.1f} s", flush=True)
+            assert launcher.poll() is None, "the launcher gave up"
+
+        stdout, stderr = run.communicate(timeout=300)
+        assert run.returncode == 0, stderr[-3000:]
+        assert "Traceback" not in stderr, stderr[-3000:]
+        # The busiest server held channels of at least one job: that job failed over and restored.
+        assert restarted_by_data_kill >= 1
+        restored = sum(c.http.get(f"/jobs/{j}/checkpoints").json()["counts"]["restored"] for j in jobs)
+        assert restored >= 1
+        # The client: every update once, in order per key.
+        received = [tuple(u) for u in json.loads(collected.read_text())]
+        dupes = [u for u, n in Counter(received).items() if n > 1]
+        assert not dupes, f"client: {len(received) - len(set(received))} duplicates, e.g. {dupes[:5]}"
+        per_key: dict[str, list[int]] = {}
+        for key, n in received:
+            per_key.setdefault(key, []).append(n)
+        want = list(range(1, N // 40 + 1))
+        assert sorted(per_key) == sorted(f"k{k}" for k in range(40))
+        bad = {k: len(v) for k, v in per_key.items() if v != want}
+        assert not bad, f"client: keys with missing or reordered updates: {bad}"
+        # The FileSink: every update once in the committed files.
+        files = committed_counts(out)
+        assert sorted(files) == sorted(per_key), "sink: keys missing from the committed files"
+        missing = {k: sorted(set(want) - set(v))[:5] for k, v in files.items() if set(want) - set(v)}
+        assert not missing, f"sink: keys with missing updates: {missing}"
+        dupes = {k: len(v) - len(want) for k, v in files.items() if len(v) != len(want)}
+        assert not dupes, f"sink: keys with updates committed more than once: {dupes}"
+        for jid in jobs:
+            assert c.job(jid)["state"] == "FINISHED"
+    finally:
+        if run is not None and run.poll() is None:
+            run.kill()
+        log = c.stop_launcher(launcher)
+        c.http.close()
+        c.redis.stop()
+    print(
+        "\nchaos on 3 data servers: " + ", ".join(f"{f} kill: RUNNING again after {t:.1f} s" for f, t in recoveries)
+        + f"; jobs failed over by the data server kill: {restarted_by_data_kill}"
+    )
+    assert "the embedded data Redis" in log and "starting it again" in log, log[-3000:]
+    assert "Data Redis servers:" in log
