@@ -107,6 +107,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 max_concurrent_jobs=settings.max_concurrent_jobs,
                 archive_after_ms=settings.job_archive_after_ms,
                 latency_interval_ms=settings.latency_interval_ms,
+                slot_request_timeout_ms=int(settings.slot_request_timeout_s * 1000),
             ),
         )
         dispatcher.state_roots = StateRoots.of(*settings.state_roots)  # what REST callers may point it at

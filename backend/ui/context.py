@@ -8,13 +8,14 @@ import time
 from typing import Any
 
 from backend.api.jobs import load_job
-from backend.services import job_views
+from backend.services import job_output, job_views
 from backend.ui import backpressure_view, checkpoint_view, cluster_view, graph_view, job_view, savepoint_view, spark_view
 from backend.ui.throughput import ThroughputHistory
 from engine.jobmanager.dispatcher import Dispatcher, UnknownJob
 from engine.jobmanager.job_store import JobRecord
 
 EXCEPTIONS_SHOWN = 50
+OUTPUT_PAGE_LINES = 1000  # the Output tab's lines per page
 
 
 def now_ms() -> int:
@@ -71,7 +72,7 @@ def job_context(
     ctx: dict[str, Any] = {
         "header": header,
         "tab": tab,
-        "tabs": job_view.tabs_for(header.job_type, on_spark(dispatcher, record)),
+        "tabs": job_view.tabs_for(header.job_type, on_spark(dispatcher, record), job_output.has_output(dispatcher, record)),
         "view": view,
         "subtask_page": page,  # of the Subtasks tab's tables ("page" is the nav's)
         "live_body": tab in job_view.LIVE_TABS,
@@ -118,6 +119,8 @@ def _tab_context(
         engine = batch_engine(dispatcher, record)
         progress = dispatcher.spark_progress(record)
         return {"spark": spark_view.spark_progress(progress, engine, alive)}
+    if tab == "output":
+        return {"output": job_output.last_page(dispatcher, record, OUTPUT_PAGE_LINES), "output_page": OUTPUT_PAGE_LINES}
     if tab == "configuration":
         return {"config": job_view.configuration_tab(record), "plan": job_views.job_plan(record)}
     if tab == "checkpoints":
@@ -125,6 +128,13 @@ def _tab_context(
     if tab == "savepoints":
         return {"savepoints": savepoints_of(dispatcher, record, alive)}
     return {}
+
+
+def output_context(dispatcher: Dispatcher, jid: str, offset: int) -> dict[str, Any]:
+    """One page of the Output tab from line ``offset`` on. Raises UnknownJob."""
+    record = load_job(dispatcher, jid)
+    chunk = job_output.read_output(dispatcher, record, offset, OUTPUT_PAGE_LINES)
+    return {"header": job_view.job_header(record, now_ms(), None), "output": chunk, "output_page": OUTPUT_PAGE_LINES}
 
 
 def batch_engine(dispatcher: Dispatcher, record: JobRecord) -> str:

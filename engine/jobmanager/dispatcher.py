@@ -52,7 +52,8 @@ from engine.spark.availability import spark_unavailable_reason
 from engine.spark.spark_cancel import spark_cancel_value
 from engine.spark.spark_job_master import SparkJobMaster
 from engine.spark.validation import UntranslatableJob
-from engine.jobmanager.job_store import ExceptionRecord, JobRecord, JobStore
+from engine.jobmanager.job_output import keep_output
+from engine.jobmanager.job_store import ExceptionRecord, JobOutputRecord, JobRecord, JobStore
 from engine.runtime.collect import Ack
 from engine.security.replay import ElementPositions
 from engine.runtime.io.redis_collect import CollectPositions, expire_results, fetch_results, record_ack
@@ -102,6 +103,7 @@ class DispatcherConfig:
     max_concurrent_jobs: int | None = None  # jobs not yet in a terminal state; None: no limit
     archive_after_ms: int = 60_000  # an ended job leaves memory for the JobStore this long after its end
     latency_interval_ms: int = 0  # Flink's metrics.latency.interval for jobs that set none; 0: off
+    slot_request_timeout_ms: int = 300_000  # Flink's slot.request.timeout for jobs that set none
 
 
 class Dispatcher(SavepointOperations):
@@ -137,6 +139,7 @@ class Dispatcher(SavepointOperations):
         self._metric_samples: dict[str, dict[bytes, dict[str, Any]]] = {}  # job -> field -> newest sample read
         # which numbered line each print-stream position holds, for the jobs read most recently
         self._stdout_positions: OrderedDict[str, ElementPositions] = OrderedDict()
+        self._outputs_kept: set[str] = set()  # ended jobs whose print() output the JobStore has taken
 
     # -- lifecycle ----------------------------------------------------------------
     def start(self) -> None:
@@ -178,6 +181,7 @@ class Dispatcher(SavepointOperations):
                 rec.failure_cause = "the JobManager restarted while this job was running"
                 self.store.save_job(rec)
                 self.gateway.release_job(rec.jid)
+                self._keep_output(rec.jid)
 
     def _await_redis(self) -> None:
         """A JobManager started while Redis is away waits for it (with backoff) rather than dying."""
@@ -233,6 +237,7 @@ class Dispatcher(SavepointOperations):
             jm = JobMaster(
                 job_graph, full.user_code, self.gateway, self.store, self.clock, self.read_metrics,
                 self.config.checkpoint_dir, self.config.savepoint_dir, self._history(rec.jid),
+                slot_request_timeout_ms=self.config.slot_request_timeout_ms,
             )
         except Exception:
             log.exception("cannot rebuild job %s", rec.jid)
@@ -303,6 +308,7 @@ class Dispatcher(SavepointOperations):
                         self._refresh_membership()
                     for jm in list(self.jobs.values()):
                         jm.tick(self.pool)
+                    self._keep_ended_outputs()
                     self._archive_ended()
             except FencedOut as e:
                 self._step_down(str(e))
@@ -313,6 +319,26 @@ class Dispatcher(SavepointOperations):
                 self._stop.wait(0.5)
             except Exception:
                 log.exception("control loop error")
+
+    def _keep_ended_outputs(self) -> None:
+        """Put the print() output of each job that ended into the JobStore, once: every line it printed
+        is in Redis by then (tasks and Spark partitions flush before they report themselves ended)."""
+        for jid, jm in list(self.jobs.items()):
+            if jm.status.is_terminal() and jid not in self._outputs_kept:
+                self._keep_output(jid)
+
+    def _keep_output(self, jid: str) -> bool:
+        try:
+            keep_output(self.client, self.store, jid, self.config.cluster_secret, int(self.clock() * 1000))
+        except redis.RedisError as e:
+            log.warning("the print() output of job %s is not kept yet: %s", jid, e)
+            return False
+        self._outputs_kept.add(jid)
+        return True
+
+    def kept_output(self, jid: str) -> JobOutputRecord | None:
+        """The print() output kept with an ended job, if it printed any."""
+        return self.store.get_output(jid)
 
     def _archive_ended(self) -> None:
         """Drop jobs that ended ``archive_after_ms`` ago and whose history SQL has taken (a flush that
@@ -326,6 +352,8 @@ class Dispatcher(SavepointOperations):
                 continue
             if isinstance(jm, JobMaster) and not jm.checkpointing.save_history():
                 continue
+            if jid not in self._outputs_kept and not self._keep_output(jid):
+                continue  # tried again until Redis answers
             try:
                 jm.persist()  # the final record, last metrics included
             except Exception:
@@ -334,6 +362,7 @@ class Dispatcher(SavepointOperations):
             del self.jobs[jid]
             self._collect_positions.pop(jid, None)
             self._metric_samples.pop(jid, None)
+            self._outputs_kept.discard(jid)
             log.info("job %s (%s) left memory for the JobStore", jid, jm.status.value)
 
     def _handle(self, msg: dict[str, Any]) -> None:
@@ -467,7 +496,7 @@ class Dispatcher(SavepointOperations):
                 raise JobSubmissionError(f"{e}; run it with --engine native to use the streaming runtime") from e
         return JobMaster(
             job_graph, user_code, self.gateway, self.store, self.clock, self.read_metrics, self.config.checkpoint_dir,
-            self.config.savepoint_dir,
+            self.config.savepoint_dir, slot_request_timeout_ms=self.config.slot_request_timeout_ms,
         )
 
     def spark_progress(self, record: JobRecord) -> dict[str, Any] | None:

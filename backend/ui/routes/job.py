@@ -106,6 +106,16 @@ def checkpoint_detail(request: Request, dispatcher: DispatcherDep, jid: str, cid
     return templates.TemplateResponse(request, "partials/checkpoint_detail.html", ctx)
 
 
+@router.get("/{jid}/output/lines", response_class=HTMLResponse)
+def output_lines(request: Request, dispatcher: DispatcherDep, jid: str, offset: Annotated[int, Query(ge=0, le=2**53)] = 0) -> Response:
+    """One page of the Output tab (its Earlier / Later / Newest buttons swap it in place)."""
+    try:
+        ctx = context.output_context(dispatcher, jid, offset)
+    except UnknownJob:
+        return _not_found(request, jid)
+    return templates.TemplateResponse(request, "job/output.html", ctx, block_name="lines")
+
+
 @router.get("/{jid}/flamegraph/data")
 def flame_graph_data(
     dispatcher: DispatcherDep, flame_graphs: FlameGraphsDep, jid: str, vertex: str, type: str = "full"  # noqa: A002
