@@ -10,7 +10,7 @@ import redis
 from engine import redis_keys
 from engine.executiongraph.states import JobStatus
 from engine.jobmanager.dispatcher import Dispatcher
-from engine.jobmanager.job_store import JobRecord
+from engine.jobmanager.job_store import JobOutputRecord, JobRecord
 from engine.runtime.io.job_stdout import read_lines, stdout_key
 
 
@@ -44,7 +44,13 @@ class OutputChunk:
 
 
 def read_output(dispatcher: Dispatcher, record: JobRecord, offset: int, max_lines: int) -> OutputChunk:
-    """Up to ``max_lines`` lines of the job's output from line ``offset`` on."""
+    """Up to ``max_lines`` lines of the job's output from line ``offset`` on. An ended job's lines
+    within what was kept come from the JobStore (read once, whole, when it ended: a reader may page
+    back and forth there), older ones from Redis while its stream lasts."""
+    ended = JobStatus(record.state).is_terminal()
+    kept = dispatcher.kept_output(record.jid) if ended else None
+    if kept is not None and offset >= kept.first:
+        return _from_kept(kept, offset, max_lines)
     chunk = None
     try:
         # Only lines sealed for this job by the cluster are its output (engine/runtime/io/job_stdout.py).
@@ -53,14 +59,17 @@ def read_output(dispatcher: Dispatcher, record: JobRecord, offset: int, max_line
             dispatcher.client, record.jid, offset, max_lines, key=key, positions=dispatcher.stdout_positions(record.jid)
         )
     except redis.RedisError:
-        if not JobStatus(record.state).is_terminal():
+        if kept is None:
             raise
     if chunk is not None and chunk.total > 0:
         first = max(chunk.total - redis_keys.JOB_STDOUT_MAX_LINES, 0)
         return OutputChunk(chunk.lines, chunk.offset, chunk.next_offset, chunk.dropped, chunk.total, False, first)
-    kept = dispatcher.kept_output(record.jid) if JobStatus(record.state).is_terminal() else None
     if kept is None:
         return OutputChunk([], offset, offset, 0, 0, False, 0)
+    return _from_kept(kept, offset, max_lines)
+
+
+def _from_kept(kept: JobOutputRecord, offset: int, max_lines: int) -> OutputChunk:
     start = min(max(offset, kept.first), kept.first + len(kept.lines))
     lines = kept.lines[start - kept.first : start - kept.first + max_lines]
     return OutputChunk(lines, start, start + len(lines), max(start - offset, 0), kept.total, True, kept.first)

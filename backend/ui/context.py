@@ -94,6 +94,10 @@ def _tab_context(
     if tab == "graph":
         failed = any(v.get("status") == "FAILED" for v in vertices)
         failures = graph_view.failure_lines(dispatcher.exceptions(record.jid, 20)) if failed else None
+        if failed and record.failure_cause:
+            # A failure of the whole job (no slots in time) names no vertex: each failed vertex shows it.
+            cause = record.failure_cause.strip().splitlines()[-1][:300]
+            failures = {v["id"]: (failures or {}).get(v["id"], cause) for v in vertices if v.get("status") == "FAILED"}
         model = graph_view.graph_model(record.job_graph, vertices, alive, view, failures)
         return {"graph": model, "graph_json": json.dumps(model.layout_json())}
     if tab == "subtasks":
