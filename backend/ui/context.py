@@ -62,9 +62,11 @@ def taskmanagers_context(dispatcher: Dispatcher) -> dict[str, Any]:
 
 
 def job_context(
-    dispatcher: Dispatcher, history: ThroughputHistory, jid: str, tab: str, view: str, page: int = 1
+    dispatcher: Dispatcher, history: ThroughputHistory, jid: str, tab: str, view: str, page: int = 1,
+    body: bool = True,
 ) -> dict[str, Any]:
-    """Everything the job page's header and the chosen tab need. Raises UnknownJob."""
+    """Everything the job page's header and the chosen tab need (without ``body``, only what the header
+    and the actions need: a stream of a tab whose body is not live). Raises UnknownJob."""
     record = load_job(dispatcher, jid)
     now = now_ms()
     history.record(record, now)
@@ -82,7 +84,8 @@ def job_context(
         ),
         "now": now,
     }
-    ctx.update(_tab_context(dispatcher, history, record, tab, view, now, header.alive, page))
+    if body:
+        ctx.update(_tab_context(dispatcher, history, record, tab, view, now, header.alive, page))
     return ctx
 
 

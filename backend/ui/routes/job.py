@@ -65,8 +65,10 @@ def job_stream(
         return HTMLResponse("unknown tab", status_code=404)
 
     def render() -> tuple[list[tuple[str, str]], bool]:
+        # The Output tab's stream carries only the header: its lines are paged by the reader, not re-read each second.
         ctx = {
-            "request": request, "page": "jobs", **context.job_context(dispatcher, history, jid, tab, _view(view), page)
+            "request": request, "page": "jobs",
+            **context.job_context(dispatcher, history, jid, tab, _view(view), page, body=tab != "output"),
         }
         events = [("header", block("job.html", "header", **ctx))]
         if ctx["live_body"]:
