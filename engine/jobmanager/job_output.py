@@ -3,7 +3,8 @@
 so they outlive the stream's hour in Redis, a Redis restart and a JobManager restart.
 
 Only lines sealed for the job are kept (``read_lines`` with the job's stdout key), as only those are
-ever shown as its output.
+ever shown as its output. A line left out that way leaves no gap: the kept lines are numbered back
+from the end of the stream, so lines before a forged one are numbered one later than in Redis.
 """
 from __future__ import annotations
 
