@@ -330,7 +330,9 @@ class Dispatcher(SavepointOperations):
     def _keep_output(self, jid: str) -> bool:
         try:
             keep_output(self.client, self.store, jid, self.config.cluster_secret, int(self.clock() * 1000))
-        except redis.RedisError as e:
+        except FencedOut:
+            raise
+        except Exception as e:  # Redis or SQL away: tried again next round; the rest of the loop goes on
             log.warning("the print() output of job %s is not kept yet: %s", jid, e)
             return False
         self._outputs_kept.add(jid)
