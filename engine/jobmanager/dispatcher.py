@@ -140,6 +140,7 @@ class Dispatcher(SavepointOperations):
         # which numbered line each print-stream position holds, for the jobs read most recently
         self._stdout_positions: OrderedDict[str, ElementPositions] = OrderedDict()
         self._outputs_kept: set[str] = set()  # ended jobs whose print() output the JobStore has taken
+        self._output_retry: dict[str, float] = {}  # when to try again to keep a job's output (monotonic)
 
     # -- lifecycle ----------------------------------------------------------------
     def start(self) -> None:
@@ -323,9 +324,11 @@ class Dispatcher(SavepointOperations):
     def _keep_ended_outputs(self) -> None:
         """Put the print() output of each job that ended into the JobStore, once: every line it printed
         is in Redis by then (tasks and Spark partitions flush before they report themselves ended)."""
+        now = time.monotonic()
         for jid, jm in list(self.jobs.items()):
-            if jm.status.is_terminal() and jid not in self._outputs_kept:
-                self._keep_output(jid)
+            if jm.status.is_terminal() and jid not in self._outputs_kept and self._output_retry.get(jid, 0.0) <= now:
+                if not self._keep_output(jid):
+                    self._output_retry[jid] = now + 5.0  # not every round: each try logs
 
     def _keep_output(self, jid: str) -> bool:
         try:
@@ -336,6 +339,7 @@ class Dispatcher(SavepointOperations):
             log.warning("the print() output of job %s is not kept yet: %s", jid, e)
             return False
         self._outputs_kept.add(jid)
+        self._output_retry.pop(jid, None)
         return True
 
     def kept_output(self, jid: str) -> JobOutputRecord | None:
@@ -365,6 +369,7 @@ class Dispatcher(SavepointOperations):
             self._collect_positions.pop(jid, None)
             self._metric_samples.pop(jid, None)
             self._outputs_kept.discard(jid)
+            self._output_retry.pop(jid, None)
             log.info("job %s (%s) left memory for the JobStore", jid, jm.status.value)
 
     def _handle(self, msg: dict[str, Any]) -> None:
