@@ -10,8 +10,20 @@ import redis
 from engine import redis_keys
 from engine.executiongraph.states import JobStatus
 from engine.jobmanager.dispatcher import Dispatcher
-from engine.jobmanager.job_store import JobOutputRecord, JobRecord
+from engine.jobmanager.job_store import OUTPUT_KEPT_CHARS, OUTPUT_KEPT_LINES, JobOutputRecord, JobRecord
 from engine.runtime.io.job_stdout import read_lines, stdout_key
+
+
+@dataclass(frozen=True)
+class OutputBounds:
+    """What is held of a job's output, for the dashboard to say."""
+
+    kept_lines: int = OUTPUT_KEPT_LINES  # kept with an ended job
+    kept_mib: int = OUTPUT_KEPT_CHARS // (1024 * 1024)
+    stream_lines: int = redis_keys.JOB_STDOUT_MAX_LINES  # in its Redis stream
+
+
+OUTPUT_BOUNDS = OutputBounds()
 
 
 @dataclass(frozen=True)

@@ -127,7 +127,10 @@ def _tab_context(
         progress = dispatcher.spark_progress(record)
         return {"spark": spark_view.spark_progress(progress, engine, alive)}
     if tab == "output":
-        return {"output": job_output.last_page(dispatcher, record, OUTPUT_PAGE_LINES), "output_page": OUTPUT_PAGE_LINES}
+        return {
+            "output": job_output.last_page(dispatcher, record, OUTPUT_PAGE_LINES), "output_page": OUTPUT_PAGE_LINES,
+            "output_bounds": job_output.OUTPUT_BOUNDS,
+        }
     if tab == "configuration":
         return {"config": job_view.configuration_tab(record), "plan": job_views.job_plan(record)}
     if tab == "checkpoints":
@@ -141,7 +144,10 @@ def output_context(dispatcher: Dispatcher, jid: str, offset: int) -> dict[str, A
     """One page of the Output tab from line ``offset`` on. Raises UnknownJob."""
     record = load_job(dispatcher, jid)
     chunk = job_output.read_output(dispatcher, record, offset, OUTPUT_PAGE_LINES)
-    return {"header": job_view.job_header(record, now_ms(), None), "output": chunk, "output_page": OUTPUT_PAGE_LINES}
+    return {
+        "header": job_view.job_header(record, now_ms(), None), "output": chunk, "output_page": OUTPUT_PAGE_LINES,
+        "output_bounds": job_output.OUTPUT_BOUNDS,
+    }
 
 
 def batch_engine(dispatcher: Dispatcher, record: JobRecord) -> str:
