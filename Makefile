@@ -25,6 +25,7 @@ system-deps:
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
 	command -v openssl >/dev/null 2>&1 || missing="$$missing openssl"; \
+	command -v prometheus >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages for the tests:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \

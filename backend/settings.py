@@ -57,7 +57,9 @@ class Settings(BaseSettings):
     latency_interval_ms: int = Field(default=0, ge=0)
     max_upload_bytes: int = 50 * 1024 * 1024
     plan_timeout_s: float = 60.0  # running an uploaded program to get its JobGraph
-    # Flink's slot.request.timeout: an attached `millstream run` cancels a job that waits longer for slots
+    # Flink's slot.request.timeout: the JobManager fails a job that waits longer for its slots
+    # (NoResourceAvailableException; a job's own slot.request.timeout wins), and an attached
+    # `millstream run` gives up on it then too
     slot_request_timeout_s: float = Field(default=300.0, gt=0)
     # How long `millstream run` waits for a JobManager it cannot reach (or a cluster answering 503),
     # e.g. one restarting, before it gives up (exit 3)

@@ -42,6 +42,19 @@ class JobRow(Base):
     spark: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
 
 
+class JobOutputRow(Base):
+    """An ended job's print() output, the newest lines within a bound (engine/jobmanager/job_store.py):
+    Redis holds a job's print stream only for an hour after its last line."""
+
+    __tablename__ = "job_output"
+
+    jid: Mapped[str] = mapped_column(String(32), ForeignKey("jobs.jid", ondelete="CASCADE"), primary_key=True)
+    lines: Mapped[list[str]] = mapped_column(JSON)
+    first_line: Mapped[int] = mapped_column(BigInteger)  # the number of the first line kept; those before were not
+    total: Mapped[int] = mapped_column(BigInteger)  # lines the job printed
+    kept_at: Mapped[int] = mapped_column(BigInteger)  # epoch ms
+
+
 class JobExceptionRow(Base):
     __tablename__ = "job_exceptions"
 

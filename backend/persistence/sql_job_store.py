@@ -16,9 +16,11 @@ from sqlalchemy.orm import defer
 from sqlalchemy.orm import Session, sessionmaker
 
 from backend.persistence.leader_fence import SqlLeaderFence
-from backend.persistence.models import CheckpointRestoreRow, CheckpointRow, JobExceptionRow, JobRow, SavepointRow
+from backend.persistence.models import (
+    CheckpointRestoreRow, CheckpointRow, JobExceptionRow, JobOutputRow, JobRow, SavepointRow,
+)
 from backend.persistence.upsert import upsert
-from engine.jobmanager.job_store import ExceptionRecord, JobRecord, SavepointRecord
+from engine.jobmanager.job_store import ExceptionRecord, JobOutputRecord, JobRecord, SavepointRecord
 
 _JOB_COLUMNS = [c.name for c in JobRow.__table__.columns]
 _SAVEPOINT_COLUMNS = [c.name for c in SavepointRow.__table__.columns]
@@ -153,6 +155,24 @@ class SqlJobStore:
         )
         with self._sessions() as session:
             return [_to_savepoint_record(row) for row in session.scalars(stmt)]
+
+    # -- print() output kept with an ended job ------------------------------------------
+    def save_output(self, record: JobOutputRecord) -> None:
+        values = {
+            "jid": record.jid, "lines": list(record.lines), "first_line": record.first, "total": record.total,
+            "kept_at": record.kept_at,
+        }
+        with self._write() as session:
+            upsert(session, JobOutputRow.__table__, values, keys=["jid"], update=[c for c in values if c != "jid"])
+
+    def get_output(self, jid: str) -> JobOutputRecord | None:
+        with self._sessions() as session:
+            row = session.get(JobOutputRow, jid)
+            if row is None:
+                return None
+            return JobOutputRecord(
+                jid=row.jid, lines=list(row.lines), first=row.first_line, total=row.total, kept_at=row.kept_at
+            )
 
 
 def _checkpoint_values(jid: str, r: dict[str, Any]) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from typing import Any
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
+from backend.services.process_metrics import jobmanager_process_values
 from engine.executiongraph.states import JobStatus
 from engine.jobmanager.dispatcher import Dispatcher
 from engine.metrics.job_metrics import JobMetricInputs, job_values, jobmanager_values
@@ -74,7 +75,8 @@ def running_jobs(dispatcher: Dispatcher) -> list[JobMetricInputs]:
 
 
 def jobmanager_metric_values(dispatcher: Dispatcher) -> dict[str, float]:
-    return jobmanager_values(dispatcher.overview())
+    """The cluster's figures and the JobManager process's own (CPU, memory, threads)."""
+    return {**jobmanager_values(dispatcher.overview()), **jobmanager_process_values()}
 
 
 class JobManagerCollector(Collector):

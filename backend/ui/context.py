@@ -8,13 +8,14 @@ import time
 from typing import Any
 
 from backend.api.jobs import load_job
-from backend.services import job_views
+from backend.services import job_output, job_views
 from backend.ui import backpressure_view, checkpoint_view, cluster_view, graph_view, job_view, savepoint_view, spark_view
 from backend.ui.throughput import ThroughputHistory
 from engine.jobmanager.dispatcher import Dispatcher, UnknownJob
 from engine.jobmanager.job_store import JobRecord
 
 EXCEPTIONS_SHOWN = 50
+OUTPUT_PAGE_LINES = 1000  # the Output tab's lines per page
 
 
 def now_ms() -> int:
@@ -61,9 +62,11 @@ def taskmanagers_context(dispatcher: Dispatcher) -> dict[str, Any]:
 
 
 def job_context(
-    dispatcher: Dispatcher, history: ThroughputHistory, jid: str, tab: str, view: str, page: int = 1
+    dispatcher: Dispatcher, history: ThroughputHistory, jid: str, tab: str, view: str, page: int = 1,
+    body: bool = True,
 ) -> dict[str, Any]:
-    """Everything the job page's header and the chosen tab need. Raises UnknownJob."""
+    """Everything the job page's header and the chosen tab need (without ``body``, only what the header
+    and the actions need: a stream of a tab whose body is not live). Raises UnknownJob."""
     record = load_job(dispatcher, jid)
     now = now_ms()
     history.record(record, now)
@@ -71,7 +74,7 @@ def job_context(
     ctx: dict[str, Any] = {
         "header": header,
         "tab": tab,
-        "tabs": job_view.tabs_for(header.job_type, on_spark(dispatcher, record)),
+        "tabs": job_view.tabs_for(header.job_type, on_spark(dispatcher, record), job_output.has_output(dispatcher, record)),
         "view": view,
         "subtask_page": page,  # of the Subtasks tab's tables ("page" is the nav's)
         "live_body": tab in job_view.LIVE_TABS,
@@ -81,7 +84,8 @@ def job_context(
         ),
         "now": now,
     }
-    ctx.update(_tab_context(dispatcher, history, record, tab, view, now, header.alive, page))
+    if body:
+        ctx.update(_tab_context(dispatcher, history, record, tab, view, now, header.alive, page))
     return ctx
 
 
@@ -93,6 +97,10 @@ def _tab_context(
     if tab == "graph":
         failed = any(v.get("status") == "FAILED" for v in vertices)
         failures = graph_view.failure_lines(dispatcher.exceptions(record.jid, 20)) if failed else None
+        if failed and record.failure_cause:
+            # A failure of the whole job (no slots in time) names no vertex: each failed vertex shows it.
+            cause = record.failure_cause.strip().splitlines()[-1][:300]
+            failures = {v["id"]: (failures or {}).get(v["id"], cause) for v in vertices if v.get("status") == "FAILED"}
         model = graph_view.graph_model(record.job_graph, vertices, alive, view, failures)
         return {"graph": model, "graph_json": json.dumps(model.layout_json())}
     if tab == "subtasks":
@@ -118,6 +126,11 @@ def _tab_context(
         engine = batch_engine(dispatcher, record)
         progress = dispatcher.spark_progress(record)
         return {"spark": spark_view.spark_progress(progress, engine, alive)}
+    if tab == "output":
+        return {
+            "output": job_output.last_page(dispatcher, record, OUTPUT_PAGE_LINES), "output_page": OUTPUT_PAGE_LINES,
+            "output_bounds": job_output.OUTPUT_BOUNDS,
+        }
     if tab == "configuration":
         return {"config": job_view.configuration_tab(record), "plan": job_views.job_plan(record)}
     if tab == "checkpoints":
@@ -125,6 +138,16 @@ def _tab_context(
     if tab == "savepoints":
         return {"savepoints": savepoints_of(dispatcher, record, alive)}
     return {}
+
+
+def output_context(dispatcher: Dispatcher, jid: str, offset: int) -> dict[str, Any]:
+    """One page of the Output tab from line ``offset`` on. Raises UnknownJob."""
+    record = load_job(dispatcher, jid)
+    chunk = job_output.read_output(dispatcher, record, offset, OUTPUT_PAGE_LINES)
+    return {
+        "header": job_view.job_header(record, now_ms(), None), "output": chunk, "output_page": OUTPUT_PAGE_LINES,
+        "output_bounds": job_output.OUTPUT_BOUNDS,
+    }
 
 
 def batch_engine(dispatcher: Dispatcher, record: JobRecord) -> str:

@@ -22,6 +22,7 @@ TABS = (
     ("checkpoints", "Checkpoints"),
     ("savepoints", "Savepoints"),
     ("exceptions", "Exceptions"),
+    ("output", "Output"),
     ("watermarks", "Watermarks"),
     ("timeline", "Timeline"),
     ("throughput", "Throughput"),
@@ -40,10 +41,13 @@ _NOT_ON_SPARK = _NOT_FOR_BATCH | {"backpressure", "throughput", "flamegraph"}
 _TIMELINE_STATES = ("CREATED", "SCHEDULED", "DEPLOYING", "INITIALIZING", "RUNNING", "CANCELING")
 
 
-def tabs_for(job_type: str, on_spark: bool = False) -> tuple[tuple[str, str], ...]:
+def tabs_for(job_type: str, on_spark: bool = False, has_output: bool = False) -> tuple[tuple[str, str], ...]:
     """The tabs the job page offers, only those that can mean something for the job: the Spark tab for
-    a BATCH job on Spark, none of the streaming ones for a BATCH job. (Every tab's address still
-    answers, with its honest empty state, for links kept from elsewhere.)"""
+    a BATCH job on Spark, none of the streaming ones for a BATCH job, Output when Millstream holds
+    print() output of the job. (Every tab's address still answers, with its honest empty state, for
+    links kept from elsewhere.)"""
+    if not has_output:
+        return tuple(t for t in tabs_for(job_type, on_spark, True) if t[0] != "output")
     if job_type != "BATCH":
         hidden = _BATCH_ONLY_TABS
     elif on_spark:

@@ -57,16 +57,24 @@ class JobManagerUnreachable(RuntimeError):
 
 
 class NoResourceAvailable(JobExecutionException):
-    """The job waited for slots longer than the slot request timeout; the client cancelled it."""
+    """The job waited for slots longer than the slot request timeout: the client cancelled it, or
+    (``cluster_cause``) the JobManager failed it with NoResourceAvailableException."""
 
-    def __init__(self, job_id: str, waiting: str, timeout_s: float) -> None:
-        super().__init__(job_id, "CANCELED", None)
+    def __init__(self, job_id: str, waiting: str, timeout_s: float | None, cluster_cause: str | None = None) -> None:
+        super().__init__(job_id, "FAILED" if cluster_cause else "CANCELED", cluster_cause)
         self.waiting = waiting
         self.timeout_s = timeout_s
-        self.args = (
-            f"Job {job_id} got no slots within the slot request timeout of {timeout_s:g} s ({waiting}); it was "
-            "cancelled. Start more TaskManagers, lower the parallelism, or raise --slot-timeout.",
-        )
+        if cluster_cause:
+            self.args = (
+                f"Job {job_id} failed: {cluster_cause.strip()}. Start more TaskManagers, lower the parallelism, "
+                "or raise the cluster's slot request timeout (MILLSTREAM_SLOT_REQUEST_TIMEOUT_S) or the job's "
+                "slot.request.timeout.",
+            )
+        else:
+            self.args = (
+                f"Job {job_id} got no slots within the slot request timeout of {timeout_s:g} s ({waiting}); it "
+                "was cancelled. Start more TaskManagers, lower the parallelism, or raise --slot-timeout.",
+            )
 
 
 def _errors(resp: httpx.Response) -> str:
@@ -180,7 +188,10 @@ class RestJobClient:
             watcher.done.wait(5)  # it may be between its cancel and its record of why
             if watcher.timed_out is not None:
                 return NoResourceAvailable(self.job_id, watcher.timed_out, watcher.wait.timeout_s)
-        return JobExecutionException(self.job_id, state, self.failure_cause())
+        cause = self.failure_cause()
+        if state == "FAILED" and cause and cause.lstrip().startswith("NoResourceAvailableException"):
+            return NoResourceAvailable(self.job_id, "waiting for slots", None, cluster_cause=cause)
+        return JobExecutionException(self.job_id, state, cause)
 
     def failure_cause(self) -> str | None:
         r = self._get(f"/jobs/{self.job_id}/exceptions", params={"maxExceptions": 1})

@@ -52,7 +52,8 @@ from engine.spark.availability import spark_unavailable_reason
 from engine.spark.spark_cancel import spark_cancel_value
 from engine.spark.spark_job_master import SparkJobMaster
 from engine.spark.validation import UntranslatableJob
-from engine.jobmanager.job_store import ExceptionRecord, JobRecord, JobStore
+from engine.jobmanager.job_output import keep_output
+from engine.jobmanager.job_store import ExceptionRecord, JobOutputRecord, JobRecord, JobStore
 from engine.runtime.collect import Ack
 from engine.security.replay import ElementPositions
 from engine.runtime.io.redis_collect import CollectPositions, expire_results, fetch_results, record_ack
@@ -104,6 +105,7 @@ class DispatcherConfig:
     archive_after_ms: int = 60_000  # an ended job leaves memory for the JobStore this long after its end
     latency_interval_ms: int = 0  # Flink's metrics.latency.interval for jobs that set none; 0: off
     data_redis_urls: tuple[str, ...] = ()  # data servers channels are sharded over; empty: the control Redis
+    slot_request_timeout_ms: int = 300_000  # Flink's slot.request.timeout for jobs that set none
 
 
 class Dispatcher(SavepointOperations):
@@ -148,6 +150,8 @@ class Dispatcher(SavepointOperations):
         self._metric_samples: dict[str, dict[bytes, dict[str, Any]]] = {}  # job -> field -> newest sample read
         # which numbered line each print-stream position holds, for the jobs read most recently
         self._stdout_positions: OrderedDict[str, ElementPositions] = OrderedDict()
+        self._outputs_kept: set[str] = set()  # ended jobs whose print() output the JobStore has taken
+        self._output_retry: dict[str, float] = {}  # when to try again to keep a job's output (monotonic)
 
     # -- lifecycle ----------------------------------------------------------------
     def start(self) -> None:
@@ -194,6 +198,7 @@ class Dispatcher(SavepointOperations):
                 rec.failure_cause = "the JobManager restarted while this job was running"
                 self.store.save_job(rec)
                 self.gateway.release_job(rec.jid)
+                self._keep_output(rec.jid)
 
     def _await_redis(self) -> None:
         """A JobManager started while Redis is away waits for it (with backoff) rather than dying."""
@@ -254,6 +259,7 @@ class Dispatcher(SavepointOperations):
             jm = JobMaster(
                 job_graph, full.user_code, self.gateway, self.store, self.clock, self.read_metrics,
                 self.config.checkpoint_dir, self.config.savepoint_dir, self._history(rec.jid),
+                slot_request_timeout_ms=self.config.slot_request_timeout_ms,
             )
         except Exception:
             log.exception("cannot rebuild job %s", rec.jid)
@@ -328,6 +334,7 @@ class Dispatcher(SavepointOperations):
                         self._refresh_membership()
                     for jm in list(self.jobs.values()):
                         jm.tick(self.pool)
+                    self._keep_ended_outputs()
                     self._archive_ended()
             except FencedOut as e:
                 self._step_down(str(e))
@@ -338,6 +345,31 @@ class Dispatcher(SavepointOperations):
                 self._stop.wait(0.5)
             except Exception:
                 log.exception("control loop error")
+
+    def _keep_ended_outputs(self) -> None:
+        """Put the print() output of each job that ended into the JobStore, once: every line it printed
+        is in Redis by then (tasks and Spark partitions flush before they report themselves ended)."""
+        now = time.monotonic()
+        for jid, jm in list(self.jobs.items()):
+            if jm.status.is_terminal() and jid not in self._outputs_kept and self._output_retry.get(jid, 0.0) <= now:
+                if not self._keep_output(jid):
+                    self._output_retry[jid] = now + 5.0  # not every round: each try logs
+
+    def _keep_output(self, jid: str) -> bool:
+        try:
+            keep_output(self.client, self.store, jid, self.config.cluster_secret, int(self.clock() * 1000))
+        except FencedOut:
+            raise
+        except Exception as e:  # Redis or SQL away: tried again next round; the rest of the loop goes on
+            log.warning("the print() output of job %s is not kept yet: %s", jid, e)
+            return False
+        self._outputs_kept.add(jid)
+        self._output_retry.pop(jid, None)
+        return True
+
+    def kept_output(self, jid: str) -> JobOutputRecord | None:
+        """The print() output kept with an ended job, if it printed any."""
+        return self.store.get_output(jid)
 
     def _archive_ended(self) -> None:
         """Drop jobs that ended ``archive_after_ms`` ago and whose history SQL has taken (a flush that
@@ -351,6 +383,8 @@ class Dispatcher(SavepointOperations):
                 continue
             if isinstance(jm, JobMaster) and not jm.checkpointing.save_history():
                 continue
+            if jid not in self._outputs_kept and not self._keep_output(jid):
+                continue  # tried again until Redis answers
             try:
                 jm.persist()  # the final record, last metrics included
             except Exception:
@@ -359,6 +393,8 @@ class Dispatcher(SavepointOperations):
             del self.jobs[jid]
             self._collect_positions.pop(jid, None)
             self._metric_samples.pop(jid, None)
+            self._outputs_kept.discard(jid)
+            self._output_retry.pop(jid, None)
             log.info("job %s (%s) left memory for the JobStore", jid, jm.status.value)
 
     def _handle(self, msg: dict[str, Any]) -> None:
@@ -492,7 +528,7 @@ class Dispatcher(SavepointOperations):
                 raise JobSubmissionError(f"{e}; run it with --engine native to use the streaming runtime") from e
         return JobMaster(
             job_graph, user_code, self.gateway, self.store, self.clock, self.read_metrics, self.config.checkpoint_dir,
-            self.config.savepoint_dir,
+            self.config.savepoint_dir, slot_request_timeout_ms=self.config.slot_request_timeout_ms,
         )
 
     def spark_progress(self, record: JobRecord) -> dict[str, Any] | None:

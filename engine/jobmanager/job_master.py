@@ -15,6 +15,7 @@ from engine.executiongraph.execution_graph import ExecutionGraph, now_ms
 from engine.executiongraph.states import ExecutionState, JobStatus
 from engine.graph.job_graph import JobGraph
 from engine.checkpoint.completed_checkpoint import CompletedCheckpoint
+from engine.checkpoint.config import parse_duration_ms
 from engine.checkpoint.coordinator import CheckpointTriggerError
 from engine.checkpoint.rescale import plan_restore
 from engine.checkpoint.stats_tracker import CheckpointStatsTracker
@@ -31,6 +32,8 @@ log = logging.getLogger("millstream.jobmaster")
 CANCEL_TIMEOUT_MS = 30_000  # a task that never confirms cancellation is declared CANCELED
 SAVEPOINT_PATH_KEY = "execution.savepoint.path"  # Flink's options for starting from a savepoint
 ALLOW_NON_RESTORED_KEY = "execution.savepoint.ignore-unclaimed-state"
+SLOT_REQUEST_TIMEOUT_KEY = "slot.request.timeout"  # Flink's option; a job may set its own
+DEFAULT_SLOT_REQUEST_TIMEOUT_MS = 300_000  # Flink's default
 
 
 class JobNotRunning(CheckpointTriggerError):
@@ -49,6 +52,7 @@ class JobMaster:
         checkpoint_dir: str = "checkpoints",
         savepoint_dir: str | None = None,
         checkpoint_stats: CheckpointStatsTracker | None = None,
+        slot_request_timeout_ms: int = DEFAULT_SLOT_REQUEST_TIMEOUT_MS,
     ) -> None:
         self.job_graph = job_graph
         self.user_code = user_code
@@ -57,6 +61,9 @@ class JobMaster:
         self.clock = clock
         self.eg = ExecutionGraph.from_job_graph(job_graph, self._now())
         self.cancel_requested_at: int | None = None
+        self.slot_request_timeout_ms = _slot_request_timeout(job_graph.config, slot_request_timeout_ms)
+        # When the job began asking for its slots (it entered CREATED); None once it has them.
+        self.slots_requested_at: int | None = self._now()
         self.final_metrics: dict[tuple[str, int], dict[str, Any]] = {}
         self.metrics_reader = metrics_reader
         self._code_saved = False  # the user code is stored once, with the first record
@@ -93,6 +100,7 @@ class JobMaster:
                 self.eg.status_message = str(e)
             return False
         self.eg.status_message = None
+        self.slots_requested_at = None
         at = self._now()
         placement = subtask_slots({v.id: v.parallelism for v in self.job_graph.vertices}, slots)
         self.gateway.upload_user_code(self.job_id, self.user_code)
@@ -111,6 +119,31 @@ class JobMaster:
             self.gateway.submit_task(slot.taskmanager_id, slot.index, tdd)
         self.persist()
         return True
+
+    def _check_slot_request_timeout(self, pool: SlotPool) -> None:
+        """Flink's slot.request.timeout: a job that waited that long for its slots fails with
+        NoResourceAvailableException (it holds none: slots are taken all at once or not at all)."""
+        if self.eg.status is not JobStatus.CREATED or self.slots_requested_at is None:
+            return
+        now = self._now()
+        if now - self.slots_requested_at < self.slot_request_timeout_ms:
+            return
+        needed, free, total = self.job_graph.max_parallelism, pool.available_slots(), pool.total_slots()
+        cause = (
+            "NoResourceAvailableException: Could not acquire the minimum required resources: the job needs "
+            f"{needed} slot{'s' if needed != 1 else ''} and the cluster has {free} free of {total}, after waiting "
+            f"{self.slot_request_timeout_ms} ms (slot.request.timeout)"
+        )
+        log.warning("job %s fails: %s", self.job_id, cause)
+        self.store.add_exception(ExceptionRecord(self.job_id, now, "NoResourceAvailableException", cause))
+        for _, ev in self.eg.all_executions():
+            if not ev.current.state.is_terminal():
+                ev.current.transition(ExecutionState.FAILED, now)
+                ev.current.failure = cause
+        self.eg.status_message = None
+        self.slots_requested_at = None
+        self.fail(cause)  # from CREATED: FAILING, never a restart (Flink's restart would only wait again)
+        self.check_completion(pool)
 
     # -- events ----------------------------------------------------------------
     def on_task_state(self, msg: dict[str, Any], pool: SlotPool) -> None:
@@ -425,6 +458,7 @@ class JobMaster:
         except Exception:
             log.warning("could not drop the channels of attempt %d of job %s", old_attempt, self.job_id, exc_info=True)
         self.eg.transition(JobStatus.CREATED, at)
+        self.slots_requested_at = at
         self.persist()
         self.try_schedule(pool)
 
@@ -434,6 +468,7 @@ class JobMaster:
         if self.eg.status is JobStatus.RESTARTING and self.restart_at is not None and self._now() >= self.restart_at:
             self._restart(pool)
             return
+        self._check_slot_request_timeout(pool)
         if self.eg.status is JobStatus.RUNNING:
             self.checkpointing.tick(self.eg, self._now())
             self._fail_on_checkpoint_failures()
@@ -462,6 +497,19 @@ class JobMaster:
     def persist(self) -> None:
         self.store.save_job(self.record())
         self._code_saved = True
+
+
+def _slot_request_timeout(config: dict[str, Any], default_ms: int) -> int:
+    """The job's own slot.request.timeout (Flink's duration syntax), else the cluster's."""
+    value = config.get(SLOT_REQUEST_TIMEOUT_KEY)
+    if value is None:
+        return default_ms
+    try:
+        ms = parse_duration_ms(value)
+    except ValueError:
+        log.warning("ignoring %s=%r: not a duration; using %d ms", SLOT_REQUEST_TIMEOUT_KEY, value, default_ms)
+        return default_ms
+    return ms if ms > 0 else default_ms
 
 
 def _truthy(value: Any) -> bool:

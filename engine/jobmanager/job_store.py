@@ -69,6 +69,48 @@ class SavepointRecord:
         return self.checkpoint_type == "SYNC_SAVEPOINT"
 
 
+# How much of a job's print() output SQL keeps once the job ended: the newest lines, within both
+# bounds (a line longer than OUTPUT_LINE_CHARS is cut). Redis keeps more, but only for an hour.
+OUTPUT_KEPT_LINES = 10_000
+OUTPUT_KEPT_CHARS = 2 * 1024 * 1024
+OUTPUT_LINE_CHARS = 8 * 1024
+
+
+@dataclass
+class JobOutputRecord:
+    """The print() output kept with an ended job: lines ``[first, first + len(lines))`` of the
+    ``total`` it printed; the ``first`` before them were not kept (Redis's cap or SQL's)."""
+
+    jid: str
+    lines: list[str]
+    first: int
+    total: int
+    kept_at: int  # epoch ms
+
+    @property
+    def truncated(self) -> bool:
+        return self.first > 0
+
+
+def bounded_tail(
+    lines: list[str], first: int, max_lines: int = OUTPUT_KEPT_LINES, max_chars: int = OUTPUT_KEPT_CHARS,
+    line_chars: int = OUTPUT_LINE_CHARS,
+) -> tuple[list[str], int]:
+    """The newest of ``lines`` (line ``first`` on) that fit ``max_lines`` and ``max_chars``, each cut to
+    ``line_chars``; and the number of the first line kept."""
+    kept: list[str] = []
+    size = 0
+    for line in reversed(lines[-max_lines:] if max_lines > 0 else []):
+        if len(line) > line_chars:
+            line = line[:line_chars] + " [cut]"
+        if size + len(line) + 1 > max_chars:
+            break
+        kept.append(line)
+        size += len(line) + 1
+    kept.reverse()
+    return kept, first + len(lines) - len(kept)
+
+
 class JobStore(Protocol):
     def save_job(self, record: JobRecord) -> None:
         """Insert or update the job row by ``jid``; ``user_code=None`` keeps the stored code."""
@@ -103,6 +145,11 @@ class JobStore(Protocol):
     def list_savepoints(self, jid: str) -> list[SavepointRecord]:
         """Newest first."""
 
+    def save_output(self, record: JobOutputRecord) -> None:
+        """Insert or replace the job's kept print() output; the job must already be saved."""
+
+    def get_output(self, jid: str) -> JobOutputRecord | None: ...
+
 
 class InMemoryJobStore:
     """A JobStore for the local mini-cluster and unit tests."""
@@ -113,6 +160,7 @@ class InMemoryJobStore:
         self.checkpoints: dict[str, dict[int, dict[str, Any]]] = {}
         self.restores: dict[str, list[dict[str, Any]]] = {}
         self.savepoints: dict[tuple[str, str], SavepointRecord] = {}
+        self.outputs: dict[str, JobOutputRecord] = {}
 
     def save_job(self, record: JobRecord) -> None:
         old = self.jobs.get(record.jid)
@@ -156,3 +204,10 @@ class InMemoryJobStore:
     def list_savepoints(self, jid: str) -> list[SavepointRecord]:
         rows = [dataclasses.replace(r) for (j, _), r in self.savepoints.items() if j == jid]
         return sorted(rows, key=lambda r: r.trigger_timestamp, reverse=True)
+
+    def save_output(self, record: JobOutputRecord) -> None:
+        self.outputs[record.jid] = dataclasses.replace(record, lines=list(record.lines))
+
+    def get_output(self, jid: str) -> JobOutputRecord | None:
+        r = self.outputs.get(jid)
+        return dataclasses.replace(r, lines=list(r.lines)) if r is not None else None

@@ -25,9 +25,11 @@ from backend.persistence.jar_store import JarRepository
 from backend.persistence.models import Base
 from backend.persistence.sql_job_store import SqlJobStore
 from backend.persistence.taskmanager_history import TaskManagerHistory, TaskManagerState
-from engine.jobmanager.job_store import ExceptionRecord, JobRecord, SavepointRecord
+from engine.jobmanager.job_store import ExceptionRecord, JobOutputRecord, JobRecord, SavepointRecord, bounded_tail
 
-TABLES = {"jobs", "job_exceptions", "jars", "taskmanagers", "checkpoints", "checkpoint_restores", "savepoints"}
+TABLES = {
+    "jobs", "job_exceptions", "jars", "taskmanagers", "checkpoints", "checkpoint_restores", "savepoints", "job_output",
+}
 
 
 @pytest.fixture
@@ -379,3 +381,29 @@ def test_savepoints_upsert_by_trigger_id_newest_first_and_cascade(sessions: sess
     with sessions.begin() as session:
         session.execute(text("DELETE FROM jobs"))
     assert store.list_savepoints(jid) == []
+
+
+def test_job_output_is_kept_replaced_and_cascades(sessions: sessionmaker[Session]) -> None:
+    store = SqlJobStore(sessions)
+    store.save_job(_job())
+    jid = "a" * 32
+    assert store.get_output(jid) is None
+    record = JobOutputRecord(jid, ["one", "twö", ""], first=0, total=3, kept_at=1000)
+    store.save_output(record)
+    assert store.get_output(jid) == record and not record.truncated
+    again = JobOutputRecord(jid, ["b"], first=41, total=42, kept_at=2000)
+    store.save_output(again)
+    assert store.get_output(jid) == again and again.truncated
+    with sessions.begin() as session:
+        session.execute(text("DELETE FROM jobs"))
+    assert store.get_output(jid) is None
+
+
+def test_bounded_tail_keeps_the_newest_lines_within_both_bounds() -> None:
+    lines = [f"line {i}" for i in range(100)]
+    assert bounded_tail(lines, 0, max_lines=10) == (lines[-10:], 90)
+    assert bounded_tail(lines, 500, max_lines=1000) == (lines, 500)
+    kept, first = bounded_tail(lines, 0, max_lines=1000, max_chars=30)  # "line 99\n" is 8 characters
+    assert kept == lines[-3:] and first == 97
+    cut, _ = bounded_tail(["x" * 50, "y"], 0, line_chars=10)
+    assert cut == ["x" * 10 + " [cut]", "y"]

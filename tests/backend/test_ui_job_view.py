@@ -81,3 +81,12 @@ def test_a_batch_job_offers_only_the_tabs_that_mean_something_for_it() -> None:
     assert spark == ["graph", "subtasks", "spark", "exceptions", "timeline", "configuration"]
     native = [t for t, _ in tabs_for("BATCH", on_spark=False)]
     assert native == ["graph", "subtasks", "backpressure", "exceptions", "timeline", "throughput", "flamegraph", "configuration"]
+
+
+def test_the_output_tab_is_offered_only_for_a_job_with_print_output() -> None:
+    from backend.ui.job_view import tabs_for
+
+    assert "output" not in dict(tabs_for("STREAMING")) and "output" not in dict(tabs_for("BATCH", on_spark=True))
+    spark = [t for t, _ in tabs_for("BATCH", on_spark=True, has_output=True)]
+    assert spark == ["graph", "subtasks", "spark", "exceptions", "output", "timeline", "configuration"]
+    assert "output" in dict(tabs_for("STREAMING", has_output=True))

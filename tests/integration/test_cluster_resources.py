@@ -168,3 +168,40 @@ def test_a_slow_operators_input_rate_does_not_flap(tmp_path: Path) -> None:
         c.http.patch(f"/jobs/{jid}", params={"mode": "cancel"})
     finally:
         c.stop()
+
+
+def test_the_jobmanager_fails_a_job_that_gets_no_slots_within_the_slot_request_timeout(tmp_path: Path) -> None:
+    """Flink's slot.request.timeout enforced by the scheduler, not only by an attached client: the job
+    fails with NoResourceAvailableException (REST, dashboard, the CLI's exit 5), holds no slot, and the
+    job queued behind it runs."""
+    c = Cluster(tmp_path)
+    c.env["MILLSTREAM_SLOT_REQUEST_TIMEOUT_S"] = "10"
+    try:
+        c.start(taskmanagers=1, slots=2)
+        hungry = job_id(c.run(PROGRAMS / "unbounded.py", options=("-p", "4", "--detached")).stdout)
+        behind = job_id(c.run(PROGRAMS / "rolling_count.py", "300", "10", "print", options=("-p", "2", "--detached")).stdout)
+        job = c.wait_state(hungry, ("FAILED", "CANCELED", "FINISHED"), 60)
+        assert job["state"] == "FAILED"
+        waited = job["timestamps"]["FAILED"] - job["timestamps"]["CREATED"]
+        assert 10_000 <= waited < 20_000, waited
+        exceptions = c.http.get(f"/jobs/{hungry}/exceptions").json()
+        root = exceptions["root-exception"]
+        assert root.startswith("NoResourceAvailableException: Could not acquire the minimum required resources"), root
+        assert "needs 4 slots" in root and "10000 ms (slot.request.timeout)" in root
+        assert exceptions["exceptionHistory"]["entries"][0]["exceptionName"] == "NoResourceAvailableException"
+        assert all(v["status"] == "FAILED" for v in job["vertices"])
+        graph = c.http.get(f"/ui/jobs/{hungry}/graph").text
+        assert "NoResourceAvailableException" in graph and "Could not acquire the minimum required resources" in graph
+        # It held nothing, and the job queued behind it (first come, first served) gets the slots.
+        done = c.wait_state(behind, ("FINISHED", "FAILED", "CANCELED"), 60)
+        assert done["state"] == "FINISHED"
+        assert done["timestamps"]["CREATED"] < job["timestamps"]["FAILED"] <= done["timestamps"]["RUNNING"]
+        c.wait_for(lambda: c.overview()["slots-available"] == 2, 10, "every slot to be free")
+
+        # An attached client with a longer timeout of its own hears the JobManager's verdict.
+        res = c.run(PROGRAMS / "unbounded.py", options=("-p", "4", "--slot-timeout", "120"), timeout=90)
+        assert res.returncode == 5, res.stdout + res.stderr
+        assert "failed: NoResourceAvailableException: Could not acquire the minimum required resources" in res.stderr
+        assert "Traceback" not in res.stderr
+    finally:
+        c.stop()

@@ -196,3 +196,30 @@ def test_a_restart_counts_and_leaves_only_the_new_attempts_task_metrics(cluster:
     cluster.wait_for(lambda: restarts() == -1, 10, "the ended job's metrics to go")
     cluster.wait_for(lambda: attempts() == set(), 10, "the ended job's task metrics to go")
     assert cluster.http.get(f"/jobs/{jid}/metrics").json() == []
+
+
+def test_the_jobmanager_reports_its_own_cpu_and_memory(cluster: Cluster) -> None:
+    import psutil
+
+    assert cluster.jobmanager is not None
+    proc = psutil.Process(cluster.jobmanager.pid)
+    names = ("Status.JVM.CPU.Load", "Status.JVM.CPU.Time", "Status.ProcessTree.Memory.RSS", "Status.JVM.Threads.Count")
+    listed = {m["id"] for m in cluster.http.get("/jobmanager/metrics").json()}
+    assert set(names) <= listed
+    before = {m["id"]: float(m["value"]) for m in cluster.http.get("/jobmanager/metrics", params={"get": ",".join(names)}).json()}
+    cpu_before = sum(proc.cpu_times()[:2])
+    deadline = time.monotonic() + 2.5
+    while time.monotonic() < deadline:  # keep the JobManager busy answering
+        cluster.http.get("/jobs/overview")
+    after = {m["id"]: float(m["value"]) for m in cluster.http.get("/jobmanager/metrics", params={"get": ",".join(names)}).json()}
+    cpu_used = sum(proc.cpu_times()[:2]) - cpu_before
+    # Its own process: the CPU time moved as psutil sees it from outside, and the load is that share of the cores.
+    assert after["Status.JVM.CPU.Time"] - before["Status.JVM.CPU.Time"] == pytest.approx(cpu_used * 1e9, rel=0.3, abs=2e8)
+    assert 0 < after["Status.JVM.CPU.Load"] <= 1
+    rss = proc.memory_info().rss + sum(c.memory_info().rss for c in proc.children(recursive=True))
+    assert after["Status.ProcessTree.Memory.RSS"] == pytest.approx(rss, rel=0.2)
+    assert after["Status.JVM.Threads.Count"] >= 2
+    families = scrape(f"{cluster.url}/metrics")
+    load = families["flink_jobmanager_Status_JVM_CPU_Load"]
+    assert len(load) == 1 and load[0].labels == {"host": load[0].labels["host"]} and 0 <= load[0].value <= 1
+    assert families["flink_jobmanager_Status_ProcessTree_Memory_RSS"][0].value > 10_000_000

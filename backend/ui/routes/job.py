@@ -65,8 +65,10 @@ def job_stream(
         return HTMLResponse("unknown tab", status_code=404)
 
     def render() -> tuple[list[tuple[str, str]], bool]:
+        # The Output tab's stream carries only the header: its lines are paged by the reader, not re-read each second.
         ctx = {
-            "request": request, "page": "jobs", **context.job_context(dispatcher, history, jid, tab, _view(view), page)
+            "request": request, "page": "jobs",
+            **context.job_context(dispatcher, history, jid, tab, _view(view), page, body=tab != "output"),
         }
         events = [("header", block("job.html", "header", **ctx))]
         if ctx["live_body"]:
@@ -104,6 +106,16 @@ def checkpoint_detail(request: Request, dispatcher: DispatcherDep, jid: str, cid
         ctx = {"jid": jid, "checkpoint_id": cid, "detail": None, "missing": "This job has no checkpoint statistics here."}
         return templates.TemplateResponse(request, "partials/checkpoint_detail.html", ctx, status_code=404)
     return templates.TemplateResponse(request, "partials/checkpoint_detail.html", ctx)
+
+
+@router.get("/{jid}/output/lines", response_class=HTMLResponse)
+def output_lines(request: Request, dispatcher: DispatcherDep, jid: str, offset: Annotated[int, Query(ge=0, le=2**53)] = 0) -> Response:
+    """One page of the Output tab (its Earlier / Later / Newest buttons swap it in place)."""
+    try:
+        ctx = context.output_context(dispatcher, jid, offset)
+    except UnknownJob:
+        return _not_found(request, jid)
+    return templates.TemplateResponse(request, "job/output.html", ctx, block_name="lines")
 
 
 @router.get("/{jid}/flamegraph/data")
