@@ -130,9 +130,9 @@ def measure(keys: int, backends: list[str], pairs: int) -> list[str]:
     lines: list[str] = []
     groups: list[list[str]] = []
     for b in backends:
-        if b == "rocksdb-incremental" and "rocksdb" in backends:
-            continue  # runs with rocksdb's group
-        groups.append([b, "rocksdb-incremental"] if b == "rocksdb" and "rocksdb-incremental" in backends else [b])
+        if b.endswith("-incremental") and b[: -len("-incremental")] in backends:
+            continue  # runs with its full-checkpoint backend's group
+        groups.append([b, f"{b}-incremental"] if f"{b}-incremental" in backends else [b])
     with local_cluster(2, slots=1) as submit:
         for group in groups:
             samples: dict[str, list[CheckpointSampler]] = {b: [] for b in group}
@@ -221,7 +221,7 @@ def _run(submit: Submit, keys: int, backend: str, interval_ms: int, samples: lis
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--keys", type=int, default=1_000_000, help="records = distinct keys (the issue: 3,000,000)")
-    ap.add_argument("--backends", default="hashmap,rocksdb,rocksdb-incremental")
+    ap.add_argument("--backends", default="hashmap,hashmap-incremental,rocksdb,rocksdb-incremental")
     ap.add_argument("--pairs", type=int, default=2)
     ap.add_argument("--updates-keys", type=int, default=1_000_000, help="keys of the 1 %%-per-interval workload (0: skip it)")
     ap.add_argument("--updates-seconds", type=float, default=20.0, help="how long that workload updates")
