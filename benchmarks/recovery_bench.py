@@ -58,8 +58,12 @@ def _job_state(http: httpx.Client, jid: str) -> tuple[str, bool]:
     return job["state"], all_running
 
 
-def measure_recovery(heartbeat_timeout_ms: int | None, n: int = 10_000_000, rate: int = 20_000) -> dict[str, Any]:
-    """Seconds from the SIGKILL to detection, to RUNNING again and to the first record processed."""
+def measure_recovery(
+    heartbeat_timeout_ms: int | None, n: int = 10_000_000, rate: int = 20_000, keys: int = 0, backend: str = "hashmap"
+) -> dict[str, Any]:
+    """Seconds from the SIGKILL to detection, to RUNNING again and to the first record processed.
+    ``keys``: the job counts that many distinct keys (large state, issue 16), and the kill comes once
+    a checkpoint completed after every key was seen."""
     from backend.cluster_launcher import LocalCluster
     from backend.settings import Settings
     from run import free_port  # benchmarks/run.py
@@ -82,27 +86,35 @@ def measure_recovery(heartbeat_timeout_ms: int | None, n: int = 10_000_000, rate
                     return {"error": f"the cluster did not start; see {tmp}/log"}
                 env = dict(cluster.env, MILLSTREAM_JOBMANAGER=str(http.base_url))
                 job = subprocess.Popen(
-                    [sys.executable, "-m", "backend.cli", "run", str(JOB), str(n), str(rate), "2"],
+                    [sys.executable, "-m", "backend.cli", "run", str(JOB), str(n), str(rate), "2",
+                     *([str(keys), backend] if keys else [])],
                     env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                 )
                 stamps: list[tuple[int, int]] = []  # (attempt, processing time ms), as printed by the job
+                top = [0]  # the highest key index stamped (large state)
 
                 def read() -> None:
                     for line in job.stdout:  # type: ignore[union-attr]
                         parts = line.split()
-                        if len(parts) == 2 and parts[0].isdigit():
+                        if len(parts) >= 2 and parts[0].isdigit():
                             stamps.append((int(parts[0]), int(parts[1])))
+                            if len(parts) == 3:
+                                top[0] = max(top[0], int(parts[2]))
 
                 threading.Thread(target=read, daemon=True).start()
                 jid = _wait("the job", lambda: (http.get("/jobs/overview").json()["jobs"] or [{}])[0].get("jid"), 60)
                 _wait("a completed checkpoint", lambda: http.get(f"/jobs/{jid}/checkpoints").json()["counts"]["completed"] >= 1, 60, 0.2)
                 _wait("output of the first attempt", lambda: stamps, 30)
+                if keys:  # every key seen, then a checkpoint completed after it that holds them all
+                    _wait("every key", lambda: top[0] >= keys - 1000, 900, 0.5)
+                    seen = http.get(f"/jobs/{jid}/checkpoints").json()["counts"]["completed"]
+                    _wait("a checkpoint of every key", lambda: http.get(f"/jobs/{jid}/checkpoints").json()["counts"]["completed"] >= seen + 1, 300, 0.2)
                 victim = next(c for c in cluster.children if c.name == "taskmanager-0")
                 killed_at = _now_ms()
                 os.killpg(victim.proc.pid, signal.SIGKILL)  # the TaskManager and its slot processes
                 detected_at = _wait("the failure to be noticed", lambda: _job_state(http, jid)[0] != "RUNNING" and _now_ms(), timeout_ms / 1000 + 60)
-                running_at = _wait("RUNNING again", lambda: _job_state(http, jid) == ("RUNNING", True) and _now_ms(), 60)
-                first = _wait("a record of the new attempt", lambda: next((t for a, t in stamps if a > 0), None), 60)
+                running_at = _wait("RUNNING again", lambda: _job_state(http, jid) == ("RUNNING", True) and _now_ms(), 300)
+                first = _wait("a record of the new attempt", lambda: next((t for a, t in stamps if a > 0), None), 300)
                 return {
                     "heartbeat_timeout_ms": timeout_ms,
                     "detected_s": (detected_at - killed_at) / 1000,
@@ -134,6 +146,12 @@ def describe(r: dict[str, Any]) -> str:
 
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parent))
+    if sys.argv[1:2] == ["--keys"]:  # --keys N BACKEND...: a large-state job, 3000 ms heartbeat timeout
+        k = int(sys.argv[2])
+        for b in sys.argv[3:]:
+            r = measure_recovery(3000, n=4 * k, rate=60_000, keys=k, backend=b)
+            print(f"{k:,} keys, {b}: {describe(r)}", flush=True)
+        sys.exit(0)
     for arg in sys.argv[1:] or ["default", "3000"]:
         ms = None if arg == "default" else int(arg)
         print(f"heartbeat timeout {arg}: {describe(measure_recovery(ms))}", flush=True)
