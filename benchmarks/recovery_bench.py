@@ -135,9 +135,91 @@ def measure_recovery(
             os.environ[HEARTBEAT_ENV] = saved
 
 
+def measure_rescale(keys: int, backend: str, rate: int = 60_000) -> dict[str, Any]:
+    """A job of ``keys`` keys at parallelism 2 is stopped with a savepoint once every key is in a
+    checkpoint, then resumed from it at parallelism 3: seconds from the resubmission to RUNNING and
+    to the first record processed (and the savepoint's duration)."""
+    from backend.cluster_launcher import LocalCluster
+    from backend.settings import Settings
+    from run import free_port  # benchmarks/run.py
+
+    procs: list[subprocess.Popen] = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="millstream-rescale-") as tmp:
+            settings = Settings(port=free_port(), data_dir=Path(tmp), redis_url=None, database_url=None)
+            cluster = LocalCluster(settings, taskmanagers=2, slots=2, restart_taskmanagers=False)
+            http = httpx.Client(base_url=f"http://127.0.0.1:{settings.port}", timeout=30)
+            try:
+                cluster.start()
+                if not cluster.wait_ready():
+                    return {"error": f"the cluster did not start; see {tmp}/log"}
+                env = dict(cluster.env, MILLSTREAM_JOBMANAGER=str(http.base_url))
+                stamps: list[tuple[int, int]] = []
+                top = [0]
+
+                def start(p: int, savepoint: str | None) -> subprocess.Popen:
+                    args = [sys.executable, "-m", "backend.cli", "run", "-p", str(p), *(["-s", savepoint] if savepoint else []),
+                            str(JOB), str(8 * keys), str(rate), str(p), str(keys), backend]
+                    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                    procs.append(proc)
+
+                    def read() -> None:
+                        for line in proc.stdout:  # type: ignore[union-attr]
+                            parts = line.split()
+                            if len(parts) == 3 and parts[0].isdigit():
+                                stamps.append((p, int(parts[1])))
+                                top[0] = max(top[0], int(parts[2]))
+
+                    threading.Thread(target=read, daemon=True).start()
+                    return proc
+
+                start(2, None)
+                jid = _wait("the job", lambda: (http.get("/jobs/overview").json()["jobs"] or [{}])[0].get("jid"), 60)
+                _wait("every key", lambda: top[0] >= keys - 1000, 900, 0.5)
+                seen = http.get(f"/jobs/{jid}/checkpoints").json()["counts"]["completed"]
+                _wait("a checkpoint of every key", lambda: http.get(f"/jobs/{jid}/checkpoints").json()["counts"]["completed"] >= seen + 1, 300, 0.2)
+                t0 = _now_ms()
+                trigger = http.post(f"/jobs/{jid}/stop", json={"targetDirectory": str(Path(tmp) / "savepoints"), "drain": False}).json()["request-id"]
+
+                def done() -> str | None:
+                    st = http.get(f"/jobs/{jid}/savepoints/{trigger}").json()
+                    if st["status"]["id"] != "COMPLETED":
+                        return None
+                    op = st.get("operation") or {}
+                    if "location" not in op:
+                        raise TimeoutError(f"the savepoint failed: {str(op)[:300]}")
+                    return op["location"]
+
+                location = _wait("the stop-with-savepoint", done, 600, 0.2)
+                saved_at = _now_ms()
+                _wait("the old job to end", lambda: _job_state(http, jid)[0] in ("FINISHED", "CANCELED", "FAILED") and True, 120)
+                submitted_at = _now_ms()
+                start(3, location)
+                jid3 = _wait("the rescaled job", lambda: next((j["jid"] for j in http.get("/jobs/overview").json()["jobs"] if j["jid"] != jid), None), 60)
+                running_at = _wait("RUNNING at parallelism 3", lambda: _job_state(http, jid3) == ("RUNNING", True) and _now_ms(), 600)
+                first = _wait("a record of the rescaled job", lambda: next((t for p, t in stamps if p == 3), None), 600)
+                return {
+                    "savepoint_s": (saved_at - t0) / 1000,
+                    "running_s": (running_at - submitted_at) / 1000,
+                    "processing_s": (first - submitted_at) / 1000,
+                }
+            finally:
+                for proc in procs:
+                    proc.kill()
+                    proc.wait()
+                cluster.shutdown()
+    except TimeoutError as e:
+        return {"error": str(e)}
+
+
 def describe(r: dict[str, Any]) -> str:
     if "error" in r:
         return f"failed: {r['error']}"
+    if "savepoint_s" in r:
+        return (
+            f"stop-with-savepoint {r['savepoint_s']:.2f} s; resubmitted at parallelism 3: RUNNING after "
+            f"{r['running_s']:.2f} s, processing records after {r['processing_s']:.2f} s"
+        )
     return (
         f"kill -> detected {r['detected_s']:.2f} s, RUNNING again {r['running_s']:.2f} s, "
         f"processing records {r['processing_s']:.2f} s"
@@ -150,7 +232,8 @@ if __name__ == "__main__":
         k = int(sys.argv[2])
         for b in sys.argv[3:]:
             r = measure_recovery(3000, n=4 * k, rate=60_000, keys=k, backend=b)
-            print(f"{k:,} keys, {b}: {describe(r)}", flush=True)
+            print(f"{k:,} keys, {b}, TaskManager SIGKILL (3 s heartbeat timeout): {describe(r)}", flush=True)
+            print(f"{k:,} keys, {b}, rescale 2 -> 3: {describe(measure_rescale(k, b))}", flush=True)
         sys.exit(0)
     for arg in sys.argv[1:] or ["default", "3000"]:
         ms = None if arg == "default" else int(arg)
