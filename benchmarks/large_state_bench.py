@@ -130,9 +130,9 @@ def measure(keys: int, backends: list[str], pairs: int) -> list[str]:
     lines: list[str] = []
     groups: list[list[str]] = []
     for b in backends:
-        if b == "rocksdb-incremental" and "rocksdb" in backends:
-            continue  # runs with rocksdb's group
-        groups.append([b, "rocksdb-incremental"] if b == "rocksdb" and "rocksdb-incremental" in backends else [b])
+        if b.endswith("-incremental") and b[: -len("-incremental")] in backends:
+            continue  # runs with its full-checkpoint backend's group
+        groups.append([b, f"{b}-incremental"] if f"{b}-incremental" in backends else [b])
     with local_cluster(2, slots=1) as submit:
         for group in groups:
             samples: dict[str, list[CheckpointSampler]] = {b: [] for b in group}
@@ -161,13 +161,14 @@ def measure(keys: int, backends: list[str], pairs: int) -> list[str]:
 UPDATES_JOB = Path(__file__).with_name("large_state_updates_job.py")
 
 
-def measure_updates(keys: int, pairs: int, updates_per_s: float, seconds: float) -> list[str]:
+def measure_updates(keys: int, pairs: int, updates_per_s: float, seconds: float, family: str = "rocksdb") -> list[str]:
     """The 1 %-per-interval workload: bytes each checkpoint writes, full against incremental, set
     against the bytes of state that changed since the checkpoint before. Changed bytes: the keys
     updated between the two checkpoints' triggers (updates_per_s x the time between them, each a
     different key) times the bytes per entry of a full checkpoint of the same state."""
     lines: list[str] = []
-    samples: dict[str, list[CheckpointSampler]] = {"rocksdb": [], "rocksdb-incremental": []}
+    full_b, inc_b = family, f"{family}-incremental"  # rocksdb or hashmap, full against incremental
+    samples: dict[str, list[CheckpointSampler]] = {full_b: [], inc_b: []}
     with local_cluster(2, slots=1) as submit:
 
         def one(backend: str) -> str:
@@ -178,8 +179,8 @@ def measure_updates(keys: int, pairs: int, updates_per_s: float, seconds: float)
             samples[backend].append(sampler)
             return line
 
-        rounds = _rotated(pairs, [lambda: one("rocksdb"), lambda: one("rocksdb-incremental")])
-    full_sizes = [c["size"] for s in samples["rocksdb"] for c in s.seen.values()]
+        rounds = _rotated(pairs, [lambda: one(full_b), lambda: one(inc_b)])
+    full_sizes = [c["size"] for s in samples[full_b] for c in s.seen.values()]
     per_entry = max(full_sizes) / keys if full_sizes else float("nan")
     for backend, ss in samples.items():
         written, changed = [], []
@@ -221,10 +222,11 @@ def _run(submit: Submit, keys: int, backend: str, interval_ms: int, samples: lis
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--keys", type=int, default=1_000_000, help="records = distinct keys (the issue: 3,000,000)")
-    ap.add_argument("--backends", default="hashmap,rocksdb,rocksdb-incremental")
+    ap.add_argument("--backends", default="hashmap,hashmap-incremental,rocksdb,rocksdb-incremental")
     ap.add_argument("--pairs", type=int, default=2)
     ap.add_argument("--updates-keys", type=int, default=1_000_000, help="keys of the 1 %%-per-interval workload (0: skip it)")
     ap.add_argument("--updates-seconds", type=float, default=20.0, help="how long that workload updates")
+    ap.add_argument("--updates-backends", default="rocksdb,hashmap", help="backends of that workload, each full against incremental")
     args = ap.parse_args()
     print(f"machine: {machine()}", flush=True)
     if args.keys:
@@ -232,8 +234,9 @@ def main() -> None:
             print(line, flush=True)
     if args.updates_keys:
         per_s = args.updates_keys / 100 / (INTERVAL_MS / 1000)  # 1 % of the keys per checkpoint interval
-        for line in measure_updates(args.updates_keys, args.pairs, per_s, args.updates_seconds):
-            print(line, flush=True)
+        for family in args.updates_backends.split(","):
+            for line in measure_updates(args.updates_keys, args.pairs, per_s, args.updates_seconds, family):
+                print(line, flush=True)
 
 
 if __name__ == "__main__":

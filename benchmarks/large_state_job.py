@@ -1,7 +1,7 @@
 """The large-state workload (issue 16): a keyed count over N records with K distinct keys.
 
-``python large_state_job.py N P KEYS BACKEND CHECKPOINT_MS`` (BACKEND: hashmap, rocksdb or
-rocksdb-incremental, the on-disk backend with incremental checkpoints;
+``python large_state_job.py N P KEYS BACKEND CHECKPOINT_MS`` (BACKEND: hashmap, hashmap-incremental,
+rocksdb or rocksdb-incremental: ``-incremental`` sets ``state.backend.incremental: true``;
 CHECKPOINT_MS 0: no checkpoints). Every key is counted N // KEYS times, so the job holds KEYS
 entries of keyed state at the end; only key 0's final count reaches the collect sink, which keeps
 the sink out of the measurement. Prints one line:
@@ -10,7 +10,7 @@ the sink out of the measurement. Prints one line:
 import sys
 import time
 
-from pyflink.common import Types, WatermarkStrategy
+from pyflink.common import Configuration, Types, WatermarkStrategy
 from pyflink.datastream import StreamExecutionEnvironment
 from pyflink.datastream.connectors.number_seq import NumberSequenceSource
 from pyflink.datastream.state_backend import EmbeddedRocksDBStateBackend, HashMapStateBackend
@@ -23,8 +23,10 @@ CHECKPOINT_MS = int(sys.argv[5])
 
 env = StreamExecutionEnvironment.get_execution_environment()
 env.set_parallelism(P)
-if BACKEND == "hashmap":
+if BACKEND.startswith("hashmap"):
     env.set_state_backend(HashMapStateBackend())
+    if BACKEND == "hashmap-incremental":
+        env.configure(Configuration().set_string("state.backend.incremental", "true"))
 else:
     env.set_state_backend(EmbeddedRocksDBStateBackend(enable_incremental_checkpointing=BACKEND == "rocksdb-incremental"))
 if CHECKPOINT_MS:

@@ -13,6 +13,7 @@ import time
 from pyflink.common import Types, WatermarkStrategy
 from pyflink.datastream import StreamExecutionEnvironment
 from pyflink.datastream.connectors.number_seq import NumberSequenceSource
+from pyflink.common import Configuration
 from pyflink.datastream.state_backend import EmbeddedRocksDBStateBackend, HashMapStateBackend
 
 KEYS, P, BACKEND, CHECKPOINT_MS = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
@@ -22,8 +23,10 @@ assert UPDATES < KEYS, "every update must hit a key not updated before"
 
 env = StreamExecutionEnvironment.get_execution_environment()
 env.set_parallelism(P)
-if BACKEND == "hashmap":
+if BACKEND.startswith("hashmap"):
     env.set_state_backend(HashMapStateBackend())
+    if BACKEND == "hashmap-incremental":  # the heap backend's changelog (state.backend.incremental)
+        env.configure(Configuration().set_string("state.backend.incremental", "true"))
 else:
     env.set_state_backend(EmbeddedRocksDBStateBackend(enable_incremental_checkpointing=BACKEND == "rocksdb-incremental"))
 if CHECKPOINT_MS:

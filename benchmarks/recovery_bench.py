@@ -58,8 +58,12 @@ def _job_state(http: httpx.Client, jid: str) -> tuple[str, bool]:
     return job["state"], all_running
 
 
-def measure_recovery(heartbeat_timeout_ms: int | None, n: int = 10_000_000, rate: int = 20_000) -> dict[str, Any]:
-    """Seconds from the SIGKILL to detection, to RUNNING again and to the first record processed."""
+def measure_recovery(
+    heartbeat_timeout_ms: int | None, n: int = 10_000_000, rate: int = 20_000, keys: int = 0, backend: str = "hashmap"
+) -> dict[str, Any]:
+    """Seconds from the SIGKILL to detection, to RUNNING again and to the first record processed.
+    ``keys``: the job counts that many distinct keys (large state, issue 16), and the kill comes once
+    a checkpoint completed after every key was seen."""
     from backend.cluster_launcher import LocalCluster
     from backend.settings import Settings
     from run import free_port  # benchmarks/run.py
@@ -82,27 +86,35 @@ def measure_recovery(heartbeat_timeout_ms: int | None, n: int = 10_000_000, rate
                     return {"error": f"the cluster did not start; see {tmp}/log"}
                 env = dict(cluster.env, MILLSTREAM_JOBMANAGER=str(http.base_url))
                 job = subprocess.Popen(
-                    [sys.executable, "-m", "backend.cli", "run", str(JOB), str(n), str(rate), "2"],
+                    [sys.executable, "-m", "backend.cli", "run", str(JOB), str(n), str(rate), "2",
+                     *([str(keys), backend] if keys else [])],
                     env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                 )
                 stamps: list[tuple[int, int]] = []  # (attempt, processing time ms), as printed by the job
+                top = [0]  # the highest key index stamped (large state)
 
                 def read() -> None:
                     for line in job.stdout:  # type: ignore[union-attr]
                         parts = line.split()
-                        if len(parts) == 2 and parts[0].isdigit():
+                        if len(parts) >= 2 and parts[0].isdigit():
                             stamps.append((int(parts[0]), int(parts[1])))
+                            if len(parts) == 3:
+                                top[0] = max(top[0], int(parts[2]))
 
                 threading.Thread(target=read, daemon=True).start()
                 jid = _wait("the job", lambda: (http.get("/jobs/overview").json()["jobs"] or [{}])[0].get("jid"), 60)
                 _wait("a completed checkpoint", lambda: http.get(f"/jobs/{jid}/checkpoints").json()["counts"]["completed"] >= 1, 60, 0.2)
                 _wait("output of the first attempt", lambda: stamps, 30)
+                if keys:  # every key seen, then a checkpoint completed after it that holds them all
+                    _wait("every key", lambda: top[0] >= keys - 1000, 900, 0.5)
+                    seen = http.get(f"/jobs/{jid}/checkpoints").json()["counts"]["completed"]
+                    _wait("a checkpoint of every key", lambda: http.get(f"/jobs/{jid}/checkpoints").json()["counts"]["completed"] >= seen + 1, 300, 0.2)
                 victim = next(c for c in cluster.children if c.name == "taskmanager-0")
                 killed_at = _now_ms()
                 os.killpg(victim.proc.pid, signal.SIGKILL)  # the TaskManager and its slot processes
                 detected_at = _wait("the failure to be noticed", lambda: _job_state(http, jid)[0] != "RUNNING" and _now_ms(), timeout_ms / 1000 + 60)
-                running_at = _wait("RUNNING again", lambda: _job_state(http, jid) == ("RUNNING", True) and _now_ms(), 60)
-                first = _wait("a record of the new attempt", lambda: next((t for a, t in stamps if a > 0), None), 60)
+                running_at = _wait("RUNNING again", lambda: _job_state(http, jid) == ("RUNNING", True) and _now_ms(), 300)
+                first = _wait("a record of the new attempt", lambda: next((t for a, t in stamps if a > 0), None), 300)
                 return {
                     "heartbeat_timeout_ms": timeout_ms,
                     "detected_s": (detected_at - killed_at) / 1000,
@@ -123,9 +135,91 @@ def measure_recovery(heartbeat_timeout_ms: int | None, n: int = 10_000_000, rate
             os.environ[HEARTBEAT_ENV] = saved
 
 
+def measure_rescale(keys: int, backend: str, rate: int = 60_000) -> dict[str, Any]:
+    """A job of ``keys`` keys at parallelism 2 is stopped with a savepoint once every key is in a
+    checkpoint, then resumed from it at parallelism 3: seconds from the resubmission to RUNNING and
+    to the first record processed (and the savepoint's duration)."""
+    from backend.cluster_launcher import LocalCluster
+    from backend.settings import Settings
+    from run import free_port  # benchmarks/run.py
+
+    procs: list[subprocess.Popen] = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="millstream-rescale-") as tmp:
+            settings = Settings(port=free_port(), data_dir=Path(tmp), redis_url=None, database_url=None)
+            cluster = LocalCluster(settings, taskmanagers=2, slots=2, restart_taskmanagers=False)
+            http = httpx.Client(base_url=f"http://127.0.0.1:{settings.port}", timeout=30)
+            try:
+                cluster.start()
+                if not cluster.wait_ready():
+                    return {"error": f"the cluster did not start; see {tmp}/log"}
+                env = dict(cluster.env, MILLSTREAM_JOBMANAGER=str(http.base_url))
+                stamps: list[tuple[int, int]] = []
+                top = [0]
+
+                def start(p: int, savepoint: str | None) -> subprocess.Popen:
+                    args = [sys.executable, "-m", "backend.cli", "run", "-p", str(p), *(["-s", savepoint] if savepoint else []),
+                            str(JOB), str(8 * keys), str(rate), str(p), str(keys), backend]
+                    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                    procs.append(proc)
+
+                    def read() -> None:
+                        for line in proc.stdout:  # type: ignore[union-attr]
+                            parts = line.split()
+                            if len(parts) == 3 and parts[0].isdigit():
+                                stamps.append((p, int(parts[1])))
+                                top[0] = max(top[0], int(parts[2]))
+
+                    threading.Thread(target=read, daemon=True).start()
+                    return proc
+
+                start(2, None)
+                jid = _wait("the job", lambda: (http.get("/jobs/overview").json()["jobs"] or [{}])[0].get("jid"), 60)
+                _wait("every key", lambda: top[0] >= keys - 1000, 900, 0.5)
+                seen = http.get(f"/jobs/{jid}/checkpoints").json()["counts"]["completed"]
+                _wait("a checkpoint of every key", lambda: http.get(f"/jobs/{jid}/checkpoints").json()["counts"]["completed"] >= seen + 1, 300, 0.2)
+                t0 = _now_ms()
+                trigger = http.post(f"/jobs/{jid}/stop", json={"targetDirectory": str(Path(tmp) / "savepoints"), "drain": False}).json()["request-id"]
+
+                def done() -> str | None:
+                    st = http.get(f"/jobs/{jid}/savepoints/{trigger}").json()
+                    if st["status"]["id"] != "COMPLETED":
+                        return None
+                    op = st.get("operation") or {}
+                    if "location" not in op:
+                        raise TimeoutError(f"the savepoint failed: {str(op)[:300]}")
+                    return op["location"]
+
+                location = _wait("the stop-with-savepoint", done, 600, 0.2)
+                saved_at = _now_ms()
+                _wait("the old job to end", lambda: _job_state(http, jid)[0] in ("FINISHED", "CANCELED", "FAILED") and True, 120)
+                submitted_at = _now_ms()
+                start(3, location)
+                jid3 = _wait("the rescaled job", lambda: next((j["jid"] for j in http.get("/jobs/overview").json()["jobs"] if j["jid"] != jid), None), 60)
+                running_at = _wait("RUNNING at parallelism 3", lambda: _job_state(http, jid3) == ("RUNNING", True) and _now_ms(), 600)
+                first = _wait("a record of the rescaled job", lambda: next((t for p, t in stamps if p == 3), None), 600)
+                return {
+                    "savepoint_s": (saved_at - t0) / 1000,
+                    "running_s": (running_at - submitted_at) / 1000,
+                    "processing_s": (first - submitted_at) / 1000,
+                }
+            finally:
+                for proc in procs:
+                    proc.kill()
+                    proc.wait()
+                cluster.shutdown()
+    except TimeoutError as e:
+        return {"error": str(e)}
+
+
 def describe(r: dict[str, Any]) -> str:
     if "error" in r:
         return f"failed: {r['error']}"
+    if "savepoint_s" in r:
+        return (
+            f"stop-with-savepoint {r['savepoint_s']:.2f} s; resubmitted at parallelism 3: RUNNING after "
+            f"{r['running_s']:.2f} s, processing records after {r['processing_s']:.2f} s"
+        )
     return (
         f"kill -> detected {r['detected_s']:.2f} s, RUNNING again {r['running_s']:.2f} s, "
         f"processing records {r['processing_s']:.2f} s"
@@ -134,6 +228,13 @@ def describe(r: dict[str, Any]) -> str:
 
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parent))
+    if sys.argv[1:2] == ["--keys"]:  # --keys N BACKEND...: a large-state job, 3000 ms heartbeat timeout
+        k = int(sys.argv[2])
+        for b in sys.argv[3:]:
+            r = measure_recovery(3000, n=4 * k, rate=60_000, keys=k, backend=b)
+            print(f"{k:,} keys, {b}, TaskManager SIGKILL (3 s heartbeat timeout): {describe(r)}", flush=True)
+            print(f"{k:,} keys, {b}, rescale 2 -> 3: {describe(measure_rescale(k, b))}", flush=True)
+        sys.exit(0)
     for arg in sys.argv[1:] or ["default", "3000"]:
         ms = None if arg == "default" else int(arg)
         print(f"heartbeat timeout {arg}: {describe(measure_recovery(ms))}", flush=True)

@@ -241,11 +241,13 @@ def main() -> None:
     if not args.skip_large_state:
         from large_state_bench import measure as measure_large_state, measure_updates
 
-        for line in measure_large_state(args.large_state_keys, ["hashmap", "rocksdb", "rocksdb-incremental"], 1):
+        backends = ["hashmap", "hashmap-incremental", "rocksdb", "rocksdb-incremental"]
+        for line in measure_large_state(args.large_state_keys, backends, 1):
             print(line, flush=True)
         keys = args.large_state_keys  # 1 % of them per checkpoint interval, for 20 s
-        for line in measure_updates(keys, 1, keys / 100 / 2, 20.0):
-            print(line, flush=True)
+        for family in ("rocksdb", "hashmap"):
+            for line in measure_updates(keys, 1, keys / 100 / 2, 20.0, family):
+                print(line, flush=True)
     if not args.skip_recovery:
         from recovery_bench import describe, measure_recovery
 

@@ -61,11 +61,13 @@ from engine.runtime.state.task_state_manager import (
     restore_operator_state,
     restore_splits,
     snapshot_keyed,
+    snapshot_heap_incremental,
     snapshot_keyed_async,
     snapshot_keyed_incremental,
     snapshot_keyed_tables,
 )
-from engine.runtime.state.incremental import SharedFile
+from engine.checkpoint.filesystem import is_remote
+from engine.runtime.state.incremental import SharedFile, chain_from_wire
 from engine.runtime.task_metrics import TaskIOMetrics
 from engine.runtime.user_code_class_loader import activate_user_code
 from engine.runtime.watermarks import MAX_WATERMARK, StatusWatermarkValve
@@ -154,6 +156,7 @@ class StreamTask:
             self.checkpointer = SubtaskCheckpointer(
                 tdd.job_id, tdd.vertex_id, tdd.subtask, env.checkpoint_ack, env.checkpoint_decline
             )
+            self.checkpointer.chain_written = self._base_written
         self.reader: Any = None
         self.restored_position: Any = None
         self.restored_checkpoint_id: int | None = None
@@ -236,9 +239,14 @@ class StreamTask:
                 if handler is not None:
                     state["function"] = handler.snapshot(cid, ts)
                 if node_id == head and self.keyed_backend is not None:
-                    if getattr(self.keyed_backend, "snapshot_in_fork", False):
+                    incremental = getattr(self.keyed_backend, "changes", None) is not None and self._incremental_ok(barrier)
+                    if incremental and getattr(self.keyed_backend, "snapshot_in_fork", False):
+                        # the heap backend's: a delta on the writer thread, or a base in a forked child
+                        is_base, complete = self._heap_incremental_snapshot(op, op_id, barrier)
+                        (deferred if is_base else background)[op_id] = complete
+                    elif getattr(self.keyed_backend, "snapshot_in_fork", False):
                         deferred[op_id] = _keyed_snapshot(self.keyed_backend, op)  # taken in a forked child
-                    elif getattr(self.keyed_backend, "changes", None) is not None and self._incremental_ok(barrier):
+                    elif incremental:
                         background[op_id] = self._incremental_snapshot(op, op_id, barrier)  # a base or a delta
                     elif hasattr(self.keyed_backend, "begin_snapshot"):
                         background[op_id] = _keyed_snapshot_async(self.keyed_backend, op)  # read on the writer thread
@@ -260,20 +268,47 @@ class StreamTask:
 
     def _incremental_ok(self, barrier: Barrier) -> bool:
         """Checkpoints in the job's checkpoint directory may share files; a savepoint is always whole."""
-        return barrier.checkpoint_type == "CHECKPOINT" and barrier.location is not None
+        return barrier.checkpoint_type == "CHECKPOINT" and barrier.location is not None and not is_remote(barrier.location)
 
-    def _incremental_snapshot(self, op: StreamOperator, op_id: str, barrier: Barrier) -> Callable[[], dict[str, Any]]:
+    def _shared_file_writer(self, op_id: str, barrier: Barrier) -> Callable[[str, list[tuple[int, bytes]]], SharedFile]:
         cid = barrier.checkpoint_id
         # next to chk-<n>: <dir>/<job>/shared, where the SharedStateRegistry counts references
         shared_dir = os.path.join(os.path.dirname(os.path.abspath(barrier.location)), SHARED_DIR)  # type: ignore[arg-type]
         safe = re.sub(r"[^0-9A-Za-z_-]", "_", f"{op_id}-{self.tdd.vertex_id}-{self.tdd.subtask}-{self.tdd.attempt}")
+        # unique: a retried checkpoint id never overwrites (drawn here: a forked child must not share the parent's)
+        suffix = uuid.uuid4().hex[:8]
 
         def write_file(kind: str, parts: list[tuple[int, bytes]]) -> SharedFile:
-            name = f"{safe}-{cid}-{uuid.uuid4().hex[:8]}.{kind}"  # unique: a retried checkpoint id never overwrites
+            name = f"{safe}-{cid}-{suffix}.{kind}"
             size, index = write_shared_file(shared_dir, name, parts)
             return SharedFile(name, kind, size, tuple(index))
 
-        finish = snapshot_keyed_incremental(self.keyed_backend, op, cid, write_file)
+        return write_file
+
+    def _heap_incremental_snapshot(self, op: StreamOperator, op_id: str, barrier: Barrier) -> tuple[bool, Callable[[], dict[str, Any]]]:
+        cid = barrier.checkpoint_id
+        is_base, finish = snapshot_heap_incremental(self.keyed_backend, op, cid, self._shared_file_writer(op_id, barrier))
+        if is_base:
+            return True, finish  # in the forked child; the checkpointer reports the chain back (chain_written)
+
+        def complete() -> dict[str, Any]:
+            out = finish()
+            chain = out["heap_chain"]
+            if self.checkpointer is not None:
+                self.checkpointer.shared_bytes[cid] = (chain[-1]["size"], sum(f["size"] for f in chain))
+            return out
+
+        return False, complete
+
+    def _base_written(self, checkpoint_id: int, op_id: str, chain: list[dict[str, Any]]) -> None:
+        """A forked child wrote the heap backend's incremental base (on the writer thread)."""
+        changes = getattr(self.keyed_backend, "changes", None)
+        if changes is not None:
+            changes.written(checkpoint_id, chain_from_wire(chain))
+
+    def _incremental_snapshot(self, op: StreamOperator, op_id: str, barrier: Barrier) -> Callable[[], dict[str, Any]]:
+        cid = barrier.checkpoint_id
+        finish = snapshot_keyed_incremental(self.keyed_backend, op, cid, self._shared_file_writer(op_id, barrier))
 
         def complete() -> dict[str, Any]:
             out = finish()
@@ -328,7 +363,10 @@ class StreamTask:
                 def read_shared(old: int, name: str, ranges: list[tuple[int, int, int]]) -> list[tuple[int, bytes]]:
                     return read_shared_parts(handles[old], name, ranges)
 
-                restore_keyed(self.keyed_backend, op, loaded, spec, read_shared=read_shared)
+                own = handles.get(self.tdd.subtask)
+                # <dir>/<job>/chk-<n>/<file>: a delta may only extend a chain in this job's shared/ directory
+                same_job = isinstance(own, str) and os.path.basename(os.path.dirname(os.path.dirname(own))) == self.tdd.job_id
+                restore_keyed(self.keyed_backend, op, loaded, spec, read_shared=read_shared, may_resume=same_job)
             op.restore_state(restore_operator_state(loaded, spec))
 
     def _initialize_functions(self) -> None:

@@ -1,4 +1,4 @@
-"""Incremental checkpoints on real processes (issue 16): a job on the on-disk backend restored from a
+"""Incremental checkpoints on real processes (issue 16): a job on either backend restored from a
 chain of base + deltas after a TaskManager SIGKILL, with exact output; and shared state files never
 deleted while a retained checkpoint refers to them, also across a SIGKILL of the JobManager."""
 from __future__ import annotations
@@ -11,6 +11,8 @@ import sys
 import threading
 import time
 from pathlib import Path
+
+import pytest
 
 from tests.integration.cluster import Cluster
 from tests.integration.test_recovery import committed_counts
@@ -67,11 +69,11 @@ class SharedFileWatch:
                 self.max_deltas_seen = max(self.max_deltas_seen, len(deltas))
 
 
-def _start(c: Cluster, tmp_path: Path, n: int, rate: int) -> tuple[subprocess.Popen, str, Path]:
+def _start(c: Cluster, tmp_path: Path, n: int, rate: int, backend: str = "rocksdb") -> tuple[subprocess.Popen, str, Path]:
     checkpoints = tmp_path / "checkpoints"
     run = subprocess.Popen(
         [sys.executable, "-m", "backend.cli", "run", "-p", "2", str(PROGRAM), str(n), str(rate), str(KEYS),
-         str(tmp_path / "out"), str(checkpoints)],
+         str(tmp_path / "out"), str(checkpoints), backend],
         env=c.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     c.wait_for(lambda: c.http.get("/jobs/overview").json()["jobs"], 60, "the job to be submitted")
@@ -90,12 +92,13 @@ def _exact(tmp_path: Path, n: int) -> None:
     assert not bad, {k: (len(v), len(set(v))) for k, v in list(bad.items())[:5]}
 
 
-def test_a_job_restores_from_an_incremental_chain_after_a_taskmanager_kill(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["rocksdb", "hashmap"])
+def test_a_job_restores_from_an_incremental_chain_after_a_taskmanager_kill(tmp_path: Path, backend: str) -> None:
     n = 100_000
     c = Cluster(tmp_path, heartbeat_timeout_ms=3000)
     try:
         c.start(taskmanagers=2, slots=1)
-        run, jid, job_dir = _start(c, tmp_path, n, 4000)
+        run, jid, job_dir = _start(c, tmp_path, n, 4000, backend)
         with SharedFileWatch(job_dir) as watch:
             _wait_for_a_delta_chain(c, watch, jid)
             # A savepoint of the same job stays self-contained: a full snapshot, no shared file.

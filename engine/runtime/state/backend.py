@@ -81,13 +81,13 @@ def create_keyed_backend(
     incremental: bool = False,
 ) -> KeyedStateBackend:
     """A backend by its configured name; ``directory`` is only used, and then required, by the on-disk one.
-    ``incremental`` (Flink's ``state.backend.incremental``): the on-disk backend's checkpoints write
-    what changed since the last completed one; the heap backend ignores it (as Flink's HashMap does)."""
+    ``incremental`` (Flink's ``state.backend.incremental``): checkpoints write what changed since the
+    last completed one (the heap backend through a changelog of keys, as Flink's changelog backend)."""
     name = kind.strip().lower()
     if name == HASHMAP:
         from engine.runtime.state.heap_backend import HeapKeyedStateBackend
 
-        return HeapKeyedStateBackend(max_parallelism, clock, key_spec)
+        return HeapKeyedStateBackend(max_parallelism, clock, key_spec, incremental=incremental)
     if name in ON_DISK:
         if directory is None:
             raise ValueError(f"the '{name}' state backend keeps state on disk and needs a directory")

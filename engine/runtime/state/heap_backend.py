@@ -1,7 +1,8 @@
 """The heap keyed state backend: one dict per state name, keyed by the current key.
 
 Keys are not grouped per key group on the hot path; a snapshot splits them by
-key group, which is all that rescaling needs.
+key group, which is all that rescaling needs. With incremental checkpoints its tables record
+what changed (``heap_incremental``).
 """
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from engine.datastream.state import (
     ValueStateDescriptor,
 )
 from engine.runtime.key_groups import assign_to_key_group
+from engine.runtime.state.heap_incremental import MUTABLE_KINDS, TrackedTable, begin_delta, cut
+from engine.runtime.state.incremental import ChangeTracker, SnapshotPlan
 
 
 class StateTypeMismatch(TypeError):
@@ -62,20 +65,59 @@ class HeapKeyedStateBackend(StateFactory):
     # plain Python objects, no file or lock the child would share with the task.
     snapshot_in_fork = True
 
-    def __init__(self, max_parallelism: int, clock: Callable[[], int] | None = None, key_spec: Any = None) -> None:
+    def __init__(
+        self, max_parallelism: int, clock: Callable[[], int] | None = None, key_spec: Any = None, incremental: bool = False
+    ) -> None:
         self.max_parallelism = max_parallelism
         self.key_spec = key_spec  # the declared key type, which decides each key's key group
         self.clock = clock or (lambda: int(time.time() * 1000))
         self.current_key: Any = None
         self.tables: dict[str, dict[Any, Any]] = {}
         self.kinds: dict[str, str] = {}
+        # Incremental checkpoints: tables record changed keys, and the tracker the chain they extend.
+        self.changes: ChangeTracker | None = ChangeTracker() if incremental else None
 
     def table(self, name: str, kind: str) -> dict[Any, Any]:
         known = self.kinds.get(name)
         if known is not None and known != kind:
             raise StateTypeMismatch(f"state '{name}' was registered as {known} state, not {kind} state")
         self.kinds[name] = kind
-        return self.tables.setdefault(name, {})
+        t = self.tables.get(name)
+        if t is None:
+            if self.changes is not None:
+                t = TrackedTable(name, kind in MUTABLE_KINDS or kind not in _WHOLE_KINDS, self.changes.table_cleared)
+            else:
+                t = {}
+            self.tables[name] = t
+        return t
+
+    # -- incremental checkpoints (heap_incremental) ------------------------------------------
+    def begin_incremental_snapshot(self, checkpoint_id: int) -> tuple[SnapshotPlan, Callable[[], list[tuple[int, bytes]]] | None]:
+        """On the task thread, at the barrier: the plan (a base, or a delta on the last completed
+        checkpoint's chain) and, for a delta, the callable that reads the changed entries as of now on
+        the writer thread (parts of a shared file). A base has no callable: it is pickled whole in a
+        forked child (the caller's business)."""
+        if self.changes is None:
+            raise ValueError("this heap state backend was not opened for incremental checkpoints")
+        tables = {n: t for n, t in self.tables.items() if isinstance(t, TrackedTable)}
+        plan, sets = self.changes.plan_cut(checkpoint_id, cut(tables))
+        if plan.is_base:
+            return plan, None
+        return plan, begin_delta(tables, sets)
+
+    def resume_incremental(self, chain: Any) -> None:
+        """Restored exactly from ``chain``: the next checkpoint may be a delta on it."""
+        if self.changes is not None:
+            cut({n: t for n, t in self.tables.items() if isinstance(t, TrackedTable)})
+            self.changes.resume(chain)
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        if self.changes is not None:
+            self.changes.confirm(checkpoint_id)
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        if self.changes is not None:
+            self.changes.abort(checkpoint_id)
 
     def snapshot_by_key_group(self) -> dict[int, dict[str, list[tuple[Any, Any]]]]:
         """{key group: {state name: [(key, value)]}}, the unit that rescaling moves."""
@@ -85,6 +127,11 @@ class HeapKeyedStateBackend(StateFactory):
                 kg = assign_to_key_group(key, self.max_parallelism, self.key_spec)
                 out.setdefault(kg, {}).setdefault(name, []).append((key, value))
         return out
+
+
+# State kinds whose values are written back whole (``t[k] = v``); any other kind's values may be
+# changed in place after a read, so with incremental checkpoints its reads count as changes.
+_WHOLE_KINDS = frozenset({"value", "reducing", "aggregating", "ttl-value"})
 
 
 class HeapValueState(ValueState):

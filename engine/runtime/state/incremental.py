@@ -132,6 +132,27 @@ class ChangeTracker:
                     changed.setdefault(name, set()).update(keys)
             return SnapshotPlan(checkpoint_id, parent, {n: frozenset(k) for n, k in changed.items()}, self._drops)
 
+    def plan_cut(self, checkpoint_id: int, cut: dict[str, set[Any]]) -> tuple[SnapshotPlan, list[Mapping[str, set[Any]]]]:
+        """As ``plan``, for change sets kept by the caller (the heap backend's tables): ``cut`` holds the
+        keys changed since the previous snapshot. Returns the plan and, for a delta, the change sets of
+        every snapshot since the last completed one, not merged (merging would copy every key on the
+        task thread)."""
+        with self._lock:
+            self._taken[checkpoint_id] = _Taken(cut, self._drops)
+            parent = self._confirmed
+            if parent is None or self._drops != self._confirmed_drops or self._due_for_base(parent):
+                return SnapshotPlan(checkpoint_id, (), None, self._drops), []
+            sets = [t.changed for t in self._taken.values() if t.changed is not None]
+            return SnapshotPlan(checkpoint_id, parent, {}, self._drops), sets
+
+    def resume(self, chain: Chain) -> None:
+        """After a restore from ``chain`` that put back exactly its state: the next snapshot may be a
+        delta on it (rather than a base). What was recorded while restoring is dropped."""
+        with self._lock:
+            self.changes, self._tracked, self._overflow = {}, 0, False
+            self._taken.clear()
+            self._confirmed, self._confirmed_drops = chain, self._drops
+
     def _due_for_base(self, parent: Chain) -> bool:
         deltas = [f for f in parent if f.kind == DELTA]
         base = sum(f.size for f in parent if f.kind == BASE)

@@ -191,6 +191,11 @@ class LmdbKeyedStateBackend(StateFactory):
 
         return plan, self._open_snapshot(delta)
 
+    def resume_incremental(self, chain: Any) -> None:
+        """Restored exactly from ``chain``: the next checkpoint may be a delta on it."""
+        if self.changes is not None:
+            self.changes.resume(chain)
+
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         """The next delta rests on this checkpoint's chain (incremental backends only)."""
         if self.changes is not None:

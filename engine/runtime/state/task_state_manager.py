@@ -15,6 +15,8 @@ Per operator a task writes one state file holding a dict:
 * ``chain`` (the on-disk backend with incremental checkpoints, instead of ``records``): the files in
   the job's ``shared/`` directory its state is rebuilt from, a base and the deltas after it
   (``incremental``); a restore replays the parts of the key groups it owns;
+* ``heap_chain`` (the heap backend with incremental checkpoints): the same, in the heap backend's
+  format (``heap_incremental``): replayed into whole tables, restored as ``tables`` are;
 * ``operator``: the operator's own ``snapshot_state()`` (a list is split evenly on rescale, anything
   else is copied, like broadcast state);
 * ``function``: a CheckpointedFunction's operator list and union list states;
@@ -34,6 +36,7 @@ from engine.checkpoint.rescale import (
     split_operator_state,
 )
 from engine.runtime.key_groups import KEY_ENCODING_VERSION, assign_to_key_group, key_group_range
+from engine.runtime.state.heap_incremental import base_parts, replay_tables
 from engine.runtime.state.incremental import BASE, DELTA, SharedFile, chain_from_wire, chain_to_wire, encode_parts, replay
 from engine.runtime.state.operator_state import UNION, redistribute_operator_state
 from engine.runtime.state.state_records import decode_record, key_group_prefix
@@ -111,9 +114,42 @@ def snapshot_keyed_incremental(
     return finish
 
 
+def snapshot_heap_incremental(
+    backend: Any, operator: Any, checkpoint_id: int, write_file: Callable[[str, list[tuple[int, bytes]]], SharedFile]
+) -> tuple[bool, Callable[[], dict[str, Any]]]:
+    """The heap backend's incremental snapshot (``begin_incremental_snapshot``): ``(is_base, complete)``.
+    ``complete()`` returns ``{"keyed", "kinds", "heap_chain"}``; for a delta it runs on the writer
+    thread (it reads the changed entries through their copy-on-write view), for a base in a forked
+    child (it pickles the tables whole). Either writes its file with ``write_file(kind, parts)``."""
+    import pickle
+
+    plan, read = backend.begin_incremental_snapshot(checkpoint_id)
+    kinds = dict(backend.kinds)
+    kinds[KEY_ENCODING_FIELD] = str(KEY_ENCODING_VERSION)
+    if read is None:  # a base, in the forked child: a copy-on-write image of this instant
+
+        def base() -> dict[str, Any]:
+            keyed, kinds_own = _operator_keyed(backend, operator)
+            new = write_file(BASE, base_parts(backend.tables))
+            backend.changes.written(checkpoint_id, (new,))  # in the child a no-op; here if fork failed
+            return {"keyed": keyed, "kinds": {**kinds, **kinds_own}, "heap_chain": chain_to_wire((new,))}
+
+        return True, base
+    own = pickle.dumps(_operator_keyed(backend, operator), protocol=pickle.HIGHEST_PROTOCOL)
+
+    def delta() -> dict[str, Any]:
+        keyed, kinds_own = pickle.loads(own)
+        new = write_file(DELTA, read())
+        chain = (*plan.parent, new)
+        backend.changes.written(checkpoint_id, chain)
+        return {"keyed": keyed, "kinds": {**kinds, **kinds_own}, "heap_chain": chain_to_wire(chain)}
+
+    return False, delta
+
+
 def shared_files_of(state: Mapping[str, Any]) -> tuple[str, ...]:
     """The names of the shared files an operator's state dict refers to (for the acknowledgement)."""
-    return tuple(f["name"] for f in state.get("chain") or ())
+    return tuple(f["name"] for f in (state.get("chain") or state.get("heap_chain") or ()))
 
 
 def _operator_keyed(backend: Any, operator: Any) -> tuple[dict[int, dict[str, list]], dict[str, str]]:
@@ -142,12 +178,29 @@ def restore_keyed(
     spec: OperatorRestore,
     read_peer: Callable[[Any], Mapping[str, Any]] | None = None,
     read_shared: Callable[[int, str, list[tuple[int, int, int]]], list[tuple[int, bytes]]] | None = None,
+    may_resume: bool = False,
 ) -> None:
     """Fill an opened keyed head's backend and timer services with this subtask's key groups.
     State grouped by an older key encoding is regrouped key by key, from every old subtask's file:
     at an unchanged parallelism the others' files are read too (``read_peer``). An incremental
     snapshot's chain is replayed for the key groups owned, its parts read by
-    ``read_shared(old subtask, file name, [(key group, offset, length)])``."""
+    ``read_shared(old subtask, file name, [(key group, offset, length)])``. ``may_resume``: the state
+    comes from this job's own checkpoint directory, so an incremental backend that got back exactly
+    one chain may extend it with its next delta."""
+    resumable = None  # the chain this subtask's next delta may extend: its own, restored exactly
+    if any(st.get("heap_chain") for st in loaded.values()):
+        if read_shared is None:
+            raise StateRestoreError("this state refers to incremental checkpoint files, and nothing reads them here")
+        expanded = {}
+        for old, st in loaded.items():
+            if st.get("heap_chain"):
+                chain = chain_from_wire(st["heap_chain"])
+                tables = replay_tables(chain, lambda name, index, old=old: read_shared(old, name, index))
+                st = {**st, "tables": tables}
+                if spec.parallelism == spec.old_parallelism and old == spec.subtask and set(loaded) == {old}:
+                    resumable = chain
+            expanded[old] = st
+        loaded = expanded
     loaded, whole, records = _expand_tables(loaded, spec, getattr(backend, "key_spec", None))
     owned = key_group_range(spec.max_parallelism, spec.parallelism, spec.subtask)
     for old, st in sorted(loaded.items()):
@@ -158,6 +211,8 @@ def restore_keyed(
         chain = chain_from_wire(st["chain"])
         tables = replay(chain, owned, lambda name, ranges, old=old: read_shared(old, name, ranges))
         records.extend(tables.items())
+        if spec.parallelism == spec.old_parallelism and old == spec.subtask and set(loaded) == {old}:
+            resumable = chain
     if any(key_encoding_of(st) < KEY_ENCODING_VERSION for st in loaded.values()):
         loaded = dict(loaded)
         if spec.peer_handles and set(loaded) == {spec.subtask}:
@@ -208,6 +263,19 @@ def restore_keyed(
         for lk, vb in rows:
             key, value = decode_record(lk, vb)
             table[key] = value
+    resume = getattr(backend, "resume_incremental", None)
+    if may_resume and resume is not None and resumable is not None and _chain_fits(backend, resumable, loaded):
+        # The backend holds exactly the chain's state: its next checkpoint may be a delta on it,
+        # rather than a base of everything (the chain's files stay while a retained checkpoint uses them).
+        resume(resumable)
+
+
+def _chain_fits(backend: Any, chain: Any, loaded: Mapping[int, Mapping[str, Any]]) -> bool:
+    """Whether ``chain`` is in the format of ``backend``'s own incremental checkpoints (a heap chain
+    restored onto the on-disk backend, or the reverse, must start a new base)."""
+    st = next(iter(loaded.values()))
+    heap = hasattr(backend, "snapshot_in_fork") and getattr(backend, "snapshot_in_fork")
+    return bool(st.get("heap_chain")) == bool(heap)
 
 
 def _expand_tables(

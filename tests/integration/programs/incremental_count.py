@@ -2,20 +2,25 @@
 300 ms (EmbeddedRocksDBStateBackend(enable_incremental_checkpointing=True)), restarting on failure.
 Every count update goes to a FileSink as ``key,count`` lines (exactly once in its committed files);
 checkpoints go to CHECKPOINT_DIR, two retained.
-Usage: incremental_count.py N RATE KEYS OUT_DIR CHECKPOINT_DIR
+Usage: incremental_count.py N RATE KEYS OUT_DIR CHECKPOINT_DIR [BACKEND]
+(BACKEND hashmap: the heap backend with ``state.backend.incremental: true``.)
 """
 import sys
 
-from pyflink.common import RestartStrategies, WatermarkStrategy
+from pyflink.common import Configuration, RestartStrategies, WatermarkStrategy
 from pyflink.common.serialization import Encoder
 from pyflink.datastream import CheckpointingMode, StreamExecutionEnvironment
 from pyflink.datastream.connectors import DataGeneratorSource
 from pyflink.datastream.connectors.file_system import FileSink, RollingPolicy
-from pyflink.datastream.state_backend import EmbeddedRocksDBStateBackend
+from pyflink.datastream.state_backend import EmbeddedRocksDBStateBackend, HashMapStateBackend
 
 N, RATE, KEYS, OUT, CHECKPOINTS = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
 env = StreamExecutionEnvironment.get_execution_environment()
-env.set_state_backend(EmbeddedRocksDBStateBackend(enable_incremental_checkpointing=True))
+if len(sys.argv) > 6 and sys.argv[6] == "hashmap":
+    env.set_state_backend(HashMapStateBackend())
+    env.configure(Configuration().set_string("state.backend.incremental", "true"))
+else:
+    env.set_state_backend(EmbeddedRocksDBStateBackend(enable_incremental_checkpointing=True))
 env.enable_checkpointing(300, CheckpointingMode.EXACTLY_ONCE)
 env.get_checkpoint_config().set_checkpoint_storage_dir(CHECKPOINTS)
 env.get_checkpoint_config().set_num_retained_checkpoints(2)

@@ -1,4 +1,4 @@
-"""Property: incremental checkpoints of the on-disk backend, with random updates, deletes and in-place
+"""Property: incremental checkpoints of the on-disk backend and of the heap backend, with random updates, deletes and in-place
 list appends, checkpoints that complete or fail in any order, retention through the coordinator's
 SharedStateRegistry, and restores at random points from any retained checkpoint (onto the on-disk
 backend at 1-3 subtasks, and onto the heap backend), always give the state a plain dict held at that
@@ -24,7 +24,14 @@ from engine.runtime.key_groups import assign_key_to_operator
 from engine.runtime.state.heap_backend import HeapKeyedStateBackend
 from engine.runtime.state.incremental import SharedFile
 from engine.runtime.state.lmdb_backend import LmdbKeyedStateBackend
-from engine.runtime.state.task_state_manager import restore_keyed, shared_files_of, snapshot_keyed_incremental
+from engine.runtime import forked_snapshot
+from engine.runtime.state.incremental import chain_from_wire
+from engine.runtime.state.task_state_manager import (
+    restore_keyed,
+    shared_files_of,
+    snapshot_heap_incremental,
+    snapshot_keyed_incremental,
+)
 
 MAX_P = 16
 RETAINED = 2
@@ -69,17 +76,42 @@ class Subtask:
 class Job:
     """The checkpoint directory of one job and the coordinator's bookkeeping of it."""
 
-    def __init__(self, root: str, cache: int, max_deltas: int) -> None:
-        self.root, self.cache, self.max_deltas = root, cache, max_deltas
+    def __init__(self, root: str, cache: int, max_deltas: int, heap: bool = False) -> None:
+        self.root, self.cache, self.max_deltas, self.heap = root, cache, max_deltas, heap
         self.shared = os.path.join(root, "shared")
         self.registry = SharedStateRegistry()
         self.retained: list[tuple[int, dict[int, str], dict, dict]] = []  # (id, handles, values, lists)
         self.next_id = 1
+        self.in_flight: set[str] = set()  # files of checkpoints not yet completed or failed
 
-    def backend(self) -> LmdbKeyedStateBackend:
+    def backend(self) -> Any:
+        if self.heap:
+            h = HeapKeyedStateBackend(MAX_P, incremental=True)
+            h.changes.max_deltas = self.max_deltas  # type: ignore[union-attr]
+            return h
         b = LmdbKeyedStateBackend(MAX_P, os.path.join(self.root, f"lmdb-{next(_dirs)}"), cache_entries=self.cache, incremental=True)
         b.changes.max_deltas = self.max_deltas  # type: ignore[union-attr]
         return b
+
+    def snapshot(self, backend: Any, cid: int, i: int) -> Any:
+        """The snapshot at the barrier: a callable finishing it later. A heap base is taken in a forked
+        child now (as the checkpointer does), a delta read later through its copy-on-write view."""
+        if not self.heap:
+            return snapshot_keyed_incremental(backend, _Operator(), cid, self.write_file(cid, i))
+        is_base, complete = snapshot_heap_incremental(backend, _Operator(), cid, self.write_file(cid, i))
+        if not is_base:
+            return complete
+        # the child's image is of this instant; it is waited for now, so no half-written file is ever seen
+        state = forked_snapshot.ForkedSnapshot.start(complete).result()
+        early = set(shared_files_of(state))
+        self.in_flight |= early  # written before the checkpoint completes, as a pending checkpoint's are
+
+        def finish() -> dict:
+            self.in_flight -= early
+            backend.changes.written(cid, chain_from_wire(state["heap_chain"]))  # the checkpointer's chain_written
+            return state
+
+        return finish
 
     def write_file(self, cid: int, i: int):
         def write(kind: str, parts: list[tuple[int, bytes]]) -> SharedFile:
@@ -115,7 +147,23 @@ class Job:
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=OPS, cache=st.sampled_from([1, 3, 1000]), max_deltas=st.integers(1, 6))
 def test_incremental_chains_restore_the_state_of_any_retained_checkpoint(tmp_path, ops, cache, max_deltas) -> None:
-    job = Job(str(tmp_path / f"job-{next(_dirs)}"), cache, max_deltas)
+    _run(Job(str(tmp_path / f"job-{next(_dirs)}"), cache, max_deltas), ops)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=OPS, max_deltas=st.integers(1, 6))
+def test_heap_incremental_chains_restore_the_state_of_any_retained_checkpoint(tmp_path, ops, max_deltas) -> None:
+    """The heap backend's changelog: deltas finished after later writes still hold the barrier's values."""
+    _run(Job(str(tmp_path / f"job-{next(_dirs)}"), 0, max_deltas, heap=True), ops)
+
+
+def _close(backend: Any) -> None:
+    close = getattr(backend, "close", None)
+    if close is not None:
+        close()
+
+
+def _run(job: Job, ops: list) -> None:
     subtasks = [Subtask(job.backend())]
     values: dict[Any, int] = {}
     lists: dict[Any, list[int]] = {}
@@ -150,9 +198,7 @@ def test_incremental_chains_restore_the_state_of_any_retained_checkpoint(tmp_pat
                 lists.clear()
             elif op[0] == "checkpoint":
                 cid, job.next_id = job.next_id, job.next_id + 1
-                started = [
-                    snapshot_keyed_incremental(s.backend, _Operator(), cid, job.write_file(cid, i)) for i, s in enumerate(subtasks)
-                ]
+                started = [job.snapshot(s.backend, cid, i) for i, s in enumerate(subtasks)]
                 pending.append((cid, started, dict(values), {k: list(v) for k, v in lists.items()}))
             elif op[0] in ("complete", "fail") and pending:
                 # Any checkpoint in flight ends, finished only now, after later writes.
@@ -177,8 +223,10 @@ def test_incremental_chains_restore_the_state_of_any_retained_checkpoint(tmp_pat
             elif op[0] == "restore" and job.retained:
                 cid, handles, values_then, lists_then = job.retained[-1 - op[1] % len(job.retained)]
                 loaded = {i: states[(cid, i)] for i in handles}
+                discard_shared(job.shared, sorted(job.in_flight))  # the JobManager's sweep at a failover
+                job.in_flight.clear()
                 for s in subtasks:
-                    s.backend.close()  # in-flight snapshots are abandoned with it: their files were never written
+                    _close(s.backend)  # in-flight snapshots are abandoned with it: their files were never written
                 pending.clear()
                 parallelism = op[2]
 
@@ -191,7 +239,8 @@ def test_incremental_chains_restore_the_state_of_any_retained_checkpoint(tmp_pat
                 for j in range(parallelism):
                     s = Subtask(job.backend())
                     spec = OperatorRestore("op", j, parallelism, len(loaded), MAX_P, dict(handles))
-                    restore_keyed(s.backend, _Operator(), loaded, spec, read_shared=read_shared)
+                    # may_resume: at an unchanged parallelism the next delta extends the restored chain
+                    restore_keyed(s.backend, _Operator(), loaded, spec, read_shared=read_shared, may_resume=True)
                     v, l = s.state()
                     assert all(assign_key_to_operator(k, MAX_P, parallelism) == j for k in [*v, *l])
                     got_values.update(v)
@@ -199,13 +248,18 @@ def test_incremental_chains_restore_the_state_of_any_retained_checkpoint(tmp_pat
                     subtasks.append(s)
                 assert got_values == values_then
                 assert got_lists == lists_then
-                heap = Subtask(HeapKeyedStateBackend(MAX_P))  # the same chain restores on the heap backend
-                restore_keyed(heap.backend, _Operator(), loaded, OperatorRestore("op", 0, 1, len(loaded), MAX_P, dict(handles)), read_shared=read_shared)
-                assert heap.state() == (values_then, lists_then)
+                # the same chain restores on the other backend
+                other = Subtask(
+                    LmdbKeyedStateBackend(MAX_P, os.path.join(job.root, f"lmdb-{next(_dirs)}")) if job.heap else HeapKeyedStateBackend(MAX_P)
+                )
+                spec = OperatorRestore("op", 0, 1, len(loaded), MAX_P, dict(handles))
+                restore_keyed(other.backend, _Operator(), loaded, spec, read_shared=read_shared)
+                assert other.state() == (values_then, lists_then)
+                _close(other.backend)
                 values, lists = dict(values_then), {k: list(v) for k, v in lists_then.items()}
             # Retention: the shared directory holds exactly what the retained checkpoints refer to.
-            assert job.files() == {n for n in job.files() if n in job.registry}
+            assert job.files() == {n for n in job.files() if n in job.registry or n in job.in_flight}
             assert all(n in job.files() for cid, handles, _, _ in job.retained for i in handles for n in shared_files_of(states[(cid, i)]))
     finally:
         for s in subtasks:
-            s.backend.close()
+            _close(s.backend)

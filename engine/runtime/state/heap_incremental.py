@@ -1,0 +1,275 @@
+"""Incremental checkpoints of the heap keyed backend: a changelog of keys and copy-on-write deltas.
+
+Millstream's version of FLIP-158 (the changelog state backend) for state held in dicts, designed
+around the interpreter lock:
+
+* **What changed.** With incremental checkpoints on, the heap backend hands out ``TrackedTable``
+  dicts, which add a key to their table's change set on every write (``t[k] = v``, ``pop``,
+  ``setdefault``, ...). Tables whose values are changed in place (list, map and window state: the
+  ``MUTABLE_KINDS``) count a read too, since the caller may append to what it read. Value, reducing
+  and aggregating state is written back whole (``t[k] = v``), so its reads cost nothing extra.
+* **At the barrier** (task thread) the change sets are swapped for empty ones (``ChangeTracker.plan``
+  and ``cut``): O(tables), whatever the state's size.
+* **Off the task thread** the writer thread reads the changed keys' values in chunks and pickles each
+  chunk as one part of a shared file. A value must be the one it had at the barrier: until the
+  writer has taken a key, the task thread saves the key's old value before it changes it
+  (``CopyOnWrite.preserve``: the old object for a write, a deep copy before handing out a mutable
+  value). The writer holds the snapshot's lock, and so the interpreter lock, for one chunk at a time,
+  so the task thread waits at most one chunk's pickling.
+* **Bases** (materialisation): the first checkpoint, after a restore that cannot go on with its chain,
+  after ``max_deltas`` deltas or once the deltas outweigh the base: the whole tables, pickled in a forked
+  copy-on-write child as the full heap snapshot is (``forked_snapshot``), written as a shared file.
+
+The files go to the job's ``shared/`` directory and are reference-counted by the coordinator's
+``SharedStateRegistry``, exactly as the on-disk backend's (``incremental``). A part here is
+``(state name, [(key, value)], [deleted key])``: keys are not grouped by key group when written (that
+would cost a key hash per changed key on the writer thread); a restore replays the chain into whole
+tables (``replay_tables``), which the task state manager treats as a heap snapshot's ``tables`` -
+its own at an unchanged parallelism, split by key group only when the parallelism changed - onto
+either backend. Savepoints stay full, self-contained snapshots.
+"""
+from __future__ import annotations
+
+import itertools
+import pickle
+import threading
+from typing import Any, Callable, Iterable, Mapping
+
+from engine.runtime.state.incremental import BASE, Chain
+
+# Kinds of state whose values callers change in place after reading them (``HeapListState.add``
+# appends to the list ``setdefault`` returned; the window operator mutates its per-key dicts).
+MUTABLE_KINDS = frozenset({"list", "map", "window", "ttl-list", "ttl-map"})
+CHUNK = 2_000  # keys per part: what the writer thread pickles while it holds the interpreter lock
+_ABSENT = object()
+_SCALARS = frozenset({int, float, str, bytes, bool, complex, type(None)})
+
+
+def immutable(value: Any) -> bool:
+    t = type(value)
+    if t in _SCALARS:
+        return True
+    if t is tuple or t is frozenset:
+        return all(immutable(v) for v in value)
+    return False
+
+
+class CopyOnWrite:
+    """The values of one table's changed keys as of the barrier, for the writer thread to read while
+    the task thread goes on changing the table."""
+
+    __slots__ = ("lock", "pending", "done", "saved")
+
+    def __init__(self, lock: threading.Lock, pending: Iterable[set[Any]]) -> None:
+        self.lock = lock
+        self.pending = tuple(pending)  # never changed: the tracker has swapped in new sets
+        self.done: set[Any] = set()  # keys the writer has read or the task has saved
+        self.saved: dict[Any, Any] = {}  # key -> value at the barrier (_ABSENT: it had none)
+
+    def preserve(self, table: dict[Any, Any], key: Any) -> None:
+        """On the task thread, before ``key`` of ``table`` changes (or is handed out to be changed)."""
+        if key in self.done or not any(key in p for p in self.pending):
+            return
+        with self.lock:
+            if key in self.done:
+                return
+            self.done.add(key)
+            value = dict.get(table, key, _ABSENT)
+            if value is not _ABSENT and not immutable(value):  # it may be changed in place from now on
+                value = pickle.loads(pickle.dumps(value, pickle.HIGHEST_PROTOCOL))
+            self.saved[key] = value
+
+
+class TrackedTable(dict):
+    """A state table that records the keys written (and, for ``deep`` tables, read) since the last cut."""
+
+    __slots__ = ("name", "changed", "cow", "deep", "on_clear")
+
+    def __init__(self, name: str, deep: bool, on_clear: Callable[[], None] | None = None) -> None:
+        super().__init__()
+        self.name = name
+        self.deep = deep  # values are changed in place: reads count as changes
+        self.changed: set[Any] = set()
+        # The views of the snapshots in flight (several, when checkpoints overlap); None when none is.
+        self.cow: tuple[CopyOnWrite, ...] | None = None
+        self.on_clear = on_clear
+
+    def __reduce__(self) -> Any:
+        # A snapshot or savepoint holds a plain dict: backend-neutral, and without the change set.
+        return dict, (), None, None, iter(dict.items(self))
+
+    def _touch(self, key: Any) -> None:
+        self.changed.add(key)
+        if self.cow is not None:
+            self._preserve(key)
+
+    def _preserve(self, key: Any) -> None:
+        for view in self.cow or ():
+            view.preserve(self, key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.changed.add(key)
+        if self.cow is not None:
+            self._preserve(key)
+        dict.__setitem__(self, key, value)
+
+    def __delitem__(self, key: Any) -> None:
+        self._touch(key)
+        dict.__delitem__(self, key)
+
+    def pop(self, key: Any, *default: Any) -> Any:
+        if key in self:
+            self._touch(key)
+        return dict.pop(self, key, *default)
+
+    def setdefault(self, key: Any, default: Any = None) -> Any:
+        self._touch(key)
+        return dict.setdefault(self, key, default)
+
+    # A read hands out the value object: one that is changed in place must be saved first (``preserve``
+    # copies only values that are not immutable), and for ``deep`` tables the read counts as a change.
+    def get(self, key: Any, default: Any = None) -> Any:
+        if self.deep:
+            if key in self:
+                self._touch(key)
+        elif self.cow is not None:
+            self._preserve(key)
+        return dict.get(self, key, default)
+
+    def __getitem__(self, key: Any) -> Any:
+        if self.deep:
+            if key in self:
+                self._touch(key)
+        elif self.cow is not None:
+            self._preserve(key)
+        return dict.__getitem__(self, key)
+
+    def update(self, *args: Any, **kw: Any) -> None:
+        other = args[0] if len(args) == 1 and not kw and type(args[0]) is dict else dict(*args, **kw)
+        if self.cow is not None:
+            for k in other:
+                self._preserve(k)
+        self.changed.update(other)  # C loops: a restore puts millions of keys back this way
+        dict.update(self, other)
+
+    def popitem(self) -> tuple[Any, Any]:
+        key = next(reversed(self.keys()))
+        return key, self.pop(key)
+
+    def _touch_all(self) -> None:
+        for key in list(dict.keys(self)):
+            self._touch(key)
+
+    def items(self) -> Any:
+        if self.deep:  # the values handed out may be changed in place
+            self._touch_all()
+        return dict.items(self)
+
+    def values(self) -> Any:
+        if self.deep:
+            self._touch_all()
+        return dict.values(self)
+
+    def clear(self) -> None:
+        # A delta cannot say "all gone" cheaply: the owner (HeapKeyedStateBackend) makes the next
+        # snapshot a base; the keys are recorded too, for a snapshot in flight.
+        for key in list(dict.keys(self)):
+            self._touch(key)
+        dict.clear(self)
+        if self.on_clear is not None:
+            self.on_clear()
+
+
+def cut(tables: Mapping[str, TrackedTable]) -> dict[str, set[Any]]:
+    """Task thread, at the barrier: each table's keys changed since the previous cut; new empty sets."""
+    out = {}
+    for name, t in tables.items():
+        out[name], t.changed = t.changed, set()
+    return out
+
+
+def begin_delta(
+    tables: Mapping[str, TrackedTable], changed: Iterable[Mapping[str, set[Any]]]
+) -> Callable[[], list[tuple[int, bytes]]]:
+    """Task thread, at the barrier: attach a copy-on-write view of the keys in ``changed`` (the change
+    sets of every snapshot since the last completed one) to each table. The returned callable, run
+    once on the writer thread, returns the delta's parts [(sequence number, payload)] and detaches
+    the views."""
+    lock = threading.Lock()
+    sets: dict[str, list[set[Any]]] = {}
+    for snapshot in changed:
+        for name, keys in snapshot.items():
+            if keys and name in tables:
+                sets.setdefault(name, []).append(keys)
+    views = {name: CopyOnWrite(lock, pending) for name, pending in sets.items()}
+    for name, view in views.items():
+        _attach(tables[name], view)
+
+    def read() -> list[tuple[int, bytes]]:
+        parts: list[bytes] = []
+        try:
+            for name, view in views.items():
+                table = tables[name]
+                keys = itertools.chain.from_iterable(view.pending)
+                while True:
+                    with lock:  # a chunk at a time: the task thread waits at most this long
+                        taken = list(itertools.islice(keys, CHUNK))
+                        if not taken:
+                            break
+                        chunk = [k for k in dict.fromkeys(taken) if k not in view.done]
+                        view.done.update(chunk)
+                        # dict.get: the writer's reads are not changes
+                        part = _part(name, [(k, dict.get(table, k, _ABSENT)) for k in chunk]) if chunk else None
+                    if part is not None:
+                        parts.append(part)
+                with lock:  # every pending key is done now: nothing more is saved
+                    _detach(table, view)
+                    saved = list(view.saved.items())
+                if saved:
+                    parts.append(_part(name, saved))
+        finally:
+            for name, view in views.items():
+                _detach(tables[name], view)
+        return list(enumerate(parts))
+
+    return read
+
+
+_views_lock = threading.Lock()  # the task thread attaches, writer threads detach
+
+
+def _attach(table: TrackedTable, view: CopyOnWrite) -> None:
+    with _views_lock:
+        table.cow = (*(table.cow or ()), view)
+
+
+def _detach(table: TrackedTable, view: CopyOnWrite) -> None:
+    with _views_lock:
+        rest = tuple(v for v in table.cow or () if v is not view)
+        table.cow = rest or None
+
+
+def _part(name: str, rows: list[tuple[Any, Any]]) -> bytes:
+    live = [(k, v) for k, v in rows if v is not _ABSENT]
+    gone = [k for k, v in rows if v is _ABSENT]
+    return pickle.dumps((name, live, gone), pickle.HIGHEST_PROTOCOL)
+
+
+def base_parts(tables: Mapping[str, dict[Any, Any]]) -> list[tuple[int, bytes]]:
+    """Every table whole, one part each (in the forked child: the pickling runs at C speed)."""
+    return [(i, pickle.dumps((name, t, []), pickle.HIGHEST_PROTOCOL)) for i, (name, t) in enumerate(tables.items())]
+
+
+def replay_tables(chain: Chain, read_file: Callable[[str, list[tuple[int, int, int]]], list[tuple[int, bytes]]]) -> dict[str, dict[Any, Any]]:
+    """The tables after the chain's base and deltas, in order; ``read_file(name, index)`` reads a file's parts."""
+    tables: dict[str, dict[Any, Any]] = {}
+    for f in chain:
+        if f.kind == BASE:
+            tables = {}
+        for _, payload in read_file(f.name, list(f.index)):
+            name, live, gone = pickle.loads(payload)
+            t = tables.setdefault(name, {})
+            t.update(live)
+            for k in gone:
+                t.pop(k, None)
+    return {name: t for name, t in tables.items() if t}

@@ -1,0 +1,133 @@
+"""The heap backend's changelog (engine/runtime/state/heap_incremental.py): what a delta holds when the
+task thread goes on changing state before the writer thread reads it, and what the tables look like
+to a savepoint."""
+from __future__ import annotations
+
+import pickle
+import threading
+
+from engine.datastream.state import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
+from engine.runtime.state.heap_backend import HeapKeyedStateBackend
+from engine.runtime.state.heap_incremental import CHUNK, TrackedTable, replay_tables
+from engine.runtime.state.incremental import BASE, DELTA, SharedFile
+
+
+def _files() -> tuple[dict[str, list[tuple[int, bytes]]], callable]:
+    store: dict[str, list[tuple[int, bytes]]] = {}
+
+    def write(name: str, kind: str, parts: list[tuple[int, bytes]]) -> SharedFile:
+        store[name] = parts
+        return SharedFile(name, kind, sum(len(p) for _, p in parts), tuple((i, 0, len(p)) for i, p in parts))
+
+    return store, write
+
+
+def _base(backend: HeapKeyedStateBackend, cid: int, write) -> tuple:
+    plan, read = backend.begin_incremental_snapshot(cid)
+    assert plan.is_base and read is None
+    from engine.runtime.state.heap_incremental import base_parts
+
+    chain = (write(f"b{cid}", BASE, base_parts(backend.tables)),)
+    backend.changes.written(cid, chain)
+    backend.notify_checkpoint_complete(cid)
+    return chain
+
+
+def test_a_delta_holds_the_values_of_its_barrier_whatever_the_task_does_before_it_is_read() -> None:
+    b = HeapKeyedStateBackend(128, incremental=True)
+    value = b.get_state(ValueStateDescriptor("v", None))
+    items = b.get_list_state(ListStateDescriptor("l", None))
+    m = b.get_map_state(MapStateDescriptor("m", None, None))
+    store, write = _files()
+    for k in range(10):
+        b.current_key = k
+        value.update(k)
+        items.add(k)
+    chain = _base(b, 1, write)
+    for k in range(5):  # changed before checkpoint 2's barrier
+        b.current_key = k
+        value.update(100 + k)
+        items.add(100 + k)
+        m.put("x", [k])
+    b.current_key = 9
+    value.clear()
+    plan, read = b.begin_incremental_snapshot(2)
+    assert not plan.is_base and plan.parent == chain
+    for k in range(10):  # after the barrier, before the writer reads: none of this is in the delta
+        b.current_key = k
+        value.update(999)
+        items.add(999)
+        m.get("x").append(999) if m.get("x") is not None else m.put("x", [999])
+    b.current_key = 4
+    value.clear()
+    delta = write("d2", DELTA, read())
+    tables = replay_tables((*chain, delta), lambda name, index: store[name])
+    assert tables["v"] == {**{k: 100 + k for k in range(5)}, **{k: k for k in range(5, 9)}}
+    assert tables["l"] == {**{k: [k, 100 + k] for k in range(5)}, **{k: [k] for k in range(5, 10)}}
+    assert tables["m"] == {k: {"x": [k]} for k in range(5)}
+    # and the live state went on
+    b.current_key = 3
+    assert value.value() == 999 and list(items.get())[-1] == 999
+
+
+def test_the_task_thread_changing_keys_while_the_writer_reads_them_in_chunks(monkeypatch) -> None:
+    import time
+
+    from engine.runtime.state import heap_incremental
+
+    part = heap_incremental._part
+
+    def slow_part(name, rows):  # a slow writer: the task's changes overlap every chunk
+        time.sleep(0.05)
+        return part(name, rows)
+
+    monkeypatch.setattr(heap_incremental, "_part", slow_part)
+    b = HeapKeyedStateBackend(128, incremental=True)
+    t = b.table("_reduce", "value")
+    store, write = _files()
+    chain = _base(b, 1, write)
+    n = 5 * CHUNK
+    for k in range(n):
+        t[k] = (k, 1)
+    plan, read = b.begin_incremental_snapshot(2)
+    out: list = []
+    reader = threading.Thread(target=lambda: out.append(read()))
+    reader.start()
+    time.sleep(0.01)
+    for k in range(n):  # races the writer: every key's barrier value must survive
+        t[k] = (k, 2)
+        t[n + k] = (n + k, 1)
+    reader.join()
+    delta = write("d2", DELTA, out[0])
+    assert replay_tables((*chain, delta), lambda name, index: store[name]) == {"_reduce": {k: (k, 1) for k in range(n)}}
+
+
+def test_tables_pickle_as_plain_dicts_and_a_cleared_table_makes_the_next_checkpoint_a_base() -> None:
+    b = HeapKeyedStateBackend(128, incremental=True)
+    t = b.table("v", "value")
+    assert isinstance(t, TrackedTable)
+    t[1] = 2
+    copy = pickle.loads(pickle.dumps(t))
+    assert type(copy) is dict and copy == {1: 2}
+    _, write = _files()
+    _base(b, 1, write)
+    t[2] = 3
+    plan, read = b.begin_incremental_snapshot(2)
+    assert not plan.is_base
+    read()
+    t.clear()
+    plan, _ = b.begin_incremental_snapshot(3)
+    assert plan.is_base
+
+
+def test_resume_makes_the_next_checkpoint_a_delta_on_the_restored_chain() -> None:
+    b = HeapKeyedStateBackend(128, incremental=True)
+    _, write = _files()
+    chain = (write("b1", BASE, []),)
+    b.table("v", "value").update({1: 1, 2: 2})  # as a restore puts state back
+    b.resume_incremental(chain)
+    b.table("v", "value")[3] = 3
+    plan, read = b.begin_incremental_snapshot(5)
+    assert not plan.is_base and plan.parent == chain
+    (_, payload), = read()
+    assert pickle.loads(payload) == ("v", [(3, 3)], [])  # only what changed after the restore
