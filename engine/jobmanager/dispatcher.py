@@ -229,6 +229,8 @@ class Dispatcher(SavepointOperations):
         self.redis_run_id = run_id
         self._publish_data_servers()  # the new server lost it with everything else
         self.redis_failovers += 1
+        if self.epoch is not None:  # the new server lost it: TaskManagers seal slot_lost reports with it
+            messages.publish_epoch(self.writes, self.config.cluster_secret, self.epoch)
         reason = "Redis restarted (a new server, run_id changed): the job's channels and messages were lost"
         log.warning("%s; failing over every running job", reason)
         for jid, jm in list(self.jobs.items()):

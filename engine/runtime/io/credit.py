@@ -57,6 +57,7 @@ class CreditAnnouncer:
         self.check_s = check_s
         self._quiet_since = [now] * channels
         self._pause = [after_s] * channels
+        self._received = [0] * channels  # elements each channel had delivered at the last look
         self._next_check = now + check_s
 
     def acknowledge(self, channel: int) -> int:
@@ -64,19 +65,21 @@ class CreditAnnouncer:
         self.taken[channel] += 1
         return self.taken[channel] - 1
 
-    def heard(self, channel: int, now: float) -> None:
-        """An element arrived on ``channel``: it is not quiet."""
-        self._quiet_since[channel] = now
-        self._pause[channel] = self.after_s
-
-    def due(self, now: float, skip: "set[int]") -> list[tuple[int, int]]:
+    def due(self, now: float, skip: "set[int]", received: "list[int]") -> list[tuple[int, int]]:
         """(channel, latest number) for each channel quiet past its pause, not in ``skip`` (blocked
-        channels: aligning, or ended) and with something acknowledged; each such channel's pause grows."""
+        channels: aligning, or ended) and with something acknowledged; each such channel's pause grows.
+        ``received``: the elements each channel has delivered so far (a channel whose count moved
+        since the last look is not quiet). Looks at most every ``check_s``, so a poll costs a comparison."""
         if now < self._next_check:
             return []
         self._next_check = now + self.check_s
         out = []
         for i, taken in enumerate(self.taken):
+            if received[i] != self._received[i]:
+                self._received[i] = received[i]
+                self._quiet_since[i] = now
+                self._pause[i] = self.after_s
+                continue
             if taken and i not in skip and now - self._quiet_since[i] >= self._pause[i]:
                 out.append((i, taken - 1))
                 self._quiet_since[i] = now

@@ -251,8 +251,7 @@ class RedisInputGate:
     def poll(self, timeout: float) -> tuple[int, bytes] | None:
         if self.cancelled.is_set():
             raise TaskCancelled()
-        now = time.monotonic()
-        again = self.announcer.due(now, self.blocked)
+        again = self.announcer.due(time.monotonic(), self.blocked, self.seqs)
         if again:
             self._announce_again(again)
         open_keys = [k for i, k in enumerate(self.keys) if i not in self.blocked]
@@ -273,7 +272,6 @@ class RedisInputGate:
             return None
         key, value = got
         i = self.index[key if isinstance(key, bytes) else key.encode()]
-        self.announcer.heard(i, now)
         try:
             payload = self.sealers[i].open(value, self.seqs[i])
         except Unauthenticated as e:
