@@ -48,12 +48,15 @@ def _wait(what: str, check: Any, timeout_s: float, poll_s: float = 0.05) -> Any:
     raise TimeoutError(f"timed out waiting for {what}")
 
 
-def _job_state(http: httpx.Client, jid: str) -> tuple[str, bool]:
-    """The job's state, and whether every subtask of every vertex is RUNNING."""
+def _job_state(http: httpx.Client, jid: str, finished_ok: bool = False) -> tuple[str, bool]:
+    """The job's state, and whether every subtask of every vertex is RUNNING (``finished_ok``: or
+    FINISHED, as a source subtask left without a split after a rescale is)."""
     job = http.get(f"/jobs/{jid}").json()
     vertices = job.get("vertices") or []
+    ok = {"RUNNING", "FINISHED"} if finished_ok else {"RUNNING"}
     all_running = bool(vertices) and all(
-        {state for state, count in (v.get("tasks") or {}).items() if count} == {"RUNNING"} for v in vertices
+        "RUNNING" in (states := {state for state, count in (v.get("tasks") or {}).items() if count}) and states <= ok
+        for v in vertices
     )
     return job["state"], all_running
 
@@ -196,7 +199,7 @@ def measure_rescale(keys: int, backend: str, rate: int = 60_000) -> dict[str, An
                 submitted_at = _now_ms()
                 start(3, location)
                 jid3 = _wait("the rescaled job", lambda: next((j["jid"] for j in http.get("/jobs/overview").json()["jobs"] if j["jid"] != jid), None), 60)
-                running_at = _wait("RUNNING at parallelism 3", lambda: _job_state(http, jid3) == ("RUNNING", True) and _now_ms(), 600)
+                running_at = _wait("RUNNING at parallelism 3", lambda: _job_state(http, jid3, True) == ("RUNNING", True) and _now_ms(), 600)
                 first = _wait("a record of the rescaled job", lambda: next((t for p, t in stamps if p == 3), None), 600)
                 return {
                     "savepoint_s": (saved_at - t0) / 1000,
