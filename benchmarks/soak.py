@@ -132,6 +132,7 @@ def soak(minutes: float, short_jobs: int) -> list[str]:
             for i in range(warm):
                 run_short(env, i)
             first = sample(cluster, r, started)
+            print(f"after {warm} jobs: " + ", ".join(f"{k} {v:.1f}" for k, v in first.figures.items()), flush=True)
             # Samples along the way too: growth that levels off shows as smaller steps in later quarters.
             quarters = {warm + (short_jobs - warm) * q // 4 for q in (1, 2, 3)}
             along: list[tuple[int, Sample]] = []
@@ -140,6 +141,8 @@ def soak(minutes: float, short_jobs: int) -> list[str]:
                 run_short(env, i)
                 if i + 1 in quarters:
                     along.append((i + 1, sample(cluster, r, started)))
+                    # Printed as it comes, so a run cut short still tells how memory went.
+                    print(f"after {i + 1} jobs: " + ", ".join(f"{k} {v:.1f}" for k, v in along[-1][1].figures.items()), flush=True)
                 if long_run.poll() is not None:
                     raise RuntimeError(f"the long job ended early: {long_run.stderr.read()[-2000:] if long_run.stderr else ''}")
                 time.sleep(min(gap, max(0.0, deadline - time.monotonic())))

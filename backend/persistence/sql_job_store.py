@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Collection, Iterator
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import defer
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -20,7 +20,7 @@ from backend.persistence.models import (
     CheckpointRestoreRow, CheckpointRow, JobExceptionRow, JobOutputRow, JobRow, SavepointRow,
 )
 from backend.persistence.upsert import upsert
-from engine.jobmanager.job_store import ExceptionRecord, JobOutputRecord, JobRecord, SavepointRecord
+from engine.jobmanager.job_store import TERMINAL_STATES, ExceptionRecord, JobOutputRecord, JobRecord, SavepointRecord
 
 _JOB_COLUMNS = [c.name for c in JobRow.__table__.columns]
 _SAVEPOINT_COLUMNS = [c.name for c in SavepointRow.__table__.columns]
@@ -52,13 +52,26 @@ class SqlJobStore:
             row = session.get(JobRow, jid)
             return _to_job_record(row) if row is not None else None
 
-    def list_jobs(self) -> list[JobRecord]:
-        """Every job, newest first, without the user code (``get_job`` has it)."""
+    def list_jobs(self, unfinished_only: bool = False) -> list[JobRecord]:
+        """Every job (or only those not in a terminal state), newest first, without the user code
+        (``get_job`` has it) and, for a job whose vertices were archived, without its JobGraph: the
+        overviews need neither, and loading every stored job's graph on each call made the
+        JobManager's memory grow with its history (issue 13's soak)."""
+        stmt = select(JobRow).options(defer(JobRow.user_code), defer(JobRow.job_graph))
+        if unfinished_only:
+            stmt = stmt.where(JobRow.state.not_in(TERMINAL_STATES))
         with self._sessions() as session:
-            rows = session.scalars(
-                select(JobRow).options(defer(JobRow.user_code)).order_by(JobRow.start_time.desc(), JobRow.jid)
-            )
-            return [_to_job_record(row, with_code=False) for row in rows]
+            rows = session.scalars(stmt.order_by(JobRow.start_time.desc(), JobRow.jid))
+            # A job that never got an ExecutionGraph has no vertices: its graph is loaded (one row each).
+            return [_to_job_record(row, with_code=False, with_graph=unfinished_only or not row.vertices) for row in rows]
+
+    def count_jobs(self, excluding: Collection[str] = ()) -> dict[str, int]:
+        """How many stored jobs are in each state, leaving out ``excluding`` (the live ones)."""
+        stmt = select(JobRow.state, func.count()).group_by(JobRow.state)
+        if excluding:
+            stmt = stmt.where(JobRow.jid.not_in(list(excluding)))
+        with self._sessions() as session:
+            return {state: int(n) for state, n in session.execute(stmt)}
 
     def add_exception(self, record: ExceptionRecord) -> None:
         """Append to the job's exception history; the job must already be saved."""
@@ -199,7 +212,7 @@ def _to_savepoint_record(row: SavepointRow) -> SavepointRecord:
     return SavepointRecord(**{name: getattr(row, name) for name in _SAVEPOINT_COLUMNS})
 
 
-def _to_job_record(row: JobRow, with_code: bool = True) -> JobRecord:
+def _to_job_record(row: JobRow, with_code: bool = True, with_graph: bool = True) -> JobRecord:
     return JobRecord(
         jid=row.jid,
         name=row.name,
@@ -208,7 +221,7 @@ def _to_job_record(row: JobRow, with_code: bool = True) -> JobRecord:
         start_time=row.start_time,
         end_time=row.end_time,
         last_modification=row.last_modification,
-        job_graph=row.job_graph,
+        job_graph=row.job_graph if with_graph else {},
         timestamps=row.timestamps,
         vertices=row.vertices,
         failure_cause=row.failure_cause,

@@ -81,10 +81,11 @@ def _sample_loop(state: Any, stop: threading.Event) -> None:
         try:
             dispatcher = state.dispatcher
             now = int(time.time() * 1000)
-            for rec in dispatcher.job_records():
-                if not job_views.is_terminal(rec):
-                    live = dispatcher.job_record(rec.jid)
-                    if live is not None:
-                        state.ui_throughput.record(live, now)
+            # Only the jobs still running: listing every stored job each tick made the JobManager's
+            # memory grow with its history.
+            for rec in dispatcher.job_records(unfinished_only=True):
+                live = dispatcher.job_record(rec.jid)
+                if live is not None:
+                    state.ui_throughput.record(live, now)
         except Exception:  # noqa: BLE001 - a sampling hiccup (e.g. Redis away) must not end the history
             continue

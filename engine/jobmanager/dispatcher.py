@@ -30,7 +30,7 @@ import logging
 import os
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -53,7 +53,7 @@ from engine.spark.spark_cancel import spark_cancel_value
 from engine.spark.spark_job_master import SparkJobMaster
 from engine.spark.validation import UntranslatableJob
 from engine.jobmanager.job_output import keep_output
-from engine.jobmanager.job_store import ExceptionRecord, JobOutputRecord, JobRecord, JobStore
+from engine.jobmanager.job_store import TERMINAL_STATES, ExceptionRecord, JobOutputRecord, JobRecord, JobStore
 from engine.runtime.collect import Ack
 from engine.security.replay import ElementPositions
 from engine.runtime.io.redis_collect import CollectPositions, expire_results, fetch_results, record_ack
@@ -176,9 +176,7 @@ class Dispatcher(SavepointOperations):
         recorded as failed."""
         with self.lock:
             self._note_joined(self.rm.refresh().joined)
-            for rec in self.store.list_jobs():
-                if JobStatus(rec.state).is_terminal():
-                    continue
+            for rec in self.store.list_jobs(unfinished_only=True):  # not the whole history
                 self._fail_interrupted_savepoints(rec.jid)
                 for tm in self.pool.taskmanagers.values():
                     for slot in range(tm.slots):
@@ -583,10 +581,14 @@ class Dispatcher(SavepointOperations):
                 return jm.record(self.read_metrics(job_id, jm.eg.attempt) if not jm.status.is_terminal() else None)
         return self.store.get_job(job_id)
 
-    def job_records(self) -> list[JobRecord]:
+    def job_records(self, unfinished_only: bool = False) -> list[JobRecord]:
+        """Every job, newest first (or only those in no terminal state: what a periodic reader
+        wants, without loading the whole stored history each time)."""
         with self.lock:
             live = {jid: jm.record(jm.final_metrics) for jid, jm in self.jobs.items()}
-        stored = [r for r in self.store.list_jobs() if r.jid not in live]
+        if unfinished_only:
+            live = {jid: r for jid, r in live.items() if r.state not in TERMINAL_STATES}
+        stored = [r for r in self.store.list_jobs(unfinished_only=unfinished_only) if r.jid not in live]
         return sorted([*live.values(), *stored], key=lambda r: r.start_time, reverse=True)
 
     def status_message(self, job_id: str) -> str | None:
@@ -676,7 +678,11 @@ class Dispatcher(SavepointOperations):
             if jm is not None and offset > 0:
                 self._check_redis_epoch()  # a client may ask before the control loop saw Redis restart
             ended = jm is None or jm.status.is_terminal()
-            positions = self._collect_positions.setdefault(job_id, CollectPositions())
+            # Kept only while the job is in memory (archiving drops them): a client that finishes
+            # its read after that gets positions for this call alone, not an entry kept forever.
+            positions = (
+                self._collect_positions.setdefault(job_id, CollectPositions()) if jm is not None else CollectPositions()
+            )
         if ack is not None and not ended:
             record_ack(self.client, job_id, ack, self.config.cluster_secret)
         # A results list lost with a Redis restart is recognised in Redis itself (see _FETCH), so
@@ -691,16 +697,19 @@ class Dispatcher(SavepointOperations):
     def overview(self) -> dict[str, int]:
         with self.lock:
             counts = {s: 0 for s in ("running", "finished", "cancelled", "failed")}
-            for r in self.job_records():
-                st = JobStatus(r.state)
+            # The live jobs' states from memory, the others counted by SQL, not loaded one by one.
+            states = Counter(jm.status.value for jm in self.jobs.values())
+            states.update(self.store.count_jobs(excluding=list(self.jobs)))
+            for state, n in states.items():
+                st = JobStatus(state)
                 if st is JobStatus.FINISHED:
-                    counts["finished"] += 1
+                    counts["finished"] += n
                 elif st is JobStatus.CANCELED:
-                    counts["cancelled"] += 1
+                    counts["cancelled"] += n
                 elif st is JobStatus.FAILED:
-                    counts["failed"] += 1
+                    counts["failed"] += n
                 else:
-                    counts["running"] += 1
+                    counts["running"] += n
             return {
                 "taskmanagers": len(self.pool.taskmanagers),
                 "slots-total": self.pool.total_slots(),

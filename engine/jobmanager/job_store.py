@@ -9,7 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections import Counter
+from typing import Any, Collection, Protocol
+
+from engine.executiongraph.states import JobStatus
+
+TERMINAL_STATES = tuple(s.value for s in JobStatus if s.is_terminal())
 
 
 @dataclass
@@ -117,8 +122,13 @@ class JobStore(Protocol):
 
     def get_job(self, jid: str) -> JobRecord | None: ...
 
-    def list_jobs(self) -> list[JobRecord]:
-        """Every job, newest first; records may leave ``user_code`` out."""
+    def list_jobs(self, unfinished_only: bool = False) -> list[JobRecord]:
+        """Every job (or only those in no terminal state), newest first; records may leave
+        ``user_code`` out, and ``job_graph`` too when they hold archived ``vertices`` and
+        ``unfinished_only`` is False (a listing needs neither; ``get_job`` has both)."""
+
+    def count_jobs(self, excluding: Collection[str] = ()) -> dict[str, int]:
+        """How many stored jobs are in each state, leaving out the jobs ``excluding`` names."""
 
     def add_exception(self, record: ExceptionRecord) -> None: ...
 
@@ -171,8 +181,13 @@ class InMemoryJobStore:
     def get_job(self, jid: str) -> JobRecord | None:
         return self.jobs.get(jid)
 
-    def list_jobs(self) -> list[JobRecord]:
-        return sorted(self.jobs.values(), key=lambda r: r.start_time, reverse=True)
+    def list_jobs(self, unfinished_only: bool = False) -> list[JobRecord]:
+        records = [r for r in self.jobs.values() if not (unfinished_only and r.state in TERMINAL_STATES)]
+        return sorted(records, key=lambda r: r.start_time, reverse=True)
+
+    def count_jobs(self, excluding: Collection[str] = ()) -> dict[str, int]:
+        skip = set(excluding)
+        return dict(Counter(r.state for r in self.jobs.values() if r.jid not in skip))
 
     def add_exception(self, record: ExceptionRecord) -> None:
         self.exceptions.append(record)

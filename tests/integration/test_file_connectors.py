@@ -7,7 +7,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -133,7 +132,11 @@ def test_a_monitoring_file_source_picks_up_files_added_while_it_runs(tmp_path: P
             hidden.write_text(f"later{i}\n")
             os.replace(hidden, src / f"later{i}.txt")
         c.wait_for(lambda: len(committed_lines(out)) >= 11, 60, "the files added after the resume committed")
-        time.sleep(1.0)  # a file read twice would show up by now
+        # Progress, not a pause: three more checkpoints (300 ms apart, the directory rescanned every
+        # 100 ms) commit whatever a rescan read again since the lines showed.
+        completed = lambda: c.http.get(f"/jobs/{jid2}/checkpoints").json()["counts"]["completed"]  # noqa: E731
+        seen = completed()
+        c.wait_for(lambda: completed() >= seen + 3, 60, "three more checkpoints")
         assert Counter(committed_lines(out)) == Counter(
             ["FIVE", "FOUR", "ONE", "THREE", "TWO"] + [f"LATER{i}" for i in range(6)]
         )

@@ -13,6 +13,7 @@ import os
 import pickle
 import re
 import time
+from collections import Counter
 from pathlib import Path
 
 import cloudpickle
@@ -54,6 +55,19 @@ def _cluster_is_whole(cluster: Cluster) -> None:
     assert cluster.jobmanager is not None and cluster.jobmanager.poll() is None
 
 
+def _exceptions(cluster: Cluster, jid: str) -> list[dict]:
+    return cluster.http.get(f"/jobs/{jid}/exceptions").json()["exceptionHistory"]["entries"]
+
+
+def _refusals(cluster: Cluster) -> Counter:
+    """Control messages refused so far, per inbox, as the JobManager and the TaskManagers (their
+    slots log through them) logged them."""
+    seen: Counter = Counter()
+    for log in [cluster.workdir / "jobmanager.log", *cluster.workdir.glob("taskmanager-*.log")]:
+        seen.update(re.findall(r"refused an unauthenticated element \(control ([^)]+)\)", log.read_text(errors="replace")))
+    return seen
+
+
 def _cancel(cluster: Cluster, jid: str) -> None:
     if cluster.job(jid)["state"] not in ("FINISHED", "FAILED", "CANCELED"):
         cluster.http.patch(f"/jobs/{jid}", params={"mode": "cancel"})
@@ -79,12 +93,13 @@ def test_a_pickle_buffer_pushed_into_a_live_channel_runs_nothing_and_fails_only_
     for key in data_keys:
         rds.rpush(key, buffer)
     job = cluster.wait_state(jid, ("FAILED", "RESTARTING", "CANCELED", "FINISHED"), 60)
-    time.sleep(1)
-    assert not mark.exists(), "a buffer pushed into Redis ran code in a slot process"
     assert job["state"] != "FINISHED"
-    entries = cluster.http.get(f"/jobs/{jid}/exceptions").json()["exceptionHistory"]["entries"]
-    assert any("unauthenticated buffer on channel ms:ch:" + jid in e["stacktrace"] for e in entries), entries
+    # Progress, not a pause: a reader took a pushed buffer and refused it (the attempt's failure says
+    # so), and once the job is cancelled no task is left that could still read one.
+    cluster.wait_for(lambda: any("unauthenticated buffer on channel ms:ch:" + jid in e["stacktrace"] for e in _exceptions(cluster, jid)),
+                     60, "the failure naming the pushed buffer")
     _cancel(cluster, jid)
+    assert not mark.exists(), "a buffer pushed into Redis ran code in a slot process"
     _cluster_is_whole(cluster)
 
 
@@ -151,17 +166,31 @@ def test_forged_deploy_and_task_state_messages_are_dropped(cluster: Cluster, tmp
     forged_deploy = messages.pack(messages.deploy({**tdd.to_dict(), "restore": restore}))
     rds = _attacker(cluster)
     tms = [tm["id"] for tm in cluster.http.get("/taskmanagers").json()["taskmanagers"]]
+    refusals_before = _refusals(cluster)
     for tm in tms:
         for slot in range(2):
             rds.rpush(redis_keys.slot_inbox(tm, slot), forged_deploy)
     # And every task of the job reported FINISHED, as each TaskManager would say it.
+    forged_states = 0
     for v in job["vertices"]:
         for st in cluster.http.get(f"/jobs/{jid}/vertices/{v['id']}").json()["subtasks"]:
             forged = messages.task_state(
                 jid, v["id"], st["subtask"], st["attempt"], "FINISHED", tms[0], 0, int(time.time() * 1000)
             )
             rds.rpush(redis_keys.JOBMANAGER_INBOX, messages.pack(forged))
-    time.sleep(3)
+            forged_states += 1
+    # Progress, not a pause: every slot and the JobManager took what was pushed into its inbox and
+    # logged refusing it (refused before anything in it was decoded).
+    inboxes = [redis_keys.slot_inbox(tm, slot) for tm in tms for slot in range(2)]
+
+    def all_refused() -> bool:
+        now = _refusals(cluster)
+        return (
+            all(now[i] - refusals_before[i] >= 1 for i in inboxes)
+            and now[redis_keys.JOBMANAGER_INBOX] - refusals_before[redis_keys.JOBMANAGER_INBOX] >= forged_states
+        )
+
+    cluster.wait_for(all_refused, 60, "every forged message to be refused")
     assert not mark.exists(), "a forged deploy made a TaskManager unpickle the attacker's file"
     job = cluster.job(jid)
     assert job["state"] == "RUNNING", job["state"]
@@ -193,15 +222,13 @@ def test_a_state_file_replaced_in_a_savepoint_is_refused_before_it_is_unpickled(
     resumed = cluster.start_run(rescaled, "1000", "0", options=("-p", "2", "--from-savepoint", str(path)))
     try:
         jid = cluster.wait_new_job(known)
-        cluster.wait_for(
-            lambda: cluster.http.get(f"/jobs/{jid}/exceptions").json()["exceptionHistory"]["entries"], 60, "a failure"
-        )
-        time.sleep(1)
-        assert not mark.exists(), "a swapped state file was unpickled"
-        entries = cluster.http.get(f"/jobs/{jid}/exceptions").json()["exceptionHistory"]["entries"]
+        cluster.wait_for(lambda: _exceptions(cluster, jid), 60, "a failure")
+        entries = _exceptions(cluster, jid)
         assert any("not sealed with this cluster's secret" in e["stacktrace"] for e in entries), entries[-1]["stacktrace"]
         assert cluster.job(jid)["state"] != "FINISHED"
+        # Cancelled, no task is left that could still open one of the swapped files: none did.
         _cancel(cluster, jid)
+        assert not mark.exists(), "a swapped state file was unpickled"
     finally:
         resumed.kill()
         resumed.communicate(timeout=60)

@@ -53,3 +53,37 @@ def test_a_running_job_is_never_archived(client, tmp_path) -> None:
     clock.advance(60_000)
     d._archive_ended()
     assert jid in d.jobs
+
+
+def test_a_client_reading_after_its_job_left_memory_leaves_nothing_behind(client, tmp_path) -> None:
+    """Collect positions were kept per job id for a read that came after the archive, forever."""
+    clock = Clock()
+    d = Dispatcher(client, InMemoryJobStore(), DispatcherConfig(archive_after_ms=0, checkpoint_dir=str(tmp_path), cluster_secret="s" * 32), clock)
+    jid = d.submit(graph(), b"user code")
+    assert d.cancel(jid)
+    clock.advance(1_000)
+    d._archive_ended()
+    assert jid not in d.jobs
+    _, ended = d.collect(jid, 0)
+    assert ended
+    assert d._collect_positions == {}
+
+
+def test_periodic_readers_see_only_unfinished_jobs_and_the_overview_counts_the_rest(client, tmp_path) -> None:
+    """The dashboard's sampler, the overview and recovery must not load every stored job (issue 13's soak:
+    JobManager memory grew with its history)."""
+    from engine.jobmanager.job_store import JobRecord
+
+    clock = Clock()
+    store = InMemoryJobStore()
+    for i in range(5):
+        store.save_job(JobRecord(f"{i:032x}", f"old-{i}", "FINISHED", "STREAMING", start_time=i))
+    d = Dispatcher(client, store, DispatcherConfig(archive_after_ms=0, checkpoint_dir=str(tmp_path)), clock)
+    jid = d.submit(graph(), b"user code")  # waits for slots: CREATED, counted as running
+    assert [r.jid for r in d.job_records(unfinished_only=True)] == [jid]
+    assert len(d.job_records()) == 6
+    overview = d.overview()
+    assert (overview["jobs-running"], overview["jobs-finished"]) == (1, 5)
+    assert d.cancel(jid)
+    assert d.job_records(unfinished_only=True) == []
+    assert d.overview()["jobs-cancelled"] == 1
