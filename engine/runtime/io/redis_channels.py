@@ -293,8 +293,9 @@ class RedisInputGate:
         list to that token: the latest number holds all the credit the ones before it held."""
         commands: list[tuple[Any, ...]] = [("RPUSH", self.credit_keys[i], self._token(i)) for i in self.pending_acks]
         self.pending_acks.clear()
-        for i, number in due:
-            commands.append(("RPUSH", self.credit_keys[i], self._token(i, number)))
+        for i, _ in due:
+            # The latest number, past the acks just queued: trimming to it keeps all their credit.
+            commands.append(("RPUSH", self.credit_keys[i], self._token(i, self.announcer.taken[i] - 1)))
             commands.append(("LTRIM", self.credit_keys[i], -1, -1))
         self.link.pipeline(commands)
 

@@ -12,8 +12,10 @@ are left out of the next read, so the stash holds at most a few elements per cha
 
 Sealing and credits are per channel, exactly as in ``RedisInputGate`` (engine/runtime/io/redis_channels.py):
 every element is opened with its channel's sealer and sequence number as it is popped, and each
-acknowledged element returns one sealed, numbered credit token to its channel's credit list, on the
-channel's own server, sent along with that server's next read (never queued behind a read in flight).
+acknowledged element returns one sealed, cumulatively numbered credit token to its channel's credit
+list, on the channel's own server, sent along with that server's next read (never queued behind a read
+in flight), and a quiet channel's latest number is announced again (engine/runtime/io/credit.py), so
+deleted tokens cannot starve a producer.
 A dead server shows up as a ConnectionError from its connection, which fails the task.
 """
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine import redis_keys
 from engine.runtime.io.channel import ChannelId, TaskCancelled, UnauthenticatedBuffer
+from engine.runtime.io.credit import CreditAnnouncer
 from engine.security.mac import Sealer, Unauthenticated
 
 if TYPE_CHECKING:
@@ -52,11 +55,13 @@ class ShardedInputGate:
         self.seqs = [0] * len(self.keys)  # the sequence number each channel's next element must carry
         self.credit_keys = [redis_keys.credit(c.job_id, c.attempt, c.edge, c.src, c.dst) for c in cids]
         self.credit_sealers = [Sealer(secret, "credit", k) for k in self.credit_keys]
-        self.credit_seqs = [0] * len(self.keys)  # the number of the next credit token per channel
+        # the number of each channel's next credit token, and when a quiet one is announced again
+        self.announcer = CreditAnnouncer(len(cids), time.monotonic())
         self.index = {k.encode(): i for i, k in enumerate(self.keys)}
         self.cancelled = cancelled
         self.blocked: set[int] = set()
         self.pending_acks: dict[int, list[int]] = {s: [] for s in links}
+        self.pending_again: dict[int, set[int]] = {s: set() for s in links}  # channels to announce again
         self.reading: dict[int, bool] = {s: False for s in links}  # a BLPOP in flight on that server
         self.stash: list[deque[bytes]] = [deque() for _ in self.keys]  # opened, not yet handed out
         self.arrived: deque[int] = deque()  # the channel of each stashed element, in arrival order
@@ -106,14 +111,22 @@ class ShardedInputGate:
 
     # -- inside -----------------------------------------------------------------------
     def _issue(self) -> None:
-        """Every server without a read in flight gets its owed credits and a new BLPOP over its open
+        """Every server without a read in flight gets its owed credits, its quiet channels' latest
+        credit announced again (then trimmed to that one token), and a new BLPOP over its open
         channels (those neither blocked nor with elements already stashed)."""
+        for i, _ in self.announcer.due(time.monotonic(), self.blocked, self.seqs):
+            self.pending_again[self.server_of[i]].add(i)  # goes with that server's next write
         for s, link in self.links.items():
             if self.reading[s]:
                 continue
             commands: list[tuple[Any, ...]] = [("RPUSH", self.credit_keys[i], self._token(i)) for i in self.pending_acks[s]]
-            handlers: list[Any] = [None] * len(commands)
             self.pending_acks[s].clear()
+            for i in self.pending_again[s]:
+                # The latest number, past the acks just queued: trimming to it keeps all their credit.
+                commands.append(("RPUSH", self.credit_keys[i], self._token(i, self.announcer.taken[i] - 1)))
+                commands.append(("LTRIM", self.credit_keys[i], -1, -1))
+            self.pending_again[s].clear()
+            handlers: list[Any] = [None] * len(commands)
             open_keys = [self.keys[i] for i in self.channels_of[s] if i not in self.blocked and not self.stash[i]]
             if open_keys:
                 # Rotate the key order so BLPOP's first-key preference does not starve a channel.
@@ -163,7 +176,7 @@ class ShardedInputGate:
                 return i, self.stash[i].popleft()
         return None
 
-    def _token(self, i: int) -> bytes:
-        number = self.credit_seqs[i]
-        self.credit_seqs[i] = number + 1
+    def _token(self, i: int, number: int | None = None) -> bytes:
+        if number is None:
+            number = self.announcer.acknowledge(i)
         return self.credit_sealers[i].seal(number.to_bytes(8, "big"))

@@ -150,6 +150,60 @@ def test_credits_bound_the_unread_buffers_and_return_across_servers(clients):
     assert max_unread <= 2
 
 
+def test_credit_tokens_deleted_from_a_data_server_are_announced_again(clients):
+    """As for a single server (test_redis_channels.py): every credit token of a channel is deleted
+    while its producer is out of credit and the sharded gate has taken everything; the gate announces
+    its latest credit again on that channel's own server, the producer resumes, and no more credit
+    appears than the gate freed."""
+    cancelled = threading.Event()
+    cids = _cids(6)
+    assert len(_spread(cids)) > 1
+    target = cids[0]
+    home = clients[data_servers.shard_of(target, 3)]
+    key = redis_keys.credit(target.job_id, target.attempt, target.edge, target.src, target.dst)
+    producer = RedisChannelFactory(clients, 2, cancelled, SECRET)
+    writer = producer.writer(target)
+    factory = RedisChannelFactory(clients, 2, cancelled, SECRET)
+    gate = factory.gate(cids)
+    assert isinstance(gate.inner, ShardedInputGate)
+    writer.send(_records([1]), True)
+    writer.send(_records([2]), True)
+    assert writer.credits == 0
+    got = []
+    deadline = time.monotonic() + 10
+    while len(got) < 2 and time.monotonic() < deadline:
+        item = gate.poll(0.1)
+        if item is not None:
+            got.append(SER.decode(item[1])[1])
+            gate.ack(item[0])
+    assert got == [(1,), (2,)]
+    for _ in range(3):
+        gate.poll(0.05)  # the two acks go out with the next read
+    assert home.delete(key) == 1  # both tokens gone
+    sent = threading.Event()
+    t = threading.Thread(target=lambda: (writer.send(_records([3]), True), sent.set()), daemon=True)
+    t.start()
+    deadline = time.monotonic() + 10
+    while not sent.is_set() and time.monotonic() < deadline:
+        item = gate.poll(0.05)  # quiet: its latest token goes out again
+        if item is not None:
+            got.append(SER.decode(item[1])[1])
+    assert sent.is_set(), "the producer stayed blocked on credit deleted from its data server"
+    t.join()
+    assert writer.credits == 1  # the two credits freed, less the one spent: not one more
+    for _ in range(30):
+        item = gate.poll(0.05)
+        if item is not None:
+            got.append(SER.decode(item[1])[1])
+        writer.credits += writer._count(home.lpop(key, 10) or ())
+    assert writer.credits == 1 and home.llen(key) <= 1
+    assert got == [(1,), (2,), (3,)]
+    cancelled.set()
+    gate.close()
+    producer.close()
+    factory.close()
+
+
 def test_a_blocked_channel_holds_its_elements_until_unblocked(clients):
     cancelled = threading.Event()
     cids = _cids(6)
