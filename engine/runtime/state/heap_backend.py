@@ -76,6 +76,10 @@ class HeapKeyedStateBackend(StateFactory):
         self.kinds: dict[str, str] = {}
         # Incremental checkpoints: tables record changed keys, and the tracker the chain they extend.
         self.changes: ChangeTracker | None = ChangeTracker() if incremental else None
+        # Deltas whose copy-on-write views may still be attached, by checkpoint id: a view never read
+        # (its checkpoint was declined before the writer ran) would tax every write, so views are
+        # dropped once their checkpoint is aborted or a later one completed (the writer runs in order).
+        self._views: dict[int, Callable[[], None]] = {}
 
     def table(self, name: str, kind: str) -> dict[Any, Any]:
         known = self.kinds.get(name)
@@ -103,7 +107,9 @@ class HeapKeyedStateBackend(StateFactory):
         plan, sets = self.changes.plan_cut(checkpoint_id, cut(tables))
         if plan.is_base:
             return plan, None
-        return plan, begin_delta(tables, sets)
+        read, discard = begin_delta(tables, sets)
+        self._views[checkpoint_id] = discard
+        return plan, read
 
     def resume_incremental(self, chain: Any) -> None:
         """Restored exactly from ``chain``: the next checkpoint may be a delta on it."""
@@ -114,10 +120,15 @@ class HeapKeyedStateBackend(StateFactory):
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         if self.changes is not None:
             self.changes.confirm(checkpoint_id)
+            for cid in [c for c in self._views if c <= checkpoint_id]:
+                self._views.pop(cid)()
 
     def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
         if self.changes is not None:
             self.changes.abort(checkpoint_id)
+            discard = self._views.pop(checkpoint_id, None)
+            if discard is not None:
+                discard()
 
     def snapshot_by_key_group(self) -> dict[int, dict[str, list[tuple[Any, Any]]]]:
         """{key group: {state name: [(key, value)]}}, the unit that rescaling moves."""

@@ -190,11 +190,11 @@ def cut(tables: Mapping[str, TrackedTable]) -> dict[str, set[Any]]:
 
 def begin_delta(
     tables: Mapping[str, TrackedTable], changed: Iterable[Mapping[str, set[Any]]]
-) -> Callable[[], list[tuple[int, bytes]]]:
+) -> tuple[Callable[[], list[tuple[int, bytes]]], Callable[[], None]]:
     """Task thread, at the barrier: attach a copy-on-write view of the keys in ``changed`` (the change
     sets of every snapshot since the last completed one) to each table. The returned callable, run
     once on the writer thread, returns the delta's parts [(sequence number, payload)] and detaches
-    the views."""
+    the views; the second detaches them without reading (a snapshot that will never be read)."""
     lock = threading.Lock()
     sets: dict[str, list[set[Any]]] = {}
     for snapshot in changed:
@@ -232,7 +232,11 @@ def begin_delta(
                 _detach(tables[name], view)
         return list(enumerate(parts))
 
-    return read
+    def discard() -> None:
+        for name, view in views.items():
+            _detach(tables[name], view)
+
+    return read, discard
 
 
 _views_lock = threading.Lock()  # the task thread attaches, writer threads detach

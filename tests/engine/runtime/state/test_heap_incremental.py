@@ -131,3 +131,23 @@ def test_resume_makes_the_next_checkpoint_a_delta_on_the_restored_chain() -> Non
     assert not plan.is_base and plan.parent == chain
     (_, payload), = read()
     assert pickle.loads(payload) == ("v", [(3, 3)], [])  # only what changed after the restore
+
+
+def test_a_delta_never_read_stops_taxing_writes_once_its_checkpoint_is_aborted_or_a_later_one_completed() -> None:
+    b = HeapKeyedStateBackend(128, incremental=True)
+    t = b.table("v", "value")
+    _, write = _files()
+    _base(b, 1, write)
+    t[1] = 1
+    b.begin_incremental_snapshot(2)  # declined before its writer ran: never read
+    assert t.cow is not None
+    b.notify_checkpoint_aborted(2)
+    assert t.cow is None
+    _base(b, 3, write)  # an aborted checkpoint makes the next a base
+    t[1] = 2
+    b.begin_incremental_snapshot(4)  # never read either
+    t[1] = 3
+    plan, read5 = b.begin_incremental_snapshot(5)
+    b.changes.written(5, (*plan.parent, write("d5", DELTA, read5())))
+    b.notify_checkpoint_complete(5)  # the writer ran in order: 4's views are dropped with it
+    assert t.cow is None
