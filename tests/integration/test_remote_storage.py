@@ -1,6 +1,8 @@
-"""Checkpoint and savepoint storage at a URL (issue 15): a real FTP server (pyftpdlib, in a process of
-its own) stands in for a remote store, reached through fsspec by the JobManager, every TaskManager
-and each forked snapshot child. A checkpointed job survives a TaskManager SIGKILL with its state
+"""Checkpoint and savepoint storage at a URL (issue 15): a real FTP server (pyftpdlib) and a real
+S3-compatible server (moto's server mode), each in a process of its own, stand in for remote stores,
+reached through fsspec by the JobManager, every TaskManager and each forked snapshot child. The S3
+endpoint and credentials reach s3fs through fsspec's environment configuration (FSSPEC_S3_*), as
+a deployment would set them. A checkpointed job survives a TaskManager SIGKILL with its state
 restored from there, exactly once; its savepoint lands there too and a job resumes from it."""
 from __future__ import annotations
 
@@ -9,14 +11,14 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
 from tests.integration.cluster import Cluster, free_port
 from tests.integration.test_recovery import PROGRAM, committed_counts
-
-pytest.importorskip("pyftpdlib")
 
 N = 40_000
 FTP_SERVER = """
@@ -36,8 +38,20 @@ server.serve_forever()
 """
 
 
+@dataclass
+class Store:
+    """A running store: the URL the cluster is given, the environment that reaches it, and a
+    listing of what landed on it (the store's own view, not the cluster's)."""
+
+    url: str
+    env: dict[str, str]
+    glob: Callable[[str], list[str]]
+    elsewhere: str  # a location on the same kind of store outside the cluster's directories
+
+
 @pytest.fixture
 def ftp(tmp_path: Path):
+    pytest.importorskip("pyftpdlib")
     root = tmp_path / "ftp-root"
     root.mkdir()
     port = free_port()
@@ -54,15 +68,56 @@ def ftp(tmp_path: Path):
             assert time.monotonic() < deadline and p.poll() is None, "the FTP server did not start"
             time.sleep(0.2)
     try:
-        yield f"ftp://127.0.0.1:{port}", root
+        yield Store(
+            f"ftp://127.0.0.1:{port}", {}, lambda pattern: [str(x) for x in root.glob(pattern)], "ftp://127.0.0.1:1/elsewhere"
+        )
     finally:
         p.send_signal(signal.SIGTERM)
         p.wait(10)
 
 
-def test_checkpoints_and_savepoints_at_a_url_survive_a_taskmanager_kill(tmp_path: Path, ftp) -> None:
-    url, root = ftp
+@pytest.fixture
+def s3(tmp_path: Path):
+    pytest.importorskip("moto.server")
+    s3fs = pytest.importorskip("s3fs")
+    port = free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    log = open(tmp_path / "moto.log", "wb")
+    p = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT
+    )
+    env = {
+        "FSSPEC_S3_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": "millstream-test",
+        "AWS_SECRET_ACCESS_KEY": "millstream-test",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    client = s3fs.S3FileSystem(endpoint_url=endpoint, key=env["AWS_ACCESS_KEY_ID"], secret=env["AWS_SECRET_ACCESS_KEY"],
+                               skip_instance_cache=True, use_listings_cache=False)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            client.mkdir("millstream-state")
+            break
+        except (OSError, Exception):  # the server is still starting: connection refused
+            assert time.monotonic() < deadline and p.poll() is None, "the S3 server did not start"
+            time.sleep(0.3)
+    try:
+        yield Store("s3://millstream-state", env, lambda pattern: client.glob(f"millstream-state/{pattern}"), "s3://elsewhere/x")
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.wait(10)
+
+
+@pytest.fixture(params=["ftp", "s3"])
+def store(request) -> Store:
+    return request.getfixturevalue(request.param)
+
+
+def test_checkpoints_and_savepoints_at_a_url_survive_a_taskmanager_kill(tmp_path: Path, store: Store) -> None:
+    url = store.url
     c = Cluster(tmp_path, heartbeat_timeout_ms=3000)
+    c.env.update(store.env)
     c.env.update(MILLSTREAM_CHECKPOINT_DIR=f"{url}/checkpoints", MILLSTREAM_SAVEPOINT_DIR=f"{url}/savepoints")
     out_dir = tmp_path / "out"
     try:
@@ -77,7 +132,7 @@ def test_checkpoints_and_savepoints_at_a_url_survive_a_taskmanager_kill(tmp_path
         latest = c.http.get(f"/jobs/{jid}/checkpoints").json()["latest"]["completed"]
         assert latest["external_path"].startswith(f"{url}/checkpoints/{jid}/chk-"), latest
         # They are on the server's disk, not the cluster's.
-        assert list((root / "checkpoints" / jid).glob("chk-*/_metadata"))
+        assert store.glob(f"checkpoints/{jid}/chk-*/_metadata")
         assert not (tmp_path / "var" / "checkpoints" / jid).exists()
 
         savepoint = c.cli("savepoint", jid)
@@ -104,7 +159,7 @@ def test_checkpoints_and_savepoints_at_a_url_survive_a_taskmanager_kill(tmp_path
         for key, counts in resumed.items():  # each key goes on from its count in the savepoint, to the end
             assert sorted(counts) == list(range(min(counts), N // 40 + 1)) and min(counts) > 1, (key, counts[:5])
         # And a path outside the cluster's state directories is refused, remote or not.
-        other = c.http.post(f"/jobs/{jid}/savepoints", json={"target-directory": "ftp://127.0.0.1:1/elsewhere"})
+        other = c.http.post(f"/jobs/{jid}/savepoints", json={"target-directory": store.elsewhere})
         assert other.status_code in (400, 409), other.text
     finally:
         c.stop()
