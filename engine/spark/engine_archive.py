@@ -37,7 +37,9 @@ def build(target: str) -> str:
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as z:
         for name in PACKAGES:
             module = importlib.import_module(name)
-            _add_tree(z, Path(os.path.dirname(module.__file__ or "")), name)
+            # A dotted package goes in at its path (millstream/engine); its parent is a namespace
+            # package, which zipimport serves without an __init__.py.
+            _add_tree(z, Path(os.path.dirname(module.__file__ or "")), name.replace(".", "/"))
         # ``pyflink`` is served by the engine's shim package, which installs the alias on import.
         shim = importlib.import_module("engine.compat.pyflink")
         _add_tree(z, Path(os.path.dirname(shim.__file__ or "")), "pyflink")
