@@ -1,5 +1,6 @@
 """State written before Millstream's packages moved under ``millstream.`` names its classes by the old
-module paths (``engine.windowing.windows.TimeWindow``); it must still load, into the current classes.
+module paths (``TimeWindow`` as a class of the top-level package ``engine``); it must still load,
+into the current classes.
 
 OLD_STATE is what ``pickle.dumps`` made of a few engine objects when the packages were still the
 top-level ``engine``/``backend``/``migrations`` (kept as hex, so the module paths in it stay the
@@ -14,6 +15,8 @@ import sys
 from engine.common.typeinfo import TupleTypeInfo, Types
 from engine.windowing.windows import GlobalWindow, TimeWindow
 
+#: the old name of the windows module, spelt so that the renaming script leaves it as it is
+OLD_WINDOWS = ".".join(["engine", "windowing", "windows"])
 OLD_STATE = bytes.fromhex(
     "80059512010000000000007d94288c0177948c18656e67696e652e77696e646f77696e672e77696e646f7773948c0a54696d6557696e646f779493942981947d94288c057374617274944b008c03656e64944de80375628c01679468028c0c476c6f62616c57696e646f779493942981948c0174948c16656e67696e652e636f6d6d6f6e2e74797065696e666f948c0d5475706c6554797065496e666f9493942981947d948c0c5f6669656c645f7479706573945d9428680e8c0d426173696354797065496e666f9493942981947d948c0b5f62617369635f7479706594680e8c094261736963547970659493948c06537472696e679485945294736268162981947d946819681b8c07496e746567657294859452947362657362752e"
 )
@@ -27,7 +30,7 @@ def test_state_pickled_under_the_old_module_names_loads_into_the_current_classes
 
 
 def test_an_old_name_is_the_same_module_object_not_a_second_copy() -> None:
-    old = importlib.import_module("engine.windowing" + ".windows")  # spelt so the old name survives renames
+    old = importlib.import_module(OLD_WINDOWS)
     assert old is sys.modules[TimeWindow.__module__]
     assert old.__spec__.name == TimeWindow.__module__  # the module keeps its own name
 
