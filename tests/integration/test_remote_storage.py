@@ -11,107 +11,15 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
-from tests.integration.cluster import Cluster, free_port
+from tests.integration.cluster import Cluster
+from tests.integration.stores import Store, ftp, s3, store  # noqa: F401 (fixtures)
 from tests.integration.test_recovery import PROGRAM, committed_counts
 
 N = 40_000
-FTP_SERVER = """
-import sys
-from pyftpdlib.authorizers import DummyAuthorizer
-from pyftpdlib.handlers import FTPHandler
-from pyftpdlib.servers import ThreadedFTPServer
-
-root, port = sys.argv[1], int(sys.argv[2])
-authorizer = DummyAuthorizer()
-authorizer.add_anonymous(root, perm="elradfmwMT")
-FTPHandler.authorizer = authorizer
-FTPHandler.passive_ports = range(30000, 60000)
-server = ThreadedFTPServer(("127.0.0.1", port), FTPHandler)
-server.max_cons = 256
-server.serve_forever()
-"""
-
-
-@dataclass
-class Store:
-    """A running store: the URL the cluster is given, the environment that reaches it, and a
-    listing of what landed on it (the store's own view, not the cluster's)."""
-
-    url: str
-    env: dict[str, str]
-    glob: Callable[[str], list[str]]
-    elsewhere: str  # a location on the same kind of store outside the cluster's directories
-
-
-@pytest.fixture
-def ftp(tmp_path: Path):
-    pytest.importorskip("pyftpdlib")
-    root = tmp_path / "ftp-root"
-    root.mkdir()
-    port = free_port()
-    log = open(tmp_path / "ftp.log", "wb")
-    p = subprocess.Popen([sys.executable, "-c", FTP_SERVER, str(root), str(port)], stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 30
-    import ftplib
-
-    while True:
-        try:
-            ftplib.FTP().connect("127.0.0.1", port, timeout=2)
-            break
-        except OSError:
-            assert time.monotonic() < deadline and p.poll() is None, "the FTP server did not start"
-            time.sleep(0.2)
-    try:
-        yield Store(
-            f"ftp://127.0.0.1:{port}", {}, lambda pattern: [str(x) for x in root.glob(pattern)], "ftp://127.0.0.1:1/elsewhere"
-        )
-    finally:
-        p.send_signal(signal.SIGTERM)
-        p.wait(10)
-
-
-@pytest.fixture
-def s3(tmp_path: Path):
-    pytest.importorskip("moto.server")
-    s3fs = pytest.importorskip("s3fs")
-    port = free_port()
-    endpoint = f"http://127.0.0.1:{port}"
-    log = open(tmp_path / "moto.log", "wb")
-    p = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT
-    )
-    env = {
-        "FSSPEC_S3_ENDPOINT_URL": endpoint,
-        "AWS_ACCESS_KEY_ID": "millstream-test",
-        "AWS_SECRET_ACCESS_KEY": "millstream-test",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }
-    client = s3fs.S3FileSystem(endpoint_url=endpoint, key=env["AWS_ACCESS_KEY_ID"], secret=env["AWS_SECRET_ACCESS_KEY"],
-                               skip_instance_cache=True, use_listings_cache=False)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            client.mkdir("millstream-state")
-            break
-        except (OSError, Exception):  # the server is still starting: connection refused
-            assert time.monotonic() < deadline and p.poll() is None, "the S3 server did not start"
-            time.sleep(0.3)
-    try:
-        yield Store("s3://millstream-state", env, lambda pattern: client.glob(f"millstream-state/{pattern}"), "s3://elsewhere/x")
-    finally:
-        p.send_signal(signal.SIGTERM)
-        p.wait(10)
-
-
-@pytest.fixture(params=["ftp", "s3"])
-def store(request) -> Store:
-    return request.getfixturevalue(request.param)
 
 
 def test_checkpoints_and_savepoints_at_a_url_survive_a_taskmanager_kill(tmp_path: Path, store: Store) -> None:
