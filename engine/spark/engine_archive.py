@@ -35,9 +35,16 @@ def _add_tree(z: zipfile.ZipFile, root: Path, arcname: str) -> None:
 def build(target: str) -> str:
     """Write the archive to ``target`` and return its path."""
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as z:
+        # zipimport finds a namespace package (the ``millstream`` of ``millstream.engine``) only by
+        # its directory entry, which writing the files alone does not make.
+        parents = sorted({"/".join(n.split(".")[:i]) for n in PACKAGES for i in range(1, n.count(".") + 1)})
+        for parent in parents:
+            z.writestr(parent + "/", "")
         for name in PACKAGES:
             module = importlib.import_module(name)
-            _add_tree(z, Path(os.path.dirname(module.__file__ or "")), name)
+            # A dotted package goes in at its path (millstream/engine); its parent is a namespace
+            # package, which zipimport serves without an __init__.py.
+            _add_tree(z, Path(os.path.dirname(module.__file__ or "")), name.replace(".", "/"))
         # ``pyflink`` is served by the engine's shim package, which installs the alias on import.
         shim = importlib.import_module("engine.compat.pyflink")
         _add_tree(z, Path(os.path.dirname(shim.__file__ or "")), "pyflink")

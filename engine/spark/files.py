@@ -26,6 +26,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
+from engine.checkpoint.filesystem import is_remote
+from engine.datastream.connectors.file_paths import file_size, open_binary
 from engine.datastream.connectors.sink import InitContext, Sink
 
 RDD = Any  # pyspark.RDD; not imported so this module loads without a JVM
@@ -40,9 +42,10 @@ def read_text_files(sc: Any, files: list[str], charset: str, parallelism: int) -
     if not files:
         return sc.parallelize([], parallelism)
     utf8 = charset.replace("-", "").replace("_", "").upper() == "UTF8"
-    if not utf8 or any(_HADOOP_SPECIAL.search(f) for f in files):
-        # textFile decodes as UTF-8 in the JVM; other charsets, and paths Hadoop would take for
-        # lists or globs, are cut into the same byte splits here and read in the Python workers.
+    if not utf8 or any(_HADOOP_SPECIAL.search(f) or is_remote(f) for f in files):
+        # textFile decodes as UTF-8 in the JVM; other charsets, paths Hadoop would take for lists
+        # or globs, and URLs (read through fsspec, not Hadoop's connectors) are cut into the same
+        # byte splits here and read in the Python workers.
         rdd = _python_splits(sc, files, charset, parallelism)
     else:
         rdd = _hadoop_splits(sc, files, parallelism)
@@ -73,7 +76,7 @@ def _strip_cr(lines: Iterable[str]) -> Iterator[str]:
 def byte_splits(files: list[str], parallelism: int) -> list[tuple[str, int, int]]:
     """(path, start, end) byte ranges: each file cut into pieces of at most the split size, which is
     the total over ``parallelism`` (Hadoop's goal size) capped at ``_SPLIT_BYTES``."""
-    sizes = [(f, os.path.getsize(f)) for f in files]
+    sizes = [(f, file_size(f)) for f in files]
     goal = max(1, min(_SPLIT_BYTES, -(-sum(s for _, s in sizes) // parallelism)))
     out = []
     for f, size in sizes:
@@ -85,7 +88,7 @@ def byte_splits(files: list[str], parallelism: int) -> list[tuple[str, int, int]
 
 def read_split(path: str, lo: int, hi: int, charset: str) -> Iterator[str]:
     """The lines that start inside [lo, hi): a line crossing ``hi`` is this split's, one crossing ``lo`` is not."""
-    with open(path, "rb") as f:
+    with open_binary(path) as f:
         if lo > 0:
             f.seek(lo - 1)
             f.readline()  # the rest of the line that started before lo (or just its \n)

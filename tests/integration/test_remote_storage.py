@@ -1,6 +1,8 @@
-"""Checkpoint and savepoint storage at a URL (issue 15): a real FTP server (pyftpdlib, in a process of
-its own) stands in for a remote store, reached through fsspec by the JobManager, every TaskManager
-and each forked snapshot child. A checkpointed job survives a TaskManager SIGKILL with its state
+"""Checkpoint and savepoint storage at a URL (issue 15): a real FTP server (pyftpdlib) and a real
+S3-compatible server (moto's server mode), each in a process of its own, stand in for remote stores,
+reached through fsspec by the JobManager, every TaskManager and each forked snapshot child. The S3
+endpoint and credentials reach s3fs through fsspec's environment configuration (FSSPEC_S3_*), as
+a deployment would set them. A checkpointed job survives a TaskManager SIGKILL with its state
 restored from there, exactly once; its savepoint lands there too and a job resumes from it."""
 from __future__ import annotations
 
@@ -13,56 +15,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.cluster import Cluster, free_port
+from tests.integration.cluster import Cluster
+from tests.integration.stores import Store, ftp, s3, store  # noqa: F401 (fixtures)
 from tests.integration.test_recovery import PROGRAM, committed_counts
 
-pytest.importorskip("pyftpdlib")
-
 N = 40_000
-FTP_SERVER = """
-import sys
-from pyftpdlib.authorizers import DummyAuthorizer
-from pyftpdlib.handlers import FTPHandler
-from pyftpdlib.servers import ThreadedFTPServer
-
-root, port = sys.argv[1], int(sys.argv[2])
-authorizer = DummyAuthorizer()
-authorizer.add_anonymous(root, perm="elradfmwMT")
-FTPHandler.authorizer = authorizer
-FTPHandler.passive_ports = range(30000, 60000)
-server = ThreadedFTPServer(("127.0.0.1", port), FTPHandler)
-server.max_cons = 256
-server.serve_forever()
-"""
 
 
-@pytest.fixture
-def ftp(tmp_path: Path):
-    root = tmp_path / "ftp-root"
-    root.mkdir()
-    port = free_port()
-    log = open(tmp_path / "ftp.log", "wb")
-    p = subprocess.Popen([sys.executable, "-c", FTP_SERVER, str(root), str(port)], stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 30
-    import ftplib
-
-    while True:
-        try:
-            ftplib.FTP().connect("127.0.0.1", port, timeout=2)
-            break
-        except OSError:
-            assert time.monotonic() < deadline and p.poll() is None, "the FTP server did not start"
-            time.sleep(0.2)
-    try:
-        yield f"ftp://127.0.0.1:{port}", root
-    finally:
-        p.send_signal(signal.SIGTERM)
-        p.wait(10)
-
-
-def test_checkpoints_and_savepoints_at_a_url_survive_a_taskmanager_kill(tmp_path: Path, ftp) -> None:
-    url, root = ftp
+def test_checkpoints_and_savepoints_at_a_url_survive_a_taskmanager_kill(tmp_path: Path, store: Store) -> None:
+    url = store.url
     c = Cluster(tmp_path, heartbeat_timeout_ms=3000)
+    c.env.update(store.env)
     c.env.update(MILLSTREAM_CHECKPOINT_DIR=f"{url}/checkpoints", MILLSTREAM_SAVEPOINT_DIR=f"{url}/savepoints")
     out_dir = tmp_path / "out"
     try:
@@ -77,7 +40,7 @@ def test_checkpoints_and_savepoints_at_a_url_survive_a_taskmanager_kill(tmp_path
         latest = c.http.get(f"/jobs/{jid}/checkpoints").json()["latest"]["completed"]
         assert latest["external_path"].startswith(f"{url}/checkpoints/{jid}/chk-"), latest
         # They are on the server's disk, not the cluster's.
-        assert list((root / "checkpoints" / jid).glob("chk-*/_metadata"))
+        assert store.glob(f"checkpoints/{jid}/chk-*/_metadata")
         assert not (tmp_path / "var" / "checkpoints" / jid).exists()
 
         savepoint = c.cli("savepoint", jid)
@@ -104,7 +67,7 @@ def test_checkpoints_and_savepoints_at_a_url_survive_a_taskmanager_kill(tmp_path
         for key, counts in resumed.items():  # each key goes on from its count in the savepoint, to the end
             assert sorted(counts) == list(range(min(counts), N // 40 + 1)) and min(counts) > 1, (key, counts[:5])
         # And a path outside the cluster's state directories is refused, remote or not.
-        other = c.http.post(f"/jobs/{jid}/savepoints", json={"target-directory": "ftp://127.0.0.1:1/elsewhere"})
+        other = c.http.post(f"/jobs/{jid}/savepoints", json={"target-directory": store.elsewhere})
         assert other.status_code in (400, 409), other.text
     finally:
         c.stop()

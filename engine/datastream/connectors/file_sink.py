@@ -15,11 +15,21 @@ files left by failed attempts of this subtask are deleted. A subtask that
 committed all its output at the end of its input leaves a hidden
 ``.<prefix>-<job>-<operator>-<subtask>.finished`` marker, so that if the job
 fails over afterwards (another task failed) the replay writes nothing twice.
+
+The base path may also be an fsspec URL (``s3://bucket/out``, ``ftp://host/out``...; see
+``file_paths``). An object store cannot append to an object nor show a prefix of one, so there a
+part is written to a local staging file and made durable, whole, as the hidden in-progress object
+when it is closed; and, as Flink's FileSink does on S3 (its recoverable writer persists an
+in-progress part at every checkpoint), a part open at a checkpoint is closed by it: every part
+goes into the checkpoint as a pending committable, and the writer state holds none. The commit
+moves the hidden object to its final name (a rename where the store has one, copy and delete on
+S3). Parts of checkpoints that never complete stay hidden and are deleted like a failed attempt's.
 """
 from __future__ import annotations
 
 import os
 import re
+import tempfile
 import time
 import uuid
 from datetime import datetime, timezone
@@ -27,6 +37,8 @@ from typing import Any, BinaryIO
 
 from engine.common.serialization import Encoder
 from engine.compat.unsupported import unsupported_class
+from engine.checkpoint.filesystem import is_remote
+from engine.datastream.connectors.file_paths import normalise, remote_files
 from engine.datastream.connectors.sink import Committer, InitContext, Sink, SinkWriter
 
 IN_PROGRESS = ".inprogress"
@@ -149,10 +161,11 @@ class BucketAssigner:
 
 
 class _Part:
-    __slots__ = ("bucket", "tmp", "final", "file", "size", "created_ms", "last_write_ms")
+    __slots__ = ("bucket", "tmp", "final", "file", "staging", "size", "created_ms", "last_write_ms")
 
-    def __init__(self, bucket: str, tmp: str, final: str, file: BinaryIO, now_ms: int) -> None:
+    def __init__(self, bucket: str, tmp: str, final: str, file: BinaryIO, now_ms: int, staging: str | None = None) -> None:
         self.bucket, self.tmp, self.final, self.file = bucket, tmp, final, file
+        self.staging = staging  # the local file a part bound for a URL is written to until it closes
         self.size = 0
         self.created_ms = self.last_write_ms = now_ms
 
@@ -168,14 +181,27 @@ class FileCommitter(Committer):
     def commit(self, committables: list[Any]) -> None:
         for tmp, final, length in committables:
             if tmp is None:
-                with open(final, "ab"):
-                    pass
+                if is_remote(final):
+                    remote_files(final).write(final, b"")
+                else:
+                    with open(final, "ab"):
+                        pass
                 continue
             commit_part(tmp, final, length)
 
 
 def commit_part(tmp: str, final: str, length: int) -> None:
     """Make the first ``length`` bytes of ``tmp`` visible as ``final``."""
+    if is_remote(final):
+        files = remote_files(final)
+        if files.exists(tmp):
+            # Uploaded whole when it closed, so it is exactly ``length`` bytes: moved as it is.
+            files.move(tmp, final)
+        elif not files.exists(final):
+            raise FileNotFoundError(
+                f"FileSink cannot commit {final!r}: neither it nor its in-progress file {tmp!r} exists"
+            )
+        return
     if os.path.exists(tmp):
         if os.path.getsize(tmp) > length:
             # Bytes written after the checkpoint that covers this file: the sources replay them.
@@ -202,6 +228,19 @@ def recover_in_progress(tmp: str, final: str, length: int) -> None:
     is bounded by the rolling policy's part size. Idempotent: a second restore of the same
     checkpoint finds the file committed, or copies the same bytes again.
     """
+    if is_remote(final):
+        # Parts bound for a URL are closed at every checkpoint, so none is recorded in progress;
+        # state that names one anyway (written by hand, or by a later version) is honoured.
+        files = remote_files(final)
+        if files.exists(final):
+            return
+        if not files.exists(tmp):
+            raise FileNotFoundError(
+                f"FileSink cannot commit {final!r}: neither it nor its in-progress file {tmp!r} exists"
+            )
+        files.write(final, files.read(tmp, 0, length))
+        files.remove(tmp)
+        return
     if not os.path.exists(tmp):
         if os.path.exists(final):
             return  # an earlier restore of this checkpoint committed it
@@ -259,22 +298,36 @@ class FileWriter(SinkWriter):
         self.encode = sink.encoder.encode
         self.assigner = sink.bucket_assigner
         self.policy = sink.rolling_policy
+        self.remote = is_remote(sink.base_path)
 
     def _open_part(self, bucket: str, now_ms: int) -> _Part:
         cfg = self.sink.output_file_config
-        directory = os.path.join(self.sink.base_path, bucket) if bucket else self.sink.base_path
-        os.makedirs(directory, exist_ok=True)
         name = f"{cfg.part_prefix}-{self.uuid}-{self.subtask}-{self.counter}{cfg.part_suffix}"
         self.counter += 1
-        tmp = os.path.join(directory, f".{name}{IN_PROGRESS}")
-        part = _Part(bucket, tmp, os.path.join(directory, name), open(tmp, "wb"), now_ms)
+        if self.remote:
+            directory = f"{self.sink.base_path}/{bucket}" if bucket else self.sink.base_path
+            fd, staging = tempfile.mkstemp(prefix=f"millstream-filesink-{name}-")
+            tmp = f"{directory}/.{name}{IN_PROGRESS}"
+            part = _Part(bucket, tmp, f"{directory}/{name}", os.fdopen(fd, "wb"), now_ms, staging)
+        else:
+            directory = os.path.join(self.sink.base_path, bucket) if bucket else self.sink.base_path
+            os.makedirs(directory, exist_ok=True)
+            tmp = os.path.join(directory, f".{name}{IN_PROGRESS}")
+            part = _Part(bucket, tmp, os.path.join(directory, name), open(tmp, "wb"), now_ms)
         self.parts[bucket] = part
         return part
 
     def _roll(self, part: _Part) -> None:
         part.file.flush()
-        os.fsync(part.file.fileno())
+        if part.staging is None:
+            os.fsync(part.file.fileno())
         part.file.close()
+        if part.staging is not None:
+            # Durable on the store before the checkpoint that holds its committable can complete.
+            files = remote_files(part.tmp)
+            files.makedirs(part.tmp.rsplit("/", 1)[0])
+            files.upload(part.staging, part.tmp)
+            os.unlink(part.staging)
         del self.parts[part.bucket]
         self.pending.append([part.tmp, part.final, part.size])
 
@@ -304,7 +357,7 @@ class FileWriter(SinkWriter):
     def prepare_commit(self) -> list[Any]:
         now = _now_ms()
         for part in list(self.parts.values()):
-            if self.policy.should_roll_on_checkpoint(part.size) or self.policy.should_roll_on_processing_time(
+            if self.remote or self.policy.should_roll_on_checkpoint(part.size) or self.policy.should_roll_on_processing_time(
                 part.created_ms, part.last_write_ms, now
             ):
                 self._roll(part)
@@ -317,6 +370,9 @@ class FileWriter(SinkWriter):
     def snapshot_state(self, checkpoint_id: int) -> list[Any]:
         state = []
         for part in self.parts.values():
+            if part.staging is not None:
+                # Only when a checkpoint snapshots without prepare_commit, which the runtime never does.
+                raise RuntimeError(f"FileSink part {part.final!r} bound for a URL was still open at a checkpoint")
             # Durable up to ``size`` before the checkpoint can complete: restore cuts back to it.
             part.file.flush()
             os.fsync(part.file.fileno())
@@ -338,22 +394,40 @@ class FileWriter(SinkWriter):
             r"^\." + re.escape(cfg.part_prefix) + r"-([0-9a-f]{32})-(\d+)-\d+" + re.escape(cfg.part_suffix)
             + re.escape(IN_PROGRESS) + "$"
         )
-        for dirpath, _, filenames in os.walk(self.sink.base_path):
-            for name in filenames:
-                m = pattern.match(name)
-                if m is None or m.group(1) == self.uuid:
+        if self.remote:
+            files = remote_files(self.sink.base_path)
+            found = files.find(self.sink.base_path) if files.exists(self.sink.base_path) else []
+            candidates = [(url, url.rsplit("/", 1)[-1]) for url in found]
+        else:
+            candidates = [
+                (os.path.join(dirpath, name), name)
+                for dirpath, _, filenames in os.walk(self.sink.base_path)
+                for name in filenames
+            ]
+        for path, name in candidates:
+            m = pattern.match(name)
+            if m is None or m.group(1) == self.uuid:
+                continue
+            index = int(m.group(2))
+            if index == self.subtask or (self.subtask == 0 and index >= self.parallelism):
+                if self.remote:
+                    remote_files(path).remove(path)
                     continue
-                index = int(m.group(2))
-                if index == self.subtask or (self.subtask == 0 and index >= self.parallelism):
-                    try:
-                        os.remove(os.path.join(dirpath, name))
-                    except FileNotFoundError:
-                        pass
+                try:
+                    os.remove(path)
+                except FileNotFoundError:
+                    pass
 
     def close(self) -> None:
-        # Files still open belong to no checkpoint that will complete: they stay hidden.
+        # Files still open belong to no checkpoint that will complete: they stay hidden (a part
+        # bound for a URL never left this machine).
         for part in self.parts.values():
             part.file.close()
+            if part.staging is not None:
+                try:
+                    os.unlink(part.staging)
+                except FileNotFoundError:
+                    pass
         self.parts.clear()
 
 
@@ -403,6 +477,8 @@ class FileSink(Sink):
         """The hidden file that says this job's subtask committed all its input at its end."""
         cfg = self.output_file_config
         name = f".{cfg.part_prefix}-{context.job_id}-{context.operator_id}-{context.subtask}{FINISHED}"
+        if is_remote(self.base_path):
+            return f"{self.base_path}/{name}"
         return os.path.join(self.base_path, name)
 
     def restore_writer(self, context: InitContext, recovered_state: list[Any]) -> SinkWriter:
@@ -415,7 +491,7 @@ class FileSink(Sink):
             recover_in_progress(tmp, final, int(length))
         marker = self.finished_marker(context) if context.job_id and context.restarts_finished_tasks else None
         cls = FileWriter
-        if marker is not None and os.path.exists(marker):
+        if marker is not None and (remote_files(marker).exists(marker) if is_remote(marker) else os.path.exists(marker)):
             # This subtask committed everything up to its end of input before the job failed over
             # (another task failed after it finished): what it is given again was written then.
             cls = _FinishedWriter
@@ -435,17 +511,12 @@ class RowFormatBuilder:
     """PyFlink's ``FileSink.RowFormatBuilder``."""
 
     def __init__(self, base_path: str, encoder: Encoder) -> None:
-        if not isinstance(base_path, str) or not base_path:
-            raise ValueError(f"FileSink needs a base path, got {base_path!r}")
-        if base_path.startswith("file://"):
-            base_path = base_path[len("file://") :]
-        elif "://" in base_path:
-            raise ValueError(f"FileSink writes local or mounted files only; cannot write {base_path!r}")
+        base_path = normalise(base_path, "FileSink")
         if not isinstance(encoder, Encoder):
             raise TypeError(f"FileSink.for_row_format needs an Encoder, got {type(encoder).__name__}")
-        if os.path.exists(base_path) and not os.path.isdir(base_path):
+        if not is_remote(base_path) and os.path.exists(base_path) and not os.path.isdir(base_path):
             raise ValueError(f"FileSink base path {base_path!r} is a file, not a directory")
-        self.base_path = os.path.abspath(base_path)
+        self.base_path = base_path
         self.encoder = encoder
         self.output_file_config = OutputFileConfig()
         self.rolling_policy = RollingPolicy.default_rolling_policy()

@@ -12,6 +12,10 @@ default) reads the files present when the job starts;
 ``monitor_continuously`` keeps looking for new files, as Flink's continuous
 enumerator does. Hidden files and those starting with ``_`` are skipped, as
 Flink's default file filter does.
+
+A path may also be an fsspec URL (``s3://bucket/in``, ``ftp://host/in``...; see ``file_paths``):
+files are found with the store's listing and read with ranged reads from the split's offset, and
+split states name them by URL.
 """
 from __future__ import annotations
 
@@ -21,7 +25,9 @@ import zlib
 from typing import Any, BinaryIO, Iterable, Mapping, Sequence
 
 from engine.common.serialization import _check_charset
+from engine.checkpoint.filesystem import is_remote
 from engine.common.time import Duration
+from engine.datastream.connectors.file_paths import basename, normalise, open_binary, remote_files
 from engine.datastream.connectors.source import Source, SourceReader
 
 DONE = -1  # the offset of a split that has been read to its end
@@ -48,14 +54,8 @@ class StreamFormat:
         return f"StreamFormat.text_line_format({self.charset!r})"
 
 
-def _local_path(path: str) -> str:
-    if not isinstance(path, str) or not path:
-        raise ValueError(f"a FileSource path must be a non-empty string, got {path!r}")
-    if path.startswith("file://"):
-        path = path[len("file://") :]
-    elif "://" in path:
-        raise ValueError(f"FileSource reads local or mounted files only; cannot read {path!r}")
-    return os.path.abspath(path)
+def _source_path(path: str) -> str:
+    return normalise(path, "FileSource")
 
 
 def _visible(name: str) -> bool:
@@ -67,7 +67,10 @@ def enumerate_files(paths: Iterable[str]) -> list[str]:
     """Every visible file under ``paths`` (files or directories, recursively), sorted, without repeats."""
     found: set[str] = set()
     for root in paths:
-        if not _visible(os.path.basename(root.rstrip(os.sep)) or root):
+        if not _visible(basename(root) or root):
+            continue
+        if is_remote(root):
+            found.update(_enumerate_remote(root))
             continue
         if os.path.isfile(root):
             found.add(root)
@@ -78,6 +81,17 @@ def enumerate_files(paths: Iterable[str]) -> list[str]:
             dirnames[:] = [d for d in dirnames if _visible(d)]
             found.update(os.path.join(dirpath, f) for f in filenames if _visible(f))
     return sorted(found)
+
+
+def _enumerate_remote(root: str) -> list[str]:
+    files = remote_files(root)
+    if files.isfile(root):
+        return [root]
+    if not files.exists(root):
+        raise FileNotFoundError(f"FileSource path {root!r} does not exist")
+    prefix = root.rstrip("/") + "/"
+    # A store lists every object under the prefix; one under a hidden "directory" is skipped too.
+    return [u for u in files.find(root) if u.startswith(prefix) and all(_visible(p) for p in u[len(prefix):].split("/"))]
 
 
 def owner_of(path: str, parallelism: int) -> int:
@@ -168,7 +182,7 @@ class _TextLineReader(SourceReader):
         if path is None:
             return False
         try:
-            self.file = open(path, "rb")
+            self.file = open_binary(path)
         except FileNotFoundError:
             raise FileNotFoundError(f"FileSource split {path!r} disappeared before it was read") from None
         offset = self.splits[path]
@@ -305,7 +319,7 @@ class FileSourceBuilder:
         if not paths:
             raise ValueError("FileSource needs at least one path")
         self.stream_format = stream_format
-        self.paths = tuple(_local_path(p) for p in paths)
+        self.paths = tuple(_source_path(p) for p in paths)
         self.discovery_interval_ms: int | None = None
 
     def monitor_continuously(self, discovery_interval: Duration) -> "FileSourceBuilder":
@@ -339,6 +353,6 @@ class FileSourceBuilder:
 
     def build(self) -> FileSource:
         for p in self.paths:
-            if not os.path.exists(p):
+            if not (remote_files(p).exists(p) if is_remote(p) else os.path.exists(p)):
                 raise FileNotFoundError(f"FileSource path {p!r} does not exist")
         return FileSource(self.stream_format, self.paths, self.discovery_interval_ms)
