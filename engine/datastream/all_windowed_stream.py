@@ -57,6 +57,10 @@ class _ProcessAllWindowAdapter(ProcessWindowFunction):
     def __init__(self, function: ProcessAllWindowFunction) -> None:
         self.function = function
 
+    @property
+    def user_function(self) -> Any:
+        return self.function
+
     def open(self, runtime_context: Any) -> None:
         self.function.open(runtime_context)
 
@@ -75,6 +79,10 @@ class _AllWindowFunctionAdapter(WindowFunction):
 
     def __init__(self, function: AllWindowFunction) -> None:
         self.function = function
+
+    @property
+    def user_function(self) -> Any:
+        return self.function
 
     def open(self, runtime_context: Any) -> None:
         self.function.open(runtime_context)
@@ -106,6 +114,7 @@ class AllWindowedStream:
 
     def __init__(self, stream: "DataStream", assigner: WindowAssigner) -> None:
         self._windowed = WindowedStream(stream.key_by(NullByteKeySelector()), assigner)
+        self._windowed._plan_kind = "AllWindow"
 
     def trigger(self, trigger: Trigger) -> "AllWindowedStream":
         self._windowed.trigger(trigger)

@@ -19,6 +19,14 @@ if TYPE_CHECKING:
     from engine.datastream.data_stream import DataStream
 
 
+class UnsupportedOperationException(Exception):
+    """What Flink raises (java.lang.UnsupportedOperationException) for an operation it refuses."""
+
+
+def _java_type(key_type: Any) -> str:
+    return "PickledByteArrayTypeInfo" if key_type is None else repr(key_type)
+
+
 def _selector(k: Any) -> Any:
     return k.get_key if isinstance(k, KeySelector) else k
 
@@ -29,8 +37,16 @@ class ConnectedStreams:
         self.second = second
 
     def _op(self, kind: OperatorKind, name: str, fn: Any, output_type: Any = None) -> "DataStream":
-        from engine.datastream.data_stream import DataStream
+        from engine.datastream.data_stream import DataStream, KeyedStream
 
+        if isinstance(self.first, KeyedStream) and isinstance(self.second, KeyedStream):
+            # As Flink's ConnectedStreams.transform: the two inputs must be keyed alike (PyFlink's key
+            # is a Row of the declared key type; an undeclared one is a pickled byte array).
+            k1, k2 = getattr(self.first, "_key_type", None), getattr(self.second, "_key_type", None)
+            if k1 != k2:
+                raise UnsupportedOperationException(
+                    f"Key types if input KeyedStreams don't match: Row(f0: {_java_type(k1)}) and Row(f0: {_java_type(k2)})."
+                )
         env = self.first._env
         tid = env._add(kind, name, (self.first._id, self.second._id), function=fn, output_type=output_type)
         return DataStream(env, tid)

@@ -16,6 +16,7 @@ from engine.datastream import aggregators
 from engine.datastream.connectors.sink import Sink
 from engine.datastream.functions import (
     FilterFunction,
+    Function,
     FlatMapFunction,
     KeyedProcessFunction,
     KeySelector,
@@ -219,6 +220,7 @@ class DataStream:
         route = CustomPartition(
             partitioner.partition if isinstance(partitioner, Partitioner) else partitioner,
             key_selector.get_key if isinstance(key_selector, KeySelector) else key_selector,
+            tuple(f for f in (partitioner, key_selector) if isinstance(f, Function)),
         )
         return DataStream(self._env, self._partition(ShipStrategy.CUSTOM, key_selector=route))
 
@@ -426,7 +428,7 @@ class KeyedStream(DataStream):
         fn = func.reduce if isinstance(func, ReduceFunction) else func
         if not callable(fn):
             raise TypeError("reduce expects a ReduceFunction or a callable")
-        return self._op(OperatorKind.REDUCE, "Keyed Reduce", func, output_type)
+        return self._op(OperatorKind.REDUCE, "Reduce", func, output_type)  # PyFlink's name (Java's is "Keyed Reduce")
 
     # A position (tuples, Rows, lists) or a field name (Rows with names); see aggregators.
     def sum(self, position_to_sum: int | str = 0) -> DataStream:

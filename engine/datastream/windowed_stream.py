@@ -68,6 +68,7 @@ class WindowedStream:
     ) -> "DataStream":
         assigner = getattr(self._assigner, "user", self._assigner)
         name = f"Window({type(assigner).__name__}, {label or type(function).__name__})"
+        func_desc = _user_type(function) + (f", {_user_type(window_function)}" if window_function is not None else "")
         return self._keyed._op(
             OperatorKind.WINDOW,
             name,
@@ -81,7 +82,24 @@ class WindowedStream:
             function_kind=kind,
             window_function=window_function,
             window_descriptor=describe_window(self._assigner, self._trigger, self._evictor, kind),
+            # The execution plan shows the node as PyFlink names and describes it.
+            plan_name=type(assigner).__name__,
+            plan_description=f"{self._plan_kind}({assigner!r}, {self._trigger_name()}, {func_desc})",
         )
+
+    _plan_kind = "Window"  # "AllWindow" for window_all
+
+    def _trigger_name(self) -> str:
+        """The trigger's class name as PyFlink's plan gives it (its default trigger when none is set)."""
+        if self._trigger is not None:
+            return type(getattr(self._trigger, "user", self._trigger)).__name__
+        named = getattr(self._assigner, "pyflink_default_trigger", None)
+        if named:
+            return named
+        try:
+            return type(self._assigner.get_default_trigger()).__name__
+        except Exception:  # a user assigner's own default trigger may need what PyFlink passes it
+            return "Trigger"
 
     def reduce(self, reduce_function: ReduceFunction | Any, window_function: Any = None, output_type: Any = None) -> "DataStream":
         if not (isinstance(reduce_function, ReduceFunction) or callable(reduce_function)):
@@ -112,6 +130,11 @@ class WindowedStream:
         if not isinstance(window_function, WindowFunction):
             raise TypeError(f"apply expects a WindowFunction, got {type(window_function).__name__}")
         return self._build("apply", window_function, output_type=output_type)
+
+
+def _user_type(function: Any) -> str:
+    """The class name of the user's function (through window_all's adapters); "function" for a lambda."""
+    return type(getattr(function, "user_function", function)).__name__
 
 
 def describe_window(

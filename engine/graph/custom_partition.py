@@ -12,6 +12,17 @@ class CustomPartition:
 
     partition: Callable[[Any, int], int]
     key_selector: Callable[[Any], Any]
+    # The user's Partitioner and KeySelector objects (Functions): as in PyFlink, each producing
+    # subtask opens them with its runtime context before the first record and closes them at the end.
+    functions: tuple[Any, ...] = ()
+
+    def open(self, runtime_context: Any) -> None:
+        for f in self.functions:
+            f.open(runtime_context)
+
+    def close(self) -> None:
+        for f in self.functions:
+            f.close()
 
     def channel(self, value: Any, n: int) -> int:
         index = self.partition(self.key_selector(value), n)

@@ -80,10 +80,10 @@ def _fused_chains(graph: StreamGraph, chaining: bool) -> list[list[int]]:
 KEY_BY_MAP_NAME = "_stream_key_by_map_operator"  # PythonConfigUtil.STREAM_KEY_BY_MAP_OPERATOR_NAME
 
 
-def _with_key_by_maps(graph: StreamGraph, fresh: int) -> tuple[StreamGraph, int]:
+def _with_key_by_maps(graph: StreamGraph, fresh: int) -> tuple[StreamGraph, int, int]:
     """The graph as PyFlink's plan has it: ``key_by`` adds a Python map (Row(key, value)) at its
     input's parallelism, forwarded from the input, before the HASH edge; one per key_by call (the
-    consumers of one KeyedStream share it)."""
+    consumers of one KeyedStream share it). Also returns how many it added."""
     nodes, edges = dict(graph.nodes), []
     maps: dict[tuple[int, str | None, int], int] = {}  # (input, output tag, id of the selector) -> map node
     for e in graph.edges:
@@ -104,7 +104,7 @@ def _with_key_by_maps(graph: StreamGraph, fresh: int) -> tuple[StreamGraph, int]
             )
             edges.append(StreamEdge(e.source, map_id, ShipStrategy.FORWARD, 0, e.output_tag))
         edges.append(replace(e, source=maps[group], output_tag=None))
-    return replace(graph, nodes=nodes, edges=edges), fresh
+    return replace(graph, nodes=nodes, edges=edges), fresh, len(maps)
 
 
 PRINT_CONVERSION_NAME = "Map"  # the map DataStream._align_output_type adds
@@ -145,14 +145,23 @@ def _with_print_conversions(graph: StreamGraph, fresh: int) -> tuple[StreamGraph
 def stream_graph_json(graph: StreamGraph, chaining: bool = True, next_id: int | None = None) -> dict[str, Any]:
     """``next_id``: the id PyFlink would give the first fused operator (its next transformation id)."""
     fresh = next_id if next_id is not None else max(graph.nodes, default=0) + 1
-    graph, fresh = _with_key_by_maps(graph, fresh)
+    graph, fresh, key_bys = _with_key_by_maps(graph, fresh)
     graph, fresh = _with_print_conversions(graph, fresh)
+    # PyFlink 2.3 takes one more transformation id per key_by while it builds the plan, before the
+    # fused operators get theirs (measured: 1 for one key_by with one or two consumers or a window,
+    # 2 for two connected key_bys), so fused ids start that much later.
+    fresh += key_bys
     renamed: dict[int, int] = {}  # fused member -> fused node id
     fused: dict[int, tuple[str, list[int]]] = {}
-    for chain in _fused_chains(graph, chaining):
-        fused[fresh] = (", ".join(display_name(graph.nodes[n]) for n in chain), chain)
-        renamed.update({n: fresh for n in chain})
-        fresh += 1
+    # PyFlink fuses a run pair by pair (its optimizer walks the transformations in creation order and
+    # fuses each one with its input), each pair taking a new id: a run of k operators shows under the
+    # id its last pair got, k - 1 ids after the ids taken before it.
+    chains = _fused_chains(graph, chaining)
+    pair_ids = {down: i for i, down in enumerate(sorted(n for c in chains for n in c[1:]), start=fresh)}
+    for chain in chains:
+        fused_id = pair_ids[chain[-1]]
+        fused[fused_id] = (", ".join(display_name(graph.nodes[n]) for n in chain), chain)
+        renamed.update({n: fused_id for n in chain})
     ids = [i for i in graph.nodes if i not in renamed] + list(fused)
     kind_of = {i: graph.nodes[i].kind for i in graph.nodes if i not in renamed}
     kind_of.update({f: OperatorKind.MAP for f in fused})
@@ -163,14 +172,18 @@ def stream_graph_json(graph: StreamGraph, chaining: bool = True, next_id: int | 
             name, chain = fused[node_id]
             head, tail = graph.nodes[chain[0]], chain[0]
             parallelism, kind, inputs = head.parallelism, OperatorKind.MAP, graph.in_edges(tail)
+            contents = name
         else:
             node = graph.nodes[node_id]
             name, parallelism, kind, inputs = display_name(node), node.parallelism, node.kind, graph.in_edges(node_id)
+            params = getattr(graph.transformations.get(node_id), "params", None) or {}
+            # A window operator: PyFlink names it by its assigner and describes it in full.
+            name, contents = params.get("plan_name", name), params.get("plan_description", name)
         entry: dict[str, Any] = {
             "id": node_id,
             "type": name,
             "pact": _pact(kind),
-            "contents": name,
+            "contents": contents,
             "parallelism": parallelism,
         }
         if kind is not OperatorKind.SOURCE:

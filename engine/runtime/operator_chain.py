@@ -8,7 +8,7 @@ next chained operator, the record writers of its edges, or both; side outputs ar
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from engine.graph.forward_groups import adaptive_batch_parallelism
@@ -37,6 +37,9 @@ class OperatorChain:
     function_states: dict[int, FunctionStateHandler]  # CheckpointedFunction / CheckpointListener users
     writers: list[RecordWriter]  # one per output edge of the task
     outputs: dict[int, Output]  # stream node id -> its main output
+    # partition_custom routes of the output edges, each with the context of the operator producing
+    # into it: the task opens their user functions with it and closes them at the end.
+    custom_partitions: list[tuple[Any, OperatorContext]] = field(default_factory=list)
 
 
 def build_operator_chain(
@@ -55,14 +58,12 @@ def build_operator_chain(
     backend = _keyed_backend(tdd, env, graph.key_spec_for(head)) if selector is not None or selector2 is not None else None
     operators: dict[int, StreamOperator] = {}
     function_states: dict[int, FunctionStateHandler] = {}
-    for node_id in tdd.operators:
-        t = graph.transformations[node_id]
-        if t.kind is OperatorKind.SOURCE:
-            continue
-        ctx = OperatorContext(
+
+    def context(node_id: int) -> OperatorContext:
+        return OperatorContext(
             job_id=tdd.job_id,
             task_name=task_name,
-            operator_name=t.name,
+            operator_name=graph.transformations[node_id].name,
             subtask=tdd.subtask,
             parallelism=tdd.parallelism,
             max_parallelism=tdd.max_parallelism,
@@ -76,6 +77,12 @@ def build_operator_chain(
             keyed_backend=backend if node_id == head else None,
             job_parameters=dict(tdd.config.get("pipeline.global-job-parameters", {})),
         )
+
+    for node_id in tdd.operators:
+        t = graph.transformations[node_id]
+        if t.kind is OperatorKind.SOURCE:
+            continue
+        ctx = context(node_id)
         operators[node_id] = create_operator(t, ctx)
         if ctx.is_batch and isinstance(operators[node_id], PrintSinkOperator):
             operators[node_id].print_parallelism = adaptive_batch_parallelism(graph, node_id)
@@ -85,7 +92,11 @@ def build_operator_chain(
 
     writers: list[RecordWriter] = []
     writers_by_node: dict[tuple[int, str | None], list[Output]] = {}
+    custom_partitions: list[tuple[Any, OperatorContext]] = []
     for spec in tdd.outputs:
+        custom = graph.custom_partition_for(spec.target_node, spec.target_input)
+        if custom is not None and custom.functions:
+            custom_partitions.append((custom, context(spec.source_node)))
         channel_writers = [
             env.channels.writer(ChannelId(tdd.job_id, spec.edge, tdd.subtask, dst, tdd.attempt)) for dst in spec.targets
         ]
@@ -96,7 +107,7 @@ def build_operator_chain(
             spec.target_max_parallelism,
             start=tdd.subtask,
             key_spec=graph.key_spec_for(spec.target_node),
-            custom=graph.custom_partition_for(spec.target_node, spec.target_input),
+            custom=custom,
         )
         rw = RecordWriter(partitioner, channel_writers, serializer, metrics, buffer_records, buffer_timeout_ms)
         writers.append(rw)
@@ -119,7 +130,7 @@ def build_operator_chain(
             for (src, tag), outs in routes.items():
                 if src == node_id and tag is not None:
                     op.side_outputs[tag] = outs[0] if len(outs) == 1 else FanOut(outs)
-    return OperatorChain(backend, operators, function_states, writers, outputs)
+    return OperatorChain(backend, operators, function_states, writers, outputs, custom_partitions)
 
 
 def _keyed_backend(tdd: TaskDeploymentDescriptor, env: "TaskEnvironment", key_spec: Any) -> Any:

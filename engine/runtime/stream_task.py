@@ -45,7 +45,7 @@ from engine.runtime.io.serialization import (
     create_serializer,
 )
 from engine.runtime.operator_chain import build_operator_chain
-from engine.runtime.operators.base import Output, StreamOperator
+from engine.runtime.operators.base import Output, StreamingRuntimeContext, StreamOperator
 from engine.runtime.io.record_writer import RecordWriter
 from engine.runtime.latency_markers import (
     LatencyMarker,
@@ -435,6 +435,7 @@ class StreamTask:
         self.function_states = chain.function_states
         self.writers = chain.writers
         self.outputs = chain.outputs
+        self.custom_partitions = chain.custom_partitions
         self.ticking = [op for op in self.operators.values() if op.wants_ticks]
         self.next_tick = 0.0
         # Operators with work finishing on other threads (async I/O) hand it over in _flush_due.
@@ -447,6 +448,7 @@ class StreamTask:
         """Run to completion. Raises TaskCancelled when cancelled, or the user's exception."""
         activate_user_code(self.graph)  # class names in records and state resolve to this job's classes
         opened: list[StreamOperator] = []
+        opened_partitions: list[Any] = []
         try:
             self._build()
             for node_id in self.tdd.operators:
@@ -454,6 +456,9 @@ class StreamTask:
                 if op is not None:
                     op.open()
                     opened.append(op)
+            for custom, ctx in self.custom_partitions:  # partition_custom's Partitioner and KeySelector
+                custom.open(StreamingRuntimeContext(ctx))
+                opened_partitions.append(custom)
             if self.tdd.restore:
                 self._restore()
             self._initialize_functions()
@@ -476,7 +481,7 @@ class StreamTask:
             for w in self.writers:
                 w.close()  # everything sent has reached the channels before the task reports FINISHED
         finally:
-            for op in opened:
+            for op in [*opened, *opened_partitions]:
                 try:
                     op.close()
                 except Exception:

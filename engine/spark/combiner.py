@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Iterator
 
+from engine.runtime.state_keys import hashable_key
+
 #: distinct keys a partition combines before it hands its partial results on
 MAX_COMBINED_KEYS = 100_000
 
@@ -20,12 +22,9 @@ def hashable_keys(key_selector: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """The selector with a list key (PyFlink keys lists by their pickle) made the equal tuple, as
     key_by routes it, so Spark's dicts and shuffles can hold it."""
 
-    def hashable(k: Any) -> Any:
-        return tuple(hashable(x) for x in k) if isinstance(k, list) else k
-
     def key(v: Any) -> Any:
         k = key_selector(v)
-        return hashable(k) if k.__class__ is list else k
+        return hashable_key(k) if k.__class__ is list else k
 
     return key
 

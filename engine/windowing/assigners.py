@@ -84,6 +84,9 @@ class TumblingEventTimeWindows(WindowAssigner):
         start = TimeWindow.get_window_start_with_offset(timestamp, self.offset, self.size)
         return [TimeWindow(start, start + self.size)]
 
+    def __repr__(self) -> str:  # PyFlink's form, shown in the execution plan
+        return f"{type(self).__name__}({self.size}, {self.offset})"
+
 
 class TumblingProcessingTimeWindows(TumblingEventTimeWindows):
     is_event_time = False
@@ -113,6 +116,9 @@ class SlidingEventTimeWindows(WindowAssigner):
             windows.append(TimeWindow(start, start + self.size))
             start -= self.slide
         return windows
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.size}, {self.slide}, {self.offset})"
 
 
 class SlidingProcessingTimeWindows(SlidingEventTimeWindows):
@@ -149,6 +155,9 @@ class EventTimeSessionWindows(MergingWindowAssigner):
 
     def merge_windows(self, windows: list[TimeWindow]) -> list[tuple[TimeWindow, list[TimeWindow]]]:
         return merge_time_windows(windows)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.gap if self.gap_extractor is None else self.gap_extractor})"
 
 
 class ProcessingTimeSessionWindows(EventTimeSessionWindows):
@@ -190,19 +199,49 @@ class GlobalWindows(WindowAssigner):
 
         return NeverTrigger()
 
+    def __repr__(self) -> str:
+        return "GlobalWindows()"
 
-class CountTumblingWindowAssigner(GlobalWindows):
+
+class CountTumblingWindowAssigner(WindowAssigner):
+    """PyFlink's tumbling count windows (``count_window(size)``): a key's n-th element (from 0) goes
+    to ``CountWindow(n // size)``, which fires when it holds ``size`` elements (what a window
+    function sees as its window). The window operators keep the per-key count and ask
+    ``windows_for_count``, as for sliding count windows."""
+
+    is_event_time = False
+    counts_elements = True
+    pyflink_default_trigger = "CountTrigger"  # the plan's name for it (ours purges, see below)
+
     def __init__(self, size: int) -> None:
+        if size <= 0:
+            raise ValueError(f"count window size must be positive, got {size}")
         self.size = size
 
     @staticmethod
     def of(window_size: int) -> "CountTumblingWindowAssigner":
         return CountTumblingWindowAssigner(window_size)
 
+    def windows_for_count(self, n: int) -> list[CountWindow]:
+        return [CountWindow(n // self.size)]
+
+    def assign_windows(self, element: Any, timestamp: int) -> list[Any]:
+        raise TypeError("CountTumblingWindowAssigner places elements by their per-key count (windows_for_count)")
+
+    def get_window_serializer(self) -> Any:
+        from engine.windowing.windows import CountWindowSerializer
+
+        return CountWindowSerializer()
+
     def get_default_trigger(self) -> Trigger:
         from engine.windowing.triggers import PurgingTrigger
 
+        # PyFlink's is a bare CountTrigger; a full count window gets no further element, so purging
+        # on the firing changes no result and frees the window at once.
         return PurgingTrigger.of(CountTrigger.of(self.size))
+
+    def __repr__(self) -> str:
+        return f"CountTumblingWindowAssigner({self.size})"
 
 
 class CountSlidingWindowAssigner(WindowAssigner):
@@ -216,6 +255,7 @@ class CountSlidingWindowAssigner(WindowAssigner):
 
     is_event_time = False
     counts_elements = True
+    pyflink_default_trigger = "CountTrigger"
 
     def __init__(self, size: int, slide: int) -> None:
         if size <= 0 or slide <= 0:
@@ -242,3 +282,6 @@ class CountSlidingWindowAssigner(WindowAssigner):
         # A count window receives no element after its size-th, so purging on the firing changes no
         # result and frees the window at once.
         return PurgingTrigger.of(CountTrigger.of(self.size))
+
+    def __repr__(self) -> str:
+        return f"CountSlidingWindowAssigner({self.size}, {self.slide})"

@@ -22,6 +22,7 @@ from typing import Any
 from engine.datastream.functions import AggregateFunction, Function, ProcessWindowFunction, ReduceFunction, WindowFunction
 from engine.runtime.operators.base import StreamingRuntimeContext, StreamOperator
 from engine.runtime.operators.results import ResultCollector
+from engine.runtime.state_keys import StateKeys
 from engine.runtime.operators.window import WINDOW_STATE_PREFIX
 from engine.runtime.state.namespaced import NamespacedStateStore
 from engine.runtime.watermarks import MIN_WATERMARK
@@ -87,6 +88,7 @@ class AlignedWindowOperator(StreamOperator):
         assert self.ctx.keyed_backend is not None and self.ctx.key_selector is not None
         self.backend = self.ctx.keyed_backend
         self.key_selector = self.ctx.key_selector
+        self.keys = StateKeys()  # stand-ins for keys Python cannot hash (a list)
         # key -> {window start: accumulator}: the checkpointed form (and a restore's input)
         self.contents: dict[Any, dict[int, Any]] = self.backend.table(WINDOWS_TABLE, "window")
         self.windows: dict[int, dict[Any, Any]] = {}  # window start -> {key: accumulator}
@@ -165,6 +167,10 @@ class AlignedWindowOperator(StreamOperator):
             if start != current:
                 current, accs = start, self._window(start)
             key = ks(v)
+            try:
+                hash(key)
+            except TypeError:
+                key = self.keys.of(key)
             acc = accs.get(key, _MISSING)
             accs[key] = v if acc is _MISSING else reduce_fn(acc, v)
             if start <= fired_upto:
@@ -185,6 +191,10 @@ class AlignedWindowOperator(StreamOperator):
                     continue
                 if key is _MISSING:
                     key = ks(v)
+                    try:
+                        hash(key)
+                    except TypeError:
+                        key = self.keys.of(key)
                 accs, slot = self._slot(key, start)
                 acc = accs.get(slot, _MISSING)
                 if acc is _MISSING:
@@ -246,11 +256,11 @@ class AlignedWindowOperator(StreamOperator):
         if isinstance(wf, ProcessWindowFunction):
             self.backend.current_key = key  # for global and per-window state
             self.wctx.w = window
-            self.collector.add_result(wf.process(key, self.wctx, [result]), out_ts)
+            self.collector.add_result(wf.process(self.keys.user_key(key), self.wctx, [result]), out_ts)
         elif isinstance(wf, WindowFunction):
-            self.collector.add_result(wf.apply(key, window, [result]), out_ts)
+            self.collector.add_result(wf.apply(self.keys.user_key(key), window, [result]), out_ts)
         else:
-            self.collector.add_result(wf(key, window, [result]), out_ts)
+            self.collector.add_result(wf(self.keys.user_key(key), window, [result]), out_ts)
 
     def _clear(self, key: Any, start: int) -> None:
         """The window is gone: ProcessWindowFunction.clear, then its per-window state."""

@@ -18,6 +18,7 @@ from engine.datastream.keyed_functions import may_use_keyed_state
 from engine.datastream.output_tag import OutputTag
 from engine.runtime.operators.base import StreamOperator
 from engine.runtime.operators.results import ResultCollector
+from engine.runtime.state_keys import StateKeys
 from engine.runtime.watermarks import NO_TIMESTAMP
 
 
@@ -29,8 +30,15 @@ def keyed_call(op: StreamOperator, fn: Callable[[Any], Any]) -> Callable[[Any], 
     if backend is None or selector is None or not may_use_keyed_state(op.function):
         return fn
 
+    keys = StateKeys()  # stand-ins for keys Python cannot hash (a list)
+
     def call(value: Any) -> Any:
-        backend.current_key = selector(value)
+        k = selector(value)
+        try:
+            hash(k)
+        except TypeError:
+            k = keys.of(k)
+        backend.current_key = k
         return fn(value)
 
     return call

@@ -83,8 +83,14 @@ class KeyedCoProcessOperator(KeyedProcessOperator):
     def _run(self, fn: Any, selector: Any, values: Iterable[Any], timestamps: list[int] | None) -> None:
         backend, ctx, col = self.backend, self.kctx, self.collector
         ctx.domain = None
+        keys = self.keys
         for i, v in enumerate(values):
-            backend.current_key = selector(v)
+            k = selector(v)
+            try:
+                hash(k)
+            except TypeError:
+                k = keys.of(k)
+            backend.current_key = k
             ctx.ts = None if timestamps is None else timestamps[i]
             col.add_result(fn(v, ctx), ctx.ts)
         col.flush()
@@ -265,8 +271,14 @@ class KeyedBroadcastProcessOperator(KeyedProcessOperator):
     def process_batch(self, values, timestamps):
         fn, ks, backend, ctx, col = self.function, self.key_selector, self.backend, self.kctx, self.collector
         ctx.domain = None
+        keys = self.keys
         for i, v in enumerate(values):
-            backend.current_key = ks(v)
+            k = ks(v)
+            try:
+                hash(k)
+            except TypeError:
+                k = keys.of(k)
+            backend.current_key = k
             ctx.ts = None if timestamps is None else timestamps[i]
             col.add_result(fn.process_element(v, ctx), ctx.ts)
         col.flush()

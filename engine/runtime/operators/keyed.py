@@ -13,15 +13,11 @@ from engine.datastream.keyed_functions import may_use_keyed_state
 from engine.datastream.output_tag import OutputTag
 from engine.runtime.operators.base import StreamOperator
 from engine.runtime.operators.results import ResultCollector
+from engine.runtime.state_keys import StateKeys, hashable_key
 from engine.runtime.timers import InternalTimerService
 from engine.runtime.watermarks import NO_TIMESTAMP
 
 _MISSING = object()
-
-
-def hashable_key(k: Any) -> Any:
-    """A list key (at any depth) as the equal tuple; other keys unchanged."""
-    return tuple(hashable_key(x) for x in k) if isinstance(k, list) else k
 
 
 class ReduceOperator(StreamOperator):
@@ -41,32 +37,21 @@ class ReduceOperator(StreamOperator):
         fn, ks, table, missing = self.fn, self.key_selector, self.values, _MISSING
         out: list[Any] = []
         append = out.append
-        # A key Python cannot hash (PyFlink keys a list by its pickle) is held as the equal tuple,
-        # the key key_by routes it by; the try costs nothing until a lookup raises.
-        if self.scoped:
-            backend = self.ctx.keyed_backend
-            for v in values:
-                k = ks(v)
-                try:
-                    cur = table.get(k, missing)
-                except TypeError:
-                    k = hashable_key(k)
-                    cur = table.get(k, missing)
+        # A key Python cannot hash (PyFlink keys a list by its pickle) is held as its stand-in
+        # (engine.runtime.state_keys); the try costs nothing until a lookup raises.
+        backend = self.ctx.keyed_backend if self.scoped else None
+        for v in values:
+            k = ks(v)
+            try:
+                cur = table.get(k, missing)
+            except TypeError:
+                k = hashable_key(k)
+                cur = table.get(k, missing)
+            if backend is not None:
                 backend.current_key = k
-                nv = v if cur is missing else fn(cur, v)
-                table[k] = nv
-                append(nv)
-        else:
-            for v in values:
-                k = ks(v)
-                try:
-                    cur = table.get(k, missing)
-                except TypeError:
-                    k = hashable_key(k)
-                    cur = table.get(k, missing)
-                nv = v if cur is missing else fn(cur, v)
-                table[k] = nv
-                append(nv)
+            nv = v if cur is missing else fn(cur, v)
+            table[k] = nv
+            append(nv)
         if self.emit_updates:
             self.output.emit(out, timestamps)
 
@@ -115,7 +100,7 @@ class _KeyedContext(KeyedProcessFunction.OnTimerContext):
         return self.timers
 
     def get_current_key(self) -> Any:
-        return self.op.backend.current_key
+        return self.op.keys.user_key(self.op.backend.current_key)
 
     def time_domain(self) -> "TimeDomain | None":
         return self.domain
@@ -142,13 +127,20 @@ class KeyedProcessOperator(StreamOperator):
         self.timers = InternalTimerService(self.ctx.clock)
         self.collector = ResultCollector(self)
         self.kctx = _KeyedContext(self)
+        self.keys = StateKeys()
 
     def process_batch(self, values, timestamps):
         fn: KeyedProcessFunction = self.function
         ks, backend, ctx, col = self.key_selector, self.backend, self.kctx, self.collector
         ctx.domain = None
+        keys = self.keys
         for i, v in enumerate(values):
-            backend.current_key = ks(v)
+            k = ks(v)
+            try:
+                hash(k)
+            except TypeError:
+                k = keys.of(k)
+            backend.current_key = k
             ctx.ts = None if timestamps is None else timestamps[i]
             col.add_result(fn.process_element(v, ctx), ctx.ts)
         col.flush()

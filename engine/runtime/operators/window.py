@@ -21,6 +21,7 @@ from engine.datastream.functions import (
 )
 from engine.runtime.operators.base import StreamingRuntimeContext, StreamOperator
 from engine.runtime.operators.results import ResultCollector
+from engine.runtime.state_keys import StateKeys
 from engine.runtime.state.namespaced import NamespacedStateStore
 from engine.runtime.timers import InternalTimerService
 from engine.windowing.assigners import WindowAssigner
@@ -185,6 +186,7 @@ class WindowOperator(StreamOperator):
         assert self.ctx.keyed_backend is not None and self.ctx.key_selector is not None
         self.backend = self.ctx.keyed_backend
         self.key_selector = self.ctx.key_selector
+        self.keys = StateKeys()  # stand-ins for keys Python cannot hash (a list)
         self.contents: dict[Any, dict[Any, Any]] = self.backend.table("_window_contents", "window")
         self.trigger_state: dict[Any, dict[Any, dict[str, Any]]] = self.backend.table("_window_triggers", "window")
         # Assigners that place an element by its per-key count (PyFlink's sliding count windows).
@@ -248,6 +250,10 @@ class WindowOperator(StreamOperator):
                 )
             elem_ts = ts if event_time else self.ctx.clock()
             key = ks(v)
+            try:
+                hash(key)
+            except TypeError:
+                key = self.keys.of(key)
             backend.current_key = key
             windows = self.contents.get(key)
             if windows is None:
@@ -351,10 +357,10 @@ class WindowOperator(StreamOperator):
             self._apply_window_function(key, w, [agg.get_result(acc)], out_ts, direct=True)
         elif self.kind == "process":
             self.wctx.w = w
-            col.add_result(self.function.process(key, self.wctx, values), out_ts)
+            col.add_result(self.function.process(self.keys.user_key(key), self.wctx, values), out_ts)
         else:
             wf: WindowFunction = self.function
-            col.add_result(wf.apply(key, w, values), out_ts)
+            col.add_result(wf.apply(self.keys.user_key(key), w, values), out_ts)
         if self.evictor is not None:
             kept = self.evictor.evict(elements, w) if self.evictor.do_evict_after else elements
             windows[w] = list(kept)
@@ -365,11 +371,11 @@ class WindowOperator(StreamOperator):
             self.collector.add_records(results, out_ts)
         elif isinstance(wf, ProcessWindowFunction):
             self.wctx.w = w
-            self.collector.add_result(wf.process(key, self.wctx, results), out_ts)
+            self.collector.add_result(wf.process(self.keys.user_key(key), self.wctx, results), out_ts)
         elif isinstance(wf, WindowFunction):
-            self.collector.add_result(wf.apply(key, w, results), out_ts)
+            self.collector.add_result(wf.apply(self.keys.user_key(key), w, results), out_ts)
         else:
-            self.collector.add_result(wf(key, w, results), out_ts)
+            self.collector.add_result(wf(self.keys.user_key(key), w, results), out_ts)
 
     def _on_timers(self, poll: Any, event_time: bool) -> None:
         # One timer at a time: a trigger may register another timer that is already due.

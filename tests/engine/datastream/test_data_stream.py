@@ -47,7 +47,7 @@ def test_each_call_appends_one_immutable_transformation_with_its_input():
         (lambda s: s.flat_map(lambda v: [v]), OperatorKind.FLAT_MAP, "FlatMap"),
         (lambda s: s.filter(bool), OperatorKind.FILTER, "Filter"),
         (lambda s: s.process(ProcessFunction()), OperatorKind.PROCESS, "Process"),
-        (lambda s: s.key_by(str).reduce(lambda a, b: a), OperatorKind.REDUCE, "Keyed Reduce"),
+        (lambda s: s.key_by(str).reduce(lambda a, b: a), OperatorKind.REDUCE, "Reduce"),
         (lambda s: s.key_by(str).sum(0), OperatorKind.REDUCE, "Keyed Aggregation"),
         (lambda s: s.key_by(str).process(KeyedProcessFunction()), OperatorKind.KEYED_PROCESS, "KeyedProcess"),
         (lambda s: s.print(), OperatorKind.SINK, "Print to Std. Out"),

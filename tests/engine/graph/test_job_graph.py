@@ -45,8 +45,8 @@ def test_key_by_breaks_the_chain_with_a_hash_edge():
     env = _env()
     _seq(env).map(str).key_by(len).reduce(lambda a, b: a + b).print()
     jg, _ = env.get_job_graph()
-    assert _names(jg) == ["Source: Sequence Source -> Map", "Keyed Reduce -> Sink: Print to Std. Out"]
-    assert _edges(jg) == [("Source: Sequence Source -> Map", "Keyed Reduce -> Sink: Print to Std. Out", "HASH")]
+    assert _names(jg) == ["Source: Sequence Source -> Map", "Reduce -> Sink: Print to Std. Out"]
+    assert _edges(jg) == [("Source: Sequence Source -> Map", "Reduce -> Sink: Print to Std. Out", "HASH")]
     assert not jg.vertices[1].is_source
 
 
