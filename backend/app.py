@@ -18,24 +18,24 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, RedirectResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from backend.audit import AuditMiddleware
-from backend.bearer_auth import bearer_matches
-from backend.leader_forwarding import LeaderForwarding
-from backend.leadership import make_leadership
-from backend.limits import RequestSizeLimit
-from backend.origin_guard import OriginGuard
-from backend.persistence.audit_log import AuditLog
-from backend.persistence.database import make_engine, make_session_factory, upgrade_database
-from backend.persistence.jar_store import JarRepository
-from backend.persistence.leader_fence import SqlLeaderFence
-from backend.persistence.sql_job_store import SqlJobStore
-from backend.persistence.taskmanager_history import TaskManagerHistory
-from backend.persistence.ui_sessions import UISessionStore
-from backend.services.flame_graphs import FlameGraphService
-from backend.services.programs import ProgramService
-from backend.settings import Settings, check_environment
-from backend.ui.security import logged_in
-from engine.jobmanager.dispatcher import (
+from millstream.backend.audit import AuditMiddleware
+from millstream.backend.bearer_auth import bearer_matches
+from millstream.backend.leader_forwarding import LeaderForwarding
+from millstream.backend.leadership import make_leadership
+from millstream.backend.limits import RequestSizeLimit
+from millstream.backend.origin_guard import OriginGuard
+from millstream.backend.persistence.audit_log import AuditLog
+from millstream.backend.persistence.database import make_engine, make_session_factory, upgrade_database
+from millstream.backend.persistence.jar_store import JarRepository
+from millstream.backend.persistence.leader_fence import SqlLeaderFence
+from millstream.backend.persistence.sql_job_store import SqlJobStore
+from millstream.backend.persistence.taskmanager_history import TaskManagerHistory
+from millstream.backend.persistence.ui_sessions import UISessionStore
+from millstream.backend.services.flame_graphs import FlameGraphService
+from millstream.backend.services.programs import ProgramService
+from millstream.backend.settings import Settings, check_environment
+from millstream.backend.ui.security import logged_in
+from millstream.engine.jobmanager.dispatcher import (
     Dispatcher,
     DispatcherConfig,
     DuplicateJobSubmission,
@@ -44,7 +44,7 @@ from engine.jobmanager.dispatcher import (
     TooManyJobs,
     UnknownJob,
 )
-from engine.jobmanager.savepoints import StateRoots
+from millstream.engine.jobmanager.savepoints import StateRoots
 
 log = logging.getLogger("millstream.app")
 
@@ -52,10 +52,10 @@ VERSION = "0.1.0"
 
 
 def _routers():
-    from backend.api import (
+    from millstream.backend.api import (
         audit, checkpoints, cluster, jars, job_output, jobs, metrics, savepoints, submission, taskmanagers, vertices,
     )
-    from backend.api import jobmanager_leader
+    from millstream.backend.api import jobmanager_leader
 
     return [
         metrics.router,  # first: /jobs/metrics and /taskmanagers/metrics before /jobs/{jid} and /taskmanagers/{tmid}
@@ -75,7 +75,7 @@ def _routers():
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     if settings is None:
-        # Built from the environment (``uvicorn --factory backend.app:create_app``, not the CLI, which
+        # Built from the environment (``uvicorn --factory millstream.backend.app:create_app``, not the CLI, which
         # checks first): a misspelt MILLSTREAM_* variable must not be ignored in silence here either.
         check_environment()
         settings = Settings()
@@ -163,7 +163,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             CORSMiddleware, allow_origins=settings.cors_origin_list, allow_methods=["*"],
             allow_headers=["Authorization", "Content-Type"],
         )
-    from backend.ui import install_ui  # deferred: backend.ui imports backend.api
+    from millstream.backend.ui import install_ui  # deferred: backend.ui imports backend.api
 
     install_ui(app)
     # Outermost: a standby hands requests to the leader, which applies its own token, audit and limits;

@@ -17,9 +17,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from backend.bearer_auth import bearer_matches
-from backend.persistence.audit_log import AuditEntry
-from backend.ui.security import logged_in
+from millstream.backend.bearer_auth import bearer_matches
+from millstream.backend.persistence.audit_log import AuditEntry
+from millstream.backend.ui.security import logged_in
 
 log = logging.getLogger("millstream.audit")
 

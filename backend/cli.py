@@ -10,8 +10,8 @@ from typing import Optional
 
 import typer
 
-from backend.cli_client import _fail, client_app
-from backend.settings import Settings, UnknownSettingError, check_environment
+from millstream.backend.cli_client import _fail, client_app
+from millstream.backend.settings import Settings, UnknownSettingError, check_environment
 
 # rich_markup_mode=None: plain help, so the "[env ...]" and "[default ...]" notes are not taken for
 # rich markup and swallowed.
@@ -57,7 +57,7 @@ def _refuse_unknown_settings(
 
 def _check_checkpoint_dir(settings: Settings, who: str) -> str:
     """Create the checkpoint directory and prove it writable, or exit 2 saying why; its absolute path."""
-    from engine.checkpoint.storage import CheckpointStorageError, FileSystemCheckpointStorage
+    from millstream.engine.checkpoint.storage import CheckpointStorageError, FileSystemCheckpointStorage
 
     directory = settings.resolved_checkpoint_dir
     try:
@@ -107,7 +107,7 @@ def _benchmark_switch(settings: Settings, who: str) -> bool:
     if settings.auth_token or settings.host not in ("127.0.0.1", "localhost", "::1"):
         typer.echo(f"refusing to start the {who} unsealed on a cluster bound beyond loopback or with a token", err=True)
         raise typer.Exit(2)
-    from engine.security.mac import unseal_for_benchmark
+    from millstream.engine.security.mac import unseal_for_benchmark
 
     unseal_for_benchmark()
     return True
@@ -144,7 +144,7 @@ def jobmanager(
     """Run the JobManager: Dispatcher, REST API and scheduler."""
     import uvicorn
 
-    from backend.app import create_app
+    from millstream.backend.app import create_app
 
     overrides = {
         k: v for k, v in {"host": host, "port": port, "high_availability": ha, "log_file": log_file}.items() if v is not None
@@ -153,7 +153,7 @@ def jobmanager(
     _check_bind(settings, insecure)
     _require_cluster_secret(settings, "JobManager")
     _check_checkpoint_dir(settings, "JobManager")
-    from backend.persistence.database import DatabaseDriverMissing, check_database_driver
+    from millstream.backend.persistence.database import DatabaseDriverMissing, check_database_driver
 
     try:
         check_database_driver(settings.resolved_database_url)
@@ -161,7 +161,7 @@ def jobmanager(
         typer.echo(str(e), err=True)
         raise typer.Exit(2)
     _benchmark_switch(settings, "JobManager")
-    from engine.checkpoint.storage import seal_state_files
+    from millstream.engine.checkpoint.storage import seal_state_files
 
     seal_state_files(settings.cluster_secret)  # state files the JobManager writes are sealed like the slots'
     _configure_logging(settings, str(settings.log_file) if settings.log_file else None)
@@ -174,7 +174,7 @@ def jobmanager(
 
 
 def _configure_logging(settings: Settings, log_file: str | None) -> None:
-    from engine.runtime import process_logging
+    from millstream.engine.runtime import process_logging
 
     if log_file:
         Path(log_file).parent.mkdir(parents=True, exist_ok=True)
@@ -198,7 +198,7 @@ def taskmanager(
     ),
 ) -> None:
     """Run a TaskManager that offers SLOTS task slots."""
-    from engine.taskexecutor.task_executor import TaskManagerConfig, run_taskmanager
+    from millstream.engine.taskexecutor.task_executor import TaskManagerConfig, run_taskmanager
 
     settings = Settings()
     url = redis_url or settings.redis_url
@@ -258,8 +258,8 @@ def cluster_start(
     ),
 ) -> None:
     """Start a JobManager and TaskManagers here; Ctrl-C stops them all."""
-    from backend.cluster_launcher import LocalCluster
-    from backend.embedded_redis import redis_url_of
+    from millstream.backend.cluster_launcher import LocalCluster
+    from millstream.backend.embedded_redis import redis_url_of
 
     overrides = {k: v for k, v in {"host": host, "port": port}.items() if v is not None}
     settings = Settings(**overrides)
@@ -281,7 +281,7 @@ def cluster_start(
         except Exception as e:  # noqa: BLE001 - the embedded Redis or a process could not start: say why
             cluster.failure = f"{type(e).__name__}: {e}"
         else:
-            from backend.api.cluster import masked
+            from millstream.backend.api.cluster import masked
 
             typer.echo(f"Redis: {masked('redis', redis_url)}")  # the generated password stays off the console
             if cluster.data_redis:

@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional
 import httpx
 import typer
 
-from backend.settings import Settings
+from millstream.backend.settings import Settings
 
 client_app = typer.Typer(rich_markup_mode=None)  # rich markup would swallow the "[env ...]" notes
 
@@ -44,7 +44,7 @@ PROGRAM_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True, "al
 
 def _storage_path(path: str) -> str:
     """A savepoint directory as the JobManager must get it: a local path made absolute, a URL as given."""
-    from engine.checkpoint.filesystem import storage_fs
+    from millstream.engine.checkpoint.filesystem import storage_fs
 
     return storage_fs(path).absolute(path)
 
@@ -72,7 +72,7 @@ def _program_error(e: BaseException, program: Path, submitted: bool) -> str:
 def _run_program(program: Path, args: list[str], verbose: bool, submitted: Callable[[], bool]) -> str | None:
     """Run the user program as ``__main__`` with ``args``; None if it ran through, else one line saying
     how it failed (with ``verbose``, its traceback is printed first)."""
-    from engine.client.plan_capture import ProgramAbort
+    from millstream.engine.client.plan_capture import ProgramAbort
 
     sys.path.insert(0, str(program.resolve().parent))
     sys.argv = [str(program), *args]
@@ -85,8 +85,8 @@ def _run_program(program: Path, args: list[str], verbose: bool, submitted: Calla
             return None
         return f"the program exited with status {e.code}"
     except Exception as e:  # noqa: BLE001 - the user's program: one line, not our traceback
-        from engine.client.remote import SubmissionFailed
-        from engine.common.job_execution_result import JobExecutionException
+        from millstream.engine.client.remote import SubmissionFailed
+        from millstream.engine.common.job_execution_result import JobExecutionException
 
         if isinstance(e, (JobExecutionException, SubmissionFailed, httpx.TransportError)):
             raise  # about the job or the cluster, not the program: the caller says what
@@ -131,13 +131,13 @@ def run(
     the JobManager has the job; attached, it says while the job waits for slots, shows the job's print()
     output on stdout, and ends with a line "Job <id> <STATE>" on stdout.
     """
-    from engine.client.context import LocalContext, set_context
-    from engine.client.failover import BadAddress
-    from engine.client.remote import JobManagerUnreachable, NoResourceAvailable, RemoteContext, SubmissionFailed
-    from engine.common.job_execution_result import JobExecutionException
-    from engine.compat.pyflink_alias import install
+    from millstream.engine.client.context import LocalContext, set_context
+    from millstream.engine.client.failover import BadAddress
+    from millstream.engine.client.remote import JobManagerUnreachable, NoResourceAvailable, RemoteContext, SubmissionFailed
+    from millstream.engine.common.job_execution_result import JobExecutionException
+    from millstream.engine.compat.pyflink_alias import install
 
-    from engine.compat.apache_flink import coexistence_note
+    from millstream.engine.compat.apache_flink import coexistence_note
 
     settings = Settings()
     if allow_non_restored_state and not from_savepoint:
@@ -190,7 +190,7 @@ def run(
         typer.echo(f"lost the JobManager at {where}: {e or type(e).__name__}", err=True)
         code = EXIT_UNREACHABLE
     if remote is not None:
-        from engine.client import job_output
+        from millstream.engine.client import job_output
 
         job_output.finish_all()  # print() output not yet shown (execute_and_collect, execute_async)
         for job_id in remote.submitted:
@@ -216,9 +216,9 @@ def info(
 ) -> None:
     """Print the execution plan of PROGRAM's first job as JSON (as PyFlink's get_execution_plan), without
     submitting it."""
-    from engine.client.context import set_context
-    from engine.client.plan_capture import ExecutionPlanContext
-    from engine.compat.pyflink_alias import install
+    from millstream.engine.client.context import set_context
+    from millstream.engine.client.plan_capture import ExecutionPlanContext
+    from millstream.engine.compat.pyflink_alias import install
 
     install()
     context = ExecutionPlanContext(parallelism, sys.stdout)
@@ -239,7 +239,7 @@ def _job_state(http: httpx.Client, job_id: str) -> str:
 
 
 def _client(jobmanager_url: Optional[str]) -> httpx.Client:
-    from engine.client.failover import BadAddress, failover_client
+    from millstream.engine.client.failover import BadAddress, failover_client
 
     settings = Settings()
     headers = {"Authorization": f"Bearer {settings.auth_token}"} if settings.auth_token else {}

@@ -36,8 +36,8 @@ from pathlib import Path
 
 import httpx
 
-from backend.embedded_redis import embedded_redis_alive, redis_url_of, restart_embedded_redis, start_embedded_redis
-from backend.settings import Settings
+from millstream.backend.embedded_redis import embedded_redis_alive, redis_url_of, restart_embedded_redis, start_embedded_redis
+from millstream.backend.settings import Settings
 
 
 #: a JobManager that exits this soon after its start counts as crashing on start-up
@@ -150,7 +150,7 @@ class LocalCluster:
             for i in range(self.data_redis_count):
                 self.data_redis.append(start_embedded_redis(data / f"valkey-data-{i}", password=secrets.token_urlsafe(32)))
             env["MILLSTREAM_DATA_REDIS_URLS"] = ",".join(redis_url_of(s) for s in self.data_redis)
-        cli = [sys.executable, "-m", "backend.cli"]
+        cli = [sys.executable, "-m", "millstream.backend.cli"]
         for i in range(self.jobmanagers):
             name = "jobmanager" if self.jobmanagers == 1 else f"jobmanager-{i}"
             # Flink's split: the process logs to <name>.log (rotated), its stdout/stderr go to <name>.out.

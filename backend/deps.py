@@ -5,11 +5,11 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from backend.persistence.jar_store import JarRepository
-from backend.persistence.taskmanager_history import TaskManagerHistory
-from backend.services.flame_graphs import FlameGraphService
-from backend.settings import Settings
-from engine.jobmanager.dispatcher import Dispatcher
+from millstream.backend.persistence.jar_store import JarRepository
+from millstream.backend.persistence.taskmanager_history import TaskManagerHistory
+from millstream.backend.services.flame_graphs import FlameGraphService
+from millstream.backend.settings import Settings
+from millstream.engine.jobmanager.dispatcher import Dispatcher
 
 
 def get_dispatcher(request: Request) -> Dispatcher:

@@ -28,7 +28,7 @@ import httpx
 import redis
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from backend.origin_guard import cross_site_reason, host_allowed
+from millstream.backend.origin_guard import cross_site_reason, host_allowed
 
 log = logging.getLogger("millstream.forwarding")
 logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per forwarded request would drown the JobManager's log

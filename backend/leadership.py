@@ -18,12 +18,12 @@ from typing import Any, Callable
 import redis
 from sqlalchemy.orm import Session, sessionmaker
 
-from backend.persistence.leader_fence import SqlLeaderFence
-from backend.persistence.sql_job_store import SqlJobStore
-from backend.settings import Settings
-from engine.jobmanager.dispatcher import Dispatcher
-from engine.jobmanager.leader_election import FencedRedis, RedisLeaderElection
-from engine.jobmanager.leader_lease import Lease, LeaseConfig
+from millstream.backend.persistence.leader_fence import SqlLeaderFence
+from millstream.backend.persistence.sql_job_store import SqlJobStore
+from millstream.backend.settings import Settings
+from millstream.engine.jobmanager.dispatcher import Dispatcher
+from millstream.engine.jobmanager.leader_election import FencedRedis, RedisLeaderElection
+from millstream.engine.jobmanager.leader_lease import Lease, LeaseConfig
 
 log = logging.getLogger("millstream.leadership")
 

@@ -96,7 +96,7 @@ class Settings(BaseSettings):
     @property
     def data_redis_url_list(self) -> list[str]:
         """MILLSTREAM_DATA_REDIS_URLS as a list (empty: channels live on REDIS_URL)."""
-        from engine.runtime.io.data_servers import parse_urls
+        from millstream.engine.runtime.io.data_servers import parse_urls
 
         return parse_urls(self.data_redis_urls)
 
@@ -170,7 +170,7 @@ class Settings(BaseSettings):
 
 def _resolved(directory: str | None, default: Path) -> str:
     """A storage directory as every process names it: an fsspec URL as given, a path made absolute."""
-    from engine.checkpoint.filesystem import is_remote, local_path
+    from millstream.engine.checkpoint.filesystem import is_remote, local_path
 
     if directory and is_remote(directory):
         return directory.rstrip("/")

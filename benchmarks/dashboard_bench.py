@@ -52,11 +52,11 @@ VERTICES, PARALLELISM, RUNS = 4, 32, 200
 def synthetic_record(now_ms: int) -> Any:
     """A RUNNING STREAMING job: source -> map -> keyed window -> sink, 32 subtasks each,
     spread over 8 TaskManagers of 4 slots, every subtask with a full metric sample."""
-    from engine.executiongraph.archived import archive_vertices
-    from engine.executiongraph.execution_graph import ExecutionGraph
-    from engine.executiongraph.states import ExecutionState, JobStatus
-    from engine.graph.job_graph import JobEdge, JobGraph, JobVertex, OperatorDescriptor
-    from engine.jobmanager.job_store import JobRecord
+    from millstream.engine.executiongraph.archived import archive_vertices
+    from millstream.engine.executiongraph.execution_graph import ExecutionGraph
+    from millstream.engine.executiongraph.states import ExecutionState, JobStatus
+    from millstream.engine.graph.job_graph import JobEdge, JobGraph, JobVertex, OperatorDescriptor
+    from millstream.engine.jobmanager.job_store import JobRecord
 
     names = ["Source: kafka-like datagen", "parse -> Filter -> Map", "TumblingEventTimeWindows(10s) -> reduce", "Sink: collect"]
     vertices = tuple(
@@ -129,8 +129,8 @@ class BenchDispatcher:
     its JobMasters under a lock; that cost is not the dashboard's)."""
 
     def __init__(self, record: Any) -> None:
-        from engine.jobmanager.dispatcher import DispatcherConfig
-        from engine.resourcemanager.slot_pool import SlotPool, TaskManagerInfo
+        from millstream.engine.jobmanager.dispatcher import DispatcherConfig
+        from millstream.engine.resourcemanager.slot_pool import SlotPool, TaskManagerInfo
 
         self.record = record
         self.config = DispatcherConfig()
@@ -163,9 +163,9 @@ def _percentile(samples: list[float], q: float) -> float:
 def bench_render(runs: int = RUNS) -> dict[str, tuple[float, float]]:
     from starlette.requests import Request
 
-    from backend.ui import context
-    from backend.ui.templating import block, templates
-    from backend.ui.throughput import ThroughputHistory
+    from millstream.backend.ui import context
+    from millstream.backend.ui.templating import block, templates
+    from millstream.backend.ui.throughput import ThroughputHistory
 
     now = int(time.time() * 1000)
     record = synthetic_record(now)
@@ -316,7 +316,7 @@ def _run_job(cluster: Any, n: int, p: int, clients: int) -> tuple[float | None, 
 
     known = {j["jid"] for j in cluster.http.get("/jobs/overview").json()["jobs"]}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "backend.cli", "run", str(JOB), str(n), str(p)],
+        [sys.executable, "-m", "millstream.backend.cli", "run", str(JOB), str(n), str(p)],
         env=cluster.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     events = errors = 0

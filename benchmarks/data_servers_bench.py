@@ -63,8 +63,8 @@ class Run:
 
 @contextmanager
 def _cluster(data_servers: int) -> Iterator[Callable[[int], Run]]:
-    from backend.cluster_launcher import LocalCluster
-    from backend.settings import Settings
+    from millstream.backend.cluster_launcher import LocalCluster
+    from millstream.backend.settings import Settings
 
     with tempfile.TemporaryDirectory(prefix="millstream-shards-") as tmp:
         settings = Settings(port=free_port(), data_dir=Path(tmp), redis_url=None, database_url=None)
@@ -82,7 +82,7 @@ def _cluster(data_servers: int) -> Iterator[Callable[[int], Run]]:
             def submit(n: int) -> Run:
                 time.sleep(SETTLE_S)
                 c0, d0 = proc_cpu_s(control), [proc_cpu_s(p) for p in data]
-                line = run([sys.executable, "-m", "backend.cli", "run", str(JOB), str(n), "2"], env)
+                line = run([sys.executable, "-m", "millstream.backend.cli", "run", str(JOB), str(n), "2"], env)
                 return Run(line, proc_cpu_s(control) - c0, [proc_cpu_s(p) - d for p, d in zip(data, d0)])
 
             yield submit

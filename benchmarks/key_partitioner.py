@@ -22,7 +22,7 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engine.runtime import partitioner as new_partitioner  # noqa: E402
+from millstream.engine.runtime import partitioner as new_partitioner  # noqa: E402
 
 
 def _old_module(rev: str) -> Any:
@@ -30,7 +30,7 @@ def _old_module(rev: str) -> Any:
     tmp = Path(tempfile.mkdtemp(prefix="old-partitioner-"))
     for name in ("key_groups", "partitioner"):
         src = subprocess.run(["git", "show", f"{rev}:engine/runtime/{name}.py"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
-        (tmp / f"old_{name}.py").write_text(src.replace("from engine.runtime.key_groups", "from old_key_groups"))
+        (tmp / f"old_{name}.py").write_text(src.replace("from millstream.engine.runtime.key_groups", "from old_key_groups").replace("from engine.runtime.key_groups", "from old_key_groups"))
     sys.path.insert(0, str(tmp))
     spec = importlib.util.spec_from_file_location("old_partitioner", tmp / "old_partitioner.py")
     module = importlib.util.module_from_spec(spec)

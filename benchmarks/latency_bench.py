@@ -35,7 +35,7 @@ INTERVAL_MS = 100
 
 
 def _start(submit: Any, rate: int, parallelism: int) -> str:
-    cmd = [sys.executable, "-m", "backend.cli", "run", "--detached", str(JOB), "paced", str(rate), str(parallelism), str(INTERVAL_MS)]
+    cmd = [sys.executable, "-m", "millstream.backend.cli", "run", "--detached", str(JOB), "paced", str(rate), str(parallelism), str(INTERVAL_MS)]
     out = subprocess.run(cmd, env=submit.env, capture_output=True, text=True, timeout=300)
     m = re.search(r"[0-9a-f]{32}", out.stdout + out.stderr)
     if m is None:
@@ -117,7 +117,7 @@ def measure(rates: list[int], seconds: float, n: int, pairs: int) -> list[str]:
 
 
 def _throughput(submit: Any, n: int, interval: int) -> str:
-    cmd = [sys.executable, "-m", "backend.cli", "run", str(JOB), "throughput", str(n), "2", str(interval)]
+    cmd = [sys.executable, "-m", "millstream.backend.cli", "run", str(JOB), "throughput", str(n), "2", str(interval)]
     out = subprocess.run(cmd, env=submit.env, capture_output=True, text=True, timeout=900)
     line = next((ln for ln in out.stdout.splitlines() if "records_per_s=" in ln), None)
     return line or f"failed: {out.stdout[-300:]}{out.stderr[-300:]}"

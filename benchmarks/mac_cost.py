@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from engine.runtime.io.serialization import RECORDS, MsgpackSerializer  # noqa: E402
-from engine.security.mac import Sealer  # noqa: E402
+from millstream.engine.runtime.io.serialization import RECORDS, MsgpackSerializer  # noqa: E402
+from millstream.engine.security.mac import Sealer  # noqa: E402
 
 BUFFER_RECORDS = 1024
 

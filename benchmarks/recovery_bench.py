@@ -67,8 +67,8 @@ def measure_recovery(
     """Seconds from the SIGKILL to detection, to RUNNING again and to the first record processed.
     ``keys``: the job counts that many distinct keys (large state, issue 16), and the kill comes once
     a checkpoint completed after every key was seen."""
-    from backend.cluster_launcher import LocalCluster
-    from backend.settings import Settings
+    from millstream.backend.cluster_launcher import LocalCluster
+    from millstream.backend.settings import Settings
     from run import free_port  # benchmarks/run.py
 
     saved = os.environ.get(HEARTBEAT_ENV)
@@ -89,7 +89,7 @@ def measure_recovery(
                     return {"error": f"the cluster did not start; see {tmp}/log"}
                 env = dict(cluster.env, MILLSTREAM_JOBMANAGER=str(http.base_url))
                 job = subprocess.Popen(
-                    [sys.executable, "-m", "backend.cli", "run", str(JOB), str(n), str(rate), "2",
+                    [sys.executable, "-m", "millstream.backend.cli", "run", str(JOB), str(n), str(rate), "2",
                      *([str(keys), backend] if keys else [])],
                     env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                 )
@@ -142,8 +142,8 @@ def measure_rescale(keys: int, backend: str, rate: int = 60_000) -> dict[str, An
     """A job of ``keys`` keys at parallelism 2 is stopped with a savepoint once every key is in a
     checkpoint, then resumed from it at parallelism 3: seconds from the resubmission to RUNNING and
     to the first record processed (and the savepoint's duration)."""
-    from backend.cluster_launcher import LocalCluster
-    from backend.settings import Settings
+    from millstream.backend.cluster_launcher import LocalCluster
+    from millstream.backend.settings import Settings
     from run import free_port  # benchmarks/run.py
 
     procs: list[subprocess.Popen] = []
@@ -161,7 +161,7 @@ def measure_rescale(keys: int, backend: str, rate: int = 60_000) -> dict[str, An
                 top = [0]
 
                 def start(p: int, savepoint: str | None) -> subprocess.Popen:
-                    args = [sys.executable, "-m", "backend.cli", "run", "-p", str(p), *(["-s", savepoint] if savepoint else []),
+                    args = [sys.executable, "-m", "millstream.backend.cli", "run", "-p", str(p), *(["-s", savepoint] if savepoint else []),
                             str(JOB), str(8 * keys), str(rate), str(p), str(keys), backend]
                     proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
                     procs.append(proc)

@@ -82,8 +82,8 @@ def local_cluster(taskmanagers: int, slots: int = 2) -> Iterator[Submit]:
     """A fresh local cluster; yields ``submit(n, parallelism, job, extra, inspect)`` to run jobs on it
     one after another (its ``url`` attribute is the REST address). ``inspect(rest url, job stdout)``
     runs after the job, before shutdown."""
-    from backend.cluster_launcher import LocalCluster
-    from backend.settings import Settings
+    from millstream.backend.cluster_launcher import LocalCluster
+    from millstream.backend.settings import Settings
 
     with tempfile.TemporaryDirectory(prefix="millstream-bench-") as tmp:
         settings = Settings(port=free_port(), data_dir=Path(tmp), redis_url=None, database_url=None)
@@ -101,7 +101,7 @@ def local_cluster(taskmanagers: int, slots: int = 2) -> Iterator[Submit]:
                 extra: tuple[str, ...] = (),
                 inspect: Callable[[str, str], Any] | None = None,
             ) -> str:
-                cmd = [sys.executable, "-m", "backend.cli", "run", str(job), str(n), str(parallelism), *extra]
+                cmd = [sys.executable, "-m", "millstream.backend.cli", "run", str(job), str(n), str(parallelism), *extra]
                 output: list[str] = []
                 line = run(cmd, env, output=output)
                 if inspect is not None and not line.startswith("failed"):
@@ -188,7 +188,7 @@ def main() -> None:
     results["Millstream, 1 TaskManager x 2 slots, P=1"] = on_cluster(n // 2, taskmanagers=1, parallelism=1)
     results["Millstream, 1 TaskManager x 2 slots, P=2"] = on_cluster(n // 2, taskmanagers=1, parallelism=2)
     results["Millstream mini-cluster, in-process, P=2"] = run(
-        [sys.executable, "-m", "backend.cli", "run", "--local", str(JOB), str(n), "2", "minicluster"]
+        [sys.executable, "-m", "millstream.backend.cli", "run", "--local", str(JOB), str(n), "2", "minicluster"]
     )
     bytewax = Path("/tmp/bytewax/bin/python")
     if bytewax.exists() and not args.skip_peers:

@@ -36,7 +36,7 @@ from interleave import abba_pairs  # noqa: E402
 from machine import machine  # noqa: E402
 from run import JOB, free_port, rate, run  # noqa: E402
 
-from engine import redis_keys  # noqa: E402
+from millstream.engine import redis_keys  # noqa: E402
 
 _SWITCH = {"MILLSTREAM_BENCHMARK": "1", "MILLSTREAM_BENCHMARK_UNSEALED": "1"}
 SETTLE_S = 4.0  # before each run: the previous job's cluster finishes its after-job work
@@ -69,8 +69,8 @@ def _client_cpu() -> float:
 @contextmanager
 def _cluster(unsealed: bool) -> Iterator[Callable[[int], Run]]:
     """A fresh local cluster, sealed or not; yields ``submit(n)`` running the rolling count at P=2."""
-    from backend.cluster_launcher import LocalCluster
-    from backend.settings import Settings
+    from millstream.backend.cluster_launcher import LocalCluster
+    from millstream.backend.settings import Settings
 
     with tempfile.TemporaryDirectory(prefix="millstream-seal-") as tmp:
         settings = Settings(port=free_port(), data_dir=Path(tmp), redis_url=None, database_url=None)
@@ -94,7 +94,7 @@ def _cluster(unsealed: bool) -> Iterator[Callable[[int], Run]]:
             def submit(n: int) -> Run:
                 time.sleep(SETTLE_S)
                 cpu0, client0 = _cpu(pids), _client_cpu()
-                line = run([sys.executable, "-m", "backend.cli", "run", str(JOB), str(n), "2"], env)
+                line = run([sys.executable, "-m", "millstream.backend.cli", "run", str(JOB), str(n), "2"], env)
                 return line, _cpu(pids) - cpu0 + _client_cpu() - client0
 
             yield submit

@@ -96,7 +96,7 @@ def report(first: Sample, last: Sample) -> list[str]:
 
 def run_short(env: dict[str, str], i: int) -> None:
     p = subprocess.run(
-        [sys.executable, "-m", "backend.cli", "run", str(SHORT_JOB), "20000", "2", f"short-{i}"],
+        [sys.executable, "-m", "millstream.backend.cli", "run", str(SHORT_JOB), "20000", "2", f"short-{i}"],
         env=env, capture_output=True, text=True, timeout=300,
     )
     if p.returncode != 0 or "records_per_s=" not in p.stdout:
@@ -104,8 +104,8 @@ def run_short(env: dict[str, str], i: int) -> None:
 
 
 def soak(minutes: float, short_jobs: int) -> list[str]:
-    from backend.cluster_launcher import LocalCluster
-    from backend.settings import Settings
+    from millstream.backend.cluster_launcher import LocalCluster
+    from millstream.backend.settings import Settings
     from run import free_port
 
     with tempfile.TemporaryDirectory(prefix="millstream-soak-") as tmp:
@@ -122,7 +122,7 @@ def soak(minutes: float, short_jobs: int) -> list[str]:
             # Runs until cancelled below, after the short jobs and at least ``minutes``: its end is ours.
             n = int(minutes * 60 * rate * 10)
             long_run = subprocess.Popen(
-                [sys.executable, "-m", "backend.cli", "run", str(LONG_JOB), str(n), str(rate), str(Path(tmp) / "out")],
+                [sys.executable, "-m", "millstream.backend.cli", "run", str(LONG_JOB), str(n), str(rate), str(Path(tmp) / "out")],
                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             )
             started = time.monotonic()

@@ -5,7 +5,7 @@
 Generates LINES lines (default 5,000,000, about 300 MB) once under
 ``var/bench``, then times, in the same run:
 (a) the Millstream DataStream program (FileSource, flat_map, key_by, reduce,
-    execute_and_collect) run through ``engine.spark.driver``, the process a
+    execute_and_collect) run through ``millstream.engine.spark.driver``, the process a
     JobManager starts per Spark job (results pushed to a private valkey, as in
     the cluster);
 (b) ``benchmarks/spark_baseline.py``, the same count hand-written in PySpark,
@@ -43,12 +43,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from engine.client.context import set_context  # noqa: E402
-from engine.client.job_client import CloseableIterator  # noqa: E402
-from engine.datastream import StreamExecutionEnvironment  # noqa: E402
-from engine.datastream.connectors.file_system import FileSource, StreamFormat  # noqa: E402
-from engine.datastream.execution_mode import RuntimeExecutionMode  # noqa: E402
-from engine.runtime.collect import RECORDS, CollectEntry  # noqa: E402
+from millstream.engine.client.context import set_context  # noqa: E402
+from millstream.engine.client.job_client import CloseableIterator  # noqa: E402
+from millstream.engine.datastream import StreamExecutionEnvironment  # noqa: E402
+from millstream.engine.datastream.connectors.file_system import FileSource, StreamFormat  # noqa: E402
+from millstream.engine.datastream.execution_mode import RuntimeExecutionMode  # noqa: E402
+from millstream.engine.runtime.collect import RECORDS, CollectEntry  # noqa: E402
 
 VOCABULARY = [f"w{i}" for i in range(5000)]
 WORDS_PER_LINE = 10
@@ -175,8 +175,8 @@ def run_millstream(path: str, master: str, parallelism: int, redis_url: str) -> 
     """Seconds of the Spark driver process a JobManager would start, and the words it counted."""
     import redis
 
-    from engine import redis_keys
-    from engine.runtime.io.serialization import MsgpackSerializer
+    from millstream.engine import redis_keys
+    from millstream.engine.runtime.io.serialization import MsgpackSerializer
 
     job_graph, stream_graph = millstream_job(path, parallelism)
     with tempfile.TemporaryDirectory() as d:
@@ -186,7 +186,7 @@ def run_millstream(path: str, master: str, parallelism: int, redis_url: str) -> 
         started = time.perf_counter()
         with TreeCpu() as cpu:
             subprocess.run(
-                [sys.executable, "-m", "engine.spark.driver", "--job-id", job_graph.job_id, "--redis-url", redis_url,
+                [sys.executable, "-m", "millstream.engine.spark.driver", "--job-id", job_graph.job_id, "--redis-url", redis_url,
                  "--spark-master", master, "--job-graph", graph_file, "--user-code", code_file],
                 cwd=ROOT, check=True,
             )
@@ -211,8 +211,8 @@ def run_baseline(path: str, master: str, parallelism: int) -> Figure:
 def run_native(path: str, parallelism: int) -> Figure:
     """``millstream run --engine native``: the same program on the streaming runtime in BATCH mode, on a
     local cluster (a JobManager and one TaskManager with a slot per core, started before the clock)."""
-    from backend.cluster_launcher import LocalCluster
-    from backend.settings import Settings
+    from millstream.backend.cluster_launcher import LocalCluster
+    from millstream.backend.settings import Settings
 
     with tempfile.TemporaryDirectory(prefix="millstream-bench-") as tmp:
         with socket.socket() as sock:
@@ -228,7 +228,7 @@ def run_native(path: str, parallelism: int) -> Figure:
             started = time.perf_counter()
             with TreeCpu() as cpu:  # the client, and the JobManager, TaskManager and valkey it keeps busy
                 out = subprocess.run(
-                    [sys.executable, "-m", "backend.cli", "run", "--engine", "native", __file__, "--job", path,
+                    [sys.executable, "-m", "millstream.backend.cli", "run", "--engine", "native", __file__, "--job", path,
                      str(parallelism)],
                     env=env, cwd=ROOT, check=True, capture_output=True, text=True,
                 ).stdout
@@ -264,7 +264,7 @@ def main() -> None:
     print(f"machine: {machine()}")
     print(f"{path}: {path.stat().st_size / 1e6:.0f} MB, {ns.lines} lines, master {ns.master}, parallelism {ns.parallelism}")
 
-    from backend.embedded_redis import redis_url_of, start_embedded_redis
+    from millstream.backend.embedded_redis import redis_url_of, start_embedded_redis
 
     translated_runs: list[Figure] = []
     baseline_runs: list[Figure] = []

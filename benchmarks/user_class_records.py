@@ -29,9 +29,9 @@ from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.runtime.io import serialization as S  # noqa: E402
-from engine.runtime.io.serialization import RECORDS, MsgpackSerializer, PickleSerializer  # noqa: E402
-from engine.runtime.user_code_class_loader import load_user_code  # noqa: E402
+from millstream.engine.runtime.io import serialization as S  # noqa: E402
+from millstream.engine.runtime.io.serialization import RECORDS, MsgpackSerializer, PickleSerializer  # noqa: E402
+from millstream.engine.runtime.user_code_class_loader import load_user_code  # noqa: E402
 
 CLIENT = """
 import sys, cloudpickle

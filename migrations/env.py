@@ -1,13 +1,13 @@
 """Alembic environment: migrates the database whose URL the config carries,
-comparing against the metadata of ``backend.persistence.models``."""
+comparing against the metadata of ``millstream.backend.persistence.models``."""
 from __future__ import annotations
 
 from logging.config import fileConfig
 
 from alembic import context
 
-from backend.persistence.database import make_engine
-from backend.persistence.models import Base
+from millstream.backend.persistence.database import make_engine
+from millstream.backend.persistence.models import Base
 
 config = context.config
 target_metadata = Base.metadata
@@ -22,7 +22,7 @@ def _database_url() -> str:
     url = config.get_main_option("sqlalchemy.url")
     if url:
         return url
-    from backend.settings import Settings
+    from millstream.backend.settings import Settings
 
     return Settings().resolved_database_url
 

@@ -6,7 +6,7 @@ from typing import Iterator
 import pytest
 import redis
 
-from backend.embedded_redis import redis_url_of, start_embedded_redis
+from millstream.backend.embedded_redis import redis_url_of, start_embedded_redis
 
 
 @pytest.fixture(scope="session")

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from engine.runtime.operators.base import OperatorContext
-from engine.runtime.state.heap_backend import HeapKeyedStateBackend
-from engine.runtime.task_metrics import TaskIOMetrics
+from millstream.engine.runtime.operators.base import OperatorContext
+from millstream.engine.runtime.state.heap_backend import HeapKeyedStateBackend
+from millstream.engine.runtime.task_metrics import TaskIOMetrics
 
 
 def keyed_context(

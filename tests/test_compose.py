@@ -41,8 +41,8 @@ import pytest
 import typer.main
 import yaml
 
-from backend.cli import app as cli_app
-from backend.settings import known_variables
+from millstream.backend.cli import app as cli_app
+from millstream.backend.settings import known_variables
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -529,11 +529,11 @@ def _metric_names_used(expr: str) -> set[str]:
 
 def _metric_names_served() -> set[str]:
     """Every family name the JobManager and TaskManager endpoints can serve (built-ins; user metrics vary)."""
-    from engine.metrics.job_metrics import CHECKPOINT_METRICS, JOB_METRICS, JOBMANAGER_METRICS
-    from engine.metrics.prometheus_reporter import (
+    from millstream.engine.metrics.job_metrics import CHECKPOINT_METRICS, JOB_METRICS, JOBMANAGER_METRICS
+    from millstream.engine.metrics.prometheus_reporter import (
         JOB_SCOPE, JOBMANAGER_SCOPE, OPERATOR_SCOPE, TASK_METRICS, TASK_SCOPE, TASKMANAGER_SCOPE, metric_name,
     )
-    from engine.metrics.taskmanager_metrics import TASKMANAGER_METRICS
+    from millstream.engine.metrics.taskmanager_metrics import TASKMANAGER_METRICS
 
     return (
         {metric_name(JOBMANAGER_SCOPE, n) for n in JOBMANAGER_METRICS}

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 
-from backend.persistence.audit_log import AuditLog
+from millstream.backend.persistence.audit_log import AuditLog
 
 router = APIRouter(tags=["audit"])
 

@@ -5,8 +5,8 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException
 
-from backend.deps import DispatcherDep
-from engine.jobmanager.dispatcher import Dispatcher, UnknownJob
+from millstream.backend.deps import DispatcherDep
+from millstream.engine.jobmanager.dispatcher import Dispatcher, UnknownJob
 
 router = APIRouter(tags=["checkpoints"])
 

@@ -10,11 +10,11 @@ from fastapi import APIRouter, HTTPException
 from fastapi.responses import PlainTextResponse
 from typing_extensions import TypedDict
 
-from backend.api.taskmanagers import LOG_TAIL_BYTES, read_tail
-from backend.deps import DispatcherDep, SettingsDep
-from backend.services.taskmanager_views import LogList, log_list
-from backend.settings import Settings
-from engine.spark.availability import spark_available, spark_unavailable_reason
+from millstream.backend.api.taskmanagers import LOG_TAIL_BYTES, read_tail
+from millstream.backend.deps import DispatcherDep, SettingsDep
+from millstream.backend.services.taskmanager_views import LogList, log_list
+from millstream.backend.settings import Settings
+from millstream.engine.spark.availability import spark_available, spark_unavailable_reason
 
 router = APIRouter(tags=["cluster"])
 
@@ -24,7 +24,7 @@ MASK = "******"
 
 
 def flink_version() -> str:
-    from backend.app import VERSION  # deferred: backend.app imports this module's package
+    from millstream.backend.app import VERSION  # deferred: backend.app imports this module's package
 
     return f"millstream-{VERSION}"
 

@@ -7,11 +7,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, File, HTTPException, Request, UploadFile
 from pydantic import BaseModel, Field
 
-from backend.deps import DispatcherDep
-from backend.services.program_runner import PlanBusy, ProgramFailed
-from backend.services.programs import ProgramService, UploadTooLarge
-from backend.services.uploads import UploadRejected
-from engine.graph.validation import text_problem
+from millstream.backend.deps import DispatcherDep
+from millstream.backend.services.program_runner import PlanBusy, ProgramFailed
+from millstream.backend.services.programs import ProgramService, UploadTooLarge
+from millstream.backend.services.uploads import UploadRejected
+from millstream.engine.graph.validation import text_problem
 
 router = APIRouter(tags=["jars"])
 

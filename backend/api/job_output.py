@@ -7,9 +7,9 @@ from typing import Any
 
 from fastapi import APIRouter, Query
 
-from backend.api.jobs import JobId, load_job
-from backend.deps import DispatcherDep
-from backend.services.job_output import read_output
+from millstream.backend.api.jobs import JobId, load_job
+from millstream.backend.deps import DispatcherDep
+from millstream.backend.services.job_output import read_output
 
 router = APIRouter(tags=["jobs"])
 

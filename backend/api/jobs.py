@@ -10,11 +10,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Path, Query
 
-from backend.deps import DispatcherDep
-from backend.services import job_views
-from backend.services.job_views import JobsList, JobsOverview
-from engine.jobmanager.dispatcher import Dispatcher, UnknownJob
-from engine.jobmanager.job_store import JobRecord
+from millstream.backend.deps import DispatcherDep
+from millstream.backend.services import job_views
+from millstream.backend.services.job_views import JobsList, JobsOverview
+from millstream.engine.jobmanager.dispatcher import Dispatcher, UnknownJob
+from millstream.engine.jobmanager.job_store import JobRecord
 
 router = APIRouter(tags=["jobs"])
 

@@ -8,13 +8,13 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from backend.api.jobs import JobId, load_job
-from backend.deps import DispatcherDep
-from backend.services import jobmanager_metrics
-from backend.services.metric_aggregation import aggregate, values_answer
-from engine.metrics.job_metrics import job_values
-from engine.metrics.taskmanager_metrics import taskmanager_values
-from engine.runtime.latency_markers import rest_values as latency_rest_values
+from millstream.backend.api.jobs import JobId, load_job
+from millstream.backend.deps import DispatcherDep
+from millstream.backend.services import jobmanager_metrics
+from millstream.backend.services.metric_aggregation import aggregate, values_answer
+from millstream.engine.metrics.job_metrics import job_values
+from millstream.engine.metrics.taskmanager_metrics import taskmanager_values
+from millstream.engine.runtime.latency_markers import rest_values as latency_rest_values
 
 router = APIRouter(tags=["metrics"])
 

@@ -7,10 +7,10 @@ from typing import Any
 from fastapi import APIRouter, Body, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from backend.api.jobs import JobId, load_job
-from backend.deps import DispatcherDep
-from backend.services.savepoint_views import CHECKPOINT_EXCEPTION, operation_status, savepoint_entry
-from engine.jobmanager.savepoint_disposal import DisposalResults
+from millstream.backend.api.jobs import JobId, load_job
+from millstream.backend.deps import DispatcherDep
+from millstream.backend.services.savepoint_views import CHECKPOINT_EXCEPTION, operation_status, savepoint_entry
+from millstream.engine.jobmanager.savepoint_disposal import DisposalResults
 
 router = APIRouter(tags=["savepoints"])
 

@@ -7,10 +7,10 @@ import msgpack
 from fastapi import APIRouter, File, Form, HTTPException, Query, Response, UploadFile
 from pydantic import BaseModel
 
-from backend.deps import DispatcherDep, SettingsDep
-from engine.graph.validation import InvalidJobGraph, parse_job_graph
-from engine.runtime.collect import Ack
-from engine.runtime.io.redis_collect import ResultOffsetError
+from millstream.backend.deps import DispatcherDep, SettingsDep
+from millstream.engine.graph.validation import InvalidJobGraph, parse_job_graph
+from millstream.engine.runtime.collect import Ack
+from millstream.engine.runtime.io.redis_collect import ResultOffsetError
 
 MAX_OFFSET = 2**53  # exact in the Lua that trims the results; no job writes more entries
 

@@ -16,12 +16,12 @@ import redis
 from fastapi import APIRouter, HTTPException, Path as PathParam
 from fastapi.responses import PlainTextResponse
 
-from backend.deps import DispatcherDep, SettingsDep
-from backend.services.taskmanager_views import LogList, TaskManagers, log_list, taskmanager_detail, taskmanagers_list
-from backend.settings import Settings
-from engine.jobmanager.dispatcher import Dispatcher
-from engine.resourcemanager.slot_pool import TaskManagerInfo
-from engine.taskexecutor.log_shipper import read_log
+from millstream.backend.deps import DispatcherDep, SettingsDep
+from millstream.backend.services.taskmanager_views import LogList, TaskManagers, log_list, taskmanager_detail, taskmanagers_list
+from millstream.backend.settings import Settings
+from millstream.engine.jobmanager.dispatcher import Dispatcher
+from millstream.engine.resourcemanager.slot_pool import TaskManagerInfo
+from millstream.engine.taskexecutor.log_shipper import read_log
 
 router = APIRouter(tags=["taskmanagers"])
 

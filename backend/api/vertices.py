@@ -5,13 +5,13 @@ from typing import Annotated, Any, Callable, TypeVar
 
 from fastapi import APIRouter, HTTPException, Path, Query
 
-from backend.api.jobs import JobId, load_job, now_ms
-from backend.deps import DispatcherDep, FlameGraphsDep
-from backend.services.flame_graphs import UnknownFlameGraphVertex
-from engine.jobmanager.vertex_flame_graph import TERMINATED, FlameGraphType, no_data
-from backend.services import job_views, metric_views
-from backend.services.metric_aggregation import parse_subtasks
-from engine.jobmanager.dispatcher import Dispatcher
+from millstream.backend.api.jobs import JobId, load_job, now_ms
+from millstream.backend.deps import DispatcherDep, FlameGraphsDep
+from millstream.backend.services.flame_graphs import UnknownFlameGraphVertex
+from millstream.engine.jobmanager.vertex_flame_graph import TERMINATED, FlameGraphType, no_data
+from millstream.backend.services import job_views, metric_views
+from millstream.backend.services.metric_aggregation import parse_subtasks
+from millstream.engine.jobmanager.dispatcher import Dispatcher
 
 router = APIRouter(tags=["vertices"])
 

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from backend.persistence.models import AuditEntryRow
+from millstream.backend.persistence.models import AuditEntryRow
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from sqlalchemy import Engine, create_engine, event, inspect
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
-from backend.persistence.models import Base
+from millstream.backend.persistence.models import Base
 
 # Resolved from this file so upgrades work whatever the current directory is.
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"

@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from backend.persistence.models import JarRow
+from millstream.backend.persistence.models import JarRow
 
 
 @dataclass(frozen=True)

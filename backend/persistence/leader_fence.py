@@ -13,9 +13,9 @@ from sqlalchemy import select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, sessionmaker
 
-from backend.persistence.models import JobManagerLeaderRow
-from engine.jobmanager.leader_election import FencedOut
-from engine.jobmanager.leader_lease import Lease
+from millstream.backend.persistence.models import JobManagerLeaderRow
+from millstream.engine.jobmanager.leader_election import FencedOut
+from millstream.engine.jobmanager.leader_lease import Lease
 
 _TABLE = JobManagerLeaderRow.__table__
 

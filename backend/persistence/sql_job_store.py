@@ -15,12 +15,12 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import defer
 from sqlalchemy.orm import Session, sessionmaker
 
-from backend.persistence.leader_fence import SqlLeaderFence
-from backend.persistence.models import (
+from millstream.backend.persistence.leader_fence import SqlLeaderFence
+from millstream.backend.persistence.models import (
     CheckpointRestoreRow, CheckpointRow, JobExceptionRow, JobOutputRow, JobRow, SavepointRow,
 )
-from backend.persistence.upsert import upsert
-from engine.jobmanager.job_store import TERMINAL_STATES, ExceptionRecord, JobOutputRecord, JobRecord, SavepointRecord
+from millstream.backend.persistence.upsert import upsert
+from millstream.engine.jobmanager.job_store import TERMINAL_STATES, ExceptionRecord, JobOutputRecord, JobRecord, SavepointRecord
 
 _JOB_COLUMNS = [c.name for c in JobRow.__table__.columns]
 _SAVEPOINT_COLUMNS = [c.name for c in SavepointRow.__table__.columns]

@@ -7,8 +7,8 @@ from enum import StrEnum
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from backend.persistence.models import TaskManagerRow
-from backend.persistence.upsert import upsert
+from millstream.backend.persistence.models import TaskManagerRow
+from millstream.backend.persistence.upsert import upsert
 
 
 class TaskManagerState(StrEnum):

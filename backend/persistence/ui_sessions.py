@@ -14,7 +14,7 @@ import time
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from backend.persistence.models import UISessionRow
+from millstream.backend.persistence.models import UISessionRow
 
 
 def _hash(session_id: str) -> str:

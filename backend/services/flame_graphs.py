@@ -14,17 +14,17 @@ from typing import Any
 
 import redis
 
-from engine import redis_keys
-from engine.executiongraph.states import ExecutionState, JobStatus
-from engine.jobmanager.dispatcher import Dispatcher
-from engine.jobmanager.vertex_flame_graph import (
+from millstream.engine import redis_keys
+from millstream.engine.executiongraph.states import ExecutionState, JobStatus
+from millstream.engine.jobmanager.dispatcher import Dispatcher
+from millstream.engine.jobmanager.vertex_flame_graph import (
     TERMINATED,
     FlameGraphOptions,
     FlameGraphType,
     VertexFlameGraphTracker,
     no_data,
 )
-from engine.taskexecutor import messages
+from millstream.engine.taskexecutor import messages
 
 
 class UnknownFlameGraphVertex(KeyError):

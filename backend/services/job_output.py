@@ -7,11 +7,11 @@ from dataclasses import dataclass
 
 import redis
 
-from engine import redis_keys
-from engine.executiongraph.states import JobStatus
-from engine.jobmanager.dispatcher import Dispatcher
-from engine.jobmanager.job_store import OUTPUT_KEPT_CHARS, OUTPUT_KEPT_LINES, JobOutputRecord, JobRecord
-from engine.runtime.io.job_stdout import read_lines, stdout_key
+from millstream.engine import redis_keys
+from millstream.engine.executiongraph.states import JobStatus
+from millstream.engine.jobmanager.dispatcher import Dispatcher
+from millstream.engine.jobmanager.job_store import OUTPUT_KEPT_CHARS, OUTPUT_KEPT_LINES, JobOutputRecord, JobRecord
+from millstream.engine.runtime.io.job_stdout import read_lines, stdout_key
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,12 @@ from typing import Any
 
 from typing_extensions import TypedDict
 
-from engine.executiongraph.restart_backoff import RestartBackoffTimeStrategy
-from engine.executiongraph.states import ExecutionState, JobStatus
-from engine.graph.job_graph import JobGraph
-from engine.jobmanager.job_store import ExceptionRecord, JobRecord
-from backend.services.metric_aggregation import AGGREGATIONS, aggregate
-from engine.runtime.task_metrics import backpressure_level
+from millstream.engine.executiongraph.restart_backoff import RestartBackoffTimeStrategy
+from millstream.engine.executiongraph.states import ExecutionState, JobStatus
+from millstream.engine.graph.job_graph import JobGraph
+from millstream.engine.jobmanager.job_store import ExceptionRecord, JobRecord
+from millstream.backend.services.metric_aggregation import AGGREGATIONS, aggregate
+from millstream.engine.runtime.task_metrics import backpressure_level
 
 TASK_STATES: tuple[str, ...] = tuple(s.value for s in ExecutionState)
 UNASSIGNED = "(unassigned)"  # Flink's endpoint / taskmanager-id for a subtask without a slot

@@ -15,12 +15,12 @@ from typing import Any
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
-from backend.services.process_metrics import jobmanager_process_values
-from engine.executiongraph.states import JobStatus
-from engine.jobmanager.dispatcher import Dispatcher
-from engine.metrics.job_metrics import JobMetricInputs, job_values, jobmanager_values
-from engine.metrics.prometheus_reporter import jobmanager_families
-from engine.runtime.task_metrics import LATENCY_FIGURE
+from millstream.backend.services.process_metrics import jobmanager_process_values
+from millstream.engine.executiongraph.states import JobStatus
+from millstream.engine.jobmanager.dispatcher import Dispatcher
+from millstream.engine.metrics.job_metrics import JobMetricInputs, job_values, jobmanager_values
+from millstream.engine.metrics.prometheus_reporter import jobmanager_families
+from millstream.engine.runtime.task_metrics import LATENCY_FIGURE
 
 
 def now_ms() -> int:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from backend.services.job_views import UnknownVertex, find_vertex
-from engine.jobmanager.job_store import JobRecord
+from millstream.backend.services.job_views import UnknownVertex, find_vertex
+from millstream.engine.jobmanager.job_store import JobRecord
 
 # Not metrics: where and when the sample was taken; latency histograms are the job's metrics, as in Flink.
 _BOOKKEEPING = frozenset({"attempt", "tm", "slot", "ts", "latencyHistograms"})

@@ -1,6 +1,6 @@
 """The plan sandbox: runs one command and leaves no process of it behind.
 
-``python -m backend.services.plan_sandbox --timeout S -- cmd ...`` makes itself a
+``python -m millstream.backend.services.plan_sandbox --timeout S -- cmd ...`` makes itself a
 child subreaper (Linux ``PR_SET_CHILD_SUBREAPER``), so every process the command
 forks, even one that double-forks and calls ``setsid`` to detach, is re-parented
 here rather than to init when its parent exits. When the command exits or its

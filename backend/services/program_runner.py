@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.graph.job_graph import JobGraph
+from millstream.engine.graph.job_graph import JobGraph
 
 
 # What a plan subprocess may see of the JobManager's environment: enough to find Python and
@@ -74,7 +74,7 @@ class PlanLimiter:
 
 
 def _run_sandboxed(cmd: list[str], cwd: str, env: dict[str, str], timeout_s: float) -> subprocess.CompletedProcess:
-    sandbox = [sys.executable, "-m", "backend.services.plan_sandbox", "--timeout", str(timeout_s), "--", *cmd]
+    sandbox = [sys.executable, "-m", "millstream.backend.services.plan_sandbox", "--timeout", str(timeout_s), "--", *cmd]
     proc = subprocess.Popen(
         sandbox, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, start_new_session=True,
@@ -90,7 +90,7 @@ def _run_sandboxed(cmd: list[str], cwd: str, env: dict[str, str], timeout_s: flo
 
 def capture_job(program: Path, args: list[str], parallelism: int | None, timeout_s: float) -> CapturedJob:
     with tempfile.TemporaryDirectory(prefix="millstream-plan-") as out:
-        cmd = [sys.executable, "-m", "engine.client.plan_capture", "--out", out]
+        cmd = [sys.executable, "-m", "millstream.engine.client.plan_capture", "--out", out]
         if parallelism:
             cmd += ["--parallelism", str(parallelism)]
         cmd += [str(program), *args]

@@ -6,9 +6,9 @@ import time
 from pathlib import Path
 from typing import BinaryIO
 
-from backend.persistence.jar_store import JarInfo, JarRepository
-from backend.services.program_runner import CapturedJob, PlanLimiter, ProgramFailed, capture_job
-from backend.services.uploads import (
+from millstream.backend.persistence.jar_store import JarInfo, JarRepository
+from millstream.backend.services.program_runner import CapturedJob, PlanLimiter, ProgramFailed, capture_job
+from millstream.backend.services.uploads import (
     UploadRejected,
     check_program_args,
     check_suffix,
@@ -17,7 +17,7 @@ from backend.services.uploads import (
     safe_display_name,
     zip_entry_point,
 )
-from engine.graph.validation import InvalidJobGraph, validate_job_graph
+from millstream.engine.graph.validation import InvalidJobGraph, validate_job_graph
 
 
 class UploadTooLarge(UploadRejected):

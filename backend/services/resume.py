@@ -14,8 +14,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from engine.graph.job_graph import JobGraph
-from engine.jobmanager.dispatcher import Dispatcher
+from millstream.engine.graph.job_graph import JobGraph
+from millstream.engine.jobmanager.dispatcher import Dispatcher
 
 # The old run's savepoint options; the Dispatcher sets the chosen savepoint's own.
 SAVEPOINT_OPTIONS = ("execution.savepoint.path", "execution.savepoint.ignore-unclaimed-state")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.jobmanager.job_store import SavepointRecord
+from millstream.engine.jobmanager.job_store import SavepointRecord
 
 CHECKPOINT_EXCEPTION = "org.apache.flink.runtime.checkpoint.CheckpointException"
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from typing_extensions import TypedDict
 
-from engine.resourcemanager.slot_pool import SlotPool, TaskManagerInfo
+from millstream.engine.resourcemanager.slot_pool import SlotPool, TaskManagerInfo
 
 
 class Hardware(TypedDict):

@@ -14,8 +14,8 @@ from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
-from backend.ui.templating import STATIC_DIR
-from backend.ui.throughput import ThroughputHistory, start_sampler
+from millstream.backend.ui.templating import STATIC_DIR
+from millstream.backend.ui.throughput import ThroughputHistory, start_sampler
 
 
 def install_ui(app: FastAPI) -> None:
@@ -25,7 +25,7 @@ def install_ui(app: FastAPI) -> None:
     app.state.ui_throughput = ThroughputHistory()
     _run_sampler_with_app(app)
 
-    from backend.ui.routes import actions, audit, job, pages, savepoints, submit
+    from millstream.backend.ui.routes import actions, audit, job, pages, savepoints, submit
 
     app.mount("/ui/static", StaticFiles(directory=str(STATIC_DIR)), name="ui-static")
     for module in (pages, savepoints, job, actions, submit, audit):

@@ -10,9 +10,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from backend.services import job_views
-from engine.jobmanager.job_store import JobRecord
-from engine.runtime.task_metrics import backpressure_level
+from millstream.backend.services import job_views
+from millstream.engine.jobmanager.job_store import JobRecord
+from millstream.engine.runtime.task_metrics import backpressure_level
 
 BUSY_THRESHOLD = 0.5  # a vertex this busy (worst subtask) has no spare capacity
 _BACKPRESSURED = 0.10  # Flink's "ok" boundary: above it, the upstream is throttled

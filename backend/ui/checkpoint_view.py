@@ -1,8 +1,8 @@
 """View models of the job page's Checkpoints tab, built from Flink's checkpoint REST shapes
-(``engine.checkpoint.stats``): counts, latest checkpoints, history, summary, configuration,
+(``millstream.engine.checkpoint.stats``): counts, latest checkpoints, history, summary, configuration,
 the chart's series, and one checkpoint's per-vertex and per-subtask detail.
 
-Pure functions over plain dicts; ``backend.ui.context`` fetches the dicts.
+Pure functions over plain dicts; ``millstream.backend.ui.context`` fetches the dicts.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.checkpoint.config import CheckpointConfig, InvalidCheckpointConfig
+from millstream.engine.checkpoint.config import CheckpointConfig, InvalidCheckpointConfig
 
 CHART_POINTS = 300  # completed checkpoints drawn; the tracker keeps up to 10,000
 ENABLE_HINT = "env.enable_checkpointing(ms)"

@@ -9,9 +9,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from backend.services import job_views, taskmanager_views
-from engine.jobmanager.job_store import JobRecord
-from engine.resourcemanager.slot_pool import SlotPool
+from millstream.backend.services import job_views, taskmanager_views
+from millstream.engine.jobmanager.job_store import JobRecord
+from millstream.engine.resourcemanager.slot_pool import SlotPool
 
 TERMINAL = ("FINISHED", "CANCELED", "FAILED")
 JOB_SORT_KEYS = {"name": "name", "state": "state", "start": "start-time", "duration": "duration"}

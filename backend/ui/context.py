@@ -7,12 +7,12 @@ import json
 import time
 from typing import Any
 
-from backend.api.jobs import load_job
-from backend.services import job_output, job_views
-from backend.ui import backpressure_view, checkpoint_view, cluster_view, graph_view, job_view, savepoint_view, spark_view
-from backend.ui.throughput import ThroughputHistory
-from engine.jobmanager.dispatcher import Dispatcher, UnknownJob
-from engine.jobmanager.job_store import JobRecord
+from millstream.backend.api.jobs import load_job
+from millstream.backend.services import job_output, job_views
+from millstream.backend.ui import backpressure_view, checkpoint_view, cluster_view, graph_view, job_view, savepoint_view, spark_view
+from millstream.backend.ui.throughput import ThroughputHistory
+from millstream.engine.jobmanager.dispatcher import Dispatcher, UnknownJob
+from millstream.engine.jobmanager.job_store import JobRecord
 
 EXCEPTIONS_SHOWN = 50
 OUTPUT_PAGE_LINES = 1000  # the Output tab's lines per page

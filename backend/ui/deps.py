@@ -5,7 +5,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from backend.ui.throughput import ThroughputHistory
+from millstream.backend.ui.throughput import ThroughputHistory
 
 
 def get_history(request: Request) -> ThroughputHistory:

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from backend.ui.vertex_metrics import VertexFigures, subtask_figures, vertex_colour, vertex_figures
+from millstream.backend.ui.vertex_metrics import VertexFigures, subtask_figures, vertex_colour, vertex_figures
 
 NODE_WIDTH = 250
 EXEC_NODE_WIDTH = 330

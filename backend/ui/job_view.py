@@ -2,7 +2,7 @@
 Watermarks, Timeline, Exceptions, Configuration).
 
 Everything is computed from the REST service functions in
-``backend.services.job_views``; nothing here does I/O.
+``millstream.backend.services.job_views``; nothing here does I/O.
 """
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from backend.services import job_views
-from backend.ui.vertex_metrics import SubtaskFigures, subtask_figures
-from engine.jobmanager.job_store import ExceptionRecord, JobRecord
+from millstream.backend.services import job_views
+from millstream.backend.ui.vertex_metrics import SubtaskFigures, subtask_figures
+from millstream.engine.jobmanager.job_store import ExceptionRecord, JobRecord
 
 TABS = (
     ("graph", "Graph"),

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from backend.services.resume import is_fixed_parallelism
-from engine.jobmanager.job_store import SavepointRecord
+from millstream.backend.services.resume import is_fixed_parallelism
+from millstream.engine.jobmanager.job_store import SavepointRecord
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from fastapi import Request
 
-from backend.origin_guard import cross_site_reason
+from millstream.backend.origin_guard import cross_site_reason
 
 SESSION_COOKIE = "millstream_ui_session"
 

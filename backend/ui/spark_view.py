@@ -1,7 +1,7 @@
 """View model of the job page's Spark tab: a BATCH job's Spark jobs and stages, folded
-from the progress the Spark driver publishes (``engine.spark.driver.progress_snapshot``).
+from the progress the Spark driver publishes (``millstream.engine.spark.driver.progress_snapshot``).
 
-Pure functions; ``backend.ui.context`` fetches the progress from the Dispatcher.
+Pure functions; ``millstream.backend.ui.context`` fetches the progress from the Dispatcher.
 """
 from __future__ import annotations
 

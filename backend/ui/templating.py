@@ -9,9 +9,9 @@ from typing import Any
 from jinja2_fragments import render_block
 from jinja2_fragments.fastapi import Jinja2Blocks
 
-from backend.ui.format import FILTERS
-from backend.ui.leader_badge import leader_context
-from backend.ui.vertex_metrics import vertex_colour
+from millstream.backend.ui.format import FILTERS
+from millstream.backend.ui.leader_badge import leader_context
+from millstream.backend.ui.vertex_metrics import vertex_colour
 
 
 

@@ -11,9 +11,9 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
-from backend.services import job_views
-from backend.ui.vertex_metrics import vertex_figures
-from engine.jobmanager.job_store import JobRecord
+from millstream.backend.services import job_views
+from millstream.backend.ui.vertex_metrics import vertex_figures
+from millstream.engine.jobmanager.job_store import JobRecord
 
 WINDOW_MS = 10 * 60 * 1000
 MIN_GAP_MS = 900  # several viewers of one job must not multiply the samples

@@ -3,17 +3,17 @@ statistics in Flink's REST shapes, state redistribution on restore, and checkpoi
 
 Everything but ``storage`` is pure: time comes in as numbers and decisions go out as actions.
 """
-from engine.checkpoint.completed_checkpoint import CompletedCheckpoint, OperatorInfo, operators_of_job_graph
-from engine.checkpoint.config import (
+from millstream.engine.checkpoint.completed_checkpoint import CompletedCheckpoint, OperatorInfo, operators_of_job_graph
+from millstream.engine.checkpoint.config import (
     CheckpointConfig,
     CheckpointingMode,
     ExternalizedCheckpointCleanup,
     ExternalizedCheckpointRetention,
     InvalidCheckpointConfig,
 )
-from engine.checkpoint.coordinator import CheckpointCoordinator, CheckpointTriggerError, FailedCheckpoint
-from engine.checkpoint.failure_manager import CheckpointFailureReason
-from engine.checkpoint.messages import (
+from millstream.engine.checkpoint.coordinator import CheckpointCoordinator, CheckpointTriggerError, FailedCheckpoint
+from millstream.engine.checkpoint.failure_manager import CheckpointFailureReason
+from millstream.engine.checkpoint.messages import (
     CheckpointType,
     DiscardAction,
     NotifyAbortedAction,
@@ -22,8 +22,8 @@ from engine.checkpoint.messages import (
     TaskId,
     TriggerAction,
 )
-from engine.checkpoint.pending_checkpoint import PendingCheckpoint
-from engine.checkpoint.stats_tracker import CheckpointStats, CheckpointStatsTracker
+from millstream.engine.checkpoint.pending_checkpoint import PendingCheckpoint
+from millstream.engine.checkpoint.stats_tracker import CheckpointStats, CheckpointStatsTracker
 
 __all__ = [
     "CheckpointConfig",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from engine.checkpoint.messages import (
+from millstream.engine.checkpoint.messages import (
     CheckpointType,
     DiscardAction,
     NotifyAbortedAction,
@@ -18,7 +18,7 @@ from engine.checkpoint.messages import (
     TaskAck,
     TaskId,
 )
-from engine.runtime.key_groups import key_group_range
+from millstream.engine.runtime.key_groups import key_group_range
 
 METADATA_FORMAT = "millstream-checkpoint-metadata"
 METADATA_VERSION = 1
@@ -45,7 +45,7 @@ class OperatorInfo:
 
 
 def operators_of_job_graph(job_graph: Any) -> list[OperatorInfo]:
-    """OperatorInfo for every operator of a JobGraph (``engine.graph.job_graph.JobGraph``)."""
+    """OperatorInfo for every operator of a JobGraph (``millstream.engine.graph.job_graph.JobGraph``)."""
     return [
         OperatorInfo(op.operator_id, v.id, v.parallelism, v.max_parallelism, op.uid, op.name)
         for v in job_graph.vertices

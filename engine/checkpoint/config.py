@@ -179,7 +179,7 @@ class CheckpointConfig:
     set_aligned_checkpoint_timeout = set_alignment_timeout
 
     def get_alignment_timeout(self) -> Any:
-        from engine.common.time import Duration
+        from millstream.engine.common.time import Duration
 
         return Duration.of_millis(0)
 

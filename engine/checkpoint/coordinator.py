@@ -9,10 +9,10 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from engine.checkpoint.completed_checkpoint import CompletedCheckpoint, OperatorInfo, operators_of_job_graph
-from engine.checkpoint.config import CheckpointConfig, CheckpointingMode, ExternalizedCheckpointRetention
-from engine.checkpoint.failure_manager import CheckpointFailureManager, CheckpointFailureReason
-from engine.checkpoint.messages import (
+from millstream.engine.checkpoint.completed_checkpoint import CompletedCheckpoint, OperatorInfo, operators_of_job_graph
+from millstream.engine.checkpoint.config import CheckpointConfig, CheckpointingMode, ExternalizedCheckpointRetention
+from millstream.engine.checkpoint.failure_manager import CheckpointFailureManager, CheckpointFailureReason
+from millstream.engine.checkpoint.messages import (
     CheckpointType,
     DiscardAction,
     NotifyAbortedAction,
@@ -21,15 +21,15 @@ from engine.checkpoint.messages import (
     TaskId,
     TriggerAction,
 )
-from engine.checkpoint.pending_checkpoint import PendingCheckpoint, TaskAcknowledgeResult
-from engine.checkpoint.stats_tracker import (
+from millstream.engine.checkpoint.pending_checkpoint import PendingCheckpoint, TaskAcknowledgeResult
+from millstream.engine.checkpoint.stats_tracker import (
     CheckpointStats,
     CheckpointStatsTracker,
     RestoredCheckpointStats,
     SubtaskStats,
 )
-from engine.checkpoint.shared_state_registry import SharedStateRegistry
-from engine.checkpoint.storage import checkpoint_location, savepoint_location, shared_location
+from millstream.engine.checkpoint.shared_state_registry import SharedStateRegistry
+from millstream.engine.checkpoint.storage import checkpoint_location, savepoint_location, shared_location
 
 
 class CheckpointTriggerError(ValueError):
@@ -110,7 +110,7 @@ class CheckpointCoordinator:
 
     @staticmethod
     def for_job_graph(job_graph: Any, config: CheckpointConfig | None = None, **kwargs: Any) -> "CheckpointCoordinator":
-        """Sources are triggered; every subtask acknowledges (``engine.graph.job_graph.JobGraph``)."""
+        """Sources are triggered; every subtask acknowledges (``millstream.engine.graph.job_graph.JobGraph``)."""
         cfg = config or CheckpointConfig.from_job_config(job_graph.config)
         trigger = [(v.id, i) for v in job_graph.vertices if v.is_source for i in range(v.parallelism)]
         ack = [(v.id, i) for v in job_graph.vertices for i in range(v.parallelism)]

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any, Mapping
 
-from engine.checkpoint.config import CheckpointingMode
+from millstream.engine.checkpoint.config import CheckpointingMode
 
 TaskId = tuple[str, int]  # (job vertex id, subtask index)
 

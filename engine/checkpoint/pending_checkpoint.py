@@ -4,9 +4,9 @@ from __future__ import annotations
 from enum import Enum
 from typing import Iterable
 
-from engine.checkpoint.completed_checkpoint import CompletedCheckpoint, OperatorInfo
-from engine.checkpoint.config import CheckpointingMode
-from engine.checkpoint.messages import CheckpointType, TaskAck, TaskId
+from millstream.engine.checkpoint.completed_checkpoint import CompletedCheckpoint, OperatorInfo
+from millstream.engine.checkpoint.config import CheckpointingMode
+from millstream.engine.checkpoint.messages import CheckpointType, TaskAck, TaskId
 
 
 class TaskAcknowledgeResult(str, Enum):

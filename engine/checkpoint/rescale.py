@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from engine.checkpoint.completed_checkpoint import CompletedCheckpoint, OperatorInfo
-from engine.checkpoint.messages import StateHandle, TaskId
-from engine.runtime.key_groups import assign_to_key_group, key_group_range
+from millstream.engine.checkpoint.completed_checkpoint import CompletedCheckpoint, OperatorInfo
+from millstream.engine.checkpoint.messages import StateHandle, TaskId
+from millstream.engine.runtime.key_groups import assign_to_key_group, key_group_range
 
 KeyedSnapshot = Mapping[int, Mapping[str, list]]  # HeapKeyedStateBackend.snapshot_by_key_group()
 

@@ -2,7 +2,7 @@
 
 An incremental checkpoint writes only what changed since the last completed one, into files under
 ``<checkpoint dir>/<job>/shared/``, and refers to the earlier files of its chain by name (see
-``engine.runtime.state.incremental``). A file may so belong to many retained checkpoints at once.
+``millstream.engine.runtime.state.incremental``). A file may so belong to many retained checkpoints at once.
 As in Flink's SharedStateRegistry, each retained checkpoint registers the names it refers to, and a
 file is deleted only when the last retained checkpoint that refers to it is discarded.
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
-from engine.checkpoint.config import CheckpointConfig
-from engine.checkpoint.stats_tracker import (
+from millstream.engine.checkpoint.config import CheckpointConfig
+from millstream.engine.checkpoint.stats_tracker import (
     SUMMARY_METRICS,
     CheckpointStats,
     CheckpointStatsStatus,

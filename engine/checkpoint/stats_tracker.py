@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Iterable, Mapping
 
-from engine.checkpoint.messages import CheckpointType, TaskAck
+from millstream.engine.checkpoint.messages import CheckpointType, TaskAck
 
 DEFAULT_HISTORY_SIZE = 10  # Flink's web.checkpoints.history
 SUMMARY_WINDOW = 10_000  # completed checkpoints the summary percentiles look back over

@@ -20,10 +20,10 @@ import os
 import re
 from typing import Any, Mapping, Protocol
 
-from engine.checkpoint.filesystem import is_remote, local_path, storage_fs
-from engine.checkpoint.messages import TaskId
-from engine.checkpoint.shared_state_registry import SHARED_DIR, is_shared_name
-from engine.security.mac import VERSION, Sealer, Unauthenticated, check_secret, is_unsealed
+from millstream.engine.checkpoint.filesystem import is_remote, local_path, storage_fs
+from millstream.engine.checkpoint.messages import TaskId
+from millstream.engine.checkpoint.shared_state_registry import SHARED_DIR, is_shared_name
+from millstream.engine.security.mac import VERSION, Sealer, Unauthenticated, check_secret, is_unsealed
 
 METADATA_FILE = "_metadata"
 _DISCARDABLE = re.compile(r"^(chk-\d+|savepoint-[0-9a-zA-Z-]+)$")

@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import msgpack
 
-from engine.common.row import Row
-from engine.common.typeinfo import TypeInformation, is_pickled
+from millstream.engine.common.row import Row
+from millstream.engine.common.typeinfo import TypeInformation, is_pickled
 
 if TYPE_CHECKING:
-    from engine.datastream.data_stream import DataStream
+    from millstream.engine.datastream.data_stream import DataStream
 
 PICKLE_OPERATOR_NAME = "Pickle For Collect"
 # The extension code of a pickled collected record; the data plane's own codes are small (1-4).

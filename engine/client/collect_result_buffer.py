@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Iterator
 
-from engine.runtime.collect import COMMIT, END, RECORDS, START, Ack, CollectEntry
+from millstream.engine.runtime.collect import COMMIT, END, RECORDS, START, Ack, CollectEntry
 
 
 class ResultsMissing(RuntimeError):

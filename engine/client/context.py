@@ -10,9 +10,9 @@ import os
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
-    from engine.graph.job_graph import JobGraph
-    from engine.graph.stream_graph import StreamGraph
+    from millstream.engine.datastream.stream_execution_environment import StreamExecutionEnvironment
+    from millstream.engine.graph.job_graph import JobGraph
+    from millstream.engine.graph.stream_graph import StreamGraph
 
 
 class ExecutionContext(Protocol):
@@ -33,7 +33,7 @@ class LocalContext:
             env.set_parallelism(self.parallelism)
 
     def submit(self, job_graph: "JobGraph", stream_graph: "StreamGraph") -> Any:
-        from engine.client.mini_cluster import MiniCluster
+        from millstream.engine.client.mini_cluster import MiniCluster
 
         return MiniCluster().submit(job_graph, stream_graph)
 

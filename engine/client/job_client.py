@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
 if TYPE_CHECKING:
     # Only a hint: importing engine.common here would cycle back (engine.common.job_client re-exports
     # this module's JobClient as pyflink.common.job_client does).
-    from engine.common.job_execution_result import JobExecutionResult
+    from millstream.engine.common.job_execution_result import JobExecutionResult
 
 
 class JobClient(Protocol):

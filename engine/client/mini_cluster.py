@@ -17,19 +17,19 @@ import traceback
 from typing import Any, Iterator
 
 
-from engine.client.collect_result_buffer import CollectResultBuffer
-from engine.client.job_client import CloseableIterator
-from engine.common.job_execution_result import JobExecutionException, JobExecutionResult
-from engine.graph.job_graph import JobGraph
-from engine.graph.stream_graph import StreamGraph
-from engine.runtime.collect import CollectEntry
-from engine.runtime.deployment import make_tdd
-from engine.runtime.io.channel import TaskCancelled
-from engine.runtime.io.local_channels import LocalChannelRegistry
-from engine.runtime.user_code_class_loader import load_user_code
-from engine.runtime.stream_task import StreamTask, TaskEnvironment
-from engine.taskexecutor.task_stdout import TaskStdout
-from engine.runtime.python_dependencies import activate, materialize, user_code_of
+from millstream.engine.client.collect_result_buffer import CollectResultBuffer
+from millstream.engine.client.job_client import CloseableIterator
+from millstream.engine.common.job_execution_result import JobExecutionException, JobExecutionResult
+from millstream.engine.graph.job_graph import JobGraph
+from millstream.engine.graph.stream_graph import StreamGraph
+from millstream.engine.runtime.collect import CollectEntry
+from millstream.engine.runtime.deployment import make_tdd
+from millstream.engine.runtime.io.channel import TaskCancelled
+from millstream.engine.runtime.io.local_channels import LocalChannelRegistry
+from millstream.engine.runtime.user_code_class_loader import load_user_code
+from millstream.engine.runtime.stream_task import StreamTask, TaskEnvironment
+from millstream.engine.taskexecutor.task_stdout import TaskStdout
+from millstream.engine.runtime.python_dependencies import activate, materialize, user_code_of
 
 _print_lock = threading.Lock()
 

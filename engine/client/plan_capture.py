@@ -1,6 +1,6 @@
 """Runs a user program only to capture its JobGraph, as Flink does with an uploaded jar.
 
-Used by the Dispatcher in a subprocess: ``python -m engine.client.plan_capture
+Used by the Dispatcher in a subprocess: ``python -m millstream.engine.client.plan_capture
 --out DIR [--parallelism N] program.py [args...]``. The first ``execute()``
 writes ``jobgraph.json`` and ``usercode.bin`` to DIR and stops the program.
 Exit codes: 0 captured, 2 the program raised, 3 it never called execute().
@@ -16,13 +16,13 @@ import traceback
 from typing import TYPE_CHECKING, Any
 
 
-from engine.client.context import set_context
-from engine.client.remote import register_program_modules
-from engine.compat.pyflink_alias import install as install_pyflink_alias
-from engine.runtime.python_dependencies import user_code_of
+from millstream.engine.client.context import set_context
+from millstream.engine.client.remote import register_program_modules
+from millstream.engine.compat.pyflink_alias import install as install_pyflink_alias
+from millstream.engine.runtime.python_dependencies import user_code_of
 
 if TYPE_CHECKING:
-    from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
+    from millstream.engine.datastream.stream_execution_environment import StreamExecutionEnvironment
 
 
 class ProgramAbort(BaseException):
@@ -62,7 +62,7 @@ class ExecutionPlanContext:
             env.set_parallelism(self.parallelism)
 
     def submit(self, job_graph: Any, stream_graph: Any) -> Any:
-        from engine.graph.json_generator import execution_plan
+        from millstream.engine.graph.json_generator import execution_plan
 
         self.out.write(execution_plan(stream_graph) + "\n")
         self.out.flush()

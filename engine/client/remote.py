@@ -24,22 +24,22 @@ import cloudpickle
 import httpx
 import msgpack
 
-from engine.checkpoint.filesystem import storage_fs
-from engine.client import job_output
-from engine.client.collect_result_buffer import CollectResultBuffer, ResultsMissing
-from engine.client.failover import failover_client
-from engine.client.job_progress import JobWatcher
-from engine.client.job_client import CloseableIterator
-from engine.common.job_execution_result import JobExecutionException, JobExecutionResult
-from engine.runtime.collect import CollectEntry
-from engine.runtime.user_code_class_loader import register_pickled_classes
-from engine.runtime.io.serialization import MsgpackSerializer
-from engine.runtime.python_dependencies import user_code_of
+from millstream.engine.checkpoint.filesystem import storage_fs
+from millstream.engine.client import job_output
+from millstream.engine.client.collect_result_buffer import CollectResultBuffer, ResultsMissing
+from millstream.engine.client.failover import failover_client
+from millstream.engine.client.job_progress import JobWatcher
+from millstream.engine.client.job_client import CloseableIterator
+from millstream.engine.common.job_execution_result import JobExecutionException, JobExecutionResult
+from millstream.engine.runtime.collect import CollectEntry
+from millstream.engine.runtime.user_code_class_loader import register_pickled_classes
+from millstream.engine.runtime.io.serialization import MsgpackSerializer
+from millstream.engine.runtime.python_dependencies import user_code_of
 
 if TYPE_CHECKING:
-    from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
-    from engine.graph.job_graph import JobGraph
-    from engine.graph.stream_graph import StreamGraph
+    from millstream.engine.datastream.stream_execution_environment import StreamExecutionEnvironment
+    from millstream.engine.graph.job_graph import JobGraph
+    from millstream.engine.graph.stream_graph import StreamGraph
 
 TERMINAL = {"FINISHED", "FAILED", "CANCELED"}
 

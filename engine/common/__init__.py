@@ -1,31 +1,31 @@
 """Millstream's equivalent of ``pyflink.common``: types, time, rows, configuration."""
-from engine.common.completable_future import CompletableFuture
-from engine.common.config_options import ConfigOption, ConfigOptions
-from engine.common.configuration import Configuration
-from engine.common.execution_config import ExecutionConfig
-from engine.common.input_dependency_constraint import InputDependencyConstraint
-from engine.common.job_client import JobClient
-from engine.common.job_execution_result import JobExecutionException, JobExecutionResult
-from engine.common.job_id import JobID
-from engine.common.job_status import JobStatus
-from engine.common.restart_strategy import RestartStrategies, RestartStrategyConfiguration
-from engine.common.row import Row
-from engine.common.serialization import (
+from millstream.engine.common.completable_future import CompletableFuture
+from millstream.engine.common.config_options import ConfigOption, ConfigOptions
+from millstream.engine.common.configuration import Configuration
+from millstream.engine.common.execution_config import ExecutionConfig
+from millstream.engine.common.input_dependency_constraint import InputDependencyConstraint
+from millstream.engine.common.job_client import JobClient
+from millstream.engine.common.job_execution_result import JobExecutionException, JobExecutionResult
+from millstream.engine.common.job_id import JobID
+from millstream.engine.common.job_status import JobStatus
+from millstream.engine.common.restart_strategy import RestartStrategies, RestartStrategyConfiguration
+from millstream.engine.common.row import Row
+from millstream.engine.common.serialization import (
     ByteArraySchema,
     DeserializationSchema,
     Encoder,
     SerializationSchema,
     SimpleStringSchema,
 )
-from engine.common.time import Duration, Instant, Time
-from engine.common.typeinfo import TypeInformation, Types
-from engine.common.types import RowKind
-from engine.common.watermark_strategy import (
+from millstream.engine.common.time import Duration, Instant, Time
+from millstream.engine.common.typeinfo import TypeInformation, Types
+from millstream.engine.common.types import RowKind
+from millstream.engine.common.watermark_strategy import (
     AssignerWithPeriodicWatermarksWrapper,
     TimestampAssigner,
     WatermarkStrategy,
 )
-from engine.compat.unsupported import declare_unsupported
+from millstream.engine.compat.unsupported import declare_unsupported
 
 declare_unsupported(
     globals(),

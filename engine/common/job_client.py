@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.common.completable_future import CompletableFuture
-from engine.common.job_id import JobID
-from engine.executiongraph.states import JobStatus
+from millstream.engine.common.completable_future import CompletableFuture
+from millstream.engine.common.job_id import JobID
+from millstream.engine.executiongraph.states import JobStatus
 
 __all__ = ["JobClient"]
 
@@ -40,7 +40,7 @@ class JobClient:
         return CompletableFuture.completed({})  # Millstream has no accumulators
 
     def trigger_savepoint(self, savepoint_directory: str | None = None, formatType: Any = None) -> CompletableFuture:
-        from engine.compat.unsupported import NotSupportedError
+        from millstream.engine.compat.unsupported import NotSupportedError
 
         raise NotSupportedError(
             "JobClient.trigger_savepoint is not supported; take a savepoint with `millstream savepoint <job id>` "
@@ -49,7 +49,7 @@ class JobClient:
 
     def stop_with_savepoint(self, advance_to_end_of_time: bool = False, savepoint_directory: str | None = None,
                             formatType: Any = None) -> CompletableFuture:
-        from engine.compat.unsupported import NotSupportedError
+        from millstream.engine.compat.unsupported import NotSupportedError
 
         raise NotSupportedError(
             "JobClient.stop_with_savepoint is not supported; stop with `millstream stop <job id> [--drain]` "

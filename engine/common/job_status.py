@@ -1,4 +1,4 @@
 """``pyflink.common.job_status``: ``JobStatus``, the job states the cluster reports."""
-from engine.executiongraph.states import JobStatus
+from millstream.engine.executiongraph.states import JobStatus
 
 __all__ = ["JobStatus"]

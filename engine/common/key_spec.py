@@ -1,7 +1,7 @@
 """The declared key type of ``key_by(..., key_type)``, reduced to what decides a key's hash.
 
 PyFlink turns a key into the Java object of its declared type before Flink hashes it, so the type
-decides which subtask a key lands on (``engine.runtime.key_hash``). A spec is that type as nested
+decides which subtask a key lands on (``millstream.engine.runtime.key_hash``). A spec is that type as nested
 tuples of names, picklable and cheap to compare: ``"STRING"``, ``"INT"``, ``"LONG"``,
 ``"BOOLEAN"``, ``"DOUBLE"``, ``"FLOAT"``, ``("TUPLE", (spec, ...))``, ``("ROW", (spec, ...), (name, ...))``;
 ``None`` for no key type (the key is pickled) or a type with no spec (hashed as if pickled).
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.common.typeinfo import BasicTypeInfo, ExternalTypeInfo, RowTypeInfo, TupleTypeInfo
+from millstream.engine.common.typeinfo import BasicTypeInfo, ExternalTypeInfo, RowTypeInfo, TupleTypeInfo
 
 KeySpec = Any  # None | str | tuple[str, tuple[KeySpec, ...]]
 

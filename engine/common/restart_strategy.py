@@ -55,7 +55,7 @@ class _FixedDelay(RestartStrategyConfiguration):
         return self.attempts
 
     def get_delay_between_attempts_interval(self) -> Any:
-        from engine.common.time import Duration
+        from millstream.engine.common.time import Duration
 
         return Duration.of_millis(self.delay_ms)
 
@@ -65,12 +65,12 @@ class _FailureRate(RestartStrategyConfiguration):
         return self.max_failures_per_interval
 
     def get_failure_interval(self) -> Any:
-        from engine.common.time import Duration
+        from millstream.engine.common.time import Duration
 
         return Duration.of_millis(self.failure_interval_ms)
 
     def get_delay_between_attempts_interval(self) -> Any:
-        from engine.common.time import Duration
+        from millstream.engine.common.time import Duration
 
         return Duration.of_millis(self.delay_ms)
 

@@ -105,7 +105,7 @@ class RowFieldExtractorSchema(SerializationSchema):
         return bytes(field)
 
 
-from engine.compat.unsupported import declare_unsupported  # noqa: E402 (placeholders defined last)
+from millstream.engine.compat.unsupported import declare_unsupported  # noqa: E402 (placeholders defined last)
 
 declare_unsupported(
     globals(),

@@ -13,9 +13,9 @@ import decimal
 import math
 from typing import Any, Callable
 
-from engine.common.java_hash_map import java_hash_map_order
-from engine.common.row import Row
-from engine.common.typeinfo import (
+from millstream.engine.common.java_hash_map import java_hash_map_order
+from millstream.engine.common.row import Row
+from millstream.engine.common.typeinfo import (
     BasicArrayTypeInfo,
     BasicType,
     BasicTypeInfo,

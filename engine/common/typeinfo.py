@@ -3,7 +3,7 @@
 Records travel as msgpack whatever their declared type, so a type never slows the
 data plane. It matters at the edges, as in PyFlink: ``from_collection`` turns each
 element into the declared type once (``coerce``), ``print()`` writes the form Flink
-prints for that type (``engine.common.type_formatting``) and ``execute_and_collect``
+prints for that type (``millstream.engine.common.type_formatting``) and ``execute_and_collect``
 hands records back as that type (msgpack turns lists into tuples on the way).
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ import struct
 from enum import Enum
 from typing import Any
 
-from engine.common.row import Row
+from millstream.engine.common.row import Row
 
 
 class TypeInformation:

@@ -1,4 +1,4 @@
 """``pyflink.common.types``: ``Row`` and ``RowKind`` (the change a row stands for)."""
-from engine.common.row import Row, RowKind
+from millstream.engine.common.row import Row, RowKind
 
 __all__ = ["Row", "RowKind"]

@@ -1,6 +1,6 @@
 """``WatermarkStrategy``: how a source stamps records and derives watermarks.
 
-The strategy is a pure description; ``engine.runtime.watermarks`` turns it
+The strategy is a pure description; ``millstream.engine.runtime.watermarks`` turns it
 into a generator at run time.
 """
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from engine.common.time import Duration
+from millstream.engine.common.time import Duration
 
 
 class TimestampAssigner:
@@ -64,7 +64,7 @@ class WatermarkStrategy:
         return a
 
 
-from engine.compat.unsupported import declare_unsupported  # noqa: E402 (placeholders defined last)
+from millstream.engine.compat.unsupported import declare_unsupported  # noqa: E402 (placeholders defined last)
 
 declare_unsupported(
     globals(),

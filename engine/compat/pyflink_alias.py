@@ -14,7 +14,7 @@ import os
 import sys
 from types import ModuleType
 
-SHIM = "engine.compat.pyflink"
+SHIM = "millstream.engine.compat.pyflink"
 
 
 class _AliasLoader(importlib.abc.Loader):
@@ -33,7 +33,7 @@ class PyFlinkAliasFinder(importlib.abc.MetaPathFinder):
         if fullname == "pyflink":
             real = SHIM
         elif fullname.startswith("pyflink."):
-            real = "engine." + fullname[len("pyflink.") :]
+            real = "millstream.engine." + fullname[len("pyflink.") :]
         else:
             return None
         try:

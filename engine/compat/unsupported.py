@@ -41,7 +41,7 @@ class _UnsupportedMeta(type):
 
 def unsupported_class(name: str, module: str, why: str, instead: str = "") -> type:
     """A class named ``name`` (defined in ``module``) that raises NotSupportedError when used."""
-    message = _message(f"{module.replace('engine.', 'pyflink.', 1)}.{name}", why, instead)
+    message = _message(f"{module.replace('millstream.engine.', 'pyflink.', 1)}.{name}", why, instead)
     cls = _UnsupportedMeta(name, (), {"__module__": module, "__not_supported__": message, "__doc__": message})
     return cls
 

@@ -1,10 +1,10 @@
 """Millstream's equivalent of ``pyflink.datastream``."""
-from engine.datastream.data_stream import DataStream, DataStreamSink, KeyedStream
-from engine.datastream.execution_mode import RuntimeExecutionMode
-from engine.checkpoint.config import CheckpointConfig, CheckpointingMode, ExternalizedCheckpointRetention
-from engine.datastream.connected_streams import BroadcastConnectedStream, BroadcastStream, ConnectedStreams
-from engine.datastream.async_data_stream import AsyncDataStream
-from engine.datastream.functions import (
+from millstream.engine.datastream.data_stream import DataStream, DataStreamSink, KeyedStream
+from millstream.engine.datastream.execution_mode import RuntimeExecutionMode
+from millstream.engine.checkpoint.config import CheckpointConfig, CheckpointingMode, ExternalizedCheckpointRetention
+from millstream.engine.datastream.connected_streams import BroadcastConnectedStream, BroadcastStream, ConnectedStreams
+from millstream.engine.datastream.async_data_stream import AsyncDataStream
+from millstream.engine.datastream.functions import (
     AggregateFunction,
     AllWindowFunction,
     AsyncFunction,
@@ -34,22 +34,22 @@ from engine.datastream.functions import (
     TimerService,
     WindowFunction,
 )
-from engine.datastream.checkpoint_storage import (
+from millstream.engine.datastream.checkpoint_storage import (
     CheckpointStorage,
     CustomCheckpointStorage,
     FileSystemCheckpointStorage,
     JobManagerCheckpointStorage,
 )
-from engine.datastream.output_tag import OutputTag
-from engine.datastream.slot_sharing_group import MemorySize, SlotSharingGroup
-from engine.datastream.state_backend import (
+from millstream.engine.datastream.output_tag import OutputTag
+from millstream.engine.datastream.slot_sharing_group import MemorySize, SlotSharingGroup
+from millstream.engine.datastream.state_backend import (
     CustomStateBackend,
     EmbeddedRocksDBStateBackend,
     HashMapStateBackend,
     PredefinedOptions,
     StateBackend,
 )
-from engine.datastream.window import (
+from millstream.engine.datastream.window import (
     CountWindow,
     GlobalWindow,
     MergingWindowAssigner,
@@ -59,10 +59,10 @@ from engine.datastream.window import (
     Window,
     WindowAssigner,
 )
-from engine.datastream.all_windowed_stream import AllWindowedStream
-from engine.datastream.windowed_stream import WindowedStream
-from engine.datastream.connectors.source_function import SourceFunction
-from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
+from millstream.engine.datastream.all_windowed_stream import AllWindowedStream
+from millstream.engine.datastream.windowed_stream import WindowedStream
+from millstream.engine.datastream.connectors.source_function import SourceFunction
+from millstream.engine.datastream.stream_execution_environment import StreamExecutionEnvironment
 
 __all__ = [
     "AsyncDataStream",

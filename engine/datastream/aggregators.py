@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.common.row import Row
-from engine.datastream.functions import MapFunction, ReduceFunction
+from millstream.engine.common.row import Row
+from millstream.engine.datastream.functions import MapFunction, ReduceFunction
 
 
 def _row_names(record: Row) -> list[str] | None:

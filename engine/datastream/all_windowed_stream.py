@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from engine.common.time import Duration, Time
-from engine.datastream.functions import (
+from millstream.engine.common.time import Duration, Time
+from millstream.engine.datastream.functions import (
     AggregateFunction,
     AllWindowFunction,
     NullByteKeySelector,
@@ -19,14 +19,14 @@ from engine.datastream.functions import (
     ReduceFunction,
     WindowFunction,
 )
-from engine.datastream.output_tag import OutputTag
-from engine.datastream.windowed_stream import WindowedStream
-from engine.windowing.assigners import WindowAssigner
-from engine.windowing.evictors import Evictor
-from engine.windowing.triggers import Trigger
+from millstream.engine.datastream.output_tag import OutputTag
+from millstream.engine.datastream.windowed_stream import WindowedStream
+from millstream.engine.windowing.assigners import WindowAssigner
+from millstream.engine.windowing.evictors import Evictor
+from millstream.engine.windowing.triggers import Trigger
 
 if TYPE_CHECKING:
-    from engine.datastream.data_stream import DataStream
+    from millstream.engine.datastream.data_stream import DataStream
 
 
 class _AllWindowContext(ProcessAllWindowFunction.Context):

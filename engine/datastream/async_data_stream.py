@@ -1,6 +1,6 @@
 """``pyflink.datastream.async_data_stream``: ``AsyncDataStream``, Flink's asynchronous I/O.
 
-Each helper adds an async wait operator (``engine.runtime.operators.async_wait``) after a stream:
+Each helper adds an async wait operator (``millstream.engine.runtime.operators.async_wait``) after a stream:
 an AsyncFunction's coroutine runs for every record, with up to ``capacity`` calls in flight per
 subtask, results in input order (``ordered_wait``) or as they complete (``unordered_wait``), a
 timeout per record and an optional retry strategy. In-flight records are checkpointed.
@@ -10,10 +10,10 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from engine.datastream import async_retry_strategies
-from engine.datastream.data_stream import DataStream
-from engine.datastream.functions import AsyncFunction, AsyncFunctionDescriptor, AsyncRetryStrategy
-from engine.graph.transformations import OperatorKind
+from millstream.engine.datastream import async_retry_strategies
+from millstream.engine.datastream.data_stream import DataStream
+from millstream.engine.datastream.functions import AsyncFunction, AsyncFunctionDescriptor, AsyncRetryStrategy
+from millstream.engine.graph.transformations import OperatorKind
 
 __all__ = ["AsyncDataStream"]
 

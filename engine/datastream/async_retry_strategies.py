@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Generic, TypeVar
 
-from engine.datastream.functions import AsyncRetryPredicate, AsyncRetryStrategy
+from millstream.engine.datastream.functions import AsyncRetryPredicate, AsyncRetryStrategy
 
 __all__ = ["ExponentialBackoffDelayRetryStrategy", "FixedDelayRetryStrategy", "NoRetryStrategy", "RetryPredicate"]
 

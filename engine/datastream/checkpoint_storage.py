@@ -8,7 +8,7 @@ checkpoint must survive a JobManager restart. ``CheckpointConfig.set_checkpoint_
 """
 from __future__ import annotations
 
-from engine.compat.unsupported import declare_unsupported
+from millstream.engine.compat.unsupported import declare_unsupported
 
 __all__ = ["CheckpointStorage", "CustomCheckpointStorage", "FileSystemCheckpointStorage", "JobManagerCheckpointStorage"]
 

@@ -1,4 +1,4 @@
 """``pyflink.datastream.checkpointing_mode``: ``CheckpointingMode``."""
-from engine.checkpoint.config import CheckpointingMode
+from millstream.engine.checkpoint.config import CheckpointingMode
 
 __all__ = ["CheckpointingMode"]

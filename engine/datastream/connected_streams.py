@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from engine.datastream.functions import (
+from millstream.engine.datastream.functions import (
     BroadcastProcessFunction,
     CoFlatMapFunction,
     CoMapFunction,
@@ -12,11 +12,11 @@ from engine.datastream.functions import (
     KeyedCoProcessFunction,
     KeySelector,
 )
-from engine.datastream.state import MapStateDescriptor
-from engine.graph.transformations import OperatorKind
+from millstream.engine.datastream.state import MapStateDescriptor
+from millstream.engine.graph.transformations import OperatorKind
 
 if TYPE_CHECKING:
-    from engine.datastream.data_stream import DataStream
+    from millstream.engine.datastream.data_stream import DataStream
 
 
 class UnsupportedOperationException(Exception):
@@ -37,7 +37,7 @@ class ConnectedStreams:
         self.second = second
 
     def _op(self, kind: OperatorKind, name: str, fn: Any, output_type: Any = None) -> "DataStream":
-        from engine.datastream.data_stream import DataStream, KeyedStream
+        from millstream.engine.datastream.data_stream import DataStream, KeyedStream
 
         if isinstance(self.first, KeyedStream) and isinstance(self.second, KeyedStream):
             # As Flink's ConnectedStreams.transform: the two inputs must be keyed alike (PyFlink's key
@@ -67,7 +67,7 @@ class ConnectedStreams:
         return self._op(OperatorKind.CO_FLAT_MAP, "Co-Flat Map", func, output_type)
 
     def process(self, func: Any, output_type: Any = None) -> "DataStream":
-        from engine.datastream.data_stream import KeyedStream
+        from millstream.engine.datastream.data_stream import KeyedStream
 
         keyed = isinstance(self.first, KeyedStream) and isinstance(self.second, KeyedStream)
         if isinstance(func, KeyedCoProcessFunction):
@@ -93,7 +93,7 @@ class BroadcastConnectedStream:
         self.broadcast = broadcast
 
     def process(self, func: Any, output_type: Any = None) -> "DataStream":
-        from engine.datastream.data_stream import DataStream, KeyedStream
+        from millstream.engine.datastream.data_stream import DataStream, KeyedStream
 
         if isinstance(func, KeyedBroadcastProcessFunction):
             if not isinstance(self.regular, KeyedStream):

@@ -9,12 +9,12 @@ from dataclasses import replace
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Callable
 
-from engine.client import collect_conversion
-from engine.common.typeinfo import PickledBytesTypeInfo, TupleTypeInfo, Types
-from engine.compat.unsupported import not_supported
-from engine.datastream import aggregators
-from engine.datastream.connectors.sink import Sink
-from engine.datastream.functions import (
+from millstream.engine.client import collect_conversion
+from millstream.engine.common.typeinfo import PickledBytesTypeInfo, TupleTypeInfo, Types
+from millstream.engine.compat.unsupported import not_supported
+from millstream.engine.datastream import aggregators
+from millstream.engine.datastream.connectors.sink import Sink
+from millstream.engine.datastream.functions import (
     FilterFunction,
     Function,
     FlatMapFunction,
@@ -26,30 +26,30 @@ from engine.datastream.functions import (
     ReduceFunction,
     SinkFunction,
 )
-from engine.common.watermark_strategy import WatermarkStrategy
-from engine.datastream.connected_streams import BroadcastConnectedStream, BroadcastStream, ConnectedStreams
-from engine.datastream.keyed_functions import (
+from millstream.engine.common.watermark_strategy import WatermarkStrategy
+from millstream.engine.datastream.connected_streams import BroadcastConnectedStream, BroadcastStream, ConnectedStreams
+from millstream.engine.datastream.keyed_functions import (
     KeyedFilterAdapter,
     KeyedFlatMapAdapter,
     KeyedMapAdapter,
     may_use_keyed_state,
 )
-from engine.datastream.output_tag import OutputTag
-from engine.datastream.state import MapStateDescriptor
-from engine.datastream.all_windowed_stream import AllWindowedStream
-from engine.datastream.windowed_stream import WindowedStream
-from engine.graph.output_types import output_type_of
-from engine.graph.transformations import ChainingStrategy, OperatorKind, ShipStrategy
-from engine.common.key_spec import key_spec
-from engine.graph.custom_partition import CustomPartition
-from engine.graph.json_generator import converts_to_string
-from engine.client.job_client import CloseableIterator  # noqa: F401 (PyFlink exports it from this module)
-from engine.windowing.assigners import CountSlidingWindowAssigner, CountTumblingWindowAssigner, GlobalWindows, WindowAssigner
-from engine.windowing.triggers import CountTrigger
-from engine.windowing.evictors import CountEvictor
+from millstream.engine.datastream.output_tag import OutputTag
+from millstream.engine.datastream.state import MapStateDescriptor
+from millstream.engine.datastream.all_windowed_stream import AllWindowedStream
+from millstream.engine.datastream.windowed_stream import WindowedStream
+from millstream.engine.graph.output_types import output_type_of
+from millstream.engine.graph.transformations import ChainingStrategy, OperatorKind, ShipStrategy
+from millstream.engine.common.key_spec import key_spec
+from millstream.engine.graph.custom_partition import CustomPartition
+from millstream.engine.graph.json_generator import converts_to_string
+from millstream.engine.client.job_client import CloseableIterator  # noqa: F401 (PyFlink exports it from this module)
+from millstream.engine.windowing.assigners import CountSlidingWindowAssigner, CountTumblingWindowAssigner, GlobalWindows, WindowAssigner
+from millstream.engine.windowing.triggers import CountTrigger
+from millstream.engine.windowing.evictors import CountEvictor
 
 if TYPE_CHECKING:
-    from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
+    from millstream.engine.datastream.stream_execution_environment import StreamExecutionEnvironment
 
 
 def _check(fn: Any, cls: type, what: str) -> Any:

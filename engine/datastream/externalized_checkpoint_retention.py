@@ -1,4 +1,4 @@
 """``pyflink.datastream.externalized_checkpoint_retention``: ``ExternalizedCheckpointRetention``."""
-from engine.checkpoint.config import ExternalizedCheckpointRetention
+from millstream.engine.checkpoint.config import ExternalizedCheckpointRetention
 
 __all__ = ["ExternalizedCheckpointRetention"]

@@ -10,8 +10,8 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, TypeVar
 
 if TYPE_CHECKING:
-    from engine.metrics import MetricGroup
-    from engine.datastream.state import (
+    from millstream.engine.metrics import MetricGroup
+    from millstream.engine.datastream.state import (
         ListStateDescriptor,
         MapStateDescriptor,
         ValueStateDescriptor,
@@ -83,7 +83,7 @@ class RuntimeContext(ABC):
     def get_metrics_group(self) -> "MetricGroup":
         """The function's metric group (``pyflink.metrics``). Where nothing reports metrics (this
         default), the metrics work but are reported nowhere."""
-        from engine.metrics.groups import UnregisteredMetricGroup
+        from millstream.engine.metrics.groups import UnregisteredMetricGroup
 
         return UnregisteredMetricGroup()
 
@@ -478,7 +478,7 @@ class AsyncRetryStrategy(ABC, Generic[OUT]):
 
     @staticmethod
     def no_restart() -> "AsyncRetryStrategy":
-        from engine.datastream.async_retry_strategies import NO_RETRY_STRATEGY
+        from millstream.engine.datastream.async_retry_strategies import NO_RETRY_STRATEGY
 
         return NO_RETRY_STRATEGY
 
@@ -489,7 +489,7 @@ class AsyncRetryStrategy(ABC, Generic[OUT]):
         result_predicate: "Callable[[list[OUT]], bool] | None",
         exception_predicate: "Callable[[Exception], bool] | None",
     ) -> "AsyncRetryStrategy":
-        from engine.datastream.async_retry_strategies import FixedDelayRetryStrategy
+        from millstream.engine.datastream.async_retry_strategies import FixedDelayRetryStrategy
 
         return FixedDelayRetryStrategy(max_attempts, backoff_time_millis, result_predicate, exception_predicate)
 
@@ -502,7 +502,7 @@ class AsyncRetryStrategy(ABC, Generic[OUT]):
         result_predicate: "Callable[[list[OUT]], bool] | None",
         exception_predicate: "Callable[[Exception], bool] | None",
     ) -> "AsyncRetryStrategy":
-        from engine.datastream.async_retry_strategies import ExponentialBackoffDelayRetryStrategy
+        from millstream.engine.datastream.async_retry_strategies import ExponentialBackoffDelayRetryStrategy
 
         return ExponentialBackoffDelayRetryStrategy(
             max_attempts, initial_delay, max_retry_delay, multiplier, result_predicate, exception_predicate
@@ -550,7 +550,7 @@ class AsyncFunctionDescriptor:
 def __getattr__(name: str) -> Any:
     # PyFlink has SourceFunction here too; it lives with the source adapter (imported lazily: no cycle).
     if name == "SourceFunction":
-        from engine.datastream.connectors.source_function import SourceFunction
+        from millstream.engine.datastream.connectors.source_function import SourceFunction
 
         return SourceFunction
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

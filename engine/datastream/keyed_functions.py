@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
-from engine.datastream.functions import (
+from millstream.engine.datastream.functions import (
     FilterFunction,
     FlatMapFunction,
     Function,

@@ -5,7 +5,7 @@ from abc import ABC, abstractmethod
 from enum import Enum
 from typing import Any, Iterable, Iterator
 
-from engine.common.time import Duration, Time
+from millstream.engine.common.time import Duration, Time
 
 
 class StateDescriptor:
@@ -379,7 +379,7 @@ class OperatorStateStore(ABC):
     def get_union_list_state(self, state_descriptor: ListStateDescriptor) -> ListState: ...
 
     def get_broadcast_state(self, state_descriptor: MapStateDescriptor) -> Any:
-        from engine.compat.unsupported import not_supported
+        from millstream.engine.compat.unsupported import not_supported
 
         raise not_supported(
             "OperatorStateStore.get_broadcast_state",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from engine.compat.unsupported import declare_unsupported
+from millstream.engine.compat.unsupported import declare_unsupported
 
 
 class StateBackend:

@@ -1,6 +1,6 @@
 """``StreamExecutionEnvironment``: where a program declares sources and runs its job.
 
-Where a job runs is decided by the execution context (``engine.client.context``):
+Where a job runs is decided by the execution context (``millstream.engine.client.context``):
 in-process by default, a remote cluster under ``millstream run``, or plan
 capture when the Dispatcher runs an uploaded program.
 """
@@ -10,21 +10,21 @@ import os
 from dataclasses import replace
 from typing import Any, Iterable
 
-from engine.checkpoint.config import CheckpointConfig, CheckpointingMode
-from engine.common.configuration import Configuration
-from engine.common.execution_config import ExecutionConfig
-from engine.compat.unsupported import not_supported
-from engine.common.restart_strategy import RestartStrategyConfiguration
-from engine.common.watermark_strategy import WatermarkStrategy
-from engine.datastream.connectors.collection import CollectionSource
-from engine.datastream.connectors.source import Source
-from engine.datastream.connectors.source_function import SourceFunction, SourceFunctionSource
-from engine.datastream.data_stream import DataStream
-from engine.datastream.execution_mode import RuntimeExecutionMode
-from engine.datastream.state_backend import StateBackend
-from engine.graph.job_graph import JobGraph, build_job_graph
-from engine.graph.stream_graph import build_stream_graph
-from engine.graph.transformations import OperatorKind, Transformation
+from millstream.engine.checkpoint.config import CheckpointConfig, CheckpointingMode
+from millstream.engine.common.configuration import Configuration
+from millstream.engine.common.execution_config import ExecutionConfig
+from millstream.engine.compat.unsupported import not_supported
+from millstream.engine.common.restart_strategy import RestartStrategyConfiguration
+from millstream.engine.common.watermark_strategy import WatermarkStrategy
+from millstream.engine.datastream.connectors.collection import CollectionSource
+from millstream.engine.datastream.connectors.source import Source
+from millstream.engine.datastream.connectors.source_function import SourceFunction, SourceFunctionSource
+from millstream.engine.datastream.data_stream import DataStream
+from millstream.engine.datastream.execution_mode import RuntimeExecutionMode
+from millstream.engine.datastream.state_backend import StateBackend
+from millstream.engine.graph.job_graph import JobGraph, build_job_graph
+from millstream.engine.graph.stream_graph import build_stream_graph
+from millstream.engine.graph.transformations import OperatorKind, Transformation
 
 DEFAULT_BUFFER_TIMEOUT_MS = 10
 
@@ -54,7 +54,7 @@ class StreamExecutionEnvironment:
 
     @staticmethod
     def get_execution_environment(configuration: Configuration | None = None) -> "StreamExecutionEnvironment":
-        from engine.client.context import current_context
+        from millstream.engine.client.context import current_context
 
         env = StreamExecutionEnvironment(configuration)
         current_context().configure(env)
@@ -77,7 +77,7 @@ class StreamExecutionEnvironment:
         return self
 
     def get_max_parallelism(self) -> int:
-        from engine.graph.stream_graph import default_max_parallelism_for
+        from millstream.engine.graph.stream_graph import default_max_parallelism_for
 
         return self._max_parallelism or default_max_parallelism_for(self._parallelism)
 
@@ -371,7 +371,7 @@ class StreamExecutionEnvironment:
     def get_execution_plan(self) -> str:
         """The program's operators as Flink's StreamGraph JSON (``nodes`` with ``pact``, ``contents``,
         ``predecessors``...), like PyFlink's; the job's transformations stay, so ``execute`` still runs it."""
-        from engine.graph.json_generator import execution_plan
+        from millstream.engine.graph.json_generator import execution_plan
 
         if not self._transformations:
             raise RuntimeError("no operators defined in streaming topology; cannot execute")
@@ -380,7 +380,7 @@ class StreamExecutionEnvironment:
     # -- execution -----------------------------------------------------------
     def execute(self, job_name: str | None = None):
         """Run the job and wait for it to end (in the remote case: as the context decides)."""
-        from engine.client.context import current_context
+        from millstream.engine.client.context import current_context
 
         job_graph, stream_graph = self.get_job_graph(job_name)
         self._executed()  # as in Flink: the next execution runs only what is added from now on
@@ -388,16 +388,16 @@ class StreamExecutionEnvironment:
         return client.get_job_execution_result()
 
     def execute_async(self, job_name: str | None = None):
-        from engine.client.context import current_context
+        from millstream.engine.client.context import current_context
 
-        from engine.common.job_client import JobClient
+        from millstream.engine.common.job_client import JobClient
 
         job_graph, stream_graph = self.get_job_graph(job_name)
         self._executed()
         return JobClient(current_context().submit(job_graph, stream_graph))
 
     def _execute_and_collect(self, tid: int, job_name: str | None, limit: int | None):
-        from engine.client.context import current_context
+        from millstream.engine.client.context import current_context
 
         if limit is not None and limit <= 0:
             raise ValueError(f"limit must be greater than 0, got {limit}")  # as Flink's executeAndCollect

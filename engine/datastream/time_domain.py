@@ -1,4 +1,4 @@
 """``pyflink.datastream.time_domain``: ``TimeDomain`` (defined with the functions that use it)."""
-from engine.datastream.functions import TimeDomain
+from millstream.engine.datastream.functions import TimeDomain
 
 __all__ = ["TimeDomain"]

@@ -1,4 +1,4 @@
 """``pyflink.datastream.timerservice``: ``TimerService`` (defined with the functions that use it)."""
-from engine.datastream.functions import TimerService
+from millstream.engine.datastream.functions import TimerService
 
 __all__ = ["TimerService"]

@@ -1,5 +1,5 @@
 """``pyflink.datastream.window``: window assigners, windows, triggers and evictors."""
-from engine.windowing.assigners import (
+from millstream.engine.windowing.assigners import (
     CountSlidingWindowAssigner,
     CountTumblingWindowAssigner,
     DynamicEventTimeSessionWindows,
@@ -15,8 +15,8 @@ from engine.windowing.assigners import (
     TumblingProcessingTimeWindows,
     WindowAssigner,
 )
-from engine.windowing.evictors import CountEvictor, Evictor, TimeEvictor
-from engine.windowing.triggers import (
+from millstream.engine.windowing.evictors import CountEvictor, Evictor, TimeEvictor
+from millstream.engine.windowing.triggers import (
     ContinuousEventTimeTrigger,
     ContinuousProcessingTimeTrigger,
     CountTrigger,
@@ -27,7 +27,7 @@ from engine.windowing.triggers import (
     Trigger,
     TriggerResult,
 )
-from engine.windowing.windows import (
+from millstream.engine.windowing.windows import (
     CountWindow,
     CountWindowSerializer,
     GlobalWindow,

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from engine.common.time import Duration, Time
-from engine.datastream.functions import AggregateFunction, ProcessWindowFunction, ReduceFunction, WindowFunction
-from engine.datastream.output_tag import OutputTag
-from engine.graph.transformations import OperatorKind, WindowDescriptor, type_name
-from engine.windowing.assigners import GlobalWindows, WindowAssigner
-from engine.windowing.evictors import Evictor
-from engine.windowing.triggers import PurgingTrigger, Trigger
-from engine.windowing.user_assigners import adapt_assigner
+from millstream.engine.common.time import Duration, Time
+from millstream.engine.datastream.functions import AggregateFunction, ProcessWindowFunction, ReduceFunction, WindowFunction
+from millstream.engine.datastream.output_tag import OutputTag
+from millstream.engine.graph.transformations import OperatorKind, WindowDescriptor, type_name
+from millstream.engine.windowing.assigners import GlobalWindows, WindowAssigner
+from millstream.engine.windowing.evictors import Evictor
+from millstream.engine.windowing.triggers import PurgingTrigger, Trigger
+from millstream.engine.windowing.user_assigners import adapt_assigner
 
 if TYPE_CHECKING:
-    from engine.datastream.data_stream import DataStream, KeyedStream
+    from millstream.engine.datastream.data_stream import DataStream, KeyedStream
 
 
 class WindowedStream:

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.executiongraph.execution_graph import ExecutionGraph
-from engine.executiongraph.states import JobStatus
-from engine.graph.job_graph import JobGraph
-from engine.jobmanager.job_store import JobRecord
+from millstream.engine.executiongraph.execution_graph import ExecutionGraph
+from millstream.engine.executiongraph.states import JobStatus
+from millstream.engine.graph.job_graph import JobGraph
+from millstream.engine.jobmanager.job_store import JobRecord
 
 TERMINAL_TASK_STATES = ("FINISHED", "CANCELED", "FAILED")
 

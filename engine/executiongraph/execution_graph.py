@@ -7,13 +7,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from engine.executiongraph.states import (
+from millstream.engine.executiongraph.states import (
     ExecutionState,
     JobStatus,
     job_transition,
     task_transition,
 )
-from engine.graph.job_graph import JobGraph, JobVertex
+from millstream.engine.graph.job_graph import JobGraph, JobVertex
 
 Clock = Callable[[], float]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from engine.common.restart_strategy import RestartStrategyConfiguration
+from millstream.engine.common.restart_strategy import RestartStrategyConfiguration
 
 # Flink's default when checkpointing is on and no strategy is set: restart (practically) forever, 1 s apart.
 DEFAULT_WITH_CHECKPOINTING = RestartStrategyConfiguration("fixed-delay", attempts=2**31 - 1, delay_ms=1000)

@@ -11,8 +11,8 @@ subtask, and a print() sink there writes no ``<subtask>> `` prefix. Recorded fro
 """
 from __future__ import annotations
 
-from engine.graph.stream_graph import StreamGraph
-from engine.graph.transformations import OperatorKind, ShipStrategy
+from millstream.engine.graph.stream_graph import StreamGraph
+from millstream.engine.graph.transformations import OperatorKind, ShipStrategy
 
 
 def forward_group(graph: StreamGraph, node_id: int) -> set[int]:

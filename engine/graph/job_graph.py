@@ -10,8 +10,8 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from engine.graph.stream_graph import StreamEdge, StreamGraph, StreamNode
-from engine.graph.transformations import ChainingStrategy, OperatorKind, ShipStrategy, WindowDescriptor
+from millstream.engine.graph.stream_graph import StreamEdge, StreamGraph, StreamNode
+from millstream.engine.graph.transformations import ChainingStrategy, OperatorKind, ShipStrategy, WindowDescriptor
 
 
 @dataclass(frozen=True)

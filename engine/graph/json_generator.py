@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from engine.graph.job_graph import display_name
-from engine.graph.stream_graph import StreamEdge, StreamGraph
-from engine.graph.transformations import ChainingStrategy, OperatorKind, ShipStrategy
+from millstream.engine.graph.job_graph import display_name
+from millstream.engine.graph.stream_graph import StreamEdge, StreamGraph
+from millstream.engine.graph.transformations import ChainingStrategy, OperatorKind, ShipStrategy
 
 
 def _pact(kind: OperatorKind) -> str:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from engine.common.typeinfo import PickledBytesTypeInfo, TypeInformation
-from engine.graph.transformations import OperatorKind, Transformation
+from millstream.engine.common.typeinfo import PickledBytesTypeInfo, TypeInformation
+from millstream.engine.graph.transformations import OperatorKind, Transformation
 
 # Kinds whose records are their input's records.
 _PASS_THROUGH = {

@@ -9,7 +9,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.graph.transformations import (
+from millstream.engine.graph.transformations import (
     ChainingStrategy,
     OperatorKind,
     ShipStrategy,

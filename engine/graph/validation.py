@@ -12,10 +12,10 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from engine.checkpoint.config import CheckpointConfig, InvalidCheckpointConfig
-from engine.graph.job_graph import JobGraph
-from engine.graph.stream_graph import UPPER_MAX_PARALLELISM
-from engine.graph.transformations import ShipStrategy
+from millstream.engine.checkpoint.config import CheckpointConfig, InvalidCheckpointConfig
+from millstream.engine.graph.job_graph import JobGraph
+from millstream.engine.graph.stream_graph import UPPER_MAX_PARALLELISM
+from millstream.engine.graph.transformations import ShipStrategy
 
 JOB_TYPES = ("STREAMING", "BATCH")
 SHIP_STRATEGIES = frozenset(s.value for s in ShipStrategy)

@@ -20,20 +20,20 @@ import pickle
 import threading
 from typing import Any
 
-from engine.checkpoint import stats as checkpoint_stats
-from engine.checkpoint.completed_checkpoint import CompletedCheckpoint
-from engine.checkpoint.config import CheckpointConfig
-from engine.checkpoint.coordinator import CheckpointCoordinator, FailedCheckpoint
-from engine.checkpoint.filesystem import storage_fs
-from engine.checkpoint.messages import DiscardAction, NotifyAbortedAction, TaskAck, TriggerAction
-from engine.checkpoint.stats_tracker import CheckpointStatsTracker
-from engine.checkpoint.storage import FileSystemCheckpointStorage, discard_shared, shared_location, sweep_shared
-from engine.executiongraph.execution_graph import ExecutionGraph
-from engine.executiongraph.states import ExecutionState, JobStatus
-from engine.graph.job_graph import JobGraph
-from engine.jobmanager.job_store import JobStore, SavepointRecord
-from engine.taskexecutor import messages
-from engine.taskexecutor.gateway import TaskExecutorGateway
+from millstream.engine.checkpoint import stats as checkpoint_stats
+from millstream.engine.checkpoint.completed_checkpoint import CompletedCheckpoint
+from millstream.engine.checkpoint.config import CheckpointConfig
+from millstream.engine.checkpoint.coordinator import CheckpointCoordinator, FailedCheckpoint
+from millstream.engine.checkpoint.filesystem import storage_fs
+from millstream.engine.checkpoint.messages import DiscardAction, NotifyAbortedAction, TaskAck, TriggerAction
+from millstream.engine.checkpoint.stats_tracker import CheckpointStatsTracker
+from millstream.engine.checkpoint.storage import FileSystemCheckpointStorage, discard_shared, shared_location, sweep_shared
+from millstream.engine.executiongraph.execution_graph import ExecutionGraph
+from millstream.engine.executiongraph.states import ExecutionState, JobStatus
+from millstream.engine.graph.job_graph import JobGraph
+from millstream.engine.jobmanager.job_store import JobStore, SavepointRecord
+from millstream.engine.taskexecutor import messages
+from millstream.engine.taskexecutor.gateway import TaskExecutorGateway
 
 log = logging.getLogger("millstream.checkpointing")
 
@@ -435,7 +435,7 @@ class JobCheckpointing:
 
     def read_savepoint(self, path: str) -> CompletedCheckpoint:
         """Load a savepoint (or retained checkpoint) directory; raises InvalidSavepoint saying what is wrong."""
-        from engine.checkpoint.storage import InvalidSavepoint
+        from millstream.engine.checkpoint.storage import InvalidSavepoint
 
         meta = self.storage.read_metadata(path)
         try:

@@ -36,34 +36,34 @@ from typing import Any, Callable
 
 import redis
 
-from engine import redis_keys
-from engine.executiongraph.states import JobStatus
-from engine.graph.job_graph import JobGraph
-from engine.graph.stream_graph import UPPER_MAX_PARALLELISM
-from engine.checkpoint.rescale import StateRestoreError
-from engine.checkpoint.stats_tracker import CheckpointStatsTracker
-from engine.checkpoint.filesystem import storage_fs
-from engine.checkpoint.storage import InvalidSavepoint
-from engine.jobmanager.checkpointing import JobCheckpointing
-from engine.jobmanager.leader_election import FencedOut
-from engine.jobmanager.job_master import ALLOW_NON_RESTORED_KEY, SAVEPOINT_PATH_KEY, JobMaster
-from engine.jobmanager.savepoints import OperationRejected, SavepointOperations
-from engine.spark.availability import spark_unavailable_reason
-from engine.spark.spark_cancel import spark_cancel_value
-from engine.spark.spark_job_master import SparkJobMaster
-from engine.spark.validation import UntranslatableJob
-from engine.jobmanager.job_output import keep_output
-from engine.jobmanager.job_store import TERMINAL_STATES, ExceptionRecord, JobOutputRecord, JobRecord, JobStore
-from engine.runtime.collect import Ack
-from engine.security.replay import ElementPositions
-from engine.runtime.io.redis_collect import CollectPositions, expire_results, fetch_results, record_ack
-from engine.runtime.latency_markers import INTERVAL_OPTION as LATENCY_INTERVAL_KEY
-from engine.resourcemanager.resource_manager import ResourceManager
-from engine.resourcemanager.slot_pool import SlotPool
-from engine.security.replay import ReplayWindow
-from engine.taskexecutor import messages
-from engine.runtime.io import data_servers
-from engine.taskexecutor.gateway import RedisTaskExecutorGateway
+from millstream.engine import redis_keys
+from millstream.engine.executiongraph.states import JobStatus
+from millstream.engine.graph.job_graph import JobGraph
+from millstream.engine.graph.stream_graph import UPPER_MAX_PARALLELISM
+from millstream.engine.checkpoint.rescale import StateRestoreError
+from millstream.engine.checkpoint.stats_tracker import CheckpointStatsTracker
+from millstream.engine.checkpoint.filesystem import storage_fs
+from millstream.engine.checkpoint.storage import InvalidSavepoint
+from millstream.engine.jobmanager.checkpointing import JobCheckpointing
+from millstream.engine.jobmanager.leader_election import FencedOut
+from millstream.engine.jobmanager.job_master import ALLOW_NON_RESTORED_KEY, SAVEPOINT_PATH_KEY, JobMaster
+from millstream.engine.jobmanager.savepoints import OperationRejected, SavepointOperations
+from millstream.engine.spark.availability import spark_unavailable_reason
+from millstream.engine.spark.spark_cancel import spark_cancel_value
+from millstream.engine.spark.spark_job_master import SparkJobMaster
+from millstream.engine.spark.validation import UntranslatableJob
+from millstream.engine.jobmanager.job_output import keep_output
+from millstream.engine.jobmanager.job_store import TERMINAL_STATES, ExceptionRecord, JobOutputRecord, JobRecord, JobStore
+from millstream.engine.runtime.collect import Ack
+from millstream.engine.security.replay import ElementPositions
+from millstream.engine.runtime.io.redis_collect import CollectPositions, expire_results, fetch_results, record_ack
+from millstream.engine.runtime.latency_markers import INTERVAL_OPTION as LATENCY_INTERVAL_KEY
+from millstream.engine.resourcemanager.resource_manager import ResourceManager
+from millstream.engine.resourcemanager.slot_pool import SlotPool
+from millstream.engine.security.replay import ReplayWindow
+from millstream.engine.taskexecutor import messages
+from millstream.engine.runtime.io import data_servers
+from millstream.engine.taskexecutor.gateway import RedisTaskExecutorGateway
 
 log = logging.getLogger("millstream.dispatcher")
 

@@ -10,22 +10,22 @@ import logging
 import time
 from typing import Any, Callable
 
-from engine.executiongraph.archived import job_record
-from engine.executiongraph.execution_graph import ExecutionGraph, now_ms
-from engine.executiongraph.states import ExecutionState, JobStatus
-from engine.graph.job_graph import JobGraph
-from engine.checkpoint.completed_checkpoint import CompletedCheckpoint
-from engine.checkpoint.config import parse_duration_ms
-from engine.checkpoint.coordinator import CheckpointTriggerError
-from engine.checkpoint.rescale import plan_restore
-from engine.checkpoint.stats_tracker import CheckpointStatsTracker
-from engine.executiongraph.restart_backoff import RestartBackoffTimeStrategy
-from engine.jobmanager.checkpointing import JobCheckpointing, not_checkpointable
-from engine.jobmanager.job_store import ExceptionRecord, JobRecord, JobStore, SavepointRecord
-from engine.resourcemanager.slot_pool import SlotPool
-from engine.runtime.deployment import make_tdd
-from engine.scheduler.slot_assignment import NotEnoughSlots, subtask_slots
-from engine.taskexecutor.gateway import TaskExecutorGateway
+from millstream.engine.executiongraph.archived import job_record
+from millstream.engine.executiongraph.execution_graph import ExecutionGraph, now_ms
+from millstream.engine.executiongraph.states import ExecutionState, JobStatus
+from millstream.engine.graph.job_graph import JobGraph
+from millstream.engine.checkpoint.completed_checkpoint import CompletedCheckpoint
+from millstream.engine.checkpoint.config import parse_duration_ms
+from millstream.engine.checkpoint.coordinator import CheckpointTriggerError
+from millstream.engine.checkpoint.rescale import plan_restore
+from millstream.engine.checkpoint.stats_tracker import CheckpointStatsTracker
+from millstream.engine.executiongraph.restart_backoff import RestartBackoffTimeStrategy
+from millstream.engine.jobmanager.checkpointing import JobCheckpointing, not_checkpointable
+from millstream.engine.jobmanager.job_store import ExceptionRecord, JobRecord, JobStore, SavepointRecord
+from millstream.engine.resourcemanager.slot_pool import SlotPool
+from millstream.engine.runtime.deployment import make_tdd
+from millstream.engine.scheduler.slot_assignment import NotEnoughSlots, subtask_slots
+from millstream.engine.taskexecutor.gateway import TaskExecutorGateway
 
 log = logging.getLogger("millstream.jobmaster")
 

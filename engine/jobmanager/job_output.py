@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import redis
 
-from engine import redis_keys
-from engine.jobmanager.job_store import OUTPUT_KEPT_LINES, JobOutputRecord, JobStore, bounded_tail
-from engine.runtime.io.job_stdout import read_lines, stdout_key
-from engine.security.replay import ElementPositions
+from millstream.engine import redis_keys
+from millstream.engine.jobmanager.job_store import OUTPUT_KEPT_LINES, JobOutputRecord, JobStore, bounded_tail
+from millstream.engine.runtime.io.job_stdout import read_lines, stdout_key
+from millstream.engine.security.replay import ElementPositions
 
 
 def keep_output(

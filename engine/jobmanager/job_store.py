@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from collections import Counter
 from typing import Any, Collection, Protocol
 
-from engine.executiongraph.states import JobStatus
+from millstream.engine.executiongraph.states import JobStatus
 
 TERMINAL_STATES = tuple(s.value for s in JobStatus if s.is_terminal())
 

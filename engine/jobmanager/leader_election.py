@@ -20,8 +20,8 @@ from typing import Any, Callable, Protocol
 
 import redis
 
-from engine import redis_keys
-from engine.jobmanager.leader_lease import Lease, LeaseAction, LeaseConfig, LeaderLease
+from millstream.engine import redis_keys
+from millstream.engine.jobmanager.leader_lease import Lease, LeaseAction, LeaseConfig, LeaderLease
 
 log = logging.getLogger("millstream.leader")
 

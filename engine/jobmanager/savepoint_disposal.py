@@ -12,9 +12,9 @@ import threading
 import uuid
 from collections import OrderedDict
 
-from engine.checkpoint.filesystem import storage_fs
-from engine.checkpoint.storage import CheckpointStorageError, FileSystemCheckpointStorage, InvalidSavepoint
-from engine.jobmanager.savepoints import OperationRejected, StateRoots
+from millstream.engine.checkpoint.filesystem import storage_fs
+from millstream.engine.checkpoint.storage import CheckpointStorageError, FileSystemCheckpointStorage, InvalidSavepoint
+from millstream.engine.jobmanager.savepoints import OperationRejected, StateRoots
 
 #: outcomes kept for polling; older ones are forgotten (their status answers 404)
 MAX_RESULTS = 1000

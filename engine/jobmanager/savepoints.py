@@ -20,15 +20,15 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from engine.checkpoint.config import CheckpointConfig
-from engine.checkpoint.coordinator import CheckpointTriggerError
-from engine.checkpoint.filesystem import is_remote, storage_fs
-from engine.checkpoint.storage import CheckpointStorageError
-from engine.jobmanager.job_master import JobMaster, JobNotRunning
-from engine.jobmanager.job_store import JobStore, SavepointRecord
+from millstream.engine.checkpoint.config import CheckpointConfig
+from millstream.engine.checkpoint.coordinator import CheckpointTriggerError
+from millstream.engine.checkpoint.filesystem import is_remote, storage_fs
+from millstream.engine.checkpoint.storage import CheckpointStorageError
+from millstream.engine.jobmanager.job_master import JobMaster, JobNotRunning
+from millstream.engine.jobmanager.job_store import JobStore, SavepointRecord
 
 if TYPE_CHECKING:
-    from engine.spark.spark_job_master import SparkJobMaster
+    from millstream.engine.spark.spark_job_master import SparkJobMaster
 
 _TRIGGER_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
@@ -193,6 +193,6 @@ class SavepointOperations:
 
 
 def _unknown(job_id: str) -> KeyError:
-    from engine.jobmanager.dispatcher import UnknownJob  # the Dispatcher module defines it and imports this one
+    from millstream.engine.jobmanager.dispatcher import UnknownJob  # the Dispatcher module defines it and imports this one
 
     return UnknownJob(job_id)

@@ -14,7 +14,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from engine.metrics.metricbase import Counter, Distribution, Meter, Metric, MetricGroup
+from millstream.engine.metrics.metricbase import Counter, Distribution, Meter, Metric, MetricGroup
 
 log = logging.getLogger("millstream.metrics")
 

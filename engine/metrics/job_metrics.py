@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from engine.executiongraph.states import JobStatus
+from millstream.engine.executiongraph.states import JobStatus
 
 #: Flink's JobManager-scope metric names, in the order they are reported.
 JOBMANAGER_METRICS = ("numRegisteredTaskManagers", "numRunningJobs", "taskSlotsTotal", "taskSlotsAvailable")

@@ -1,6 +1,6 @@
 """PyFlink's user metric API (``pyflink.metrics``): a MetricGroup and the metric kinds it registers.
 
-These are the interfaces user functions program against; ``engine.metrics.groups`` implements them
+These are the interfaces user functions program against; ``millstream.engine.metrics.groups`` implements them
 for a running subtask, whose values are reported with the task's metrics.
 """
 from __future__ import annotations

@@ -24,11 +24,11 @@ from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily, Metric, SummaryMetricFamily
 
-from engine.runtime.latency_markers import PROMETHEUS_QUANTILES, QUANTILES
-from engine.runtime.task_metrics import LATENCY_FIGURE
+from millstream.engine.runtime.latency_markers import PROMETHEUS_QUANTILES, QUANTILES
+from millstream.engine.runtime.task_metrics import LATENCY_FIGURE
 
-from engine.metrics.task_report import TaskMetricsReport
-from engine.metrics.taskmanager_metrics import taskmanager_values
+from millstream.engine.metrics.task_report import TaskMetricsReport
+from millstream.engine.metrics.taskmanager_metrics import taskmanager_values
 
 JOBMANAGER_SCOPE = ("jobmanager",)
 TASKMANAGER_SCOPE = ("taskmanager",)

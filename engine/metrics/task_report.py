@@ -13,7 +13,7 @@ from typing import Any
 
 import msgpack
 
-from engine.metrics.groups import UserMetricValue
+from millstream.engine.metrics.groups import UserMetricValue
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,9 @@ from typing import Any, Callable
 
 import redis
 
-from engine import redis_keys
-from engine.resourcemanager.slot_pool import SlotPool, TaskManagerInfo
-from engine.taskexecutor import messages
+from millstream.engine import redis_keys
+from millstream.engine.resourcemanager.slot_pool import SlotPool, TaskManagerInfo
+from millstream.engine.taskexecutor import messages
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.scheduler.slot_assignment import SlotId, pick_slots
+from millstream.engine.scheduler.slot_assignment import SlotId, pick_slots
 
 
 @dataclass

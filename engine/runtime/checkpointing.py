@@ -17,10 +17,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from engine.checkpoint.messages import TaskAck
-from engine.checkpoint.filesystem import is_remote
-from engine.checkpoint.storage import FileSystemCheckpointStorage
-from engine.runtime import forked_snapshot
+from millstream.engine.checkpoint.messages import TaskAck
+from millstream.engine.checkpoint.filesystem import is_remote
+from millstream.engine.checkpoint.storage import FileSystemCheckpointStorage
+from millstream.engine.runtime import forked_snapshot
 
 
 @dataclass(frozen=True)

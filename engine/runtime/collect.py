@@ -27,9 +27,9 @@ from typing import Any, Mapping, Protocol
 
 import msgpack
 
-from engine.checkpoint.config import CheckpointConfig, CheckpointingMode, InvalidCheckpointConfig
-from engine.runtime.io.serialization import RECORDS as _RECORDS_BUFFER
-from engine.runtime.io.serialization import MsgpackSerializer
+from millstream.engine.checkpoint.config import CheckpointConfig, CheckpointingMode, InvalidCheckpointConfig
+from millstream.engine.runtime.io.serialization import RECORDS as _RECORDS_BUFFER
+from millstream.engine.runtime.io.serialization import MsgpackSerializer
 
 START = 0
 RECORDS = 1

@@ -4,8 +4,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from engine.graph.job_graph import JobGraph
-from engine.runtime.partitioner import connected_sources, connected_targets
+from millstream.engine.graph.job_graph import JobGraph
+from millstream.engine.runtime.partitioner import connected_sources, connected_targets
 
 
 @dataclass(frozen=True)

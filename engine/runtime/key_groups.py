@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.runtime.key_encoding import KEY_ENCODING_VERSION, KeyEncodingError
-from engine.common.key_spec import KeySpec, key_spec
-from engine.runtime.key_hash import key_group_hash
+from millstream.engine.runtime.key_encoding import KEY_ENCODING_VERSION, KeyEncodingError
+from millstream.engine.common.key_spec import KeySpec, key_spec
+from millstream.engine.runtime.key_hash import key_group_hash
 
 __all__ = [
     "KEY_ENCODING_VERSION",

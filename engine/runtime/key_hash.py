@@ -15,7 +15,7 @@ that value is what is pickled or converted. So keys PyFlink would tell apart but
 type, or no stable pickle (a frozenset, a dataclass, a datetime: their pickles name classes or vary
 by hash seed), is hashed by its packed canonical bytes instead: stable, but not where PyFlink puts it.
 
-The declared key type arrives as a ``KeySpec`` (``engine.common.key_spec``); ``None`` means none.
+The declared key type arrives as a ``KeySpec`` (``millstream.engine.common.key_spec``); ``None`` means none.
 """
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ from typing import Any
 
 import msgpack
 
-from engine.common.key_spec import KeySpec
-from engine.runtime.key_encoding import EXT_BIGINT, canonical
+from millstream.engine.common.key_spec import KeySpec
+from millstream.engine.runtime.key_encoding import EXT_BIGINT, canonical
 
 
 _M = 0xFFFFFFFF
@@ -172,7 +172,7 @@ def _java_hash(v: Any, spec: KeySpec) -> int:
 
 
 def _composite_hash(v: Any, spec: tuple[Any, ...]) -> int:
-    from engine.common.row import Row, RowKind
+    from millstream.engine.common.row import Row, RowKind
 
     kind, specs = spec[0], spec[1]
     if isinstance(v, Row):

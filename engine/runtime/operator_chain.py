@@ -11,23 +11,23 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from engine.graph.forward_groups import adaptive_batch_parallelism
-from engine.graph.stream_graph import StreamGraph
-from engine.graph.transformations import OperatorKind
-from engine.runtime.deployment import TaskDeploymentDescriptor
-from engine.runtime.io.channel import ChannelId
-from engine.runtime.io.record_writer import RecordWriter
-from engine.runtime.io.serialization import BufferSerializer
-from engine.runtime.operators.base import ChainingOutput, FanOut, OperatorContext, Output, StreamOperator
-from engine.runtime.operators.factory import create_operator
-from engine.runtime.operators.sinks import PrintSinkOperator
-from engine.runtime.partitioner import create_partitioner
-from engine.runtime.state.backend import create_keyed_backend
-from engine.runtime.state.operator_state import FunctionStateHandler
-from engine.runtime.task_metrics import TaskIOMetrics
+from millstream.engine.graph.forward_groups import adaptive_batch_parallelism
+from millstream.engine.graph.stream_graph import StreamGraph
+from millstream.engine.graph.transformations import OperatorKind
+from millstream.engine.runtime.deployment import TaskDeploymentDescriptor
+from millstream.engine.runtime.io.channel import ChannelId
+from millstream.engine.runtime.io.record_writer import RecordWriter
+from millstream.engine.runtime.io.serialization import BufferSerializer
+from millstream.engine.runtime.operators.base import ChainingOutput, FanOut, OperatorContext, Output, StreamOperator
+from millstream.engine.runtime.operators.factory import create_operator
+from millstream.engine.runtime.operators.sinks import PrintSinkOperator
+from millstream.engine.runtime.partitioner import create_partitioner
+from millstream.engine.runtime.state.backend import create_keyed_backend
+from millstream.engine.runtime.state.operator_state import FunctionStateHandler
+from millstream.engine.runtime.task_metrics import TaskIOMetrics
 
 if TYPE_CHECKING:  # the task module imports this one
-    from engine.runtime.stream_task import TaskEnvironment
+    from millstream.engine.runtime.stream_task import TaskEnvironment
 
 
 @dataclass

@@ -9,7 +9,7 @@ import random
 from abc import ABC, abstractmethod
 from typing import Any, Callable
 
-from engine.runtime.key_groups import KeySpec, assign_key_to_operator
+from millstream.engine.runtime.key_groups import KeySpec, assign_key_to_operator
 
 Batch = tuple[list[Any], list[int] | None]
 

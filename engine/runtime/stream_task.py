@@ -8,7 +8,7 @@ output channel, and measure busy, idle and backpressured time.
 Checkpoints: sources take them between batches when triggered, other tasks
 when barriers are aligned; what goes into the snapshot and comes back out of
 it (keyed state and timers by key group, operator and function state, source
-splits) is in ``engine.runtime.state.task_state_manager``. A stop-with-savepoint
+splits) is in ``millstream.engine.runtime.state.task_state_manager``. A stop-with-savepoint
 (SYNC_SAVEPOINT) halts the sources at its barrier; every task finishes once it
 completes, ending event time only when asked to drain.
 """
@@ -24,18 +24,18 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from engine.graph.stream_graph import StreamGraph
-from engine.graph.transformations import OperatorKind
-from engine.runtime.deployment import TaskDeploymentDescriptor
-from engine.runtime.io.channel import ChannelFactory, ChannelId, TaskCancelled
-from engine.checkpoint.messages import TaskAck
-from engine.checkpoint.rescale import TaskRestore
-from engine.checkpoint.shared_state_registry import SHARED_DIR
-from engine.checkpoint.storage import FileSystemCheckpointStorage, read_shared_parts, write_shared_file
-from engine.runtime.batch_slicer import BatchSlicer
-from engine.runtime.collect import CollectGateway
-from engine.runtime.checkpointing import AlignmentStep, Barrier, BarrierAligner, SubtaskCheckpointer
-from engine.runtime.io.serialization import (
+from millstream.engine.graph.stream_graph import StreamGraph
+from millstream.engine.graph.transformations import OperatorKind
+from millstream.engine.runtime.deployment import TaskDeploymentDescriptor
+from millstream.engine.runtime.io.channel import ChannelFactory, ChannelId, TaskCancelled
+from millstream.engine.checkpoint.messages import TaskAck
+from millstream.engine.checkpoint.rescale import TaskRestore
+from millstream.engine.checkpoint.shared_state_registry import SHARED_DIR
+from millstream.engine.checkpoint.storage import FileSystemCheckpointStorage, read_shared_parts, write_shared_file
+from millstream.engine.runtime.batch_slicer import BatchSlicer
+from millstream.engine.runtime.collect import CollectGateway
+from millstream.engine.runtime.checkpointing import AlignmentStep, Barrier, BarrierAligner, SubtaskCheckpointer
+from millstream.engine.runtime.io.serialization import (
     BARRIER,
     END_OF_PARTITION,
     LATENCY_MARKER,
@@ -44,18 +44,18 @@ from engine.runtime.io.serialization import (
     WATERMARK,
     create_serializer,
 )
-from engine.runtime.operator_chain import build_operator_chain
-from engine.runtime.operators.base import Output, StreamingRuntimeContext, StreamOperator
-from engine.runtime.io.record_writer import RecordWriter
-from engine.runtime.latency_markers import (
+from millstream.engine.runtime.operator_chain import build_operator_chain
+from millstream.engine.runtime.operators.base import Output, StreamingRuntimeContext, StreamOperator
+from millstream.engine.runtime.io.record_writer import RecordWriter
+from millstream.engine.runtime.latency_markers import (
     LatencyMarker,
     LatencyStats,
     MarkerSchedule,
     history_size,
     latency_interval_ms,
 )
-from engine.runtime.state.operator_state import FunctionStateHandler
-from engine.runtime.state.task_state_manager import (
+from millstream.engine.runtime.state.operator_state import FunctionStateHandler
+from millstream.engine.runtime.state.task_state_manager import (
     restore_function_state,
     restore_keyed,
     restore_operator_state,
@@ -66,11 +66,11 @@ from engine.runtime.state.task_state_manager import (
     snapshot_keyed_incremental,
     snapshot_keyed_tables,
 )
-from engine.checkpoint.filesystem import is_remote
-from engine.runtime.state.incremental import SharedFile, chain_from_wire
-from engine.runtime.task_metrics import TaskIOMetrics
-from engine.runtime.user_code_class_loader import activate_user_code
-from engine.runtime.watermarks import MAX_WATERMARK, StatusWatermarkValve
+from millstream.engine.checkpoint.filesystem import is_remote
+from millstream.engine.runtime.state.incremental import SharedFile, chain_from_wire
+from millstream.engine.runtime.task_metrics import TaskIOMetrics
+from millstream.engine.runtime.user_code_class_loader import activate_user_code
+from millstream.engine.runtime.watermarks import MAX_WATERMARK, StatusWatermarkValve
 
 SOURCE_BATCH = 1024
 TICK_S = 0.05  # how often operators' on_tick runs (processing-time timers, idleness)

@@ -3,7 +3,7 @@
 The task loop adds seconds to ``idle_s`` while waiting for input and the
 record writers add to ``backpressured_s`` while waiting for credit; the rest
 of the wall time is busy. ``sample`` turns the counters into per-second rates, and adds the user
-metrics that the task's functions registered (``engine.metrics``), under their identifiers.
+metrics that the task's functions registered (``millstream.engine.metrics``), under their identifiers.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.metrics.groups import MetricRegistry, UserMetricValue
+from millstream.engine.metrics.groups import MetricRegistry, UserMetricValue
 
 
 #: The key of a task's latency histograms in its metrics sample (job-scope metrics, not the task's own).

@@ -26,7 +26,7 @@ import uuid
 from collections import OrderedDict
 from typing import Callable
 
-from engine.security.mac import Unauthenticated, log, refused
+from millstream.engine.security.mac import Unauthenticated, log, refused
 
 #: how many sequence numbers below a sender's highest are remembered (out-of-order arrival)
 WINDOW = 4096

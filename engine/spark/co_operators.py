@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from engine.datastream.functions import CoFlatMapFunction, CoMapFunction
-from engine.spark.partitions import PartitionFn, TaskInfo, _close, _open, _results
+from millstream.engine.datastream.functions import CoFlatMapFunction, CoMapFunction
+from millstream.engine.spark.partitions import PartitionFn, TaskInfo, _close, _open, _results
 
 TaggedRecord = tuple[int, Any]  # (input index, record or (record, timestamp))
 

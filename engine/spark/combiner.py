@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Iterator
 
-from engine.runtime.state_keys import hashable_key
+from millstream.engine.runtime.state_keys import hashable_key
 
 #: distinct keys a partition combines before it hands its partial results on
 MAX_COMBINED_KEYS = 100_000

@@ -1,15 +1,15 @@
 """The Spark driver process of one Millstream job.
 
-``python -m engine.spark.driver --job-id J --redis-url URL --spark-master M
+``python -m millstream.engine.spark.driver --job-id J --redis-url URL --spark-master M
 --job-graph jobgraph.json [--user-code usercode.bin] [--error-file F] [--conf k=v ...]``
 
 The JobGraph comes as JSON in a file; the user code (a cloudpickled
 StreamGraph) from ``--user-code`` or else from Redis
-(``engine.redis_keys.job_user_code``, signed: verified with the secret in
+(``millstream.engine.redis_keys.job_user_code``, signed: verified with the secret in
 ``--cluster-secret-file`` before unpickling). All Spark jobs run in the job group
 named by the job id. Collected results go to the job's Redis collect list as
 entries of the collect protocol (engine/runtime/collect.py), as the native runtime writes them; progress goes to
-``engine.redis_keys.spark_progress``. SIGTERM, SIGINT or the Redis cancel key
+``millstream.engine.redis_keys.spark_progress``. SIGTERM, SIGINT or the Redis cancel key
 cancel the job group.
 
 Exit status: 0 finished, 1 failed, 2 untranslatable, 3 canceled; on failure
@@ -32,18 +32,18 @@ from typing import Any
 import cloudpickle
 import redis
 
-from engine import redis_keys
-from engine.graph.job_graph import JobGraph
-from engine.runtime import collect
-from engine.runtime.io.redis_collect import RedisCollectGateway
-from engine.runtime.io.job_stdout import stdout_key
-from engine.spark.print_stream import set_print_stream
-from engine.spark.spark_cancel import spark_cancel_requested
-from engine.spark.validation import UntranslatableJob
-from engine.taskexecutor import code_signing
-from engine.runtime.python_dependencies import activate, materialize, zip_entry
-from engine.spark.engine_archive import build as build_engine_archive
-from engine.spark.engine_archive import is_local_master
+from millstream.engine import redis_keys
+from millstream.engine.graph.job_graph import JobGraph
+from millstream.engine.runtime import collect
+from millstream.engine.runtime.io.redis_collect import RedisCollectGateway
+from millstream.engine.runtime.io.job_stdout import stdout_key
+from millstream.engine.spark.print_stream import set_print_stream
+from millstream.engine.spark.spark_cancel import spark_cancel_requested
+from millstream.engine.spark.validation import UntranslatableJob
+from millstream.engine.taskexecutor import code_signing
+from millstream.engine.runtime.python_dependencies import activate, materialize, zip_entry
+from millstream.engine.spark.engine_archive import build as build_engine_archive
+from millstream.engine.spark.engine_archive import is_local_master
 
 EXIT_FINISHED, EXIT_FAILED, EXIT_UNTRANSLATABLE, EXIT_CANCELED = 0, 1, 2, 3
 PROGRESS_INTERVAL_S = 0.5
@@ -172,7 +172,7 @@ def _spark_context(ns: argparse.Namespace, job_graph: JobGraph) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m engine.spark.driver")
+    ap = argparse.ArgumentParser(prog="python -m millstream.engine.spark.driver")
     ap.add_argument("--job-id", required=True)
     ap.add_argument("--redis-url", required=True)
     ap.add_argument("--spark-master", default="local[*]")
@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with open(ns.job_graph) as f:
             job_graph = JobGraph.from_dict(json.load(f))
-        from engine.compat.pyflink_alias import install as install_pyflink_alias
+        from millstream.engine.compat.pyflink_alias import install as install_pyflink_alias
 
         install_pyflink_alias()  # user code may name pyflink.* modules
         # Files the program shipped (add_python_file): on the driver's import path before its code
@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         python_path = materialized.python_path
         activate(python_path)
         stream_graph = cloudpickle.loads(materialized.graph)
-        from engine.spark.translator import translate
+        from millstream.engine.spark.translator import translate
 
         sc = _spark_context(ns, job_graph)
         if not is_local_master(ns.spark_master):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 #: top-level packages the executors import: the engine, the ``pyflink`` name user code may import,
 #: and the engine's pure-Python dependencies
-PACKAGES = ("engine", "cloudpickle", "msgpack", "redis")
+PACKAGES = ("millstream.engine", "cloudpickle", "msgpack", "redis")
 _COMPILED = (".so", ".pyd", ".dylib")
 
 
@@ -46,6 +46,6 @@ def build(target: str) -> str:
             # package, which zipimport serves without an __init__.py.
             _add_tree(z, Path(os.path.dirname(module.__file__ or "")), name.replace(".", "/"))
         # ``pyflink`` is served by the engine's shim package, which installs the alias on import.
-        shim = importlib.import_module("engine.compat.pyflink")
+        shim = importlib.import_module("millstream.engine.compat.pyflink")
         _add_tree(z, Path(os.path.dirname(shim.__file__ or "")), "pyflink")
     return target

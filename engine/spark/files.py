@@ -26,9 +26,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
-from engine.checkpoint.filesystem import is_remote
-from engine.datastream.connectors.file_paths import file_size, open_binary
-from engine.datastream.connectors.sink import InitContext, Sink
+from millstream.engine.checkpoint.filesystem import is_remote
+from millstream.engine.datastream.connectors.file_paths import file_size, open_binary
+from millstream.engine.datastream.connectors.sink import InitContext, Sink
 
 RDD = Any  # pyspark.RDD; not imported so this module loads without a JVM
 

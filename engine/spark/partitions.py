@@ -13,8 +13,8 @@ from itertools import chain
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
-from engine.datastream.connectors.source import Source
-from engine.datastream.functions import (
+from millstream.engine.datastream.connectors.source import Source
+from millstream.engine.datastream.functions import (
     FilterFunction,
     FlatMapFunction,
     Function,
@@ -27,16 +27,16 @@ from engine.datastream.functions import (
     TimeDomain,
     TimerService,
 )
-from engine.runtime.key_groups import assign_to_key_group
-from engine.runtime.operators.basic import _extend
-from engine.runtime.state.heap_backend import HeapKeyedStateBackend
-from engine.runtime.watermarks import MIN_WATERMARK, NO_TIMESTAMP
-from engine.spark import print_stream  # noqa: F401  (in a Spark worker: printed lines reach the job's stream)
-from engine.spark.timer_service import BatchTimerService
-from engine.spark.timestamps import NO_STAMPS, Stamping
+from millstream.engine.runtime.key_groups import assign_to_key_group
+from millstream.engine.runtime.operators.basic import _extend
+from millstream.engine.runtime.state.heap_backend import HeapKeyedStateBackend
+from millstream.engine.runtime.watermarks import MIN_WATERMARK, NO_TIMESTAMP
+from millstream.engine.spark import print_stream  # noqa: F401  (in a Spark worker: printed lines reach the job's stream)
+from millstream.engine.spark.timer_service import BatchTimerService
+from millstream.engine.spark.timestamps import NO_STAMPS, Stamping
 
 try:  # side outputs are being added to the engine in parallel
-    from engine.datastream.output_tag import OutputTag
+    from millstream.engine.datastream.output_tag import OutputTag
 except ImportError:  # pragma: no cover
     OutputTag = None  # type: ignore[assignment,misc]
 

@@ -1,9 +1,9 @@
 """Where a Spark task's printed lines go: the executor's stdout, as before, and the job's print stream
-in Redis (``engine.runtime.io.job_stdout``), so an attached client shows them as it does for a
+in Redis (``millstream.engine.runtime.io.job_stdout``), so an attached client shows them as it does for a
 streaming job: print() sinks and print() calls in user functions alike.
 
 The driver names the stream in a Spark local property, the way Spark itself hands its tasks their job
-group. In a PySpark worker, importing this module (``engine.spark.partitions`` does, and every task
+group. In a PySpark worker, importing this module (``millstream.engine.spark.partitions`` does, and every task
 of a Millstream job unpickles functions from there) installs ``WorkerStdout`` as ``sys.stdout``: each
 line written while a task of a Millstream job runs is appended to that job's stream. Elsewhere (the
 driver, plain-list tests) nothing changes.
@@ -17,7 +17,7 @@ from typing import Any, Callable, TextIO
 
 import redis
 
-from engine.runtime.io.job_stdout import append_lines
+from millstream.engine.runtime.io.job_stdout import append_lines
 
 LOCAL_PROPERTY = "millstream.print-stream"
 

@@ -1,12 +1,12 @@
 """The Spark cancel key: how the JobManager tells a BATCH job's driver process to cancel its Spark job.
 
-The driver polls the key (``engine.redis_keys.spark_cancel``). Its value is sealed with the cluster
+The driver polls the key (``millstream.engine.redis_keys.spark_cancel``). Its value is sealed with the cluster
 secret for that job (engine/security/mac.py), so a key set by someone with only the Redis URL cancels
 nothing; a driver started without a secret (tests run it alone) honours any value, as before.
 """
 from __future__ import annotations
 
-from engine.security.mac import Sealer, Unauthenticated
+from millstream.engine.security.mac import Sealer, Unauthenticated
 
 
 def spark_cancel_value(secret: str | bytes | None, job_id: str) -> bytes:

@@ -1,8 +1,8 @@
 """SparkJobMaster: the JobManager's side of a bounded job that runs on Spark.
 
-It has the public interface of ``engine.jobmanager.job_master.JobMaster``, so
+It has the public interface of ``millstream.engine.jobmanager.job_master.JobMaster``, so
 the Dispatcher drives it the same way, but it needs no TaskManager slots: it
-starts one Spark driver process (``engine.spark.driver``), polls it on
+starts one Spark driver process (``millstream.engine.spark.driver``), polls it on
 ``tick``, and mirrors it coarsely in the ExecutionGraph (every subtask
 RUNNING while the driver runs, then FINISHED, FAILED or CANCELED).
 """
@@ -21,18 +21,18 @@ from typing import IO, Any, Callable
 
 import redis
 
-from engine import redis_keys
+from millstream.engine import redis_keys
 
-from engine.executiongraph.archived import job_record
-from engine.executiongraph.execution_graph import ExecutionGraph, now_ms
-from engine.executiongraph.states import ExecutionState, JobStatus
-from engine.graph.job_graph import JobGraph
-from engine.jobmanager.job_store import ExceptionRecord, JobRecord, JobStore
-from engine.resourcemanager.slot_pool import SlotPool
-from engine.spark.driver import EXIT_CANCELED, EXIT_FINISHED, EXIT_UNTRANSLATABLE
-from engine.spark.spark_cancel import spark_cancel_value
-from engine.spark.validation import check_job_graph
-from engine.taskexecutor.gateway import TaskExecutorGateway
+from millstream.engine.executiongraph.archived import job_record
+from millstream.engine.executiongraph.execution_graph import ExecutionGraph, now_ms
+from millstream.engine.executiongraph.states import ExecutionState, JobStatus
+from millstream.engine.graph.job_graph import JobGraph
+from millstream.engine.jobmanager.job_store import ExceptionRecord, JobRecord, JobStore
+from millstream.engine.resourcemanager.slot_pool import SlotPool
+from millstream.engine.spark.driver import EXIT_CANCELED, EXIT_FINISHED, EXIT_UNTRANSLATABLE
+from millstream.engine.spark.spark_cancel import spark_cancel_value
+from millstream.engine.spark.validation import check_job_graph
+from millstream.engine.taskexecutor.gateway import TaskExecutorGateway
 
 log = logging.getLogger("millstream.sparkjobmaster")
 
@@ -120,7 +120,7 @@ class SparkJobMaster:
         with open(code_path, "wb") as f:
             f.write(self.user_code)
         cmd = [
-            self.python, "-m", "engine.spark.driver",
+            self.python, "-m", "millstream.engine.spark.driver",
             "--job-id", self.job_id,
             "--redis-url", self.redis_url,
             "--spark-master", self.spark_master,

@@ -12,9 +12,9 @@ from __future__ import annotations
 import time
 from typing import Callable, Iterator
 
-from engine.datastream.functions import TimeDomain, TimerService
-from engine.runtime.timers import InternalTimerService
-from engine.runtime.watermarks import MAX_WATERMARK, MIN_WATERMARK
+from millstream.engine.datastream.functions import TimeDomain, TimerService
+from millstream.engine.runtime.timers import InternalTimerService
+from millstream.engine.runtime.watermarks import MAX_WATERMARK, MIN_WATERMARK
 
 _KEY = None  # one key at a time: the queues need no key
 

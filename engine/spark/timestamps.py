@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from engine.common.watermark_strategy import WatermarkStrategy
-from engine.graph.stream_graph import StreamGraph
-from engine.graph.transformations import OperatorKind
-from engine.runtime.watermarks import MIN_WATERMARK, TimestampExtractor
+from millstream.engine.common.watermark_strategy import WatermarkStrategy
+from millstream.engine.graph.stream_graph import StreamGraph
+from millstream.engine.graph.transformations import OperatorKind
+from millstream.engine.runtime.watermarks import MIN_WATERMARK, TimestampExtractor
 
 PartitionFn = Callable[[int, Iterator[Any]], Iterator[Any]]
 CHUNK = 1024  # records per call to the extractor, as a native batch

@@ -15,24 +15,24 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from engine.common.type_formatting import record_formatter
-from engine.datastream.connectors.collection import CollectionSource
-from engine.datastream.connectors.datagen import DataGeneratorSource
-from engine.datastream.connectors.file_source import FileSource, enumerate_files
-from engine.datastream.connectors.number_seq import NumberSequenceSource
-from engine.datastream.connectors.source import Source
-from engine.datastream.functions import Function
-from engine.graph.forward_groups import adaptive_batch_parallelism
-from engine.graph.job_graph import JobGraph
-from engine.graph.stream_graph import StreamEdge, StreamGraph, StreamNode
-from engine.graph.transformations import OperatorKind, ShipStrategy, Transformation
-from engine.spark import partitions as P
-from engine.spark import co_operators as C
-from engine.spark import files as F
-from engine.spark import windows as W
-from engine.spark.combiner import combine_partition, hashable_keys
-from engine.spark.timestamps import NO_STAMPS, Stamping, plan_timestamps, timestamps_partition, unstamped, value_of
-from engine.spark.validation import UntranslatableJob, check_job_graph, untranslatable_operator
+from millstream.engine.common.type_formatting import record_formatter
+from millstream.engine.datastream.connectors.collection import CollectionSource
+from millstream.engine.datastream.connectors.datagen import DataGeneratorSource
+from millstream.engine.datastream.connectors.file_source import FileSource, enumerate_files
+from millstream.engine.datastream.connectors.number_seq import NumberSequenceSource
+from millstream.engine.datastream.connectors.source import Source
+from millstream.engine.datastream.functions import Function
+from millstream.engine.graph.forward_groups import adaptive_batch_parallelism
+from millstream.engine.graph.job_graph import JobGraph
+from millstream.engine.graph.stream_graph import StreamEdge, StreamGraph, StreamNode
+from millstream.engine.graph.transformations import OperatorKind, ShipStrategy, Transformation
+from millstream.engine.spark import partitions as P
+from millstream.engine.spark import co_operators as C
+from millstream.engine.spark import files as F
+from millstream.engine.spark import windows as W
+from millstream.engine.spark.combiner import combine_partition, hashable_keys
+from millstream.engine.spark.timestamps import NO_STAMPS, Stamping, plan_timestamps, timestamps_partition, unstamped, value_of
+from millstream.engine.spark.validation import UntranslatableJob, check_job_graph, untranslatable_operator
 
 __all__ = ["SparkPlan", "SinkAction", "UntranslatableJob", "translate"]
 

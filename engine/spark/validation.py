@@ -11,8 +11,8 @@ objects (``windows.plan_window``), so a JobGraph that lies cannot slip past.
 """
 from __future__ import annotations
 
-from engine.graph.job_graph import JobGraph
-from engine.graph.transformations import OperatorKind, WindowDescriptor
+from millstream.engine.graph.job_graph import JobGraph
+from millstream.engine.graph.transformations import OperatorKind, WindowDescriptor
 
 #: operator kinds the translator knows
 SUPPORTED_KINDS = frozenset(
@@ -46,12 +46,12 @@ TWO_INPUT_KINDS = frozenset(
 BY_WINDOW, MERGING, COUNT = "by_window", "merging", "count"
 FUNCTION_KINDS = ("reduce", "aggregate", "process", "apply")
 
-_TRIGGERS = "engine.windowing.triggers."
+_TRIGGERS = "millstream.engine.windowing.triggers."
 EVENT_TIME_TRIGGER = _TRIGGERS + "EventTimeTrigger"
 #: a count window fires by count or, for a bare GlobalWindows, never (all at the end of input)
 COUNT_TRIGGERS = frozenset({_TRIGGERS + "CountTrigger", _TRIGGERS + "NeverTrigger"})
 PURGING_TRIGGER = _TRIGGERS + "PurgingTrigger"
-COUNT_EVICTOR = "engine.windowing.evictors.CountEvictor"
+COUNT_EVICTOR = "millstream.engine.windowing.evictors.CountEvictor"
 
 
 class UntranslatableJob(ValueError):

@@ -1,6 +1,6 @@
 """Keyed windows on Spark in BATCH: which ones translate, and their per-partition logic.
 
-The window math is the engine's own (``engine.windowing``): assigners place
+The window math is the engine's own (``millstream.engine.windowing``): assigners place
 records, merging assigners merge sessions, and count triggers and evictors
 run unchanged. Three shapes, chosen by ``plan_window``:
 
@@ -24,15 +24,15 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
-from engine.datastream.functions import (
+from millstream.engine.datastream.functions import (
     AggregateFunction,
     Function,
     ProcessWindowFunction,
     ReduceFunction,
     WindowFunction,
 )
-from engine.runtime.watermarks import MAX_WATERMARK, MIN_WATERMARK
-from engine.spark.partitions import (
+from millstream.engine.runtime.watermarks import MAX_WATERMARK, MIN_WATERMARK
+from millstream.engine.spark.partitions import (
     KeyPartitioner,
     PartitionFn,
     SortedKeyedRecord,
@@ -43,11 +43,11 @@ from engine.spark.partitions import (
     current_partition,
     records_by_key,
 )
-from engine.datastream.windowed_stream import describe_window
-from engine.spark.validation import BY_WINDOW, COUNT, MERGING, window_shape  # noqa: F401 (shapes used as W.*)
-from engine.windowing.assigners import WindowAssigner
-from engine.windowing.evictors import Evictor
-from engine.windowing.triggers import Trigger
+from millstream.engine.datastream.windowed_stream import describe_window
+from millstream.engine.spark.validation import BY_WINDOW, COUNT, MERGING, window_shape  # noqa: F401 (shapes used as W.*)
+from millstream.engine.windowing.assigners import WindowAssigner
+from millstream.engine.windowing.evictors import Evictor
+from millstream.engine.windowing.triggers import Trigger
 
 
 

@@ -6,10 +6,10 @@ from typing import Protocol
 
 import redis
 
-from engine import redis_keys
-from engine.runtime.deployment import TaskDeploymentDescriptor
-from engine.runtime.io.redis_collect import expire_results
-from engine.taskexecutor import code_signing, messages
+from millstream.engine import redis_keys
+from millstream.engine.runtime.deployment import TaskDeploymentDescriptor
+from millstream.engine.runtime.io.redis_collect import expire_results
+from millstream.engine.taskexecutor import code_signing, messages
 
 log = logging.getLogger("millstream.gateway")
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import redis
 
-from engine import redis_keys
-from engine.runtime.process_logging import JobContextFilter
-from engine.security.mac import Sealer, Unauthenticated
+from millstream.engine import redis_keys
+from millstream.engine.runtime.process_logging import JobContextFilter
+from millstream.engine.security.mac import Sealer, Unauthenticated
 
 #: lines kept per TaskManager in Redis
 MAX_LINES = 5000

@@ -19,9 +19,9 @@ from typing import Any
 
 import msgpack
 
-from engine import redis_keys
-from engine.security.mac import Part, Sealer, Unauthenticated
-from engine.security.replay import ReplayWindow, stamp
+from millstream.engine import redis_keys
+from millstream.engine.security.mac import Part, Sealer, Unauthenticated
+from millstream.engine.security.replay import ReplayWindow, stamp
 
 __all__ = ["Unauthenticated"]  # receivers catch it from here
 

@@ -19,8 +19,8 @@ from typing import Any, Callable
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.registry import Collector
 
-from engine.metrics.prometheus_reporter import task_families
-from engine.metrics.task_report import decode_reports
+from millstream.engine.metrics.prometheus_reporter import task_families
+from millstream.engine.metrics.task_report import decode_reports
 
 log = logging.getLogger("millstream.taskmanager.metrics")
 

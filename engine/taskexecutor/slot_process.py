@@ -24,28 +24,28 @@ from typing import Any
 
 import redis
 
-from engine import redis_keys
-from engine.checkpoint.storage import seal_state_files
-from engine.metrics.task_report import TaskMetricsReport, encode_reports
-from engine.runtime.checkpointing import Barrier
-from engine.runtime.deployment import TaskDeploymentDescriptor
-from engine.runtime.collect import gated_by_checkpoints
-from engine.runtime.io import data_servers
-from engine.runtime.io.channel import TaskCancelled
-from engine.runtime.io.redis_collect import RedisCollectGateway
-from engine.runtime.io.redis_channels import RedisChannelFactory
-from engine.runtime.io.serialization import MsgpackSerializer
-from engine.runtime.python_dependencies import activate, materialize
-from engine.runtime import process_logging
-from engine.taskexecutor.log_shipper import ship_logs
-from engine.taskexecutor.stack_sampler import sample_threads
-from engine.runtime.user_code_class_loader import load_user_code
-from engine.runtime.stream_task import StreamTask, TaskEnvironment
-from engine.runtime.io.job_stdout import StdoutForwarder
-from engine.security.mac import check_secret, unseal_for_benchmark
-from engine.security.replay import ReplayWindow
-from engine.taskexecutor import code_signing, messages
-from engine.taskexecutor.task_stdout import TaskStdout
+from millstream.engine import redis_keys
+from millstream.engine.checkpoint.storage import seal_state_files
+from millstream.engine.metrics.task_report import TaskMetricsReport, encode_reports
+from millstream.engine.runtime.checkpointing import Barrier
+from millstream.engine.runtime.deployment import TaskDeploymentDescriptor
+from millstream.engine.runtime.collect import gated_by_checkpoints
+from millstream.engine.runtime.io import data_servers
+from millstream.engine.runtime.io.channel import TaskCancelled
+from millstream.engine.runtime.io.redis_collect import RedisCollectGateway
+from millstream.engine.runtime.io.redis_channels import RedisChannelFactory
+from millstream.engine.runtime.io.serialization import MsgpackSerializer
+from millstream.engine.runtime.python_dependencies import activate, materialize
+from millstream.engine.runtime import process_logging
+from millstream.engine.taskexecutor.log_shipper import ship_logs
+from millstream.engine.taskexecutor.stack_sampler import sample_threads
+from millstream.engine.runtime.user_code_class_loader import load_user_code
+from millstream.engine.runtime.stream_task import StreamTask, TaskEnvironment
+from millstream.engine.runtime.io.job_stdout import StdoutForwarder
+from millstream.engine.security.mac import check_secret, unseal_for_benchmark
+from millstream.engine.security.replay import ReplayWindow
+from millstream.engine.taskexecutor import code_signing, messages
+from millstream.engine.taskexecutor.task_stdout import TaskStdout
 
 log = logging.getLogger("millstream.slot")
 

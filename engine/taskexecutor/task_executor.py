@@ -22,12 +22,12 @@ import redis
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
-from engine import redis_keys
-from engine.taskexecutor import messages
-from engine.runtime import process_logging
-from engine.taskexecutor.log_shipper import ship_logs
-from engine.taskexecutor.metrics_server import MetricsServer, SlotMetricsReceiver, TaskManagerCollector, TaskMetricsStore
-from engine.taskexecutor.slot_process import SlotConfig, slot_main
+from millstream.engine import redis_keys
+from millstream.engine.taskexecutor import messages
+from millstream.engine.runtime import process_logging
+from millstream.engine.taskexecutor.log_shipper import ship_logs
+from millstream.engine.taskexecutor.metrics_server import MetricsServer, SlotMetricsReceiver, TaskManagerCollector, TaskMetricsStore
+from millstream.engine.taskexecutor.slot_process import SlotConfig, slot_main
 
 log = logging.getLogger("millstream.taskmanager")
 

@@ -1,6 +1,6 @@
 """A slot process's stdout: every line still goes to the process's stdout (Flink's ``.out``), and the
 lines a job prints (its print() sinks, and print() calls in its user functions) also go to that job's
-print stream in Redis, for attached clients (``engine.runtime.io.job_stdout``).
+print stream in Redis, for attached clients (``millstream.engine.runtime.io.job_stdout``).
 
 A task thread binds itself to its job; a line written by a thread that is not bound (a SourceFunction's
 own thread) goes to the job when only one job runs in the slot, as is the rule with slot sharing and a
@@ -17,7 +17,7 @@ import threading
 from collections import Counter
 from typing import Any, TextIO
 
-from engine.runtime.io.job_stdout import StdoutForwarder
+from millstream.engine.runtime.io.job_stdout import StdoutForwarder
 
 
 class TaskStdout(io.TextIOBase):

@@ -4,9 +4,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, Callable
 
-from engine.common.time import Duration, Time
-from engine.windowing.triggers import CountTrigger, EventTimeTrigger, ProcessingTimeTrigger, Trigger
-from engine.windowing.windows import CountWindow, GlobalWindow, TimeWindow, merge_time_windows
+from millstream.engine.common.time import Duration, Time
+from millstream.engine.windowing.triggers import CountTrigger, EventTimeTrigger, ProcessingTimeTrigger, Trigger
+from millstream.engine.windowing.windows import CountWindow, GlobalWindow, TimeWindow, merge_time_windows
 
 
 def _ms(t: Time | Duration | int) -> int:
@@ -26,7 +26,7 @@ class _WindowAssignerContext(ABC):
 class WindowAssigner:
     """Places an element in windows. Millstream's protocol: ``assign_windows(element, timestamp)``,
     ``is_event_time``/``is_merging`` attributes; assigners written for PyFlink (``assign_windows(element,
-    timestamp, context)``, ``is_event_time()``) are adapted by ``engine.windowing.user_assigners``."""
+    timestamp, context)``, ``is_event_time()``) are adapted by ``millstream.engine.windowing.user_assigners``."""
 
     is_event_time = True
     is_merging = False
@@ -34,7 +34,7 @@ class WindowAssigner:
 
     def get_window_serializer(self) -> Any:
         # Windows are pickled; PyFlink's serializer classes are accepted markers.
-        from engine.windowing.windows import TimeWindowSerializer
+        from millstream.engine.windowing.windows import TimeWindowSerializer
 
         return TimeWindowSerializer()
 
@@ -195,7 +195,7 @@ class GlobalWindows(WindowAssigner):
         return [GlobalWindow()]
 
     def get_default_trigger(self) -> Trigger:
-        from engine.windowing.triggers import NeverTrigger
+        from millstream.engine.windowing.triggers import NeverTrigger
 
         return NeverTrigger()
 
@@ -229,12 +229,12 @@ class CountTumblingWindowAssigner(WindowAssigner):
         raise TypeError("CountTumblingWindowAssigner places elements by their per-key count (windows_for_count)")
 
     def get_window_serializer(self) -> Any:
-        from engine.windowing.windows import CountWindowSerializer
+        from millstream.engine.windowing.windows import CountWindowSerializer
 
         return CountWindowSerializer()
 
     def get_default_trigger(self) -> Trigger:
-        from engine.windowing.triggers import PurgingTrigger
+        from millstream.engine.windowing.triggers import PurgingTrigger
 
         # PyFlink's is a bare CountTrigger; a full count window gets no further element, so purging
         # on the firing changes no result and frees the window at once.
@@ -277,7 +277,7 @@ class CountSlidingWindowAssigner(WindowAssigner):
         raise TypeError("CountSlidingWindowAssigner places elements by their per-key count (windows_for_count)")
 
     def get_default_trigger(self) -> Trigger:
-        from engine.windowing.triggers import PurgingTrigger
+        from millstream.engine.windowing.triggers import PurgingTrigger
 
         # A count window receives no element after its size-th, so purging on the firing changes no
         # result and frees the window at once.

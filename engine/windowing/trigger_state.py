@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import reduce
 from typing import Any, Callable, Iterator
 
-from engine.datastream.state import (
+from millstream.engine.datastream.state import (
     AggregatingState,
     AggregatingStateDescriptor,
     ListState,

@@ -70,7 +70,7 @@ class _PyFlinkTriggerContext(ABC):
         """Value, list, reducing or aggregating state of this key and window."""
 
     def get_metric_group(self) -> Any:
-        from engine.metrics.groups import UnregisteredMetricGroup
+        from millstream.engine.metrics.groups import UnregisteredMetricGroup
 
         return UnregisteredMetricGroup()
 

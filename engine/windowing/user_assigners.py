@@ -13,9 +13,9 @@ import inspect
 import time
 from typing import Any
 
-from engine.compat.unsupported import not_supported
-from engine.windowing.assigners import MergingWindowAssigner, WindowAssigner
-from engine.windowing.triggers import Trigger
+from millstream.engine.compat.unsupported import not_supported
+from millstream.engine.windowing.assigners import MergingWindowAssigner, WindowAssigner
+from millstream.engine.windowing.triggers import Trigger
 
 
 def is_pyflink_style(assigner: Any) -> bool:

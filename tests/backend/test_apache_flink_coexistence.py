@@ -22,7 +22,7 @@ def _run(tmp_path: Path, site: Path | None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MILLSTREAM_")}
     env["PYTHONPATH"] = os.pathsep.join([str(site)] if site else []) + os.pathsep + str(ROOT)
     return subprocess.run(
-        [sys.executable, "-m", "backend.cli", "run", "--local", str(prog)],
+        [sys.executable, "-m", "millstream.backend.cli", "run", "--local", str(prog)],
         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
     )
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from backend.app import create_app
-from backend.persistence.audit_log import AuditEntry, AuditLog
-from backend.persistence.database import make_engine, make_session_factory, upgrade_database
-from backend.settings import Settings
+from millstream.backend.app import create_app
+from millstream.backend.persistence.audit_log import AuditEntry, AuditLog
+from millstream.backend.persistence.database import make_engine, make_session_factory, upgrade_database
+from millstream.backend.settings import Settings
 
 DAY_MS = 86_400_000
 

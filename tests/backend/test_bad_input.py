@@ -18,9 +18,9 @@ import pytest
 import redis
 from fastapi.testclient import TestClient
 
-from backend.app import create_app
-from backend.settings import Settings
-from engine.datastream import StreamExecutionEnvironment
+from millstream.backend.app import create_app
+from millstream.backend.settings import Settings
+from millstream.engine.datastream import StreamExecutionEnvironment
 from tests.backend.test_rest_api import FAKE_TM_SETTINGS, register_taskmanager, wait_for
 
 PROGRAM = b"""
@@ -263,7 +263,7 @@ def test_small_vertices_keep_flinks_exact_shape(api: TestClient):
 def test_a_savepoint_target_that_cannot_be_a_path_is_refused_not_a_crash(tmp_path: Path, path: str):
     """What POST /jobs/{id}/savepoints and /stop ask before writing: such a target-directory was a
     ValueError (500) in os.path.realpath; now it is outside every state root, a 4xx."""
-    from engine.jobmanager.savepoints import OperationRejected, StateRoots
+    from millstream.engine.jobmanager.savepoints import OperationRejected, StateRoots
 
     with pytest.raises(OperationRejected) as exc:
         StateRoots.of(tmp_path).confine(path, "target-directory")

@@ -22,7 +22,7 @@ def start(tmp_path: Path, port: int, **env: str) -> subprocess.Popen:
         MILLSTREAM_TASKMANAGERS="1", MILLSTREAM_SLOTS="1", PYTHONUNBUFFERED="1", **env,
     )
     return subprocess.Popen(
-        [sys.executable, "-m", "backend.cli", "cluster", "start"], env=full, stdout=subprocess.PIPE,
+        [sys.executable, "-m", "millstream.backend.cli", "cluster", "start"], env=full, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True,
     )
 

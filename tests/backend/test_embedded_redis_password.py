@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from backend.embedded_redis import embedded_redis_alive, redis_url_of, restart_embedded_redis, start_embedded_redis
+from millstream.backend.embedded_redis import embedded_redis_alive, redis_url_of, restart_embedded_redis, start_embedded_redis
 
 
 def test_only_the_url_with_the_password_gets_in_before_and_after_a_sigkill_and_restart(tmp_path: Path) -> None:

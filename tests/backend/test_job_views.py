@@ -5,13 +5,13 @@ from typing import Any
 
 import pytest
 
-from backend.services import job_views
-from backend.services.job_views import UnknownVertex
-from engine.datastream import StreamExecutionEnvironment
-from engine.executiongraph.archived import archive_vertices
-from engine.executiongraph.execution_graph import ExecutionGraph
-from engine.executiongraph.states import ExecutionState, JobStatus
-from engine.jobmanager.job_store import ExceptionRecord, JobRecord
+from millstream.backend.services import job_views
+from millstream.backend.services.job_views import UnknownVertex
+from millstream.engine.datastream import StreamExecutionEnvironment
+from millstream.engine.executiongraph.archived import archive_vertices
+from millstream.engine.executiongraph.execution_graph import ExecutionGraph
+from millstream.engine.executiongraph.states import ExecutionState, JobStatus
+from millstream.engine.jobmanager.job_store import ExceptionRecord, JobRecord
 
 NOW = 10_000
 TM_A, TM_B = "10.0.0.1:100-aaaaaa", "10.0.0.2:200-bbbbbb"

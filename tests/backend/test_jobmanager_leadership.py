@@ -7,8 +7,8 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from backend.app import create_app
-from backend.settings import Settings
+from millstream.backend.app import create_app
+from millstream.backend.settings import Settings
 from tests.backend.test_rest_api import submit
 
 

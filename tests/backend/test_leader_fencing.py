@@ -11,13 +11,13 @@ import pytest
 import redis
 from sqlalchemy.orm import Session, sessionmaker
 
-from backend.persistence.database import make_engine, make_session_factory, upgrade_database
-from backend.persistence.leader_fence import SqlLeaderFence
-from backend.persistence.sql_job_store import SqlJobStore
-from engine import redis_keys
-from engine.jobmanager.job_store import JobRecord
-from engine.jobmanager.leader_election import FencedOut, FencedRedis, RedisLeaderElection
-from engine.jobmanager.leader_lease import Lease, LeaseConfig
+from millstream.backend.persistence.database import make_engine, make_session_factory, upgrade_database
+from millstream.backend.persistence.leader_fence import SqlLeaderFence
+from millstream.backend.persistence.sql_job_store import SqlJobStore
+from millstream.engine import redis_keys
+from millstream.engine.jobmanager.job_store import JobRecord
+from millstream.engine.jobmanager.leader_election import FencedOut, FencedRedis, RedisLeaderElection
+from millstream.engine.jobmanager.leader_lease import Lease, LeaseConfig
 
 # Steps driven by hand: a lease long enough that a loaded machine never lets it run out mid-test.
 SLOW = LeaseConfig(ttl_ms=10_000, renew_interval_ms=1000, retry_interval_ms=200, margin_ms=500)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from backend.services.metric_aggregation import aggregate, parse_subtasks, skew, values_answer
+from millstream.backend.services.metric_aggregation import aggregate, parse_subtasks, skew, values_answer
 
 
 def test_values_answer_lists_or_picks_as_strings() -> None:

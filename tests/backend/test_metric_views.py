@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from backend.services import metric_views
-from backend.services.job_views import UnknownVertex
-from engine.jobmanager.job_store import JobRecord
+from millstream.backend.services import metric_views
+from millstream.backend.services.job_views import UnknownVertex
+from millstream.engine.jobmanager.job_store import JobRecord
 
 VID = "a" * 32
 

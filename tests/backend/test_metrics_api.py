@@ -7,8 +7,8 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from backend.app import create_app
-from backend.settings import Settings
+from millstream.backend.app import create_app
+from millstream.backend.settings import Settings
 
 TOKEN = "metrics-token"
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from backend.app import create_app
-from backend.origin_guard import cross_site_reason, host_allowed
-from backend.settings import Settings
+from millstream.backend.app import create_app
+from millstream.backend.origin_guard import cross_site_reason, host_allowed
+from millstream.backend.settings import Settings
 
 PROGRAM = b"print('hello')\n"
 

@@ -15,17 +15,17 @@ from sqlalchemy import Engine, inspect, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from backend.persistence.database import (
+from millstream.backend.persistence.database import (
     alembic_config,
     make_engine,
     make_session_factory,
     upgrade_database,
 )
-from backend.persistence.jar_store import JarRepository
-from backend.persistence.models import Base
-from backend.persistence.sql_job_store import SqlJobStore
-from backend.persistence.taskmanager_history import TaskManagerHistory, TaskManagerState
-from engine.jobmanager.job_store import ExceptionRecord, JobOutputRecord, JobRecord, SavepointRecord, bounded_tail
+from millstream.backend.persistence.jar_store import JarRepository
+from millstream.backend.persistence.models import Base
+from millstream.backend.persistence.sql_job_store import SqlJobStore
+from millstream.backend.persistence.taskmanager_history import TaskManagerHistory, TaskManagerState
+from millstream.engine.jobmanager.job_store import ExceptionRecord, JobOutputRecord, JobRecord, SavepointRecord, bounded_tail
 
 TABLES = {
     "jobs", "job_exceptions", "jars", "taskmanagers", "checkpoints", "checkpoint_restores", "savepoints", "job_output",
@@ -323,8 +323,8 @@ def test_concurrent_saves_from_many_threads(sessions: sessionmaker[Session]) -> 
 
 
 def _checkpoint_records() -> list[dict]:
-    from engine.checkpoint.messages import CheckpointType, TaskAck
-    from engine.checkpoint.stats_tracker import CheckpointStats, CheckpointStatsTracker, SubtaskStats
+    from millstream.engine.checkpoint.messages import CheckpointType, TaskAck
+    from millstream.engine.checkpoint.stats_tracker import CheckpointStats, CheckpointStatsTracker, SubtaskStats
 
     tracker = CheckpointStatsTracker()
     tracker.report_pending(CheckpointStats(1, CheckpointType.CHECKPOINT, 1000, {"v1": 2}))
@@ -338,7 +338,7 @@ def _checkpoint_records() -> list[dict]:
 
 
 def test_checkpoint_statistics_round_trip_and_update_in_place(sessions: sessionmaker[Session]) -> None:
-    from engine.checkpoint.stats_tracker import JOBMANAGER_RESTARTED, CheckpointStatsTracker
+    from millstream.engine.checkpoint.stats_tracker import JOBMANAGER_RESTARTED, CheckpointStatsTracker
 
     store = SqlJobStore(sessions)
     store.save_job(_job())

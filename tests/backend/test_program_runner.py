@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from backend.services.program_runner import PlanBusy, PlanLimiter, ProgramFailed, capture_job
+from millstream.backend.services.program_runner import PlanBusy, PlanLimiter, ProgramFailed, capture_job
 from tests.integration.cluster import Cluster
 
 SECRETS = {

@@ -13,9 +13,9 @@ import pytest
 import redis
 from fastapi.testclient import TestClient
 
-from backend.app import create_app
-from backend.embedded_redis import start_embedded_redis
-from backend.settings import Settings
+from millstream.backend.app import create_app
+from millstream.backend.embedded_redis import start_embedded_redis
+from millstream.backend.settings import Settings
 
 PASSWORD = "default-user-pw"
 ACL_USER, ACL_PASSWORD = "millstream", "acl-user-pw"
@@ -61,7 +61,7 @@ def test_jobmanager_and_taskmanager_connect_with_credentials(server: tuple[str, 
         assert api.get("/overview").json()["taskmanagers"] == 0
         log = open(tmp_path / "tm.log", "wb")
         tm = subprocess.Popen(
-            [sys.executable, "-m", "backend.cli", "taskmanager", "--slots", "1"], env=env, stdout=log, stderr=log
+            [sys.executable, "-m", "millstream.backend.cli", "taskmanager", "--slots", "1"], env=env, stdout=log, stderr=log
         )
         try:
             deadline = time.monotonic() + 30

@@ -15,8 +15,8 @@ import pytest
 import redis
 from fastapi.testclient import TestClient
 
-from backend.app import create_app
-from backend.settings import Settings
+from millstream.backend.app import create_app
+from millstream.backend.settings import Settings
 
 REDIS_SERVER = shutil.which("redis-server")
 OPENSSL = shutil.which("openssl")
@@ -81,7 +81,7 @@ def test_jobmanager_and_taskmanager_work_over_tls(tls_redis: tuple[str, Path], t
     client.flushall()
     env = dict(os.environ, REDIS_URL=url, MILLSTREAM_CLUSTER_SECRET="tls-test-secret", MILLSTREAM_DATA_DIR=str(tmp_path))
     tm = subprocess.Popen(
-        [sys.executable, "-m", "backend.cli", "taskmanager", "--slots", "1"],
+        [sys.executable, "-m", "millstream.backend.cli", "taskmanager", "--slots", "1"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:

@@ -16,14 +16,14 @@ import pytest
 import redis
 from fastapi.testclient import TestClient
 
-from backend.api.cluster import masked
-from backend.app import create_app
-from backend.settings import Settings
-from engine import redis_keys
-from engine.datastream import StreamExecutionEnvironment
-from engine.graph.job_graph import JobGraph
-from engine.jobmanager.job_store import ExceptionRecord, JobRecord
-from engine.taskexecutor import messages
+from millstream.backend.api.cluster import masked
+from millstream.backend.app import create_app
+from millstream.backend.settings import Settings
+from millstream.engine import redis_keys
+from millstream.engine.datastream import StreamExecutionEnvironment
+from millstream.engine.graph.job_graph import JobGraph
+from millstream.engine.jobmanager.job_store import ExceptionRecord, JobRecord
+from millstream.engine.taskexecutor import messages
 
 T = TypeVar("T")
 TM_ID = "10.1.2.3:4242-abcdef"

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from backend.services.resume import ResumeRefused, rescale_job_graph
-from engine.common import WatermarkStrategy
-from engine.datastream import StreamExecutionEnvironment
-from engine.datastream.connectors import DataGeneratorSource
-from engine.graph.job_graph import JobGraph
+from millstream.backend.services.resume import ResumeRefused, rescale_job_graph
+from millstream.engine.common import WatermarkStrategy
+from millstream.engine.datastream import StreamExecutionEnvironment
+from millstream.engine.datastream.connectors import DataGeneratorSource
+from millstream.engine.graph.job_graph import JobGraph
 
 NEW_ID = "ab" * 16
 

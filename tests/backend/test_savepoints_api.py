@@ -16,12 +16,12 @@ import pytest
 import redis
 from fastapi.testclient import TestClient
 
-from backend.app import create_app
-from backend.settings import Settings
-from engine import redis_keys
-from engine.checkpoint.messages import TaskAck
-from engine.datastream import StreamExecutionEnvironment
-from engine.taskexecutor import messages
+from millstream.backend.app import create_app
+from millstream.backend.settings import Settings
+from millstream.engine import redis_keys
+from millstream.engine.checkpoint.messages import TaskAck
+from millstream.engine.datastream import StreamExecutionEnvironment
+from millstream.engine.taskexecutor import messages
 from tests.backend.test_rest_api import FAKE_TM_SETTINGS, TM_ID, register_taskmanager, wait_for
 
 
@@ -228,7 +228,7 @@ def test_history_and_trigger_ids_survive_a_jobmanager_restart(settings: Settings
 
 
 def test_savepoint_disposal_answers_in_flinks_shape_and_deletes_only_savepoints(api: TestClient, settings: Settings):
-    from engine.checkpoint.storage import FileSystemCheckpointStorage
+    from millstream.engine.checkpoint.storage import FileSystemCheckpointStorage
 
     root = Path(settings.resolved_savepoint_dir)
     storage = FileSystemCheckpointStorage(str(root))

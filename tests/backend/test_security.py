@@ -14,9 +14,9 @@ import cloudpickle
 import pytest
 from fastapi.testclient import TestClient
 
-from backend.app import create_app
-from backend.settings import Settings
-from engine.datastream import StreamExecutionEnvironment
+from millstream.backend.app import create_app
+from millstream.backend.settings import Settings
+from millstream.engine.datastream import StreamExecutionEnvironment
 
 TOKEN = "the-right-token"
 PROGRAM = b"""
@@ -121,7 +121,7 @@ def test_binding_beyond_loopback_without_a_token_is_refused_fast(tmp_path: Path)
     env.update(MILLSTREAM_DATA_DIR=str(tmp_path), MILLSTREAM_CLUSTER_SECRET="x", REDIS_URL="redis://127.0.0.1:1/0")
     started = time.monotonic()
     r = subprocess.run(
-        [sys.executable, "-m", "backend.cli", "jobmanager", "--host", "0.0.0.0"],
+        [sys.executable, "-m", "millstream.backend.cli", "jobmanager", "--host", "0.0.0.0"],
         env=env, capture_output=True, text=True, timeout=30,
     )
     assert r.returncode != 0
@@ -133,7 +133,7 @@ def test_binding_beyond_loopback_without_a_token_is_refused_fast(tmp_path: Path)
 def test_processes_refuse_to_start_without_the_cluster_secret(tmp_path: Path, command: list[str]):
     env = {k: v for k, v in os.environ.items() if k != "MILLSTREAM_CLUSTER_SECRET"}
     env.update(MILLSTREAM_DATA_DIR=str(tmp_path), REDIS_URL="redis://127.0.0.1:1/0")
-    r = subprocess.run([sys.executable, "-m", "backend.cli", *command], env=env, capture_output=True, text=True, timeout=30)
+    r = subprocess.run([sys.executable, "-m", "millstream.backend.cli", *command], env=env, capture_output=True, text=True, timeout=30)
     assert r.returncode == 2
     assert "without MILLSTREAM_CLUSTER_SECRET" in r.stderr
 
@@ -262,11 +262,11 @@ def test_the_benchmark_only_unsealed_switch_is_refused_without_the_benchmark_fla
     env = {k: v for k, v in os.environ.items() if not k.startswith("MILLSTREAM_BENCHMARK")}
     env.update(MILLSTREAM_DATA_DIR=str(tmp_path), MILLSTREAM_CLUSTER_SECRET="x", REDIS_URL="redis://127.0.0.1:1/0",
                MILLSTREAM_BENCHMARK_UNSEALED="1")
-    r = subprocess.run([sys.executable, "-m", "backend.cli", *command], env=env, capture_output=True, text=True, timeout=30)
+    r = subprocess.run([sys.executable, "-m", "millstream.backend.cli", *command], env=env, capture_output=True, text=True, timeout=30)
     assert r.returncode == 2
     assert "for benchmarks only; it needs MILLSTREAM_BENCHMARK=1" in " ".join(r.stderr.split())
     # With the flag, still never on a cluster reachable from elsewhere.
     env.update(MILLSTREAM_BENCHMARK="1", MILLSTREAM_AUTH_TOKEN="tok", MILLSTREAM_HOST="0.0.0.0")
-    r = subprocess.run([sys.executable, "-m", "backend.cli", *command], env=env, capture_output=True, text=True, timeout=30)
+    r = subprocess.run([sys.executable, "-m", "millstream.backend.cli", *command], env=env, capture_output=True, text=True, timeout=30)
     assert r.returncode == 2
     assert "unsealed on a cluster bound beyond loopback or with a token" in " ".join(r.stderr.split())

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.settings import (
+from millstream.backend.settings import (
     OTHER_VARIABLES,
     Settings,
     UnknownSettingError,
@@ -84,7 +84,7 @@ def test_the_cli_refuses_before_starting_anything(tmp_path: Path):
     env = {"PATH": "/usr/bin:/bin", "MILLSTREAM_UNKNOWN_THING": "1", "MILLSTREAM_DATA_DIR": str(tmp_path / "var")}
     for command in (["jobmanager"], ["taskmanager"], ["cluster", "start"], ["list"]):
         result = subprocess.run(
-            [sys.executable, "-m", "backend.cli", *command], env=env, cwd=ROOT, capture_output=True, text=True,
+            [sys.executable, "-m", "millstream.backend.cli", *command], env=env, cwd=ROOT, capture_output=True, text=True,
             timeout=60,
         )
         assert result.returncode == 2, (command, result.stdout, result.stderr)
@@ -93,11 +93,11 @@ def test_the_cli_refuses_before_starting_anything(tmp_path: Path):
 
 
 def test_the_app_refuses_when_started_by_uvicorn_directly(tmp_path: Path):
-    """``uvicorn --factory backend.app:create_app`` bypasses the CLI; the app checks the environment itself."""
+    """``uvicorn --factory millstream.backend.app:create_app`` bypasses the CLI; the app checks the environment itself."""
     env = {"PATH": "/usr/bin:/bin", "MILLSTREAM_UNKNOWN_THING": "1", "MILLSTREAM_DATA_DIR": str(tmp_path / "var"),
            "REDIS_URL": "redis://127.0.0.1:1/0"}
     result = subprocess.run(
-        [sys.executable, "-m", "uvicorn", "--factory", "backend.app:create_app", "--port", "0"],
+        [sys.executable, "-m", "uvicorn", "--factory", "millstream.backend.app:create_app", "--port", "0"],
         env=env, cwd=ROOT, capture_output=True, text=True, timeout=60,
     )
     assert result.returncode != 0, (result.stdout, result.stderr)
@@ -114,7 +114,7 @@ def test_a_process_that_cannot_write_the_checkpoint_dir_does_not_start(tmp_path:
     }
     for who, command in (("TaskManager", ["taskmanager"]), ("JobManager", ["jobmanager", "--port", "1"])):
         result = subprocess.run(
-            [sys.executable, "-m", "backend.cli", *command], env=env, cwd=ROOT, capture_output=True, text=True,
+            [sys.executable, "-m", "millstream.backend.cli", *command], env=env, cwd=ROOT, capture_output=True, text=True,
             timeout=60,
         )
         assert result.returncode == 2, (command, result.stdout, result.stderr)

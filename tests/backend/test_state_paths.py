@@ -16,8 +16,8 @@ import pytest
 import redis
 from fastapi.testclient import TestClient
 
-from engine.checkpoint.storage import FileSystemCheckpointStorage, InvalidSavepoint
-from engine.datastream import StreamExecutionEnvironment
+from millstream.engine.checkpoint.storage import FileSystemCheckpointStorage, InvalidSavepoint
+from millstream.engine.datastream import StreamExecutionEnvironment
 from tests.backend.test_rest_api import FAKE_TM_SETTINGS
 from tests.backend.test_savepoints_api import running_job
 from tests.backend.test_security import job_files
@@ -32,8 +32,8 @@ env.execute("restored")
 
 @pytest.fixture
 def api(redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    from backend.app import create_app
-    from backend.settings import Settings
+    from millstream.backend.app import create_app
+    from millstream.backend.settings import Settings
 
     monkeypatch.setenv("MILLSTREAM_STATE_DIRS", str(tmp_path / "allowed"))
     settings = Settings(redis_url=redis_url, data_dir=tmp_path / "var", **FAKE_TM_SETTINGS)

@@ -9,10 +9,10 @@ import pytest
 from fastapi.testclient import TestClient
 from starlette.requests import Request
 
-from backend.app import create_app
-from backend.settings import Settings
-from backend.ui import install_ui
-from backend.ui.security import SESSION_COOKIE, UIRefused, check_mutation
+from millstream.backend.app import create_app
+from millstream.backend.settings import Settings
+from millstream.backend.ui import install_ui
+from millstream.backend.ui.security import SESSION_COOKIE, UIRefused, check_mutation
 from tests.backend.test_rest_api import submit, wait_for
 
 HX = {"HX-Request": "true"}

@@ -1,5 +1,5 @@
 """The bottleneck finder: the busy vertex whose upstream is backpressured."""
-from backend.ui.backpressure_view import BackpressureVertex, find_bottleneck
+from millstream.backend.ui.backpressure_view import BackpressureVertex, find_bottleneck
 
 
 def _v(vid: str, ratio: float, busy: float, sampled: bool = True) -> BackpressureVertex:

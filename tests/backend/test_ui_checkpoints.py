@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from backend.ui import checkpoint_view
-from backend.ui.templating import block, templates
-from engine.checkpoint import stats
-from engine.checkpoint.config import CheckpointConfig, CheckpointingMode
-from engine.checkpoint.messages import CheckpointType
-from engine.checkpoint.stats_tracker import CheckpointStats, CheckpointStatsTracker, SubtaskStats
+from millstream.backend.ui import checkpoint_view
+from millstream.backend.ui.templating import block, templates
+from millstream.engine.checkpoint import stats
+from millstream.engine.checkpoint.config import CheckpointConfig, CheckpointingMode
+from millstream.engine.checkpoint.messages import CheckpointType
+from millstream.engine.checkpoint.stats_tracker import CheckpointStats, CheckpointStatsTracker, SubtaskStats
 
 VERTICES = [{"id": "src", "name": "Source: numbers"}, {"id": "cnt", "name": "counts"}]
 

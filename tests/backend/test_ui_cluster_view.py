@@ -1,10 +1,10 @@
 """Cluster pages' view models: job filtering and sorting, the slot grid, heartbeat lateness."""
 from __future__ import annotations
 
-from backend.ui.cluster_view import filter_jobs, heartbeat_lateness, slots_grid, split_jobs
-from engine.jobmanager.job_store import JobRecord
-from engine.resourcemanager.slot_pool import SlotPool, TaskManagerInfo
-from engine.scheduler.slot_assignment import SlotId
+from millstream.backend.ui.cluster_view import filter_jobs, heartbeat_lateness, slots_grid, split_jobs
+from millstream.engine.jobmanager.job_store import JobRecord
+from millstream.engine.resourcemanager.slot_pool import SlotPool, TaskManagerInfo
+from millstream.engine.scheduler.slot_assignment import SlotId
 
 
 def _job(jid: str, name: str, state: str, start: int, end: int = -1) -> dict:

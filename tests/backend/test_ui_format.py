@@ -1,5 +1,5 @@
 """Number formatting of the dashboard: rates, counts, bytes, durations, ratios."""
-from backend.ui.format import fmt_bytes, fmt_count, fmt_duration, fmt_pct, fmt_rate, fmt_time, fmt_watermark, fmt_watermark_short
+from millstream.backend.ui.format import fmt_bytes, fmt_count, fmt_duration, fmt_pct, fmt_rate, fmt_time, fmt_watermark, fmt_watermark_short
 
 
 def test_rates_use_si_units_and_keep_small_rates_readable() -> None:

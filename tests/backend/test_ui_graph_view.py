@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from backend.ui.graph_view import graph_model
-from backend.ui.vertex_metrics import vertex_colour, vertex_figures
+from millstream.backend.ui.graph_view import graph_model
+from millstream.backend.ui.vertex_metrics import vertex_colour, vertex_figures
 
 
 def _hue(colour: str) -> int:
@@ -89,8 +89,8 @@ def test_execution_view_expands_every_vertex_into_its_subtasks() -> None:
 
 
 def test_a_failed_vertex_is_red_and_says_why_without_opening_the_trace() -> None:
-    from backend.ui.graph_view import FAILED_COLOUR, failure_lines
-    from engine.jobmanager.job_store import ExceptionRecord
+    from millstream.backend.ui.graph_view import FAILED_COLOUR, failure_lines
+    from millstream.engine.jobmanager.job_store import ExceptionRecord
 
     failed = [dict(VERTICES[0]), dict(VERTICES[1], status="FAILED")]
     exceptions = [  # newest first

@@ -1,9 +1,9 @@
 """The job page's pure view models: timeline segments, exceptions, configuration, throughput history."""
 from __future__ import annotations
 
-from backend.ui.job_view import configuration_tab, exceptions_tab, timeline_segments
-from backend.ui.throughput import ThroughputHistory
-from engine.jobmanager.job_store import ExceptionRecord, JobRecord
+from millstream.backend.ui.job_view import configuration_tab, exceptions_tab, timeline_segments
+from millstream.backend.ui.throughput import ThroughputHistory
+from millstream.engine.jobmanager.job_store import ExceptionRecord, JobRecord
 
 
 def test_timeline_segments_run_from_each_state_to_the_next_and_the_current_one_to_now() -> None:
@@ -73,7 +73,7 @@ def test_configuration_lists_dotted_keys_and_flink_values_not_python_reprs() -> 
 
 
 def test_a_batch_job_offers_only_the_tabs_that_mean_something_for_it() -> None:
-    from backend.ui.job_view import tabs_for
+    from millstream.backend.ui.job_view import tabs_for
 
     streaming = [t for t, _ in tabs_for("STREAMING")]
     assert "spark" not in streaming and {"checkpoints", "watermarks", "backpressure"} <= set(streaming)
@@ -84,7 +84,7 @@ def test_a_batch_job_offers_only_the_tabs_that_mean_something_for_it() -> None:
 
 
 def test_the_output_tab_is_offered_only_for_a_job_with_print_output() -> None:
-    from backend.ui.job_view import tabs_for
+    from millstream.backend.ui.job_view import tabs_for
 
     assert "output" not in dict(tabs_for("STREAMING")) and "output" not in dict(tabs_for("BATCH", on_spark=True))
     spark = [t for t, _ in tabs_for("BATCH", on_spark=True, has_output=True)]

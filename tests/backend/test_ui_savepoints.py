@@ -15,11 +15,11 @@ import pytest
 import redis
 from fastapi.testclient import TestClient
 
-from backend.app import create_app
-from backend.settings import Settings
-from backend.ui import install_ui, savepoint_view
-from backend.ui.templating import block
-from engine.jobmanager.job_store import SavepointRecord
+from millstream.backend.app import create_app
+from millstream.backend.settings import Settings
+from millstream.backend.ui import install_ui, savepoint_view
+from millstream.backend.ui.templating import block
+from millstream.engine.jobmanager.job_store import SavepointRecord
 from tests.backend.test_savepoints_api import FakeTasks, running_job, status
 from tests.backend.test_rest_api import FAKE_TM_SETTINGS, wait_for
 

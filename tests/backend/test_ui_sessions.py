@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from backend.app import create_app
-from backend.settings import Settings
-from backend.ui.security import SESSION_COOKIE
+from millstream.backend.app import create_app
+from millstream.backend.settings import Settings
+from millstream.backend.ui.security import SESSION_COOKIE
 from tests.backend.test_security import PROGRAM
 
 UI = {"HX-Request": "true"}

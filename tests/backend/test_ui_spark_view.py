@@ -2,9 +2,9 @@
 honest state when there is none, and which jobs offer the tab."""
 from __future__ import annotations
 
-from backend.ui import spark_view
-from backend.ui.job_view import JobHeader, tabs_for
-from backend.ui.templating import templates
+from millstream.backend.ui import spark_view
+from millstream.backend.ui.job_view import JobHeader, tabs_for
+from millstream.backend.ui.templating import templates
 
 
 def _stage(sid: int, job: int, tasks: int, done: int, active: int = 0, failed: int = 0) -> dict:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import threading
 import time
 
-from backend.ui.sse import SharedTicks
+from millstream.backend.ui.sse import SharedTicks
 
 
 def test_viewers_of_one_subject_share_a_render_until_it_is_stale() -> None:

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from backend.app import create_app
-from backend.settings import Settings
+from millstream.backend.app import create_app
+from millstream.backend.settings import Settings
 
 PROGRAM = b"print('hello')\n"
 LIMIT = 100_000

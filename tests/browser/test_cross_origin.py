@@ -19,7 +19,7 @@ import cloudpickle
 import httpx
 import pytest
 
-from engine.datastream import StreamExecutionEnvironment
+from millstream.engine.datastream import StreamExecutionEnvironment
 from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS
 from tests.integration.cluster import Cluster
 

@@ -22,7 +22,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sensor_windows.py"
 def _jobmanager(c: Cluster, port: int, log: Path) -> subprocess.Popen:
     env = {**c.env, "MILLSTREAM_PORT": str(port), "MILLSTREAM_HIGH_AVAILABILITY": "true", "MILLSTREAM_LEADER_LEASE_MS": "1500"}
     with open(log, "ab") as out:
-        return subprocess.Popen([sys.executable, "-m", "backend.cli", "jobmanager"], env=env, stdout=out, stderr=subprocess.STDOUT)
+        return subprocess.Popen([sys.executable, "-m", "millstream.backend.cli", "jobmanager"], env=env, stdout=out, stderr=subprocess.STDOUT)
 
 
 def _role(url: str) -> str | None:

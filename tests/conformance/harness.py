@@ -183,7 +183,7 @@ def run_local(program: Path, timeout: float = 90, python: str = sys.executable) 
 def run_on_cluster(program: Path, env: dict[str, str], timeout: float = 150, python: str = sys.executable) -> RunResult:
     """`millstream run prog.py` against the cluster ``env`` points at; the per-job state lines the
     client adds are dropped so the output compares with the program's own."""
-    r = run_command([python, "-m", "backend.cli", "run", str(program)], millstream_env(env), REPO, timeout)
+    r = run_command([python, "-m", "millstream.backend.cli", "run", str(program)], millstream_env(env), REPO, timeout)
     if r.returncode is None:
         cancel_stuck_jobs(env["MILLSTREAM_JOBMANAGER"], older_than_ms=int(timeout * 1000 * 0.8))
     kept = [ln for ln in r.stdout.splitlines() if not JOB_STATE_LINE.match(ln.strip())]

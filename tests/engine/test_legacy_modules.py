@@ -12,8 +12,8 @@ import pickle
 import subprocess
 import sys
 
-from engine.common.typeinfo import TupleTypeInfo, Types
-from engine.windowing.windows import GlobalWindow, TimeWindow
+from millstream.engine.common.typeinfo import TupleTypeInfo, Types
+from millstream.engine.windowing.windows import GlobalWindow, TimeWindow
 
 #: the old name of the windows module, spelt so that the renaming script leaves it as it is
 OLD_WINDOWS = ".".join(["engine", "windowing", "windows"])
@@ -42,7 +42,7 @@ def test_old_state_loads_in_a_fresh_interpreter_outside_the_source_tree(tmp_path
     blob = tmp_path / "state.pickle"
     blob.write_bytes(OLD_STATE)
     probe = (
-        "import pickle, sys; from engine import compat; state = pickle.load(open(sys.argv[1], 'rb')); "
+        "import pickle, sys; from millstream.engine import compat; state = pickle.load(open(sys.argv[1], 'rb')); "
         "print(type(state['w']).__module__, type(state['t']).__module__)"
     )
     out = subprocess.run([sys.executable, "-c", probe, str(blob)], cwd=tmp_path, capture_output=True, text=True, timeout=60)

@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from backend.embedded_redis import redis_url_of, start_embedded_redis
+from millstream.backend.embedded_redis import redis_url_of, start_embedded_redis
 
 TERMINAL = ("FINISHED", "FAILED", "CANCELED")
 
@@ -55,7 +55,7 @@ class Cluster:
     def _spawn(self, args: list[str], log_name: str) -> subprocess.Popen:
         log = open(self.workdir / log_name, "ab")
         return subprocess.Popen(
-            [sys.executable, "-m", "backend.cli", *args], env=self.env, stdout=log, stderr=subprocess.STDOUT
+            [sys.executable, "-m", "millstream.backend.cli", *args], env=self.env, stdout=log, stderr=subprocess.STDOUT
         )
 
     def start_jobmanager(self) -> None:
@@ -106,7 +106,7 @@ class Cluster:
     def run(self, program: Path, *args: str, options: tuple[str, ...] = (), timeout: float = 180) -> subprocess.CompletedProcess:
         """``millstream run`` as a user would type it."""
         return subprocess.run(
-            [sys.executable, "-m", "backend.cli", "run", *options, str(program), *args],
+            [sys.executable, "-m", "millstream.backend.cli", "run", *options, str(program), *args],
             env=self.env,
             capture_output=True,
             text=True,
@@ -116,13 +116,13 @@ class Cluster:
     def cli(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
         """Any ``millstream`` command as a user would type it (``savepoint``, ``stop``, ``list`` ...)."""
         return subprocess.run(
-            [sys.executable, "-m", "backend.cli", *args], env=self.env, capture_output=True, text=True, timeout=timeout
+            [sys.executable, "-m", "millstream.backend.cli", *args], env=self.env, capture_output=True, text=True, timeout=timeout
         )
 
     def start_run(self, program: Path, *args: str, options: tuple[str, ...] = ()) -> subprocess.Popen:
         """``millstream run`` in the background, for jobs the test stops or kills midway."""
         return subprocess.Popen(
-            [sys.executable, "-m", "backend.cli", "run", *options, str(program), *args],
+            [sys.executable, "-m", "millstream.backend.cli", "run", *options, str(program), *args],
             env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
 
@@ -151,7 +151,7 @@ class Cluster:
         """``millstream cluster start ARGS`` with this cluster's environment (or ``env``): the launcher
         starts the processes, not this object. Stop it with ``stop_launcher``."""
         return subprocess.Popen(
-            [sys.executable, "-m", "backend.cli", "cluster", "start", *args],
+            [sys.executable, "-m", "millstream.backend.cli", "cluster", "start", *args],
             env=self.env if env is None else env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
 

@@ -57,7 +57,7 @@ def test_api_surface_on_a_cluster(cluster: Cluster) -> None:
 
 def test_api_surface_in_process() -> None:
     res = subprocess.run(
-        [sys.executable, "-m", "backend.cli", "run", "--local", "-p", "3", str(PROGRAM), *CASES],
+        [sys.executable, "-m", "millstream.backend.cli", "run", "--local", "-p", "3", str(PROGRAM), *CASES],
         capture_output=True,
         text=True,
         timeout=300,

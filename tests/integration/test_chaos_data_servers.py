@@ -65,7 +65,7 @@ def test_every_update_exactly_once_when_one_of_three_data_servers_is_killed(tmp_
     try:
         c.wait_for(lambda: c.overview()["taskmanagers"] >= TASKMANAGERS, 90, "the launched cluster to come up")
         run = subprocess.Popen(
-            [sys.executable, "-m", "backend.cli", "run", "-p", "2", str(PROGRAM), str(N), str(RATE), str(out), str(collected)],
+            [sys.executable, "-m", "millstream.backend.cli", "run", "-p", "2", str(PROGRAM), str(N), str(RATE), str(out), str(collected)],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         c.wait_for(lambda: len(c.job_ids()) == 2, 60, "the two jobs")

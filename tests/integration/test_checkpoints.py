@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.datastream.connectors.number_seq import split_range
-from engine.security.mac import HEADER_BYTES
+from millstream.engine.datastream.connectors.number_seq import split_range
+from millstream.engine.security.mac import HEADER_BYTES
 from tests.integration.cluster import Cluster
 
 PROGRAM = Path(__file__).parent / "programs" / "checkpointed_count.py"

@@ -99,7 +99,7 @@ def test_user_mistakes_give_one_line_and_their_exit_code(cluster: Cluster, tmp_p
     program = write(tmp_path, "args.py", ARGS_PROGRAM)
     # Nothing listens: it is waited for (a JobManager may be restarting), then given up on.
     unreachable = subprocess.run(
-        [sys.executable, "-m", "backend.cli", "run", "-m", f"127.0.0.1:{free_port()}", str(program)],
+        [sys.executable, "-m", "millstream.backend.cli", "run", "-m", f"127.0.0.1:{free_port()}", str(program)],
         env={**cluster.env, "MILLSTREAM_CLIENT_RETRY_TIMEOUT_S": "1"}, capture_output=True, text=True, timeout=60,
     )
     assert unreachable.returncode == 3 and "Traceback" not in unreachable.stderr, unreachable.stderr
@@ -224,7 +224,7 @@ def test_list_cancel_and_savepoint_dispose_as_flinks(cluster: Cluster, tmp_path:
 
 def test_version_and_help_keep_their_bracketed_notes() -> None:
     def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "backend.cli", *args], capture_output=True, text=True, timeout=60)
+        return subprocess.run([sys.executable, "-m", "millstream.backend.cli", *args], capture_output=True, text=True, timeout=60)
 
     version = cli("--version")
     assert version.returncode == 0 and re.match(r"^Millstream \d+\.\d+", version.stdout), version.stdout
@@ -256,7 +256,7 @@ def test_a_spark_job_shows_its_stages_on_a_terminal(cluster: Cluster) -> None:
             shown.append(chunk)
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "backend.cli", "run", str(PROGRAMS / "slow_batch.py"), "40"],
+        [sys.executable, "-m", "millstream.backend.cli", "run", str(PROGRAMS / "slow_batch.py"), "40"],
         env=cluster.env, stdout=subprocess.PIPE, stderr=slave, text=True,
     )
     os.close(slave)

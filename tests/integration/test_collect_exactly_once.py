@@ -14,11 +14,11 @@ from pathlib import Path
 import msgpack
 import redis
 
-from engine import redis_keys
-from engine.client.collect_result_buffer import CollectResultBuffer
-from engine.runtime.collect import MAX_KEPT_BYTES as MAX_UNACKED_BYTES
-from engine.runtime.collect import CollectEntry
-from engine.runtime.io.serialization import MsgpackSerializer
+from millstream.engine import redis_keys
+from millstream.engine.client.collect_result_buffer import CollectResultBuffer
+from millstream.engine.runtime.collect import MAX_KEPT_BYTES as MAX_UNACKED_BYTES
+from millstream.engine.runtime.collect import CollectEntry
+from millstream.engine.runtime.io.serialization import MsgpackSerializer
 from tests.integration.cluster import Cluster
 
 PROGRAMS = Path(__file__).parent / "programs"

@@ -10,7 +10,7 @@ from typing import Iterator
 import pytest
 import redis
 
-from backend.embedded_redis import redis_url_of, start_embedded_redis
+from millstream.backend.embedded_redis import redis_url_of, start_embedded_redis
 from tests.integration.cluster import Cluster
 
 PROGRAMS = Path(__file__).parent / "programs"

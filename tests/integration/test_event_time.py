@@ -95,7 +95,7 @@ def test_event_time_cases_run_in_process() -> None:
     import subprocess
 
     res = subprocess.run(
-        [sys.executable, "-m", "backend.cli", "run", "--local", "-p", "2", str(PROGRAM), *CASES],
+        [sys.executable, "-m", "millstream.backend.cli", "run", "--local", "-p", "2", str(PROGRAM), *CASES],
         capture_output=True,
         text=True,
         timeout=300,

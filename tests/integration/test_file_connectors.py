@@ -40,7 +40,7 @@ def test_a_file_copy_restored_mid_file_writes_every_line_exactly_once(tmp_path: 
     try:
         c.start(taskmanagers=2, slots=2)
         run = subprocess.Popen(
-            [sys.executable, "-m", "backend.cli", "run", "-p", "2", str(PROGRAM), str(src), str(out), "300"],
+            [sys.executable, "-m", "millstream.backend.cli", "run", "-p", "2", str(PROGRAM), str(src), str(out), "300"],
             env=c.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         c.wait_for(lambda: c.http.get("/jobs/overview").json()["jobs"], 30, "the job to be submitted")
@@ -97,7 +97,7 @@ def test_a_monitoring_file_source_picks_up_files_added_while_it_runs(tmp_path: P
     try:
         c.start(taskmanagers=2, slots=2)  # 3 slots for the resume at parallelism 3
         run = subprocess.Popen(
-            [sys.executable, "-m", "backend.cli", "run", "--detached", "-p", "2", str(PROGRAM), str(src), str(out), "0", "100"],
+            [sys.executable, "-m", "millstream.backend.cli", "run", "--detached", "-p", "2", str(PROGRAM), str(src), str(out), "0", "100"],
             env=c.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         stdout, stderr = run.communicate(timeout=60)

@@ -72,7 +72,7 @@ class SharedFileWatch:
 def _start(c: Cluster, tmp_path: Path, n: int, rate: int, backend: str = "rocksdb") -> tuple[subprocess.Popen, str, Path]:
     checkpoints = tmp_path / "checkpoints"
     run = subprocess.Popen(
-        [sys.executable, "-m", "backend.cli", "run", "-p", "2", str(PROGRAM), str(n), str(rate), str(KEYS),
+        [sys.executable, "-m", "millstream.backend.cli", "run", "-p", "2", str(PROGRAM), str(n), str(rate), str(KEYS),
          str(tmp_path / "out"), str(checkpoints), backend],
         env=c.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )

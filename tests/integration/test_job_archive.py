@@ -8,7 +8,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from backend.ui.job_view import TAB_IDS
+from millstream.backend.ui.job_view import TAB_IDS
 from tests.integration.cluster import Cluster
 
 PROGRAMS = Path(__file__).parent / "programs"

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from engine import redis_keys
+from millstream.engine import redis_keys
 from tests.integration.cluster import Cluster
 
 PROGRAMS = Path(__file__).parent / "programs"
@@ -159,7 +159,7 @@ def test_user_metrics_are_live_while_the_job_runs(cluster: Cluster) -> None:
 @pytest.mark.parametrize("mode", ["streaming", "batch"])
 def test_an_in_process_run_prints_what_pyflink_prints(mode: str) -> None:
     res = subprocess.run(
-        [sys.executable, "-m", "backend.cli", "run", "--local", str(PROGRAMS / "printing.py"), mode],
+        [sys.executable, "-m", "millstream.backend.cli", "run", "--local", str(PROGRAMS / "printing.py"), mode],
         capture_output=True, text=True, timeout=120,
     )
     assert res.returncode == 0, res.stderr

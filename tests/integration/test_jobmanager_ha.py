@@ -138,7 +138,7 @@ def test_leader_kills_and_a_pause_lose_no_update_and_a_paused_leader_changes_not
         listed = c.cli("list", "-m", f"http://127.0.0.1:{free_port()},{standby}", timeout=60)
         assert listed.returncode == 0 and "No running jobs." in listed.stdout, listed.stderr
         run = subprocess.Popen(
-            [sys.executable, "-m", "backend.cli", "run", "-p", "2", str(PROGRAM), str(N), str(RATE), str(out), str(collected)],
+            [sys.executable, "-m", "millstream.backend.cli", "run", "-p", "2", str(PROGRAM), str(N), str(RATE), str(out), str(collected)],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         c.wait_for(lambda: len(c.job_ids()) == 2, 60, "the two jobs")

@@ -15,8 +15,8 @@ import redis
 import sqlalchemy as sa
 from markupsafe import escape
 
-from engine import redis_keys
-from engine.jobmanager.job_store import OUTPUT_KEPT_LINES
+from millstream.engine import redis_keys
+from millstream.engine.jobmanager.job_store import OUTPUT_KEPT_LINES
 from tests.integration.cluster import Cluster
 
 PROGRAMS = Path(__file__).parent / "programs"

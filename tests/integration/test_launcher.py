@@ -32,7 +32,7 @@ def _children(pid: int) -> dict[int, str]:
 
 
 def _role_pids(launcher: int, role: str) -> list[int]:
-    return sorted(p for p, cmd in _children(launcher).items() if f"backend.cli {role}" in cmd)
+    return sorted(p for p, cmd in _children(launcher).items() if f"millstream.backend.cli {role}" in cmd)
 
 
 def test_the_launcher_restarts_a_killed_jobmanager_and_keeps_its_taskmanagers(tmp_path: Path) -> None:

@@ -125,7 +125,7 @@ def test_exactly_once_across_three_hosts_with_taskmanager_hosts_killed(hosts: Ho
             MILLSTREAM_DATA_DIR=str(tmp_path / "a"), MILLSTREAM_HEARTBEAT_TIMEOUT_MS="3000",
             MILLSTREAM_HEARTBEAT_INTERVAL_MS="500", MILLSTREAM_STATE_DIRS=str(shared),
         )
-        procs.append(hosts.spawn("a", [sys.executable, "-m", "backend.cli", "jobmanager"], jm_env, tmp_path / "jobmanager.log"))
+        procs.append(hosts.spawn("a", [sys.executable, "-m", "millstream.backend.cli", "jobmanager"], jm_env, tmp_path / "jobmanager.log"))
 
         def tm_env(host: str) -> dict[str, str]:
             (tmp_path / host).mkdir(exist_ok=True)
@@ -135,7 +135,7 @@ def test_exactly_once_across_three_hosts_with_taskmanager_hosts_killed(hosts: Ho
             )
 
         def start_tm(host: str) -> subprocess.Popen:
-            cmd = [sys.executable, "-m", "backend.cli", "taskmanager", "--slots", "2", "--host", hosts.address(host)]
+            cmd = [sys.executable, "-m", "millstream.backend.cli", "taskmanager", "--slots", "2", "--host", hosts.address(host)]
             return hosts.spawn(host, cmd, tm_env(host), tmp_path / f"taskmanager-{host}.log")
 
         tms = {h: start_tm(h) for h in "bc"}
@@ -163,7 +163,7 @@ def test_exactly_once_across_three_hosts_with_taskmanager_hosts_killed(hosts: Ho
         out, collected = shared / "out", tmp_path / "collected.json"
         client_env = dict(base, MILLSTREAM_JOBMANAGER=url, MILLSTREAM_AUTH_TOKEN=token)
         run = subprocess.Popen(
-            [sys.executable, "-m", "backend.cli", "run", "-p", "2", str(PROGRAM), str(N), str(RATE), str(out),
+            [sys.executable, "-m", "millstream.backend.cli", "run", "-p", "2", str(PROGRAM), str(N), str(RATE), str(out),
              str(collected), str(deps)],
             env=client_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )

@@ -37,7 +37,7 @@ def test_exactly_once_keyed_count_survives_repeated_taskmanager_kills(tmp_path: 
     try:
         c.start(taskmanagers=2, slots=2)
         run = subprocess.Popen(
-            [sys.executable, "-m", "backend.cli", "run", "-p", "2", str(PROGRAM), str(N), "6000", str(out_dir)],
+            [sys.executable, "-m", "millstream.backend.cli", "run", "-p", "2", str(PROGRAM), str(N), "6000", str(out_dir)],
             env=c.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         c.wait_for(lambda: c.http.get("/jobs/overview").json()["jobs"], 30, "the job to be submitted")
@@ -96,7 +96,7 @@ def test_a_killed_jobmanager_resumes_its_job_from_the_latest_checkpoint(tmp_path
     try:
         c.start(taskmanagers=2, slots=2)
         run = subprocess.Popen(
-            [sys.executable, "-m", "backend.cli", "run", "-p", "2", str(PROGRAM), str(N), "6000", str(out_dir)],
+            [sys.executable, "-m", "millstream.backend.cli", "run", "-p", "2", str(PROGRAM), str(N), "6000", str(out_dir)],
             env=c.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         c.wait_for(lambda: c.http.get("/jobs/overview").json()["jobs"], 30, "the job to be submitted")
@@ -130,7 +130,7 @@ def test_at_least_once_mode_recovers_without_loss(tmp_path: Path) -> None:
     try:
         c.start(taskmanagers=2, slots=2)
         run = subprocess.Popen(
-            [sys.executable, "-m", "backend.cli", "run", "-p", "2", str(PROGRAM), str(n), "5000", str(out_dir), "AT_LEAST_ONCE"],
+            [sys.executable, "-m", "millstream.backend.cli", "run", "-p", "2", str(PROGRAM), str(n), "5000", str(out_dir), "AT_LEAST_ONCE"],
             env=c.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         c.wait_for(lambda: c.http.get("/jobs/overview").json()["jobs"], 30, "the job to be submitted")
@@ -164,7 +164,7 @@ def test_an_unwritable_checkpoint_directory_fails_checkpoints_then_the_job(tmp_p
     try:
         c.start(taskmanagers=1, slots=2)
         run = subprocess.Popen(
-            [sys.executable, "-m", "backend.cli", "run", "-p", "2", str(program), str(blocker / "chk"), "3"],
+            [sys.executable, "-m", "millstream.backend.cli", "run", "-p", "2", str(program), str(blocker / "chk"), "3"],
             env=c.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         c.wait_for(lambda: c.http.get("/jobs/overview").json()["jobs"], 30, "the job to be submitted")

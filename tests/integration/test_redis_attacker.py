@@ -20,11 +20,11 @@ import cloudpickle
 import msgpack
 import redis
 
-from engine import redis_keys
-from engine.datastream import StreamExecutionEnvironment
-from engine.datastream.connectors import DataGeneratorSource
-from engine.runtime.deployment import make_tdd
-from engine.taskexecutor import messages
+from millstream.engine import redis_keys
+from millstream.engine.datastream import StreamExecutionEnvironment
+from millstream.engine.datastream.connectors import DataGeneratorSource
+from millstream.engine.runtime.deployment import make_tdd
+from millstream.engine.taskexecutor import messages
 from tests.integration.cluster import Cluster
 
 PROGRAMS = Path(__file__).parent / "programs"

@@ -20,8 +20,8 @@ import psutil
 import pytest
 import redis
 
-from engine import redis_keys
-from engine.taskexecutor import messages
+from millstream.engine import redis_keys
+from millstream.engine.taskexecutor import messages
 from tests.integration.cluster import Cluster
 
 PROGRAMS = Path(__file__).parent / "programs"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import cloudpickle
 
-from backend.embedded_redis import embedded_redis_alive, restart_embedded_redis
+from millstream.backend.embedded_redis import embedded_redis_alive, restart_embedded_redis
 from tests.integration.cluster import Cluster
 
 PROGRAMS = Path(__file__).parent / "programs"
@@ -155,7 +155,7 @@ def test_a_submission_waits_out_a_jobmanager_restart_and_a_redis_outage(tmp_path
 
     def submit(i: int) -> tuple[subprocess.Popen, Path]:
         err = tmp_path / f"run-{i}.err"
-        cmd = [sys.executable, "-m", "backend.cli", "run", "-p", "1", str(PROGRAMS / "rolling_count.py"), "2000"]
+        cmd = [sys.executable, "-m", "millstream.backend.cli", "run", "-p", "1", str(PROGRAMS / "rolling_count.py"), "2000"]
         runs.append((subprocess.Popen(cmd, env=c.env, stdout=subprocess.DEVNULL, stderr=err.open("w")), err))
         return runs[-1]
 
@@ -194,7 +194,7 @@ def test_a_submission_waits_out_a_jobmanager_restart_and_a_redis_outage(tmp_path
 
 def test_a_resubmitted_job_id_is_a_conflict(tmp_path: Path) -> None:
     """What makes the client's retry safe: the same job id twice is a 409, and nothing runs twice."""
-    from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
+    from millstream.engine.datastream.stream_execution_environment import StreamExecutionEnvironment
 
     c = Cluster(tmp_path)
     try:

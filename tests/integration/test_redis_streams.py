@@ -9,7 +9,7 @@ from pathlib import Path
 
 import redis
 
-from backend.embedded_redis import start_embedded_redis
+from millstream.backend.embedded_redis import start_embedded_redis
 from tests.integration.cluster import Cluster
 
 PROGRAM = Path(__file__).parent / "programs" / "redis_copy.py"
@@ -32,7 +32,7 @@ def test_a_redis_stream_copy_killed_mid_stream_writes_every_entry_exactly_once(t
     try:
         c.start(taskmanagers=2, slots=2)
         run = subprocess.Popen(
-            [sys.executable, "-m", "backend.cli", "run", "-p", "2", str(PROGRAM), url, "300"],
+            [sys.executable, "-m", "millstream.backend.cli", "run", "-p", "2", str(PROGRAM), url, "300"],
             env=c.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         c.wait_for(lambda: client.xlen("out") >= PER_STREAM // 4, 90, "a quarter of a stream committed")

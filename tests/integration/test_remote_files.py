@@ -43,7 +43,7 @@ def test_a_file_copy_between_urls_restored_mid_file_writes_every_line_exactly_on
     try:
         c.start(taskmanagers=2, slots=2)
         run = subprocess.Popen(
-            [sys.executable, "-m", "backend.cli", "run", "-p", "2", str(PROGRAM), f"{store.url}/in", f"{store.url}/out", "300"],
+            [sys.executable, "-m", "millstream.backend.cli", "run", "-p", "2", str(PROGRAM), f"{store.url}/in", f"{store.url}/out", "300"],
             env=c.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         jid = c.wait_new_job(set())

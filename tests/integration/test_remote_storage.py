@@ -31,7 +31,7 @@ def test_checkpoints_and_savepoints_at_a_url_survive_a_taskmanager_kill(tmp_path
     try:
         c.start(taskmanagers=2, slots=2)
         run = subprocess.Popen(
-            [sys.executable, "-m", "backend.cli", "run", "-p", "2", str(PROGRAM), str(N), "4000", str(out_dir)],
+            [sys.executable, "-m", "millstream.backend.cli", "run", "-p", "2", str(PROGRAM), str(N), "4000", str(out_dir)],
             env=c.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         jid = c.wait_new_job(set())

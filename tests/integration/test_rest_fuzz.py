@@ -127,7 +127,7 @@ JSON_VALUES = st.recursive(
 def _base_graph() -> tuple[dict, bytes]:
     import cloudpickle
 
-    from engine.datastream import StreamExecutionEnvironment
+    from millstream.engine.datastream import StreamExecutionEnvironment
 
     env = StreamExecutionEnvironment().set_parallelism(1)
     env.from_collection([1, 2, 3]).map(str).set_parallelism(2).key_by(len).map(str).print()
@@ -268,7 +268,7 @@ def test_dashboard_routes_cause_no_server_error(cluster: Cluster):
 
 def _ui_routes() -> list[tuple[str, str]]:
     """(method, path template) of every dashboard route, from the routers backend/ui installs."""
-    from backend.ui.routes import actions, audit, job, pages, savepoints, submit
+    from millstream.backend.ui.routes import actions, audit, job, pages, savepoints, submit
 
     return sorted(
         (method, route.path)

@@ -31,7 +31,7 @@ def test_taskmanagers_show_the_host_they_advertise(tmp_path: Path):
         for i, (args, env) in enumerate(starts):
             log = open(tmp_path / f"tm-{i}.log", "ab")
             cluster.taskmanagers.append(subprocess.Popen(
-                [sys.executable, "-m", "backend.cli", "taskmanager", "--slots", "1", *args],
+                [sys.executable, "-m", "millstream.backend.cli", "taskmanager", "--slots", "1", *args],
                 env={**cluster.env, **env}, stdout=log, stderr=subprocess.STDOUT,
             ))
         cluster.wait_for(lambda: cluster.overview()["taskmanagers"] == 3, 60, "three TaskManagers")
@@ -59,7 +59,7 @@ def test_the_log_of_a_taskmanager_whose_file_is_elsewhere_reaches_rest_and_the_d
     """A TaskManager on another host has no log file on the JobManager's disk: its processes ship
     their log lines through Redis, sealed, and REST and the dashboard show them; a line pushed by
     someone with only the Redis URL is left out."""
-    from engine import redis_keys
+    from millstream.engine import redis_keys
 
     c = Cluster(tmp_path)
     try:

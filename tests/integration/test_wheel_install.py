@@ -96,14 +96,18 @@ def _clean_env(venv: Path, **extra: str) -> dict[str, str]:
 
 def test_the_package_comes_from_the_wheel(venv: Path, tmp_path: Path):
     out = _run(
-        [str(venv / "bin" / "python"), "-c", "import backend, engine, migrations, pyflink; "
+        [str(venv / "bin" / "python"), "-c", "from millstream import backend, engine, migrations; import pyflink; "
          "print(backend.__file__); print(engine.__file__); print(migrations.__file__)"],
         cwd=tmp_path, env=_clean_env(venv),
     ).stdout.split()
     site = str(venv)
     assert out and all(path.startswith(site) for path in out), out
     assert (venv / "lib").exists()
-    frontend = next((venv / "lib").glob("python3*/site-packages/backend/frontend"))
+    site_packages = next((venv / "lib").glob("python3*/site-packages"))
+    # Nothing under the generic names: only millstream/ (and the pyflink name programs import).
+    assert not [n for n in ("engine", "backend", "migrations") if (site_packages / n).exists()], sorted(
+        p.name for p in site_packages.iterdir())
+    frontend = site_packages / "millstream" / "backend" / "frontend"
     assert (frontend / "templates" / "base.html").is_file()
     assert (frontend / "static" / "vendor" / "htmx" / "htmx.min.js").is_file()
 

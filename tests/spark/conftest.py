@@ -10,12 +10,12 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from engine.client.context import set_context
-from engine.client.job_client import CloseableIterator
-from engine.datastream import StreamExecutionEnvironment
-from engine.datastream.execution_mode import RuntimeExecutionMode
-from engine.graph.job_graph import JobGraph
-from engine.graph.stream_graph import StreamGraph
+from millstream.engine.client.context import set_context
+from millstream.engine.client.job_client import CloseableIterator
+from millstream.engine.datastream import StreamExecutionEnvironment
+from millstream.engine.datastream.execution_mode import RuntimeExecutionMode
+from millstream.engine.graph.job_graph import JobGraph
+from millstream.engine.graph.stream_graph import StreamGraph
 
 pyspark = pytest.importorskip("pyspark")
 
@@ -102,8 +102,8 @@ def run_native(program: Program, parallelism: int = 2) -> list[Any]:
 
 
 def run_spark(sc: Any, program: Program, parallelism: int = 2) -> list[Any]:
-    from engine.client.collect_conversion import unwire_record
-    from engine.spark.translator import translate
+    from millstream.engine.client.collect_conversion import unwire_record
+    from millstream.engine.spark.translator import translate
 
     job_graph, stream_graph = capture(program, parallelism)
     out: list[Any] = []

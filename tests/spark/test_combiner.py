@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from engine.spark.combiner import combine_partition
+from millstream.engine.spark.combiner import combine_partition
 
 
 def _reduce(a, b):

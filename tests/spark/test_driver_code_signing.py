@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from engine import redis_keys
-from engine.spark.driver import _load_user_code
-from engine.taskexecutor.code_signing import TamperedPayload, UnsignedPayload, sign
+from millstream.engine import redis_keys
+from millstream.engine.spark.driver import _load_user_code
+from millstream.engine.taskexecutor.code_signing import TamperedPayload, UnsignedPayload, sign
 
 JOB = "0123456789abcdef0123456789abcdef"
 

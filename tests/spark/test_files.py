@@ -13,11 +13,11 @@ from typing import Any, Callable
 
 import pytest
 
-from engine.common.serialization import Encoder
-from engine.datastream.connectors.file_system import BucketAssigner, FileSink, FileSource, StreamFormat
-from engine.datastream.functions import MapFunction
-from engine.spark.files import byte_splits, read_split
-from engine.spark.translator import translate
+from millstream.engine.common.serialization import Encoder
+from millstream.engine.datastream.connectors.file_system import BucketAssigner, FileSink, FileSource, StreamFormat
+from millstream.engine.datastream.functions import MapFunction
+from millstream.engine.spark.files import byte_splits, read_split
+from millstream.engine.spark.translator import translate
 from tests.spark.conftest import batch_env, capture
 
 WORDS = ["to", "be", "or", "not", "that", "is", "the", "question", "été", "naïve", "日本"]
@@ -250,8 +250,8 @@ def test_a_retried_task_never_duplicates_output(redis_url, tmp_path):
     """A real driver process on local[2,4] (up to 4 attempts per task): attempt 0 of partition 0 writes
     300 lines, then fails; attempt 1 succeeds. Every line is visible exactly once."""
     from tests.spark.test_spark_job_master import make_master, run_until_terminal
-    from engine.executiongraph.states import JobStatus
-    from engine.resourcemanager.slot_pool import SlotPool
+    from millstream.engine.executiongraph.states import JobStatus
+    from millstream.engine.resourcemanager.slot_pool import SlotPool
 
     src = write_corpus(tmp_path / "in", files=2)
     out = tmp_path / "out"

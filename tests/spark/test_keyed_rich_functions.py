@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.datastream.functions import FilterFunction, FlatMapFunction, MapFunction, RuntimeContext
-from engine.datastream.state import ValueStateDescriptor
+from millstream.engine.datastream.functions import FilterFunction, FlatMapFunction, MapFunction, RuntimeContext
+from millstream.engine.datastream.state import ValueStateDescriptor
 from tests.spark.conftest import run_native, run_spark
 
 DATA = [("a", "x"), ("b", "y"), ("a", "z"), ("c", "w"), ("b", "v"), ("a", "u"), ("c", "t"), ("d", "s")]

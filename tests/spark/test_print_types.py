@@ -1,8 +1,8 @@
 """A BATCH job's print() on Spark writes the same per-type forms as the streaming runtime."""
-from engine.common.row import Row
-from engine.common.type_formatting import record_formatter
-from engine.common.typeinfo import Types
-from engine.spark.partitions import print_partition
+from millstream.engine.common.row import Row
+from millstream.engine.common.type_formatting import record_formatter
+from millstream.engine.common.typeinfo import Types
+from millstream.engine.spark.partitions import print_partition
 from tests.spark.conftest import batch_env
 
 

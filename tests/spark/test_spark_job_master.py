@@ -7,18 +7,18 @@ import cloudpickle
 import pytest
 import redis
 
-from engine import redis_keys
-from engine.datastream.connectors.datagen import DataGeneratorSource
-from engine.datastream.connectors.number_seq import NumberSequenceSource
-from engine.executiongraph.states import JobStatus
-from engine.jobmanager.job_store import InMemoryJobStore
-from engine.resourcemanager.slot_pool import SlotPool
-from engine.runtime.collect import RECORDS, CollectEntry
-from engine.runtime.io.serialization import MsgpackSerializer
-from engine.spark.spark_job_master import SparkJobMaster
-from engine.spark.validation import UntranslatableJob
-from engine.security.mac import Sealer
-from engine.taskexecutor.gateway import RedisTaskExecutorGateway
+from millstream.engine import redis_keys
+from millstream.engine.datastream.connectors.datagen import DataGeneratorSource
+from millstream.engine.datastream.connectors.number_seq import NumberSequenceSource
+from millstream.engine.executiongraph.states import JobStatus
+from millstream.engine.jobmanager.job_store import InMemoryJobStore
+from millstream.engine.resourcemanager.slot_pool import SlotPool
+from millstream.engine.runtime.collect import RECORDS, CollectEntry
+from millstream.engine.runtime.io.serialization import MsgpackSerializer
+from millstream.engine.spark.spark_job_master import SparkJobMaster
+from millstream.engine.spark.validation import UntranslatableJob
+from millstream.engine.security.mac import Sealer
+from millstream.engine.taskexecutor.gateway import RedisTaskExecutorGateway
 from tests.spark.conftest import capture
 
 SPARK_CONF = {"spark.ui.enabled": "false", "spark.driver.memory": "512m"}

@@ -18,8 +18,8 @@ from typing import Iterator
 
 import pytest
 
-from engine.executiongraph.states import JobStatus
-from engine.resourcemanager.slot_pool import SlotPool
+from millstream.engine.executiongraph.states import JobStatus
+from millstream.engine.resourcemanager.slot_pool import SlotPool
 from tests.spark.test_spark_job_master import collected, make_master, run_until_terminal
 
 pyspark = pytest.importorskip("pyspark")
@@ -93,7 +93,7 @@ def word_count(env):
 
 
 def where_it_ran(env):
-    return env.from_collection(["a", "b"]).map(lambda w: (w, sys.prefix, "engine" in sys.modules))
+    return env.from_collection(["a", "b"]).map(lambda w: (w, sys.prefix, "millstream.engine" in sys.modules))
 
 
 def _run(program, master: str, redis_url: str):

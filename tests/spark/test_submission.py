@@ -146,7 +146,7 @@ def test_a_spark_job_fails_clearly_when_redis_comes_back_empty(tmp_path: Path) -
     import os
     import signal
 
-    from backend.embedded_redis import embedded_redis_alive, restart_embedded_redis
+    from millstream.backend.embedded_redis import embedded_redis_alive, restart_embedded_redis
 
     c = Cluster(tmp_path)
     try:

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import random
 
-from engine.datastream.functions import KeyedProcessFunction, TimeDomain
-from engine.runtime.watermarks import MAX_WATERMARK, MIN_WATERMARK
-from engine.spark.partitions import TaskInfo, keyed_process_partition, sort_keyed_partition
-from engine.spark.timer_service import BatchTimerService
+from millstream.engine.datastream.functions import KeyedProcessFunction, TimeDomain
+from millstream.engine.runtime.watermarks import MAX_WATERMARK, MIN_WATERMARK
+from millstream.engine.spark.partitions import TaskInfo, keyed_process_partition, sort_keyed_partition
+from millstream.engine.spark.timer_service import BatchTimerService
 
 INFO = TaskInfo(vertex_name="KeyedProcess", operator_name="KeyedProcess", parallelism=1, max_parallelism=128)
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from engine.datastream.connectors.datagen import DataGeneratorSource
-from engine.datastream.connectors.number_seq import NumberSequenceSource
-from engine.datastream.functions import (
+from millstream.engine.datastream.connectors.datagen import DataGeneratorSource
+from millstream.engine.datastream.connectors.number_seq import NumberSequenceSource
+from millstream.engine.datastream.functions import (
     FlatMapFunction,
     KeyedProcessFunction,
     MapFunction,
@@ -18,9 +18,9 @@ from engine.datastream.functions import (
     RuntimeContext,
     SinkFunction,
 )
-from engine.datastream.state import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
-from engine.spark.partitions import print_partition
-from engine.spark.translator import UntranslatableJob, translate
+from millstream.engine.datastream.state import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
+from millstream.engine.spark.partitions import print_partition
+from millstream.engine.spark.translator import UntranslatableJob, translate
 from tests.spark.conftest import batch_env, capture, run_native, run_spark
 
 WORDS = ["to be or not to be", "that is the question", "to sleep perchance to dream", "", "be be be"]

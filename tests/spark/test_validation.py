@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from engine.common.time import Time
-from engine.common.watermark_strategy import TimestampAssigner, WatermarkStrategy
-from engine.datastream.window import (
+from millstream.engine.common.time import Time
+from millstream.engine.common.watermark_strategy import TimestampAssigner, WatermarkStrategy
+from millstream.engine.datastream.window import (
     ContinuousEventTimeTrigger,
     CountEvictor,
     CountTrigger,
@@ -21,8 +21,8 @@ from engine.datastream.window import (
     TimeEvictor,
     TumblingEventTimeWindows,
 )
-from engine.graph.job_graph import JobGraph
-from engine.spark.validation import BY_WINDOW, COUNT, MERGING, UntranslatableJob, check_job_graph, window_shape
+from millstream.engine.graph.job_graph import JobGraph
+from millstream.engine.spark.validation import BY_WINDOW, COUNT, MERGING, UntranslatableJob, check_job_graph, window_shape
 from tests.spark.conftest import capture
 
 
@@ -137,8 +137,8 @@ def test_window_descriptor_is_not_part_of_flinks_plan_json():
     assert all(set(n) <= {"id", "parallelism", "operator", "operator_strategy", "description",
                           "optimizer_properties", "inputs"} for n in plan["nodes"])
     window = _window_of(job_graph).window
-    assert window.assigner == "engine.windowing.assigners.TumblingEventTimeWindows"
-    assert window.trigger == ("engine.windowing.triggers.EventTimeTrigger",) and window.evictor is None
+    assert window.assigner == "millstream.engine.windowing.assigners.TumblingEventTimeWindows"
+    assert window.trigger == ("millstream.engine.windowing.triggers.EventTimeTrigger",) and window.evictor is None
     assert _window_of(_through_json(job_graph)).window == window
 
 
@@ -164,8 +164,8 @@ def test_malformed_window_descriptor_is_refused_saying_what_is_wrong():
 
 
 def test_a_monitoring_file_source_is_refused_as_unbounded(tmp_path):
-    from engine.common.time import Duration
-    from engine.datastream.connectors.file_system import FileSource, StreamFormat
+    from millstream.engine.common.time import Duration
+    from millstream.engine.datastream.connectors.file_system import FileSource, StreamFormat
 
     source = (
         FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(tmp_path))

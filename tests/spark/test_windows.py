@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from engine.common.time import Duration, Time
-from engine.common.watermark_strategy import TimestampAssigner, WatermarkStrategy
-from engine.datastream.functions import (
+from millstream.engine.common.time import Duration, Time
+from millstream.engine.common.watermark_strategy import TimestampAssigner, WatermarkStrategy
+from millstream.engine.datastream.functions import (
     AggregateFunction,
     CoFlatMapFunction,
     CoMapFunction,
@@ -25,10 +25,10 @@ from engine.datastream.functions import (
     RuntimeContext,
     WindowFunction,
 )
-from engine.datastream.connectors.number_seq import NumberSequenceSource
-from engine.datastream.output_tag import OutputTag
-from engine.datastream.state import ValueStateDescriptor
-from engine.datastream.window import (
+from millstream.engine.datastream.connectors.number_seq import NumberSequenceSource
+from millstream.engine.datastream.output_tag import OutputTag
+from millstream.engine.datastream.state import ValueStateDescriptor
+from millstream.engine.datastream.window import (
     ContinuousEventTimeTrigger,
     CountTrigger,
     EventTimeSessionWindows,
@@ -38,8 +38,8 @@ from engine.datastream.window import (
     TumblingEventTimeWindows,
     TumblingProcessingTimeWindows,
 )
-from engine.spark.translator import UntranslatableJob, translate
-from engine.spark.validation import check_job_graph
+from millstream.engine.spark.translator import UntranslatableJob, translate
+from millstream.engine.spark.validation import check_job_graph
 from tests.spark.conftest import capture, run_native, run_spark
 
 MAX = 2**63 - 1

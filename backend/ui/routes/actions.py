@@ -10,11 +10,11 @@ from typing import Any
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, Response
 
-from backend.api.jobs import _JOB_ID
-from backend.deps import DispatcherDep, SettingsDep
-from backend.ui.security import SESSION_COOKIE, UIRefused, check_csrf, check_mutation, logged_in
-from backend.ui.templating import templates
-from engine.jobmanager.dispatcher import UnknownJob
+from millstream.backend.api.jobs import _JOB_ID
+from millstream.backend.deps import DispatcherDep, SettingsDep
+from millstream.backend.ui.security import SESSION_COOKIE, UIRefused, check_csrf, check_mutation, logged_in
+from millstream.backend.ui.templating import templates
+from millstream.engine.jobmanager.dispatcher import UnknownJob
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 

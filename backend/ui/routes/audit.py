@@ -4,8 +4,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
-from backend.api.audit import AuditLogDep
-from backend.ui.templating import templates
+from millstream.backend.api.audit import AuditLogDep
+from millstream.backend.ui.templating import templates
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 

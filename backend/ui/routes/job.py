@@ -6,17 +6,17 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
-from backend.deps import DispatcherDep, FlameGraphsDep
-from backend.services import jobmanager_metrics
-from backend.services.flame_graphs import UnknownFlameGraphVertex
-from backend.ui.latency_view import latency_rows, operator_names
-from engine.jobmanager.vertex_flame_graph import TERMINATED, FlameGraphType, no_data
-from backend.ui import context
-from backend.ui.deps import HistoryDep
-from backend.ui.job_view import TAB_IDS
-from backend.ui.sse import SharedTicks, stream
-from backend.ui.templating import block, is_htmx, templates
-from engine.jobmanager.dispatcher import Dispatcher, UnknownJob
+from millstream.backend.deps import DispatcherDep, FlameGraphsDep
+from millstream.backend.services import jobmanager_metrics
+from millstream.backend.services.flame_graphs import UnknownFlameGraphVertex
+from millstream.backend.ui.latency_view import latency_rows, operator_names
+from millstream.engine.jobmanager.vertex_flame_graph import TERMINATED, FlameGraphType, no_data
+from millstream.backend.ui import context
+from millstream.backend.ui.deps import HistoryDep
+from millstream.backend.ui.job_view import TAB_IDS
+from millstream.backend.ui.sse import SharedTicks, stream
+from millstream.backend.ui.templating import block, is_htmx, templates
+from millstream.engine.jobmanager.dispatcher import Dispatcher, UnknownJob
 
 router = APIRouter(prefix="/ui/jobs", include_in_schema=False)
 # Every viewer of one job tab gets the same events; the blocks read no per-request state.

@@ -10,14 +10,14 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
-from backend.api.cluster import _jobmanager_log, jobmanager_config
-from backend.api.taskmanagers import _log_file, read_tail, shipped_log
-from backend.deps import DispatcherDep, SettingsDep
-from backend.ui import context
-from backend.ui.deps import HistoryDep
-from backend.ui.sse import stream
-from backend.ui.templating import block, is_htmx, templates
-from engine.jobmanager.dispatcher import Dispatcher
+from millstream.backend.api.cluster import _jobmanager_log, jobmanager_config
+from millstream.backend.api.taskmanagers import _log_file, read_tail, shipped_log
+from millstream.backend.deps import DispatcherDep, SettingsDep
+from millstream.backend.ui import context
+from millstream.backend.ui.deps import HistoryDep
+from millstream.backend.ui.sse import stream
+from millstream.backend.ui.templating import block, is_htmx, templates
+from millstream.engine.jobmanager.dispatcher import Dispatcher
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 

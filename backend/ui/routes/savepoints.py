@@ -6,12 +6,12 @@ from __future__ import annotations
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
 
-from backend.deps import DispatcherDep, SettingsDep
-from backend.services.resume import ResumeRefused, resume_from_savepoint
-from backend.ui.routes.actions import refuse_job_action, result
-from engine.checkpoint.rescale import NonRestoredStateError
-from engine.jobmanager.dispatcher import JobSubmissionError, UnknownJob
-from engine.jobmanager.savepoints import OperationRejected
+from millstream.backend.deps import DispatcherDep, SettingsDep
+from millstream.backend.services.resume import ResumeRefused, resume_from_savepoint
+from millstream.backend.ui.routes.actions import refuse_job_action, result
+from millstream.engine.checkpoint.rescale import NonRestoredStateError
+from millstream.engine.jobmanager.dispatcher import JobSubmissionError, UnknownJob
+from millstream.engine.jobmanager.savepoints import OperationRejected
 
 router = APIRouter(prefix="/ui/jobs", include_in_schema=False)
 

@@ -10,15 +10,15 @@ import re
 from fastapi import APIRouter, File, Form, Request, UploadFile
 from fastapi.responses import HTMLResponse, Response
 
-from backend.deps import DispatcherDep, SettingsDep
-from backend.services.program_runner import PlanBusy, ProgramFailed
-from backend.services.programs import ProgramService, UploadTooLarge
-from backend.services.uploads import UploadRejected
-from backend.ui import graph_view
-from backend.ui.routes.actions import result
-from backend.ui.security import UIRefused, check_mutation
-from backend.ui.templating import templates
-from engine.jobmanager.dispatcher import JobSubmissionError
+from millstream.backend.deps import DispatcherDep, SettingsDep
+from millstream.backend.services.program_runner import PlanBusy, ProgramFailed
+from millstream.backend.services.programs import ProgramService, UploadTooLarge
+from millstream.backend.services.uploads import UploadRejected
+from millstream.backend.ui import graph_view
+from millstream.backend.ui.routes.actions import result
+from millstream.backend.ui.security import UIRefused, check_mutation
+from millstream.backend.ui.templating import templates
+from millstream.engine.jobmanager.dispatcher import JobSubmissionError
 
 router = APIRouter(prefix="/ui/submit", include_in_schema=False)
 _ID = re.compile(r"^[0-9a-f]{32}_[A-Za-z0-9._-]{1,120}$")

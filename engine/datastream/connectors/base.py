@@ -1,9 +1,9 @@
 """``pyflink.datastream.connectors.base``: the Source/Sink base names and ``DeliveryGuarantee``."""
 from enum import Enum
 
-from engine.compat.unsupported import declare_unsupported
-from engine.datastream.connectors.sink import Sink
-from engine.datastream.connectors.source import Source
+from millstream.engine.compat.unsupported import declare_unsupported
+from millstream.engine.datastream.connectors.sink import Sink
+from millstream.engine.datastream.connectors.source import Source
 
 
 class DeliveryGuarantee(Enum):

@@ -3,7 +3,7 @@
 Importable so programs that mention these names load; using any of them raises
 ``NotSupportedError`` naming the alternative.
 """
-from engine.compat.unsupported import declare_unsupported
+from millstream.engine.compat.unsupported import declare_unsupported
 
 __all__ = ['CassandraCommitter', 'CassandraFailureHandler', 'CassandraSink', 'ClusterBuilder', 'ConsistencyLevel', 'MapperOptions']
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.common.java_hash_map import pickled_dict_order
-from engine.common.row import Row
-from engine.common.typeinfo import (
+from millstream.engine.common.java_hash_map import pickled_dict_order
+from millstream.engine.common.row import Row
+from millstream.engine.common.typeinfo import (
     BasicArrayTypeInfo,
     ListTypeInfo,
     MapTypeInfo,
@@ -20,8 +20,8 @@ from engine.common.typeinfo import (
     TupleTypeInfo,
     TypeInformation,
 )
-from engine.datastream.connectors.number_seq import RangeSplitReader, _pairs
-from engine.datastream.connectors.source import Source, SourceReader, check_position
+from millstream.engine.datastream.connectors.number_seq import RangeSplitReader, _pairs
+from millstream.engine.datastream.connectors.source import Source, SourceReader, check_position
 
 
 class CollectionSource(Source):

@@ -11,8 +11,8 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from engine.datastream.connectors.number_seq import split_range
-from engine.datastream.connectors.source import Source, SourceReader, check_position
+from millstream.engine.datastream.connectors.number_seq import split_range
+from millstream.engine.datastream.connectors.source import Source, SourceReader, check_position
 
 
 class _GeneratorReader(SourceReader):

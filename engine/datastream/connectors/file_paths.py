@@ -17,7 +17,7 @@ import threading
 from typing import BinaryIO
 from urllib.parse import urlsplit
 
-from engine.checkpoint.filesystem import is_remote
+from millstream.engine.checkpoint.filesystem import is_remote
 
 
 def normalise(path: str, what: str) -> str:

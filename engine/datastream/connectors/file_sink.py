@@ -35,11 +35,11 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any, BinaryIO
 
-from engine.common.serialization import Encoder
-from engine.compat.unsupported import unsupported_class
-from engine.checkpoint.filesystem import is_remote
-from engine.datastream.connectors.file_paths import normalise, remote_files
-from engine.datastream.connectors.sink import Committer, InitContext, Sink, SinkWriter
+from millstream.engine.common.serialization import Encoder
+from millstream.engine.compat.unsupported import unsupported_class
+from millstream.engine.checkpoint.filesystem import is_remote
+from millstream.engine.datastream.connectors.file_paths import normalise, remote_files
+from millstream.engine.datastream.connectors.sink import Committer, InitContext, Sink, SinkWriter
 
 IN_PROGRESS = ".inprogress"
 FINISHED = ".finished"
@@ -463,7 +463,7 @@ class FileSink(Sink):
 
     @staticmethod
     def for_bulk_format(base_path: str, writer_factory: Any) -> Any:
-        from engine.compat.unsupported import not_supported
+        from millstream.engine.compat.unsupported import not_supported
 
         raise not_supported(
             "FileSink.for_bulk_format", "bulk (columnar) writers are Java-side formats",

@@ -24,11 +24,11 @@ import time
 import zlib
 from typing import Any, BinaryIO, Iterable, Mapping, Sequence
 
-from engine.common.serialization import _check_charset
-from engine.checkpoint.filesystem import is_remote
-from engine.common.time import Duration
-from engine.datastream.connectors.file_paths import basename, normalise, open_binary, remote_files
-from engine.datastream.connectors.source import Source, SourceReader
+from millstream.engine.common.serialization import _check_charset
+from millstream.engine.checkpoint.filesystem import is_remote
+from millstream.engine.common.time import Duration
+from millstream.engine.datastream.connectors.file_paths import basename, normalise, open_binary, remote_files
+from millstream.engine.datastream.connectors.source import Source, SourceReader
 
 DONE = -1  # the offset of a split that has been read to its end
 CHUNK = 1 << 20  # bytes read at a time
@@ -277,7 +277,7 @@ class FileSource(Source):
 
     @staticmethod
     def for_bulk_file_format(bulk_format: Any, *paths: str) -> "FileSourceBuilder":
-        from engine.compat.unsupported import not_supported
+        from millstream.engine.compat.unsupported import not_supported
 
         raise not_supported(
             "FileSource.for_bulk_file_format", "bulk (columnar) formats are Java-side readers",
@@ -336,7 +336,7 @@ class FileSourceBuilder:
         return self
 
     def set_file_enumerator(self, file_enumerator: Any) -> "FileSourceBuilder":
-        from engine.compat.unsupported import not_supported
+        from millstream.engine.compat.unsupported import not_supported
 
         raise not_supported(
             "FileSourceBuilder.set_file_enumerator", "files are enumerated by Millstream's own walker",
@@ -344,7 +344,7 @@ class FileSourceBuilder:
         )
 
     def set_split_assigner(self, split_assigner: Any) -> "FileSourceBuilder":
-        from engine.compat.unsupported import not_supported
+        from millstream.engine.compat.unsupported import not_supported
 
         raise not_supported(
             "FileSourceBuilder.set_split_assigner", "each file goes to the subtask that owns its path",

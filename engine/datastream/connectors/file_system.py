@@ -3,15 +3,15 @@
 The source lives in ``file_source.py`` and the sink in ``file_sink.py``; this
 module is the PyFlink-named place programs import them from.
 """
-from engine.datastream.connectors.file_sink import (
+from millstream.engine.datastream.connectors.file_sink import (
     BucketAssigner,
     FileSink,
     OutputFileConfig,
     RollingPolicy,
     RowFormatBuilder,
 )
-from engine.datastream.connectors.file_source import FileSource, FileSourceBuilder, StreamFormat
-from engine.compat.unsupported import declare_unsupported
+from millstream.engine.datastream.connectors.file_source import FileSource, FileSourceBuilder, StreamFormat
+from millstream.engine.compat.unsupported import declare_unsupported
 
 declare_unsupported(
     globals(),

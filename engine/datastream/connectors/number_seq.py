@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.datastream.connectors.source import Source, SourceReader, check_position
+from millstream.engine.datastream.connectors.source import Source, SourceReader, check_position
 
 
 def split_range(start: int, end: int, subtask: int, parallelism: int) -> tuple[int, int]:

@@ -17,9 +17,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from engine.common.serialization import DeserializationSchema, SerializationSchema, SimpleStringSchema
-from engine.datastream.connectors.sink import Committer, InitContext, Sink, SinkWriter
-from engine.datastream.connectors.source import Source, SourceReader
+from millstream.engine.common.serialization import DeserializationSchema, SerializationSchema, SimpleStringSchema
+from millstream.engine.datastream.connectors.sink import Committer, InitContext, Sink, SinkWriter
+from millstream.engine.datastream.connectors.source import Source, SourceReader
 
 #: the marker of a writer's last committed batch, beside the user's stream in the user's Redis
 MARKER_KEY = "millstream:redis-stream-sink:{stream}:{writer}"

@@ -14,7 +14,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, Mapping, Sequence
 
-from engine.checkpoint.rescale import redistribute_splits
+from millstream.engine.checkpoint.rescale import redistribute_splits
 
 SplitState = Any  # one split's resumable state: plain msgpack-able data
 

@@ -16,7 +16,7 @@ import threading
 import time
 from typing import Any, Mapping
 
-from engine.datastream.connectors.source import Source, SourceReader
+from millstream.engine.datastream.connectors.source import Source, SourceReader
 
 _END = object()
 
@@ -48,7 +48,7 @@ class _Ctx:
 
 class _SourceFunctionReader(SourceReader):
     def __init__(self, fn: SourceFunction, operator_name: str) -> None:
-        from engine.runtime.state.operator_state import FunctionStateHandler
+        from millstream.engine.runtime.state.operator_state import FunctionStateHandler
 
         self.fn = fn
         self.q: "queue.Queue[Any]" = queue.Queue(maxsize=4096)

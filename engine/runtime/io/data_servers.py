@@ -12,8 +12,8 @@ import hashlib
 import zlib
 from urllib.parse import urlsplit
 
-from engine import redis_keys
-from engine.runtime.io.channel import ChannelId
+from millstream.engine import redis_keys
+from millstream.engine.runtime.io.channel import ChannelId
 
 
 def shard_of(channel: ChannelId, servers: int) -> int:

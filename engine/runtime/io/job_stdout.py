@@ -37,9 +37,9 @@ from typing import Any, Sequence
 
 import redis
 
-from engine import redis_keys
-from engine.security.mac import Sealer, Unauthenticated, derive
-from engine.security.replay import ElementPositions
+from millstream.engine import redis_keys
+from millstream.engine.security.mac import Sealer, Unauthenticated, derive
+from millstream.engine.security.replay import ElementPositions
 
 log = logging.getLogger("millstream.stdout")
 

@@ -5,8 +5,8 @@ import threading
 import time
 from collections import deque
 
-from engine.runtime.io.channel import ChannelId, TaskCancelled
-from engine.runtime.io.frames import FramedInputGate
+from millstream.engine.runtime.io.channel import ChannelId, TaskCancelled
+from millstream.engine.runtime.io.frames import FramedInputGate
 
 
 class _LocalChannel:

@@ -20,11 +20,11 @@ import random
 import time
 from typing import Any
 
-from engine.runtime.io.channel import ChannelWriter
-from engine.runtime.io.frames import pack_frame
-from engine.runtime.io.serialization import LATENCY_MARKER, RECORDS, STATUS, WATERMARK, BufferSerializer
-from engine.runtime.partitioner import StreamPartitioner
-from engine.runtime.task_metrics import TaskIOMetrics
+from millstream.engine.runtime.io.channel import ChannelWriter
+from millstream.engine.runtime.io.frames import pack_frame
+from millstream.engine.runtime.io.serialization import LATENCY_MARKER, RECORDS, STATUS, WATERMARK, BufferSerializer
+from millstream.engine.runtime.partitioner import StreamPartitioner
+from millstream.engine.runtime.task_metrics import TaskIOMetrics
 
 
 class RecordWriter:

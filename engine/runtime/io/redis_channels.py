@@ -47,13 +47,13 @@ from typing import Any, Callable
 
 import redis
 
-from engine import redis_keys
-from engine.runtime.io import data_servers
-from engine.runtime.io.channel import ChannelId, TaskCancelled, UnauthenticatedBuffer
-from engine.runtime.io.credit import CreditAnnouncer, CreditLedger
-from engine.runtime.io.frames import FramedInputGate
-from engine.runtime.io.sharded_gate import ShardedInputGate
-from engine.security.mac import Sealer, Unauthenticated
+from millstream.engine import redis_keys
+from millstream.engine.runtime.io import data_servers
+from millstream.engine.runtime.io.channel import ChannelId, TaskCancelled, UnauthenticatedBuffer
+from millstream.engine.runtime.io.credit import CreditAnnouncer, CreditLedger
+from millstream.engine.runtime.io.frames import FramedInputGate
+from millstream.engine.runtime.io.sharded_gate import ShardedInputGate
+from millstream.engine.security.mac import Sealer, Unauthenticated
 
 _POLL_SLICE = 0.1  # seconds; how often a blocked wait re-checks cancellation
 

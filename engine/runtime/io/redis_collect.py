@@ -35,11 +35,11 @@ from typing import Any
 import msgpack
 import redis
 
-from engine import redis_keys
-from engine.runtime.collect import START, Ack, CollectEntry
-from engine.runtime.io.channel import TaskCancelled
-from engine.runtime.io.serialization import MsgpackSerializer
-from engine.security.mac import Sealer, Unauthenticated
+from millstream.engine import redis_keys
+from millstream.engine.runtime.collect import START, Ack, CollectEntry
+from millstream.engine.runtime.io.channel import TaskCancelled
+from millstream.engine.runtime.io.serialization import MsgpackSerializer
+from millstream.engine.security.mac import Sealer, Unauthenticated
 
 #: entries per fetch
 FETCH_ENTRIES = 64

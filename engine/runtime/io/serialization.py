@@ -17,8 +17,8 @@ from typing import Any, Protocol
 
 import msgpack
 
-from engine.common.row import Row, make_row
-from engine.runtime.user_code_class_loader import plain_class_name, resolve_class
+from millstream.engine.common.row import Row, make_row
+from millstream.engine.runtime.user_code_class_loader import plain_class_name, resolve_class
 
 RECORDS = 0
 WATERMARK = 1

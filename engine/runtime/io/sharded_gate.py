@@ -26,13 +26,13 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from engine import redis_keys
-from engine.runtime.io.channel import ChannelId, TaskCancelled, UnauthenticatedBuffer
-from engine.runtime.io.credit import CreditAnnouncer
-from engine.security.mac import Sealer, Unauthenticated
+from millstream.engine import redis_keys
+from millstream.engine.runtime.io.channel import ChannelId, TaskCancelled, UnauthenticatedBuffer
+from millstream.engine.runtime.io.credit import CreditAnnouncer
+from millstream.engine.security.mac import Sealer, Unauthenticated
 
 if TYPE_CHECKING:
-    from engine.runtime.io.redis_channels import RedisLink
+    from millstream.engine.runtime.io.redis_channels import RedisLink
 
 _POLL_SLICE = 0.1  # seconds a BLPOP waits at most: how often a quiet gate re-checks cancellation
 

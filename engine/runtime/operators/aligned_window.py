@@ -19,16 +19,16 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-from engine.datastream.functions import AggregateFunction, Function, ProcessWindowFunction, ReduceFunction, WindowFunction
-from engine.runtime.operators.base import StreamingRuntimeContext, StreamOperator
-from engine.runtime.operators.results import ResultCollector
-from engine.runtime.state_keys import StateKeys
-from engine.runtime.operators.window import WINDOW_STATE_PREFIX
-from engine.runtime.state.namespaced import NamespacedStateStore
-from engine.runtime.watermarks import MIN_WATERMARK
-from engine.windowing.assigners import SlidingEventTimeWindows, TumblingEventTimeWindows
-from engine.windowing.triggers import EventTimeTrigger
-from engine.windowing.windows import TimeWindow
+from millstream.engine.datastream.functions import AggregateFunction, Function, ProcessWindowFunction, ReduceFunction, WindowFunction
+from millstream.engine.runtime.operators.base import StreamingRuntimeContext, StreamOperator
+from millstream.engine.runtime.operators.results import ResultCollector
+from millstream.engine.runtime.state_keys import StateKeys
+from millstream.engine.runtime.operators.window import WINDOW_STATE_PREFIX
+from millstream.engine.runtime.state.namespaced import NamespacedStateStore
+from millstream.engine.runtime.watermarks import MIN_WATERMARK
+from millstream.engine.windowing.assigners import SlidingEventTimeWindows, TumblingEventTimeWindows
+from millstream.engine.windowing.triggers import EventTimeTrigger
+from millstream.engine.windowing.windows import TimeWindow
 
 _MISSING = object()
 WINDOWS_TABLE = "_aligned_windows"

@@ -13,7 +13,7 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-from engine.runtime.operators.aligned_window import AlignedWindowOperator
+from millstream.engine.runtime.operators.aligned_window import AlignedWindowOperator
 
 
 class StateTableAlignedWindowOperator(AlignedWindowOperator):

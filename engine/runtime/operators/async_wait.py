@@ -21,15 +21,15 @@ import time
 from collections import deque
 from typing import Any
 
-from engine.runtime.io.channel import TaskCancelled
-from engine.runtime.operators.async_queue import (
+from millstream.engine.runtime.io.channel import TaskCancelled
+from millstream.engine.runtime.operators.async_queue import (
     RecordEntry,
     WatermarkEntry,
     check_results,
     create_queue,
     retry_backoff_ms,
 )
-from engine.runtime.operators.base import StreamOperator
+from millstream.engine.runtime.operators.base import StreamOperator
 
 # How long the task loop may block on its input while calls are in flight before it looks at the
 # mailbox again: the loop thread cannot wake a task blocked on a Redis read, so results wait at

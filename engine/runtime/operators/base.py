@@ -9,11 +9,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-from engine.datastream.functions import Function, RuntimeContext
-from engine.metrics import MetricGroup
-from engine.runtime.collect import CollectGateway
-from engine.runtime.state.heap_backend import HeapKeyedStateBackend, StateTypeMismatch
-from engine.runtime.task_metrics import TaskIOMetrics
+from millstream.engine.datastream.functions import Function, RuntimeContext
+from millstream.engine.metrics import MetricGroup
+from millstream.engine.runtime.collect import CollectGateway
+from millstream.engine.runtime.state.heap_backend import HeapKeyedStateBackend, StateTypeMismatch
+from millstream.engine.runtime.task_metrics import TaskIOMetrics
 
 
 class Output(Protocol):

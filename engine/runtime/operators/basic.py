@@ -7,19 +7,19 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from engine.datastream.functions import (
+from millstream.engine.datastream.functions import (
     FilterFunction,
     FlatMapFunction,
     MapFunction,
     ProcessFunction,
     TimerService,
 )
-from engine.datastream.keyed_functions import may_use_keyed_state
-from engine.datastream.output_tag import OutputTag
-from engine.runtime.operators.base import StreamOperator
-from engine.runtime.operators.results import ResultCollector
-from engine.runtime.state_keys import StateKeys
-from engine.runtime.watermarks import NO_TIMESTAMP
+from millstream.engine.datastream.keyed_functions import may_use_keyed_state
+from millstream.engine.datastream.output_tag import OutputTag
+from millstream.engine.runtime.operators.base import StreamOperator
+from millstream.engine.runtime.operators.results import ResultCollector
+from millstream.engine.runtime.state_keys import StateKeys
+from millstream.engine.runtime.watermarks import NO_TIMESTAMP
 
 
 def keyed_call(op: StreamOperator, fn: Callable[[Any], Any]) -> Callable[[Any], Any]:

@@ -8,19 +8,19 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from engine.datastream.functions import (
+from millstream.engine.datastream.functions import (
     BroadcastProcessFunction,
     CoFlatMapFunction,
     CoMapFunction,
     KeyedBroadcastProcessFunction,
 )
-from engine.datastream.output_tag import OutputTag
-from engine.datastream.state import BroadcastState as BroadcastStateApi
-from engine.runtime.operators.base import StreamOperator
-from engine.runtime.operators.basic import _NoTimers, _ProcessContext
-from engine.runtime.operators.keyed import KeyedProcessOperator, _KeyedContext
-from engine.runtime.operators.results import ResultCollector
-from engine.runtime.watermarks import NO_TIMESTAMP
+from millstream.engine.datastream.output_tag import OutputTag
+from millstream.engine.datastream.state import BroadcastState as BroadcastStateApi
+from millstream.engine.runtime.operators.base import StreamOperator
+from millstream.engine.runtime.operators.basic import _NoTimers, _ProcessContext
+from millstream.engine.runtime.operators.keyed import KeyedProcessOperator, _KeyedContext
+from millstream.engine.runtime.operators.results import ResultCollector
+from millstream.engine.runtime.watermarks import NO_TIMESTAMP
 
 
 class CoMapOperator(StreamOperator):

@@ -1,11 +1,11 @@
 """Maps a transformation's kind to the operator class that runs it."""
 from __future__ import annotations
 
-from engine.graph.transformations import OperatorKind, Transformation
-from engine.runtime.operators.async_wait import AsyncWaitOperator
-from engine.runtime.operators.base import OperatorContext, StreamOperator
-from engine.runtime.operators.basic import FilterOperator, FlatMapOperator, MapOperator, ProcessOperator
-from engine.runtime.operators.co_operators import (
+from millstream.engine.graph.transformations import OperatorKind, Transformation
+from millstream.engine.runtime.operators.async_wait import AsyncWaitOperator
+from millstream.engine.runtime.operators.base import OperatorContext, StreamOperator
+from millstream.engine.runtime.operators.basic import FilterOperator, FlatMapOperator, MapOperator, ProcessOperator
+from millstream.engine.runtime.operators.co_operators import (
     BroadcastProcessOperator,
     CoFlatMapOperator,
     CoMapOperator,
@@ -13,13 +13,13 @@ from engine.runtime.operators.co_operators import (
     KeyedBroadcastProcessOperator,
     KeyedCoProcessOperator,
 )
-from engine.runtime.operators.keyed import KeyedProcessOperator, ReduceOperator
-from engine.runtime.operators.timestamps import TimestampsAndWatermarksOperator
-from engine.runtime.operators.aligned_window import AlignedWindowOperator, is_aligned
-from engine.runtime.operators.aligned_window_table import StateTableAlignedWindowOperator
-from engine.runtime.state.heap_backend import HeapKeyedStateBackend
-from engine.runtime.operators.window import WindowOperator
-from engine.runtime.operators.sinks import (
+from millstream.engine.runtime.operators.keyed import KeyedProcessOperator, ReduceOperator
+from millstream.engine.runtime.operators.timestamps import TimestampsAndWatermarksOperator
+from millstream.engine.runtime.operators.aligned_window import AlignedWindowOperator, is_aligned
+from millstream.engine.runtime.operators.aligned_window_table import StateTableAlignedWindowOperator
+from millstream.engine.runtime.state.heap_backend import HeapKeyedStateBackend
+from millstream.engine.runtime.operators.window import WindowOperator
+from millstream.engine.runtime.operators.sinks import (
     CollectSinkOperator,
     FunctionSinkOperator,
     PrintSinkOperator,

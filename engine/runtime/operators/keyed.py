@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.datastream.functions import KeyedProcessFunction, ReduceFunction, TimeDomain, TimerService
-from engine.datastream.keyed_functions import may_use_keyed_state
-from engine.datastream.output_tag import OutputTag
-from engine.runtime.operators.base import StreamOperator
-from engine.runtime.operators.results import ResultCollector
-from engine.runtime.state_keys import StateKeys, hashable_key
-from engine.runtime.timers import InternalTimerService
-from engine.runtime.watermarks import NO_TIMESTAMP
+from millstream.engine.datastream.functions import KeyedProcessFunction, ReduceFunction, TimeDomain, TimerService
+from millstream.engine.datastream.keyed_functions import may_use_keyed_state
+from millstream.engine.datastream.output_tag import OutputTag
+from millstream.engine.runtime.operators.base import StreamOperator
+from millstream.engine.runtime.operators.results import ResultCollector
+from millstream.engine.runtime.state_keys import StateKeys, hashable_key
+from millstream.engine.runtime.timers import InternalTimerService
+from millstream.engine.runtime.watermarks import NO_TIMESTAMP
 
 _MISSING = object()
 

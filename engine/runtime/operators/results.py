@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.datastream.output_tag import OutputTag
+from millstream.engine.datastream.output_tag import OutputTag
 
 
 class ResultCollector:

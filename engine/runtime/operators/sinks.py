@@ -4,12 +4,12 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from engine.common.type_formatting import record_formatter
-from engine.datastream.functions import SinkFunction
-from engine.runtime import collect
-from engine.runtime.collect import MAX_KEPT_BYTES
-from engine.runtime.io.serialization import MsgpackSerializer
-from engine.runtime.operators.base import StreamOperator
+from millstream.engine.common.type_formatting import record_formatter
+from millstream.engine.datastream.functions import SinkFunction
+from millstream.engine.runtime import collect
+from millstream.engine.runtime.collect import MAX_KEPT_BYTES
+from millstream.engine.runtime.io.serialization import MsgpackSerializer
+from millstream.engine.runtime.operators.base import StreamOperator
 
 
 class PrintSinkOperator(StreamOperator):
@@ -86,7 +86,7 @@ class WriterSinkOperator(StreamOperator):
         self.writer: Any = None
 
     def _create_writer(self, recovered: list[Any], restored: bool) -> Any:
-        from engine.datastream.connectors.sink import InitContext
+        from millstream.engine.datastream.connectors.sink import InitContext
 
         c = self.ctx
         context = InitContext(

@@ -7,9 +7,9 @@ records for the timeout declares itself idle, so downstream minimums skip it.
 """
 from __future__ import annotations
 
-from engine.common.watermark_strategy import WatermarkStrategy
-from engine.runtime.operators.base import StreamOperator
-from engine.runtime.watermarks import MAX_WATERMARK, TimestampExtractor, WatermarkGenerator
+from millstream.engine.common.watermark_strategy import WatermarkStrategy
+from millstream.engine.runtime.operators.base import StreamOperator
+from millstream.engine.runtime.watermarks import MAX_WATERMARK, TimestampExtractor, WatermarkGenerator
 
 AUTO_WATERMARK_INTERVAL_MS = 200
 

@@ -12,22 +12,22 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from engine.datastream.functions import (
+from millstream.engine.datastream.functions import (
     AggregateFunction,
     Function,
     ProcessWindowFunction,
     ReduceFunction,
     WindowFunction,
 )
-from engine.runtime.operators.base import StreamingRuntimeContext, StreamOperator
-from engine.runtime.operators.results import ResultCollector
-from engine.runtime.state_keys import StateKeys
-from engine.runtime.state.namespaced import NamespacedStateStore
-from engine.runtime.timers import InternalTimerService
-from engine.windowing.assigners import WindowAssigner
-from engine.windowing.trigger_state import merge_into, state_view
-from engine.windowing.triggers import Trigger, TriggerResult
-from engine.windowing.windows import MAX_TIMESTAMP
+from millstream.engine.runtime.operators.base import StreamingRuntimeContext, StreamOperator
+from millstream.engine.runtime.operators.results import ResultCollector
+from millstream.engine.runtime.state_keys import StateKeys
+from millstream.engine.runtime.state.namespaced import NamespacedStateStore
+from millstream.engine.runtime.timers import InternalTimerService
+from millstream.engine.windowing.assigners import WindowAssigner
+from millstream.engine.windowing.trigger_state import merge_into, state_view
+from millstream.engine.windowing.triggers import Trigger, TriggerResult
+from millstream.engine.windowing.windows import MAX_TIMESTAMP
 
 
 WINDOW_STATE_PREFIX = "_window_state/"

@@ -10,7 +10,7 @@ import os
 from collections.abc import Mapping, MutableMapping
 from typing import Any, Callable, Protocol
 
-from engine.datastream.state import (
+from millstream.engine.datastream.state import (
     AggregatingState,
     AggregatingStateDescriptor,
     ListState,
@@ -85,13 +85,13 @@ def create_keyed_backend(
     last completed one (the heap backend through a changelog of keys, as Flink's changelog backend)."""
     name = kind.strip().lower()
     if name == HASHMAP:
-        from engine.runtime.state.heap_backend import HeapKeyedStateBackend
+        from millstream.engine.runtime.state.heap_backend import HeapKeyedStateBackend
 
         return HeapKeyedStateBackend(max_parallelism, clock, key_spec, incremental=incremental)
     if name in ON_DISK:
         if directory is None:
             raise ValueError(f"the '{name}' state backend keeps state on disk and needs a directory")
-        from engine.runtime.state.lmdb_backend import LmdbKeyedStateBackend  # imports lmdb only when used
+        from millstream.engine.runtime.state.lmdb_backend import LmdbKeyedStateBackend  # imports lmdb only when used
 
         return LmdbKeyedStateBackend(
             max_parallelism, directory, cache_entries=cache_entries, clock=clock, key_spec=key_spec, incremental=incremental

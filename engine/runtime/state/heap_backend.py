@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Iterable
 
-from engine.datastream.state import (
+from millstream.engine.datastream.state import (
     AggregatingState,
     AggregatingStateDescriptor,
     ListState,
@@ -22,9 +22,9 @@ from engine.datastream.state import (
     ValueState,
     ValueStateDescriptor,
 )
-from engine.runtime.key_groups import assign_to_key_group
-from engine.runtime.state.heap_incremental import MUTABLE_KINDS, TrackedTable, begin_delta, cut
-from engine.runtime.state.incremental import ChangeTracker, SnapshotPlan
+from millstream.engine.runtime.key_groups import assign_to_key_group
+from millstream.engine.runtime.state.heap_incremental import MUTABLE_KINDS, TrackedTable, begin_delta, cut
+from millstream.engine.runtime.state.incremental import ChangeTracker, SnapshotPlan
 
 
 class StateTypeMismatch(TypeError):

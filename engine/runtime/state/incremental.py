@@ -5,7 +5,7 @@ The backend records the LMDB keys it writes back or deletes (``ChangeTracker``).
 writes either a *base* (every record) or a *delta*: the records of the keys changed since the last
 *completed* checkpoint as they are at the barrier, a deleted key as a tombstone (``None``). Its
 state refers to the chain ``[base, delta, ...]``; the files live in the job's ``shared/`` directory
-and are reference-counted by the coordinator (``engine.checkpoint.shared_state_registry``).
+and are reference-counted by the coordinator (``millstream.engine.checkpoint.shared_state_registry``).
 
 A file is one part per key group (``encode_parts``), and its handle lists each part's offset, so a
 restore, rescaled or not, reads only the key groups its subtask owns and replays them in chain order
@@ -20,7 +20,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
-from engine.runtime.state.state_records import KG_BYTES
+from millstream.engine.runtime.state.state_records import KG_BYTES
 
 BASE = "base"
 DELTA = "delta"

@@ -47,11 +47,11 @@ from typing import Any, Callable, Iterator
 import lmdb
 import msgpack
 
-from engine.runtime.key_encoding import EXT_BIGINT, canonical
-from engine.runtime.key_groups import assign_to_key_group
-from engine.runtime.state.heap_backend import StateFactory, StateTypeMismatch
-from engine.runtime.state.incremental import ChangeTracker, SnapshotPlan
-from engine.runtime.state.state_records import (
+from millstream.engine.runtime.key_encoding import EXT_BIGINT, canonical
+from millstream.engine.runtime.key_groups import assign_to_key_group
+from millstream.engine.runtime.state.heap_backend import StateFactory, StateTypeMismatch
+from millstream.engine.runtime.state.incremental import ChangeTracker, SnapshotPlan
+from millstream.engine.runtime.state.state_records import (
     KG_BYTES,
     WRAPPED as _WRAPPED,
     decode_record as _decode,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from engine.runtime.state.heap_backend import StateFactory, StateTypeMismatch
+from millstream.engine.runtime.state.heap_backend import StateFactory, StateTypeMismatch
 
 _NONE = object()
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Sequence
 
-from engine.datastream.functions import (
+from millstream.engine.datastream.functions import (
     CheckpointedFunction,
     CheckpointListener,
     FunctionInitializationContext,
     FunctionSnapshotContext,
 )
-from engine.datastream.state import ListState, ListStateDescriptor, OperatorStateStore
+from millstream.engine.datastream.state import ListState, ListStateDescriptor, OperatorStateStore
 
 LIST = "list"
 UNION = "union"
@@ -85,7 +85,7 @@ def redistribute_operator_state(
 ) -> dict[str, dict[str, list]] | None:
     """One new subtask's operator state from every old subtask's ``snapshot()`` (in old-subtask order).
     None when no old subtask had any: the function starts fresh (``is_restored()`` is False)."""
-    from engine.checkpoint.rescale import split_operator_state
+    from millstream.engine.checkpoint.rescale import split_operator_state
 
     present = [s for s in old if s is not None]
     if not present:

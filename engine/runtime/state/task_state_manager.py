@@ -27,7 +27,7 @@ from __future__ import annotations
 import bisect
 from typing import Any, Callable, Mapping
 
-from engine.checkpoint.rescale import (
+from millstream.engine.checkpoint.rescale import (
     OperatorRestore,
     OperatorSubtaskState,
     StateRestoreError,
@@ -35,11 +35,11 @@ from engine.checkpoint.rescale import (
     regroup_keyed,
     split_operator_state,
 )
-from engine.runtime.key_groups import KEY_ENCODING_VERSION, assign_to_key_group, key_group_range
-from engine.runtime.state.heap_incremental import base_parts, replay_tables
-from engine.runtime.state.incremental import BASE, DELTA, SharedFile, chain_from_wire, chain_to_wire, encode_parts, replay
-from engine.runtime.state.operator_state import UNION, redistribute_operator_state
-from engine.runtime.state.state_records import decode_record, key_group_prefix
+from millstream.engine.runtime.key_groups import KEY_ENCODING_VERSION, assign_to_key_group, key_group_range
+from millstream.engine.runtime.state.heap_incremental import base_parts, replay_tables
+from millstream.engine.runtime.state.incremental import BASE, DELTA, SharedFile, chain_from_wire, chain_to_wire, encode_parts, replay
+from millstream.engine.runtime.state.operator_state import UNION, redistribute_operator_state
+from millstream.engine.runtime.state.state_records import decode_record, key_group_prefix
 
 TIMERS_PREFIX = "_timers/"
 KEY_ENCODING_FIELD = "_key_encoding/version"  # in ``kinds``, never a state name (reserved prefix)
@@ -328,7 +328,7 @@ def _read_state_file(handle: Any) -> Mapping[str, Any]:
     # import stays local so the rest of this module remains free of I/O.
     import pickle
 
-    from engine.checkpoint.storage import FileSystemCheckpointStorage
+    from millstream.engine.checkpoint.storage import FileSystemCheckpointStorage
 
     return pickle.loads(FileSystemCheckpointStorage.read_state_file(handle))
 

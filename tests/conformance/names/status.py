@@ -2,7 +2,7 @@
 
 The recorded names (``pyflink_names.json``, dumped from real PyFlink by
 ``dump_pyflink_names.py``) are looked up through Millstream's ``pyflink``
-alias. A placeholder from ``engine.compat.unsupported`` is "not supported" and
+alias. A placeholder from ``millstream.engine.compat.unsupported`` is "not supported" and
 carries its own reason; a real object is "partial" when a note below says so or
 when PyFlink's class has public members Millstream's lacks. Run this module to
 regenerate ``docs/pyflink-names.md``::
@@ -109,11 +109,11 @@ def load_recorded() -> dict[str, Any]:
 def _defining_path(obj: Any, module: str, name: str) -> str:
     """PyFlink's path of the module that defines ``obj`` (for notes shared by re-exports)."""
     mod = getattr(obj, "__module__", None) or ""
-    return f"{mod.replace('engine.', 'pyflink.', 1)}.{name}" if mod.startswith("engine.") else f"{module}.{name}"
+    return f"{mod.replace('millstream.engine.', 'pyflink.', 1)}.{name}" if mod.startswith("millstream.engine.") else f"{module}.{name}"
 
 
 def classify(module: str, name: str, entry: dict[str, Any]) -> NameStatus:
-    from engine.compat.unsupported import is_unsupported
+    from millstream.engine.compat.unsupported import is_unsupported
 
     mod = importlib.import_module(module)
     if not hasattr(mod, name):

@@ -36,7 +36,7 @@ def test_every_name_imports(module: str) -> None:
 
 
 def test_unsupported_names_raise_a_clear_error_naming_an_alternative() -> None:
-    from engine.compat.unsupported import NotSupportedError
+    from millstream.engine.compat.unsupported import NotSupportedError
 
     unsupported = [s for s in all_statuses() if s.status == "not supported"]
     assert len(unsupported) >= 80  # connectors, formats, Java-only classes

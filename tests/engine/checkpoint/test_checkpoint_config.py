@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from engine.checkpoint.config import (
+from millstream.engine.checkpoint.config import (
     JOB_CONFIG_KEY,
     CheckpointConfig,
     CheckpointingMode,

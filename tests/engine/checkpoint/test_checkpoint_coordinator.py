@@ -5,13 +5,13 @@ import json
 
 import pytest
 
-from engine.checkpoint.completed_checkpoint import CompletedCheckpoint, OperatorInfo
-from engine.checkpoint.config import CheckpointConfig, CheckpointingMode, ExternalizedCheckpointRetention
-from engine.checkpoint.coordinator import CheckpointCoordinator, CheckpointTriggerError
-from engine.checkpoint.failure_manager import CheckpointFailureReason
-from engine.checkpoint.messages import CheckpointType, TaskAck
-from engine.checkpoint.stats_tracker import CheckpointStatsStatus, CheckpointStatsTracker
-from engine.graph.job_graph import JobGraph, JobVertex, OperatorDescriptor
+from millstream.engine.checkpoint.completed_checkpoint import CompletedCheckpoint, OperatorInfo
+from millstream.engine.checkpoint.config import CheckpointConfig, CheckpointingMode, ExternalizedCheckpointRetention
+from millstream.engine.checkpoint.coordinator import CheckpointCoordinator, CheckpointTriggerError
+from millstream.engine.checkpoint.failure_manager import CheckpointFailureReason
+from millstream.engine.checkpoint.messages import CheckpointType, TaskAck
+from millstream.engine.checkpoint.stats_tracker import CheckpointStatsStatus, CheckpointStatsTracker
+from millstream.engine.graph.job_graph import JobGraph, JobVertex, OperatorDescriptor
 
 JOB = "ab" * 16
 SOURCES = [("src", 0), ("src", 1)]

@@ -8,11 +8,11 @@ from collections import Counter
 import msgpack
 import pytest
 
-from engine.checkpoint.completed_checkpoint import CompletedCheckpoint, OperatorInfo
-from engine.checkpoint.config import CheckpointConfig
-from engine.checkpoint.coordinator import CheckpointCoordinator
-from engine.checkpoint.messages import CheckpointType, TaskAck
-from engine.checkpoint.rescale import (
+from millstream.engine.checkpoint.completed_checkpoint import CompletedCheckpoint, OperatorInfo
+from millstream.engine.checkpoint.config import CheckpointConfig
+from millstream.engine.checkpoint.coordinator import CheckpointCoordinator
+from millstream.engine.checkpoint.messages import CheckpointType, TaskAck
+from millstream.engine.checkpoint.rescale import (
     NonRestoredStateError,
     OperatorRestore,
     OperatorSubtaskState,
@@ -24,10 +24,10 @@ from engine.checkpoint.rescale import (
     redistribute_keyed,
     split_operator_state,
 )
-from engine.checkpoint.storage import FileSystemCheckpointStorage
-from engine.datastream.state import ListStateDescriptor, ValueStateDescriptor
-from engine.runtime.key_groups import assign_key_to_operator, assign_to_key_group, key_group_range
-from engine.runtime.state.heap_backend import HeapKeyedStateBackend
+from millstream.engine.checkpoint.storage import FileSystemCheckpointStorage
+from millstream.engine.datastream.state import ListStateDescriptor, ValueStateDescriptor
+from millstream.engine.runtime.key_groups import assign_key_to_operator, assign_to_key_group, key_group_range
+from millstream.engine.runtime.state.heap_backend import HeapKeyedStateBackend
 
 MAX_P = 128
 KEYS = [f"user-{i}" for i in range(500)] + list(range(300))

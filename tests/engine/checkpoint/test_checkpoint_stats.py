@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import json
 
-from engine.checkpoint.config import CheckpointConfig, CheckpointingMode, ExternalizedCheckpointRetention
-from engine.checkpoint.coordinator import CheckpointCoordinator
-from engine.checkpoint.messages import TaskAck
-from engine.checkpoint.stats import (
+from millstream.engine.checkpoint.config import CheckpointConfig, CheckpointingMode, ExternalizedCheckpointRetention
+from millstream.engine.checkpoint.coordinator import CheckpointCoordinator
+from millstream.engine.checkpoint.messages import TaskAck
+from millstream.engine.checkpoint.stats import (
     checkpoint_config,
     checkpoint_details,
     checkpoints_overview,
@@ -15,7 +15,7 @@ from engine.checkpoint.stats import (
     subtask_details,
     summary,
 )
-from engine.checkpoint.stats_tracker import CheckpointStats, CheckpointStatsTracker
+from millstream.engine.checkpoint.stats_tracker import CheckpointStats, CheckpointStatsTracker
 
 JOB = "cd" * 16
 TASKS = [("src", 0), ("win", 0), ("win", 1)]

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from engine.checkpoint import storage as storage_module
-from engine.checkpoint.storage import (
+from millstream.engine.checkpoint import storage as storage_module
+from millstream.engine.checkpoint.storage import (
     METADATA_FILE,
     CheckpointStorageError,
     FileSystemCheckpointStorage,

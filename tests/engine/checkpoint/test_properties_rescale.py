@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.checkpoint.rescale import OperatorSubtaskState, StateRestoreError, redistribute, regroup_keyed
-from engine.runtime.key_groups import assign_key_to_operator, assign_to_key_group, key_group_range
+from millstream.engine.checkpoint.rescale import OperatorSubtaskState, StateRestoreError, redistribute, regroup_keyed
+from millstream.engine.runtime.key_groups import assign_key_to_operator, assign_to_key_group, key_group_range
 from tests.engine.runtime.test_key_encoding import _v1_key_bytes
 
 

@@ -7,12 +7,12 @@ import os
 
 import pytest
 
-from engine.checkpoint.completed_checkpoint import CompletedCheckpoint, OperatorInfo
-from engine.checkpoint.config import CheckpointConfig
-from engine.checkpoint.coordinator import CheckpointCoordinator
-from engine.checkpoint.messages import TaskAck
-from engine.checkpoint.shared_state_registry import SharedStateRegistry
-from engine.checkpoint.storage import (
+from millstream.engine.checkpoint.completed_checkpoint import CompletedCheckpoint, OperatorInfo
+from millstream.engine.checkpoint.config import CheckpointConfig
+from millstream.engine.checkpoint.coordinator import CheckpointCoordinator
+from millstream.engine.checkpoint.messages import TaskAck
+from millstream.engine.checkpoint.shared_state_registry import SharedStateRegistry
+from millstream.engine.checkpoint.storage import (
     CheckpointStorageError,
     InvalidSavepoint,
     discard_shared,

@@ -3,16 +3,16 @@ import pickle
 
 import msgpack
 
-from engine.client.collect_conversion import (
+from millstream.engine.client.collect_conversion import (
     PICKLED_RECORD_EXT,
     converted,
     keyed_decoder,
     unwire_record,
     wire_record,
 )
-from engine.common.row import Row
-from engine.common.typeinfo import Types
-from engine.runtime.io.serialization import MsgpackSerializer
+from millstream.engine.common.row import Row
+from millstream.engine.common.typeinfo import Types
+from millstream.engine.runtime.io.serialization import MsgpackSerializer
 
 
 def test_records_msgpack_would_change_are_pickled_others_travel_as_they_are():

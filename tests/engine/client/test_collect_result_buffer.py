@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.client.collect_result_buffer import CollectResultBuffer, ResultsMissing
-from engine.runtime import collect
+from millstream.engine.client.collect_result_buffer import CollectResultBuffer, ResultsMissing
+from millstream.engine.runtime import collect
 
 
 def feed(buf: CollectResultBuffer, *entries: collect.CollectEntry) -> list:
@@ -118,8 +118,8 @@ def test_the_first_start_a_client_sees_sets_where_its_results_begin() -> None:
 
 
 def test_entries_round_trip_with_rows_and_bytes() -> None:
-    from engine.common import Row
-    from engine.runtime.io.serialization import MsgpackSerializer
+    from millstream.engine.common import Row
+    from millstream.engine.runtime.io.serialization import MsgpackSerializer
 
     ser = MsgpackSerializer()
     e = collect.records(3, 7, [Row(a=1, b="x"), b"\x00raw", (1, [2, 3])])

@@ -2,7 +2,7 @@
 the Spark progress line."""
 from __future__ import annotations
 
-from engine.client.job_progress import SlotWait, render_spark_progress
+from millstream.engine.client.job_progress import SlotWait, render_spark_progress
 
 
 def test_the_slot_timeout_counts_only_an_unbroken_wait() -> None:

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import time
 
-from engine.common import Types, WatermarkStrategy
-from engine.datastream import StreamExecutionEnvironment
-from engine.client.mini_cluster import MiniCluster
-from engine.datastream.connectors import DataGeneratorSource
-from engine.graph.transformations import OperatorKind
+from millstream.engine.common import Types, WatermarkStrategy
+from millstream.engine.datastream import StreamExecutionEnvironment
+from millstream.engine.client.mini_cluster import MiniCluster
+from millstream.engine.datastream.connectors import DataGeneratorSource
+from millstream.engine.graph.transformations import OperatorKind
 
 
 def _unbounded(env: StreamExecutionEnvironment):

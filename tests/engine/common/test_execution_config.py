@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import pytest
 
-from engine.common.execution_config import ExecutionConfig
-from engine.common.time import Duration
-from engine.common.watermark_strategy import WatermarkStrategy
-from engine.datastream.functions import MapFunction
-from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
-from engine.graph.transformations import OperatorKind
-from engine.runtime.operators.timestamps import TimestampsAndWatermarksOperator
+from millstream.engine.common.execution_config import ExecutionConfig
+from millstream.engine.common.time import Duration
+from millstream.engine.common.watermark_strategy import WatermarkStrategy
+from millstream.engine.datastream.functions import MapFunction
+from millstream.engine.datastream.stream_execution_environment import StreamExecutionEnvironment
+from millstream.engine.graph.transformations import OperatorKind
+from millstream.engine.runtime.operators.timestamps import TimestampsAndWatermarksOperator
 from tests.operator_context import keyed_context
 
 

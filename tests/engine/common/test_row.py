@@ -3,9 +3,9 @@ import pickle
 
 import pytest
 
-from engine.common.row import Row, RowKind
-from engine.common.types import RowKind as TypesRowKind
-from engine.runtime.io.serialization import MsgpackSerializer
+from millstream.engine.common.row import Row, RowKind
+from millstream.engine.common.types import RowKind as TypesRowKind
+from millstream.engine.runtime.io.serialization import MsgpackSerializer
 
 
 def test_repr_named_and_positional():
@@ -87,7 +87,7 @@ def test_names_and_kind_survive_pickle_and_the_data_plane():
 
 
 def test_rows_pickled_before_kinds_still_load():
-    from engine.common import row as row_module
+    from millstream.engine.common import row as row_module
 
     class OldNamedRow:  # what a named Row pickled as before: _make_named_row(fields, values)
         def __reduce__(self):
@@ -96,9 +96,9 @@ def test_rows_pickled_before_kinds_still_load():
     assert pickle.loads(pickle.dumps(OldNamedRow())) == Row(a=1, b=2)
 
 def test_named_rows_equal_in_any_name_order_hash_and_key_alike() -> None:
-    from engine.common.key_spec import key_spec
-    from engine.common.typeinfo import Types
-    from engine.runtime.key_hash import key_hash_code
+    from millstream.engine.common.key_spec import key_spec
+    from millstream.engine.common.typeinfo import Types
+    from millstream.engine.runtime.key_hash import key_hash_code
 
     a, b = Row(a=1, b=2), Row(b=2, a=1)
     assert a == b and hash(a) == hash(b) and len({a, b}) == 1

@@ -5,11 +5,11 @@ from decimal import Decimal
 
 import pytest
 
-from engine.common.row import Row, RowKind
-from engine.common.time import Instant
-from engine.common.java_hash_map import java_hash_map_order, pickled_dict_order
-from engine.common.type_formatting import format_record, java_double, java_float
-from engine.common.typeinfo import Types
+from millstream.engine.common.row import Row, RowKind
+from millstream.engine.common.time import Instant
+from millstream.engine.common.java_hash_map import java_hash_map_order, pickled_dict_order
+from millstream.engine.common.type_formatting import format_record, java_double, java_float
+from millstream.engine.common.typeinfo import Types
 
 D = Decimal
 CASES = [

@@ -5,8 +5,8 @@ from decimal import Decimal
 
 import pytest
 
-from engine.common.row import Row, RowKind
-from engine.common.typeinfo import Types
+from millstream.engine.common.row import Row, RowKind
+from millstream.engine.common.typeinfo import Types
 
 
 def test_reprs_and_equality():

@@ -5,8 +5,8 @@ from functools import reduce
 
 import pytest
 
-from engine.common.row import Row
-from engine.datastream.aggregators import (
+from millstream.engine.common.row import Row
+from millstream.engine.datastream.aggregators import (
     MaxAggregator,
     MaxByAggregator,
     MinAggregator,
@@ -105,7 +105,7 @@ def test_field_name_errors_say_what_is_wrong():
 
 
 def test_keyed_sum_by_field_name_on_a_real_run():
-    from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
+    from millstream.engine.datastream.stream_execution_environment import StreamExecutionEnvironment
 
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(2)

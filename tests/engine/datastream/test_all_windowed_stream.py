@@ -9,22 +9,22 @@ import time
 
 import pytest
 
-from engine.common.time import Duration, Time
-from engine.common.watermark_strategy import WatermarkStrategy
-from engine.datastream.functions import (
+from millstream.engine.common.time import Duration, Time
+from millstream.engine.common.watermark_strategy import WatermarkStrategy
+from millstream.engine.datastream.functions import (
     AggregateFunction,
     AllWindowFunction,
     ProcessAllWindowFunction,
     ProcessWindowFunction,
 )
-from engine.datastream.connectors.source_function import SourceFunction
-from engine.datastream.output_tag import OutputTag
-from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
-from engine.datastream.all_windowed_stream import AllWindowedStream
-from engine.windowing.assigners import SlidingEventTimeWindows, TumblingEventTimeWindows
-from engine.windowing.evictors import CountEvictor
-from engine.windowing.triggers import CountTrigger
-from engine.windowing.windows import GlobalWindow, TimeWindow
+from millstream.engine.datastream.connectors.source_function import SourceFunction
+from millstream.engine.datastream.output_tag import OutputTag
+from millstream.engine.datastream.stream_execution_environment import StreamExecutionEnvironment
+from millstream.engine.datastream.all_windowed_stream import AllWindowedStream
+from millstream.engine.windowing.assigners import SlidingEventTimeWindows, TumblingEventTimeWindows
+from millstream.engine.windowing.evictors import CountEvictor
+from millstream.engine.windowing.triggers import CountTrigger
+from millstream.engine.windowing.windows import GlobalWindow, TimeWindow
 
 DATA = [("a", 100), ("b", 900), ("c", 1200), ("d", 1999), ("e", 2500), ("f", 4100)]
 
@@ -164,7 +164,7 @@ def test_window_all_trigger_evictor_lateness_and_late_side_output():
 
 
 def _global():
-    from engine.windowing.assigners import GlobalWindows
+    from millstream.engine.windowing.assigners import GlobalWindows
 
     return GlobalWindows.create()
 
@@ -203,6 +203,6 @@ def test_window_all_failing_function_fails_the_job_with_its_error():
 
 
 def test_window_types_are_windows():
-    from engine.windowing.windows import CountWindow, Window
+    from millstream.engine.windowing.windows import CountWindow, Window
 
     assert isinstance(TimeWindow(0, 1), Window) and isinstance(GlobalWindow(), Window) and isinstance(CountWindow(1), Window)

@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import pytest
 
-from engine.common.configuration import Configuration
-from engine.common.restart_strategy import RestartStrategies, RestartStrategyConfiguration
-from engine.common.time import Duration
-from engine.common.watermark_strategy import WatermarkStrategy
-from engine.compat.unsupported import NotSupportedError
-from engine.datastream.checkpoint_storage import FileSystemCheckpointStorage, JobManagerCheckpointStorage
-from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
-from engine.windowing.assigners import TumblingEventTimeWindows
+from millstream.engine.common.configuration import Configuration
+from millstream.engine.common.restart_strategy import RestartStrategies, RestartStrategyConfiguration
+from millstream.engine.common.time import Duration
+from millstream.engine.common.watermark_strategy import WatermarkStrategy
+from millstream.engine.compat.unsupported import NotSupportedError
+from millstream.engine.datastream.checkpoint_storage import FileSystemCheckpointStorage, JobManagerCheckpointStorage
+from millstream.engine.datastream.stream_execution_environment import StreamExecutionEnvironment
+from millstream.engine.windowing.assigners import TumblingEventTimeWindows
 
 
 def test_streams_know_their_environment_and_config():
@@ -112,8 +112,8 @@ def test_checkpoint_config_accepts_pyflinks_unaligned_and_failure_settings():
 
 
 def test_async_io_is_real_and_python_dependency_calls_refuse_clearly():
-    from engine.datastream import AsyncDataStream
-    from engine.datastream.functions import AsyncFunction
+    from millstream.engine.datastream import AsyncDataStream
+    from millstream.engine.datastream.functions import AsyncFunction
 
     class Lookup(AsyncFunction[str, str]):  # subscripted in a class statement, as PyFlink's example does
         async def async_invoke(self, value):

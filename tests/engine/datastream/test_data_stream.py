@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.datastream import (
+from millstream.engine.datastream import (
     KeyedProcessFunction,
     KeyedStream,
     KeySelector,
@@ -12,9 +12,9 @@ from engine.datastream import (
     ReduceFunction,
     StreamExecutionEnvironment,
 )
-from engine.datastream.aggregators import MaxByAggregator, MinAggregator, SumAggregator
-from engine.datastream.connectors import NumberSequenceSource
-from engine.graph.transformations import ChainingStrategy, OperatorKind, ShipStrategy
+from millstream.engine.datastream.aggregators import MaxByAggregator, MinAggregator, SumAggregator
+from millstream.engine.datastream.connectors import NumberSequenceSource
+from millstream.engine.graph.transformations import ChainingStrategy, OperatorKind, ShipStrategy
 
 
 def _env(parallelism: int = 1) -> StreamExecutionEnvironment:

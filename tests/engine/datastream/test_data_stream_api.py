@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.datastream.functions import (
+from millstream.engine.datastream.functions import (
     BroadcastProcessFunction,
     CoProcessFunction,
     KeyedBroadcastProcessFunction,
@@ -13,7 +13,7 @@ from engine.datastream.functions import (
     ProcessWindowFunction,
     WindowFunction,
 )
-from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
+from millstream.engine.datastream.stream_execution_environment import StreamExecutionEnvironment
 
 
 def _env(parallelism: int = 2) -> StreamExecutionEnvironment:
@@ -96,7 +96,7 @@ def test_context_classes_exist_as_pyflinks_do():
 
 
 def test_broadcast_contexts_at_runtime_are_instances_of_the_declared_types():
-    from engine.datastream.state import MapStateDescriptor
+    from millstream.engine.datastream.state import MapStateDescriptor
 
     desc = MapStateDescriptor("rules", None, None)
 
@@ -126,7 +126,7 @@ def test_broadcast_contexts_at_runtime_are_instances_of_the_declared_types():
 
 
 def test_project_follows_the_declared_tuple_type_and_refuses_other_declared_types():
-    from engine.common.typeinfo import TupleTypeInfo, Types
+    from millstream.engine.common.typeinfo import TupleTypeInfo, Types
 
     env = _env(1)
     typed = env.from_collection([("a", 1, 2.0)], type_info=Types.TUPLE([Types.STRING(), Types.INT(), Types.DOUBLE()]))

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from engine.common.typeinfo import Types
-from engine.datastream import StreamExecutionEnvironment
-from engine.datastream.functions import FilterFunction, FlatMapFunction, MapFunction, RuntimeContext
-from engine.datastream.keyed_functions import KeyedFilterAdapter, KeyedFlatMapAdapter, KeyedMapAdapter
-from engine.datastream.state import ValueStateDescriptor
-from engine.graph.transformations import OperatorKind
+from millstream.engine.common.typeinfo import Types
+from millstream.engine.datastream import StreamExecutionEnvironment
+from millstream.engine.datastream.functions import FilterFunction, FlatMapFunction, MapFunction, RuntimeContext
+from millstream.engine.datastream.keyed_functions import KeyedFilterAdapter, KeyedFlatMapAdapter, KeyedMapAdapter
+from millstream.engine.datastream.state import ValueStateDescriptor
+from millstream.engine.graph.transformations import OperatorKind
 
 
 class Seen(MapFunction, FlatMapFunction, FilterFunction):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.datastream import StreamExecutionEnvironment
+from millstream.engine.datastream import StreamExecutionEnvironment
 
 
 def _env() -> StreamExecutionEnvironment:

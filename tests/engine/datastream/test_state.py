@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine.common.time import Duration, Time
-from engine.datastream.state import ListStateDescriptor, MapStateDescriptor, StateTtlConfig, ValueStateDescriptor
-from engine.runtime.state.heap_backend import HeapKeyedStateBackend
+from millstream.engine.common.time import Duration, Time
+from millstream.engine.datastream.state import ListStateDescriptor, MapStateDescriptor, StateTtlConfig, ValueStateDescriptor
+from millstream.engine.runtime.state.heap_backend import HeapKeyedStateBackend
 
 
 def test_map_state_mapping_protocol_on_the_heap_backend():

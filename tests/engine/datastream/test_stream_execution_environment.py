@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from engine.common.configuration import Configuration
-from engine.datastream import SourceFunction, StreamExecutionEnvironment
-from engine.datastream.connectors import NumberSequenceSource
-from engine.datastream.connectors.collection import CollectionSource
+from millstream.engine.common.configuration import Configuration
+from millstream.engine.datastream import SourceFunction, StreamExecutionEnvironment
+from millstream.engine.datastream.connectors import NumberSequenceSource
+from millstream.engine.datastream.connectors.collection import CollectionSource
 
 
 def _env(parallelism: int = 1) -> StreamExecutionEnvironment:

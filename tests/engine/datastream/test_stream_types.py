@@ -2,11 +2,11 @@
 returns. Expected outputs are what PyFlink 2.3.0 printed/returned for the same programs."""
 import pytest
 
-from engine.common.row import Row
-from engine.common.typeinfo import Types
-from engine.datastream.functions import ProcessFunction
-from engine.datastream.output_tag import OutputTag
-from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
+from millstream.engine.common.row import Row
+from millstream.engine.common.typeinfo import Types
+from millstream.engine.datastream.functions import ProcessFunction
+from millstream.engine.datastream.output_tag import OutputTag
+from millstream.engine.datastream.stream_execution_environment import StreamExecutionEnvironment
 
 T = Types.TUPLE([Types.STRING(), Types.INT()])
 R = Types.ROW_NAMED(["word", "n"], [Types.STRING(), Types.INT()])
@@ -116,7 +116,7 @@ def test_collect_floats_and_byte_arrays_as_pyflink_returns_them():
 
 
 def test_connected_streams_print_as_their_output_type(capsys):
-    from engine.datastream.functions import CoMapFunction
+    from millstream.engine.datastream.functions import CoMapFunction
 
     class Both(CoMapFunction):
         def map1(self, value):
@@ -132,7 +132,7 @@ def test_connected_streams_print_as_their_output_type(capsys):
 
 
 def test_a_record_that_does_not_fit_the_declared_type_fails_the_job_clearly():
-    from engine.common.job_execution_result import JobExecutionException
+    from millstream.engine.common.job_execution_result import JobExecutionException
 
     env = StreamExecutionEnvironment()
     env.from_collection(DATA, T).map(lambda x: 5, output_type=T).print()

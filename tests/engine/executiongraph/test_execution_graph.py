@@ -3,16 +3,16 @@ from __future__ import annotations
 
 import pytest
 
-from engine.datastream import StreamExecutionEnvironment
-from engine.datastream.connectors import NumberSequenceSource
-from engine.executiongraph.execution_graph import (
+from millstream.engine.datastream import StreamExecutionEnvironment
+from millstream.engine.datastream.connectors import NumberSequenceSource
+from millstream.engine.executiongraph.execution_graph import (
     Execution,
     ExecutionGraph,
     ExecutionJobVertex,
     ExecutionVertex,
     now_ms,
 )
-from engine.executiongraph.states import ExecutionState, JobStatus
+from millstream.engine.executiongraph.states import ExecutionState, JobStatus
 
 T = ExecutionState
 

@@ -1,6 +1,6 @@
 """Restart strategies: fixed delay counts attempts, failure rate counts failures in a sliding interval."""
-from engine.common.restart_strategy import RestartStrategies
-from engine.executiongraph.restart_backoff import RestartBackoffTimeStrategy
+from millstream.engine.common.restart_strategy import RestartStrategies
+from millstream.engine.executiongraph.restart_backoff import RestartBackoffTimeStrategy
 
 
 def test_fixed_delay_allows_the_configured_attempts():

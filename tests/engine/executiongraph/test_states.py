@@ -5,7 +5,7 @@ import itertools
 
 import pytest
 
-from engine.executiongraph.states import (
+from millstream.engine.executiongraph.states import (
     ExecutionState,
     IllegalTransition,
     JobStatus,

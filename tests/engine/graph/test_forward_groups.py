@@ -2,13 +2,13 @@
 pipelines in BATCH mode at parallelism 2 (recorded: ``A> 0`` without a subtask, ``E:1> 0`` with)."""
 from __future__ import annotations
 
-from engine.common.typeinfo import Types
-from engine.common.watermark_strategy import WatermarkStrategy
-from engine.datastream import StreamExecutionEnvironment
-from engine.datastream.connectors.number_seq import NumberSequenceSource
-from engine.datastream.execution_mode import RuntimeExecutionMode
-from engine.graph.forward_groups import adaptive_batch_parallelism
-from engine.graph.transformations import OperatorKind
+from millstream.engine.common.typeinfo import Types
+from millstream.engine.common.watermark_strategy import WatermarkStrategy
+from millstream.engine.datastream import StreamExecutionEnvironment
+from millstream.engine.datastream.connectors.number_seq import NumberSequenceSource
+from millstream.engine.datastream.execution_mode import RuntimeExecutionMode
+from millstream.engine.graph.forward_groups import adaptive_batch_parallelism
+from millstream.engine.graph.transformations import OperatorKind
 
 
 def test_print_sinks_get_the_parallelism_pyflink_gave_them() -> None:

@@ -5,10 +5,10 @@ import json
 
 import pytest
 
-from engine.datastream import RuntimeExecutionMode, StreamExecutionEnvironment
-from engine.datastream.connectors import DataGeneratorSource, NumberSequenceSource
-from engine.datastream.connectors.source_function import SourceFunction
-from engine.graph.job_graph import JobGraph, is_chainable
+from millstream.engine.datastream import RuntimeExecutionMode, StreamExecutionEnvironment
+from millstream.engine.datastream.connectors import DataGeneratorSource, NumberSequenceSource
+from millstream.engine.datastream.connectors.source_function import SourceFunction
+from millstream.engine.graph.job_graph import JobGraph, is_chainable
 
 
 def _env(parallelism: int = 1) -> StreamExecutionEnvironment:

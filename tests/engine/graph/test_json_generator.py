@@ -5,11 +5,11 @@ import json
 
 import pytest
 
-from engine.common.row import Row
-from engine.common.typeinfo import Types
-from engine.datastream.functions import CoMapFunction
-from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
-from engine.graph.json_generator import jackson_pretty
+from millstream.engine.common.row import Row
+from millstream.engine.common.typeinfo import Types
+from millstream.engine.datastream.functions import CoMapFunction
+from millstream.engine.datastream.stream_execution_environment import StreamExecutionEnvironment
+from millstream.engine.graph.json_generator import jackson_pretty
 
 
 def _env(parallelism: int = 2) -> StreamExecutionEnvironment:

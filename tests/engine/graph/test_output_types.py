@@ -1,7 +1,7 @@
 """DataStream.get_type(): the declared type each kind of step gives its records (as in PyFlink)."""
-from engine.common.typeinfo import PickledBytesTypeInfo, Types
-from engine.datastream.output_tag import OutputTag
-from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
+from millstream.engine.common.typeinfo import PickledBytesTypeInfo, Types
+from millstream.engine.datastream.output_tag import OutputTag
+from millstream.engine.datastream.stream_execution_environment import StreamExecutionEnvironment
 
 T = Types.TUPLE([Types.STRING(), Types.INT()])
 PICKLED = PickledBytesTypeInfo()

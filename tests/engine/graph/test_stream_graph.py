@@ -5,10 +5,10 @@ import re
 
 import pytest
 
-from engine.datastream import StreamExecutionEnvironment
-from engine.datastream.connectors import NumberSequenceSource
-from engine.graph.stream_graph import GraphBuildError, build_stream_graph
-from engine.graph.transformations import OperatorKind, ShipStrategy, Transformation
+from millstream.engine.datastream import StreamExecutionEnvironment
+from millstream.engine.datastream.connectors import NumberSequenceSource
+from millstream.engine.graph.stream_graph import GraphBuildError, build_stream_graph
+from millstream.engine.graph.transformations import OperatorKind, ShipStrategy, Transformation
 
 
 def _env(parallelism: int = 1) -> StreamExecutionEnvironment:

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from engine.datastream import StreamExecutionEnvironment
-from engine.datastream.functions import CoMapFunction
-from engine.datastream.connectors import NumberSequenceSource
-from engine.graph.validation import InvalidJobGraph, parse_job_graph, validate_job_graph
+from millstream.engine.datastream import StreamExecutionEnvironment
+from millstream.engine.datastream.functions import CoMapFunction
+from millstream.engine.datastream.connectors import NumberSequenceSource
+from millstream.engine.graph.validation import InvalidJobGraph, parse_job_graph, validate_job_graph
 
 
 class _Both(CoMapFunction):

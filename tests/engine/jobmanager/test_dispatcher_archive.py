@@ -8,8 +8,8 @@ from typing import Iterator
 import pytest
 import redis
 
-from engine.jobmanager.dispatcher import Dispatcher, DispatcherConfig
-from engine.jobmanager.job_store import InMemoryJobStore
+from millstream.engine.jobmanager.dispatcher import Dispatcher, DispatcherConfig
+from millstream.engine.jobmanager.job_store import InMemoryJobStore
 from tests.engine.jobmanager.test_job_master_savepoints import JOB, Clock, graph
 
 
@@ -72,7 +72,7 @@ def test_a_client_reading_after_its_job_left_memory_leaves_nothing_behind(client
 def test_periodic_readers_see_only_unfinished_jobs_and_the_overview_counts_the_rest(client, tmp_path) -> None:
     """The dashboard's sampler, the overview and recovery must not load every stored job (issue 13's soak:
     JobManager memory grew with its history)."""
-    from engine.jobmanager.job_store import JobRecord
+    from millstream.engine.jobmanager.job_store import JobRecord
 
     clock = Clock()
     store = InMemoryJobStore()

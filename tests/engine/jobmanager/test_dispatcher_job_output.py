@@ -8,11 +8,11 @@ from typing import Iterator
 import pytest
 import redis
 
-from backend.services.job_output import has_output, last_page, read_output
-from engine import redis_keys
-from engine.jobmanager.dispatcher import Dispatcher, DispatcherConfig
-from engine.jobmanager.job_store import InMemoryJobStore
-from engine.runtime.io.job_stdout import append_lines, stdout_key
+from millstream.backend.services.job_output import has_output, last_page, read_output
+from millstream.engine import redis_keys
+from millstream.engine.jobmanager.dispatcher import Dispatcher, DispatcherConfig
+from millstream.engine.jobmanager.job_store import InMemoryJobStore
+from millstream.engine.runtime.io.job_stdout import append_lines, stdout_key
 from tests.engine.jobmanager.test_job_master_savepoints import JOB, Clock, graph
 
 SECRET = "a-cluster-secret"
@@ -37,7 +37,7 @@ def _ended_job(client: redis.Redis, store: InMemoryJobStore, tmp_path, lines: li
 
 
 def test_the_newest_lines_are_kept_and_served_once_redis_lost_them(client, tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr("engine.jobmanager.job_output.OUTPUT_KEPT_LINES", 100)
+    monkeypatch.setattr("millstream.engine.jobmanager.job_output.OUTPUT_KEPT_LINES", 100)
     store = InMemoryJobStore()
     lines = [f"line {i}" for i in range(250)]
     d = _ended_job(client, store, tmp_path, lines)

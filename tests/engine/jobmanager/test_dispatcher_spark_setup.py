@@ -9,12 +9,12 @@ import cloudpickle
 import pytest
 import redis
 
-from backend.settings import Settings
-from engine.datastream.connectors.number_seq import NumberSequenceSource
-from engine.jobmanager import dispatcher as dispatcher_module
-from engine.jobmanager.dispatcher import Dispatcher, DispatcherConfig, JobSubmissionError
-from engine.jobmanager.job_store import InMemoryJobStore
-from engine.spark.spark_job_master import SparkJobMaster
+from millstream.backend.settings import Settings
+from millstream.engine.datastream.connectors.number_seq import NumberSequenceSource
+from millstream.engine.jobmanager import dispatcher as dispatcher_module
+from millstream.engine.jobmanager.dispatcher import Dispatcher, DispatcherConfig, JobSubmissionError
+from millstream.engine.jobmanager.job_store import InMemoryJobStore
+from millstream.engine.spark.spark_job_master import SparkJobMaster
 
 capture = pytest.importorskip("tests.spark.conftest").capture
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.executiongraph.states import JobStatus
+from millstream.engine.executiongraph.states import JobStatus
 from tests.engine.jobmanager.test_job_master_savepoints import Harness, graph
 
 CHECKPOINTING = {"interval_ms": 100, "timeout_ms": 500, "tolerable_failures": 0}

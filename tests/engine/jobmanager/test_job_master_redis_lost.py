@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.executiongraph.states import ExecutionState, JobStatus
+from millstream.engine.executiongraph.states import ExecutionState, JobStatus
 from tests.engine.jobmanager.test_job_master_savepoints import Harness, graph
 
 RESTARTS = {"restart-strategy": {"type": "fixed-delay", "attempts": 5, "delay_ms": 10}}

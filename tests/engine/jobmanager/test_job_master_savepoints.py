@@ -11,16 +11,16 @@ from typing import Any
 
 import pytest
 
-from engine.checkpoint.messages import TaskAck
-from engine.checkpoint.rescale import NonRestoredStateError, TaskRestore
-from engine.checkpoint.stats_tracker import CheckpointStatsTracker
-from engine.checkpoint.storage import InvalidSavepoint
-from engine.executiongraph.states import JobStatus
-from engine.graph.job_graph import JobEdge, JobGraph, JobVertex, OperatorDescriptor
-from engine.jobmanager.checkpointing import JobCheckpointing
-from engine.jobmanager.job_master import JobMaster, JobNotRunning
-from engine.jobmanager.job_store import InMemoryJobStore
-from engine.resourcemanager.slot_pool import SlotPool, TaskManagerInfo
+from millstream.engine.checkpoint.messages import TaskAck
+from millstream.engine.checkpoint.rescale import NonRestoredStateError, TaskRestore
+from millstream.engine.checkpoint.stats_tracker import CheckpointStatsTracker
+from millstream.engine.checkpoint.storage import InvalidSavepoint
+from millstream.engine.executiongraph.states import JobStatus
+from millstream.engine.graph.job_graph import JobEdge, JobGraph, JobVertex, OperatorDescriptor
+from millstream.engine.jobmanager.checkpointing import JobCheckpointing
+from millstream.engine.jobmanager.job_master import JobMaster, JobNotRunning
+from millstream.engine.jobmanager.job_store import InMemoryJobStore
+from millstream.engine.resourcemanager.slot_pool import SlotPool, TaskManagerInfo
 
 JOB = "ab" * 16
 

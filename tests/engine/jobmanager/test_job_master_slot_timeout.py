@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.executiongraph.states import ExecutionState, JobStatus
-from engine.jobmanager.job_master import JobMaster
-from engine.resourcemanager.slot_pool import TaskManagerInfo
+from millstream.engine.executiongraph.states import ExecutionState, JobStatus
+from millstream.engine.jobmanager.job_master import JobMaster
+from millstream.engine.resourcemanager.slot_pool import TaskManagerInfo
 from tests.engine.jobmanager.test_job_master_savepoints import JOB, Harness, graph
 
 

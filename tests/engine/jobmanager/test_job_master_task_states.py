@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.executiongraph.states import ExecutionState, JobStatus
+from millstream.engine.executiongraph.states import ExecutionState, JobStatus
 from tests.engine.jobmanager.test_job_master_savepoints import Harness, graph
 
 

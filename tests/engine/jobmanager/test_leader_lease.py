@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.jobmanager.leader_lease import Lease, LeaseAction, LeaseConfig, LeaderLease, LeaseRole
+from millstream.engine.jobmanager.leader_lease import Lease, LeaseAction, LeaseConfig, LeaderLease, LeaseRole
 
 CONFIG = LeaseConfig(ttl_ms=4000, renew_interval_ms=1000, retry_interval_ms=500, margin_ms=400)
 LEASE = Lease(7, "http://127.0.0.1:8081", 1_700_000_000_000)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.jobmanager.vertex_flame_graph import (
+from millstream.engine.jobmanager.vertex_flame_graph import (
     WAITING,
     FlameGraphOptions,
     FlameGraphType,

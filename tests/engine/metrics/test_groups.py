@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine.metrics import Counter, Distribution, Meter, MetricGroup
-from engine.metrics.groups import MeterView, MetricRegistry, UnregisteredMetricGroup
-from engine.runtime.task_metrics import TaskIOMetrics
+from millstream.engine.metrics import Counter, Distribution, Meter, MetricGroup
+from millstream.engine.metrics.groups import MeterView, MetricRegistry, UnregisteredMetricGroup
+from millstream.engine.runtime.task_metrics import TaskIOMetrics
 
 
 def test_identifiers_are_operator_groups_and_name_joined_by_dots() -> None:
@@ -88,7 +88,7 @@ def test_functions_without_a_reporting_task_still_get_working_metrics() -> None:
 
 
 def test_pyflink_metrics_module_resolves_here() -> None:
-    from engine.compat.pyflink_alias import install
+    from millstream.engine.compat.pyflink_alias import install
 
     install()
     import pyflink.metrics as pm

@@ -1,8 +1,8 @@
 """Flink's job and JobManager metric values from plain inputs (no servers)."""
 from __future__ import annotations
 
-from engine.executiongraph.states import JobStatus
-from engine.metrics.job_metrics import JobMetricInputs, job_values, jobmanager_values
+from millstream.engine.executiongraph.states import JobStatus
+from millstream.engine.metrics.job_metrics import JobMetricInputs, job_values, jobmanager_values
 
 
 def test_jobmanager_values_from_the_overview() -> None:

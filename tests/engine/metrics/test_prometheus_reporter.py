@@ -4,9 +4,9 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from engine.metrics.groups import MetricRegistry, UserMetricValue
-from engine.metrics.prometheus_reporter import jobmanager_families, metric_name, sanitize, task_families
-from engine.metrics.task_report import TaskMetricsReport
+from millstream.engine.metrics.groups import MetricRegistry, UserMetricValue
+from millstream.engine.metrics.prometheus_reporter import jobmanager_families, metric_name, sanitize, task_families
+from millstream.engine.metrics.task_report import TaskMetricsReport
 
 
 class _Fixed:
@@ -130,8 +130,8 @@ def test_taskmanager_status_under_flink_names() -> None:
 
 
 def test_latency_histograms_are_job_scoped_summaries_with_flinks_quantiles() -> None:
-    from engine.runtime.latency_markers import LatencyMarker, LatencyStats
-    from engine.runtime.task_metrics import LATENCY_FIGURE
+    from millstream.engine.runtime.latency_markers import LatencyMarker, LatencyStats
+    from millstream.engine.runtime.task_metrics import LATENCY_FIGURE
 
     stats = LatencyStats(["op 1"], subtask=1)
     for ms in range(1, 101):

@@ -14,17 +14,17 @@ from typing import Any
 
 import cloudpickle
 
-from engine.checkpoint.completed_checkpoint import CompletedCheckpoint, operators_of_job_graph
-from engine.checkpoint.messages import CheckpointType, TaskAck
-from engine.checkpoint.rescale import plan_restore
-from engine.checkpoint.storage import FileSystemCheckpointStorage, checkpoint_location
-from engine.graph.transformations import OperatorKind
-from engine.runtime import collect
-from engine.runtime.checkpointing import Barrier
-from engine.runtime.deployment import make_tdd
-from engine.runtime.io.channel import TaskCancelled
-from engine.runtime.io.local_channels import LocalChannelRegistry
-from engine.runtime.stream_task import StreamTask, TaskEnvironment
+from millstream.engine.checkpoint.completed_checkpoint import CompletedCheckpoint, operators_of_job_graph
+from millstream.engine.checkpoint.messages import CheckpointType, TaskAck
+from millstream.engine.checkpoint.rescale import plan_restore
+from millstream.engine.checkpoint.storage import FileSystemCheckpointStorage, checkpoint_location
+from millstream.engine.graph.transformations import OperatorKind
+from millstream.engine.runtime import collect
+from millstream.engine.runtime.checkpointing import Barrier
+from millstream.engine.runtime.deployment import make_tdd
+from millstream.engine.runtime.io.channel import TaskCancelled
+from millstream.engine.runtime.io.local_channels import LocalChannelRegistry
+from millstream.engine.runtime.stream_task import StreamTask, TaskEnvironment
 
 
 def collect_sink(ds: Any) -> int:

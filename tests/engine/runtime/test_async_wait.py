@@ -11,25 +11,25 @@ from typing import Any
 
 import pytest
 
-from engine.common.time import Time
-from engine.datastream import async_retry_predicates
-from engine.datastream.async_retry_strategies import (
+from millstream.engine.common.time import Time
+from millstream.engine.datastream import async_retry_predicates
+from millstream.engine.datastream.async_retry_strategies import (
     NO_RETRY_STRATEGY,
     ExponentialBackoffDelayRetryStrategy,
     FixedDelayRetryStrategy,
 )
-from engine.datastream.functions import AsyncFunction, AsyncRetryStrategy
-from engine.runtime.io.channel import TaskCancelled
-from engine.runtime.operators.async_queue import (
+from millstream.engine.datastream.functions import AsyncFunction, AsyncRetryStrategy
+from millstream.engine.runtime.io.channel import TaskCancelled
+from millstream.engine.runtime.operators.async_queue import (
     OrderedStreamElementQueue,
     UnorderedStreamElementQueue,
     WatermarkEntry,
     check_results,
     retry_backoff_ms,
 )
-from engine.runtime.operators.async_wait import AsyncFunctionError, AsyncWaitOperator
-from engine.runtime.operators.base import OperatorContext
-from engine.runtime.task_metrics import TaskIOMetrics
+from millstream.engine.runtime.operators.async_wait import AsyncFunctionError, AsyncWaitOperator
+from millstream.engine.runtime.operators.base import OperatorContext
+from millstream.engine.runtime.task_metrics import TaskIOMetrics
 
 
 def _out(entries: list[Any]) -> list[Any]:
@@ -328,7 +328,7 @@ def test_in_flight_records_go_into_the_snapshot_and_are_called_again_on_restore(
 
 
 def test_async_data_stream_validates_as_pyflink_does() -> None:
-    from engine.datastream import AsyncDataStream, StreamExecutionEnvironment
+    from millstream.engine.datastream import AsyncDataStream, StreamExecutionEnvironment
 
     class NotAsync(AsyncFunction):
         def async_invoke(self, value):  # type: ignore[override]
@@ -355,8 +355,8 @@ class Square(AsyncFunction):
 
 
 def _program(values: list[int], ordered: bool, parallelism: int = 2) -> Any:
-    from engine.common.typeinfo import Types
-    from engine.datastream import AsyncDataStream, StreamExecutionEnvironment
+    from millstream.engine.common.typeinfo import Types
+    from millstream.engine.datastream import AsyncDataStream, StreamExecutionEnvironment
 
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(parallelism)
@@ -382,8 +382,8 @@ def test_a_failing_async_function_fails_the_job_with_its_error() -> None:
 def test_the_plan_fuses_the_async_operator_with_neighbouring_python_functions_as_pyflink_shows_it() -> None:
     import json
 
-    from engine.common.typeinfo import Types
-    from engine.datastream import AsyncDataStream, StreamExecutionEnvironment
+    from millstream.engine.common.typeinfo import Types
+    from millstream.engine.datastream import AsyncDataStream, StreamExecutionEnvironment
 
     env = StreamExecutionEnvironment.get_execution_environment()
     ds = env.from_collection([1, 2], type_info=Types.INT()).map(lambda x: x, Types.INT())

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.runtime.checkpointing import AlignmentStep, Barrier, BarrierAligner
+from millstream.engine.runtime.checkpointing import AlignmentStep, Barrier, BarrierAligner
 
 
 def b(cid: int, kind: str = "CHECKPOINT") -> Barrier:

@@ -1,5 +1,5 @@
 """BatchSlicer: fast operators get whole buffers, slow ones slices that take about 50 ms each."""
-from engine.runtime.batch_slicer import BatchSlicer
+from millstream.engine.runtime.batch_slicer import BatchSlicer
 
 
 def test_a_fast_operator_keeps_whole_buffers() -> None:

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from engine.checkpoint.storage import FileSystemCheckpointStorage
-from engine.datastream.state import ListStateDescriptor, ValueStateDescriptor
-from engine.runtime import forked_snapshot
-from engine.runtime.checkpointing import Barrier, SubtaskCheckpointer
-from engine.runtime.state.heap_backend import HeapKeyedStateBackend
+from millstream.engine.checkpoint.storage import FileSystemCheckpointStorage
+from millstream.engine.datastream.state import ListStateDescriptor, ValueStateDescriptor
+from millstream.engine.runtime import forked_snapshot
+from millstream.engine.runtime.checkpointing import Barrier, SubtaskCheckpointer
+from millstream.engine.runtime.state.heap_backend import HeapKeyedStateBackend
 
 pytestmark = pytest.mark.skipif(not forked_snapshot.available(), reason="needs os.fork")
 

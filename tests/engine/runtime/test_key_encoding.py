@@ -17,11 +17,11 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from engine.runtime.key_encoding import KeyEncodingError, canonical, pack
-from engine.runtime.key_groups import assign_to_key_group
-from engine.runtime.key_hash import key_hash_code
-from engine.runtime.state.heap_backend import HeapKeyedStateBackend
-from engine.runtime.state.lmdb_backend import LmdbKeyedStateBackend
+from millstream.engine.runtime.key_encoding import KeyEncodingError, canonical, pack
+from millstream.engine.runtime.key_groups import assign_to_key_group
+from millstream.engine.runtime.key_hash import key_hash_code
+from millstream.engine.runtime.state.heap_backend import HeapKeyedStateBackend
+from millstream.engine.runtime.state.lmdb_backend import LmdbKeyedStateBackend
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -148,7 +148,7 @@ _CROSS_PROCESS = textwrap.dedent(
     """
     import dataclasses, datetime as dt, enum, sys
     from decimal import Decimal
-    from engine.runtime.key_hash import key_hash_code
+    from millstream.engine.runtime.key_hash import key_hash_code
 
     @dataclasses.dataclass(frozen=True)
     class Point:

@@ -10,11 +10,11 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from engine.checkpoint.completed_checkpoint import CompletedCheckpoint
-from engine.datastream.connectors.datagen import DataGeneratorSource
-from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
-from engine.runtime.key_groups import assign_to_key_group
-from engine.runtime.state.task_state_manager import KEY_ENCODING_FIELD
+from millstream.engine.checkpoint.completed_checkpoint import CompletedCheckpoint
+from millstream.engine.datastream.connectors.datagen import DataGeneratorSource
+from millstream.engine.datastream.stream_execution_environment import StreamExecutionEnvironment
+from millstream.engine.runtime.key_groups import assign_to_key_group
+from millstream.engine.runtime.state.task_state_manager import KEY_ENCODING_FIELD
 from tests.engine.runtime.task_harness import TaskHarness, collect_sink
 from tests.engine.runtime.test_key_encoding import _v1_key_bytes
 

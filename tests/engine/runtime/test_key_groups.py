@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.runtime.key_groups import (
+from millstream.engine.runtime.key_groups import (
     assign_key_to_operator,
     assign_to_key_group,
     key_group_range,

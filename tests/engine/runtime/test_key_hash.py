@@ -12,11 +12,11 @@ import sys
 
 import pytest
 
-from engine.common.key_spec import key_spec
-from engine.common.row import Row
-from engine.common.typeinfo import Types
-from engine.runtime.key_groups import assign_key_to_operator
-from engine.runtime.key_hash import bytes_hash_code, key_hash_code, murmur_hash, string_hash_code
+from millstream.engine.common.key_spec import key_spec
+from millstream.engine.common.row import Row
+from millstream.engine.common.typeinfo import Types
+from millstream.engine.runtime.key_groups import assign_key_to_operator
+from millstream.engine.runtime.key_hash import bytes_hash_code, key_hash_code, murmur_hash, string_hash_code
 
 STRING_INT_TUPLE = key_spec(Types.TUPLE([Types.STRING(), Types.INT()]))
 STRING_INT_ROW = key_spec(Types.ROW([Types.STRING(), Types.INT()]))
@@ -89,7 +89,7 @@ def test_keys_without_a_java_form_of_their_type_fall_back_to_a_stable_hash():
 
 def test_hash_is_the_same_in_another_process_with_another_hash_seed():
     keys = "[frozenset({'a', 'b', 'c'}), ('x', 1.5), 'straße', 10**30]"
-    code = f"from engine.runtime.key_hash import key_hash_code; print([key_hash_code(k) for k in {keys}])"
+    code = f"from millstream.engine.runtime.key_hash import key_hash_code; print([key_hash_code(k) for k in {keys}])"
     outs = {
         subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                        env={"PYTHONHASHSEED": seed, "PATH": ""}, cwd=".").stdout

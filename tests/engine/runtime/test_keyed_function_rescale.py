@@ -8,11 +8,11 @@ from collections import Counter
 
 import pytest
 
-from engine.datastream.connectors.datagen import DataGeneratorSource
-from engine.datastream.functions import FilterFunction, FlatMapFunction, MapFunction, ReduceFunction, RuntimeContext
-from engine.datastream.state import ValueStateDescriptor
-from engine.datastream.state_backend import EmbeddedRocksDBStateBackend
-from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
+from millstream.engine.datastream.connectors.datagen import DataGeneratorSource
+from millstream.engine.datastream.functions import FilterFunction, FlatMapFunction, MapFunction, ReduceFunction, RuntimeContext
+from millstream.engine.datastream.state import ValueStateDescriptor
+from millstream.engine.datastream.state_backend import EmbeddedRocksDBStateBackend
+from millstream.engine.datastream.stream_execution_environment import StreamExecutionEnvironment
 from tests.engine.runtime.task_harness import TaskHarness, collect_sink
 
 N = 3000

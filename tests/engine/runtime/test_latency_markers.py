@@ -6,17 +6,17 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from engine.common.execution_config import ExecutionConfig
-from engine.common.watermark_strategy import WatermarkStrategy
-from engine.datastream.connectors.datagen import DataGeneratorSource
-from engine.datastream.execution_mode import RuntimeExecutionMode
-from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
-from engine.runtime.io.channel import ChannelId
-from engine.runtime.io.frames import split_frame
-from engine.runtime.io.local_channels import LocalChannelRegistry
-from engine.runtime.io.record_writer import RecordWriter
-from engine.runtime.io.serialization import LATENCY_MARKER, RECORDS, WATERMARK, MsgpackSerializer
-from engine.runtime.latency_markers import (
+from millstream.engine.common.execution_config import ExecutionConfig
+from millstream.engine.common.watermark_strategy import WatermarkStrategy
+from millstream.engine.datastream.connectors.datagen import DataGeneratorSource
+from millstream.engine.datastream.execution_mode import RuntimeExecutionMode
+from millstream.engine.datastream.stream_execution_environment import StreamExecutionEnvironment
+from millstream.engine.runtime.io.channel import ChannelId
+from millstream.engine.runtime.io.frames import split_frame
+from millstream.engine.runtime.io.local_channels import LocalChannelRegistry
+from millstream.engine.runtime.io.record_writer import RecordWriter
+from millstream.engine.runtime.io.serialization import LATENCY_MARKER, RECORDS, WATERMARK, MsgpackSerializer
+from millstream.engine.runtime.latency_markers import (
     LatencyHistogram,
     LatencyMarker,
     LatencyStats,
@@ -25,8 +25,8 @@ from engine.runtime.latency_markers import (
     quantile,
     rest_values,
 )
-from engine.runtime.partitioner import create_partitioner
-from engine.runtime.task_metrics import LATENCY_FIGURE, TaskIOMetrics
+from millstream.engine.runtime.partitioner import create_partitioner
+from millstream.engine.runtime.task_metrics import LATENCY_FIGURE, TaskIOMetrics
 
 SER = MsgpackSerializer()
 
@@ -175,7 +175,7 @@ def test_markers_change_no_result_and_never_reach_a_user_function(monkeypatch: A
 
 
 def test_bad_settings_fall_back_instead_of_failing_the_task() -> None:
-    from engine.runtime.latency_markers import DEFAULT_HISTORY, history_size
+    from millstream.engine.runtime.latency_markers import DEFAULT_HISTORY, history_size
 
     assert history_size({}) == DEFAULT_HISTORY
     assert history_size({"metrics.latency.history-size": "many"}) == DEFAULT_HISTORY

@@ -12,10 +12,10 @@ from collections import Counter
 
 import pytest
 
-from engine.datastream.connectors.source_function import SourceFunction
-from engine.datastream.functions import CheckpointedFunction, CheckpointListener, RuntimeContext, SinkFunction
-from engine.datastream.state import ListStateDescriptor
-from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
+from millstream.engine.datastream.connectors.source_function import SourceFunction
+from millstream.engine.datastream.functions import CheckpointedFunction, CheckpointListener, RuntimeContext, SinkFunction
+from millstream.engine.datastream.state import ListStateDescriptor
+from millstream.engine.datastream.stream_execution_environment import StreamExecutionEnvironment
 from tests.engine.runtime.task_harness import TaskHarness
 
 N = 3000
@@ -141,7 +141,7 @@ class Fast(Numbers):
 def test_a_source_function_snapshot_agrees_with_the_records_emitted_before_it() -> None:
     """Under the checkpoint lock the queue is drained (those records go before the barrier) and the
     offset snapshotted: records handed out so far are exactly 0..offset-1, even with a full queue."""
-    from engine.datastream.connectors.source_function import SourceFunctionSource
+    from millstream.engine.datastream.connectors.source_function import SourceFunctionSource
 
     reader = SourceFunctionSource(Fast()).create_reader(0, 1, None)
     reader.initialize_function_state(None, None)

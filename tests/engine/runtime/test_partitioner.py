@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from engine.runtime.key_groups import assign_key_to_operator, assign_to_key_group, key_group_range
-from engine.runtime.partitioner import (
+from millstream.engine.runtime.key_groups import assign_key_to_operator, assign_to_key_group, key_group_range
+from millstream.engine.runtime.partitioner import (
     BroadcastPartitioner,
     ForwardPartitioner,
     KeyGroupStreamPartitioner,
@@ -235,7 +235,7 @@ def test_hash_partitioner_routes_unhashable_list_keys_as_the_equal_tuples():
 
 
 def test_custom_partitioner_routes_by_the_users_partition_and_refuses_a_bad_index():
-    from engine.graph.custom_partition import CustomPartition
+    from millstream.engine.graph.custom_partition import CustomPartition
 
     p = create_partitioner("CUSTOM", 3, custom=CustomPartition(lambda k, n: k % n, lambda v: v[0]))
     out = p.split([(0, "a"), (4, "b"), (5, "c"), (3, "d")], [10, 11, 12, 13])

@@ -6,8 +6,8 @@ import multiprocessing
 import threading
 from pathlib import Path
 
-from engine.runtime import process_logging
-from engine.runtime.process_logging import configure, listen, log_to_queue, task_log_context
+from millstream.engine.runtime import process_logging
+from millstream.engine.runtime.process_logging import configure, listen, log_to_queue, task_log_context
 
 
 def _slot(queue, job: str) -> None:

@@ -13,10 +13,10 @@ from typing import Any, NamedTuple
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from engine.runtime.key_encoding import pack
-from engine.runtime.key_groups import assign_key_to_operator, assign_to_key_group
-from engine.runtime.key_hash import key_hash_code
-from engine.runtime.partitioner import KeyGroupStreamPartitioner
+from millstream.engine.runtime.key_encoding import pack
+from millstream.engine.runtime.key_groups import assign_key_to_operator, assign_to_key_group
+from millstream.engine.runtime.key_hash import key_hash_code
+from millstream.engine.runtime.partitioner import KeyGroupStreamPartitioner
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.runtime.watermarks import MAX_WATERMARK, MIN_WATERMARK, StatusWatermarkValve
+from millstream.engine.runtime.watermarks import MAX_WATERMARK, MIN_WATERMARK, StatusWatermarkValve
 
 
 def _op(channels: int) -> st.SearchStrategy:

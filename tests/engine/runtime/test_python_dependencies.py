@@ -9,7 +9,7 @@ from pathlib import Path
 import cloudpickle
 import pytest
 
-from engine.runtime.python_dependencies import PythonDependencyError, activate, materialize, pack, read_item, unpack
+from millstream.engine.runtime.python_dependencies import PythonDependencyError, activate, materialize, pack, read_item, unpack
 
 
 def test_code_without_files_stays_the_bare_pickle() -> None:
@@ -120,7 +120,7 @@ def _wheel(tmp_path: Path) -> Path:
 
 
 def test_requirements_are_installed_once_from_the_shipped_cache_and_importable(tmp_path: Path) -> None:
-    from engine.runtime.python_dependencies import Requirements
+    from millstream.engine.runtime.python_dependencies import Requirements
 
     wheels = _wheel(tmp_path)
     reqs = Requirements("msreqdemo==0.1\n", read_item(str(wheels))[1])
@@ -144,7 +144,7 @@ def test_requirements_are_installed_once_from_the_shipped_cache_and_importable(t
 
 
 def test_a_requirement_that_cannot_be_installed_is_a_clear_error(tmp_path: Path) -> None:
-    from engine.runtime.python_dependencies import Requirements
+    from millstream.engine.runtime.python_dependencies import Requirements
 
     wheels = _wheel(tmp_path)
     code = pack(b"graph", [], Requirements("msreqdemo==9.9\n", read_item(str(wheels))[1]))

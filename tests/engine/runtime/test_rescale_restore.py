@@ -8,14 +8,14 @@ from collections import Counter
 
 import pytest
 
-from engine.common.time import Time
-from engine.common.watermark_strategy import TimestampAssigner, WatermarkStrategy
-from engine.datastream.connectors.datagen import DataGeneratorSource
-from engine.datastream.functions import KeyedProcessFunction, ProcessWindowFunction, RuntimeContext
-from engine.datastream.state import MapStateDescriptor, ValueStateDescriptor
-from engine.datastream.state_backend import EmbeddedRocksDBStateBackend
-from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
-from engine.datastream.window import TumblingEventTimeWindows
+from millstream.engine.common.time import Time
+from millstream.engine.common.watermark_strategy import TimestampAssigner, WatermarkStrategy
+from millstream.engine.datastream.connectors.datagen import DataGeneratorSource
+from millstream.engine.datastream.functions import KeyedProcessFunction, ProcessWindowFunction, RuntimeContext
+from millstream.engine.datastream.state import MapStateDescriptor, ValueStateDescriptor
+from millstream.engine.datastream.state_backend import EmbeddedRocksDBStateBackend
+from millstream.engine.datastream.stream_execution_environment import StreamExecutionEnvironment
+from millstream.engine.datastream.window import TumblingEventTimeWindows
 from tests.engine.runtime.task_harness import TaskHarness, collect_sink
 
 N = 4000

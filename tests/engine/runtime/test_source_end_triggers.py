@@ -6,8 +6,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from engine.datastream.connectors.datagen import DataGeneratorSource
-from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
+from millstream.engine.datastream.connectors.datagen import DataGeneratorSource
+from millstream.engine.datastream.stream_execution_environment import StreamExecutionEnvironment
 from tests.engine.runtime.task_harness import TaskHarness, collect_sink
 
 N = 300
@@ -35,7 +35,7 @@ class _EndHookSource(DataGeneratorSource):
 def _job() -> StreamExecutionEnvironment:
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(1)
-    from engine.common.watermark_strategy import WatermarkStrategy
+    from millstream.engine.common.watermark_strategy import WatermarkStrategy
 
     ds = env.from_source(_EndHookSource(lambda i: i, N), WatermarkStrategy.no_watermarks(), "numbers")
     collect_sink(ds.map(lambda x: x * 2))

@@ -1,5 +1,5 @@
 """Stand-ins for keys Python cannot hash (engine/runtime/state_keys.py)."""
-from engine.runtime.state_keys import StateKeys, hashable_key
+from millstream.engine.runtime.state_keys import StateKeys, hashable_key
 
 
 def test_unhashable_keys_get_equal_hashable_stand_ins_at_any_depth():

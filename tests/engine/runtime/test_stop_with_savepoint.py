@@ -6,12 +6,12 @@ from __future__ import annotations
 import time
 from collections import Counter
 
-from engine.common.time import Time
-from engine.common.watermark_strategy import TimestampAssigner, WatermarkStrategy
-from engine.datastream.connectors.datagen import DataGeneratorSource
-from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
-from engine.datastream.window import TumblingEventTimeWindows
-from engine.runtime.checkpointing import Barrier
+from millstream.engine.common.time import Time
+from millstream.engine.common.watermark_strategy import TimestampAssigner, WatermarkStrategy
+from millstream.engine.datastream.connectors.datagen import DataGeneratorSource
+from millstream.engine.datastream.stream_execution_environment import StreamExecutionEnvironment
+from millstream.engine.datastream.window import TumblingEventTimeWindows
+from millstream.engine.runtime.checkpointing import Barrier
 from tests.engine.progress import idled
 from tests.engine.runtime.task_harness import TaskHarness, collect_sink
 

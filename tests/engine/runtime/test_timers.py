@@ -5,11 +5,11 @@ from typing import Any
 
 import pytest
 
-from engine.datastream.functions import KeyedProcessFunction, TimeDomain
-from engine.datastream.output_tag import OutputTag
-from engine.datastream.state import ValueStateDescriptor
-from engine.runtime.operators.keyed import KeyedProcessOperator
-from engine.runtime.timers import EVENT_TIME, PROCESSING_TIME, InternalTimerService
+from millstream.engine.datastream.functions import KeyedProcessFunction, TimeDomain
+from millstream.engine.datastream.output_tag import OutputTag
+from millstream.engine.datastream.state import ValueStateDescriptor
+from millstream.engine.runtime.operators.keyed import KeyedProcessOperator
+from millstream.engine.runtime.timers import EVENT_TIME, PROCESSING_TIME, InternalTimerService
 from tests.operator_context import keyed_context
 
 MIN = -(2**63)

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from engine.runtime.io.serialization import RECORDS, MsgpackSerializer, PickleSerializer
-from engine.runtime.user_code_class_loader import UnknownUserClass, load_user_code
+from millstream.engine.runtime.io.serialization import RECORDS, MsgpackSerializer, PickleSerializer
+from millstream.engine.runtime.user_code_class_loader import UnknownUserClass, load_user_code
 
 PROGRAM = textwrap.dedent(
     """
@@ -178,7 +178,7 @@ def test_classes_are_released_with_their_last_loader(code: bytes) -> None:
     import copyreg
     import gc
 
-    from engine.runtime import user_code_class_loader as ucl
+    from millstream.engine.runtime import user_code_class_loader as ucl
 
     graph = load_user_code(code)
     payment = graph.classes["Payment"]

@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from engine.runtime.watermarks import (
+from millstream.engine.runtime.watermarks import (
     MAX_WATERMARK,
     MIN_WATERMARK,
     StatusWatermarkValve,

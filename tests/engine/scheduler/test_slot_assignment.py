@@ -5,7 +5,7 @@ from collections import Counter
 
 import pytest
 
-from engine.scheduler.slot_assignment import NotEnoughSlots, SlotId, pick_slots, subtask_slots
+from millstream.engine.scheduler.slot_assignment import NotEnoughSlots, SlotId, pick_slots, subtask_slots
 
 
 def test_spreads_evenly_across_equal_taskmanagers():

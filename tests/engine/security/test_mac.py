@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.security import mac
-from engine.security.mac import MissingSecret, Sealer, Unauthenticated
+from millstream.engine.security import mac
+from millstream.engine.security.mac import MissingSecret, Sealer, Unauthenticated
 
 SECRET = "unit-secret"
 

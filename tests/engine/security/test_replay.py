@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from engine.security.replay import ReplayError, ReplayWindow, stamp
+from millstream.engine.security.replay import ReplayError, ReplayWindow, stamp
 
 
 def test_each_message_is_accepted_once_even_out_of_order():
@@ -47,7 +47,7 @@ def test_stamps_are_unique_per_process_and_increasing():
 
 
 def test_a_message_sealed_for_an_earlier_epoch_of_its_receiver_is_refused_however_young():
-    from engine.taskexecutor import messages
+    from millstream.engine.taskexecutor import messages
 
     secret, inbox = "s", "ms:jm:inbox"
     before = messages.seal({"type": "slot_lost", "tm": "t", "slot": 0}, secret, inbox, epoch=6)

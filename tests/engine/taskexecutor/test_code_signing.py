@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.taskexecutor.code_signing import MAGIC, TamperedPayload, UnsignedPayload, sign, verify
+from millstream.engine.taskexecutor.code_signing import MAGIC, TamperedPayload, UnsignedPayload, sign, verify
 
 JOB = "0123456789abcdef0123456789abcdef"
 OTHER_JOB = "fedcba9876543210fedcba9876543210"

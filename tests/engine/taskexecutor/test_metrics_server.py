@@ -11,9 +11,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import pytest
 
-from engine.metrics.groups import MetricRegistry
-from engine.metrics.task_report import TaskMetricsReport, decode_reports, encode_reports
-from engine.taskexecutor.metrics_server import (
+from millstream.engine.metrics.groups import MetricRegistry
+from millstream.engine.metrics.task_report import TaskMetricsReport, decode_reports, encode_reports
+from millstream.engine.taskexecutor.metrics_server import (
     STALE_AFTER_S, MetricsServer, SlotMetricsReceiver, TaskManagerCollector, TaskMetricsStore,
 )
 
@@ -107,7 +107,7 @@ def test_a_slot_never_waits_for_a_taskmanager_that_does_not_read(redis_url: str)
     and the caller (a task thread, or the loop publishing to Redis) goes on at once."""
     import redis
 
-    from engine.taskexecutor.slot_process import SlotConfig, SlotExecutor
+    from millstream.engine.taskexecutor.slot_process import SlotConfig, SlotExecutor
 
     reader, writer = multiprocessing.get_context("spawn").Pipe(duplex=False)
     client = redis.Redis.from_url(redis_url)

@@ -9,13 +9,13 @@ import cloudpickle
 import pytest
 import redis
 
-from engine import redis_keys
-from engine.datastream import StreamExecutionEnvironment
-from engine.runtime.deployment import make_tdd
-from engine.security.mac import MissingSecret
-from engine.taskexecutor import code_signing, messages
-from engine.taskexecutor.gateway import RedisTaskExecutorGateway
-from engine.taskexecutor.slot_process import SlotConfig, SlotExecutor
+from millstream.engine import redis_keys
+from millstream.engine.datastream import StreamExecutionEnvironment
+from millstream.engine.runtime.deployment import make_tdd
+from millstream.engine.security.mac import MissingSecret
+from millstream.engine.taskexecutor import code_signing, messages
+from millstream.engine.taskexecutor.gateway import RedisTaskExecutorGateway
+from millstream.engine.taskexecutor.slot_process import SlotConfig, SlotExecutor
 
 SECRET = "cluster-secret-for-tests"
 

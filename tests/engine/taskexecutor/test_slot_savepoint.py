@@ -11,14 +11,14 @@ import cloudpickle
 import pytest
 import redis
 
-from engine import redis_keys
-from engine.datastream import StreamExecutionEnvironment
-from engine.datastream.connectors import DataGeneratorSource
-from engine.runtime.checkpointing import Barrier
-from engine.runtime.deployment import make_tdd
-from engine.taskexecutor import messages
-from engine.taskexecutor.gateway import RedisTaskExecutorGateway
-from engine.taskexecutor.slot_process import SlotConfig, SlotExecutor
+from millstream.engine import redis_keys
+from millstream.engine.datastream import StreamExecutionEnvironment
+from millstream.engine.datastream.connectors import DataGeneratorSource
+from millstream.engine.runtime.checkpointing import Barrier
+from millstream.engine.runtime.deployment import make_tdd
+from millstream.engine.taskexecutor import messages
+from millstream.engine.taskexecutor.gateway import RedisTaskExecutorGateway
+from millstream.engine.taskexecutor.slot_process import SlotConfig, SlotExecutor
 from tests.engine.progress import idled, until
 
 SECRET = "cluster-secret-for-tests"

@@ -6,7 +6,7 @@ import socket
 import threading
 import time
 
-from engine.taskexecutor.stack_sampler import is_off_cpu, sample_threads
+from millstream.engine.taskexecutor.stack_sampler import is_off_cpu, sample_threads
 
 
 def burn_cpu(stop: threading.Event) -> None:

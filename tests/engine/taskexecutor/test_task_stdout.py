@@ -6,8 +6,8 @@ import threading
 
 import redis
 
-from engine.runtime.io.job_stdout import StdoutForwarder, read_lines
-from engine.taskexecutor.task_stdout import TaskStdout
+from millstream.engine.runtime.io.job_stdout import StdoutForwarder, read_lines
+from millstream.engine.taskexecutor.task_stdout import TaskStdout
 
 
 def _stdout(redis_url: str) -> tuple[TaskStdout, io.StringIO, redis.Redis]:

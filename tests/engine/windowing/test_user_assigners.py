@@ -5,13 +5,13 @@ from typing import Any
 
 import pytest
 
-from engine.compat.unsupported import NotSupportedError
-from engine.datastream.state import ListStateDescriptor, MapStateDescriptor, ReducingStateDescriptor, ValueStateDescriptor
-from engine.windowing.assigners import MergingWindowAssigner, TumblingEventTimeWindows, WindowAssigner
-from engine.windowing.trigger_state import merge_into, state_view
-from engine.windowing.triggers import CountTrigger, Trigger
-from engine.windowing.user_assigners import UserWindowAssigner, adapt_assigner, is_pyflink_style
-from engine.windowing.windows import TimeWindow
+from millstream.engine.compat.unsupported import NotSupportedError
+from millstream.engine.datastream.state import ListStateDescriptor, MapStateDescriptor, ReducingStateDescriptor, ValueStateDescriptor
+from millstream.engine.windowing.assigners import MergingWindowAssigner, TumblingEventTimeWindows, WindowAssigner
+from millstream.engine.windowing.trigger_state import merge_into, state_view
+from millstream.engine.windowing.triggers import CountTrigger, Trigger
+from millstream.engine.windowing.user_assigners import UserWindowAssigner, adapt_assigner, is_pyflink_style
+from millstream.engine.windowing.windows import TimeWindow
 
 
 class Buckets(WindowAssigner):
@@ -53,7 +53,7 @@ def test_the_adapter_speaks_millstreams_protocol():
     assert a.is_event_time is False and a.is_merging is False
     assert a.assign_windows("x", 23) == [TimeWindow(20, 30)]
     assert isinstance(a.get_default_trigger(), CountTrigger)
-    from engine.windowing.user_assigners import _AssignerContext
+    from millstream.engine.windowing.user_assigners import _AssignerContext
 
     assert issubclass(_AssignerContext, Buckets.WindowAssignerContext)
     with pytest.raises(NotSupportedError, match="get_runtime_context"):
@@ -71,8 +71,8 @@ def test_merging_through_the_callback():
 
 
 def test_windowed_stream_adapts_and_names_by_the_users_class():
-    from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
-    from engine.datastream.functions import ProcessWindowFunction
+    from millstream.engine.datastream.stream_execution_environment import StreamExecutionEnvironment
+    from millstream.engine.datastream.functions import ProcessWindowFunction
 
     class P(ProcessWindowFunction):
         def process(self, key, context, elements):

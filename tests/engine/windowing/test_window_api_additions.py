@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from engine.windowing.assigners import (
+from millstream.engine.windowing.assigners import (
     DynamicEventTimeSessionWindows,
     DynamicProcessingTimeSessionWindows,
     EventTimeSessionWindows,
@@ -13,8 +13,8 @@ from engine.windowing.assigners import (
     ProcessingTimeSessionWindows,
     SessionWindowTimeGapExtractor,
 )
-from engine.windowing.triggers import ContinuousProcessingTimeTrigger, TriggerResult
-from engine.windowing.windows import TimeWindow
+from millstream.engine.windowing.triggers import ContinuousProcessingTimeTrigger, TriggerResult
+from millstream.engine.windowing.windows import TimeWindow
 
 
 class Gap(SessionWindowTimeGapExtractor):

@@ -5,8 +5,8 @@ import random
 
 import pytest
 
-from engine.common.time import Time
-from engine.windowing.assigners import (
+from millstream.engine.common.time import Time
+from millstream.engine.windowing.assigners import (
     CountSlidingWindowAssigner,
     CountTumblingWindowAssigner,
     EventTimeSessionWindows,
@@ -17,8 +17,8 @@ from engine.windowing.assigners import (
     TumblingEventTimeWindows,
     TumblingProcessingTimeWindows,
 )
-from engine.windowing.triggers import CountTrigger, EventTimeTrigger, NeverTrigger, ProcessingTimeTrigger, PurgingTrigger
-from engine.windowing.windows import MAX_TIMESTAMP, CountWindow, GlobalWindow, TimeWindow, merge_time_windows
+from millstream.engine.windowing.triggers import CountTrigger, EventTimeTrigger, NeverTrigger, ProcessingTimeTrigger, PurgingTrigger
+from millstream.engine.windowing.windows import MAX_TIMESTAMP, CountWindow, GlobalWindow, TimeWindow, merge_time_windows
 
 HOUR = 3_600_000
 DAY = 24 * HOUR

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine.common.time import Time
-from engine.windowing.evictors import CountEvictor, Evictor, TimeEvictor
-from engine.windowing.windows import GlobalWindow, TimeWindow
+from millstream.engine.common.time import Time
+from millstream.engine.windowing.evictors import CountEvictor, Evictor, TimeEvictor
+from millstream.engine.windowing.windows import GlobalWindow, TimeWindow
 
 ELEMENTS = [("a", 10), ("b", 20), ("c", 30), ("d", 40), ("e", 50)]
 

@@ -5,8 +5,8 @@ from typing import Any
 
 import pytest
 
-from engine.common.time import Time
-from engine.windowing.triggers import (
+from millstream.engine.common.time import Time
+from millstream.engine.windowing.triggers import (
     ContinuousEventTimeTrigger,
     CountTrigger,
     EventTimeTrigger,
@@ -16,7 +16,7 @@ from engine.windowing.triggers import (
     Trigger,
     TriggerResult,
 )
-from engine.windowing.windows import GlobalWindow, TimeWindow
+from millstream.engine.windowing.windows import GlobalWindow, TimeWindow
 
 C, F, P, FP = TriggerResult.CONTINUE, TriggerResult.FIRE, TriggerResult.PURGE, TriggerResult.FIRE_AND_PURGE
 W = TimeWindow(0, 1000)

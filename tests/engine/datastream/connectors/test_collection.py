@@ -1,7 +1,7 @@
 """CollectionSource: a fixed list read by a single subtask."""
 from __future__ import annotations
 
-from engine.datastream.connectors.collection import CollectionSource
+from millstream.engine.datastream.connectors.collection import CollectionSource
 
 
 def test_reads_all_values_in_order_in_batches():

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.datastream.connectors import DataGeneratorSource
+from millstream.engine.datastream.connectors import DataGeneratorSource
 
 
 def _drain(reader, batch=4):

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.common.serialization import Encoder, SimpleStringSchema
-from engine.datastream.connectors.file_system import BucketAssigner, FileSink, OutputFileConfig, RollingPolicy
-from engine.runtime.operators.base import OperatorContext
-from engine.runtime.operators.sinks import WriterSinkOperator
-from engine.runtime.task_metrics import TaskIOMetrics
+from millstream.engine.common.serialization import Encoder, SimpleStringSchema
+from millstream.engine.datastream.connectors.file_system import BucketAssigner, FileSink, OutputFileConfig, RollingPolicy
+from millstream.engine.runtime.operators.base import OperatorContext
+from millstream.engine.runtime.operators.sinks import WriterSinkOperator
+from millstream.engine.runtime.task_metrics import TaskIOMetrics
 
 
 def _sink(base: Path, policy: RollingPolicy | None = None, bucket: BucketAssigner | None = None) -> FileSink:

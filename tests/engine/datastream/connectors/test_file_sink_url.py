@@ -10,8 +10,8 @@ import uuid
 import fsspec
 import pytest
 
-from engine.common.serialization import Encoder
-from engine.datastream.connectors.file_system import BucketAssigner, FileSink, FileSource, OutputFileConfig, RollingPolicy, StreamFormat
+from millstream.engine.common.serialization import Encoder
+from millstream.engine.datastream.connectors.file_system import BucketAssigner, FileSink, FileSource, OutputFileConfig, RollingPolicy, StreamFormat
 from tests.engine.datastream.connectors.test_file_sink import _checkpoint, _operator
 
 MEMORY = fsspec.filesystem("memory")

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.common.time import Duration
-from engine.datastream.connectors.file_source import DONE, assign_splits, enumerate_files, owner_of
-from engine.datastream.connectors.file_system import FileSource, StreamFormat
+from millstream.engine.common.time import Duration
+from millstream.engine.datastream.connectors.file_source import DONE, assign_splits, enumerate_files, owner_of
+from millstream.engine.datastream.connectors.file_system import FileSource, StreamFormat
 
 
 def _drain(reader, batch=3):
@@ -143,7 +143,7 @@ def test_bad_input_is_named(tmp_path: Path) -> None:
 @pytest.mark.parametrize("stages", [(2, 3, 1), (3, 1, 2), (1, 4, 2)])
 def test_rescaled_resumes_read_every_line_exactly_once(tmp_path: Path, stages) -> None:
     """Stop part way at one parallelism, resume at another from the redistributed split lists."""
-    from engine.checkpoint.rescale import redistribute_splits
+    from millstream.engine.checkpoint.rescale import redistribute_splits
 
     expected = []
     for f in range(5):
@@ -225,7 +225,7 @@ def test_a_monitoring_source_refuses_splits_not_redistributed_by_path(tmp_path: 
 def test_chunk_boundaries_never_split_or_lose_a_line(tmp_path: Path, monkeypatch, chunk: int) -> None:
     """Lines longer than a chunk, CRLF endings, multi-byte characters and an unterminated last line,
     read in tiny chunks and resumed from a snapshot after every batch."""
-    import engine.datastream.connectors.file_source as fs
+    import millstream.engine.datastream.connectors.file_source as fs
 
     monkeypatch.setattr(fs, "CHUNK", chunk)
     lines = ["", "short", "a much longer line than any chunk: ünïcödé ✓", "crlf", "", "last"]

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.datastream.connectors import NumberSequenceSource
-from engine.datastream.connectors.number_seq import split_range
+from millstream.engine.datastream.connectors import NumberSequenceSource
+from millstream.engine.datastream.connectors.number_seq import split_range
 
 
 def _drain(reader, batch=3):

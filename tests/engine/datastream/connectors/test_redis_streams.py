@@ -4,11 +4,11 @@ from __future__ import annotations
 import pytest
 import redis
 
-from backend.embedded_redis import start_embedded_redis
-from engine.datastream.connectors.redis_streams import MARKER_KEY, RedisStreamSink, RedisStreamSource, parse_id
-from engine.runtime.operators.base import OperatorContext
-from engine.runtime.operators.sinks import WriterSinkOperator
-from engine.runtime.task_metrics import TaskIOMetrics
+from millstream.backend.embedded_redis import start_embedded_redis
+from millstream.engine.datastream.connectors.redis_streams import MARKER_KEY, RedisStreamSink, RedisStreamSource, parse_id
+from millstream.engine.runtime.operators.base import OperatorContext
+from millstream.engine.runtime.operators.sinks import WriterSinkOperator
+from millstream.engine.runtime.task_metrics import TaskIOMetrics
 from tests.backend.test_redis_tls import OPENSSL, REDIS_SERVER, tls_redis  # noqa: F401  (a TLS server fixture)
 
 
@@ -183,7 +183,7 @@ def test_password_urls_work(tmp_path) -> None:
 
 
 def test_rescaled_resumes_read_every_entry_exactly_once(redis_url, client) -> None:
-    from engine.checkpoint.rescale import redistribute_splits
+    from millstream.engine.checkpoint.rescale import redistribute_splits
 
     expected = []
     for s in ("s1", "s2", "s3"):

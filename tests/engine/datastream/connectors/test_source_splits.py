@@ -5,9 +5,9 @@ from __future__ import annotations
 import msgpack
 import pytest
 
-from engine.checkpoint.rescale import StateRestoreError, redistribute_splits
-from engine.datastream.connectors import DataGeneratorSource, NumberSequenceSource
-from engine.datastream.connectors.collection import CollectionSource
+from millstream.engine.checkpoint.rescale import StateRestoreError, redistribute_splits
+from millstream.engine.datastream.connectors import DataGeneratorSource, NumberSequenceSource
+from millstream.engine.datastream.connectors.collection import CollectionSource
 
 
 def _drain(reader, limit=None, batch=7):

@@ -1,7 +1,7 @@
 """Credit announcements as pure bookkeeping: cumulative numbers and re-announcing quiet channels."""
 from __future__ import annotations
 
-from engine.runtime.io.credit import CreditAnnouncer, CreditLedger
+from millstream.engine.runtime.io.credit import CreditAnnouncer, CreditLedger
 
 
 def test_a_cumulative_number_makes_good_the_tokens_deleted_before_it():

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import redis
 
-from engine import redis_keys
-from engine.runtime.io.job_stdout import StdoutForwarder, append_lines, read_lines
+from millstream.engine import redis_keys
+from millstream.engine.runtime.io.job_stdout import StdoutForwarder, append_lines, read_lines
 
 
 def test_lines_read_back_in_order_from_any_offset(redis_url: str) -> None:
@@ -61,7 +61,7 @@ def test_an_offset_far_beyond_the_stream_reads_nothing(redis_url: str) -> None:
 
 
 def test_sealed_lines_hide_what_someone_else_pushed(redis_url: str) -> None:
-    from engine.runtime.io.job_stdout import stdout_key
+    from millstream.engine.runtime.io.job_stdout import stdout_key
 
     client = redis.Redis.from_url(redis_url)
     key = stdout_key("a-secret", "sj")
@@ -77,8 +77,8 @@ def test_sealed_lines_hide_what_someone_else_pushed(redis_url: str) -> None:
 
 
 def test_a_copied_line_is_left_out_while_reading_again_shows_every_line(redis_url: str) -> None:
-    from engine.runtime.io.job_stdout import LineNumbering, stdout_key
-    from engine.security.replay import ElementPositions
+    from millstream.engine.runtime.io.job_stdout import LineNumbering, stdout_key
+    from millstream.engine.security.replay import ElementPositions
 
     client = redis.Redis.from_url(redis_url)
     key, stream = stdout_key("a-secret", "cj"), redis_keys.job_stdout("cj")
@@ -100,8 +100,8 @@ def test_a_copied_line_is_left_out_while_reading_again_shows_every_line(redis_ur
 def test_a_reader_that_starts_afresh_past_the_first_line_still_knows_a_copy(redis_url: str) -> None:
     """A JobManager restarted (its positions are new) and a client goes on from where it was: a line
     it read before the restart, copied to the end since, is left out; new lines still show."""
-    from engine.runtime.io.job_stdout import LineNumbering, stdout_key
-    from engine.security.replay import ElementPositions
+    from millstream.engine.runtime.io.job_stdout import LineNumbering, stdout_key
+    from millstream.engine.security.replay import ElementPositions
 
     client = redis.Redis.from_url(redis_url)
     key, stream = stdout_key("a-secret", "rj"), redis_keys.job_stdout("rj")

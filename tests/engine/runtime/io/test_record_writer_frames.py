@@ -8,13 +8,13 @@ from typing import Any
 import msgpack
 import pytest
 
-from engine.runtime.io.channel import ChannelId
-from engine.runtime.io.frames import FramedInputGate, is_frame, pack_frame, split_frame
-from engine.runtime.io.local_channels import LocalChannelRegistry
-from engine.runtime.io.record_writer import RecordWriter
-from engine.runtime.io.serialization import BARRIER, RECORDS, STATUS, WATERMARK, MsgpackSerializer
-from engine.runtime.partitioner import create_partitioner
-from engine.runtime.task_metrics import TaskIOMetrics
+from millstream.engine.runtime.io.channel import ChannelId
+from millstream.engine.runtime.io.frames import FramedInputGate, is_frame, pack_frame, split_frame
+from millstream.engine.runtime.io.local_channels import LocalChannelRegistry
+from millstream.engine.runtime.io.record_writer import RecordWriter
+from millstream.engine.runtime.io.serialization import BARRIER, RECORDS, STATUS, WATERMARK, MsgpackSerializer
+from millstream.engine.runtime.partitioner import create_partitioner
+from millstream.engine.runtime.task_metrics import TaskIOMetrics
 
 SER = MsgpackSerializer()
 

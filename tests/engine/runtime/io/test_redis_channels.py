@@ -9,13 +9,13 @@ from typing import Iterator
 import pytest
 import redis
 
-from engine import redis_keys
-from engine.runtime.io.channel import ChannelId, TaskCancelled
-from engine.runtime.io.record_writer import RecordWriter
-from engine.runtime.io.redis_channels import RedisChannelFactory, UnauthenticatedBuffer
-from engine.runtime.io.serialization import END_OF_PARTITION, RECORDS, WATERMARK, MsgpackSerializer
-from engine.runtime.partitioner import create_partitioner
-from engine.runtime.task_metrics import TaskIOMetrics
+from millstream.engine import redis_keys
+from millstream.engine.runtime.io.channel import ChannelId, TaskCancelled
+from millstream.engine.runtime.io.record_writer import RecordWriter
+from millstream.engine.runtime.io.redis_channels import RedisChannelFactory, UnauthenticatedBuffer
+from millstream.engine.runtime.io.serialization import END_OF_PARTITION, RECORDS, WATERMARK, MsgpackSerializer
+from millstream.engine.runtime.partitioner import create_partitioner
+from millstream.engine.runtime.task_metrics import TaskIOMetrics
 
 SER = MsgpackSerializer()
 SECRET = "channel-test-secret"

@@ -9,17 +9,17 @@ from typing import Iterator
 import pytest
 import redis
 
-from engine import redis_keys
-from engine.runtime import collect
-from engine.runtime.io.channel import TaskCancelled
-from engine.runtime.io.redis_collect import (
+from millstream.engine import redis_keys
+from millstream.engine.runtime import collect
+from millstream.engine.runtime.io.channel import TaskCancelled
+from millstream.engine.runtime.io.redis_collect import (
     RedisCollectGateway,
     ResultOffsetError,
     UnauthenticatedResult,
     fetch_results,
     record_ack,
 )
-from engine.runtime.io.serialization import MsgpackSerializer
+from millstream.engine.runtime.io.serialization import MsgpackSerializer
 
 SER = MsgpackSerializer()
 SECRET = "collect-test-secret"
@@ -141,7 +141,7 @@ def test_an_entry_pushed_by_someone_with_only_the_redis_url_is_refused_undecoded
 
 
 def test_a_genuine_entry_pushed_again_is_refused_but_reading_its_offset_again_is_not(client: redis.Redis) -> None:
-    from engine.runtime.io.redis_collect import CollectPositions
+    from millstream.engine.runtime.io.redis_collect import CollectPositions
 
     key = redis_keys.collect("jr")
     gw = RedisCollectGateway(client, "jr", gated=True, secret=SECRET)
@@ -161,7 +161,7 @@ def test_a_genuine_entry_pushed_again_is_refused_but_reading_its_offset_again_is
 
 
 def test_entries_of_a_list_rebuilt_after_a_redis_restart_are_not_taken_for_replays(client: redis.Redis) -> None:
-    from engine.runtime.io.redis_collect import CollectPositions
+    from millstream.engine.runtime.io.redis_collect import CollectPositions
 
     positions = CollectPositions()
     old = RedisCollectGateway(client, "jl", gated=True, secret=SECRET)

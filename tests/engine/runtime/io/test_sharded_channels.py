@@ -13,13 +13,13 @@ from typing import Iterator
 import pytest
 import redis
 
-from backend.embedded_redis import embedded_redis_alive, redis_url_of, start_embedded_redis
-from engine import redis_keys
-from engine.runtime.io import data_servers
-from engine.runtime.io.channel import ChannelId, TaskCancelled
-from engine.runtime.io.redis_channels import RedisChannelFactory, UnauthenticatedBuffer
-from engine.runtime.io.serialization import RECORDS, MsgpackSerializer
-from engine.runtime.io.sharded_gate import ShardedInputGate
+from millstream.backend.embedded_redis import embedded_redis_alive, redis_url_of, start_embedded_redis
+from millstream.engine import redis_keys
+from millstream.engine.runtime.io import data_servers
+from millstream.engine.runtime.io.channel import ChannelId, TaskCancelled
+from millstream.engine.runtime.io.redis_channels import RedisChannelFactory, UnauthenticatedBuffer
+from millstream.engine.runtime.io.serialization import RECORDS, MsgpackSerializer
+from millstream.engine.runtime.io.sharded_gate import ShardedInputGate
 
 SER = MsgpackSerializer()
 SECRET = "sharded-channel-test-secret"

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.client.collect_result_buffer import CollectResultBuffer
-from engine.runtime import collect
-from engine.runtime.operators.base import OperatorContext
-from engine.runtime.operators.sinks import CollectSinkOperator
-from engine.runtime.io.serialization import MsgpackSerializer
-from engine.runtime.task_metrics import TaskIOMetrics
+from millstream.engine.client.collect_result_buffer import CollectResultBuffer
+from millstream.engine.runtime import collect
+from millstream.engine.runtime.operators.base import OperatorContext
+from millstream.engine.runtime.operators.sinks import CollectSinkOperator
+from millstream.engine.runtime.io.serialization import MsgpackSerializer
+from millstream.engine.runtime.task_metrics import TaskIOMetrics
 
 SER = MsgpackSerializer()
 

@@ -6,20 +6,20 @@ from typing import Any
 
 import pytest
 
-from engine.datastream.functions import (
+from millstream.engine.datastream.functions import (
     FilterFunction,
     FlatMapFunction,
     MapFunction,
     ReduceFunction,
     RuntimeContext,
 )
-from engine.datastream.state import ListStateDescriptor, ValueStateDescriptor
-from engine.runtime.key_groups import assign_to_key_group
-from engine.runtime.operators.base import OperatorContext
-from engine.runtime.operators.basic import FilterOperator, FlatMapOperator, MapOperator
-from engine.runtime.operators.keyed import ReduceOperator
-from engine.runtime.state.heap_backend import HeapKeyedStateBackend
-from engine.runtime.task_metrics import TaskIOMetrics
+from millstream.engine.datastream.state import ListStateDescriptor, ValueStateDescriptor
+from millstream.engine.runtime.key_groups import assign_to_key_group
+from millstream.engine.runtime.operators.base import OperatorContext
+from millstream.engine.runtime.operators.basic import FilterOperator, FlatMapOperator, MapOperator
+from millstream.engine.runtime.operators.keyed import ReduceOperator
+from millstream.engine.runtime.state.heap_backend import HeapKeyedStateBackend
+from millstream.engine.runtime.task_metrics import TaskIOMetrics
 from tests.operator_context import keyed_context
 
 RECORDS = [("a", 1), ("b", 2), ("a", 3), ("c", 4), ("b", 5), ("a", 6)]

@@ -5,11 +5,11 @@ from typing import Any
 
 import pytest
 
-from engine.common.time import Duration
-from engine.common.watermark_strategy import TimestampAssigner, WatermarkStrategy
-from engine.runtime.operators.base import OperatorContext
-from engine.runtime.operators.timestamps import AUTO_WATERMARK_INTERVAL_MS, TimestampsAndWatermarksOperator
-from engine.runtime.watermarks import MAX_WATERMARK
+from millstream.engine.common.time import Duration
+from millstream.engine.common.watermark_strategy import TimestampAssigner, WatermarkStrategy
+from millstream.engine.runtime.operators.base import OperatorContext
+from millstream.engine.runtime.operators.timestamps import AUTO_WATERMARK_INTERVAL_MS, TimestampsAndWatermarksOperator
+from millstream.engine.runtime.watermarks import MAX_WATERMARK
 from tests.operator_context import keyed_context
 
 

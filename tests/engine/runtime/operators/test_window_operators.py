@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from engine.datastream.functions import AggregateFunction, ProcessWindowFunction, ReduceFunction, WindowFunction
-from engine.datastream.output_tag import OutputTag
-from engine.runtime.operators.aligned_window_table import StateTableAlignedWindowOperator
-from engine.runtime.operators.aligned_window import AlignedWindowOperator, is_aligned
-from engine.runtime.operators.window import WindowOperator
-from engine.windowing.assigners import (
+from millstream.engine.datastream.functions import AggregateFunction, ProcessWindowFunction, ReduceFunction, WindowFunction
+from millstream.engine.datastream.output_tag import OutputTag
+from millstream.engine.runtime.operators.aligned_window_table import StateTableAlignedWindowOperator
+from millstream.engine.runtime.operators.aligned_window import AlignedWindowOperator, is_aligned
+from millstream.engine.runtime.operators.window import WindowOperator
+from millstream.engine.windowing.assigners import (
     CountSlidingWindowAssigner,
     CountTumblingWindowAssigner,
     EventTimeSessionWindows,
@@ -24,9 +24,9 @@ from engine.windowing.assigners import (
     TumblingEventTimeWindows,
     TumblingProcessingTimeWindows,
 )
-from engine.windowing.evictors import CountEvictor, TimeEvictor
-from engine.windowing.triggers import ContinuousEventTimeTrigger, CountTrigger, EventTimeTrigger, PurgingTrigger
-from engine.windowing.windows import MAX_TIMESTAMP, TimeWindow
+from millstream.engine.windowing.evictors import CountEvictor, TimeEvictor
+from millstream.engine.windowing.triggers import ContinuousEventTimeTrigger, CountTrigger, EventTimeTrigger, PurgingTrigger
+from millstream.engine.windowing.windows import MAX_TIMESTAMP, TimeWindow
 from tests.operator_context import keyed_context
 
 MAX = 2**63 - 1

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from engine.datastream.functions import ProcessWindowFunction
-from engine.datastream.state import ValueStateDescriptor
-from engine.runtime.operators.aligned_window_table import StateTableAlignedWindowOperator
-from engine.runtime.operators.aligned_window import AlignedWindowOperator
-from engine.runtime.operators.window import WINDOW_STATE_PREFIX, WindowOperator
-from engine.windowing.assigners import EventTimeSessionWindows, TumblingEventTimeWindows
+from millstream.engine.datastream.functions import ProcessWindowFunction
+from millstream.engine.datastream.state import ValueStateDescriptor
+from millstream.engine.runtime.operators.aligned_window_table import StateTableAlignedWindowOperator
+from millstream.engine.runtime.operators.aligned_window import AlignedWindowOperator
+from millstream.engine.runtime.operators.window import WINDOW_STATE_PREFIX, WindowOperator
+from millstream.engine.windowing.assigners import EventTimeSessionWindows, TumblingEventTimeWindows
 from tests.engine.runtime.operators.test_window_operators import Harness, sum_reduce
 
 BOTH = pytest.mark.parametrize("cls", [AlignedWindowOperator, StateTableAlignedWindowOperator, WindowOperator])

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pickle
 import threading
 
-from engine.datastream.state import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
-from engine.runtime.state.heap_backend import HeapKeyedStateBackend
-from engine.runtime.state.heap_incremental import CHUNK, TrackedTable, replay_tables
-from engine.runtime.state.incremental import BASE, DELTA, SharedFile
+from millstream.engine.datastream.state import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
+from millstream.engine.runtime.state.heap_backend import HeapKeyedStateBackend
+from millstream.engine.runtime.state.heap_incremental import CHUNK, TrackedTable, replay_tables
+from millstream.engine.runtime.state.incremental import BASE, DELTA, SharedFile
 
 
 def _files() -> tuple[dict[str, list[tuple[int, bytes]]], callable]:
@@ -25,7 +25,7 @@ def _files() -> tuple[dict[str, list[tuple[int, bytes]]], callable]:
 def _base(backend: HeapKeyedStateBackend, cid: int, write) -> tuple:
     plan, read = backend.begin_incremental_snapshot(cid)
     assert plan.is_base and read is None
-    from engine.runtime.state.heap_incremental import base_parts
+    from millstream.engine.runtime.state.heap_incremental import base_parts
 
     chain = (write(f"b{cid}", BASE, base_parts(backend.tables)),)
     backend.changes.written(cid, chain)
@@ -73,7 +73,7 @@ def test_a_delta_holds_the_values_of_its_barrier_whatever_the_task_does_before_i
 def test_the_task_thread_changing_keys_while_the_writer_reads_them_in_chunks(monkeypatch) -> None:
     import time
 
-    from engine.runtime.state import heap_incremental
+    from millstream.engine.runtime.state import heap_incremental
 
     part = heap_incremental._part
 

@@ -1,7 +1,7 @@
 """ChangeTracker (pure): when a checkpoint is a delta and when a base, and which keys a delta holds."""
 from __future__ import annotations
 
-from engine.runtime.state.incremental import BASE, DELTA, ChangeTracker, SharedFile, encode_parts, replay
+from millstream.engine.runtime.state.incremental import BASE, DELTA, ChangeTracker, SharedFile, encode_parts, replay
 
 
 def f(name: str, kind: str, size: int) -> SharedFile:

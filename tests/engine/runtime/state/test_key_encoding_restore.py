@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from engine.checkpoint.rescale import OperatorRestore, StateRestoreError
-from engine.runtime.key_groups import KEY_ENCODING_VERSION, assign_key_to_operator
-from engine.runtime.state.heap_backend import HeapKeyedStateBackend
-from engine.runtime.state.task_state_manager import KEY_ENCODING_FIELD, key_encoding_of, restore_keyed, snapshot_keyed
+from millstream.engine.checkpoint.rescale import OperatorRestore, StateRestoreError
+from millstream.engine.runtime.key_groups import KEY_ENCODING_VERSION, assign_key_to_operator
+from millstream.engine.runtime.state.heap_backend import HeapKeyedStateBackend
+from millstream.engine.runtime.state.task_state_manager import KEY_ENCODING_FIELD, key_encoding_of, restore_keyed, snapshot_keyed
 from tests.engine.runtime.test_key_encoding import _v1_key_bytes
 
 MAX_P = 32

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from engine.datastream.functions import AggregateFunction, KeyedProcessFunction, ProcessWindowFunction, ReduceFunction
-from engine.datastream.state import (
+from millstream.engine.datastream.functions import AggregateFunction, KeyedProcessFunction, ProcessWindowFunction, ReduceFunction
+from millstream.engine.datastream.state import (
     AggregatingStateDescriptor,
     ListStateDescriptor,
     MapStateDescriptor,
@@ -20,13 +20,13 @@ from engine.datastream.state import (
     StateTtlConfig,
     ValueStateDescriptor,
 )
-from engine.runtime.operators.aligned_window import AlignedWindowOperator
-from engine.runtime.operators.aligned_window_table import StateTableAlignedWindowOperator
-from engine.runtime.operators.keyed import KeyedProcessOperator, ReduceOperator
-from engine.runtime.operators.window import WindowOperator
-from engine.runtime.state.heap_backend import HeapKeyedStateBackend, StateTypeMismatch
-from engine.runtime.state.lmdb_backend import LmdbKeyedStateBackend
-from engine.windowing.assigners import (
+from millstream.engine.runtime.operators.aligned_window import AlignedWindowOperator
+from millstream.engine.runtime.operators.aligned_window_table import StateTableAlignedWindowOperator
+from millstream.engine.runtime.operators.keyed import KeyedProcessOperator, ReduceOperator
+from millstream.engine.runtime.operators.window import WindowOperator
+from millstream.engine.runtime.state.heap_backend import HeapKeyedStateBackend, StateTypeMismatch
+from millstream.engine.runtime.state.lmdb_backend import LmdbKeyedStateBackend
+from millstream.engine.windowing.assigners import (
     CountTumblingWindowAssigner,
     EventTimeSessionWindows,
     GlobalWindows,
@@ -34,8 +34,8 @@ from engine.windowing.assigners import (
     TumblingEventTimeWindows,
     TumblingProcessingTimeWindows,
 )
-from engine.windowing.evictors import CountEvictor
-from engine.windowing.triggers import CountTrigger, PurgingTrigger
+from millstream.engine.windowing.evictors import CountEvictor
+from millstream.engine.windowing.triggers import CountTrigger, PurgingTrigger
 from tests.operator_context import keyed_context
 
 MAX = 2**63 - 1

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine.datastream.functions import CheckpointedFunction, CheckpointListener
-from engine.datastream.state import ListStateDescriptor, MapStateDescriptor
-from engine.runtime.state.operator_state import (
+from millstream.engine.datastream.functions import CheckpointedFunction, CheckpointListener
+from millstream.engine.datastream.state import ListStateDescriptor, MapStateDescriptor
+from millstream.engine.runtime.state.operator_state import (
     DefaultOperatorStateStore,
     FunctionStateHandler,
     redistribute_operator_state,

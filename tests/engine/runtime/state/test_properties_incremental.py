@@ -16,17 +16,17 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.checkpoint.rescale import OperatorRestore
-from engine.checkpoint.shared_state_registry import SharedStateRegistry
-from engine.checkpoint.storage import discard_shared, read_shared_parts, write_shared_file
-from engine.datastream.state import ListStateDescriptor, ValueStateDescriptor
-from engine.runtime.key_groups import assign_key_to_operator
-from engine.runtime.state.heap_backend import HeapKeyedStateBackend
-from engine.runtime.state.incremental import SharedFile
-from engine.runtime.state.lmdb_backend import LmdbKeyedStateBackend
-from engine.runtime import forked_snapshot
-from engine.runtime.state.incremental import chain_from_wire
-from engine.runtime.state.task_state_manager import (
+from millstream.engine.checkpoint.rescale import OperatorRestore
+from millstream.engine.checkpoint.shared_state_registry import SharedStateRegistry
+from millstream.engine.checkpoint.storage import discard_shared, read_shared_parts, write_shared_file
+from millstream.engine.datastream.state import ListStateDescriptor, ValueStateDescriptor
+from millstream.engine.runtime.key_groups import assign_key_to_operator
+from millstream.engine.runtime.state.heap_backend import HeapKeyedStateBackend
+from millstream.engine.runtime.state.incremental import SharedFile
+from millstream.engine.runtime.state.lmdb_backend import LmdbKeyedStateBackend
+from millstream.engine.runtime import forked_snapshot
+from millstream.engine.runtime.state.incremental import chain_from_wire
+from millstream.engine.runtime.state.task_state_manager import (
     restore_keyed,
     shared_files_of,
     snapshot_heap_incremental,

@@ -12,13 +12,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.checkpoint.rescale import OperatorRestore
-from engine.datastream.state import ListStateDescriptor, ValueStateDescriptor
-from engine.runtime import forked_snapshot
-from engine.runtime.key_groups import assign_key_to_operator
-from engine.runtime.state.heap_backend import HeapKeyedStateBackend
-from engine.runtime.state.lmdb_backend import LmdbKeyedStateBackend
-from engine.runtime.state.task_state_manager import restore_keyed, snapshot_keyed_async, snapshot_keyed_tables
+from millstream.engine.checkpoint.rescale import OperatorRestore
+from millstream.engine.datastream.state import ListStateDescriptor, ValueStateDescriptor
+from millstream.engine.runtime import forked_snapshot
+from millstream.engine.runtime.key_groups import assign_key_to_operator
+from millstream.engine.runtime.state.heap_backend import HeapKeyedStateBackend
+from millstream.engine.runtime.state.lmdb_backend import LmdbKeyedStateBackend
+from millstream.engine.runtime.state.task_state_manager import restore_keyed, snapshot_keyed_async, snapshot_keyed_tables
 
 MAX_P = 16
 KEYS = st.one_of(st.integers(-5, 40), st.sampled_from(["a", "b", "long-" + "x" * 600, ("t", 1)]))

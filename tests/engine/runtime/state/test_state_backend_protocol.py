@@ -5,9 +5,9 @@ import inspect
 
 import pytest
 
-from engine.runtime.state.backend import KeyedStateBackend, create_keyed_backend
-from engine.runtime.state.heap_backend import HeapKeyedStateBackend
-from engine.runtime.state.lmdb_backend import LmdbKeyedStateBackend
+from millstream.engine.runtime.state.backend import KeyedStateBackend, create_keyed_backend
+from millstream.engine.runtime.state.heap_backend import HeapKeyedStateBackend
+from millstream.engine.runtime.state.lmdb_backend import LmdbKeyedStateBackend
 
 
 def _protocol_members() -> set[str]:

@@ -7,19 +7,19 @@ from typing import Any
 
 import pytest
 
-from engine.common.time import Time
-from engine.checkpoint.rescale import OperatorRestore, StateRestoreError
-from engine.datastream.functions import KeyedProcessFunction, ProcessWindowFunction
-from engine.datastream.state import ValueStateDescriptor
-from engine.runtime.key_groups import assign_key_to_operator, assign_to_key_group, key_group_range
-from engine.runtime.operators.base import ChainingOutput, StreamOperator
-from engine.runtime.operators.aligned_window import AlignedWindowOperator
-from engine.runtime.operators.aligned_window_table import StateTableAlignedWindowOperator
-from engine.runtime.operators.keyed import KeyedProcessOperator
-from engine.runtime.operators.window import WindowOperator
-from engine.runtime.state.heap_backend import HeapKeyedStateBackend
-from engine.runtime.state.task_state_manager import TIMERS_PREFIX, restore_keyed, snapshot_keyed
-from engine.windowing.assigners import TumblingEventTimeWindows
+from millstream.engine.common.time import Time
+from millstream.engine.checkpoint.rescale import OperatorRestore, StateRestoreError
+from millstream.engine.datastream.functions import KeyedProcessFunction, ProcessWindowFunction
+from millstream.engine.datastream.state import ValueStateDescriptor
+from millstream.engine.runtime.key_groups import assign_key_to_operator, assign_to_key_group, key_group_range
+from millstream.engine.runtime.operators.base import ChainingOutput, StreamOperator
+from millstream.engine.runtime.operators.aligned_window import AlignedWindowOperator
+from millstream.engine.runtime.operators.aligned_window_table import StateTableAlignedWindowOperator
+from millstream.engine.runtime.operators.keyed import KeyedProcessOperator
+from millstream.engine.runtime.operators.window import WindowOperator
+from millstream.engine.runtime.state.heap_backend import HeapKeyedStateBackend
+from millstream.engine.runtime.state.task_state_manager import TIMERS_PREFIX, restore_keyed, snapshot_keyed
+from millstream.engine.windowing.assigners import TumblingEventTimeWindows
 from tests.operator_context import keyed_context
 
 MAX_P = 16
@@ -185,7 +185,7 @@ def test_timers_of_a_service_the_operator_does_not_have_are_refused():
 
 
 def test_operator_state_lists_are_split_and_broadcast_style_state_is_copied_on_rescale():
-    from engine.runtime.state.task_state_manager import restore_operator_state, restore_splits
+    from millstream.engine.runtime.state.task_state_manager import restore_operator_state, restore_splits
 
     lists = {0: {"operator": ["a", "b", "c"]}, 1: {"operator": ["d"]}}
     shares = [restore_operator_state(lists, OperatorRestore("op", j, 3, 2, MAX_P, {})) for j in range(3)]
@@ -204,7 +204,7 @@ def test_operator_state_lists_are_split_and_broadcast_style_state_is_copied_on_r
 
 
 def test_union_state_goes_whole_to_every_subtask_also_at_an_unchanged_parallelism():
-    from engine.runtime.state.task_state_manager import restore_function_state
+    from millstream.engine.runtime.state.task_state_manager import restore_function_state
 
     files = {
         "h0": {"function": {"list": {"x": [1]}, "union": {"u": ["a"]}}},
