@@ -2,7 +2,8 @@
 and the JobManager on their own address, hosts B and C a TaskManager each, every process with its
 own data directory and only the checkpoint directory shared, as a network filesystem would be. A
 checkpointed job whose key function is in a module installed nowhere (shipped by add_python_file)
-writes to the exactly-once FileSink and to its client while the TaskManager hosts are SIGKILLed
+and needs a requirement installed nowhere either (shipped by set_python_requirements with its wheel,
+installed on each TaskManager host for the job) writes to the exactly-once FileSink and to its client while the TaskManager hosts are SIGKILLed
 and restarted; every update is committed and received exactly once, and REST shows each
 TaskManager's address and log."""
 from __future__ import annotations
@@ -107,7 +108,14 @@ def test_exactly_once_across_three_hosts_with_taskmanager_hosts_killed(hosts: Ho
     (shared / "checkpoints").mkdir(parents=True)
     deps = tmp_path / "client-only"  # on the client's machine only
     deps.mkdir()
-    (deps / "chaos_keys.py").write_text(f"def key_of(i):\n    return ('k%d' % (i % {KEYS}), 1)\n")
+    # The requirement is imported where the key function runs, on the TaskManager hosts, never by the client.
+    (deps / "chaos_keys.py").write_text(
+        f"def key_of(i):\n    import msreqdemo\n    return ('k%d' % (i % {KEYS}), msreqdemo.ANSWER // 42)\n"
+    )
+    from tests.engine.runtime.test_python_dependencies import _wheel
+
+    wheels = _wheel(deps)
+    (deps / "requirements.txt").write_text("msreqdemo==0.1\n")
     redis_port, rest_port = 6390, 8090
     base = {k: v for k, v in os.environ.items() if not k.startswith("MILLSTREAM_") and k not in ("REDIS_URL", "DATABASE_URL")}
     base.update(PYTHONUNBUFFERED="1", MILLSTREAM_CLUSTER_SECRET=secret, MILLSTREAM_CHECKPOINT_DIR=str(shared / "checkpoints"))

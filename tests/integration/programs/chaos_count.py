@@ -5,7 +5,9 @@ the collected stream alone, as PyFlink 2.3 does, so the FileSink job is started 
 execute_async.) Writes what the client received, in order, to COLLECTED as JSON.
 
 With DEPS_DIR (the multi-host test), the key function comes from ``chaos_keys.py`` in that directory,
-outside the program's directory and installed on no TaskManager host: ``add_python_file`` ships it.
+outside the program's directory and installed on no TaskManager host: ``add_python_file`` ships it;
+a ``requirements.txt`` there, with its wheels in ``DEPS_DIR/wheels``, is shipped by
+``set_python_requirements`` and installed for the job on each TaskManager.
 Usage: chaos_count.py N RATE OUT_DIR COLLECTED [DEPS_DIR]
 """
 import json
@@ -25,6 +27,9 @@ if len(sys.argv) > 5:
     sys.path.insert(0, sys.argv[5])  # the client imports it from where it is,
     from chaos_keys import key_of
     env.add_python_file(sys.argv[5] + "/chaos_keys.py")  # and ships it with the job
+    import os
+    if os.path.exists(sys.argv[5] + "/requirements.txt"):
+        env.set_python_requirements(sys.argv[5] + "/requirements.txt", sys.argv[5] + "/wheels")
 else:
     def key_of(i):
         return "k%d" % (i % 40), 1
