@@ -59,6 +59,29 @@ def _kill(fault: str, launcher: int, data_dir: Path, rng: random.Random) -> None
     os.kill(pid, signal.SIGKILL)
 
 
+def assert_every_update_once(collected: Path, out: Path, n: int, keys: int = 40) -> dict[str, list[int]]:
+    """The chaos program's outputs (tests/integration/programs/chaos_count.py): the client received
+    every update of the keyed count exactly once and in order per key, and the FileSink committed each
+    exactly once. Returns the client's updates per key."""
+    received = [tuple(u) for u in json.loads(collected.read_text())]
+    dupes = [u for u, k in Counter(received).items() if k > 1]
+    assert not dupes, f"client: {len(received) - len(set(received))} duplicates, e.g. {dupes[:5]}"
+    per_key: dict[str, list[int]] = {}
+    for key, count in received:
+        per_key.setdefault(key, []).append(count)
+    want = list(range(1, n // keys + 1))
+    assert sorted(per_key) == sorted(f"k{k}" for k in range(keys))
+    bad = {k: len(v) for k, v in per_key.items() if v != want}
+    assert not bad, f"client: keys with missing or reordered updates: {bad}"
+    files = committed_counts(out)
+    assert sorted(files) == sorted(per_key), "sink: keys missing from the committed files"
+    missing = {k: sorted(set(want) - set(v))[:5] for k, v in files.items() if set(want) - set(v)}
+    assert not missing, f"sink: keys with missing updates: {missing}"
+    extra = {k: len(v) - len(want) for k, v in files.items() if len(v) != len(want)}
+    assert not extra, f"sink: keys with updates committed more than once: {extra}"
+    return per_key
+
+
 def test_every_update_exactly_once_through_taskmanager_jobmanager_and_redis_kills(tmp_path: Path) -> None:
     c = Cluster(tmp_path, heartbeat_timeout_ms=HEARTBEAT_TIMEOUT_MS)  # its port, env and helpers only
     env = dict(c.env)
@@ -112,24 +135,7 @@ def test_every_update_exactly_once_through_taskmanager_jobmanager_and_redis_kill
         stdout, stderr = run.communicate(timeout=300)
         assert run.returncode == 0, stderr[-3000:]
         assert "Traceback" not in stderr, stderr[-3000:]
-        # The client: every update once, in order per key.
-        received = [tuple(u) for u in json.loads(collected.read_text())]
-        dupes = [u for u, n in Counter(received).items() if n > 1]
-        assert not dupes, f"client: {len(received) - len(set(received))} duplicates, e.g. {dupes[:5]}"
-        per_key: dict[str, list[int]] = {}
-        for key, n in received:
-            per_key.setdefault(key, []).append(n)
-        want = list(range(1, N // 40 + 1))
-        assert sorted(per_key) == sorted(f"k{k}" for k in range(40))
-        bad = {k: len(v) for k, v in per_key.items() if v != want}
-        assert not bad, f"client: keys with missing or reordered updates: {bad}"
-        # The FileSink: every update once in the committed files.
-        files = committed_counts(out)
-        assert sorted(files) == sorted(per_key), "sink: keys missing from the committed files"
-        missing = {k: sorted(set(want) - set(v))[:5] for k, v in files.items() if set(want) - set(v)}
-        assert not missing, f"sink: keys with missing updates: {missing}"
-        dupes = {k: len(v) - len(want) for k, v in files.items() if len(v) != len(want)}
-        assert not dupes, f"sink: keys with updates committed more than once: {dupes}"
+        assert_every_update_once(collected, out, N)
         for jid in jobs:
             assert c.job(jid)["state"] == "FINISHED"
     finally:

@@ -7,22 +7,19 @@ on it fail and restart from their latest checkpoints. Every update must be commi
 and reach the client exactly once, in order. Prints the time until both jobs ran again."""
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
 import subprocess
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 
 import redis
 
 from tests.integration.cluster import Cluster
-from tests.integration.test_chaos import _all_running, _attempt, _completed
+from tests.integration.test_chaos import assert_every_update_once, _all_running, _attempt, _completed
 from tests.integration.test_launcher import _role_pids
-from tests.integration.test_recovery import committed_counts
 
 PROGRAM = Path(__file__).parent / "programs" / "chaos_count.py"
 N = 12_000
@@ -125,24 +122,7 @@ def test_every_update_exactly_once_when_one_of_three_data_servers_is_killed(tmp_
         assert restarted_by_data_kill >= 1
         restored = sum(c.http.get(f"/jobs/{j}/checkpoints").json()["counts"]["restored"] for j in jobs)
         assert restored >= 1
-        # The client: every update once, in order per key.
-        received = [tuple(u) for u in json.loads(collected.read_text())]
-        dupes = [u for u, n in Counter(received).items() if n > 1]
-        assert not dupes, f"client: {len(received) - len(set(received))} duplicates, e.g. {dupes[:5]}"
-        per_key: dict[str, list[int]] = {}
-        for key, n in received:
-            per_key.setdefault(key, []).append(n)
-        want = list(range(1, N // 40 + 1))
-        assert sorted(per_key) == sorted(f"k{k}" for k in range(40))
-        bad = {k: len(v) for k, v in per_key.items() if v != want}
-        assert not bad, f"client: keys with missing or reordered updates: {bad}"
-        # The FileSink: every update once in the committed files.
-        files = committed_counts(out)
-        assert sorted(files) == sorted(per_key), "sink: keys missing from the committed files"
-        missing = {k: sorted(set(want) - set(v))[:5] for k, v in files.items() if set(want) - set(v)}
-        assert not missing, f"sink: keys with missing updates: {missing}"
-        dupes = {k: len(v) - len(want) for k, v in files.items() if len(v) != len(want)}
-        assert not dupes, f"sink: keys with updates committed more than once: {dupes}"
+        assert_every_update_once(collected, out, N)
         for jid in jobs:
             assert c.job(jid)["state"] == "FINISHED"
     finally:
