@@ -52,6 +52,7 @@ class FakeTasks:
         self.slots = slots
         self.tdds: list[dict[str, Any]] = []
         self.secret: str | None = None  # the JobManager's cluster secret: control messages are sealed with it
+        self.epoch: int | None = None  # the JobManager's epoch, which its inbox demands
 
     def inbox(self, kind: str) -> list[dict[str, Any]]:
         out = []
@@ -71,7 +72,7 @@ class FakeTasks:
             msg = messages.task_state(
                 t["job_id"], t["vertex_id"], t["subtask"], t["attempt"], state, TM_ID, 0, int(time.time() * 1000)
             )
-            self.rds.rpush(redis_keys.JOBMANAGER_INBOX, messages.seal(msg, self.secret, redis_keys.JOBMANAGER_INBOX))
+            self.rds.rpush(redis_keys.JOBMANAGER_INBOX, messages.seal(msg, self.secret, redis_keys.JOBMANAGER_INBOX, self.epoch))
 
     def ack(self, checkpoint_id: int) -> None:
         for t in self.tdds:
@@ -79,7 +80,7 @@ class FakeTasks:
                 t["job_id"], t["attempt"], t["vertex_id"], t["subtask"], checkpoint_id,
                 TaskAck({}, 5, ack_timestamp=int(time.time() * 1000)).to_dict(),
             )
-            self.rds.rpush(redis_keys.JOBMANAGER_INBOX, messages.seal(msg, self.secret, redis_keys.JOBMANAGER_INBOX))
+            self.rds.rpush(redis_keys.JOBMANAGER_INBOX, messages.seal(msg, self.secret, redis_keys.JOBMANAGER_INBOX, self.epoch))
 
 
 def running_job(api: TestClient, rds: redis.Redis) -> tuple[str, FakeTasks]:
@@ -89,6 +90,7 @@ def running_job(api: TestClient, rds: redis.Redis) -> tuple[str, FakeTasks]:
     jid = api.app.state.dispatcher.submit(job_graph, cloudpickle.dumps(stream_graph))
     tasks = FakeTasks(rds, 2)
     tasks.secret = api.app.state.dispatcher.config.cluster_secret
+    tasks.epoch = api.app.state.dispatcher.epoch  # the JobManager's inbox takes only reports sealed for it
     register_taskmanager(rds, 2)
     tasks.deployed(sum(v.parallelism for v in job_graph.vertices))
     tasks.report("INITIALIZING")
@@ -149,7 +151,7 @@ def test_a_failed_savepoint_reports_its_cause_and_the_job_keeps_running(api: Tes
     cid = tasks.inbox("trigger_checkpoint")[0]["barrier"][0]
     t = tasks.tdds[-1]
     decline = messages.checkpoint_decline(t["job_id"], t["attempt"], t["vertex_id"], t["subtask"], cid, "no space left on device")
-    rds.rpush(redis_keys.JOBMANAGER_INBOX, messages.seal(decline, tasks.secret, redis_keys.JOBMANAGER_INBOX))
+    rds.rpush(redis_keys.JOBMANAGER_INBOX, messages.seal(decline, tasks.secret, redis_keys.JOBMANAGER_INBOX, tasks.epoch))
     failed = wait_for(lambda: (s := status(api, jid, request_id))["operation"] and s)
     assert failed["status"]["id"] == "COMPLETED"
     assert "no space left on device" in failed["operation"]["failure-cause"]["stack-trace"]
