@@ -37,6 +37,7 @@ NOISE = (
 )
 # What `millstream run` itself adds after the program's own output: one line per submitted job.
 JOB_STATE_LINE = re.compile(r"^Job [0-9a-f]{32} [A-Z]+$")
+SUBMITTED_LINE = re.compile(r"submitted with JobID ([0-9a-f]{32})")
 
 
 _EXCEPTION_LINE = re.compile(r"^(Caused by: |: )?([\w.]+\.)?\w*(Error|Exception|Exit)\b")
@@ -184,10 +185,35 @@ def run_on_cluster(program: Path, env: dict[str, str], timeout: float = 150, pyt
     """`millstream run prog.py` against the cluster ``env`` points at; the per-job state lines the
     client adds are dropped so the output compares with the program's own."""
     r = run_command([python, "-m", "millstream.backend.cli", "run", str(program)], millstream_env(env), REPO, timeout)
+    stderr = r.stderr
     if r.returncode is None:
+        submitted = SUBMITTED_LINE.search(r.stderr)
+        if submitted:
+            stderr += "\n" + describe_job(env["MILLSTREAM_JOBMANAGER"], submitted.group(1))
         cancel_stuck_jobs(env["MILLSTREAM_JOBMANAGER"], older_than_ms=int(timeout * 1000 * 0.8))
     kept = [ln for ln in r.stdout.splitlines() if not JOB_STATE_LINE.match(ln.strip())]
-    return RunResult(r.returncode, "\n".join(kept) + ("\n" if kept else ""), r.stderr)
+    return RunResult(r.returncode, "\n".join(kept) + ("\n" if kept else ""), stderr)
+
+
+def describe_job(jobmanager_url: str, jid: str) -> str:
+    """What the cluster says about a job whose client timed out: its state, each vertex's state and
+    record counts, and the cluster's free slots, so a hang in CI says where it stopped."""
+    import httpx  # only the cluster mode needs it
+
+    try:
+        with httpx.Client(base_url=jobmanager_url, timeout=10) as http:
+            job = http.get(f"/jobs/{jid}").json()
+            lines = [f"job {jid}: {job.get('state')}"]
+            for v in job.get("vertices", []):
+                m = v.get("metrics", {})
+                lines.append(f"  {v.get('name')}: {v.get('status')} tasks={v.get('tasks')} "
+                             f"in={m.get('read-records')} out={m.get('write-records')}")
+            overview = http.get("/overview").json()
+            lines.append(f"slots: {overview.get('slots-available')} free of {overview.get('slots-total')}; "
+                         f"jobs running: {overview.get('jobs-running')}")
+            return "\n".join(lines)
+    except Exception as e:  # a diagnostic must not hide the timeout it explains
+        return f"(could not describe job {jid}: {e!r})"
 
 
 def cancel_stuck_jobs(jobmanager_url: str, older_than_ms: int) -> None:

@@ -87,7 +87,7 @@ def _check(program: Path, result: RunResult) -> None:
     fixture = load_fixture(program.stem)
     why = verdict(fixture, program, result)
     if why is not None:
-        stderr_tail = "\n".join(result.stderr.splitlines()[-15:])
+        stderr_tail = "\n".join(result.stderr.splitlines()[-30:])
         pytest.fail(f"{program.name} differs from real PyFlink: {why}\n--- stderr (tail)\n{stderr_tail}", pytrace=False)
 
 
