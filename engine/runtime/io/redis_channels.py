@@ -49,9 +49,10 @@ import redis
 
 from millstream.engine import redis_keys
 from millstream.engine.runtime.io import data_servers
-from millstream.engine.runtime.io.channel import ChannelId, TaskCancelled, UnauthenticatedBuffer
-from millstream.engine.runtime.io.credit import CreditAnnouncer, CreditLedger
+from millstream.engine.runtime.io.channel import ChannelId, TaskCancelled
+from millstream.engine.runtime.io.credit import CreditLedger
 from millstream.engine.runtime.io.frames import FramedInputGate
+from millstream.engine.runtime.io.input_channels import InputChannels
 from millstream.engine.runtime.io.sharded_gate import ShardedInputGate
 from millstream.engine.security.mac import Sealer, Unauthenticated
 
@@ -235,14 +236,7 @@ class RedisInputGate:
         self, link: RedisLink, cids: list[ChannelId], cancelled: threading.Event, secret: str | bytes | None
     ) -> None:
         self.link = link
-        self.keys = [redis_keys.channel(c.job_id, c.attempt, c.edge, c.src, c.dst) for c in cids]
-        self.sealers = [Sealer(secret, "buffer", k) for k in self.keys]
-        self.seqs = [0] * len(self.keys)  # the sequence number each channel's next element must carry
-        self.credit_keys = [redis_keys.credit(c.job_id, c.attempt, c.edge, c.src, c.dst) for c in cids]
-        self.credit_sealers = [Sealer(secret, "credit", k) for k in self.credit_keys]
-        # the number of each channel's next credit token, and when a quiet one is announced again
-        self.announcer = CreditAnnouncer(len(cids), time.monotonic())
-        self.index = {k.encode(): i for i, k in enumerate(self.keys)}
+        self.channels = InputChannels(cids, secret)
         self.blocked: set[int] = set()
         self.cancelled = cancelled
         self.pending_acks: list[int] = []
@@ -251,10 +245,10 @@ class RedisInputGate:
     def poll(self, timeout: float) -> tuple[int, bytes] | None:
         if self.cancelled.is_set():
             raise TaskCancelled()
-        again = self.announcer.due(time.monotonic(), self.blocked, self.seqs)
+        again = self.channels.quiet(self.blocked)
         if again:
             self._announce_again(again)
-        open_keys = [k for i, k in enumerate(self.keys) if i not in self.blocked]
+        open_keys = [k for i, k in enumerate(self.channels.keys) if i not in self.blocked]
         if not open_keys:
             self._flush_acks()
             time.sleep(min(timeout, _POLL_SLICE))
@@ -264,45 +258,35 @@ class RedisInputGate:
         open_keys = open_keys[self._rotate :] + open_keys[: self._rotate]
         wait = max(0.01, min(timeout, _POLL_SLICE))
         # Deferred credits go back in the same round trip as the next BLPOP.
-        commands: list[tuple[Any, ...]] = [("RPUSH", self.credit_keys[i], self._token(i)) for i in self.pending_acks]
+        commands = self._owed()
         commands.append(("BLPOP", *open_keys, wait))
         got = self.link.pipeline(commands)[-1]
-        self.pending_acks.clear()
         if not got:
             return None
         key, value = got
-        i = self.index[key if isinstance(key, bytes) else key.encode()]
-        try:
-            payload = self.sealers[i].open(value, self.seqs[i])
-        except Unauthenticated as e:
-            raise UnauthenticatedBuffer(f"unauthenticated buffer on channel {self.keys[i]}: {e}") from None
-        self.seqs[i] += 1
-        return i, payload
+        return self.channels.open(key, value)
 
     def ack(self, channel_index: int) -> None:
         # Deferred: sent with the next BLPOP in one round trip.
         self.pending_acks.append(channel_index)
 
-    def _token(self, i: int, number: int | None = None) -> bytes:
-        if number is None:
-            number = self.announcer.acknowledge(i)
-        return self.credit_sealers[i].seal(number.to_bytes(8, "big"))
-
-    def _announce_again(self, due: list[tuple[int, int]]) -> None:
-        """Push each quiet channel's latest token again (after any deferred acks), and trim its credit
-        list to that token: the latest number holds all the credit the ones before it held."""
-        commands: list[tuple[Any, ...]] = [("RPUSH", self.credit_keys[i], self._token(i)) for i in self.pending_acks]
+    def _owed(self) -> list[tuple[Any, ...]]:
+        """The credit commands of the acks deferred so far (and forgets them: they are being sent)."""
+        commands = [self.channels.acknowledge(i) for i in self.pending_acks]
         self.pending_acks.clear()
-        for i, _ in due:
-            # The latest number, past the acks just queued: trimming to it keeps all their credit.
-            commands.append(("RPUSH", self.credit_keys[i], self._token(i, self.announcer.taken[i] - 1)))
-            commands.append(("LTRIM", self.credit_keys[i], -1, -1))
+        return commands
+
+    def _announce_again(self, due: list[int]) -> None:
+        """Push each quiet channel's latest token again (after any deferred acks), trimming its credit
+        list to that token."""
+        commands = self._owed()
+        for i in due:
+            commands.extend(self.channels.announce_again(i))
         self.link.pipeline(commands)
 
     def _flush_acks(self) -> None:
         if self.pending_acks:
-            self.link.pipeline([("RPUSH", self.credit_keys[i], self._token(i)) for i in self.pending_acks])
-            self.pending_acks.clear()
+            self.link.pipeline(self._owed())
 
     def block(self, channel_index: int) -> None:
         self.blocked.add(channel_index)

@@ -26,10 +26,8 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from millstream.engine import redis_keys
-from millstream.engine.runtime.io.channel import ChannelId, TaskCancelled, UnauthenticatedBuffer
-from millstream.engine.runtime.io.credit import CreditAnnouncer
-from millstream.engine.security.mac import Sealer, Unauthenticated
+from millstream.engine.runtime.io.channel import ChannelId, TaskCancelled
+from millstream.engine.runtime.io.input_channels import InputChannels
 
 if TYPE_CHECKING:
     from millstream.engine.runtime.io.redis_channels import RedisLink
@@ -50,20 +48,13 @@ class ShardedInputGate:
         self.links = links
         self.server_of = servers
         self.channels_of: dict[int, list[int]] = {s: [i for i, x in enumerate(servers) if x == s] for s in links}
-        self.keys = [redis_keys.channel(c.job_id, c.attempt, c.edge, c.src, c.dst) for c in cids]
-        self.sealers = [Sealer(secret, "buffer", k) for k in self.keys]
-        self.seqs = [0] * len(self.keys)  # the sequence number each channel's next element must carry
-        self.credit_keys = [redis_keys.credit(c.job_id, c.attempt, c.edge, c.src, c.dst) for c in cids]
-        self.credit_sealers = [Sealer(secret, "credit", k) for k in self.credit_keys]
-        # the number of each channel's next credit token, and when a quiet one is announced again
-        self.announcer = CreditAnnouncer(len(cids), time.monotonic())
-        self.index = {k.encode(): i for i, k in enumerate(self.keys)}
+        self.channels = InputChannels(cids, secret)
         self.cancelled = cancelled
         self.blocked: set[int] = set()
         self.pending_acks: dict[int, list[int]] = {s: [] for s in links}
         self.pending_again: dict[int, set[int]] = {s: set() for s in links}  # channels to announce again
         self.reading: dict[int, bool] = {s: False for s in links}  # a BLPOP in flight on that server
-        self.stash: list[deque[bytes]] = [deque() for _ in self.keys]  # opened, not yet handed out
+        self.stash: list[deque[bytes]] = [deque() for _ in range(len(cids))]  # opened, not yet handed out
         self.arrived: deque[int] = deque()  # the channel of each stashed element, in arrival order
         self._rotate: dict[int, int] = {s: 0 for s in links}
         self._closing = False
@@ -103,7 +94,7 @@ class ShardedInputGate:
                 for s, link in self.links.items():
                     link.read_unread()
                     if self.pending_acks[s]:
-                        link.pipeline([("RPUSH", self.credit_keys[i], self._token(i)) for i in self.pending_acks[s]])
+                        link.pipeline([self.channels.acknowledge(i) for i in self.pending_acks[s]])
                         self.pending_acks[s].clear()
         finally:
             for link in self.links.values():
@@ -114,20 +105,18 @@ class ShardedInputGate:
         """Every server without a read in flight gets its owed credits, its quiet channels' latest
         credit announced again (then trimmed to that one token), and a new BLPOP over its open
         channels (those neither blocked nor with elements already stashed)."""
-        for i, _ in self.announcer.due(time.monotonic(), self.blocked, self.seqs):
+        for i in self.channels.quiet(self.blocked):
             self.pending_again[self.server_of[i]].add(i)  # goes with that server's next write
         for s, link in self.links.items():
             if self.reading[s]:
                 continue
-            commands: list[tuple[Any, ...]] = [("RPUSH", self.credit_keys[i], self._token(i)) for i in self.pending_acks[s]]
+            commands: list[tuple[Any, ...]] = [self.channels.acknowledge(i) for i in self.pending_acks[s]]
             self.pending_acks[s].clear()
             for i in self.pending_again[s]:
-                # The latest number, past the acks just queued: trimming to it keeps all their credit.
-                commands.append(("RPUSH", self.credit_keys[i], self._token(i, self.announcer.taken[i] - 1)))
-                commands.append(("LTRIM", self.credit_keys[i], -1, -1))
+                commands.extend(self.channels.announce_again(i))
             self.pending_again[s].clear()
             handlers: list[Any] = [None] * len(commands)
-            open_keys = [self.keys[i] for i in self.channels_of[s] if i not in self.blocked and not self.stash[i]]
+            open_keys = [self.channels.keys[i] for i in self.channels_of[s] if i not in self.blocked and not self.stash[i]]
             if open_keys:
                 # Rotate the key order so BLPOP's first-key preference does not starve a channel.
                 r = self._rotate[s] = (self._rotate[s] + 1) % len(open_keys)
@@ -159,12 +148,7 @@ class ShardedInputGate:
         if not reply or self._closing:
             return
         key, value = reply
-        i = self.index[key if isinstance(key, bytes) else key.encode()]
-        try:
-            payload = self.sealers[i].open(value, self.seqs[i])
-        except Unauthenticated as e:
-            raise UnauthenticatedBuffer(f"unauthenticated buffer on channel {self.keys[i]}: {e}") from None
-        self.seqs[i] += 1
+        i, payload = self.channels.open(key, value)
         self.stash[i].append(payload)
         self.arrived.append(i)
 
@@ -175,8 +159,3 @@ class ShardedInputGate:
                 del self.arrived[pos]
                 return i, self.stash[i].popleft()
         return None
-
-    def _token(self, i: int, number: int | None = None) -> bytes:
-        if number is None:
-            number = self.announcer.acknowledge(i)
-        return self.credit_sealers[i].seal(number.to_bytes(8, "big"))

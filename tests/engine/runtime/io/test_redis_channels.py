@@ -10,9 +10,9 @@ import pytest
 import redis
 
 from millstream.engine import redis_keys
-from millstream.engine.runtime.io.channel import ChannelId, TaskCancelled
+from millstream.engine.runtime.io.channel import ChannelId, TaskCancelled, UnauthenticatedBuffer
 from millstream.engine.runtime.io.record_writer import RecordWriter
-from millstream.engine.runtime.io.redis_channels import RedisChannelFactory, UnauthenticatedBuffer
+from millstream.engine.runtime.io.redis_channels import RedisChannelFactory
 from millstream.engine.runtime.io.serialization import END_OF_PARTITION, RECORDS, WATERMARK, MsgpackSerializer
 from millstream.engine.runtime.partitioner import create_partitioner
 from millstream.engine.runtime.task_metrics import TaskIOMetrics
@@ -108,14 +108,23 @@ def test_forged_or_copied_credit_tokens_are_never_counted(client: redis.Redis):
     client.rpush(key, b"1", client.lindex(redis_keys.credit("job", 0, 3, 1, 0), 0), genuine, genuine)
     writer.send(SER.encode(RECORDS, [2]), True)  # takes the genuine token
     assert writer.credits == 0
-    done = threading.Event()
-    t = threading.Thread(target=lambda: (writer.send(SER.encode(RECORDS, [3]), True), done.set()), daemon=True)
+    done, gave_up = threading.Event(), threading.Event()
+
+    def send_one_more() -> None:
+        try:
+            writer.send(SER.encode(RECORDS, [3]), True)
+            done.set()
+        except TaskCancelled:
+            gave_up.set()  # the task was cancelled while it waited for credit: what this test expects
+
+    t = threading.Thread(target=send_one_more, daemon=True)
     t.start()
     client.rpush(key, genuine, b"1")
     assert not done.wait(0.5)  # still no credit: the bound holds
     assert client.llen(key) == 0  # every token was read, none counted
     cancelled.set()
     t.join(2)
+    assert gave_up.is_set()
 
 
 def test_credit_tokens_deleted_from_redis_are_announced_again_and_the_bound_still_holds(client: redis.Redis):

@@ -17,7 +17,8 @@ from millstream.backend.embedded_redis import embedded_redis_alive, redis_url_of
 from millstream.engine import redis_keys
 from millstream.engine.runtime.io import data_servers
 from millstream.engine.runtime.io.channel import ChannelId, TaskCancelled
-from millstream.engine.runtime.io.redis_channels import RedisChannelFactory, UnauthenticatedBuffer
+from millstream.engine.runtime.io.channel import UnauthenticatedBuffer
+from millstream.engine.runtime.io.redis_channels import RedisChannelFactory
 from millstream.engine.runtime.io.serialization import RECORDS, MsgpackSerializer
 from millstream.engine.runtime.io.sharded_gate import ShardedInputGate
 
