@@ -10,18 +10,14 @@ from __future__ import annotations
 import os
 import random
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import redis
 
 from tests.integration.cluster import Cluster
-from tests.integration.test_chaos import assert_every_update_once, _all_running, _attempt, _completed
+from tests.integration.chaos import assert_every_update_once, finish_chaos_program, land_faults, start_chaos_program
 from tests.integration.test_launcher import _role_pids
 
-PROGRAM = Path(__file__).parent / "programs" / "chaos_count.py"
 N = 12_000
 RATE = 250  # records per second: about 50 s of input, long enough for both faults to land midway
 HEARTBEAT_TIMEOUT_MS = 2000
@@ -57,24 +53,11 @@ def test_every_update_exactly_once_when_one_of_three_data_servers_is_killed(tmp_
     )
     out, collected = tmp_path / "out", tmp_path / "collected.json"
     run = None
-    recoveries: list[tuple[str, float]] = []
-    restarted_by_data_kill = 0
     try:
         c.wait_for(lambda: c.overview()["taskmanagers"] >= TASKMANAGERS, 90, "the launched cluster to come up")
-        run = subprocess.Popen(
-            [sys.executable, "-m", "millstream.backend.cli", "run", "-p", "2", str(PROGRAM), str(N), str(RATE), str(out), str(collected)],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )
-        c.wait_for(lambda: len(c.job_ids()) == 2, 60, "the two jobs")
-        jobs = sorted(c.job_ids())
-        for fault in faults:
-            for jid in jobs:
-                c.wait_for(lambda: _all_running(c, jid), 90, f"job {jid} to run")
-            before = {jid: _completed(c, jid) for jid in jobs}
-            c.wait_for(lambda: all(_completed(c, j) > before[j] for j in jobs), 30, "a checkpoint of each job")
-            attempts = {jid: _attempt(c, jid) for jid in jobs}
-            time.sleep(rng.uniform(0.1, 1.5))  # a random moment between checkpoints
-            assert all(c.job(j)["state"] == "RUNNING" for j in jobs), "a job ended before every fault landed; raise N"
+        run, jobs = start_chaos_program(c, env, N, RATE, out, collected)
+
+        def kill(fault: str) -> None:
             if fault == "data-redis":
                 servers = [_data_server(data_dir, i) for i in range(DATA_SERVERS)]
                 pushes = [_pushes(cl) for _, cl in servers]
@@ -86,38 +69,15 @@ def test_every_update_exactly_once_when_one_of_three_data_servers_is_killed(tmp_
                     cl.close()
             else:
                 os.kill(rng.choice(_role_pids(launcher.pid, "taskmanager")), signal.SIGKILL)
-            killed_at = time.monotonic()
-            back: dict[str, float] = {}  # job that failed over -> seconds until it ran again
-
-            def recovered(jid: str) -> bool:
-                if _attempt(c, jid) > attempts[jid]:
-                    if _all_running(c, jid):
-                        back.setdefault(jid, time.monotonic() - killed_at)
-                        return True
-                    return False
-                # A job with no channel on the killed server (or no task on the killed TaskManager) keeps
-                # running: settled once a failure would have shown.
-                quiet = time.monotonic() - killed_at > HEARTBEAT_TIMEOUT_MS / 1000 + 4
-                return quiet and _all_running(c, jid)
-
-            try:
-                c.wait_for(lambda: all(recovered(j) for j in jobs), 120, f"both jobs to run again after a {fault} kill")
-            except AssertionError:
-                for j in jobs:
-                    print(j, c.job(j)["state"], attempts)
-                if run.poll() is not None:
-                    print("millstream run ended:", run.stderr.read()[-3000:] if run.stderr else "")
-                raise
-            if fault == "data-redis":
-                restarted_by_data_kill = sum(1 for j in jobs if _attempt(c, j) > attempts[j])
-            # The time until the jobs that failed over ran again (not the quiet wait of one that did not).
-            recoveries.append((fault, max(back.values(), default=time.monotonic() - killed_at)))
-            print(f"{fault} kill: {len(back)} job(s) failed over, running again after {recoveries[-1][1]:.1f} s", flush=True)
             assert launcher.poll() is None, "the launcher gave up"
 
-        stdout, stderr = run.communicate(timeout=300)
-        assert run.returncode == 0, stderr[-3000:]
-        assert "Traceback" not in stderr, stderr[-3000:]
+        # A job with no channel on the killed server (or no task on the killed TaskManager) keeps
+        # running: settled once a failure would have shown.
+        recoveries = land_faults(
+            c, run, jobs, faults, rng, kill, quiet_after_s=HEARTBEAT_TIMEOUT_MS / 1000 + 4, may_spare=lambda _: True,
+        )
+        restarted_by_data_kill = sum(r.failed_over for r in recoveries if r.fault == "data-redis")
+        finish_chaos_program(run)
         # The busiest server held channels of at least one job: that job failed over and restored.
         assert restarted_by_data_kill >= 1
         restored = sum(c.http.get(f"/jobs/{j}/checkpoints").json()["counts"]["restored"] for j in jobs)
@@ -132,7 +92,7 @@ def test_every_update_exactly_once_when_one_of_three_data_servers_is_killed(tmp_
         c.http.close()
         c.redis.stop()
     print(
-        "\nchaos on 3 data servers: " + ", ".join(f"{f} kill: RUNNING again after {t:.1f} s" for f, t in recoveries)
+        "\nchaos on 3 data servers: " + ", ".join(f"{r.fault} kill: RUNNING again after {r.seconds:.1f} s" for r in recoveries)
         + f"; jobs failed over by the data server kill: {restarted_by_data_kill}"
     )
     assert "the embedded data Redis" in log and "starting it again" in log, log[-3000:]

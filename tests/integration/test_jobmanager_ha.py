@@ -20,7 +20,7 @@ import httpx
 import psutil
 
 from tests.integration.cluster import Cluster, free_port
-from tests.integration.test_chaos import PROGRAM, _all_running, _attempt
+from tests.integration.chaos import PROGRAM, all_running as _all_running, attempt as _attempt
 from tests.integration.test_launcher import _role_pids
 from tests.integration.test_recovery import committed_counts
 

@@ -13,12 +13,11 @@ import signal
 import time
 from pathlib import Path
 
-import psutil
 import redis
 
 from millstream.engine import redis_keys
-from millstream.engine.taskexecutor import messages
 from tests.integration.cluster import Cluster
+from tests.integration.slot_lost import capture_slot_lost_report
 
 PROGRAMS = Path(__file__).parent / "programs"
 
@@ -45,11 +44,6 @@ def _exceptions(cluster: Cluster, jid: str) -> list[dict]:
     return cluster.http.get(f"/jobs/{jid}/exceptions").json()["exceptionHistory"]["entries"]
 
 
-def _slot_processes(cluster: Cluster) -> list[psutil.Process]:
-    children = [c for tm in cluster.taskmanagers if tm.poll() is None for c in psutil.Process(tm.pid).children()]
-    return [c for c in children if "spawn_main" in " ".join(c.cmdline())]
-
-
 def test_a_slot_lost_report_copied_before_a_restart_is_refused_after_it(cluster: Cluster) -> None:
     res = cluster.run(PROGRAMS / "checkpointed_count.py", "100000000", "2000", options=("-p", "4", "--detached"))
     assert res.returncode == 0, res.stderr
@@ -69,23 +63,7 @@ def _replay_slot_lost_across_a_restart(cluster: Cluster, jid: str) -> None:
     cluster.wait_running(jid)
     cluster.wait_for(lambda: checkpoints() >= 2, 60, "checkpoints")
     rds = redis.Redis.from_url(cluster.redis_url)
-    secret = cluster.env["MILLSTREAM_CLUSTER_SECRET"]  # the test's own, to find the report among the sealed ones
-    assert cluster.jobmanager is not None
-    jobmanager = psutil.Process(cluster.jobmanager.pid)
-    jobmanager.send_signal(signal.SIGSTOP)  # the inbox fills while it sleeps
-    try:
-        _slot_processes(cluster)[0].kill()  # a genuine slot_lost report from its TaskManager
-        captured: list[bytes] = []
-
-        def find() -> bool:
-            for raw in rds.lrange(redis_keys.JOBMANAGER_INBOX, 0, -1):
-                if messages.open_message(raw, secret, redis_keys.JOBMANAGER_INBOX)["type"] == "slot_lost":
-                    captured.append(raw)
-            return bool(captured)
-
-        cluster.wait_for(find, 30, "the slot_lost report")
-    finally:
-        jobmanager.send_signal(signal.SIGCONT)  # it acts on the genuine report: the job fails over
+    report = capture_slot_lost_report(cluster)  # the JobManager acts on the genuine one: the job fails over
     cluster.wait_for(lambda: _exceptions(cluster, jid), 30, "the genuine slot loss")
     cluster.wait_running(jid, 60)
     done = checkpoints()
@@ -96,7 +74,7 @@ def _replay_slot_lost_across_a_restart(cluster: Cluster, jid: str) -> None:
     cluster.wait_running(jid, 60)
     time.sleep(1)
     before, failures = _attempts(cluster, jid), len(_exceptions(cluster, jid))
-    rds.rpush(redis_keys.JOBMANAGER_INBOX, captured[0])  # well within the 10-minute replay window
+    rds.rpush(redis_keys.JOBMANAGER_INBOX, report)  # well within the 10-minute replay window
     time.sleep(3)
     assert cluster.job(jid)["state"] == "RUNNING"
     assert _attempts(cluster, jid) == before, "the copied report failed the job over"
