@@ -3,8 +3,12 @@
 As in Flink, each JobManager and TaskManager has a log file (``<name>.log``, rotated by size) and a
 separate stdout file (``<name>.out``) that receives what user code prints. A TaskManager's slot
 processes do not write the log file themselves: several writers of one rotating file would rotate
-under each other, so they put their records on a queue that the TaskManager process drains into its
-handler (the logging cookbook's QueueHandler / QueueListener pair).
+under each other, so each sends its records over a pipe of its own that a thread of the TaskManager
+process drains into its handlers. One pipe per slot, not one queue shared by all: a shared
+multiprocessing queue has one write lock for every writer, and a slot SIGKILLed while holding it
+would silence every other slot of its TaskManager for good. Inside the slot, records go first to an
+in-process queue (the logging cookbook's QueueHandler / QueueListener pair) so that a task thread
+never waits on the pipe.
 
 Every line logged on a task's thread names the job and attempt (``[job 1a2b3c4d #2]``): the task
 thread sets its context with ``task_log_context`` and a filter adds it to each record, so lines of a
@@ -15,7 +19,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import logging.handlers
+import queue
 import threading
+from multiprocessing.connection import Connection
+from multiprocessing.util import Finalize
 from typing import Any, Iterator
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s%(job_context)s %(message)s"
@@ -79,17 +86,52 @@ class _ContextQueueHandler(logging.handlers.QueueHandler):
         return super().prepare(record)
 
 
-def log_to_queue(queue: Any, level: int = logging.INFO) -> None:
-    """A slot process's root logging: every record to the TaskManager's queue (``listen``)."""
+class _PipeSender(logging.Handler):
+    """Sends prepared records (message formatted, arguments dropped: picklable) to the TaskManager."""
+
+    def __init__(self, conn: Connection) -> None:
+        super().__init__()
+        self.conn = conn
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.conn.send(record)
+        except (OSError, ValueError):
+            pass  # the TaskManager is gone: the slot is about to die with it (nothing to log to)
+
+
+def log_to_pipe(conn: Connection, level: int = logging.INFO) -> logging.handlers.QueueListener:
+    """A slot process's root logging: every record to its TaskManager over ``conn`` (``forward``).
+    The records it logged last are sent when the process exits."""
     root = logging.getLogger()
     for h in list(root.handlers):
         root.removeHandler(h)
-    root.addHandler(_ContextQueueHandler(queue))
+    local: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    root.addHandler(_ContextQueueHandler(local))
     root.setLevel(level)
+    sender = logging.handlers.QueueListener(local, _PipeSender(conn))
+    sender.start()
+    # multiprocessing ends its children with os._exit after running its finalizers, not atexit's.
+    Finalize(None, sender.stop, exitpriority=10)
+    return sender
 
 
-def listen(queue: Any) -> logging.handlers.QueueListener:
-    """Drain the slots' queue into this process's own handlers (started; ``stop()`` it at exit)."""
-    listener = logging.handlers.QueueListener(queue, *logging.getLogger().handlers, respect_handler_level=True)
-    listener.start()
-    return listener
+def forward(conn: Connection, handlers: list[logging.Handler], name: str) -> threading.Thread:
+    """Drain one slot's pipe into ``handlers`` (this process's own, taken before anything that ships
+    lines elsewhere joined the root logger) until the slot's end closes."""
+    def drain() -> None:
+        while True:
+            try:
+                record = conn.recv()
+            except (EOFError, OSError):
+                break  # the slot exited (or was killed): its last lines are in
+            except Exception:  # a record cut short by a SIGKILL mid-send: the pipe is done for
+                break
+            for h in handlers:
+                if record.levelno >= h.level:
+                    h.handle(record)
+        conn.close()
+
+    t = threading.Thread(target=drain, name=f"log-{name}", daemon=True)
+    t.start()
+    return t

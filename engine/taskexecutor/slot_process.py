@@ -378,12 +378,12 @@ class SlotExecutor:
                     log.exception("bad control message")
 
 
-def slot_main(cfg: SlotConfig, metrics_pipe: Connection | None = None, log_queue: Any = None) -> None:
+def slot_main(cfg: SlotConfig, metrics_pipe: Connection | None = None, log_pipe: Connection | None = None) -> None:
     """Entry point of the slot process."""
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the TaskManager's to handle
-    if log_queue is not None:
-        process_logging.log_to_queue(log_queue)  # into the TaskManager's log file
+    if log_pipe is not None:
+        process_logging.log_to_pipe(log_pipe)  # into the TaskManager's log file
     else:
         process_logging.configure(None)
     seal_state_files(cfg.cluster_secret)  # state files this slot writes and restores from are sealed

@@ -68,8 +68,10 @@ class TaskExecutor:
             retry_on_error=[redis.ConnectionError, redis.TimeoutError],
         )
         self.ctx = multiprocessing.get_context("spawn")
-        # Slot processes log through this queue into this process's log file (engine/runtime/process_logging.py).
-        self.log_queue = self.ctx.Queue()
+        # Slot processes log over a pipe each into these handlers: this process's log file, not the
+        # Redis shipper (a slot ships its own lines). See engine/runtime/process_logging.py.
+        self.log_handlers: list[logging.Handler] = list(logging.getLogger().handlers)
+        self.log_readers: dict[int, threading.Thread] = {}
         self.slots: dict[int, multiprocessing.process.BaseProcess] = {}
         self.stopping = threading.Event()
         self.started_ms = int(time.time() * 1000)
@@ -106,10 +108,14 @@ class TaskExecutor:
         if self.metrics_server is not None:
             reader, metrics_pipe = self.ctx.Pipe(duplex=False)
             self.metrics_receiver.add(i, reader)
-        p = self.ctx.Process(target=slot_main, args=(cfg, metrics_pipe, self.log_queue), name=f"slot-{i}", daemon=False)
+        log_reader, log_writer = self.ctx.Pipe(duplex=False)
+        p = self.ctx.Process(target=slot_main, args=(cfg, metrics_pipe, log_writer), name=f"slot-{i}", daemon=False)
         p.start()
+        # The slot holds the writing ends; ours closed lets each reader see the slot die.
+        log_writer.close()
+        self.log_readers[i] = process_logging.forward(log_reader, self.log_handlers, f"slot-{i}")
         if metrics_pipe is not None:
-            metrics_pipe.close()  # the slot holds the writing end; ours closed lets the reader see it die
+            metrics_pipe.close()
         self.slots[i] = p
 
     def _info(self) -> bytes:
@@ -243,10 +249,9 @@ class TaskExecutor:
 
 
 def run_taskmanager(cfg: TaskManagerConfig) -> None:
+    # Before the Redis shipper joins the root logger: the slots ship their own lines, so what they
+    # send this process goes to its log file (or stderr) only.
     te = TaskExecutor(cfg)
-    # Before the Redis shipper joins the root logger: the slots ship their own lines, so the listener
-    # writes theirs to this process's log file (or stderr) only.
-    listener = process_logging.listen(te.log_queue)
     # The JobManager may be on another host: the log goes to Redis too (engine/taskexecutor/log_shipper.py).
     ship_logs(te.client, te.id, cfg.cluster_secret, process_logging.FORMAT)
     signal.signal(signal.SIGTERM, te.stop)
@@ -254,5 +259,6 @@ def run_taskmanager(cfg: TaskManagerConfig) -> None:
     try:
         te.run()
     finally:
-        listener.stop()  # writes what the slots logged last
+        for reader in te.log_readers.values():
+            reader.join(2)  # what the slots logged last, once they have exited
 

@@ -1,20 +1,39 @@
-"""Process logging: rotation, the job context on task threads, and slot records through the queue."""
+"""Process logging: rotation, the job context on task threads, and slot records through their pipes."""
 from __future__ import annotations
 
 import logging
 import multiprocessing
 import threading
+import time
 from pathlib import Path
 
 from millstream.engine.runtime import process_logging
-from millstream.engine.runtime.process_logging import configure, listen, log_to_queue, task_log_context
+from millstream.engine.runtime.process_logging import configure, forward, log_to_pipe, task_log_context
+
+SPAWN = multiprocessing.get_context("spawn")
 
 
-def _slot(queue, job: str) -> None:
-    log_to_queue(queue)
+def _slot(conn, job: str) -> None:
+    log_to_pipe(conn)
     with task_log_context(job, 3):
         logging.getLogger("millstream.task").info("from the slot")
     logging.getLogger("millstream.slot").info("outside any task")
+
+
+def _chatty_slot(conn, name: str, stop) -> None:
+    log_to_pipe(conn)
+    n = 0
+    while not stop.is_set():
+        logging.getLogger("millstream.slot").info("%s line %d %s", name, n, "x" * 500)
+        n += 1
+
+
+def _start(target, *args, name: str, handlers: list[logging.Handler]):
+    reader, writer = SPAWN.Pipe(duplex=False)
+    p = SPAWN.Process(target=target, args=(writer, *args), name=name)
+    p.start()
+    writer.close()
+    return p, forward(reader, handlers, name)
 
 
 def test_task_lines_name_the_job_and_attempt_and_slot_lines_reach_the_taskmanagers_file(tmp_path: Path) -> None:
@@ -23,17 +42,14 @@ def test_task_lines_name_the_job_and_attempt_and_slot_lines_reach_the_taskmanage
     saved = (list(root.handlers), root.level)
     try:
         configure(str(log))
-        queue = multiprocessing.get_context("spawn").Queue()
-        listener = listen(queue)
-        p = multiprocessing.get_context("spawn").Process(target=_slot, args=(queue, "0123456789abcdef" * 2), name="slot-7")
-        p.start()
+        p, reader = _start(_slot, "0123456789abcdef" * 2, name="slot-7", handlers=list(root.handlers))
         p.join(60)
+        reader.join(10)  # the slot's end closed: everything it logged is in
         with task_log_context("fedcba9876543210" * 2, 0):
             logging.getLogger("millstream.tm").info("on a task thread here")
         t = threading.Thread(target=lambda: logging.getLogger("millstream.tm").info("another thread"))
         t.start()
         t.join()
-        listener.stop()
         for h in root.handlers:
             h.flush()
         lines = log.read_text().splitlines()
@@ -64,3 +80,39 @@ def test_the_log_file_rotates_by_size(tmp_path: Path) -> None:
     assert files == ["jobmanager.log", "jobmanager.log.1", "jobmanager.log.2"], files
     assert all(p.stat().st_size <= 2100 for p in tmp_path.iterdir())
     assert "line 199" in log.read_text()
+
+
+def test_a_slot_killed_mid_line_leaves_the_other_slots_logging(tmp_path: Path) -> None:
+    """One SIGKILLed slot must not silence its neighbours: with one queue shared by every slot, a slot
+    killed while holding the queue's write lock left the others' lines stuck behind it for good."""
+    lines: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(record.getMessage())
+
+    stop = SPAWN.Event()
+    victim, victim_reader = _start(_chatty_slot, "victim", stop, name="slot-0", handlers=[Collect()])
+    other, other_reader = _start(_chatty_slot, "other", stop, name="slot-1", handlers=[Collect()])
+    try:
+        for _ in range(5):  # kill it mid-stream a few times over: whatever it held, it held alone
+            deadline = time.monotonic() + 60
+            while sum(1 for l in lines if l.startswith("victim")) < 50 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            victim.kill()
+            victim.join(10)
+            victim_reader.join(10)
+            assert not victim_reader.is_alive(), "the dead slot's reader did not end"
+            seen = sum(1 for l in lines if l.startswith("other"))
+            deadline = time.monotonic() + 30
+            while sum(1 for l in lines if l.startswith("other")) < seen + 200 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert sum(1 for l in lines if l.startswith("other")) >= seen + 200, "the other slot stopped logging"
+            lines[:] = [l for l in lines if l.startswith("other")]
+            victim, victim_reader = _start(_chatty_slot, "victim", stop, name="slot-0", handlers=[Collect()])
+    finally:
+        stop.set()
+        for p in (victim, other):
+            p.join(10)
+            if p.is_alive():
+                p.kill()
