@@ -20,6 +20,10 @@ JOBMANAGER_INBOX = PREFIX + ":jm:inbox"  # list: task state changes, acks, regis
 JOBMANAGER_LEADER = PREFIX + ":jm:leader"  # the leader's lease: "token|since ms|address", with a TTL
 JOBMANAGER_LEADER_EPOCH = PREFIX + ":jm:leader:epoch"  # int: the last fencing token handed out (INCR)
 JOBMANAGER_EPOCH = PREFIX + ":jm:epoch"  # sealed: the running JobManager's epoch, which its inbox demands
+# hash: "{tm}:{slot}" -> sealed list of the tasks that slot runs, answering a recovering JobManager's
+# report_tasks request (engine/jobmanager/task_reconciliation.py); short TTL
+TASK_OFFERS = PREFIX + ":jm:offers:{request}"
+TASK_OFFERS_TTL_S = 60
 JOBMANAGER_MEMBERS = PREFIX + ":jm:members"  # sorted set: JobManager REST address -> last seen (epoch ms)
 SLOT_INBOX = PREFIX + ":tm:{tm}:slot:{slot}:inbox"  # list: deploy / cancel for one slot
 TASKMANAGERS = PREFIX + ":tm:registry"  # hash: tm id -> msgpack info
@@ -78,6 +82,10 @@ def taskmanager_metrics(tm: str) -> str:
 
 def taskmanager_log(tm: str) -> str:
     return TASKMANAGER_LOG.format(tm=tm)
+
+
+def task_offers(request: str) -> str:
+    return TASK_OFFERS.format(request=request)
 
 
 def stack_samples(request: str) -> str:

@@ -357,11 +357,22 @@ class CheckpointCoordinator:
     def restore_from(self, checkpoint: CompletedCheckpoint, now_ms: int) -> None:
         """The job starts from a savepoint or retained checkpoint: ids continue after it, a failover before
         the first new checkpoint returns to it, and it is never deleted by this job."""
+        self.keep_as_fallback(checkpoint)
+        self._report_restored(checkpoint, now_ms)
+
+    def keep_as_fallback(self, checkpoint: CompletedCheckpoint) -> None:
+        """``restore_from`` without counting a restore: a JobManager that adopted the running tasks
+        (they restored nothing) still returns to this checkpoint on the next failover."""
         self._next_id = max(self._next_id, checkpoint.checkpoint_id + 1)
         if not any(c.checkpoint_id == checkpoint.checkpoint_id for c in self.completed):
             self.savepoints.append(checkpoint)
             self.shared_registry.register(checkpoint.checkpoint_id, checkpoint.shared_names())
-        self._report_restored(checkpoint, now_ms)
+
+    def continue_after(self, checkpoint_id: int) -> None:
+        """Hand out no id up to ``checkpoint_id`` again: the running tasks a new JobManager adopted saw
+        barriers up to it from the old one (possibly of checkpoints SQL never heard of), and an ack
+        of such an old barrier must never count for a new checkpoint."""
+        self._next_id = max(self._next_id, checkpoint_id + 1)
 
     def adopt_retained(self, checkpoints: Iterable[CompletedCheckpoint]) -> None:
         """After a JobManager restart: this job's checkpoints found complete in storage are retained

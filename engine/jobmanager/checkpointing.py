@@ -27,7 +27,9 @@ from millstream.engine.checkpoint.coordinator import CheckpointCoordinator, Fail
 from millstream.engine.checkpoint.filesystem import storage_fs
 from millstream.engine.checkpoint.messages import DiscardAction, NotifyAbortedAction, TaskAck, TriggerAction
 from millstream.engine.checkpoint.stats_tracker import CheckpointStatsTracker
-from millstream.engine.checkpoint.storage import FileSystemCheckpointStorage, discard_shared, shared_location, sweep_shared
+from millstream.engine.checkpoint.storage import (
+    FileSystemCheckpointStorage, checkpoint_location, discard_shared, shared_location, sweep_shared,
+)
 from millstream.engine.executiongraph.execution_graph import ExecutionGraph
 from millstream.engine.executiongraph.states import ExecutionState, JobStatus
 from millstream.engine.graph.job_graph import JobGraph
@@ -38,6 +40,7 @@ from millstream.engine.taskexecutor.gateway import TaskExecutorGateway
 log = logging.getLogger("millstream.checkpointing")
 
 SAVEPOINT_DIR_KEY = "state.savepoints.dir"  # Flink's job option for the default savepoint directory
+ADOPTED_ABORT_LIMIT = 100  # in-flight checkpoint ids an adopting JobManager aborts, at most
 
 
 def not_checkpointable(eg: ExecutionGraph) -> str | None:
@@ -410,6 +413,38 @@ class JobCheckpointing:
             return
         if gone:
             log.info("deleted %d shared state file(s) of job %s that no checkpoint refers to", len(gone), self.job_id)
+
+    @_locked
+    def continue_adopted(self, eg: ExecutionGraph, latest: CompletedCheckpoint | None, max_seen: int) -> list[int]:
+        """A new JobManager adopted the running tasks of ``eg``: checkpoint ids go on after every id
+        they saw (``max_seen``); what the old JobManager left in flight after ``latest`` is aborted
+        (the tasks stop aligning it, its partial directory is deleted); and ``latest`` is announced
+        complete again, as Flink re-sends notifications on recovery: the old JobManager may have died
+        between writing its ``_metadata`` and telling the tasks, and a two-phase-commit sink commits
+        what it staged for it only then. Returns the aborted ids."""
+        self.coordinator.continue_after(max_seen)
+        slots = self._slots(eg, [(ejv.job_vertex.id, ev.subtask) for ejv, ev in eg.all_executions()])
+        latest_id = latest.checkpoint_id if latest is not None else 0
+        if latest is not None:
+            for tm, slot in slots:
+                msg = messages.notify_checkpoint_complete(self.job_id, eg.attempt, latest_id)
+                self.gateway.notify_checkpoint_complete(tm, slot, msg)  # type: ignore[union-attr]
+        # Usually one or two ids; bounded so that a long run of ids never pending here costs nothing.
+        aborted = list(range(max(latest_id, max_seen - ADOPTED_ABORT_LIMIT) + 1, max_seen + 1))
+        reason = "the JobManager that triggered it is gone; a new one adopted the running tasks"
+        for cid in aborted:
+            for tm, slot in slots:
+                msg = messages.notify_checkpoint_aborted(self.job_id, eg.attempt, cid, reason)
+                self.gateway.notify_checkpoint_aborted(tm, slot, msg)  # type: ignore[union-attr]
+            if self.config.storage_dir:
+                location = checkpoint_location(self.config.storage_dir, self.job_id, cid)
+                fs = storage_fs(location)
+                if not fs.isfile(fs.join(location, "_metadata")):  # never one that completed
+                    try:
+                        self.storage.discard(location)
+                    except Exception:
+                        log.warning("could not delete the partial checkpoint %s", location, exc_info=True)
+        return aborted
 
     def _in_storage(self, newest_only: bool) -> list[CompletedCheckpoint]:
         base = self.config.storage_dir or ""

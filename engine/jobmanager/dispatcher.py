@@ -30,6 +30,7 @@ import logging
 import os
 import threading
 import time
+import uuid
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -48,6 +49,7 @@ from millstream.engine.jobmanager.checkpointing import JobCheckpointing
 from millstream.engine.jobmanager.leader_election import FencedOut
 from millstream.engine.jobmanager.job_master import ALLOW_NON_RESTORED_KEY, SAVEPOINT_PATH_KEY, JobMaster
 from millstream.engine.jobmanager.savepoints import OperationRejected, SavepointOperations
+from millstream.engine.jobmanager.task_reconciliation import TaskOffers, reconcile
 from millstream.engine.spark.availability import spark_unavailable_reason
 from millstream.engine.spark.spark_cancel import spark_cancel_value
 from millstream.engine.spark.spark_job_master import SparkJobMaster
@@ -106,6 +108,9 @@ class DispatcherConfig:
     latency_interval_ms: int = 0  # Flink's metrics.latency.interval for jobs that set none; 0: off
     data_redis_urls: tuple[str, ...] = ()  # data servers channels are sharded over; empty: the control Redis
     slot_request_timeout_ms: int = 300_000  # Flink's slot.request.timeout for jobs that set none
+    # After a takeover or restart: how long to wait for every slot to say what it runs before the
+    # jobs whose tasks were not all reported are restarted from their checkpoints instead of adopted.
+    task_offer_timeout_ms: int = 3000
 
 
 class Dispatcher(SavepointOperations):
@@ -171,13 +176,19 @@ class Dispatcher(SavepointOperations):
             data.close()
 
     def _recover_jobs(self) -> None:
-        """Jobs that were running when a previous JobManager died: their old tasks are stopped, and a
-        streaming job with a completed checkpoint resumes from it as a new attempt. Any other is
-        recorded as failed."""
+        """Jobs that were running when a previous JobManager died: a streaming job whose tasks all
+        still run is adopted as it runs (engine/jobmanager/task_reconciliation.py). Otherwise its old
+        tasks are stopped, and a streaming job with a completed checkpoint resumes from it as a new
+        attempt. Any other is recorded as failed."""
         with self.lock:
             self._note_joined(self.rm.refresh().joined)
-            for rec in self.store.list_jobs(unfinished_only=True):  # not the whole history
+            unfinished = self.store.list_jobs(unfinished_only=True)  # not the whole history
+            running = {r.jid for r in unfinished if r.job_type != "BATCH" and r.state == JobStatus.RUNNING.value}
+            offers = self._gather_task_offers() if running else TaskOffers()
+            for rec in unfinished:
                 self._fail_interrupted_savepoints(rec.jid)
+                if rec.jid in running and self._adopt(rec, offers):
+                    continue
                 for tm in self.pool.taskmanagers.values():
                     for slot in range(tm.slots):
                         self.gateway.cancel_job(tm.id, slot, rec.jid, 1 << 30)
@@ -250,19 +261,64 @@ class Dispatcher(SavepointOperations):
             self.store.list_checkpoints(jid), self.store.list_checkpoint_restores(jid), now_ms=int(self.clock() * 1000)
         )
 
-    def _resume(self, rec: JobRecord) -> bool:
+    def _gather_task_offers(self) -> TaskOffers:
+        """Ask every slot of every registered TaskManager what it runs, and wait (bounded) for all to
+        answer: a slot of a TaskManager that died but is still registered never does, and then only
+        the jobs with a task there miss the adoption."""
+        slots = {(tm.id, i) for tm in self.pool.taskmanagers.values() for i in range(tm.slots)}
+        if not slots:
+            return TaskOffers()
+        request = uuid.uuid4().hex
+        began = time.monotonic()
+        for tm, slot in sorted(slots):
+            self.gateway.request_task_report(tm, slot, request)
+        deadline = began + self.config.task_offer_timeout_ms / 1000
+        while True:
+            answers = self.gateway.task_offers(request)
+            if slots <= answers.keys() or time.monotonic() >= deadline or self._stop.is_set():
+                break
+            self._stop.wait(0.02)
+        missing = sorted(slots - answers.keys())
+        log.info(
+            "%d of %d slots said what they run in %.0f ms%s", len(slots) - len(missing), len(slots),
+            (time.monotonic() - began) * 1000, f"; no answer from {missing}" if missing else "",
+        )
+        return TaskOffers.parse(answers)
+
+    def _adopt(self, rec: JobRecord, offers: TaskOffers) -> bool:
+        """Take the job over as it runs, if every task of its current attempt still does."""
         full = self.store.get_job(rec.jid)
-        if full is None or not full.user_code:
+        jm = self._rebuild(full) if full is not None else None
+        if full is None or jm is None:
             return False
+        attempt = max((st.get("attempt", 0) for v in full.vertices for st in v.get("subtasks", ())), default=0)
+        decision = reconcile(jm.job_graph, attempt, offers, self.pool.taskmanagers)
+        why = decision if isinstance(decision, str) else jm.adopt(decision, rec, self.pool)
+        if why is not None:
+            log.info("job %s is not adopted (%s): it restarts from its latest checkpoint", rec.jid, why)
+            return False
+        self.jobs[rec.jid] = jm
+        jm.persist()
+        return True
+
+    def _rebuild(self, full: JobRecord) -> JobMaster | None:
+        """A job master for a job read back from SQL, its checkpoint history with it."""
+        if not full.user_code:
+            return None
         try:
-            job_graph = JobGraph.from_dict(full.job_graph)
-            jm = JobMaster(
-                job_graph, full.user_code, self.gateway, self.store, self.clock, self.read_metrics,
-                self.config.checkpoint_dir, self.config.savepoint_dir, self._history(rec.jid),
+            return JobMaster(
+                JobGraph.from_dict(full.job_graph), full.user_code, self.gateway, self.store, self.clock,
+                self.read_metrics, self.config.checkpoint_dir, self.config.savepoint_dir, self._history(full.jid),
                 slot_request_timeout_ms=self.config.slot_request_timeout_ms,
             )
         except Exception:
-            log.exception("cannot rebuild job %s", rec.jid)
+            log.exception("cannot rebuild job %s", full.jid)
+            return None
+
+    def _resume(self, rec: JobRecord) -> bool:
+        full = self.store.get_job(rec.jid)
+        jm = self._rebuild(full) if full is not None else None
+        if full is None or jm is None:
             return False
         # Attempts after the ones the old TaskManager tasks ran, so no stale channel is ever read. SQL
         # has each attempt before its tasks are deployed (persist() on every restart): the metrics in

@@ -22,6 +22,7 @@ from millstream.engine.checkpoint.stats_tracker import CheckpointStatsTracker
 from millstream.engine.executiongraph.restart_backoff import RestartBackoffTimeStrategy
 from millstream.engine.jobmanager.checkpointing import JobCheckpointing, not_checkpointable
 from millstream.engine.jobmanager.job_store import ExceptionRecord, JobRecord, JobStore, SavepointRecord
+from millstream.engine.jobmanager.task_reconciliation import Adoption
 from millstream.engine.resourcemanager.slot_pool import SlotPool
 from millstream.engine.runtime.deployment import make_tdd
 from millstream.engine.scheduler.slot_assignment import NotEnoughSlots, subtask_slots
@@ -390,6 +391,47 @@ class JobMaster:
         self._end_as_requested(latest.checkpoint_id)
         log.info("job %s resumes as attempt %d from checkpoint %d", self.job_id, attempt, latest.checkpoint_id)
         return True
+
+    def adopt(self, adoption: Adoption, record: JobRecord, pool: SlotPool) -> str | None:
+        """After a JobManager takeover or restart: take over the attempt whose tasks still run
+        (``task_reconciliation.reconcile`` found every one) instead of redeploying it. The
+        ExecutionGraph is rebuilt at that attempt with the reported placement, the slots are taken
+        in the pool, and checkpointing continues from the latest completed checkpoint. Returns why
+        not (nothing sent, no slot taken; the caller restarts the job instead), or None."""
+        latest = self._latest_restorable()
+        self._end_as_requested(latest.checkpoint_id if latest is not None else None)
+        if self.finish_barrier is not None or self.checkpointing.cancel_requested:
+            return "its latest savepoint ends the job"  # the restart path finishes or cancels it
+        taken = [(tm, slot) for tm, slot in adoption.slots if pool.is_allocated(tm, slot)]
+        if taken:
+            return f"slot {taken[0][1]} of TaskManager {taken[0][0]} is taken by another job"
+        now = self._now()
+        pool.assign(self.job_id, adoption.slots)
+        self.checkpointing.adopt_retained_in_storage()
+        if latest is not None:
+            self.checkpointing.coordinator.keep_as_fallback(latest)  # the next failover returns to it
+        self.eg.timestamps[JobStatus.CREATED.value] = record.start_time
+        for _ in range(adoption.attempt):
+            self.eg.reset_for_restart(now)
+        for ejv, ev in self.eg.all_executions():
+            ex = ev.current
+            ex.taskmanager_id, ex.slot = adoption.placement[(ejv.job_vertex.id, ev.subtask)]
+            for state in (ExecutionState.SCHEDULED, ExecutionState.DEPLOYING, ExecutionState.INITIALIZING, ExecutionState.RUNNING):
+                ex.transition(state, now)
+        self.eg.transition(JobStatus.RUNNING, now)
+        if JobStatus.RUNNING.value in record.timestamps:  # running since the old JobManager said so
+            self.eg.timestamps[JobStatus.RUNNING.value] = record.timestamps[JobStatus.RUNNING.value]
+        self.slots_requested_at = None
+        aborted = self.checkpointing.continue_adopted(self.eg, latest, adoption.max_checkpoint_seen)
+        for tm, slot, attempt in adoption.stale:  # older attempts left running: they go now
+            self.gateway.cancel_job(tm, slot, self.job_id, attempt)
+        log.info(
+            "job %s: adopted attempt %d running in %d slot(s); checkpoints continue after %d (latest completed %s%s)",
+            self.job_id, adoption.attempt, len(adoption.slots), self.checkpointing.coordinator.next_checkpoint_id - 1,
+            latest.checkpoint_id if latest is not None else "none",
+            f", aborted {aborted}" if aborted else "",
+        )
+        return None
 
     def resume_from_scratch(self, attempt: int, start_time: int) -> None:
         """After a JobManager failover, a job with nothing to restore from starts over as ``attempt``, as

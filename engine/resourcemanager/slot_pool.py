@@ -55,6 +55,14 @@ class SlotPool:
             self.allocations[s] = job_id
         return slots
 
+    def is_allocated(self, tm_id: str, index: int) -> bool:
+        return SlotId(tm_id, index) in self.allocations
+
+    def assign(self, job_id: str, slots: list[tuple[str, int]]) -> None:
+        """Reserve these very slots: a new JobManager adopting tasks that already run in them."""
+        for tm_id, index in slots:
+            self.allocations[SlotId(tm_id, index)] = job_id
+
     def release(self, job_id: str) -> None:
         for s in [s for s, j in self.allocations.items() if j == job_id]:
             del self.allocations[s]

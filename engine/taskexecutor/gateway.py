@@ -38,6 +38,12 @@ class TaskExecutorGateway(Protocol):
     def notify_checkpoint_aborted(self, tm_id: str, slot: int, msg: dict) -> None:
         """``msg`` is ``messages.notify_checkpoint_aborted(...)``; every task of that job attempt in the slot gets it."""
 
+    def request_task_report(self, tm_id: str, slot: int, request: str) -> None:
+        """Ask the slot what it runs (``messages.report_tasks``); it answers into ``task_offers``."""
+
+    def task_offers(self, request: str) -> dict[tuple[str, int], dict]:
+        """The answers to ``request`` so far, by (TaskManager, slot): each a ``messages.task_offer``."""
+
 
 class RedisTaskExecutorGateway:
     """``client`` is the control Redis (fenced writes under HA); ``data_clients`` the data servers
@@ -93,6 +99,22 @@ class RedisTaskExecutorGateway:
 
     def request_stack_samples(self, tm_id: str, slot: int, msg: dict) -> None:
         self._send(tm_id, slot, msg)
+
+    def request_task_report(self, tm_id: str, slot: int, request: str) -> None:
+        self._send(tm_id, slot, messages.report_tasks(request))
+
+    def task_offers(self, request: str) -> dict[tuple[str, int], dict]:
+        key = redis_keys.task_offers(request)
+        out: dict[tuple[str, int], dict] = {}
+        for field, value in self.client.hgetall(key).items():
+            offer = messages.open_report(value, self.cluster_secret, "task_offer", key, field.decode())
+            if offer is None:
+                continue  # not sealed by a slot of this cluster for this request and field: not an answer
+            tm, _, slot = field.decode().rpartition(":")
+            # bound to its field by the seal; the body must say the same
+            if offer.get("tm") == tm and slot.isdigit() and offer.get("slot") == int(slot):
+                out[(tm, int(slot))] = offer
+        return out
 
     def release_attempt(self, job_id: str, attempt: int) -> None:
         pattern = redis_keys.attempt_channels_pattern(job_id, attempt)

@@ -127,6 +127,22 @@ def slot_lost(tm: str, slot: int, ts: int, reason: str) -> dict[str, Any]:
     return {"type": "slot_lost", "tm": tm, "slot": slot, "ts": ts, "reason": reason}
 
 
+def report_tasks(request: str) -> dict[str, Any]:
+    """A JobManager that took over (or restarted) asks each slot what it runs; the slot answers with a
+    ``task_offer`` report into ``redis_keys.task_offers(request)`` (Flink's TaskExecutor offering its
+    slots to a new JobMaster), and from then on seals its reports for that JobManager's epoch."""
+    return {"type": "report_tasks", "request": request}
+
+
+def task_offer(
+    tm: str, slot: int, pid: int, tasks: list[dict[str, Any]], checkpoints: list[list[Any]]
+) -> dict[str, Any]:
+    """A slot's answer to ``report_tasks``: ``tasks`` holds one ``{job, vertex, subtask, attempt, state}``
+    per task it runs, ``checkpoints`` one ``[job, attempt, id]`` per job attempt: the highest checkpoint
+    id its tasks were triggered with or acknowledged, so the new coordinator never hands out one again."""
+    return {"type": "task_offer", "tm": tm, "slot": slot, "pid": pid, "tasks": tasks, "checkpoints": checkpoints}
+
+
 def trigger_checkpoint(job: str, attempt: int, vertex: str, subtask: int, barrier: tuple) -> dict[str, Any]:
     return {"type": "trigger_checkpoint", "job": job, "attempt": attempt, "vertex": vertex, "subtask": subtask, "barrier": list(barrier)}
 

@@ -88,6 +88,7 @@ class _Running:
     task: StreamTask
     thread: threading.Thread
     tdd: TaskDeploymentDescriptor
+    state: str = "INITIALIZING"  # as last reported to the JobManager; what a task offer says
 
 
 class SlotExecutor:
@@ -109,6 +110,9 @@ class SlotExecutor:
         # (a JobManager that restarted refuses reports sealed for its earlier epoch, copies included).
         self.jobmanager_epoch: int | None = None
         self.tasks: dict[tuple[str, str, int, int], _Running] = {}
+        # (job, attempt) -> the highest checkpoint id its tasks here were triggered with or acknowledged:
+        # a JobManager that adopts the running tasks continues its checkpoint ids after it.
+        self.checkpoints_seen: dict[tuple[str, int], int] = {}
         self.lock = threading.Lock()
         self.code_cache: dict[str, bytes] = {}
         self.serializer = MsgpackSerializer()
@@ -147,7 +151,10 @@ class SlotExecutor:
             self.jobmanager_epoch = epoch
         if msg["type"] == "deploy":
             self.deploy(TaskDeploymentDescriptor.from_dict(msg["tdd"]))
+        elif msg["type"] == "report_tasks":
+            self._offer_tasks(str(msg["request"]))
         elif msg["type"] == "trigger_checkpoint":
+            self._checkpoint_seen(msg["job"], msg["attempt"], msg["barrier"][0])
             with self.lock:
                 running = self.tasks.get((msg["job"], msg["vertex"], msg["subtask"], msg["attempt"]))
             if running is not None:
@@ -177,6 +184,28 @@ class SlotExecutor:
                 victims = [r for k, r in self.tasks.items() if k[0] == msg["job"] and k[3] <= msg["attempt"]]
             for r in victims:
                 r.task.cancel()
+
+    def _checkpoint_seen(self, job: str, attempt: int, checkpoint_id: int) -> None:
+        with self.lock:
+            key = (job, attempt)
+            if checkpoint_id > self.checkpoints_seen.get(key, 0):
+                self.checkpoints_seen[key] = checkpoint_id
+
+    def _offer_tasks(self, request: str) -> None:
+        """Answer a recovering JobManager with the tasks this slot runs (sealed for the request's key and
+        this slot's field): it adopts them instead of redeploying when they are all of a job's attempt."""
+        with self.lock:
+            tasks = [
+                {"job": k[0], "vertex": k[1], "subtask": k[2], "attempt": k[3], "state": r.state}
+                for k, r in self.tasks.items()
+            ]
+            seen = [[job, attempt, cid] for (job, attempt), cid in self.checkpoints_seen.items()]
+        key, field = redis_keys.task_offers(request), f"{self.cfg.tm_id}:{self.cfg.slot}"
+        offer = messages.task_offer(self.cfg.tm_id, self.cfg.slot, os.getpid(), tasks, seen)
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hset(key, field, messages.seal_report(offer, self.cfg.cluster_secret, "task_offer", key, field))
+        pipe.expire(key, redis_keys.TASK_OFFERS_TTL_S)
+        pipe.execute()
 
     def _sample_stacks(self, msg: dict[str, Any]) -> None:
         """Sample the vertex's task threads here on a thread of their own (the inbox keeps being read),
@@ -245,11 +274,12 @@ class SlotExecutor:
                 print_line=lambda text, job=tdd.job_id: self.stdout.print_line(job, text),
                 collect=self._collect_gateway(tdd, cancelled),
                 state_dir=self.cfg.state_dir,
-                checkpoint_ack=lambda cid, ack, t=tdd: self._send(
-                    messages.checkpoint_ack(t.job_id, t.attempt, t.vertex_id, t.subtask, cid, ack.to_dict())
+                checkpoint_ack=lambda cid, ack, t=tdd: self._send_checkpoint_message(
+                    t, cid, messages.checkpoint_ack(t.job_id, t.attempt, t.vertex_id, t.subtask, cid, ack.to_dict())
                 ),
-                checkpoint_decline=lambda cid, reason, not_ready=False, t=tdd: self._send(
-                    messages.checkpoint_decline(t.job_id, t.attempt, t.vertex_id, t.subtask, cid, reason, not_ready)
+                checkpoint_decline=lambda cid, reason, not_ready=False, t=tdd: self._send_checkpoint_message(
+                    t, cid,
+                    messages.checkpoint_decline(t.job_id, t.attempt, t.vertex_id, t.subtask, cid, reason, not_ready),
                 ),
             )
             tdd_cfg = dict(tdd.config)
@@ -271,6 +301,10 @@ class SlotExecutor:
         with process_logging.task_log_context(tdd.job_id, tdd.attempt):
             try:
                 self.report(tdd, "RUNNING")
+                with self.lock:
+                    running = self.tasks.get(key)
+                    if running is not None:
+                        running.state = "RUNNING"
                 task.run()
             except TaskCancelled:
                 state = "CANCELED"
@@ -290,7 +324,13 @@ class SlotExecutor:
             self.tasks.pop(key, None)
             if not any(k[0] == tdd.job_id for k in self.tasks):
                 self.code_cache.pop(tdd.job_id, None)
+            if not any(k[0] == tdd.job_id and k[3] == tdd.attempt for k in self.tasks):
+                self.checkpoints_seen.pop((tdd.job_id, tdd.attempt), None)
         self.report(tdd, state, error, exc_name)
+
+    def _send_checkpoint_message(self, tdd: TaskDeploymentDescriptor, checkpoint_id: int, msg: dict[str, Any]) -> None:
+        self._checkpoint_seen(tdd.job_id, tdd.attempt, checkpoint_id)
+        self._send(msg)
 
     def _send(self, msg: dict[str, Any]) -> None:
         inbox = redis_keys.JOBMANAGER_INBOX

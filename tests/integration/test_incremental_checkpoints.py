@@ -154,6 +154,7 @@ def test_shared_files_survive_while_referenced_across_a_jobmanager_kill(tmp_path
         assert not watch.violations, watch.violations[:3]
         assert watch.checks > 10
         _exact(tmp_path, n)
-        assert c.http.get(f"/jobs/{jid}/checkpoints").json()["counts"]["restored"] >= 1
+        # The restarted JobManager adopted the running tasks (issue 18): their delta chains went on.
+        assert c.http.get(f"/jobs/{jid}/checkpoints").json()["counts"]["restored"] == 0
     finally:
         c.stop()
