@@ -20,7 +20,7 @@ import httpx
 import psutil
 
 from tests.integration.cluster import Cluster
-from tests.integration.test_chaos import _all_running, _subtasks
+from tests.integration.chaos import all_running as _all_running, subtasks as _subtasks
 from tests.integration.test_jobmanager_ha import _consecutive_free_ports
 from tests.integration.test_recovery import committed_counts
 
