@@ -15,7 +15,6 @@ completes, ending event time only when asked to drain.
 from __future__ import annotations
 
 import os
-import pickle
 import re
 import threading
 import time
@@ -68,6 +67,7 @@ from millstream.engine.runtime.state.task_state_manager import (
 )
 from millstream.engine.checkpoint.filesystem import is_remote
 from millstream.engine.runtime.state.incremental import SharedFile, chain_from_wire
+from millstream.engine.runtime.state.key_grouped_state import decode_state
 from millstream.engine.runtime.task_metrics import TaskIOMetrics
 from millstream.engine.runtime.user_code_class_loader import activate_user_code
 from millstream.engine.runtime.watermarks import MAX_WATERMARK, StatusWatermarkValve
@@ -76,13 +76,21 @@ SOURCE_BATCH = 1024
 TICK_S = 0.05  # how often operators' on_tick runs (processing-time timers, idleness)
 
 
-def _read_state(handle: Any) -> Any:
-    return pickle.loads(FileSystemCheckpointStorage.read_state_file(handle))
+def _read_state(handle: Any, key_groups: range | None = None) -> Any:
+    """An old subtask's state file; of a key-grouped one only the parts of ``key_groups`` (all when None)."""
+    if key_groups is None:
+        return decode_state(FileSystemCheckpointStorage.read_state_file(handle))
+    return decode_state(FileSystemCheckpointStorage.read_state_file_key_groups(handle, key_groups))
 
 
-def _keyed_snapshot(backend: Any, op: StreamOperator) -> Callable[[], dict[str, Any]]:
+def _read_state_head(handle: Any) -> Any:
+    """An old subtask's state without its keyed parts (a peer's union list state is all that is wanted)."""
+    return _read_state(handle, range(0))
+
+
+def _keyed_snapshot(backend: Any, op: StreamOperator, by_key_group: bool = False) -> Callable[[], dict[str, Any]]:
     def materialise() -> dict[str, Any]:
-        return snapshot_keyed_tables(backend, op)
+        return snapshot_keyed_tables(backend, op, by_key_group)
 
     return materialise
 
@@ -245,7 +253,11 @@ class StreamTask:
                         is_base, complete = self._heap_incremental_snapshot(op, op_id, barrier)
                         (deferred if is_base else background)[op_id] = complete
                     elif getattr(self.keyed_backend, "snapshot_in_fork", False):
-                        deferred[op_id] = _keyed_snapshot(self.keyed_backend, op)  # taken in a forked child
+                        # taken in a forked child; a savepoint's grouped by key group there, so a rescaled
+                        # restore reads only its key groups (a periodic checkpoint's is not: hashing
+                        # every key costs more than the interval, see docs/large-state.md)
+                        by_kg = barrier.checkpoint_type != "CHECKPOINT"
+                        deferred[op_id] = _keyed_snapshot(self.keyed_backend, op, by_kg)
                     elif incremental:
                         background[op_id] = self._incremental_snapshot(op, op_id, barrier)  # a base or a delta
                     elif hasattr(self.keyed_backend, "begin_snapshot"):
@@ -351,8 +363,9 @@ class StreamTask:
             spec = plan.operators.get(self.graph.nodes[node_id].operator_id)
             if spec is None:
                 continue
-            loaded = {old: _read_state(handle) for old, handle in spec.handles.items()}
-            self.restored_functions[node_id] = restore_function_state(loaded, spec, _read_state)
+            # only the key groups this subtask owns: the other parts of a key-grouped file are not read
+            loaded = {old: _read_state(handle, spec.key_groups) for old, handle in spec.handles.items()}
+            self.restored_functions[node_id] = restore_function_state(loaded, spec, _read_state_head)
             op = self.operators.get(node_id)
             if op is None:  # the source: resume its splits
                 self.restored_position = restore_splits(loaded, spec, self.graph.transformations[node_id].function)
