@@ -66,7 +66,7 @@ from millstream.engine.runtime.state.task_state_manager import (
     snapshot_keyed_tables,
 )
 from millstream.engine.checkpoint.filesystem import is_remote
-from millstream.engine.runtime.state.incremental import SharedFile, chain_from_wire
+from millstream.engine.runtime.state.state_chain import SharedFile, chain_from_wire, chain_sizes
 from millstream.engine.runtime.state.key_grouped_state import decode_state
 from millstream.engine.runtime.task_metrics import TaskIOMetrics
 from millstream.engine.runtime.user_code_class_loader import activate_user_code
@@ -302,15 +302,7 @@ class StreamTask:
         is_base, finish = snapshot_heap_incremental(self.keyed_backend, op, cid, self._shared_file_writer(op_id, barrier))
         if is_base:
             return True, finish  # in the forked child; the checkpointer reports the chain back (chain_written)
-
-        def complete() -> dict[str, Any]:
-            out = finish()
-            chain = out["heap_chain"]
-            if self.checkpointer is not None:
-                self.checkpointer.shared_bytes[cid] = (chain[-1]["size"], sum(f["size"] for f in chain))
-            return out
-
-        return False, complete
+        return False, self._counting_shared_bytes(cid, finish, "heap_chain")
 
     def _base_written(self, checkpoint_id: int, op_id: str, chain: list[dict[str, Any]]) -> None:
         """A forked child wrote the heap backend's incremental base (on the writer thread)."""
@@ -321,12 +313,16 @@ class StreamTask:
     def _incremental_snapshot(self, op: StreamOperator, op_id: str, barrier: Barrier) -> Callable[[], dict[str, Any]]:
         cid = barrier.checkpoint_id
         finish = snapshot_keyed_incremental(self.keyed_backend, op, cid, self._shared_file_writer(op_id, barrier))
+        return self._counting_shared_bytes(cid, finish, "chain")
+
+    def _counting_shared_bytes(self, cid: int, finish: Callable[[], dict[str, Any]], field: str) -> Callable[[], dict[str, Any]]:
+        """``finish`` (an incremental snapshot, on the writer thread), telling the checkpointer the bytes
+        of the new shared file and of the whole chain in ``field`` of its result."""
 
         def complete() -> dict[str, Any]:
             out = finish()
-            chain = out["chain"]
             if self.checkpointer is not None:
-                self.checkpointer.shared_bytes[cid] = (chain[-1]["size"], sum(f["size"] for f in chain))
+                self.checkpointer.shared_bytes[cid] = chain_sizes(out[field])
             return out
 
         return complete

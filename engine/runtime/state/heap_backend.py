@@ -24,7 +24,7 @@ from millstream.engine.datastream.state import (
 )
 from millstream.engine.runtime.key_groups import assign_to_key_group
 from millstream.engine.runtime.state.heap_incremental import MUTABLE_KINDS, TrackedTable, begin_delta, cut
-from millstream.engine.runtime.state.incremental import ChangeTracker, SnapshotPlan
+from millstream.engine.runtime.state.state_chain import ChangeTracker, SnapshotPlan
 
 
 class StateTypeMismatch(TypeError):

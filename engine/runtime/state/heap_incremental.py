@@ -35,7 +35,7 @@ import pickle
 import threading
 from typing import Any, Callable, Iterable, Mapping
 
-from millstream.engine.runtime.state.incremental import BASE, Chain
+from millstream.engine.runtime.state.state_chain import BASE, Chain
 
 # Kinds of state whose values callers change in place after reading them (``HeapListState.add``
 # appends to the list ``setdefault`` returned; the window operator mutates its per-key dicts).

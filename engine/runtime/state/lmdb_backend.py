@@ -50,7 +50,7 @@ import msgpack
 from millstream.engine.runtime.key_encoding import EXT_BIGINT, canonical
 from millstream.engine.runtime.key_groups import assign_to_key_group
 from millstream.engine.runtime.state.heap_backend import StateFactory, StateTypeMismatch
-from millstream.engine.runtime.state.incremental import ChangeTracker, SnapshotPlan
+from millstream.engine.runtime.state.state_chain import ChangeTracker, SnapshotPlan
 from millstream.engine.runtime.state.state_records import (
     KG_BYTES,
     WRAPPED as _WRAPPED,

@@ -37,7 +37,8 @@ from millstream.engine.checkpoint.rescale import (
 )
 from millstream.engine.runtime.key_groups import KEY_ENCODING_VERSION, assign_to_key_group, key_group_range
 from millstream.engine.runtime.state.heap_incremental import base_parts, replay_tables
-from millstream.engine.runtime.state.incremental import BASE, DELTA, SharedFile, chain_from_wire, chain_to_wire, encode_parts, replay
+from millstream.engine.runtime.state.incremental import encode_parts, replay
+from millstream.engine.runtime.state.state_chain import BASE, DELTA, SharedFile, chain_from_wire, chain_to_wire, extend
 from millstream.engine.runtime.state.operator_state import UNION, redistribute_operator_state
 from millstream.engine.runtime.state.state_records import decode_record, key_group_prefix
 
@@ -111,8 +112,7 @@ def snapshot_keyed_incremental(
 
     def finish() -> dict[str, Any]:
         keyed, kinds_own = pickle.loads(own)
-        new = write_file(BASE if plan.is_base else DELTA, encode_parts(read()))
-        chain = (new,) if plan.is_base else (*plan.parent, new)
+        chain = extend(plan, write_file(BASE if plan.is_base else DELTA, encode_parts(read())))
         backend.changes.written(checkpoint_id, chain)
         return {"keyed": keyed, "kinds": {**kinds, **kinds_own}, "chain": chain_to_wire(chain)}
 
@@ -144,8 +144,7 @@ def snapshot_heap_incremental(
 
     def delta() -> dict[str, Any]:
         keyed, kinds_own = pickle.loads(own)
-        new = write_file(DELTA, read())
-        chain = (*plan.parent, new)
+        chain = extend(plan, write_file(DELTA, read()))
         backend.changes.written(checkpoint_id, chain)
         return {"keyed": keyed, "kinds": {**kinds, **kinds_own}, "heap_chain": chain_to_wire(chain)}
 

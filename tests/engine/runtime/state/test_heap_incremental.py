@@ -9,7 +9,7 @@ import threading
 from millstream.engine.datastream.state import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
 from millstream.engine.runtime.state.heap_backend import HeapKeyedStateBackend
 from millstream.engine.runtime.state.heap_incremental import CHUNK, TrackedTable, replay_tables
-from millstream.engine.runtime.state.incremental import BASE, DELTA, SharedFile
+from millstream.engine.runtime.state.state_chain import BASE, DELTA, SharedFile
 
 
 def _files() -> tuple[dict[str, list[tuple[int, bytes]]], callable]:

@@ -22,10 +22,10 @@ from millstream.engine.checkpoint.storage import discard_shared, read_shared_par
 from millstream.engine.datastream.state import ListStateDescriptor, ValueStateDescriptor
 from millstream.engine.runtime.key_groups import assign_key_to_operator
 from millstream.engine.runtime.state.heap_backend import HeapKeyedStateBackend
-from millstream.engine.runtime.state.incremental import SharedFile
+from millstream.engine.runtime.state.state_chain import SharedFile
 from millstream.engine.runtime.state.lmdb_backend import LmdbKeyedStateBackend
 from millstream.engine.runtime import forked_snapshot
-from millstream.engine.runtime.state.incremental import chain_from_wire
+from millstream.engine.runtime.state.state_chain import chain_from_wire
 from millstream.engine.runtime.state.task_state_manager import (
     restore_keyed,
     shared_files_of,
