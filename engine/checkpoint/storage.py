@@ -348,6 +348,22 @@ def read_shared_parts(handle: str, name: str, ranges: list[tuple[int, int, int]]
     return out
 
 
+def read_shared_file(shared_dir: str, name: str, ranges: list[tuple[int, int, int]]) -> list[tuple[int, bytes]]:
+    """The parts ``ranges`` of shared file ``name`` in ``shared_dir``, each checked: for a task
+    compacting its own chain (the directory is its job's, from its checkpoint barrier, not a handle)."""
+    if not is_shared_name(name):
+        raise CheckpointStorageError(f"not a shared state file name: {str(name)[:100]!r}")
+    fs = storage_fs(shared_dir)
+    path = fs.join(shared_dir, name)
+    chunks = fs.read_ranges(path, [(offset, length) for _, offset, length in ranges])
+    out = []
+    for (kg, _, length), data in zip(ranges, chunks):
+        if len(data) != length:
+            raise CheckpointStorageError(f"shared state file '{name}' is shorter than its index says")
+        out.append((kg, _open(f"{name}#{kg}", data)))
+    return out
+
+
 def discard_shared(shared_dir: str, names: list[str] | tuple[str, ...]) -> None:
     """Delete shared files no retained checkpoint refers to; a missing one is already gone."""
     fs = storage_fs(shared_dir)

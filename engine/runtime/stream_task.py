@@ -30,7 +30,12 @@ from millstream.engine.runtime.io.channel import ChannelFactory, ChannelId, Task
 from millstream.engine.checkpoint.messages import TaskAck
 from millstream.engine.checkpoint.rescale import TaskRestore
 from millstream.engine.checkpoint.shared_state_registry import SHARED_DIR
-from millstream.engine.checkpoint.storage import FileSystemCheckpointStorage, read_shared_parts, write_shared_file
+from millstream.engine.checkpoint.storage import (
+    FileSystemCheckpointStorage,
+    read_shared_file,
+    read_shared_parts,
+    write_shared_file,
+)
 from millstream.engine.runtime.batch_slicer import BatchSlicer
 from millstream.engine.runtime.collect import CollectGateway
 from millstream.engine.runtime.checkpointing import AlignmentStep, Barrier, BarrierAligner, SubtaskCheckpointer
@@ -297,9 +302,20 @@ class StreamTask:
 
         return write_file
 
+    def _shared_file_reader(self, barrier: Barrier) -> Callable[[str, list[tuple[int, int, int]]], list[tuple[int, bytes]]]:
+        """Reads the parts of a file in this job's shared directory (a chain a compaction rebuilds)."""
+        shared_dir = os.path.join(os.path.dirname(os.path.abspath(barrier.location)), SHARED_DIR)  # type: ignore[arg-type]
+
+        def read_file(name: str, index: list[tuple[int, int, int]]) -> list[tuple[int, bytes]]:
+            return read_shared_file(shared_dir, name, index)
+
+        return read_file
+
     def _heap_incremental_snapshot(self, op: StreamOperator, op_id: str, barrier: Barrier) -> tuple[bool, Callable[[], dict[str, Any]]]:
         cid = barrier.checkpoint_id
-        is_base, finish = snapshot_heap_incremental(self.keyed_backend, op, cid, self._shared_file_writer(op_id, barrier))
+        is_base, finish = snapshot_heap_incremental(
+            self.keyed_backend, op, cid, self._shared_file_writer(op_id, barrier), self._shared_file_reader(barrier)
+        )
         if is_base:
             return True, finish  # in the forked child; the checkpointer reports the chain back (chain_written)
         return False, self._counting_shared_bytes(cid, finish, "heap_chain")
@@ -321,8 +337,10 @@ class StreamTask:
 
         def complete() -> dict[str, Any]:
             out = finish()
+            written = out.pop("_written", None)  # a compaction wrote a base too
             if self.checkpointer is not None:
-                self.checkpointer.shared_bytes[cid] = chain_sizes(out[field])
+                new, whole = chain_sizes(out[field])
+                self.checkpointer.shared_bytes[cid] = (new if written is None else written, whole)
             return out
 
         return complete

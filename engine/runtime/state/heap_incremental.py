@@ -41,6 +41,7 @@ from millstream.engine.runtime.state.state_chain import BASE, Chain
 # appends to the list ``setdefault`` returned; the window operator mutates its per-key dicts).
 MUTABLE_KINDS = frozenset({"list", "map", "window", "ttl-list", "ttl-map"})
 CHUNK = 2_000  # keys per part: what the writer thread pickles while it holds the interpreter lock
+BASE_CHUNK = 50_000  # entries per part of a base: a few ms to pickle or unpickle
 _ABSENT = object()
 _SCALARS = frozenset({int, float, str, bytes, bool, complex, type(None)})
 
@@ -260,8 +261,24 @@ def _part(name: str, rows: list[tuple[Any, Any]]) -> bytes:
 
 
 def base_parts(tables: Mapping[str, dict[Any, Any]]) -> list[tuple[int, bytes]]:
-    """Every table whole, one part each (in the forked child: the pickling runs at C speed)."""
-    return [(i, pickle.dumps((name, t, []), pickle.HIGHEST_PROTOCOL)) for i, (name, t) in enumerate(tables.items())]
+    """Every table in parts of ``BASE_CHUNK`` entries (in the forked child, or compacting on the writer
+    thread): a reader unpickles, and a compaction pickles, one part per hold of the interpreter lock."""
+    parts = []
+    for name, t in tables.items():
+        items = iter(dict.items(t))
+        while True:
+            chunk = dict(itertools.islice(items, BASE_CHUNK))
+            if not chunk:
+                break
+            parts.append(pickle.dumps((name, chunk, []), pickle.HIGHEST_PROTOCOL))
+    return list(enumerate(parts))
+
+
+def compact(chain: Chain, read_file: Callable[[str, list[tuple[int, int, int]]], list[tuple[int, bytes]]]) -> list[tuple[int, bytes]]:
+    """The parts of one base holding the state of ``chain`` (FLIP-158's materialisation), read from the
+    chain's files rather than from the live tables: on the writer thread, nothing forked, nothing the
+    task thread changes is touched. Each part read or written is one short hold of the lock."""
+    return base_parts(replay_tables(chain, read_file))
 
 
 def replay_tables(chain: Chain, read_file: Callable[[str, list[tuple[int, int, int]]], list[tuple[int, bytes]]]) -> dict[str, dict[Any, Any]]:

@@ -56,6 +56,9 @@ class SnapshotPlan:
     parent: Chain
     changed: Mapping[str, frozenset[bytes]] | None
     drops: int  # the tracker's count of cleared tables when it was taken
+    # A delta whose writer also compacts ``parent`` into a new base (the chain becomes [base, delta]):
+    # materialisation from the chain's files instead of from the live state (the heap backend's).
+    compact: bool = False
 
     @property
     def is_base(self) -> bool:
@@ -82,6 +85,9 @@ class ChangeTracker:
 
     max_deltas: int = DEFAULT_MAX_DELTAS
     max_tracked: int = DEFAULT_MAX_TRACKED
+    # The backend recorded every change since it was empty (the heap backend's tables): its first
+    # snapshot may be a delta on the empty chain instead of a base of everything.
+    from_empty: bool = False
     changes: dict[str, set[bytes]] = field(default_factory=dict)
     _tracked: int = 0
     _overflow: bool = False
@@ -90,6 +96,10 @@ class ChangeTracker:
     _confirmed: Chain | None = None
     _confirmed_drops: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        if self.from_empty:
+            self._confirmed = ()
 
     def record(self, name: str, lk: bytes) -> None:
         if self._overflow:
@@ -125,18 +135,24 @@ class ChangeTracker:
                     changed.setdefault(name, set()).update(keys)
             return SnapshotPlan(checkpoint_id, parent, {n: frozenset(k) for n, k in changed.items()}, self._drops)
 
-    def plan_cut(self, checkpoint_id: int, cut: dict[str, set[Any]]) -> tuple[SnapshotPlan, list[Mapping[str, set[Any]]]]:
+    def plan_cut(
+        self, checkpoint_id: int, cut: dict[str, set[Any]], compact: bool = False
+    ) -> tuple[SnapshotPlan, list[Mapping[str, set[Any]]]]:
         """As ``plan``, for change sets kept by the caller (the heap backend's tables): ``cut`` holds the
         keys changed since the previous snapshot. Returns the plan and, for a delta, the change sets of
         every snapshot since the last completed one, not merged (merging would copy every key on the
-        task thread)."""
+        task thread). ``compact``: when a base is due on a chain that is still sound, the plan is a
+        delta whose writer compacts the chain into a new base from its files (``SnapshotPlan.compact``)."""
         with self._lock:
             self._taken[checkpoint_id] = _Taken(cut, self._drops)
             parent = self._confirmed
-            if parent is None or self._drops != self._confirmed_drops or self._due_for_base(parent):
+            if parent is None or self._drops != self._confirmed_drops:
+                return SnapshotPlan(checkpoint_id, (), None, self._drops), []
+            due = self._due_for_base(parent)
+            if due and not compact:
                 return SnapshotPlan(checkpoint_id, (), None, self._drops), []
             sets = [t.changed for t in self._taken.values() if t.changed is not None]
-            return SnapshotPlan(checkpoint_id, parent, {}, self._drops), sets
+            return SnapshotPlan(checkpoint_id, parent, {}, self._drops, compact=due), sets
 
     def resume(self, chain: Chain) -> None:
         """After a restore from ``chain`` that put back exactly its state: the next snapshot may be a
@@ -147,9 +163,11 @@ class ChangeTracker:
             self._confirmed, self._confirmed_drops = chain, self._drops
 
     def _due_for_base(self, parent: Chain) -> bool:
-        deltas = [f for f in parent if f.kind == DELTA]
-        base = sum(f.size for f in parent if f.kind == BASE)
-        return len(deltas) >= self.max_deltas or sum(f.size for f in deltas) > base
+        if parent and parent[0].kind == DELTA:  # begun from empty (``from_empty``): its first delta stands for the base
+            bases, deltas = parent[:1], parent[1:]
+        else:
+            bases, deltas = tuple(f for f in parent if f.kind == BASE), tuple(f for f in parent if f.kind == DELTA)
+        return len(deltas) >= self.max_deltas or sum(f.size for f in deltas) > sum(f.size for f in bases)
 
     def written(self, checkpoint_id: int, chain: Chain) -> None:
         with self._lock:

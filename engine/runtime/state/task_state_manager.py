@@ -36,7 +36,7 @@ from millstream.engine.checkpoint.rescale import (
     split_operator_state,
 )
 from millstream.engine.runtime.key_groups import KEY_ENCODING_VERSION, assign_to_key_group, key_group_range
-from millstream.engine.runtime.state.heap_incremental import base_parts, replay_tables
+from millstream.engine.runtime.state.heap_incremental import base_parts, compact, replay_tables
 from millstream.engine.runtime.state.incremental import encode_parts, replay
 from millstream.engine.runtime.state.state_chain import BASE, DELTA, SharedFile, chain_from_wire, chain_to_wire, extend
 from millstream.engine.runtime.state.operator_state import UNION, redistribute_operator_state
@@ -120,15 +120,22 @@ def snapshot_keyed_incremental(
 
 
 def snapshot_heap_incremental(
-    backend: Any, operator: Any, checkpoint_id: int, write_file: Callable[[str, list[tuple[int, bytes]]], SharedFile]
+    backend: Any,
+    operator: Any,
+    checkpoint_id: int,
+    write_file: Callable[[str, list[tuple[int, bytes]]], SharedFile],
+    read_file: Callable[[str, list[tuple[int, int, int]]], list[tuple[int, bytes]]] | None = None,
 ) -> tuple[bool, Callable[[], dict[str, Any]]]:
     """The heap backend's incremental snapshot (``begin_incremental_snapshot``): ``(is_base, complete)``.
     ``complete()`` returns ``{"keyed", "kinds", "heap_chain"}``; for a delta it runs on the writer
     thread (it reads the changed entries through their copy-on-write view), for a base in a forked
-    child (it pickles the tables whole). Either writes its file with ``write_file(kind, parts)``."""
+    child (it pickles the tables whole). Either writes its file with ``write_file(kind, parts)``.
+    With ``read_file(name, index)`` (the parts of a file of this job's chain) a due base is instead
+    compacted from the last completed chain's files on the writer thread, after the delta: the chain
+    is [new base, delta], and ``"_written"`` in the result is the bytes of both new files."""
     import pickle
 
-    plan, read = backend.begin_incremental_snapshot(checkpoint_id)
+    plan, read = backend.begin_incremental_snapshot(checkpoint_id, compact=read_file is not None)
     kinds = dict(backend.kinds)
     kinds[KEY_ENCODING_FIELD] = str(KEY_ENCODING_VERSION)
     if read is None:  # a base, in the forked child: a copy-on-write image of this instant
@@ -144,9 +151,22 @@ def snapshot_heap_incremental(
 
     def delta() -> dict[str, Any]:
         keyed, kinds_own = pickle.loads(own)
-        chain = extend(plan, write_file(DELTA, read()))
+        out: dict[str, Any] = {"keyed": keyed, "kinds": {**kinds, **kinds_own}}
+        # The parent chain's state as one new base, from its files: the chain stays short without
+        # forking the task process. Read before anything is written, so a missing file (the chain's
+        # checkpoint subsumed meanwhile) fails this checkpoint leaving no file behind; the tracker
+        # then starts a forked base.
+        parts = compact(plan.parent, read_file) if plan.compact and read_file is not None else None
+        new = write_file(DELTA, read())  # read() detaches the copy-on-write views
+        if parts is not None:
+            base = write_file(BASE, parts)
+            chain: tuple[SharedFile, ...] = (base, new)
+            out["_written"] = base.size + new.size
+        else:
+            chain = extend(plan, new)
         backend.changes.written(checkpoint_id, chain)
-        return {"keyed": keyed, "kinds": {**kinds, **kinds_own}, "heap_chain": chain_to_wire(chain)}
+        out["heap_chain"] = chain_to_wire(chain)
+        return out
 
     return False, delta
 
