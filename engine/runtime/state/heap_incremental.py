@@ -16,9 +16,13 @@ around the interpreter lock:
   (``CopyOnWrite.preserve``: the old object for a write, a deep copy before handing out a mutable
   value). The writer holds the snapshot's lock, and so the interpreter lock, for one chunk at a time,
   so the task thread waits at most one chunk's pickling.
-* **Bases** (materialisation): the first checkpoint, after a restore that cannot go on with its chain,
-  after ``max_deltas`` deltas or once the deltas outweigh the base: the whole tables, pickled in a forked
-  copy-on-write child as the full heap snapshot is (``forked_snapshot``), written as a shared file.
+* **Bases** (materialisation). The tables record every write from empty, so the first checkpoint
+  is a delta on the empty chain. When a base is due (``max_deltas`` deltas, or the deltas outweigh
+  the base) the writer thread compacts the last completed chain from its files into a new base
+  (``compact``), after the delta: nothing forked, no live state read. Only when no sound chain is
+  left (an aborted checkpoint, a cleared table, no local directory to read from) is a base taken from
+  the live tables, pickled in a forked copy-on-write child as the full heap snapshot is
+  (``forked_snapshot``).
 
 The files go to the job's ``shared/`` directory and are reference-counted by the coordinator's
 ``SharedStateRegistry``, exactly as the on-disk backend's (``incremental``). A part here is
