@@ -248,6 +248,13 @@ def main() -> None:
         for family in ("rocksdb", "hashmap"):
             for line in measure_updates(keys, 1, keys / 100 / 2, 20.0, family):
                 print(line, flush=True)
+        # A rescaled restore 2 -> 3 of that state, from files in the format before and after
+        # key-grouped state files (the restore step alone, both formats in this run).
+        from large_state_restore_bench import measure as measure_restore
+
+        for family in ("hashmap", "rocksdb"):
+            for line in measure_restore(family, keys, 2, 3):
+                print(line, flush=True)
     if not args.skip_recovery:
         from recovery_bench import describe, measure_recovery
 

@@ -22,6 +22,7 @@ from typing import Any, Mapping, Protocol
 
 from millstream.engine.checkpoint.filesystem import is_remote, local_path, storage_fs
 from millstream.engine.checkpoint.messages import TaskId
+from millstream.engine.checkpoint import state_file
 from millstream.engine.checkpoint.shared_state_registry import SHARED_DIR, is_shared_name
 from millstream.engine.security.mac import VERSION, Sealer, Unauthenticated, check_secret, is_unsealed
 
@@ -58,6 +59,36 @@ def _open(path: str, data: bytes) -> bytes:
             "the state file is not sealed with this cluster's secret (MILLSTREAM_CLUSTER_SECRET): written by "
             "another cluster or process, or altered; it is not read",
         ) from None
+
+
+def _seal_state(path: str, data: bytes) -> bytes:
+    """A state file sealed for writing: a key-grouped one (``state_file``) has its head and each part
+    sealed on its own (each part bound to the file's name and its key group), so a reader checks
+    only the parts it reads."""
+    if not _sealing.get("secret") or not state_file.is_key_grouped(data):
+        return _seal(path, data)
+    payload, index, body = state_file.split(data)
+    parts, sealed_index, offset = [], [], 0
+    for kg, off, length in index:
+        part = _seal(f"{path}#{kg}", bytes(body[off : off + length]))
+        sealed_index.append((kg, offset, len(part)))
+        parts.append(part)
+        offset += len(part)
+    return state_file.pack(_seal(path, state_file.encode_head(payload, sealed_index)), parts)
+
+
+def _open_state(path: str, data: bytes) -> bytes:
+    """The unsealed bytes of a whole state file, in either format."""
+    if not state_file.is_key_grouped(data):
+        return _open(path, data)
+    try:
+        n = state_file.head_length(data[: state_file.PREFIX_BYTES])
+        payload, index = state_file.decode_head(_open(path, data[state_file.PREFIX_BYTES : state_file.PREFIX_BYTES + n]))
+    except ValueError as e:
+        raise InvalidSavepoint(str(path)[:300], f"state file is corrupt: {e}") from e
+    body = memoryview(data)[state_file.PREFIX_BYTES + n :]
+    parts = [(kg, _open(f"{path}#{kg}", bytes(body[off : off + length]))) for kg, off, length in index]
+    return state_file.build(payload, parts)
 
 
 def _open_metadata(path: str, data: bytes) -> bytes:
@@ -165,11 +196,11 @@ class FileSystemCheckpointStorage:
         """Write one operator's snapshot of one subtask; the returned path is its state handle."""
         directory = location or self.location(job_id, checkpoint_id)
         path = storage_fs(directory).join(directory, state_file_name(task, operator_id))
-        _atomic_write(path, _seal(path, data))
+        _atomic_write(path, _seal_state(path, data))
         return path
 
     def read_task_state(self, handle: str) -> bytes:
-        return _open(handle, _read_file(handle))
+        return _open_state(handle, _read_file(handle))
 
     @staticmethod
     def read_state_file(handle: str) -> bytes:
@@ -177,7 +208,38 @@ class FileSystemCheckpointStorage:
         # a completed checkpoint or savepoint directory, never any file the process can read.
         if not is_state_file(handle):
             raise InvalidSavepoint(str(handle)[:300], "a state handle must be a .state file in a completed checkpoint")
-        return _open(handle, _read_file(handle))
+        return _open_state(handle, _read_file(handle))
+
+    @staticmethod
+    def read_state_file_key_groups(handle: str, key_groups: range) -> bytes:
+        """As ``read_state_file``, reading only the head and the parts of ``key_groups`` of a
+        key-grouped file (``state_file``): the unsealed file of just those parts. A file in the
+        older single-blob format is read whole."""
+        if not is_state_file(handle):
+            raise InvalidSavepoint(str(handle)[:300], "a state handle must be a .state file in a completed checkpoint")
+        fs = storage_fs(handle)
+        try:
+            (prefix,) = fs.read_ranges(handle, [(0, state_file.PREFIX_BYTES)])
+            if not state_file.is_key_grouped(prefix):
+                return _open_state(handle, fs.read(handle))
+            n = state_file.head_length(prefix)
+            (sealed_head,) = fs.read_ranges(handle, [(state_file.PREFIX_BYTES, n)])
+            if len(sealed_head) != n:
+                raise InvalidSavepoint(handle, "the state file is shorter than its head says")
+            payload, index = state_file.decode_head(_open(handle, sealed_head))
+            wanted = [(kg, off, length) for kg, off, length in index if kg in key_groups]
+            start = state_file.PREFIX_BYTES + n
+            chunks = fs.read_ranges(handle, [(start + off, length) for _, off, length in wanted])
+        except OSError as e:
+            raise InvalidSavepoint(handle, f"state file cannot be read: {e.strerror or e}") from e
+        except ValueError as e:
+            raise InvalidSavepoint(handle, f"state file is corrupt: {e}") from e
+        parts = []
+        for (kg, _, length), data in zip(wanted, chunks):
+            if len(data) != length:
+                raise InvalidSavepoint(handle, "the state file is shorter than its index says")
+            parts.append((kg, _open(f"{handle}#{kg}", data)))
+        return state_file.build(payload, parts)
 
     def write_metadata(
         self, job_id: str, checkpoint_id: int, metadata: Mapping[str, Any], location: str | None = None
@@ -283,6 +345,22 @@ def read_shared_parts(handle: str, name: str, ranges: list[tuple[int, int, int]]
             out.append((kg, _open(f"{name}#{kg}", data)))
     except OSError as e:
         raise InvalidSavepoint(path, f"shared state file cannot be read: {e.strerror or e}") from e
+    return out
+
+
+def read_shared_file(shared_dir: str, name: str, ranges: list[tuple[int, int, int]]) -> list[tuple[int, bytes]]:
+    """The parts ``ranges`` of shared file ``name`` in ``shared_dir``, each checked: for a task
+    compacting its own chain (the directory is its job's, from its checkpoint barrier, not a handle)."""
+    if not is_shared_name(name):
+        raise CheckpointStorageError(f"not a shared state file name: {str(name)[:100]!r}")
+    fs = storage_fs(shared_dir)
+    path = fs.join(shared_dir, name)
+    chunks = fs.read_ranges(path, [(offset, length) for _, offset, length in ranges])
+    out = []
+    for (kg, _, length), data in zip(ranges, chunks):
+        if len(data) != length:
+            raise CheckpointStorageError(f"shared state file '{name}' is shorter than its index says")
+        out.append((kg, _open(f"{name}#{kg}", data)))
     return out
 
 

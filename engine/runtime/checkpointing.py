@@ -10,7 +10,6 @@ in the background and then acknowledges.
 """
 from __future__ import annotations
 
-import pickle
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -21,6 +20,7 @@ from millstream.engine.checkpoint.messages import TaskAck
 from millstream.engine.checkpoint.filesystem import is_remote
 from millstream.engine.checkpoint.storage import FileSystemCheckpointStorage
 from millstream.engine.runtime import forked_snapshot
+from millstream.engine.runtime.state.key_grouped_state import decode_state, encode_state
 
 
 @dataclass(frozen=True)
@@ -189,7 +189,7 @@ class SubtaskCheckpointer:
                 return
         try:
             full = _merge(states, deferred)
-            blobs = {op_id: pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL) for op_id, state in full.items()}
+            blobs = {op_id: encode_state(state) for op_id, state in full.items()}
         except Exception as e:  # unpicklable user state: this checkpoint fails, the job goes on
             self.decline(barrier.checkpoint_id, f"state of subtask {self.task} could not be serialised: {e}")
             return
@@ -219,7 +219,7 @@ class SubtaskCheckpointer:
         forked from a multithreaded process must not open connections or import (another thread may
         have held a lock the child inherits, as fsspec's import did)."""
         full = _merge(states, deferred)
-        blobs = {op_id: pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL) for op_id, state in full.items()}
+        blobs = {op_id: encode_state(state) for op_id, state in full.items()}
         if is_remote(barrier.location or ""):
             return blobs
         chains = {op_id: state["heap_chain"] for op_id, state in full.items() if state.get("heap_chain")}
@@ -279,11 +279,11 @@ class SubtaskCheckpointer:
         shared: dict[str, tuple[str, ...]] = dict(shared_before or {})
         try:
             for op_id, complete in (background or {}).items():
-                state = pickle.loads(blobs[op_id])
+                state = decode_state(blobs[op_id])
                 state.update(complete())
                 # an incremental snapshot's chain: files in the job's shared/ directory it refers to
                 shared[op_id] = tuple(f["name"] for f in (state.get("chain") or state.get("heap_chain") or ()))
-                blobs[op_id] = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+                blobs[op_id] = encode_state(state)
             handles = self._write_blobs(barrier, blobs)
         except Exception as e:
             self.shared_bytes.pop(barrier.checkpoint_id, None)

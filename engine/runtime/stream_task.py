@@ -15,7 +15,6 @@ completes, ending event time only when asked to drain.
 from __future__ import annotations
 
 import os
-import pickle
 import re
 import threading
 import time
@@ -31,7 +30,12 @@ from millstream.engine.runtime.io.channel import ChannelFactory, ChannelId, Task
 from millstream.engine.checkpoint.messages import TaskAck
 from millstream.engine.checkpoint.rescale import TaskRestore
 from millstream.engine.checkpoint.shared_state_registry import SHARED_DIR
-from millstream.engine.checkpoint.storage import FileSystemCheckpointStorage, read_shared_parts, write_shared_file
+from millstream.engine.checkpoint.storage import (
+    FileSystemCheckpointStorage,
+    read_shared_file,
+    read_shared_parts,
+    write_shared_file,
+)
 from millstream.engine.runtime.batch_slicer import BatchSlicer
 from millstream.engine.runtime.collect import CollectGateway
 from millstream.engine.runtime.checkpointing import AlignmentStep, Barrier, BarrierAligner, SubtaskCheckpointer
@@ -67,7 +71,8 @@ from millstream.engine.runtime.state.task_state_manager import (
     snapshot_keyed_tables,
 )
 from millstream.engine.checkpoint.filesystem import is_remote
-from millstream.engine.runtime.state.incremental import SharedFile, chain_from_wire
+from millstream.engine.runtime.state.state_chain import SharedFile, chain_from_wire, chain_sizes
+from millstream.engine.runtime.state.key_grouped_state import decode_state
 from millstream.engine.runtime.task_metrics import TaskIOMetrics
 from millstream.engine.runtime.user_code_class_loader import activate_user_code
 from millstream.engine.runtime.watermarks import MAX_WATERMARK, StatusWatermarkValve
@@ -76,13 +81,21 @@ SOURCE_BATCH = 1024
 TICK_S = 0.05  # how often operators' on_tick runs (processing-time timers, idleness)
 
 
-def _read_state(handle: Any) -> Any:
-    return pickle.loads(FileSystemCheckpointStorage.read_state_file(handle))
+def _read_state(handle: Any, key_groups: range | None = None) -> Any:
+    """An old subtask's state file; of a key-grouped one only the parts of ``key_groups`` (all when None)."""
+    if key_groups is None:
+        return decode_state(FileSystemCheckpointStorage.read_state_file(handle))
+    return decode_state(FileSystemCheckpointStorage.read_state_file_key_groups(handle, key_groups))
 
 
-def _keyed_snapshot(backend: Any, op: StreamOperator) -> Callable[[], dict[str, Any]]:
+def _read_state_head(handle: Any) -> Any:
+    """An old subtask's state without its keyed parts (a peer's union list state is all that is wanted)."""
+    return _read_state(handle, range(0))
+
+
+def _keyed_snapshot(backend: Any, op: StreamOperator, by_key_group: bool = False) -> Callable[[], dict[str, Any]]:
     def materialise() -> dict[str, Any]:
-        return snapshot_keyed_tables(backend, op)
+        return snapshot_keyed_tables(backend, op, by_key_group)
 
     return materialise
 
@@ -245,7 +258,11 @@ class StreamTask:
                         is_base, complete = self._heap_incremental_snapshot(op, op_id, barrier)
                         (deferred if is_base else background)[op_id] = complete
                     elif getattr(self.keyed_backend, "snapshot_in_fork", False):
-                        deferred[op_id] = _keyed_snapshot(self.keyed_backend, op)  # taken in a forked child
+                        # taken in a forked child; a savepoint's grouped by key group there, so a rescaled
+                        # restore reads only its key groups (a periodic checkpoint's is not: hashing
+                        # every key costs more than the interval, see docs/large-state.md)
+                        by_kg = barrier.checkpoint_type != "CHECKPOINT"
+                        deferred[op_id] = _keyed_snapshot(self.keyed_backend, op, by_kg)
                     elif incremental:
                         background[op_id] = self._incremental_snapshot(op, op_id, barrier)  # a base or a delta
                     elif hasattr(self.keyed_backend, "begin_snapshot"):
@@ -285,20 +302,23 @@ class StreamTask:
 
         return write_file
 
+    def _shared_file_reader(self, barrier: Barrier) -> Callable[[str, list[tuple[int, int, int]]], list[tuple[int, bytes]]]:
+        """Reads the parts of a file in this job's shared directory (a chain a compaction rebuilds)."""
+        shared_dir = os.path.join(os.path.dirname(os.path.abspath(barrier.location)), SHARED_DIR)  # type: ignore[arg-type]
+
+        def read_file(name: str, index: list[tuple[int, int, int]]) -> list[tuple[int, bytes]]:
+            return read_shared_file(shared_dir, name, index)
+
+        return read_file
+
     def _heap_incremental_snapshot(self, op: StreamOperator, op_id: str, barrier: Barrier) -> tuple[bool, Callable[[], dict[str, Any]]]:
         cid = barrier.checkpoint_id
-        is_base, finish = snapshot_heap_incremental(self.keyed_backend, op, cid, self._shared_file_writer(op_id, barrier))
+        is_base, finish = snapshot_heap_incremental(
+            self.keyed_backend, op, cid, self._shared_file_writer(op_id, barrier), self._shared_file_reader(barrier)
+        )
         if is_base:
             return True, finish  # in the forked child; the checkpointer reports the chain back (chain_written)
-
-        def complete() -> dict[str, Any]:
-            out = finish()
-            chain = out["heap_chain"]
-            if self.checkpointer is not None:
-                self.checkpointer.shared_bytes[cid] = (chain[-1]["size"], sum(f["size"] for f in chain))
-            return out
-
-        return False, complete
+        return False, self._counting_shared_bytes(cid, finish, "heap_chain")
 
     def _base_written(self, checkpoint_id: int, op_id: str, chain: list[dict[str, Any]]) -> None:
         """A forked child wrote the heap backend's incremental base (on the writer thread)."""
@@ -309,12 +329,18 @@ class StreamTask:
     def _incremental_snapshot(self, op: StreamOperator, op_id: str, barrier: Barrier) -> Callable[[], dict[str, Any]]:
         cid = barrier.checkpoint_id
         finish = snapshot_keyed_incremental(self.keyed_backend, op, cid, self._shared_file_writer(op_id, barrier))
+        return self._counting_shared_bytes(cid, finish, "chain")
+
+    def _counting_shared_bytes(self, cid: int, finish: Callable[[], dict[str, Any]], field: str) -> Callable[[], dict[str, Any]]:
+        """``finish`` (an incremental snapshot, on the writer thread), telling the checkpointer the bytes
+        of the new shared file and of the whole chain in ``field`` of its result."""
 
         def complete() -> dict[str, Any]:
             out = finish()
-            chain = out["chain"]
+            written = out.pop("_written", None)  # a compaction wrote a base too
             if self.checkpointer is not None:
-                self.checkpointer.shared_bytes[cid] = (chain[-1]["size"], sum(f["size"] for f in chain))
+                new, whole = chain_sizes(out[field])
+                self.checkpointer.shared_bytes[cid] = (new if written is None else written, whole)
             return out
 
         return complete
@@ -351,8 +377,9 @@ class StreamTask:
             spec = plan.operators.get(self.graph.nodes[node_id].operator_id)
             if spec is None:
                 continue
-            loaded = {old: _read_state(handle) for old, handle in spec.handles.items()}
-            self.restored_functions[node_id] = restore_function_state(loaded, spec, _read_state)
+            # only the key groups this subtask owns: the other parts of a key-grouped file are not read
+            loaded = {old: _read_state(handle, spec.key_groups) for old, handle in spec.handles.items()}
+            self.restored_functions[node_id] = restore_function_state(loaded, spec, _read_state_head)
             op = self.operators.get(node_id)
             if op is None:  # the source: resume its splits
                 self.restored_position = restore_splits(loaded, spec, self.graph.transformations[node_id].function)

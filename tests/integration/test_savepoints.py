@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from millstream.engine.checkpoint import state_file
 from tests.integration.cluster import Cluster
 from tests.integration.test_cluster_resources import _drop_database, _postgres_database
 
@@ -99,6 +100,11 @@ def test_stop_at_2_restore_at_3_then_at_1_gives_the_uninterrupted_result(cluster
     assert restored["latest"]["restored"]["external_path"] == second
     assert restored["latest"]["restored"]["is_savepoint"]
     assert Path(first).is_dir() and Path(second).is_dir()  # savepoints are never deleted
+    # Issue 16: the keyed count's state went into key-grouped files (a part per key group), which the
+    # rescaled subtasks above read only their key groups of, and restored exactly.
+    for sp in (first, second):
+        heads = [p.read_bytes()[: len(state_file.MAGIC)] for p in Path(sp).glob("*.state")]
+        assert any(state_file.is_key_grouped(h) for h in heads), (sp, heads)
 
 
 def test_a_trigger_id_sent_twice_takes_one_savepoint_and_the_cli_prints_its_path(cluster: Cluster, tmp_path: Path) -> None:

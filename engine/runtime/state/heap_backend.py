@@ -24,7 +24,7 @@ from millstream.engine.datastream.state import (
 )
 from millstream.engine.runtime.key_groups import assign_to_key_group
 from millstream.engine.runtime.state.heap_incremental import MUTABLE_KINDS, TrackedTable, begin_delta, cut
-from millstream.engine.runtime.state.incremental import ChangeTracker, SnapshotPlan
+from millstream.engine.runtime.state.state_chain import ChangeTracker, SnapshotPlan
 
 
 class StateTypeMismatch(TypeError):
@@ -75,7 +75,8 @@ class HeapKeyedStateBackend(StateFactory):
         self.tables: dict[str, dict[Any, Any]] = {}
         self.kinds: dict[str, str] = {}
         # Incremental checkpoints: tables record changed keys, and the tracker the chain they extend.
-        self.changes: ChangeTracker | None = ChangeTracker() if incremental else None
+        # Its tables record every write from empty, so the first checkpoint is a delta on the empty chain.
+        self.changes: ChangeTracker | None = ChangeTracker(from_empty=True) if incremental else None
         # Deltas whose copy-on-write views may still be attached, by checkpoint id: a view never read
         # (its checkpoint was declined before the writer ran) would tax every write, so views are
         # dropped once their checkpoint is aborted or a later one completed (the writer runs in order).
@@ -96,15 +97,18 @@ class HeapKeyedStateBackend(StateFactory):
         return t
 
     # -- incremental checkpoints (heap_incremental) ------------------------------------------
-    def begin_incremental_snapshot(self, checkpoint_id: int) -> tuple[SnapshotPlan, Callable[[], list[tuple[int, bytes]]] | None]:
+    def begin_incremental_snapshot(
+        self, checkpoint_id: int, compact: bool = False
+    ) -> tuple[SnapshotPlan, Callable[[], list[tuple[int, bytes]]] | None]:
         """On the task thread, at the barrier: the plan (a base, or a delta on the last completed
         checkpoint's chain) and, for a delta, the callable that reads the changed entries as of now on
         the writer thread (parts of a shared file). A base has no callable: it is pickled whole in a
-        forked child (the caller's business)."""
+        forked child (the caller's business). ``compact``: the caller can compact a chain from its
+        files, so a due base becomes a delta plus that compaction (``SnapshotPlan.compact``), no fork."""
         if self.changes is None:
             raise ValueError("this heap state backend was not opened for incremental checkpoints")
         tables = {n: t for n, t in self.tables.items() if isinstance(t, TrackedTable)}
-        plan, sets = self.changes.plan_cut(checkpoint_id, cut(tables))
+        plan, sets = self.changes.plan_cut(checkpoint_id, cut(tables), compact)
         if plan.is_base:
             return plan, None
         read, discard = begin_delta(tables, sets)

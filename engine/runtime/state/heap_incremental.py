@@ -16,9 +16,13 @@ around the interpreter lock:
   (``CopyOnWrite.preserve``: the old object for a write, a deep copy before handing out a mutable
   value). The writer holds the snapshot's lock, and so the interpreter lock, for one chunk at a time,
   so the task thread waits at most one chunk's pickling.
-* **Bases** (materialisation): the first checkpoint, after a restore that cannot go on with its chain,
-  after ``max_deltas`` deltas or once the deltas outweigh the base: the whole tables, pickled in a forked
-  copy-on-write child as the full heap snapshot is (``forked_snapshot``), written as a shared file.
+* **Bases** (materialisation). The tables record every write from empty, so the first checkpoint
+  is a delta on the empty chain. When a base is due (``max_deltas`` deltas, or the deltas outweigh
+  the base) the writer thread compacts the last completed chain from its files into a new base
+  (``compact``), after the delta: nothing forked, no live state read. Only when no sound chain is
+  left (an aborted checkpoint, a cleared table, no local directory to read from) is a base taken from
+  the live tables, pickled in a forked copy-on-write child as the full heap snapshot is
+  (``forked_snapshot``).
 
 The files go to the job's ``shared/`` directory and are reference-counted by the coordinator's
 ``SharedStateRegistry``, exactly as the on-disk backend's (``incremental``). A part here is
@@ -35,12 +39,13 @@ import pickle
 import threading
 from typing import Any, Callable, Iterable, Mapping
 
-from millstream.engine.runtime.state.incremental import BASE, Chain
+from millstream.engine.runtime.state.state_chain import BASE, Chain
 
 # Kinds of state whose values callers change in place after reading them (``HeapListState.add``
 # appends to the list ``setdefault`` returned; the window operator mutates its per-key dicts).
 MUTABLE_KINDS = frozenset({"list", "map", "window", "ttl-list", "ttl-map"})
 CHUNK = 2_000  # keys per part: what the writer thread pickles while it holds the interpreter lock
+BASE_CHUNK = 50_000  # entries per part of a base: a few ms to pickle or unpickle
 _ABSENT = object()
 _SCALARS = frozenset({int, float, str, bytes, bool, complex, type(None)})
 
@@ -260,8 +265,24 @@ def _part(name: str, rows: list[tuple[Any, Any]]) -> bytes:
 
 
 def base_parts(tables: Mapping[str, dict[Any, Any]]) -> list[tuple[int, bytes]]:
-    """Every table whole, one part each (in the forked child: the pickling runs at C speed)."""
-    return [(i, pickle.dumps((name, t, []), pickle.HIGHEST_PROTOCOL)) for i, (name, t) in enumerate(tables.items())]
+    """Every table in parts of ``BASE_CHUNK`` entries (in the forked child, or compacting on the writer
+    thread): a reader unpickles, and a compaction pickles, one part per hold of the interpreter lock."""
+    parts = []
+    for name, t in tables.items():
+        items = iter(dict.items(t))
+        while True:
+            chunk = dict(itertools.islice(items, BASE_CHUNK))
+            if not chunk:
+                break
+            parts.append(pickle.dumps((name, chunk, []), pickle.HIGHEST_PROTOCOL))
+    return list(enumerate(parts))
+
+
+def compact(chain: Chain, read_file: Callable[[str, list[tuple[int, int, int]]], list[tuple[int, bytes]]]) -> list[tuple[int, bytes]]:
+    """The parts of one base holding the state of ``chain`` (FLIP-158's materialisation), read from the
+    chain's files rather than from the live tables: on the writer thread, nothing forked, nothing the
+    task thread changes is touched. Each part read or written is one short hold of the lock."""
+    return base_parts(replay_tables(chain, read_file))
 
 
 def replay_tables(chain: Chain, read_file: Callable[[str, list[tuple[int, int, int]]], list[tuple[int, bytes]]]) -> dict[str, dict[Any, Any]]:

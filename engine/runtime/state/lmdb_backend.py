@@ -50,7 +50,7 @@ import msgpack
 from millstream.engine.runtime.key_encoding import EXT_BIGINT, canonical
 from millstream.engine.runtime.key_groups import assign_to_key_group
 from millstream.engine.runtime.state.heap_backend import StateFactory, StateTypeMismatch
-from millstream.engine.runtime.state.incremental import ChangeTracker, SnapshotPlan
+from millstream.engine.runtime.state.state_chain import ChangeTracker, SnapshotPlan
 from millstream.engine.runtime.state.state_records import (
     KG_BYTES,
     WRAPPED as _WRAPPED,
@@ -167,12 +167,14 @@ class LmdbKeyedStateBackend(StateFactory):
         return self._open_snapshot(lambda txn: {name: list(txn.cursor(db).iternext()) for name, db in tables})
 
     def begin_incremental_snapshot(
-        self, checkpoint_id: int
+        self, checkpoint_id: int, compact: bool = False
     ) -> tuple[SnapshotPlan, Callable[[], dict[str, list[tuple[bytes, bytes | None]]]]]:
         """As ``begin_snapshot`` for checkpoint ``checkpoint_id`` of an incremental backend: the plan
         (a base, or a delta on the last completed checkpoint's chain) and the callable reading its
         records off the task thread: every record for a base; for a delta, each changed key's record
-        as of now, or None where it was deleted, sorted by LMDB key."""
+        as of now, or None where it was deleted, sorted by LMDB key. ``compact`` is the heap backend's
+        (bases compacted from files); ignored here: a base is read from LMDB's own read transaction,
+        which costs the task thread nothing."""
         if self.changes is None:
             raise ValueError("this LMDB state backend was not opened for incremental checkpoints")
         self.flush()  # the write-backs it does are changes of this checkpoint

@@ -4,7 +4,6 @@ and a failing child declines the checkpoint without harming the task. Real forks
 from __future__ import annotations
 
 import os
-import pickle
 import threading
 import time
 from typing import Any
@@ -16,6 +15,7 @@ from millstream.engine.datastream.state import ListStateDescriptor, ValueStateDe
 from millstream.engine.runtime import forked_snapshot
 from millstream.engine.runtime.checkpointing import Barrier, SubtaskCheckpointer
 from millstream.engine.runtime.state.heap_backend import HeapKeyedStateBackend
+from millstream.engine.runtime.state.key_grouped_state import decode_state
 
 pytestmark = pytest.mark.skipif(not forked_snapshot.available(), reason="needs os.fork")
 
@@ -40,7 +40,7 @@ def _checkpointer(acks: Acks) -> SubtaskCheckpointer:
 
 
 def _read(handle: str) -> Any:
-    return pickle.loads(FileSystemCheckpointStorage.read_state_file(handle))
+    return decode_state(FileSystemCheckpointStorage.read_state_file(handle))
 
 
 def _complete(location: str) -> None:

@@ -9,7 +9,7 @@ import threading
 from millstream.engine.datastream.state import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
 from millstream.engine.runtime.state.heap_backend import HeapKeyedStateBackend
 from millstream.engine.runtime.state.heap_incremental import CHUNK, TrackedTable, replay_tables
-from millstream.engine.runtime.state.incremental import BASE, DELTA, SharedFile
+from millstream.engine.runtime.state.state_chain import BASE, DELTA, SharedFile
 
 
 def _files() -> tuple[dict[str, list[tuple[int, bytes]]], callable]:
@@ -22,11 +22,19 @@ def _files() -> tuple[dict[str, list[tuple[int, bytes]]], callable]:
     return store, write
 
 
-def _base(backend: HeapKeyedStateBackend, cid: int, write) -> tuple:
+def _base(backend: HeapKeyedStateBackend, cid: int, write, first: bool = False) -> tuple:
+    """A checkpoint that starts a chain: a base, or (``first``: the backend's first checkpoint, its
+    tables tracked since they were empty) a delta on the empty chain."""
     plan, read = backend.begin_incremental_snapshot(cid)
-    assert plan.is_base and read is None
     from millstream.engine.runtime.state.heap_incremental import base_parts
 
+    if first:
+        assert not plan.is_base and plan.parent == () and read is not None
+        chain = (write(f"d{cid}", DELTA, read()),)
+        backend.changes.written(cid, chain)
+        backend.notify_checkpoint_complete(cid)
+        return chain
+    assert plan.is_base and read is None
     chain = (write(f"b{cid}", BASE, base_parts(backend.tables)),)
     backend.changes.written(cid, chain)
     backend.notify_checkpoint_complete(cid)
@@ -43,7 +51,7 @@ def test_a_delta_holds_the_values_of_its_barrier_whatever_the_task_does_before_i
         b.current_key = k
         value.update(k)
         items.add(k)
-    chain = _base(b, 1, write)
+    chain = _base(b, 1, write, first=True)
     for k in range(5):  # changed before checkpoint 2's barrier
         b.current_key = k
         value.update(100 + k)
@@ -85,7 +93,7 @@ def test_the_task_thread_changing_keys_while_the_writer_reads_them_in_chunks(mon
     b = HeapKeyedStateBackend(128, incremental=True)
     t = b.table("_reduce", "value")
     store, write = _files()
-    chain = _base(b, 1, write)
+    chain = _base(b, 1, write, first=True)
     n = 5 * CHUNK
     for k in range(n):
         t[k] = (k, 1)
@@ -110,7 +118,7 @@ def test_tables_pickle_as_plain_dicts_and_a_cleared_table_makes_the_next_checkpo
     copy = pickle.loads(pickle.dumps(t))
     assert type(copy) is dict and copy == {1: 2}
     _, write = _files()
-    _base(b, 1, write)
+    _base(b, 1, write, first=True)
     t[2] = 3
     plan, read = b.begin_incremental_snapshot(2)
     assert not plan.is_base
@@ -137,7 +145,7 @@ def test_a_delta_never_read_stops_taxing_writes_once_its_checkpoint_is_aborted_o
     b = HeapKeyedStateBackend(128, incremental=True)
     t = b.table("v", "value")
     _, write = _files()
-    _base(b, 1, write)
+    _base(b, 1, write, first=True)
     t[1] = 1
     b.begin_incremental_snapshot(2)  # declined before its writer ran: never read
     assert t.cow is not None
@@ -151,3 +159,57 @@ def test_a_delta_never_read_stops_taxing_writes_once_its_checkpoint_is_aborted_o
     b.changes.written(5, (*plan.parent, write("d5", DELTA, read5())))
     b.notify_checkpoint_complete(5)  # the writer ran in order: 4's views are dropped with it
     assert t.cow is None
+
+
+def test_a_due_base_is_compacted_from_the_chain_files_without_a_fork(tmp_path) -> None:
+    """Issue 16, heap targets: with a reader of the job's shared files no checkpoint is a (forked) base:
+    the first is a delta on the empty chain, and when a base is due the writer compacts the last
+    completed chain into one from its files; every chain replays to the state at its barrier."""
+    from types import SimpleNamespace
+
+    from millstream.engine.checkpoint.storage import read_shared_file, write_shared_file
+    from millstream.engine.runtime.state.task_state_manager import snapshot_heap_incremental
+
+    class Op:
+        ctx = SimpleNamespace(operator_name="op")
+
+        def timer_services(self) -> dict:
+            return {}
+
+        def keyed_tables(self) -> dict:
+            return {}
+
+    shared = str(tmp_path / "shared")
+
+    def write(cid: int):
+        def w(kind: str, parts: list) -> SharedFile:
+            name = f"op-0-{cid}.{kind}"
+            size, index = write_shared_file(shared, name, parts)
+            return SharedFile(name, kind, size, tuple(index))
+
+        return w
+
+    def read(name: str, index: list) -> list:
+        return read_shared_file(shared, name, index)
+
+    b = HeapKeyedStateBackend(128, incremental=True)
+    b.changes.max_deltas = 2  # type: ignore[union-attr]
+    value = b.get_state(ValueStateDescriptor("v", None))
+    kinds = []
+    for cid in range(1, 8):
+        for k in range(cid * 3):
+            b.current_key = k
+            value.update(cid * 100 + k)
+        expected = dict(b.tables["v"])
+        is_base, complete = snapshot_heap_incremental(b, Op(), cid, write(cid), read)
+        assert not is_base  # never a fork
+        b.current_key = 0
+        value.update(-1)  # after the barrier: not in this checkpoint
+        out = complete()
+        chain = tuple(SharedFile.from_wire(f) for f in out["heap_chain"])
+        kinds.append(tuple(f.kind for f in chain))
+        assert replay_tables(chain, read) == {"v": expected}
+        b.notify_checkpoint_complete(cid)
+    assert kinds[0] == (DELTA,)
+    assert (BASE, DELTA) in kinds  # compacted at least once, and the chains stay short
+    assert max(len(k) for k in kinds) <= 3

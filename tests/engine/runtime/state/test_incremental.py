@@ -1,7 +1,8 @@
 """ChangeTracker (pure): when a checkpoint is a delta and when a base, and which keys a delta holds."""
 from __future__ import annotations
 
-from millstream.engine.runtime.state.incremental import BASE, DELTA, ChangeTracker, SharedFile, encode_parts, replay
+from millstream.engine.runtime.state.incremental import encode_parts, replay
+from millstream.engine.runtime.state.state_chain import BASE, DELTA, ChangeTracker, SharedFile
 
 
 def f(name: str, kind: str, size: int) -> SharedFile:

@@ -18,14 +18,14 @@ from hypothesis import strategies as st
 
 from millstream.engine.checkpoint.rescale import OperatorRestore
 from millstream.engine.checkpoint.shared_state_registry import SharedStateRegistry
-from millstream.engine.checkpoint.storage import discard_shared, read_shared_parts, write_shared_file
+from millstream.engine.checkpoint.storage import discard_shared, read_shared_file, read_shared_parts, write_shared_file
 from millstream.engine.datastream.state import ListStateDescriptor, ValueStateDescriptor
 from millstream.engine.runtime.key_groups import assign_key_to_operator
 from millstream.engine.runtime.state.heap_backend import HeapKeyedStateBackend
-from millstream.engine.runtime.state.incremental import SharedFile
+from millstream.engine.runtime.state.state_chain import SharedFile
 from millstream.engine.runtime.state.lmdb_backend import LmdbKeyedStateBackend
 from millstream.engine.runtime import forked_snapshot
-from millstream.engine.runtime.state.incremental import chain_from_wire
+from millstream.engine.runtime.state.state_chain import chain_from_wire
 from millstream.engine.runtime.state.task_state_manager import (
     restore_keyed,
     shared_files_of,
@@ -98,7 +98,10 @@ class Job:
         child now (as the checkpointer does), a delta read later through its copy-on-write view."""
         if not self.heap:
             return snapshot_keyed_incremental(backend, _Operator(), cid, self.write_file(cid, i))
-        is_base, complete = snapshot_heap_incremental(backend, _Operator(), cid, self.write_file(cid, i))
+        # with a reader of this job's files: a due base is compacted from the chain's files, not forked
+        is_base, complete = snapshot_heap_incremental(
+            backend, _Operator(), cid, self.write_file(cid, i), lambda name, index: read_shared_file(self.shared, name, index)
+        )
         if not is_base:
             return complete
         # the child's image is of this instant; it is waited for now, so no half-written file is ever seen
@@ -204,15 +207,21 @@ def _run(job: Job, ops: list) -> None:
                 # Any checkpoint in flight ends, finished only now, after later writes.
                 cid, started, values_then, lists_then = pending.pop(op[1] % len(pending))
                 handles, names = {}, set()
+                declined = False
                 for i, finish in enumerate(started):
-                    state = finish()
+                    try:
+                        state = finish()
+                    except OSError:  # a heap compaction found its chain's files deleted: the task declines
+                        declined = True
+                        continue
+                    state.pop("_written", None)  # the task's accounting, not state
                     states[(cid, i)] = state
                     handles[i] = job.write_state(cid, i, state)
                     names.update(shared_files_of(state))
                 # Refused as the JobManager does: failed by a task, older than the latest completed one
                 # (subsumed), or built on a chain whose files retention already deleted (a checkpoint
                 # planned before an older one completed, which then subsumed its parent).
-                if op[0] == "fail" or (job.retained and cid < job.retained[-1][0]) or not names <= job.files():
+                if op[0] == "fail" or declined or (job.retained and cid < job.retained[-1][0]) or not names <= job.files():
                     job.fail(names)
                     for s in subtasks:
                         s.backend.notify_checkpoint_aborted(cid)

@@ -1,0 +1,218 @@
+"""The chain of files an incremental checkpoint's keyed state rests on, shared by both backends.
+
+A checkpoint of an incremental backend writes a *base* (all its state) or a *delta* (what changed
+since the last *completed* checkpoint) as a file in the job's ``shared/`` directory, and its state
+handle lists the chain ``[base, delta, ...]`` it is rebuilt from (``SharedFile``: name, kind, size
+and where each part is). ``ChangeTracker`` decides base or delta at each barrier (a new base after
+``max_deltas`` deltas, once the deltas outweigh the base, after a table was cleared or an aborted
+checkpoint, and when there is no completed chain yet), remembers the chain each snapshot wrote, and
+moves the parent on when the completion notification arrives. The coordinator's
+``SharedStateRegistry`` counts references to the files. What a file holds is each backend's own:
+``incremental`` (the on-disk backend's records, a part per key group) and ``heap_incremental``.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+BASE = "base"
+DELTA = "delta"
+DEFAULT_MAX_DELTAS = 10
+# Past this many changed keys a delta saves little and the set of changed keys costs memory: the
+# tracker stops recording and the next checkpoint is a base.
+DEFAULT_MAX_TRACKED = 2_000_000
+
+
+
+@dataclass(frozen=True)
+class SharedFile:
+    """One file of a chain: its name in ``shared/``, kind, size, and ``index`` [(key group, offset, length)]."""
+
+    name: str
+    kind: str
+    size: int
+    index: tuple[tuple[int, int, int], ...]
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "size": self.size, "index": [list(i) for i in self.index]}
+
+    @staticmethod
+    def from_wire(d: Mapping[str, Any]) -> "SharedFile":
+        kind = str(d["kind"])
+        if kind not in (BASE, DELTA):
+            raise ValueError(f"unknown shared state file kind {kind!r}")
+        return SharedFile(str(d["name"]), kind, int(d["size"]), tuple((int(a), int(b), int(c)) for a, b, c in d["index"]))
+
+
+Chain = tuple[SharedFile, ...]
+
+
+@dataclass(frozen=True)
+class SnapshotPlan:
+    """What one checkpoint writes: a base (``changed`` is None) or a delta of ``changed`` keys on ``parent``."""
+
+    checkpoint_id: int
+    parent: Chain
+    changed: Mapping[str, frozenset[bytes]] | None
+    drops: int  # the tracker's count of cleared tables when it was taken
+    # A delta whose writer also compacts ``parent`` into a new base (the chain becomes [base, delta]):
+    # materialisation from the chain's files instead of from the live state (the heap backend's).
+    compact: bool = False
+
+    @property
+    def is_base(self) -> bool:
+        return self.changed is None
+
+
+@dataclass
+class _Taken:
+    changed: dict[str, set[bytes]] | None  # None: too many to track
+    drops: int
+    chain: Chain | None = None  # set once its files are written
+
+
+@dataclass
+class ChangeTracker:
+    """What changed since the last completed checkpoint, and the chain that checkpoint left.
+
+    ``record`` is called by the backend for each key it writes to or deletes from LMDB (write-backs,
+    not every state access); ``table_cleared`` when a whole table is dropped, which a delta cannot
+    express. ``plan`` (task thread, at the barrier) cuts the keys changed since the previous snapshot;
+    ``written`` (writer thread) records the chain once the files exist; ``confirm`` (task thread, on
+    the completion notification) makes that chain the parent of the next delta. A snapshot that never
+    completes leaves its keys in the next delta, so failed checkpoints lose nothing."""
+
+    max_deltas: int = DEFAULT_MAX_DELTAS
+    max_tracked: int = DEFAULT_MAX_TRACKED
+    # The backend recorded every change since it was empty (the heap backend's tables): its first
+    # snapshot may be a delta on the empty chain instead of a base of everything.
+    from_empty: bool = False
+    changes: dict[str, set[bytes]] = field(default_factory=dict)
+    _tracked: int = 0
+    _overflow: bool = False
+    _drops: int = 0
+    _taken: dict[int, _Taken] = field(default_factory=dict)  # snapshots since the confirmed one
+    _confirmed: Chain | None = None
+    _confirmed_drops: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        if self.from_empty:
+            self._confirmed = ()
+
+    def record(self, name: str, lk: bytes) -> None:
+        if self._overflow:
+            return
+        keys = self.changes.get(name)
+        if keys is None:
+            keys = self.changes[name] = set()
+        n = len(keys)
+        keys.add(lk)
+        self._tracked += len(keys) - n
+        if self._tracked > self.max_tracked:
+            self._overflow = True  # the next snapshot is a base; stop paying for the set
+            self.changes.clear()
+
+    def table_cleared(self) -> None:
+        self._drops += 1
+
+    def plan(self, checkpoint_id: int) -> SnapshotPlan:
+        """The snapshot to take now; the keys changed since the previous snapshot are cut off."""
+        cut, self.changes, self._tracked = self.changes, {}, 0
+        overflow, self._overflow = self._overflow, False
+        with self._lock:
+            # An overflowed interval's keys are unknown: no later delta may rest on a chain before it.
+            self._taken[checkpoint_id] = _Taken(None if overflow else cut, self._drops)
+            parent = self._confirmed
+            if parent is None or self._drops != self._confirmed_drops or self._due_for_base(parent):
+                return SnapshotPlan(checkpoint_id, (), None, self._drops)
+            changed: dict[str, set[bytes]] = {}
+            for taken in self._taken.values():
+                if taken.changed is None:
+                    return SnapshotPlan(checkpoint_id, (), None, self._drops)
+                for name, keys in taken.changed.items():
+                    changed.setdefault(name, set()).update(keys)
+            return SnapshotPlan(checkpoint_id, parent, {n: frozenset(k) for n, k in changed.items()}, self._drops)
+
+    def plan_cut(
+        self, checkpoint_id: int, cut: dict[str, set[Any]], compact: bool = False
+    ) -> tuple[SnapshotPlan, list[Mapping[str, set[Any]]]]:
+        """As ``plan``, for change sets kept by the caller (the heap backend's tables): ``cut`` holds the
+        keys changed since the previous snapshot. Returns the plan and, for a delta, the change sets of
+        every snapshot since the last completed one, not merged (merging would copy every key on the
+        task thread). ``compact``: when a base is due on a chain that is still sound, the plan is a
+        delta whose writer compacts the chain into a new base from its files (``SnapshotPlan.compact``)."""
+        with self._lock:
+            self._taken[checkpoint_id] = _Taken(cut, self._drops)
+            parent = self._confirmed
+            if parent is None or self._drops != self._confirmed_drops:
+                return SnapshotPlan(checkpoint_id, (), None, self._drops), []
+            due = self._due_for_base(parent)
+            if due and not compact:
+                return SnapshotPlan(checkpoint_id, (), None, self._drops), []
+            sets = [t.changed for t in self._taken.values() if t.changed is not None]
+            return SnapshotPlan(checkpoint_id, parent, {}, self._drops, compact=due), sets
+
+    def resume(self, chain: Chain) -> None:
+        """After a restore from ``chain`` that put back exactly its state: the next snapshot may be a
+        delta on it (rather than a base). What was recorded while restoring is dropped."""
+        with self._lock:
+            self.changes, self._tracked, self._overflow = {}, 0, False
+            self._taken.clear()
+            self._confirmed, self._confirmed_drops = chain, self._drops
+
+    def _due_for_base(self, parent: Chain) -> bool:
+        if parent and parent[0].kind == DELTA:  # begun from empty (``from_empty``): its first delta stands for the base
+            bases, deltas = parent[:1], parent[1:]
+        else:
+            bases, deltas = tuple(f for f in parent if f.kind == BASE), tuple(f for f in parent if f.kind == DELTA)
+        return len(deltas) >= self.max_deltas or sum(f.size for f in deltas) > sum(f.size for f in bases)
+
+    def written(self, checkpoint_id: int, chain: Chain) -> None:
+        with self._lock:
+            taken = self._taken.get(checkpoint_id)
+            if taken is not None:
+                taken.chain = chain
+
+    def confirm(self, checkpoint_id: int) -> None:
+        """Checkpoint ``checkpoint_id`` completed: its chain is the parent of the next delta, and the keys
+        of the snapshots up to it are in that chain. Ids of other snapshots (savepoints) are ignored."""
+        with self._lock:
+            taken = self._taken.get(checkpoint_id)
+            if taken is None or taken.chain is None:
+                return
+            self._confirmed, self._confirmed_drops = taken.chain, taken.drops
+            self._taken = {cid: t for cid, t in self._taken.items() if cid > checkpoint_id}
+
+    def abort(self, checkpoint_id: int) -> None:
+        """Checkpoint ``checkpoint_id`` will not complete. It may have been refused because a file of
+        its chain was already deleted (the chain's checkpoint was subsumed before this task heard
+        of a newer one): the next snapshot is a base, which refers to nothing older."""
+        with self._lock:
+            if checkpoint_id in self._taken:
+                self._confirmed = None
+
+    @property
+    def confirmed(self) -> Chain | None:
+        return self._confirmed
+
+
+def extend(plan: SnapshotPlan, new: SharedFile) -> Chain:
+    """The chain a snapshot of ``plan`` leaves once it wrote ``new``: a base starts a chain of its own."""
+    return (new,) if plan.is_base else (*plan.parent, new)
+
+
+def chain_sizes(chain: Iterable[Mapping[str, Any]]) -> tuple[int, int]:
+    """(bytes of the newest file, bytes of the whole chain) of a chain on the wire: what a checkpoint
+    wrote and what its state refers to."""
+    files = list(chain)
+    return (files[-1]["size"] if files else 0), sum(f["size"] for f in files)
+
+
+def chain_to_wire(chain: Iterable[SharedFile]) -> list[dict[str, Any]]:
+    return [f.to_wire() for f in chain]
+
+
+def chain_from_wire(wire: Iterable[Mapping[str, Any]]) -> Chain:
+    return tuple(SharedFile.from_wire(d) for d in wire)
