@@ -139,9 +139,22 @@ class DataStream:
     def assign_timestamps_and_watermarks(self, watermark_strategy: WatermarkStrategy) -> "DataStream":
         if not isinstance(watermark_strategy, WatermarkStrategy):
             raise TypeError(f"expected a WatermarkStrategy, got {type(watermark_strategy).__name__}")
-        return self._op(
-            OperatorKind.TIMESTAMPS, "Timestamps/Watermarks", None, None, watermark_strategy=watermark_strategy
+        if watermark_strategy.timestamp_assigner is None:
+            # PyFlink hands the strategy to Java's assignTimestampsAndWatermarks, which runs at its
+            # input's parallelism (the plan shows it there, FORWARD from the input).
+            out = self._op(OperatorKind.TIMESTAMPS, "Timestamps/Watermarks", None, None, watermark_strategy=watermark_strategy)
+            return out if self._t.kind.is_virtual else out._update(parallelism=self.get_parallelism())
+        # A Python assigner is three operators in PyFlink (a Python "Extract-Timestamp" process
+        # function, Java's Timestamps/Watermarks, a Java "Remove-Timestamp" map), each with its own
+        # transformation id. One operator does all of it here; the plan shows PyFlink's three.
+        extract_id = self._env._reserve_id()
+        remove_id = self._env._next_id + 1
+        out = self._op(
+            OperatorKind.TIMESTAMPS, "Timestamps/Watermarks", None, None, watermark_strategy=watermark_strategy,
+            plan_extract_id=extract_id, plan_remove_id=remove_id,
         )
+        self._env._reserve_id()  # remove_id
+        return out
 
     def get_side_output(self, output_tag: OutputTag) -> "DataStream":
         if not isinstance(output_tag, OutputTag):

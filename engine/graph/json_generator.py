@@ -33,6 +33,8 @@ _FUSABLE = (OperatorKind.MAP, OperatorKind.FLAT_MAP, OperatorKind.FILTER, Operat
 
 def _python(graph: StreamGraph, node_id: int) -> bool:
     """Whether PyFlink runs the operator as a Python function (only those fuse)."""
+    if graph.nodes[node_id].name == REMOVE_TIMESTAMP_NAME:
+        return False  # a Java map
     t = graph.transformations.get(node_id)
     return not getattr(getattr(t, "function", None), "java_operator", False)
 
@@ -75,6 +77,41 @@ def _fused_chains(graph: StreamGraph, chaining: bool) -> list[list[int]]:
         if len(chain) > 1:
             chains.append(chain)
     return chains
+
+
+EXTRACT_TIMESTAMP_NAME = "Extract-Timestamp"  # the Python process function PyFlink adds for an assigner
+REMOVE_TIMESTAMP_NAME = "Remove-Timestamp"  # the Java map that drops the timestamp it added
+
+
+def _with_timestamp_assigners(graph: StreamGraph) -> StreamGraph:
+    """The graph as PyFlink's plan has it: ``assign_timestamps_and_watermarks`` with a Python
+    TimestampAssigner is a Python process function that pairs each record with its timestamp, Java's
+    Timestamps/Watermarks operator at that function's parallelism, and a Java map that unpairs them,
+    each FORWARD to the next, under the ids the API reserved for them."""
+    nodes, edges, key_by_ids = dict(graph.nodes), list(graph.edges), dict(graph.key_by_plan_ids)
+    for node_id in sorted(graph.nodes):
+        t = graph.transformations.get(node_id)
+        if t is None or t.kind is not OperatorKind.TIMESTAMPS or "plan_extract_id" not in t.params:
+            continue
+        extract_id, remove_id = t.params["plan_extract_id"], t.params["plan_remove_id"]
+        if extract_id in nodes or remove_id in nodes:
+            continue  # ids taken (cannot happen through the API): show the one operator
+        node = graph.nodes[node_id]
+        nodes[extract_id] = replace(node, id=extract_id, kind=OperatorKind.PROCESS, name=EXTRACT_TIMESTAMP_NAME,
+                                    uid=None, operator_id=f"{node.operator_id}-extract", chaining=ChainingStrategy.ALWAYS)
+        nodes[remove_id] = replace(node, id=remove_id, kind=OperatorKind.MAP, name=REMOVE_TIMESTAMP_NAME,
+                                   uid=None, operator_id=f"{node.operator_id}-remove", chaining=ChainingStrategy.ALWAYS)
+        edges = [
+            replace(e, target=extract_id) if e.target == node_id
+            else replace(e, source=remove_id) if e.source == node_id
+            else e
+            for e in edges
+        ]
+        edges += [StreamEdge(extract_id, node_id, ShipStrategy.FORWARD, 0, None),
+                  StreamEdge(node_id, remove_id, ShipStrategy.FORWARD, 0, None)]
+        # a key_by of the stamped stream reads from the map now
+        key_by_ids = {(remove_id if src == node_id else src, dst, i): v for (src, dst, i), v in key_by_ids.items()}
+    return replace(graph, nodes=nodes, edges=edges, key_by_plan_ids=key_by_ids)
 
 
 KEY_BY_MAP_NAME = "_stream_key_by_map_operator"  # PythonConfigUtil.STREAM_KEY_BY_MAP_OPERATOR_NAME
@@ -145,6 +182,7 @@ def _with_print_conversions(graph: StreamGraph, fresh: int) -> tuple[StreamGraph
 def stream_graph_json(graph: StreamGraph, chaining: bool = True, next_id: int | None = None) -> dict[str, Any]:
     """``next_id``: the id PyFlink would give the first fused operator (its next transformation id)."""
     fresh = next_id if next_id is not None else max(graph.nodes, default=0) + 1
+    graph = _with_timestamp_assigners(graph)
     graph, fresh, key_bys = _with_key_by_maps(graph, fresh)
     graph, fresh = _with_print_conversions(graph, fresh)
     # PyFlink 2.3 takes one more transformation id per key_by while it builds the plan, before the
