@@ -134,7 +134,7 @@ class DataStream:
     def process(self, func: ProcessFunction, output_type: Any = None) -> "DataStream":
         if not isinstance(func, ProcessFunction):
             raise TypeError(f"process expects a ProcessFunction, got {type(func).__name__}")
-        return self._op(OperatorKind.PROCESS, "Process", func, output_type)
+        return self._op(OperatorKind.PROCESS, "PROCESS", func, output_type)  # PyFlink's operator name
 
     def assign_timestamps_and_watermarks(self, watermark_strategy: WatermarkStrategy) -> "DataStream":
         if not isinstance(watermark_strategy, WatermarkStrategy):
@@ -470,4 +470,4 @@ class KeyedStream(DataStream):
     def process(self, func: KeyedProcessFunction, output_type: Any = None) -> DataStream:  # type: ignore[override]
         if not isinstance(func, KeyedProcessFunction):
             raise TypeError(f"KeyedStream.process expects a KeyedProcessFunction, got {type(func).__name__}")
-        return self._op(OperatorKind.KEYED_PROCESS, "KeyedProcess", func, output_type)
+        return self._op(OperatorKind.KEYED_PROCESS, "KEYED PROCESS", func, output_type)  # PyFlink's operator name

@@ -29,6 +29,9 @@ def _pact(kind: OperatorKind) -> str:
 # PyFlink fuses consecutive Python functions into one operator before the plan is printed; these
 # kinds are the ones it fuses (stateless, one input).
 _FUSABLE = (OperatorKind.MAP, OperatorKind.FLAT_MAP, OperatorKind.FILTER, OperatorKind.PROCESS, OperatorKind.ASYNC_WAIT)
+# Python operators that head a fused run without joining one as its downstream (measured: a window
+# followed by a map shows as "GlobalWindows, Map", described as the window).
+_FUSABLE_HEADS = _FUSABLE + (OperatorKind.WINDOW,)
 
 
 def _python(graph: StreamGraph, node_id: int) -> bool:
@@ -65,7 +68,7 @@ def _fused_chains(graph: StreamGraph, chaining: bool) -> list[list[int]]:
 
     chains, seen = [], set()
     for node_id in sorted(graph.nodes):
-        if node_id in seen or graph.nodes[node_id].kind not in _FUSABLE:
+        if node_id in seen or graph.nodes[node_id].kind not in _FUSABLE_HEADS:
             continue
         ins = graph.in_edges(node_id)
         if len(ins) == 1 and ins[0].source in graph.nodes and graph.nodes[ins[0].source].kind in _FUSABLE and link(ins[0].source) == node_id:
@@ -179,6 +182,12 @@ def _with_print_conversions(graph: StreamGraph, fresh: int) -> tuple[StreamGraph
     return replace(graph, nodes=nodes, edges=edges), fresh
 
 
+def _plan_name(graph: StreamGraph, node_id: int) -> str:
+    """The node's name in the plan: a window operator's is its assigner's."""
+    params = getattr(graph.transformations.get(node_id), "params", None) or {}
+    return params.get("plan_name", display_name(graph.nodes[node_id]))
+
+
 def stream_graph_json(graph: StreamGraph, chaining: bool = True, next_id: int | None = None) -> dict[str, Any]:
     """``next_id``: the id PyFlink would give the first fused operator (its next transformation id)."""
     fresh = next_id if next_id is not None else max(graph.nodes, default=0) + 1
@@ -198,7 +207,7 @@ def stream_graph_json(graph: StreamGraph, chaining: bool = True, next_id: int | 
     pair_ids = {down: i for i, down in enumerate(sorted(n for c in chains for n in c[1:]), start=fresh)}
     for chain in chains:
         fused_id = pair_ids[chain[-1]]
-        fused[fused_id] = (", ".join(display_name(graph.nodes[n]) for n in chain), chain)
+        fused[fused_id] = (", ".join(_plan_name(graph, n) for n in chain), chain)
         renamed.update({n: fused_id for n in chain})
     ids = [i for i in graph.nodes if i not in renamed] + list(fused)
     kind_of = {i: graph.nodes[i].kind for i in graph.nodes if i not in renamed}
@@ -210,7 +219,8 @@ def stream_graph_json(graph: StreamGraph, chaining: bool = True, next_id: int | 
             name, chain = fused[node_id]
             head, tail = graph.nodes[chain[0]], chain[0]
             parallelism, kind, inputs = head.parallelism, OperatorKind.MAP, graph.in_edges(tail)
-            contents = name
+            head_params = getattr(graph.transformations.get(tail), "params", None) or {}
+            contents = head_params.get("plan_description", name)  # a window head keeps its description
         else:
             node = graph.nodes[node_id]
             name, parallelism, kind, inputs = display_name(node), node.parallelism, node.kind, graph.in_edges(node_id)

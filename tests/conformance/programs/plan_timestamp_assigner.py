@@ -1,5 +1,6 @@
 """get_execution_plan() of assign_timestamps_and_watermarks: with a Python TimestampAssigner and with a
-strategy that has none, each followed by keyed and unkeyed Python functions."""
+strategy that has none, after a Python map (PyFlink fuses the two Python functions) or straight after
+the source, each followed by keyed and unkeyed Python functions."""
 from pyflink.common import Duration, Types, WatermarkStrategy
 from pyflink.common.watermark_strategy import TimestampAssigner
 from pyflink.datastream import StreamExecutionEnvironment
@@ -19,7 +20,7 @@ class Echo(KeyedProcessFunction):
 env = StreamExecutionEnvironment.get_execution_environment()
 env.set_parallelism(2)
 t = Types.TUPLE([Types.STRING(), Types.LONG()])
-with_assigner = env.from_collection([("a", 1), ("b", 2)], type_info=t).assign_timestamps_and_watermarks(
+with_assigner = env.from_collection([("a", 1), ("b", 2)], type_info=t).map(lambda v: v, t).assign_timestamps_and_watermarks(
     WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(ByField()))
 with_assigner.key_by(lambda v: v[0], key_type=Types.STRING()).process(Echo(), Types.STRING()).print()
 without_assigner = env.from_collection([("c", 3)], type_info=t).assign_timestamps_and_watermarks(
