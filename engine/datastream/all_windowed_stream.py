@@ -1,7 +1,9 @@
 """``AllWindowedStream``: ``window_all(assigner)``, windows over a whole (non-keyed) stream.
 
-As in Flink, the stream is keyed by a constant (``NullByteKeySelector``) and the
-window operator is forced to parallelism 1; the keyless ProcessAllWindowFunction
+As in PyFlink, the stream is keyed by a constant (``NullByteKeySelector``) and the
+window operator runs at the default parallelism like any keyed window (so one of its
+subtasks, the one owning the constant key, sees every record; Java Flink forces
+parallelism 1 instead, PyFlink does not); the keyless ProcessAllWindowFunction
 and AllWindowFunction run behind adapters that drop the key, so the keyed
 window operators (native and Spark) run them unchanged.
 """
@@ -109,7 +111,7 @@ def _adapt_all(window_function: Any) -> Any:
 
 
 class AllWindowedStream:
-    """Windows over the whole stream, evaluated by one subtask; triggers, evictors, lateness and
+    """Windows over the whole stream, evaluated by the one subtask that owns the constant key; triggers, evictors, lateness and
     late side output behave exactly as for keyed windows."""
 
     def __init__(self, stream: "DataStream", assigner: WindowAssigner) -> None:
@@ -132,12 +134,8 @@ class AllWindowedStream:
         self._windowed.side_output_late_data(output_tag)
         return self
 
-    @staticmethod
-    def _non_parallel(stream: "DataStream") -> "DataStream":
-        return stream._update(fixed_parallelism=1, parallelism=1)
-
     def reduce(self, reduce_function: ReduceFunction | Any, window_function: Any = None, output_type: Any = None) -> "DataStream":
-        return self._non_parallel(self._windowed.reduce(reduce_function, _adapt_all(window_function), output_type))
+        return self._windowed.reduce(reduce_function, _adapt_all(window_function), output_type)
 
     def aggregate(
         self,
@@ -146,18 +144,16 @@ class AllWindowedStream:
         accumulator_type: Any = None,
         output_type: Any = None,
     ) -> "DataStream":
-        return self._non_parallel(
-            self._windowed.aggregate(aggregate_function, _adapt_all(window_function), accumulator_type, output_type)
-        )
+        return self._windowed.aggregate(aggregate_function, _adapt_all(window_function), accumulator_type, output_type)
 
     def process(self, process_window_function: ProcessAllWindowFunction, output_type: Any = None) -> "DataStream":
         if not isinstance(process_window_function, ProcessAllWindowFunction):
             raise TypeError(
                 f"AllWindowedStream.process expects a ProcessAllWindowFunction, got {type(process_window_function).__name__}"
             )
-        return self._non_parallel(self._windowed.process(_ProcessAllWindowAdapter(process_window_function), output_type))
+        return self._windowed.process(_ProcessAllWindowAdapter(process_window_function), output_type)
 
     def apply(self, all_window_function: AllWindowFunction, output_type: Any = None) -> "DataStream":
         if not isinstance(all_window_function, AllWindowFunction):
             raise TypeError(f"AllWindowedStream.apply expects an AllWindowFunction, got {type(all_window_function).__name__}")
-        return self._non_parallel(self._windowed.apply(_AllWindowFunctionAdapter(all_window_function), output_type))
+        return self._windowed.apply(_AllWindowFunctionAdapter(all_window_function), output_type)

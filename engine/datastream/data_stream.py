@@ -134,14 +134,27 @@ class DataStream:
     def process(self, func: ProcessFunction, output_type: Any = None) -> "DataStream":
         if not isinstance(func, ProcessFunction):
             raise TypeError(f"process expects a ProcessFunction, got {type(func).__name__}")
-        return self._op(OperatorKind.PROCESS, "Process", func, output_type)
+        return self._op(OperatorKind.PROCESS, "PROCESS", func, output_type)  # PyFlink's operator name
 
     def assign_timestamps_and_watermarks(self, watermark_strategy: WatermarkStrategy) -> "DataStream":
         if not isinstance(watermark_strategy, WatermarkStrategy):
             raise TypeError(f"expected a WatermarkStrategy, got {type(watermark_strategy).__name__}")
-        return self._op(
-            OperatorKind.TIMESTAMPS, "Timestamps/Watermarks", None, None, watermark_strategy=watermark_strategy
+        if watermark_strategy.timestamp_assigner is None:
+            # PyFlink hands the strategy to Java's assignTimestampsAndWatermarks, which runs at its
+            # input's parallelism (the plan shows it there, FORWARD from the input).
+            out = self._op(OperatorKind.TIMESTAMPS, "Timestamps/Watermarks", None, None, watermark_strategy=watermark_strategy)
+            return out if self._t.kind.is_virtual else out._update(parallelism=self.get_parallelism())
+        # A Python assigner is three operators in PyFlink (a Python "Extract-Timestamp" process
+        # function, Java's Timestamps/Watermarks, a Java "Remove-Timestamp" map), each with its own
+        # transformation id. One operator does all of it here; the plan shows PyFlink's three.
+        extract_id = self._env._reserve_id()
+        remove_id = self._env._next_id + 1
+        out = self._op(
+            OperatorKind.TIMESTAMPS, "Timestamps/Watermarks", None, None, watermark_strategy=watermark_strategy,
+            plan_extract_id=extract_id, plan_remove_id=remove_id,
         )
+        self._env._reserve_id()  # remove_id
+        return out
 
     def get_side_output(self, output_tag: OutputTag) -> "DataStream":
         if not isinstance(output_tag, OutputTag):
@@ -457,4 +470,4 @@ class KeyedStream(DataStream):
     def process(self, func: KeyedProcessFunction, output_type: Any = None) -> DataStream:  # type: ignore[override]
         if not isinstance(func, KeyedProcessFunction):
             raise TypeError(f"KeyedStream.process expects a KeyedProcessFunction, got {type(func).__name__}")
-        return self._op(OperatorKind.KEYED_PROCESS, "KeyedProcess", func, output_type)
+        return self._op(OperatorKind.KEYED_PROCESS, "KEYED PROCESS", func, output_type)  # PyFlink's operator name

@@ -29,10 +29,15 @@ def _pact(kind: OperatorKind) -> str:
 # PyFlink fuses consecutive Python functions into one operator before the plan is printed; these
 # kinds are the ones it fuses (stateless, one input).
 _FUSABLE = (OperatorKind.MAP, OperatorKind.FLAT_MAP, OperatorKind.FILTER, OperatorKind.PROCESS, OperatorKind.ASYNC_WAIT)
+# Python operators that head a fused run without joining one as its downstream (measured: a window
+# followed by a map shows as "GlobalWindows, Map", described as the window).
+_FUSABLE_HEADS = _FUSABLE + (OperatorKind.WINDOW,)
 
 
 def _python(graph: StreamGraph, node_id: int) -> bool:
     """Whether PyFlink runs the operator as a Python function (only those fuse)."""
+    if graph.nodes[node_id].name == REMOVE_TIMESTAMP_NAME:
+        return False  # a Java map
     t = graph.transformations.get(node_id)
     return not getattr(getattr(t, "function", None), "java_operator", False)
 
@@ -63,7 +68,7 @@ def _fused_chains(graph: StreamGraph, chaining: bool) -> list[list[int]]:
 
     chains, seen = [], set()
     for node_id in sorted(graph.nodes):
-        if node_id in seen or graph.nodes[node_id].kind not in _FUSABLE:
+        if node_id in seen or graph.nodes[node_id].kind not in _FUSABLE_HEADS:
             continue
         ins = graph.in_edges(node_id)
         if len(ins) == 1 and ins[0].source in graph.nodes and graph.nodes[ins[0].source].kind in _FUSABLE and link(ins[0].source) == node_id:
@@ -75,6 +80,41 @@ def _fused_chains(graph: StreamGraph, chaining: bool) -> list[list[int]]:
         if len(chain) > 1:
             chains.append(chain)
     return chains
+
+
+EXTRACT_TIMESTAMP_NAME = "Extract-Timestamp"  # the Python process function PyFlink adds for an assigner
+REMOVE_TIMESTAMP_NAME = "Remove-Timestamp"  # the Java map that drops the timestamp it added
+
+
+def _with_timestamp_assigners(graph: StreamGraph) -> StreamGraph:
+    """The graph as PyFlink's plan has it: ``assign_timestamps_and_watermarks`` with a Python
+    TimestampAssigner is a Python process function that pairs each record with its timestamp, Java's
+    Timestamps/Watermarks operator at that function's parallelism, and a Java map that unpairs them,
+    each FORWARD to the next, under the ids the API reserved for them."""
+    nodes, edges, key_by_ids = dict(graph.nodes), list(graph.edges), dict(graph.key_by_plan_ids)
+    for node_id in sorted(graph.nodes):
+        t = graph.transformations.get(node_id)
+        if t is None or t.kind is not OperatorKind.TIMESTAMPS or "plan_extract_id" not in t.params:
+            continue
+        extract_id, remove_id = t.params["plan_extract_id"], t.params["plan_remove_id"]
+        if extract_id in nodes or remove_id in nodes:
+            continue  # ids taken (cannot happen through the API): show the one operator
+        node = graph.nodes[node_id]
+        nodes[extract_id] = replace(node, id=extract_id, kind=OperatorKind.PROCESS, name=EXTRACT_TIMESTAMP_NAME,
+                                    uid=None, operator_id=f"{node.operator_id}-extract", chaining=ChainingStrategy.ALWAYS)
+        nodes[remove_id] = replace(node, id=remove_id, kind=OperatorKind.MAP, name=REMOVE_TIMESTAMP_NAME,
+                                   uid=None, operator_id=f"{node.operator_id}-remove", chaining=ChainingStrategy.ALWAYS)
+        edges = [
+            replace(e, target=extract_id) if e.target == node_id
+            else replace(e, source=remove_id) if e.source == node_id
+            else e
+            for e in edges
+        ]
+        edges += [StreamEdge(extract_id, node_id, ShipStrategy.FORWARD, 0, None),
+                  StreamEdge(node_id, remove_id, ShipStrategy.FORWARD, 0, None)]
+        # a key_by of the stamped stream reads from the map now
+        key_by_ids = {(remove_id if src == node_id else src, dst, i): v for (src, dst, i), v in key_by_ids.items()}
+    return replace(graph, nodes=nodes, edges=edges, key_by_plan_ids=key_by_ids)
 
 
 KEY_BY_MAP_NAME = "_stream_key_by_map_operator"  # PythonConfigUtil.STREAM_KEY_BY_MAP_OPERATOR_NAME
@@ -142,9 +182,16 @@ def _with_print_conversions(graph: StreamGraph, fresh: int) -> tuple[StreamGraph
     return replace(graph, nodes=nodes, edges=edges), fresh
 
 
+def _plan_name(graph: StreamGraph, node_id: int) -> str:
+    """The node's name in the plan: a window operator's is its assigner's."""
+    params = getattr(graph.transformations.get(node_id), "params", None) or {}
+    return params.get("plan_name", display_name(graph.nodes[node_id]))
+
+
 def stream_graph_json(graph: StreamGraph, chaining: bool = True, next_id: int | None = None) -> dict[str, Any]:
     """``next_id``: the id PyFlink would give the first fused operator (its next transformation id)."""
     fresh = next_id if next_id is not None else max(graph.nodes, default=0) + 1
+    graph = _with_timestamp_assigners(graph)
     graph, fresh, key_bys = _with_key_by_maps(graph, fresh)
     graph, fresh = _with_print_conversions(graph, fresh)
     # PyFlink 2.3 takes one more transformation id per key_by while it builds the plan, before the
@@ -160,7 +207,7 @@ def stream_graph_json(graph: StreamGraph, chaining: bool = True, next_id: int | 
     pair_ids = {down: i for i, down in enumerate(sorted(n for c in chains for n in c[1:]), start=fresh)}
     for chain in chains:
         fused_id = pair_ids[chain[-1]]
-        fused[fused_id] = (", ".join(display_name(graph.nodes[n]) for n in chain), chain)
+        fused[fused_id] = (", ".join(_plan_name(graph, n) for n in chain), chain)
         renamed.update({n: fused_id for n in chain})
     ids = [i for i in graph.nodes if i not in renamed] + list(fused)
     kind_of = {i: graph.nodes[i].kind for i in graph.nodes if i not in renamed}
@@ -172,7 +219,8 @@ def stream_graph_json(graph: StreamGraph, chaining: bool = True, next_id: int | 
             name, chain = fused[node_id]
             head, tail = graph.nodes[chain[0]], chain[0]
             parallelism, kind, inputs = head.parallelism, OperatorKind.MAP, graph.in_edges(tail)
-            contents = name
+            head_params = getattr(graph.transformations.get(tail), "params", None) or {}
+            contents = head_params.get("plan_description", name)  # a window head keeps its description
         else:
             node = graph.nodes[node_id]
             name, parallelism, kind, inputs = display_name(node), node.parallelism, node.kind, graph.in_edges(node_id)

@@ -3,7 +3,10 @@
 A buffer is ``(kind, a, b)``. Records travel as ``(RECORDS, values, timestamps)``;
 events travel in-band as their own buffers so they stay in order with records.
 Arrays decode as tuples (the common record shape in PyFlink programs), except in a buffer whose
-records are lists, which is packed with exact types; ``Row`` keeps its field names. An instance of a plain class defined by the job's user code (a dataclass
+records are lists, which is packed with exact types, and a buffer whose first or last record holds
+a list or a bytearray (in tuples, lists or dicts, down to a few levels of nesting), which is pickled
+whole when it holds only built-in types (else packed with exact types), so such records arrive as
+PyFlink's pickled records do; ``Row`` keeps its field names. An instance of a plain class defined by the job's user code (a dataclass
 or class in the program) travels as its class name and its ``__dict__``, whose lists and tuples
 keep their types; the receiver makes it from the class the job's loader registered under that
 name (engine/runtime/user_code_class_loader.py), unpickling nothing. Any other Python object falls
@@ -11,6 +14,9 @@ back to pickle.
 """
 from __future__ import annotations
 
+import datetime
+import decimal
+import itertools
 import operator
 import pickle
 from typing import Any, Protocol
@@ -35,6 +41,7 @@ _EXT_OBJECT = 5  # [class name, __dict__] of a plain user class instance, packed
 _EXT_TUPLE = 6  # a tuple inside an object's state, where arrays decode as lists
 _EXT_OBJECTS = 7  # a whole buffer of one plain user class: [class name, [__dict__, ...]]
 _EXT_EXACT = 8  # a buffer of list records, packed exactly (_exact): lists stay lists, tuples tuples
+_EXT_PICKLED = 9  # a buffer of built-in records msgpack would change (a list in a tuple...), pickled whole
 
 _state_of = operator.attrgetter("__dict__")
 
@@ -106,6 +113,8 @@ def _ext_hook(code: int, data: bytes) -> Any:
         return _new_objects(data)
     if code == _EXT_EXACT:
         return tuple(msgpack.unpackb(data, ext_hook=_ext_hook, use_list=True, strict_map_key=False))
+    if code == _EXT_PICKLED:
+        return tuple(pickle.loads(data))
     if code == _EXT_OBJECT:
         name, state = msgpack.unpackb(data, ext_hook=_ext_hook, use_list=True, strict_map_key=False)
         cls = resolve_class(name)
@@ -126,6 +135,49 @@ def _ext_hook(code: int, data: bytes) -> Any:
 
 
 _NATIVE = frozenset({tuple, list, str, int, float, bytes, dict, bool, type(None)})
+# Types msgpack gives back as they were, anywhere in a record.
+_KEPT = frozenset({str, int, float, bool, type(None), bytes})
+# What msgpack gives back as something else inside a record: a list (as a tuple), a bytearray (as
+# bytes); and the containers they may sit in.
+_CHANGED = frozenset({list, bytearray})
+_CONTAINERS = frozenset({tuple, list, dict})
+# Types whose pickle names only the standard library, so a TaskManager can always load it (a class
+# of the job's program could not be found by pickle there).
+_PICKLE_SAFE = _KEPT | _CHANGED | _CONTAINERS | frozenset({
+    set, frozenset, decimal.Decimal, datetime.date, datetime.time, datetime.datetime, datetime.timedelta,
+})
+_NESTING_CHECKED = 4  # levels of nesting looked into; deeper lists come back as tuples
+
+
+def _flatten(level: list[Any]) -> list[Any]:
+    """The elements of the containers in ``level`` (dicts give their keys and values)."""
+    t, d = tuple, dict
+    seqs = [x for x in level if type(x) is t or type(x) is list]
+    maps = [x for x in level if type(x) is d]
+    out = list(itertools.chain.from_iterable(seqs))
+    for m in maps:
+        out += m.keys()
+        out += m.values()
+    return out
+
+
+def _changed_buffer(values: Any) -> Any:
+    """An exact encoding of records msgpack would change (a list or a bytearray in them), or None."""
+    level, seen, deeper = values, set(), False
+    for depth in range(_NESTING_CHECKED):
+        types = set(map(type, level))
+        seen |= types
+        if not types & _CONTAINERS:
+            break
+        if depth == _NESTING_CHECKED - 1:
+            deeper = True  # not looked into: maybe a class pickle could not find on a TaskManager
+            break
+        level = _flatten(level)
+    if not seen & _CHANGED:
+        return None
+    if seen <= _PICKLE_SAFE and not deeper:
+        return msgpack.ExtType(_EXT_PICKLED, pickle.dumps(values, protocol=pickle.HIGHEST_PROTOCOL))
+    return msgpack.ExtType(_EXT_EXACT, msgpack.packb(list(values), default=_exact, use_bin_type=True, strict_types=True))
 
 
 class MsgpackSerializer:
@@ -141,6 +193,14 @@ class MsgpackSerializer:
                 # Arrays decode as tuples, so a buffer of list records (judged by its first: one
                 # check per buffer) is packed with exact types, as pickle would keep them.
                 a = msgpack.ExtType(_EXT_EXACT, msgpack.packb(list(a), default=_exact, use_bin_type=True, strict_types=True))
+            elif first is tuple or first is bytearray or first is dict:
+                # Records of one stream share a shape: only when its first or last record holds
+                # something msgpack would change is the whole buffer looked into (a full look costs
+                # more than packing it).
+                if _changed_buffer((a[0], a[-1])) is not None:
+                    exact = _changed_buffer(a)
+                    if exact is not None:
+                        a = exact
             elif first not in _NATIVE:
                 batch = _objects_batch(a)
                 if batch is not None:

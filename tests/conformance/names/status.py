@@ -60,8 +60,7 @@ NOTES: dict[str, str] = {
     "pyflink.datastream.window.CountWindowSerializer": "a marker for custom assigners; windows are pickled",
     "pyflink.datastream.window.GlobalWindowSerializer": "a marker for custom assigners; windows are pickled",
     "pyflink.datastream.data_stream.DataStream": (
-        "window_all runs its window at parallelism 1 (as Java Flink does; PyFlink keeps the default parallelism "
-        "and sends every record to one subtask); set_buffer_timeout is accepted but the job's buffer timeout "
+        "set_buffer_timeout is accepted but the job's buffer timeout "
         "applies; set_uid_hash matches state as a uid does; cache raises NotSupportedError"
     ),
     "pyflink.datastream.data_stream.KeyedStream": (

@@ -18,7 +18,7 @@ class Summary(ProcessAllWindowFunction):
 
 
 env = StreamExecutionEnvironment.get_execution_environment()
-env.set_parallelism(1)  # at 2 the print after window_all (parallelism 1) is a rebalance, random in Flink
+env.set_parallelism(1)
 ds = env.from_collection([1, 7, 3, 12, 15, 9, 2], type_info=Types.LONG()).assign_timestamps_and_watermarks(
     WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(ByValue()))
 ds.window_all(TumblingEventTimeWindows.of(Time.milliseconds(10))).process(Summary(), Types.STRING()).print("all")

@@ -1,7 +1,8 @@
 """``window_all`` / ``count_window_all`` run end to end on the in-process mini cluster.
 
 Each job really runs (sources, HASH exchange on the constant key, the window
-operator at parallelism 1, a collect sink); nothing is mocked.
+operator at the default parallelism as in PyFlink, one subtask of it owning the
+constant key, a collect sink); nothing is mocked.
 """
 from __future__ import annotations
 
@@ -74,7 +75,9 @@ class Labelled(AllWindowFunction):
 def test_window_all_process_sees_the_whole_stream_in_one_subtask():
     env, ds = _stamped(3)
     out = ds.window_all(TumblingEventTimeWindows.of(Time.seconds(1))).process(Contents())
-    assert out.get_parallelism() == 1
+    # PyFlink keys the stream by a constant and plans the window at the default parallelism (Java
+    # Flink forces 1); the subtask owning the constant key sees every record.
+    assert out.get_parallelism() == 3
     assert sorted(out.execute_and_collect()) == [
         (0, 1000, ("a", "b")),
         (1000, 2000, ("c", "d")),
@@ -88,7 +91,7 @@ def test_window_all_reduce_and_aggregate_with_all_window_functions():
     windows = TumblingEventTimeWindows.of(Duration.of_seconds(1))
     reduced = ds.window_all(windows).reduce(lambda a, b: (a[0] + b[0], max(a[1], b[1])), window_function=Opened())
     assert sorted(reduced.execute_and_collect()) == [
-        (0, 1, (("ab", 900),)), (1000, 1, (("cd", 1999),)), (2000, 1, (("e", 2500),)), (4000, 1, (("f", 4100),)),
+        (0, 2, (("ab", 900),)), (1000, 2, (("cd", 1999),)), (2000, 2, (("e", 2500),)), (4000, 2, (("f", 4100),)),
     ]
     env, ds = _stamped(2)
     summed = ds.window_all(windows).aggregate(SumTs(), window_function=Labelled())
