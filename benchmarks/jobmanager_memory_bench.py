@@ -81,7 +81,7 @@ class TracedCluster:
         self._snaps = 0
         self._trims = 0
 
-    def wait_ready(self, timeout: float = 120) -> None:
+    def wait_ready(self, timeout: float = 600) -> None:  # slow to start under tracemalloc
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.jobmanager.poll() is not None:
