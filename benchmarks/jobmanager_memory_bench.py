@@ -43,7 +43,7 @@ MIB = 2**20
 class TracedCluster:
     """Embedded valkey, a traced JobManager and one TaskManager, all in ``tmp``."""
 
-    def __init__(self, tmp: Path, frames: int, slots: int = 2) -> None:
+    def __init__(self, tmp: Path, frames: int, arena_max: int = 0, slots: int = 2) -> None:
         from millstream.backend.embedded_redis import redis_url_of, start_embedded_redis
 
         self.tmp = tmp
@@ -70,9 +70,11 @@ class TracedCluster:
         self.env.pop("DATABASE_URL", None)
         cli = [sys.executable, "-m", "millstream.backend.cli"]
         (tmp / "log").mkdir()
+        # glibc's malloc arenas (by default up to 8 per core, one per thread that allocates at once)
+        jm_env = dict(self.env, MALLOC_ARENA_MAX=str(arena_max)) if arena_max else self.env
         self.jobmanager = subprocess.Popen(
             [sys.executable, str(HERE / "traced_jobmanager.py"), "jobmanager", "--log-file", str(self.log)],
-            env=self.env, stdout=open(tmp / "log" / "jobmanager.out", "wb"), stderr=subprocess.STDOUT,
+            env=jm_env, stdout=open(tmp / "log" / "jobmanager.out", "wb"), stderr=subprocess.STDOUT,
         )
         self.taskmanager = subprocess.Popen(
             [*cli, "taskmanager", "--slots", str(slots), "--log-file", str(tmp / "log" / "taskmanager.log")],
@@ -184,9 +186,9 @@ def _curve(name: str, points: list[tuple[int, dict]], key: str) -> str:
     )
 
 
-def bench(warm: int, jobs: int, steps: int, top: int, frames: int, trim: bool) -> list[str]:
+def bench(warm: int, jobs: int, steps: int, top: int, frames: int, trim: bool, arena_max: int = 0) -> list[str]:
     with tempfile.TemporaryDirectory(prefix="millstream-jm-memory-") as tmp:
-        c = TracedCluster(Path(tmp), frames)
+        c = TracedCluster(Path(tmp), frames, arena_max)
         try:
             c.wait_ready()
             done = 0
@@ -200,7 +202,9 @@ def bench(warm: int, jobs: int, steps: int, top: int, frames: int, trim: bool) -
                     figures["trimmed"] = c.trim()["after"]
                 points.append((done, figures))
                 traces.append(trace)
-                print(f"after {done} jobs: " + ", ".join(f"{k} {_mib(figures, k)} MiB" for k in figures), flush=True)
+                print(f"after {done} jobs: " + ", ".join(
+                    f"{k} {figures[k]}" if k == "threads" else f"{k} {_mib(figures, k)} MiB" for k in figures
+                ), flush=True)
 
             for _ in range(warm):
                 c.run_short(done)
@@ -214,10 +218,14 @@ def bench(warm: int, jobs: int, steps: int, top: int, frames: int, trim: bool) -
             overview = httpx.get(f"{c.url}/overview", timeout=10).json()
             lines = [
                 f"JobManager memory over {done} short jobs ({overview['jobs-finished']} FINISHED), sampled once "
-                f"every job had left memory; tracemalloc {'on, %d frames' % frames if frames else 'off'}:",
+                f"every job had left memory; tracemalloc {'on, %d frames' % frames if frames else 'off'}"
+                + (f", MALLOC_ARENA_MAX={arena_max}" if arena_max else "") + ":",
                 "jobs: " + " / ".join(str(p[0]) for p in points),
                 _curve("RSS MiB", points, "rss"),
                 _curve("SQLite heap MiB", points, "sqlite"),
+                _curve("pymalloc arenas MiB", points, "pymalloc"),
+                _curve("bytes live objects use in them MiB", points, "pymalloc_used"),
+                "threads: " + " / ".join(str(p[1].get("threads", "-")) for p in points),
             ]
             if trim:
                 lines.append(_curve("RSS after malloc_trim(0) MiB", points, "trimmed"))
@@ -245,9 +253,10 @@ def main() -> None:
     ap.add_argument("--trace", type=int, default=0, metavar="FRAMES",
                     help="run the JobManager under tracemalloc with tracebacks this deep (0: off)")
     ap.add_argument("--trim", action="store_true", help="malloc_trim(0) at every sample, and report RSS after it")
+    ap.add_argument("--arena-max", type=int, default=0, help="MALLOC_ARENA_MAX for the JobManager (0: glibc's default)")
     args = ap.parse_args()
     print(f"machine: {machine()}")
-    for line in bench(args.warm, args.jobs, args.steps, args.top, args.trace, args.trim):
+    for line in bench(args.warm, args.jobs, args.steps, args.top, args.trace, args.trim, args.arena_max):
         print(line, flush=True)
 
 

@@ -1,7 +1,7 @@
 """A JobManager under tracemalloc, for ``jobmanager_memory_bench.py``: ``millstream jobmanager`` with
 two signal hooks, so the benchmark can look inside the process between its jobs.
 
-- SIGUSR1: collect garbage; note the resident set, SQLite's heap and (when tracing) the traced total; dump a
+- SIGUSR1: collect garbage; note the resident set, SQLite's heap, pymalloc's arenas and (when tracing) the traced total; dump a
   tracemalloc snapshot to ``$JOBMANAGER_TRACE_DIR/snap-<n>.trace`` when tracing; then write the figures to
   ``snap-<n>.json`` (written last: the benchmark waits on it). ``$JOBMANAGER_TRACE_FRAMES=0``: no tracemalloc.
 - SIGUSR2: ``malloc_trim(0)`` (glibc gives its free heap pages back), then ``trim-<n>.json`` with the
@@ -19,6 +19,8 @@ import json
 import os
 import signal
 import sys
+import tempfile
+import threading
 import tracemalloc
 from pathlib import Path
 
@@ -48,10 +50,34 @@ def _sqlite_heap() -> int:
     return int(lib.sqlite3_memory_used())
 
 
+def _pymalloc() -> dict[str, int]:
+    """pymalloc's arenas (256 KiB each, returned to the OS only when wholly empty) and the bytes
+    live objects use in them, from ``sys._debugmallocstats`` (which writes to the C stderr)."""
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as f:
+        os.dup2(f.fileno(), 2)
+        try:
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        f.seek(0)
+        text = f.read().decode(errors="replace")
+    figures = {}
+    for line in text.splitlines():
+        name, _, value = line.partition("=")
+        if name.strip() == "# bytes in allocated blocks":
+            figures["pymalloc_used"] = int(value.strip().replace(",", ""))
+        elif name.strip() == "Total" and "pymalloc" not in figures:  # the first Total: the arenas' bytes
+            figures["pymalloc"] = int(value.strip().replace(",", ""))
+    return figures
+
+
 def _snapshot(signum: int, frame: object) -> None:
     n = next(_snaps)
     gc.collect()
-    figures = {"rss": _rss(), "sqlite": _sqlite_heap()}  # before the snapshot, which costs memory itself
+    # before the snapshot, which costs memory itself
+    figures = {"rss": _rss(), "sqlite": _sqlite_heap(), **_pymalloc(), "threads": threading.active_count()}
     if tracemalloc.is_tracing():
         figures["traced"] = tracemalloc.get_traced_memory()[0]
         tracemalloc.take_snapshot().dump(str(OUT / f"snap-{n}.trace"))
