@@ -1,18 +1,19 @@
 """JobManager memory per finished job (issue 13): many short jobs on one cluster, with the JobManager
-under tracemalloc, to tell what grows with the number of jobs it ran and where it was allocated.
+open to inspection, to tell what grows with the number of jobs it ran and where it lives.
 
 A local cluster (embedded valkey, 1 TaskManager x 2 slots, a JobManager started through
 ``traced_jobmanager.py``, jobs leaving memory 200 ms after they end) runs ``--warm`` short word
 counts, then ``--jobs`` more in ``--steps`` equal steps. After the warm-up and after each step, once
-every job left JobManager memory, it takes a snapshot in the JobManager and prints its resident set
-(RSS) and the bytes Python objects hold (tracemalloc's traced total). At the end it prints the top
-allocation sites that grew from the first snapshot to the last, by traceback, and what
-``malloc_trim(0)`` gives back: RSS that Python's traced total does not account for and a trim returns
-is glibc heap fragmentation, not a leak of live objects.
+every job left JobManager memory, it samples the JobManager: its resident set (RSS), SQLite's own
+heap, pymalloc's arenas and the bytes live objects use in them, the resident parts of glibc's main
+heap and of anonymous mappings, its threads; with ``--trace N`` also tracemalloc's traced total and a
+snapshot, and at the end the allocation sites that grew most from the first snapshot to the last, by
+traceback. ``malloc_trim(0)`` at the end (or at every sample with ``--trim``) shows what RSS glibc
+holds as free pages; ``--arena-max`` caps glibc's malloc arenas.
 
-Usage: ``python benchmarks/jobmanager_memory_bench.py [--warm 10] [--jobs 100] [--steps 4] [--top 15]``.
-tracemalloc makes the JobManager slower and its RSS larger than without; compare RSS figures within
-one run only.
+Usage: ``python benchmarks/jobmanager_memory_bench.py [--warm 10] [--jobs 100] [--steps 4] [--trace 10]
+[--trim] [--arena-max 2]``. tracemalloc makes the JobManager slower and its RSS much larger (each
+snapshot dump costs memory); read RSS from runs without it, and compare figures within one run.
 """
 from __future__ import annotations
 
@@ -225,6 +226,8 @@ def bench(warm: int, jobs: int, steps: int, top: int, frames: int, trim: bool, a
                 _curve("SQLite heap MiB", points, "sqlite"),
                 _curve("pymalloc arenas MiB", points, "pymalloc"),
                 _curve("bytes live objects use in them MiB", points, "pymalloc_used"),
+                _curve("glibc main heap ([heap]) RSS MiB", points, "heap"),
+                _curve("anonymous mappings RSS MiB", points, "anon"),
                 "threads: " + " / ".join(str(p[1].get("threads", "-")) for p in points),
             ]
             if trim:

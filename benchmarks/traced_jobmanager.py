@@ -73,11 +73,29 @@ def _pymalloc() -> dict[str, int]:
     return figures
 
 
+def _mappings() -> dict[str, int]:
+    """Resident bytes of glibc's main heap (``[heap]``, the main thread's arena) and of anonymous
+    mappings (pymalloc's arenas, other threads' malloc arenas, large blocks), from ``/proc/self/smaps``."""
+    figures = {"heap": 0, "anon": 0}
+    name = ""
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            first = line.split(maxsplit=6)
+            if "-" in first[0] and len(first) >= 5 and ":" not in first[0]:
+                name = first[5].strip() if len(first) > 5 else ""
+            elif first[0] == "Rss:":
+                if name == "[heap]":
+                    figures["heap"] += int(first[1]) * 1024
+                elif name == "":
+                    figures["anon"] += int(first[1]) * 1024
+    return figures
+
+
 def _snapshot(signum: int, frame: object) -> None:
     n = next(_snaps)
     gc.collect()
     # before the snapshot, which costs memory itself
-    figures = {"rss": _rss(), "sqlite": _sqlite_heap(), **_pymalloc(), "threads": threading.active_count()}
+    figures = {"rss": _rss(), "sqlite": _sqlite_heap(), **_pymalloc(), **_mappings(), "threads": threading.active_count()}
     if tracemalloc.is_tracing():
         figures["traced"] = tracemalloc.get_traced_memory()[0]
         tracemalloc.take_snapshot().dump(str(OUT / f"snap-{n}.trace"))
