@@ -44,7 +44,7 @@ MIB = 2**20
 class TracedCluster:
     """Embedded valkey, a traced JobManager and one TaskManager, all in ``tmp``."""
 
-    def __init__(self, tmp: Path, frames: int, arena_max: int = 0, slots: int = 2) -> None:
+    def __init__(self, tmp: Path, frames: int, arena_max: int = 0, jm_env: dict[str, str] | None = None, slots: int = 2) -> None:
         from millstream.backend.embedded_redis import redis_url_of, start_embedded_redis
 
         self.tmp = tmp
@@ -72,7 +72,7 @@ class TracedCluster:
         cli = [sys.executable, "-m", "millstream.backend.cli"]
         (tmp / "log").mkdir()
         # glibc's malloc arenas (by default up to 8 per core, one per thread that allocates at once)
-        jm_env = dict(self.env, MALLOC_ARENA_MAX=str(arena_max)) if arena_max else self.env
+        jm_env = {**self.env, **(jm_env or {}), **({"MALLOC_ARENA_MAX": str(arena_max)} if arena_max else {})}
         self.jobmanager = subprocess.Popen(
             [sys.executable, str(HERE / "traced_jobmanager.py"), "jobmanager", "--log-file", str(self.log)],
             env=jm_env, stdout=open(tmp / "log" / "jobmanager.out", "wb"), stderr=subprocess.STDOUT,
@@ -187,9 +187,11 @@ def _curve(name: str, points: list[tuple[int, dict]], key: str) -> str:
     )
 
 
-def bench(warm: int, jobs: int, steps: int, top: int, frames: int, trim: bool, arena_max: int = 0) -> list[str]:
+def bench(
+    warm: int, jobs: int, steps: int, top: int, frames: int, trim: bool, arena_max: int = 0, jm_env: dict[str, str] | None = None
+) -> list[str]:
     with tempfile.TemporaryDirectory(prefix="millstream-jm-memory-") as tmp:
-        c = TracedCluster(Path(tmp), frames, arena_max)
+        c = TracedCluster(Path(tmp), frames, arena_max, jm_env)
         try:
             c.wait_ready()
             done = 0
@@ -220,7 +222,8 @@ def bench(warm: int, jobs: int, steps: int, top: int, frames: int, trim: bool, a
             lines = [
                 f"JobManager memory over {done} short jobs ({overview['jobs-finished']} FINISHED), sampled once "
                 f"every job had left memory; tracemalloc {'on, %d frames' % frames if frames else 'off'}"
-                + (f", MALLOC_ARENA_MAX={arena_max}" if arena_max else "") + ":",
+                + (f", MALLOC_ARENA_MAX={arena_max}" if arena_max else "")
+                + "".join(f", {k}={v}" for k, v in (jm_env or {}).items()) + ":",
                 "jobs: " + " / ".join(str(p[0]) for p in points),
                 _curve("RSS MiB", points, "rss"),
                 _curve("SQLite heap MiB", points, "sqlite"),
@@ -257,9 +260,12 @@ def main() -> None:
                     help="run the JobManager under tracemalloc with tracebacks this deep (0: off)")
     ap.add_argument("--trim", action="store_true", help="malloc_trim(0) at every sample, and report RSS after it")
     ap.add_argument("--arena-max", type=int, default=0, help="MALLOC_ARENA_MAX for the JobManager (0: glibc's default)")
+    ap.add_argument("--jm-env", action="append", default=[], metavar="NAME=VALUE",
+                    help="an environment variable for the JobManager only (e.g. a glibc malloc tunable); repeatable")
     args = ap.parse_args()
     print(f"machine: {machine()}")
-    for line in bench(args.warm, args.jobs, args.steps, args.top, args.trace, args.trim, args.arena_max):
+    for line in bench(args.warm, args.jobs, args.steps, args.top, args.trace, args.trim, args.arena_max,
+                      dict(e.split("=", 1) for e in args.jm_env)):
         print(line, flush=True)
 
 
