@@ -165,9 +165,6 @@ def jobmanager(
 
     seal_state_files(settings.cluster_secret)  # state files the JobManager writes are sealed like the slots'
     _configure_logging(settings, str(settings.log_file) if settings.log_file else None)
-    from millstream.engine.jobmanager.malloc_tuning import pin_mmap_threshold
-
-    pin_mmap_threshold()  # large transient blocks in their own mappings: glibc's arenas no longer creep per job
     # log_config=None: uvicorn's own loggers go to the handlers set above (the rotating file), and
     # access lines only on request (MILLSTREAM_ACCESS_LOG), so job events are not buried in them.
     uvicorn.run(
