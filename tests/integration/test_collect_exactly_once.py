@@ -19,6 +19,7 @@ from millstream.engine.client.collect_result_buffer import CollectResultBuffer
 from millstream.engine.runtime.collect import MAX_KEPT_BYTES as MAX_UNACKED_BYTES
 from millstream.engine.runtime.collect import CollectEntry
 from millstream.engine.runtime.io.serialization import MsgpackSerializer
+from tests.engine.progress import until
 from tests.integration.cluster import Cluster
 
 PROGRAMS = Path(__file__).parent / "programs"
@@ -93,16 +94,22 @@ def test_an_unread_unbounded_collect_keeps_redis_bounded_and_offsets_are_validat
             # Every element counted (the default samples 5, the first of which is the tiny START).
             return int(client.memory_usage(key, samples=0) or 0)
 
+        def ack_looks() -> int:
+            """HGETs Redis served: here only the collect sink's looks at its client's acknowledgement
+            (every 20 ms while it waits; the JobManager reads it only when a client fetches)."""
+            return int(client.info("commandstats").get("cmdstat_hget", {}).get("calls", 0))
+
         # The source would write ~50 MB/s; the sink stops at the cap and stays there.
         c.wait_for(lambda: held() >= MAX_UNACKED_BYTES * 0.9, 60, "the unread results to reach the cap")
-        samples = []
-        for _ in range(10):
-            time.sleep(0.5)
-            samples.append(held())
+        samples: list[int] = []
+        looks = ack_looks()
+        until(lambda: samples.append(held()) or ack_looks() >= looks + 100, "the sink to wait for an acknowledgement")
         assert max(samples) < MAX_UNACKED_BYTES * 1.5, samples
         entries = client.llen(key)
-        time.sleep(2)
-        assert client.llen(key) == entries  # the sink waits: nothing more was written
+        looks = ack_looks()
+        # It looked again and again, found no acknowledgement, and wrote nothing more.
+        until(lambda: ack_looks() >= looks + 50, "the sink to look for an acknowledgement again")
+        assert client.llen(key) == entries
         assert c.job(jid)["state"] == "RUNNING"
         # A reader may now drain it: each read acknowledges the previous entries and Redis frees them;
         # the records it says it holds (attempt, acked) free the sink, which writes on.

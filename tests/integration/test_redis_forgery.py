@@ -66,6 +66,15 @@ def _slot_processes(cluster: Cluster) -> list[psutil.Process]:
     return [c for c in children if "spawn_main" in " ".join(c.cmdline())]
 
 
+def _logged(path: Path, text: str) -> int:
+    """How many lines of a process's log contain ``text`` (its refusals are logged and counted)."""
+    return sum(text in line for line in path.read_text(errors="replace").splitlines()) if path.exists() else 0
+
+
+def _taskmanager_logs(cluster: Cluster) -> list[Path]:
+    return [cluster.workdir / f"taskmanager-{i}.log" for i in range(len(cluster.taskmanagers))]
+
+
 def _repeat(action: Callable[[], None], every_s: float) -> Callable[[], None]:
     """Run ``action`` every ``every_s`` in a thread until the returned function is called."""
     stop = threading.Event()
@@ -91,9 +100,13 @@ def test_a_taskmanager_written_into_redis_gets_no_slots(cluster: Cluster) -> Non
         pipe.set(redis_keys.taskmanager_heartbeat("evil:1"), int(time.time() * 1000), px=5000)
         pipe.execute()
 
+    refusal = "refused an unauthenticated element (registration evil:1)"
+    log = cluster.workdir / "jobmanager.log"
+    seen = _logged(log, refusal)
     stop = _repeat(forge, 0.2)
     try:
-        time.sleep(3)  # six membership passes at a 500 ms heartbeat interval
+        # Three membership passes that read the forged entry and refused it (one log line each).
+        cluster.wait_for(lambda: _logged(log, refusal) >= seen + 3, 30, "the JobManager to refuse the forged TaskManager")
         overview = cluster.overview()
         ids = [tm["id"] for tm in cluster.http.get("/taskmanagers").json()["taskmanagers"]]
     finally:
@@ -119,16 +132,19 @@ def test_forged_task_metrics_never_show(cluster: Cluster) -> None:
             sample.update({name: 987654321 for name in ("read-records", "write-records", "read-bytes", "write-bytes")})
             rds.hset(key, field, messages.pack(sample))
 
-    stop = _repeat(forge, 0.02)
-    seen = []
-    try:
-        deadline = time.time() + 4
-        while time.time() < deadline:
-            for v in cluster.job(jid)["vertices"]:
-                seen.append(cluster.http.get(f"/jobs/{jid}/vertices/{v['id']}").text)
-            time.sleep(0.05)
-    finally:
-        stop()
+    def forged() -> bool:
+        values = [rds.hget(key, f) for f in fields]
+        return all(v is not None and messages.unpack(_readable(v)).get("read-records") == 987654321 for v in values)
+
+    seen: list[str] = []
+    proven = 0  # reads made while every field held a forged sample, from before the read to after it
+    deadline = time.monotonic() + 60
+    while proven < 5:
+        assert time.monotonic() < deadline, f"only {proven} reads met the forged samples: the tasks overwrote them first"
+        forge()
+        pages = [cluster.http.get(f"/jobs/{jid}/vertices/{v['id']}").text for v in cluster.job(jid)["vertices"]]
+        seen += pages
+        proven += forged()
     assert seen and not any("987654321" in page for page in seen), "a forged metric sample was shown"
     assert cluster.job(jid)["state"] == "RUNNING"
     _cancel(cluster, jid)
@@ -153,18 +169,28 @@ def test_an_older_metrics_sample_put_back_never_shows(cluster: Cluster) -> None:
                 out[(v["id"], st["subtask"])] = int(m.get("read-records", 0)) + int(m.get("write-records", 0))
         return out
 
-    time.sleep(3)  # the counters move on from the copied samples
+    def copied(field: bytes) -> int:
+        m = messages.unpack(_readable(old[field]))
+        return int(m.get("read-records", 0)) + int(m.get("write-records", 0))
+
+    fields = {(f.decode().rpartition(":")[0], int(f.decode().rpartition(":")[2])): f for f in old}
+
+    def moved_on() -> bool:
+        """The counters moved on from the copied samples: each subtask shows more than its copy holds."""
+        now = counters()
+        return set(now) == set(fields) and all(n > copied(fields[k]) for k, n in now.items())
+
+    cluster.wait_for(moved_on, 30, "the counters to move on")
     before = counters()
-    stop = _repeat(lambda: [rds.hset(key, f, v) for f, v in old.items()], 0.02)
     went_back = []
-    try:
-        deadline = time.time() + 3
-        while time.time() < deadline:
-            now = counters()
-            went_back += [(k, before[k], n) for k, n in now.items() if n < before.get(k, 0)]
-            time.sleep(0.05)
-    finally:
-        stop()
+    proven = 0  # reads made while every field held its old copy, from before the read to after it
+    deadline = time.monotonic() + 60
+    while proven < 10:
+        assert time.monotonic() < deadline, f"only {proven} reads met the old samples: the tasks overwrote them first"
+        rds.hset(key, mapping=old)
+        now = counters()
+        went_back += [(k, before[k], n) for k, n in now.items() if n < before.get(k, 0)]
+        proven += all(rds.hget(key, f) == v for f, v in old.items())
     assert not went_back, f"an older sample was shown: {went_back[:3]}"
     _cancel(cluster, jid)
 
@@ -269,15 +295,21 @@ def test_a_replayed_deploy_deploys_nothing(cluster: Cluster, tmp_path: Path) -> 
     cluster.wait_running(jid)
     time.sleep(1)
     before = _attempts(cluster, jid)
+    replayed = "refused a replayed control message"
+    refused = sum(_logged(p, replayed) for p in _taskmanager_logs(cluster))
+    pushed = 0
     for inbox, items in captured.items():  # the same sealed deploys, pushed again
         for item in items:
             rds.rpush(inbox, item)
-    time.sleep(4)
+            pushed += 1
+    # Every copy was read by its slot and refused (one log line each): they had their chance to act.
+    cluster.wait_for(
+        lambda: sum(_logged(p, replayed) for p in _taskmanager_logs(cluster)) >= refused + pushed, 30,
+        "the slots to refuse the replayed deploys",
+    )
     assert cluster.job(jid)["state"] == "RUNNING"
     assert not _exceptions(cluster, jid), _exceptions(cluster, jid)[-1]["stacktrace"][-2000:]
     assert _attempts(cluster, jid) == before
-    logs = "".join((cluster.workdir / f"taskmanager-{i}.log").read_text(errors="replace") for i in range(2))
-    assert "refused a replayed control message" in logs
     _cancel(cluster, jid)
 
 
@@ -309,8 +341,12 @@ def test_a_replayed_slot_lost_report_fails_nothing(cluster: Cluster) -> None:
     time.sleep(1)
     before, failures = _attempts(cluster, jid), len(_exceptions(cluster, jid))
     assert max(before) >= 1
+    log = cluster.workdir / "jobmanager.log"
+    replayed = f"refused a replayed control message in {redis_keys.JOBMANAGER_INBOX}"
+    refused = _logged(log, replayed)
     rds.rpush(redis_keys.JOBMANAGER_INBOX, captured[0])  # the same report, pushed again
-    time.sleep(3)
+    # The JobManager read it and refused it: it had its chance to act on it.
+    cluster.wait_for(lambda: _logged(log, replayed) > refused, 30, "the JobManager to refuse the replayed report")
     assert cluster.job(jid)["state"] == "RUNNING"
     assert _attempts(cluster, jid) == before
     assert len(_exceptions(cluster, jid)) == failures
