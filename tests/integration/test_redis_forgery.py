@@ -23,6 +23,7 @@ import redis
 from millstream.engine import redis_keys
 from millstream.engine.taskexecutor import messages
 from tests.integration.cluster import Cluster
+from tests.integration.slot_lost import capture_slot_lost_report, slot_processes
 
 PROGRAMS = Path(__file__).parent / "programs"
 HEADER = 17  # engine/security/mac.py: version byte and tag before the payload
@@ -58,12 +59,6 @@ def _attempts(cluster: Cluster, jid: str) -> list[int]:
         for v in job["vertices"]
         for st in cluster.http.get(f"/jobs/{jid}/vertices/{v['id']}").json()["subtasks"]
     )
-
-
-def _slot_processes(cluster: Cluster) -> list[psutil.Process]:
-    """The slot processes (not multiprocessing's resource tracker) of the live TaskManagers."""
-    children = [c for tm in cluster.taskmanagers if tm.poll() is None for c in psutil.Process(tm.pid).children()]
-    return [c for c in children if "spawn_main" in " ".join(c.cmdline())]
 
 
 def _logged(path: Path, text: str) -> int:
@@ -268,7 +263,7 @@ def test_an_altered_or_unsealed_metadata_is_refused(cluster: Cluster, tmp_path: 
 
 
 def test_a_replayed_deploy_deploys_nothing(cluster: Cluster, tmp_path: Path) -> None:
-    slots = _slot_processes(cluster)
+    slots = slot_processes(cluster)
     assert len(slots) == 4
     rds = _attacker(cluster)
     tms = [tm["id"] for tm in cluster.http.get("/taskmanagers").json()["taskmanagers"]]
@@ -319,23 +314,7 @@ def test_a_replayed_slot_lost_report_fails_nothing(cluster: Cluster) -> None:
     jid = _job_id(res.stdout)
     cluster.wait_running(jid)
     rds = _attacker(cluster)
-    secret = cluster.env["MILLSTREAM_CLUSTER_SECRET"]  # the test's own, to find the report among the sealed ones
-    assert cluster.jobmanager is not None
-    jobmanager = psutil.Process(cluster.jobmanager.pid)
-    jobmanager.send_signal(signal.SIGSTOP)  # the JobManager's inbox fills while it sleeps
-    try:
-        _slot_processes(cluster)[0].kill()  # a genuine slot_lost report from its TaskManager
-        captured: list[bytes] = []
-
-        def find() -> bool:
-            for raw in rds.lrange(redis_keys.JOBMANAGER_INBOX, 0, -1):
-                if messages.open_message(raw, secret, redis_keys.JOBMANAGER_INBOX)["type"] == "slot_lost":
-                    captured.append(raw)
-            return bool(captured)
-
-        cluster.wait_for(find, 30, "the slot_lost report")
-    finally:
-        jobmanager.send_signal(signal.SIGCONT)
+    report = capture_slot_lost_report(cluster)  # the JobManager acts on the genuine one: the job fails over
     cluster.wait_for(lambda: _exceptions(cluster, jid), 30, "the genuine slot loss")
     cluster.wait_running(jid, 60)
     time.sleep(1)
@@ -344,7 +323,7 @@ def test_a_replayed_slot_lost_report_fails_nothing(cluster: Cluster) -> None:
     log = cluster.workdir / "jobmanager.log"
     replayed = f"refused a replayed control message in {redis_keys.JOBMANAGER_INBOX}"
     refused = _logged(log, replayed)
-    rds.rpush(redis_keys.JOBMANAGER_INBOX, captured[0])  # the same report, pushed again
+    rds.rpush(redis_keys.JOBMANAGER_INBOX, report)  # the same report, pushed again
     # The JobManager read it and refused it: it had its chance to act on it.
     cluster.wait_for(lambda: _logged(log, replayed) > refused, 30, "the JobManager to refuse the replayed report")
     assert cluster.job(jid)["state"] == "RUNNING"
@@ -502,7 +481,7 @@ def test_a_replayed_heartbeat_keeps_no_dead_taskmanager(cluster: Cluster) -> Non
 @pytest.fixture(autouse=True)
 def _no_stopped_processes(cluster: Cluster):
     yield
-    for p in [*(psutil.Process(tm.pid) for tm in cluster.taskmanagers if tm.poll() is None), *_slot_processes(cluster)]:
+    for p in [*(psutil.Process(tm.pid) for tm in cluster.taskmanagers if tm.poll() is None), *slot_processes(cluster)]:
         try:
             if p.status() == psutil.STATUS_STOPPED:
                 p.send_signal(signal.SIGCONT)
