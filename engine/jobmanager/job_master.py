@@ -70,6 +70,10 @@ class JobMaster:
         self._code_saved = False  # the user code is stored once, with the first record
         self.restart = RestartBackoffTimeStrategy.from_job_config(job_graph.config)
         self.restart_at: int | None = None  # when a RESTARTING job deploys its next attempt
+        # Why the next attempt cannot deploy yet (a data server it needs is down), asked when a restart
+        # is due; the Dispatcher sets it. While it says so the restart waits, up to slot.request.timeout.
+        self.restart_hold: Callable[[JobGraph, int], str | None] | None = None
+        self.held_since: int | None = None
         self.restore_plan: dict[tuple[str, int], Any] = {}
         # Restored from a completed stop-with-savepoint (its barrier, on the wire): the tasks end at once.
         self.finish_barrier: tuple[Any, ...] | None = None
@@ -504,11 +508,38 @@ class JobMaster:
         self.persist()
         self.try_schedule(pool)
 
+    def _restart_held(self) -> bool:
+        """Whether a due restart waits. Flink counts a restart whose deployment fails against the
+        restart strategy; one that is known to fail (its channels' data server is down) is not made
+        at all, so an outage costs the one failure that revealed it, not one per backoff. After
+        slot.request.timeout the restart goes ahead anyway (and, failing, counts), as a Flink job
+        waiting that long for resources would fail."""
+        reason = self.restart_hold(self.job_graph, self.eg.attempt + 1) if self.restart_hold is not None else None
+        now = self._now()
+        if reason is None:
+            if self.held_since is not None:
+                log.info("job %s restarts after waiting %d ms for its data servers", self.job_id, now - self.held_since)
+                self.held_since, self.eg.status_message = None, None
+            return False
+        if self.held_since is None:
+            self.held_since = now
+            self.eg.status_message = f"waiting to restart: {reason}"
+            log.warning("job %s waits to restart: %s", self.job_id, reason)
+            return True
+        if now - self.held_since < self.slot_request_timeout_ms:
+            return True
+        log.warning(
+            "job %s restarts although %s: it waited %d ms (slot.request.timeout)", self.job_id, reason, now - self.held_since
+        )
+        self.held_since, self.eg.status_message = None, None
+        return False
+
     def tick(self, pool: SlotPool) -> None:
         """Periodic duties: checkpoints, restarts after their backoff, and giving up on tasks
         that never confirm cancellation."""
         if self.eg.status is JobStatus.RESTARTING and self.restart_at is not None and self._now() >= self.restart_at:
-            self._restart(pool)
+            if not self._restart_held():
+                self._restart(pool)
             return
         self._check_slot_request_timeout(pool)
         if self.eg.status is JobStatus.RUNNING:
