@@ -109,6 +109,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 archive_after_ms=settings.job_archive_after_ms,
                 latency_interval_ms=settings.latency_interval_ms,
                 data_redis_urls=tuple(settings.data_redis_url_list),
+                data_server_check_interval_ms=settings.data_redis_check_interval_ms,
                 slot_request_timeout_ms=int(settings.slot_request_timeout_s * 1000),
             ),
             # Without HA, this start's epoch (with HA, each term's Dispatcher takes its lease's token).

@@ -86,6 +86,7 @@ class DataServerMonitor:
         self.clock = clock
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
 
     @staticmethod
@@ -102,14 +103,23 @@ class DataServerMonitor:
 
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(PING_TIMEOUT_S * 2 * max(len(self.clients), 1) + 1)
         for c in self.clients:
             c.close()
 
+    def check_soon(self) -> None:
+        """Check now rather than at the next interval: a task failed, perhaps because a server died, and
+        its job's restart (after its backoff) should know before it deploys."""
+        self._wake.set()
+
     def _run(self) -> None:
-        while not self._stop.wait(self.interval_ms / 1000):
-            self.check_all()
+        while not self._stop.is_set():
+            self._wake.wait(self.interval_ms / 1000)
+            self._wake.clear()
+            if not self._stop.is_set():
+                self.check_all()
 
     def check_all(self) -> None:
         for i, client in enumerate(self.clients):

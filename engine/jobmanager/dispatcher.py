@@ -488,6 +488,8 @@ class Dispatcher(SavepointOperations):
     def _handle(self, msg: dict[str, Any]) -> None:
         kind = msg.get("type")
         if kind == "task_state":
+            if msg.get("state") == "FAILED" and self.data_monitor is not None:
+                self.data_monitor.check_soon()  # a dead data server fails tasks first: know it before the restart
             jm = self.jobs.get(msg["job"])
             if jm is not None:
                 jm.on_task_state(msg, self.pool)
