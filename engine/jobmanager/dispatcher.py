@@ -57,6 +57,7 @@ from millstream.engine.spark.spark_job_master import SparkJobMaster
 from millstream.engine.spark.validation import UntranslatableJob
 from millstream.engine.jobmanager.job_output import keep_output
 from millstream.engine.jobmanager.job_store import TERMINAL_STATES, ExceptionRecord, JobOutputRecord, JobRecord, JobStore
+from millstream.engine.jobmanager.write_behind_store import WriteBehindJobStore
 from millstream.engine.runtime.collect import Ack
 from millstream.engine.security.replay import ElementPositions
 from millstream.engine.runtime.io.redis_collect import CollectPositions, expire_results, fetch_results, record_ack
@@ -127,7 +128,8 @@ class Dispatcher(SavepointOperations):
         epoch: int | None = None,
     ) -> None:
         self.client = client
-        self.store = store
+        # Writes wait in memory while SQL is away, so running jobs never do (write_behind_store.py).
+        self.store = store if isinstance(store, WriteBehindJobStore) else WriteBehindJobStore(store)
         self.config = config
         self.clock = clock
         # HA: control writes go through the lease's fence (leader_election.FencedRedis); reads do not.
@@ -422,6 +424,7 @@ class Dispatcher(SavepointOperations):
                         self._refresh_membership()
                     for jm in list(self.jobs.values()):
                         jm.tick(self.pool)
+                    self.store.flush()  # what SQL missed while it was away, once it is back
                     self._keep_ended_outputs()
                     self._archive_ended()
             except FencedOut as e:
@@ -462,6 +465,8 @@ class Dispatcher(SavepointOperations):
     def _archive_ended(self) -> None:
         """Drop jobs that ended ``archive_after_ms`` ago and whose history SQL has taken (a flush that
         failed is retried by their tick first); reads of them go to the JobStore from now on."""
+        if self.store.pending():
+            return  # SQL is away: an ended job stays readable here until its history is stored
         now = int(self.clock() * 1000)
         for jid, jm in list(self.jobs.items()):
             if not jm.status.is_terminal():
