@@ -23,6 +23,7 @@ from typing import Any, Callable, Collection
 from millstream.engine.jobmanager.job_store import (
     ExceptionRecord, JobOutputRecord, JobRecord, JobStore, SavepointRecord, StoreUnavailable,
 )
+from millstream.engine.jobmanager.leader_election import FencedOut
 
 log = logging.getLogger("millstream.jobstore")
 
@@ -51,7 +52,9 @@ class WriteBehindJobStore:
 
     def flush(self, force: bool = False) -> bool:
         """Write the queue, oldest first; True when it is empty. Between failures it is tried at most
-        every RETRY_INTERVAL_S unless ``force``. FencedOut (or any other error) propagates."""
+        every RETRY_INTERVAL_S unless ``force``. FencedOut propagates; a write the database refuses
+        for another reason (it would have failed without the queue too) is logged and dropped, so
+        one bad row cannot hold back the rest for ever."""
         with self._lock:
             if not self._queue:
                 return True
@@ -60,7 +63,12 @@ class WriteBehindJobStore:
             done = 0
             try:
                 for kind, _, payload in self._queue:
-                    self._apply(kind, payload)
+                    try:
+                        self._apply(kind, payload)
+                    except (StoreUnavailable, FencedOut):
+                        raise
+                    except Exception:
+                        log.exception("a queued %s write was refused by the database and is dropped", kind)
                     done += 1
             except StoreUnavailable as e:
                 self._note_down(e)

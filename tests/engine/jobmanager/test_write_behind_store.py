@@ -87,3 +87,20 @@ def test_exceptions_beyond_the_bound_drop_the_oldest_and_say_so() -> None:
     inner.down = False
     assert store.flush(force=True)
     assert sorted(e.exception_name for e in inner.list_exceptions("j1")) == ["E2", "E3", "E4"]
+
+
+def test_a_write_the_database_refuses_is_dropped_not_retried_for_ever() -> None:
+    class Picky(Flaky):
+        def add_exception(self, record: ExceptionRecord) -> None:
+            if record.exception_name == "bad":
+                raise ValueError("constraint violated")
+            super().add_exception(record)
+
+    inner = Picky()
+    store = WriteBehindJobStore(inner, clock=Clock())
+    inner.down = True
+    store.add_exception(ExceptionRecord("j1", 1, "bad", ""))
+    store.add_exception(ExceptionRecord("j1", 2, "good", ""))
+    inner.down = False
+    assert store.flush(force=True) and store.pending() == 0
+    assert [e.exception_name for e in inner.list_exceptions("j1")] == ["good"]
