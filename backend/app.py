@@ -13,6 +13,7 @@ from typing import AsyncIterator
 
 import redis
 from fastapi import FastAPI, Request
+from sqlalchemy.exc import InterfaceError, OperationalError
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, RedirectResponse
@@ -44,6 +45,7 @@ from millstream.engine.jobmanager.dispatcher import (
     TooManyJobs,
     UnknownJob,
 )
+from millstream.engine.jobmanager.job_store import StoreUnavailable
 from millstream.engine.jobmanager.savepoints import StateRoots
 
 log = logging.getLogger("millstream.app")
@@ -109,6 +111,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 archive_after_ms=settings.job_archive_after_ms,
                 latency_interval_ms=settings.latency_interval_ms,
                 data_redis_urls=tuple(settings.data_redis_url_list),
+                data_server_check_interval_ms=settings.data_redis_check_interval_ms,
                 slot_request_timeout_ms=int(settings.slot_request_timeout_s * 1000),
             ),
             # Without HA, this start's epoch (with HA, each term's Dispatcher takes its lease's token).
@@ -214,6 +217,24 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def redis_unavailable(_: Request, exc: redis.RedisError) -> JSONResponse:
         # Redis away or restarting: clients retry a 503 (engine/client/remote.py) rather than fail.
         return JSONResponse({"errors": [f"Redis is unavailable: {exc}"]}, status_code=503)
+
+    @app.exception_handler(StoreUnavailable)
+    async def store_unavailable(_: Request, exc: StoreUnavailable) -> JSONResponse:
+        # SQL away: running jobs go on (their writes wait in memory); what needs SQL is retried later.
+        return JSONResponse(
+            {"errors": [f"{exc}; running jobs are not affected, and their changes are stored once it is back"]},
+            status_code=503, headers={"Retry-After": "5"},
+        )
+
+    async def sql_unavailable(_: Request, exc: Exception) -> JSONResponse:
+        # Outside the job store (uploaded programs, dashboard logins): the same answer, not a traceback.
+        first = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        return JSONResponse(
+            {"errors": [f"the SQL database is unavailable: {first}"]}, status_code=503, headers={"Retry-After": "5"}
+        )
+
+    app.add_exception_handler(OperationalError, sql_unavailable)
+    app.add_exception_handler(InterfaceError, sql_unavailable)
 
     @app.exception_handler(UnknownJob)
     async def unknown_job(_: Request, exc: UnknownJob) -> JSONResponse:

@@ -19,6 +19,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from millstream.backend.bearer_auth import bearer_matches
 from millstream.backend.persistence.audit_log import AuditEntry
+from millstream.backend.persistence.sql_job_store import is_unreachable
 from millstream.backend.ui.security import logged_in
 
 log = logging.getLogger("millstream.audit")
@@ -127,5 +128,8 @@ class AuditMiddleware:
         )
         try:
             await run_in_threadpool(audit.record, entry)
-        except Exception:
-            log.exception("could not record %s %s in the audit log", entry.method, entry.path)
+        except Exception as e:
+            if is_unreachable(e):  # SQL away: the entry is lost (the request itself was served); one line
+                log.warning("could not record %s %s in the audit log: the SQL database is unavailable", entry.method, entry.path)
+            else:
+                log.exception("could not record %s %s in the audit log", entry.method, entry.path)

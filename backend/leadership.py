@@ -35,8 +35,9 @@ def make_leadership(
     term of leadership runs a new Dispatcher configured like it."""
     if not settings.high_availability:
         return SoleJobManager(settings.jobmanager_address, dispatcher)
-    if isinstance(dispatcher.store, SqlJobStore):
-        dispatcher.store.fence = SqlLeaderFence(sessions)  # a standby never changes job state
+    sql = dispatcher.store.inner  # under the Dispatcher's write-behind queue
+    if isinstance(sql, SqlJobStore):
+        sql.fence = SqlLeaderFence(sessions)  # a standby never changes job state
 
     def like(store: SqlJobStore, writes: Any, leading: Callable[[], bool]) -> Dispatcher:
         term = Dispatcher(

@@ -29,6 +29,7 @@ class Settings(BaseSettings):
     # Data plane over several Redis servers (issue 18): comma-separated URLs; channels and their credits are
     # spread over them by a stable hash of the channel; control messages stay on REDIS_URL. Unset: REDIS_URL.
     data_redis_urls: str | None = None
+    data_redis_check_interval_ms: int = Field(default=2000, ge=100)  # the leader PINGs each data server this often
     data_dir: Path = Path("var")
     # Checkpoint storage (Flink's state.checkpoints.dir) for jobs that name none; it must be one directory
     # that the JobManager and every TaskManager see (a shared volume across hosts). Unset: <data_dir>/checkpoints.

@@ -86,6 +86,35 @@ def cluster_overview(dispatcher: DispatcherDep) -> ClusterOverview:
     return {**counts, "flink-version": flink_version(), "flink-commit": FLINK_REVISION}
 
 
+class DataServerEntry(TypedDict):
+    index: int
+    address: str
+    status: str
+    since: int | None
+    lastCheck: int | None
+    latencyMs: float | None
+    error: str | None
+
+
+class DataServers(TypedDict):
+    servers: list[DataServerEntry]
+    down: int
+    checkIntervalMs: int
+
+
+@router.get("/cluster/data-servers", summary="The data Redis servers and whether they answer")
+def data_servers(dispatcher: DispatcherDep) -> DataServers:
+    """Millstream's: each server of MILLSTREAM_DATA_REDIS_URLS as the leading JobManager's last PING saw it
+    (``UP``, ``DOWN`` with the error, or ``UNKNOWN`` before the first check); ``servers`` is empty when
+    channels live on the control Redis."""
+    states = dispatcher.data_server_states()
+    return {
+        "servers": [s.to_dict() for s in states],  # type: ignore[misc]
+        "down": sum(1 for s in states if s.status == "DOWN"),
+        "checkIntervalMs": dispatcher.config.data_server_check_interval_ms,
+    }
+
+
 @router.get("/jobmanager/config", summary="JobManager configuration")
 def jobmanager_config(settings: SettingsDep) -> list[ConfigEntry]:
     """Every setting as ``{key, value}``; tokens and passwords (also inside URLs) are masked."""

@@ -4,14 +4,18 @@ Jobs, exceptions, checkpoint statistics, restores and savepoints. Each call open
 its own short session, so one store can be shared by every JobManager thread. With a
 leader fence (high availability) every write first checks, in its own transaction, that
 this JobManager still holds the leader lease (backend/persistence/leader_fence.py).
+A database that cannot be reached raises the engine's ``StoreUnavailable`` rather than SQLAlchemy's
+error, so the engine can keep its writes until it is back without importing SQLAlchemy.
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
 from contextlib import contextmanager
-from typing import Any, Collection, Iterator
+from typing import Any, Callable, Collection, Iterator, TypeVar
 
 from sqlalchemy import func, select
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.orm import defer
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -20,10 +24,36 @@ from millstream.backend.persistence.models import (
     CheckpointRestoreRow, CheckpointRow, JobExceptionRow, JobOutputRow, JobRow, SavepointRow,
 )
 from millstream.backend.persistence.upsert import upsert
-from millstream.engine.jobmanager.job_store import TERMINAL_STATES, ExceptionRecord, JobOutputRecord, JobRecord, SavepointRecord
+from millstream.engine.jobmanager.job_store import (
+    TERMINAL_STATES, ExceptionRecord, JobOutputRecord, JobRecord, SavepointRecord, StoreUnavailable,
+)
 
 _JOB_COLUMNS = [c.name for c in JobRow.__table__.columns]
 _SAVEPOINT_COLUMNS = [c.name for c in SavepointRow.__table__.columns]
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def is_unreachable(e: BaseException) -> bool:
+    """A connection-level failure (server down, connection refused or cut, database not accepting
+    connections), as opposed to an error in a statement."""
+    if isinstance(e, (OperationalError, InterfaceError)):
+        return True
+    return isinstance(e, DBAPIError) and bool(e.connection_invalidated)
+
+
+def _unavailable_as_store_error(method: _F) -> _F:
+    @functools.wraps(method)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except DBAPIError as e:
+            if is_unreachable(e):
+                raise StoreUnavailable(f"the SQL database is unavailable: {str(e.orig or e).strip().splitlines()[0]}") from e
+            raise
+
+    return call  # type: ignore[return-value]
 
 
 class SqlJobStore:
@@ -243,3 +273,11 @@ def _to_exception_record(row: JobExceptionRow) -> ExceptionRecord:
         endpoint=row.endpoint,
         taskmanager_id=row.taskmanager_id,
     )
+
+
+for _name in (
+    "save_job", "get_job", "list_jobs", "count_jobs", "add_exception", "list_exceptions", "save_checkpoints",
+    "list_checkpoints", "add_checkpoint_restore", "list_checkpoint_restores", "save_savepoint", "get_savepoint",
+    "list_savepoints", "save_output", "get_output",
+):
+    setattr(SqlJobStore, _name, _unavailable_as_store_error(getattr(SqlJobStore, _name)))

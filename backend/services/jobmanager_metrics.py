@@ -19,7 +19,7 @@ from millstream.backend.services.process_metrics import jobmanager_process_value
 from millstream.engine.executiongraph.states import JobStatus
 from millstream.engine.jobmanager.dispatcher import Dispatcher
 from millstream.engine.metrics.job_metrics import JobMetricInputs, job_values, jobmanager_values
-from millstream.engine.metrics.prometheus_reporter import jobmanager_families
+from millstream.engine.metrics.prometheus_reporter import data_server_families, jobmanager_families
 from millstream.engine.runtime.task_metrics import LATENCY_FIGURE
 
 
@@ -89,6 +89,8 @@ class JobManagerCollector(Collector):
         now = now_ms()
         jobs = [(j.job_id, j.job_name, job_values(j, now)) for j in running_jobs(self.dispatcher)]
         yield from jobmanager_families(jobmanager_metric_values(self.dispatcher), jobs, self.host)
+        checked = [(d.index, d.address, d.status == "UP") for d in self.dispatcher.data_server_states() if d.status != "UNKNOWN"]
+        yield from data_server_families(checked, self.host)
 
 
 def scrape_targets(dispatcher: Dispatcher, jobmanager_address: str) -> list[dict[str, Any]]:

@@ -29,7 +29,10 @@ def hosts_of(dispatcher: Dispatcher) -> dict[str, str]:
 def overview_context(dispatcher: Dispatcher) -> dict[str, Any]:
     now = now_ms()
     running, completed = cluster_view.split_jobs(dispatcher.job_records(), now)
-    return {"counts": dispatcher.overview(), "running": running, "completed": completed[:20], "now": now}
+    return {
+        "counts": dispatcher.overview(), "running": running, "completed": completed[:20], "now": now,
+        "data_servers": dispatcher.data_server_states(),
+    }
 
 
 def jobs_context(dispatcher: Dispatcher, state: str, name: str, sort: str, descending: bool) -> dict[str, Any]:

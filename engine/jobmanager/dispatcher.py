@@ -46,6 +46,7 @@ from millstream.engine.checkpoint.stats_tracker import CheckpointStatsTracker
 from millstream.engine.checkpoint.filesystem import storage_fs
 from millstream.engine.checkpoint.storage import InvalidSavepoint
 from millstream.engine.jobmanager.checkpointing import JobCheckpointing
+from millstream.engine.jobmanager.data_server_monitor import DEFAULT_INTERVAL_MS, DataServerMonitor, DataServerState
 from millstream.engine.jobmanager.leader_election import FencedOut
 from millstream.engine.jobmanager.job_master import ALLOW_NON_RESTORED_KEY, SAVEPOINT_PATH_KEY, JobMaster
 from millstream.engine.jobmanager.savepoints import OperationRejected, SavepointOperations
@@ -56,6 +57,7 @@ from millstream.engine.spark.spark_job_master import SparkJobMaster
 from millstream.engine.spark.validation import UntranslatableJob
 from millstream.engine.jobmanager.job_output import keep_output
 from millstream.engine.jobmanager.job_store import TERMINAL_STATES, ExceptionRecord, JobOutputRecord, JobRecord, JobStore
+from millstream.engine.jobmanager.write_behind_store import WriteBehindJobStore
 from millstream.engine.runtime.collect import Ack
 from millstream.engine.security.replay import ElementPositions
 from millstream.engine.runtime.io.redis_collect import CollectPositions, expire_results, fetch_results, record_ack
@@ -111,6 +113,7 @@ class DispatcherConfig:
     # After a takeover or restart: how long to wait for every slot to say what it runs before the
     # jobs whose tasks were not all reported are restarted from their checkpoints instead of adopted.
     task_offer_timeout_ms: int = 3000
+    data_server_check_interval_ms: int = DEFAULT_INTERVAL_MS  # how often the leader PINGs each data server
 
 
 class Dispatcher(SavepointOperations):
@@ -125,7 +128,8 @@ class Dispatcher(SavepointOperations):
         epoch: int | None = None,
     ) -> None:
         self.client = client
-        self.store = store
+        # Writes wait in memory while SQL is away, so running jobs never do (write_behind_store.py).
+        self.store = store if isinstance(store, WriteBehindJobStore) else WriteBehindJobStore(store)
         self.config = config
         self.clock = clock
         # HA: control writes go through the lease's fence (leader_election.FencedRedis); reads do not.
@@ -140,6 +144,7 @@ class Dispatcher(SavepointOperations):
             redis.Redis.from_url(u, socket_connect_timeout=2, socket_timeout=5) for u in config.data_redis_urls
         ]
         self.gateway = RedisTaskExecutorGateway(self.writes, config.cluster_secret, epoch, data_clients)
+        self.data_monitor: DataServerMonitor | None = None  # started with the loop: only a leader watches
         self.pool = SlotPool()
         self.rm = ResourceManager(client, self.pool, config.cluster_secret, config.heartbeat_timeout_ms)
         # a genuine report pushed again acts once, and one sealed for an earlier JobManager never
@@ -164,6 +169,12 @@ class Dispatcher(SavepointOperations):
         if self.epoch is not None:  # before any deploy: TaskManagers seal slot_lost reports with it
             messages.publish_epoch(self.writes, self.config.cluster_secret, self.epoch)
         self._publish_data_servers()
+        if self.config.data_redis_urls:
+            self.data_monitor = DataServerMonitor.for_urls(
+                self.config.data_redis_urls, [data_servers.address(u) for u in self.config.data_redis_urls],
+                self.config.data_server_check_interval_ms,
+            )
+            self.data_monitor.start()
         self._recover_jobs()
         self._thread = threading.Thread(target=self._loop, name="dispatcher", daemon=True)
         self._thread.start()
@@ -172,6 +183,8 @@ class Dispatcher(SavepointOperations):
         self._stop.set()
         if self._thread:
             self._thread.join(5)
+        if self.data_monitor is not None:
+            self.data_monitor.stop()
         for data in self.gateway.data_clients:  # a Dispatcher lives one term under HA: no pools left behind
             data.close()
 
@@ -222,6 +235,25 @@ class Dispatcher(SavepointOperations):
                 log.warning("waiting for Redis: %s", e)
                 self._stop.wait(delay)
                 delay = min(delay * 2, 2.0)
+
+    def data_server_states(self) -> list[DataServerState]:
+        """Each data server's status as this JobManager's monitor last saw it (UNKNOWN when it does not
+        watch them: a standby, or before it leads); [] when channels live on the control Redis."""
+        if self.data_monitor is not None:
+            return self.data_monitor.states()
+        return [DataServerState(i, data_servers.address(u)) for i, u in enumerate(self.config.data_redis_urls)]
+
+    def _restart_hold(self, job_graph: JobGraph, attempt: int) -> str | None:
+        """Why the job's next attempt should not deploy yet: it would put channels on a data server
+        that is down, and its tasks would fail at their first write."""
+        down = self.data_monitor.down() if self.data_monitor is not None else set()
+        if not down:
+            return None
+        hit = sorted(down & data_servers.servers_of_attempt(job_graph, attempt, len(self.config.data_redis_urls)))
+        if not hit:
+            return None
+        names = ", ".join(f"{i} ({data_servers.address(self.config.data_redis_urls[i])})" for i in hit)
+        return f"data server {names} is down and the next attempt has channels on it"
 
     def _publish_data_servers(self) -> None:
         """Say which data servers channels go to: a slot refuses a task when its own list differs."""
@@ -306,11 +338,13 @@ class Dispatcher(SavepointOperations):
         if not full.user_code:
             return None
         try:
-            return JobMaster(
+            jm = JobMaster(
                 JobGraph.from_dict(full.job_graph), full.user_code, self.gateway, self.store, self.clock,
                 self.read_metrics, self.config.checkpoint_dir, self.config.savepoint_dir, self._history(full.jid),
                 slot_request_timeout_ms=self.config.slot_request_timeout_ms,
             )
+            jm.restart_hold = self._restart_hold
+            return jm
         except Exception:
             log.exception("cannot rebuild job %s", full.jid)
             return None
@@ -390,6 +424,7 @@ class Dispatcher(SavepointOperations):
                         self._refresh_membership()
                     for jm in list(self.jobs.values()):
                         jm.tick(self.pool)
+                    self.store.flush()  # what SQL missed while it was away, once it is back
                     self._keep_ended_outputs()
                     self._archive_ended()
             except FencedOut as e:
@@ -430,6 +465,8 @@ class Dispatcher(SavepointOperations):
     def _archive_ended(self) -> None:
         """Drop jobs that ended ``archive_after_ms`` ago and whose history SQL has taken (a flush that
         failed is retried by their tick first); reads of them go to the JobStore from now on."""
+        if self.store.pending():
+            return  # SQL is away: an ended job stays readable here until its history is stored
         now = int(self.clock() * 1000)
         for jid, jm in list(self.jobs.items()):
             if not jm.status.is_terminal():
@@ -456,6 +493,8 @@ class Dispatcher(SavepointOperations):
     def _handle(self, msg: dict[str, Any]) -> None:
         kind = msg.get("type")
         if kind == "task_state":
+            if msg.get("state") == "FAILED" and self.data_monitor is not None:
+                self.data_monitor.check_soon()  # a dead data server fails tasks first: know it before the restart
             jm = self.jobs.get(msg["job"])
             if jm is not None:
                 jm.on_task_state(msg, self.pool)
@@ -582,10 +621,12 @@ class Dispatcher(SavepointOperations):
                 )
             except UntranslatableJob as e:
                 raise JobSubmissionError(f"{e}; run it with --engine native to use the streaming runtime") from e
-        return JobMaster(
+        jm = JobMaster(
             job_graph, user_code, self.gateway, self.store, self.clock, self.read_metrics, self.config.checkpoint_dir,
             self.config.savepoint_dir, slot_request_timeout_ms=self.config.slot_request_timeout_ms,
         )
+        jm.restart_hold = self._restart_hold
+        return jm
 
     def spark_progress(self, record: JobRecord) -> dict[str, Any] | None:
         """Spark's progress of a BATCH job on Spark: live while its job master is held here, else

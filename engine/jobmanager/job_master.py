@@ -21,7 +21,7 @@ from millstream.engine.checkpoint.rescale import plan_restore
 from millstream.engine.checkpoint.stats_tracker import CheckpointStatsTracker
 from millstream.engine.executiongraph.restart_backoff import RestartBackoffTimeStrategy
 from millstream.engine.jobmanager.checkpointing import JobCheckpointing, not_checkpointable
-from millstream.engine.jobmanager.job_store import ExceptionRecord, JobRecord, JobStore, SavepointRecord
+from millstream.engine.jobmanager.job_store import ExceptionRecord, JobRecord, JobStore, SavepointRecord, StoreUnavailable
 from millstream.engine.jobmanager.task_reconciliation import Adoption
 from millstream.engine.resourcemanager.slot_pool import SlotPool
 from millstream.engine.runtime.deployment import make_tdd
@@ -70,6 +70,10 @@ class JobMaster:
         self._code_saved = False  # the user code is stored once, with the first record
         self.restart = RestartBackoffTimeStrategy.from_job_config(job_graph.config)
         self.restart_at: int | None = None  # when a RESTARTING job deploys its next attempt
+        # Why the next attempt cannot deploy yet (a data server it needs is down), asked when a restart
+        # is due; the Dispatcher sets it. While it says so the restart waits, up to slot.request.timeout.
+        self.restart_hold: Callable[[JobGraph, int], str | None] | None = None
+        self.held_since: int | None = None
         self.restore_plan: dict[tuple[str, int], Any] = {}
         # Restored from a completed stop-with-savepoint (its barrier, on the wire): the tasks end at once.
         self.finish_barrier: tuple[Any, ...] | None = None
@@ -443,14 +447,14 @@ class JobMaster:
             self.eg.reset_for_restart(now)
         log.info("job %s starts over as attempt %d: it has no completed checkpoint", self.job_id, attempt)
 
-    def _end_as_requested(self, restored_id: int | None) -> None:
+    def _end_as_requested(self, restored_id: int | None, savepoints: list[SavepointRecord] | None = None) -> None:
         """Restored from a savepoint that was to end the job: a stop-with-savepoint finishes it at once
         (the tasks restore, commit what the savepoint staged, and end, draining only if the stop did),
         and a savepoint with cancel-job cancels it, as they would have without the restart."""
         self.finish_barrier = None
         if restored_id is None:
             return
-        for r in self.store.list_savepoints(self.job_id):
+        for r in self.store.list_savepoints(self.job_id) if savepoints is None else savepoints:
             if r.status != "COMPLETED" or r.checkpoint_id != restored_id:
                 continue
             if r.is_stop:
@@ -475,6 +479,9 @@ class JobMaster:
 
     def _restart(self, pool: SlotPool) -> None:
         """Deploy a new attempt of every task, restored from the latest completed checkpoint."""
+        # Read first: with SQL away this raises before anything changed, and the restart waits.
+        savepoints = self.store.list_savepoints(self.job_id)
+        self.eg.status_message = None
         at = self._now()
         old_attempt = self.eg.attempt
         self.restart.on_restart()
@@ -487,7 +494,7 @@ class JobMaster:
                 latest, self.checkpointing.coordinator.operators, self.allow_non_restored_state
             )
         restored = next(iter(self.restore_plan.values())).checkpoint_id if self.restore_plan else None
-        self._end_as_requested(restored)
+        self._end_as_requested(restored, savepoints)
         log.info(
             "job %s restarts as attempt %d from %s",
             self.job_id,
@@ -504,11 +511,43 @@ class JobMaster:
         self.persist()
         self.try_schedule(pool)
 
+    def _restart_held(self) -> bool:
+        """Whether a due restart waits. Flink counts a restart whose deployment fails against the
+        restart strategy; one that is known to fail (its channels' data server is down) is not made
+        at all, so an outage costs the one failure that revealed it, not one per backoff. After
+        slot.request.timeout the restart goes ahead anyway (and, failing, counts), as a Flink job
+        waiting that long for resources would fail."""
+        reason = self.restart_hold(self.job_graph, self.eg.attempt + 1) if self.restart_hold is not None else None
+        now = self._now()
+        if reason is None:
+            if self.held_since is not None:
+                log.info("job %s restarts after waiting %d ms for its data servers", self.job_id, now - self.held_since)
+                self.held_since, self.eg.status_message = None, None
+            return False
+        if self.held_since is None:
+            self.held_since = now
+            self.eg.status_message = f"waiting to restart: {reason}"
+            log.warning("job %s waits to restart: %s", self.job_id, reason)
+            return True
+        if now - self.held_since < self.slot_request_timeout_ms:
+            return True
+        log.warning(
+            "job %s restarts although %s: it waited %d ms (slot.request.timeout)", self.job_id, reason, now - self.held_since
+        )
+        self.held_since, self.eg.status_message = None, None
+        return False
+
     def tick(self, pool: SlotPool) -> None:
         """Periodic duties: checkpoints, restarts after their backoff, and giving up on tasks
         that never confirm cancellation."""
         if self.eg.status is JobStatus.RESTARTING and self.restart_at is not None and self._now() >= self.restart_at:
-            self._restart(pool)
+            if not self._restart_held():
+                try:
+                    self._restart(pool)
+                except StoreUnavailable as e:  # raised before anything changed: tried again next tick
+                    if self.eg.status_message is None:
+                        log.warning("job %s waits to restart: %s", self.job_id, e)
+                    self.eg.status_message = f"waiting to restart: {e}"
             return
         self._check_slot_request_timeout(pool)
         if self.eg.status is JobStatus.RUNNING:

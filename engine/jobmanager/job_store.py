@@ -116,6 +116,11 @@ def bounded_tail(
     return kept, first + len(lines) - len(kept)
 
 
+class StoreUnavailable(RuntimeError):
+    """The JobStore cannot be reached (its SQL database is down or refuses connections): a transient
+    outage, unlike a bad query. Reads answer 503; writes are kept until it is back (write_behind_store.py)."""
+
+
 class JobStore(Protocol):
     def save_job(self, record: JobRecord) -> None:
         """Insert or update the job row by ``jid``; ``user_code=None`` keeps the stored code."""

@@ -159,6 +159,20 @@ def jobmanager_families(values: Mapping[str, float], jobs: Iterable[tuple[str, s
     return out.all()
 
 
+DATA_SERVER_LABELS = ("host", "server", "address")
+
+
+def data_server_families(servers: Iterable[tuple[int, str, bool]], host: str) -> list[Metric]:
+    """Millstream's ``flink_jobmanager_dataServer_up``: 1 while data server ``server`` (its index in
+    MILLSTREAM_DATA_REDIS_URLS; ``address`` is host:port/db) answers the leader's PING, 0 while it is
+    down; a server not checked yet has no sample. As Prometheus's own ``up``."""
+    out = _Families()
+    for index, address, up in servers:
+        out.gauge(metric_name(JOBMANAGER_SCOPE, "dataServer", "up"), JOBMANAGER_SCOPE, DATA_SERVER_LABELS,
+                  (host, str(index), address), 1.0 if up else 0.0)
+    return out.all()
+
+
 def task_families(
     reports: Iterable[TaskMetricsReport], tm_id: str, host: str, status: Mapping[str, Any] | None = None
 ) -> list[Metric]:
