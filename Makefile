@@ -37,7 +37,10 @@ test: install system-deps
 test-fast: install
 	$(PY) -m pytest -q tests/engine
 
-bench: install
+# The long test variants first (the 13-fault chaos run, long leak runs, every remote store), then
+# the measurements.
+bench: install system-deps
+	$(PY) -m pytest -q --full -m full
 	$(PY) benchmarks/run.py
 
 clean:

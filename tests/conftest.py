@@ -25,3 +25,21 @@ def redis_url(redis_server: str) -> str:
     client.flushall()
     client.close()
     return redis_server
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--full", action="store_true",
+        help="also run the long variants (marked `full`): the biggest chaos run, long leak runs, every remote store; "
+        "`make bench` runs them",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Long variants stay out of `make test` (it keeps a shorter real run of each path) unless --full."""
+    if config.getoption("--full"):
+        return
+    skip = pytest.mark.skip(reason="long variant: `make bench` runs it (pytest --full -m full)")
+    for item in items:
+        if item.get_closest_marker("full") is not None:
+            item.add_marker(skip)

@@ -114,6 +114,7 @@ def s3(tmp_path: Path):
         p.wait(10)
 
 
-@pytest.fixture(params=["ftp", "s3"])
+# S3 in `make test`; FTP (the first remote store tested) in the long variants `make bench` runs.
+@pytest.fixture(params=["s3", pytest.param("ftp", marks=pytest.mark.full)])
 def store(request) -> Store:
     return request.getfixturevalue(request.param)
