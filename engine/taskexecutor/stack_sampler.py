@@ -17,18 +17,19 @@ Everything else is on-CPU: a user function that computes shows by name in the on
 can be fooled by a line that both computes and calls ``sleep(``; it never needs the thread's CPU clock.
 
 The interpreter lock biases in-process sampling: the sampling thread runs only when the task thread
-lets go of the lock, which a short burst of computation never does before the switch interval (5 ms)
-runs out, so bursts shorter than that would never be seen (measured: 0 of 100 samples inside a 1 ms
-burst repeated every 11 ms). While a sampling runs, the process's switch interval is lowered to
-``SAMPLING_SWITCH_INTERVAL_S`` so the sampler gets in within a tenth of a millisecond, and restored after.
+lets go of the lock, which a short burst of computation never does before the switch interval runs
+out (CPython's 5 ms; a slot process runs with 1 ms), so shorter bursts would never be seen (measured
+at 5 ms: 0 of 100 samples inside a 1 ms burst repeated every 11 ms). While a sampling runs, the
+process's switch interval is lowered to ``SAMPLING_SWITCH_INTERVAL_S`` so the sampler gets in within a
+tenth of a millisecond on a machine with a core to spare, and restored after.
 
 When a sample is taken matters as much. Sampling every ``delay`` exactly aliases with work that
 repeats on a period of its own: a paced source's records arrive every 10 ms, samples every 20 ms,
 and each sample sees the next cycle at the phase of the one before, moved on only by how much the
 sleep overran. A hundred samples then cover as much of the cycle as the overruns add up to, and a
 2 ms burst per record is over- or under-counted depending on where the two clocks started (on a
-simulated clock with exact sleeps: in all 400 samples or in none, tests/engine/taskexecutor). Sample i is therefore
-taken at a uniformly random moment of its own slot ``[start + i*delay, start + (i+1)*delay)``
+simulated clock with exact sleeps: in all 400 samples or in none, tests/engine/taskexecutor).
+Sample i is therefore taken at a uniformly random moment of its own slot ``[start + i*delay, start + (i+1)*delay)``
 (stratified sampling): every moment of the run is equally likely to be sampled, whatever the
 period of the work, and the sampling still ends after ``num_samples * delay`` as the JobManager's
 deadline expects.
