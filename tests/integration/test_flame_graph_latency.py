@@ -114,6 +114,33 @@ def test_a_short_cpu_burst_gets_roughly_its_share_of_the_samples(cluster: Cluste
         assert 0.5 * low <= share <= high + 0.15, (share, busy)
 
 
+def test_task_threads_switch_every_millisecond_in_a_slot(cluster: Cluster, running_job: str) -> None:
+    """A slot's subtasks are threads: one due to flush its buffers, or whose read just returned, must
+    not wait CPython's 5 ms for a neighbour that computes (engine/taskexecutor/slot_process.py). The
+    map reports the interval where it runs as a gauge; 100 µs while a flame graph sampling runs."""
+    vid = _vertex(cluster, running_job, "burn")
+    ids: list[str] = []
+
+    def listed() -> bool:
+        nonlocal ids
+        metrics = cluster.http.get(f"/jobs/{running_job}/vertices/{vid}/metrics").json()
+        ids = [m["id"] for m in metrics if m["id"].endswith("interpreter.switch_interval_us")]
+        return bool(ids)
+
+    cluster.wait_for(listed, 30, "the map's gauge")
+    seen: set[float] = set()
+
+    def settled() -> bool:
+        # Flink's vertex scope names a subtask's metric "<subtask>.<operator>.<group>.<name>".
+        values = cluster.http.get(f"/jobs/{running_job}/vertices/{vid}/metrics", params={"get": ",".join(ids)}).json()
+        now = {m["id"].split(".", 1)[0]: float(m["value"]) for m in values}
+        seen.update(now.values())
+        return set(now) == {"0", "1"} and set(now.values()) == {1000}
+
+    cluster.wait_for(settled, 30, "both subtasks at 1 ms")
+    assert seen <= {100, 1000}, seen
+
+
 def test_flame_graph_refuses_bad_input(cluster: Cluster, running_job: str) -> None:
     vid = _vertex(cluster, running_job, "burn")
     r = cluster.http.get(f"/jobs/{running_job}/vertices/{vid}/flamegraph", params={"type": "hot"})
