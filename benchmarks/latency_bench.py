@@ -7,7 +7,8 @@ On a local cluster (2 TaskManagers x 2 slots, P=2, 10 ms buffer timeout, a keyed
   sink's operator (the last one) only: from each source subtask to each sink subtask. Reported: the
   median of their p50s and the highest of their p99s, with the rate the sink actually saw (if the
   machine cannot keep up, the rate says so). Markers every 100 ms, so each histogram's 128-marker
-  window covers the last 12.8 s.
+  window covers the last 12.8 s. Each rate runs ``--repeat`` times (one job after another on the
+  cluster); each line carries the load average before and after, as the machine is shared.
 * cost: throughput of an unpaced run of N records with markers every 100 ms against the same run
   without, as interleaved ABBA pairs on one cluster (benchmarks/interleave.py); median ratio.
 
@@ -16,6 +17,7 @@ Run alone: ``python benchmarks/latency_bench.py``; ``make bench`` runs it too.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import statistics
 import subprocess
@@ -90,22 +92,29 @@ def measure_paced(submit: Any, rate: int, seconds: float, parallelism: int = 2) 
 
 
 def describe(r: dict[str, Any]) -> str:
+    load = f", load average {r['load'][0]:.1f} -> {r['load'][1]:.1f}" if "load" in r else ""
     if r["p50"] is None:
-        return f"latency at {r['rate']:,} records/s: no latency markers arrived (sink saw {r['achieved']:,.0f}/s)"
+        return f"latency at {r['rate']:,} records/s: no latency markers arrived (sink saw {r['achieved']:,.0f}/s){load}"
     return (
         f"latency at {r['rate']:,} records/s (sink saw {r['achieved']:,.0f}/s): p50 {r['p50']:.0f} ms, "
-        f"p99 {r['p99']:.0f} ms, source->sink, {r['histograms']} sink-subtask histograms, markers every {INTERVAL_MS} ms"
+        f"p99 {r['p99']:.0f} ms, source->sink, {r['histograms']} sink-subtask histograms, markers every {INTERVAL_MS} ms{load}"
     )
 
 
-def measure(rates: list[int], seconds: float, n: int, pairs: int) -> list[str]:
+def measure(rates: list[int], seconds: float, n: int, pairs: int, repeat: int = 1) -> list[str]:
     lines = []
     with local_cluster(2) as submit:
         for rate in rates:
-            try:
-                lines.append(describe(measure_paced(submit, rate, seconds)))
-            except (RuntimeError, httpx.HTTPError) as e:
-                lines.append(f"latency at {rate:,} records/s: failed ({e})")
+            for _ in range(repeat):
+                before = os.getloadavg()[0]
+                try:
+                    r = measure_paced(submit, rate, seconds)
+                    r["load"] = (before, os.getloadavg()[0])
+                    lines.append(describe(r))
+                except (RuntimeError, httpx.HTTPError) as e:
+                    lines.append(f"latency at {rate:,} records/s: failed ({e})")
+    if pairs <= 0:
+        return lines
     runs = interleaved(
         pairs,
         lambda submit: _throughput(submit, n, 0),
@@ -129,9 +138,12 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=20.0, help="how long each paced run goes before it is read")
     ap.add_argument("-n", type=int, default=5_000_000, help="records of each throughput run")
     ap.add_argument("--pairs", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=1, help="paced runs per rate")
+    ap.add_argument("--skip-cost", action="store_true", help="leave out the markers' throughput cost")
     args = ap.parse_args()
     print(f"machine: {machine()}", flush=True)
-    for line in measure([int(r) for r in args.rates.split(",")], args.seconds, args.n, args.pairs):
+    rates = [int(r) for r in args.rates.split(",")]
+    for line in measure(rates, args.seconds, args.n, 0 if args.skip_cost else args.pairs, args.repeat):
         print(line, flush=True)
 
 

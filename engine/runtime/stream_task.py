@@ -556,12 +556,15 @@ class StreamTask:
         if self.latency_interval_ms > 0:
             head_id = self.graph.nodes[t.id].operator_id
             markers = MarkerSchedule(self.latency_interval_ms, head_id, tdd.subtask, int(time.time() * 1000))
+        due = self._flush_due()
+        hinted = hasattr(reader, "max_idle_s")  # SourceReader's; a user's reader of its own may have none
         try:
             while True:
                 if markers is not None:  # latency tracking off: this test is all it costs per batch
                     marker = markers.due(int(time.time() * 1000))
                     if marker is not None:
                         self._on_latency_marker(marker)
+                        due = self._flush_due()  # the marker's buffer may be due sooner
                 if cancelled.is_set():
                     raise TaskCancelled()
                 while triggers:
@@ -578,15 +581,17 @@ class StreamTask:
                     metrics.idle_s += time.monotonic() - t0
                     continue
                 t0 = time.monotonic()
+                if hinted:
+                    reader.max_idle_s = due  # an idle reader wakes for the next flush (SourceReader)
                 batch = reader.poll_batch(SOURCE_BATCH)
                 if batch is None:
                     break
                 if not batch:
                     metrics.idle_s += time.monotonic() - t0
-                    self._flush_due()
+                    due = self._flush_due()
                     continue
                 out.emit(batch, None)
-                self._flush_due()
+                due = self._flush_due()
             while triggers:  # came with the last batch: the source is at its final, consistent point
                 self._take_checkpoint(triggers.popleft(), 0)
             # A bounded source, or a stop with drain, ends event time: every window and timer

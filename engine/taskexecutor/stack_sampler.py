@@ -1,7 +1,7 @@
 """Stack sampling of task threads for flame graphs (Flink's ThreadInfoSampleService, FLIP-165).
 
 A slot asked for samples of a vertex's subtasks reads the Python stack of each subtask's task thread
-(``sys._current_frames()``) ``num_samples`` times, ``delay_s`` apart, and answers with the distinct
+(``sys._current_frames()``) ``num_samples`` times, ``delay_s`` apart on average, and answers with the distinct
 stacks and how often each was seen, each stack marked on-CPU or off-CPU.
 
 On-CPU or off-CPU (Flink asks the JVM for the thread's state; Python has none): a sample is **off-CPU**
@@ -17,10 +17,28 @@ Everything else is on-CPU: a user function that computes shows by name in the on
 can be fooled by a line that both computes and calls ``sleep(``; it never needs the thread's CPU clock.
 
 The interpreter lock biases in-process sampling: the sampling thread runs only when the task thread
-lets go of the lock, which a short burst of computation never does before the switch interval (5 ms)
-runs out, so bursts shorter than that would never be seen (measured: 0 of 100 samples inside a 1 ms
-burst repeated every 11 ms). While a sampling runs, the process's switch interval is lowered to
-``SAMPLING_SWITCH_INTERVAL_S`` so the sampler gets in within a tenth of a millisecond, and restored after.
+lets go of the lock, which a short burst of computation never does before the switch interval runs
+out (CPython's 5 ms; a slot process runs with 1 ms), so shorter bursts would never be seen (measured
+at 5 ms: 0 of 100 samples inside a 1 ms burst repeated every 11 ms). While a sampling runs, the
+process's switch interval is lowered to ``SAMPLING_SWITCH_INTERVAL_S`` so the sampler gets in within a
+tenth of a millisecond on a machine with a core to spare, and restored after.
+
+When a sample is taken matters as much. Sampling every ``delay`` exactly aliases with work that
+repeats on a period of its own: a paced source's records arrive every 10 ms, samples every 20 ms,
+and each sample sees the next cycle at the phase of the one before, moved on only by how much the
+sleep overran. A hundred samples then cover as much of the cycle as the overruns add up to, and a
+2 ms burst per record is over- or under-counted depending on where the two clocks started (on a
+simulated clock with exact sleeps: in all 400 samples or in none, tests/engine/taskexecutor).
+Sample i is therefore taken at a uniformly random moment of its own slot ``[start + i*delay, start + (i+1)*delay)``
+(stratified sampling): every moment of the run is equally likely to be sampled, whatever the
+period of the work, and the sampling still ends after ``num_samples * delay`` as the JobManager's
+deadline expects.
+
+What the lowered switch interval cannot remove: when the machine is overloaded (more runnable
+threads than cores), the sampler itself waits to be scheduled by the OS before it can take the lock
+from a computing thread, and a burst that ends in that wait is seen as the wait that follows it
+(measured at load average 11 on 2 cores: the sampler's median lateness 1-4 ms behind a computing
+thread, against 0.1 ms behind a waiting one). docs/performance.md gives the shares measured.
 
 A stack may now and then be cut short at the root end: CPython 3.11 shows a generator's frame, read
 from another thread just as it is entered, without its callers.
@@ -30,6 +48,7 @@ Pure apart from reading frames, which is passed in (``current_frames``) so tests
 from __future__ import annotations
 
 import linecache
+import random
 import re
 import sys
 import threading
@@ -111,21 +130,28 @@ def sample_threads(
     sleep: Callable[[float], None] = time.sleep,
     should_stop: Callable[[], bool] = lambda: False,
     switch_interval_s: float | None = SAMPLING_SWITCH_INTERVAL_S,
+    clock: Callable[[], float] = time.monotonic,
+    rng: random.Random | None = None,
 ) -> list[list[Any]]:
     """``[[stack, count, off_cpu], ...]`` over every sample of every thread in ``thread_ids`` still
-    alive, msgpack-ready. Stops early when ``should_stop()`` (the slot is shutting down)."""
+    alive, msgpack-ready. Sample i is taken at a random moment of ``[i*delay_s, (i+1)*delay_s)`` after
+    the start (the module docstring says why). Stops early when ``should_stop()`` (the slot is
+    shutting down)."""
     wanted = set(thread_ids)
     counts: Counter[tuple[Stack, bool]] = Counter()
+    draw = (rng or random.Random()).random
     with fine_switching(switch_interval_s):
+        start = clock()
         for i in range(max(num_samples, 0)):
             if should_stop():
                 break
+            wait = start + (i + draw()) * delay_s - clock()
+            if wait > 0:
+                sleep(wait)
             frames = current_frames()
             for tid in wanted:
                 frame = frames.get(tid)
                 if frame is not None:
                     counts[stack_of(frame)] += 1
             del frames  # frames keep their threads' locals alive
-            if i + 1 < num_samples:
-                sleep(delay_s)
     return [[list(stack), n, off] for (stack, off), n in counts.items()]

@@ -83,6 +83,64 @@ def test_a_cpu_burning_user_function_shows_by_name_in_the_on_cpu_flame_graph(clu
     assert 0 < full["data"]["value"] <= 200
 
 
+def _samples_in(node: dict[str, Any], name_part: str) -> int:
+    """Samples whose stack holds a frame named with ``name_part`` (a frame appears once per stack)."""
+    if name_part in node["name"]:
+        return node["value"]
+    return sum(_samples_in(child, name_part) for child in node["children"])
+
+
+def test_a_short_cpu_burst_gets_roughly_its_share_of_the_samples(cluster: Cluster, running_job: str) -> None:
+    """``burn_cpu`` computes 2 ms per record, a record every 10 ms per subtask: its share of the samples
+    is roughly the share of time the task is busy (Flink's busyTimeMsPerSecond, measured by the task
+    itself around each batch, the burst and the little around it). Sampling at fixed moments or only
+    when the task thread gives up the interpreter lock of itself under-counts it, to nothing at worst."""
+    vid = _vertex(cluster, running_job, "burn")
+    full = _graph(cluster, running_job, vid, "full")["data"]
+    share = _samples_in(full, ".burn_cpu:") / full["value"]
+    busy: dict[str, list[float]] = {"min": [], "avg": [], "max": []}
+    for _ in range(3):  # the task's own figure over the vertex's subtasks, as the samples are merged
+        values = cluster.http.get(
+            f"/jobs/{running_job}/vertices/{vid}/subtasks/metrics",
+            params={"get": "busyTimeMsPerSecond", "agg": "min,avg,max"},
+        ).json()[0]
+        for agg, kept in busy.items():
+            kept.append(values[agg] / 1000)
+    low, avg, high = (sum(busy[agg]) / 3 for agg in ("min", "avg", "max"))
+    assert avg > 0.05, busy  # the job runs: 2 ms per record at 100 records/s is 20 % of a subtask's time
+    if full["value"] > 100:  # both subtasks answered (100 samples each)
+        assert 0.5 * avg <= share <= avg + 0.15, (share, busy)
+    else:  # a slot that answers after the deadline is left out of the graph: which one is not known
+        assert 0.5 * low <= share <= high + 0.15, (share, busy)
+
+
+def test_task_threads_switch_every_millisecond_in_a_slot(cluster: Cluster, running_job: str) -> None:
+    """A slot's subtasks are threads: one due to flush its buffers, or whose read just returned, must
+    not wait CPython's 5 ms for a neighbour that computes (engine/taskexecutor/slot_process.py). The
+    map reports the interval where it runs as a gauge; 100 µs while a flame graph sampling runs."""
+    vid = _vertex(cluster, running_job, "burn")
+    ids: list[str] = []
+
+    def listed() -> bool:
+        nonlocal ids
+        metrics = cluster.http.get(f"/jobs/{running_job}/vertices/{vid}/metrics").json()
+        ids = [m["id"] for m in metrics if m["id"].endswith("interpreter.switch_interval_us")]
+        return bool(ids)
+
+    cluster.wait_for(listed, 30, "the map's gauge")
+    seen: set[float] = set()
+
+    def settled() -> bool:
+        # Flink's vertex scope names a subtask's metric "<subtask>.<operator>.<group>.<name>".
+        values = cluster.http.get(f"/jobs/{running_job}/vertices/{vid}/metrics", params={"get": ",".join(ids)}).json()
+        now = {m["id"].split(".", 1)[0]: float(m["value"]) for m in values}
+        seen.update(now.values())
+        return set(now) == {"0", "1"} and set(now.values()) == {1000}
+
+    cluster.wait_for(settled, 30, "both subtasks at 1 ms")
+    assert seen <= {100, 1000}, seen
+
+
 def test_flame_graph_refuses_bad_input(cluster: Cluster, running_job: str) -> None:
     vid = _vertex(cluster, running_job, "burn")
     r = cluster.http.get(f"/jobs/{running_job}/vertices/{vid}/flamegraph", params={"type": "hot"})

@@ -29,9 +29,13 @@ class _GeneratorReader(SourceReader):
         if not self.per_second:
             return n
         # Emit only what the rate allows so far; an empty batch lets the task idle.
-        allowed = int((time.monotonic() - self.started) * self.per_second) - self.emitted
+        elapsed = time.monotonic() - self.started
+        allowed = int(elapsed * self.per_second) - self.emitted
         if allowed <= 0:
-            time.sleep(min(0.05, 1.0 / self.per_second))
+            # Until the next record is due, but never past the task's next buffer flush (max_idle_s):
+            # at 10 records/s a 50 ms nap held each record in its buffer 50 ms, not the 10 ms timeout.
+            next_record = (self.emitted + 1) / self.per_second - elapsed
+            time.sleep(max(0.0, min(0.05, next_record, self.max_idle_s)))
             return 0
         return min(n, allowed)
 

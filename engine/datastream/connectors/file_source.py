@@ -224,7 +224,7 @@ class _TextLineReader(SourceReader):
                 if self.source.discovery_interval_ms is None:
                     return out or None
                 if not out:
-                    time.sleep(0.02)  # nothing new yet: let the task idle instead of spinning
+                    time.sleep(min(0.02, self.max_idle_s))  # nothing new yet: idle, not spin
                 return out
             if self.index >= len(self.lines) and not self._refill():
                 self.file.close()  # type: ignore[union-attr]

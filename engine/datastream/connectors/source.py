@@ -22,6 +22,11 @@ SplitState = Any  # one split's resumable state: plain msgpack-able data
 class SourceReader(ABC):
     """Reads its splits. ``poll_batch`` returns records, [] when nothing is ready, None at the end."""
 
+    #: How long ``poll_batch`` may wait when nothing is ready. The task sets it before each poll to the
+    #: time until its next output buffer is due (the buffer timeout): a reader that waited longer
+    #: would hold records already emitted in the task's buffers past the timeout.
+    max_idle_s: float = 0.05
+
     @abstractmethod
     def poll_batch(self, max_records: int) -> list[Any] | None: ...
 

@@ -59,7 +59,11 @@ from millstream.engine.security.mac import Sealer, Unauthenticated
 _POLL_SLICE = 0.1  # seconds; how often a blocked wait re-checks cancellation
 
 
-_MAX_UNREAD = 64  # replies left unread before the link reads them (they are usually there already)
+_MAX_UNREAD = 64  # replies left unread before the link reads those that have arrived
+# ... and before it waits for the others: only a Redis this far behind holds a writer up. Waiting at
+# _MAX_UNREAD itself put a round trip (a scheduling delay of the server on a loaded machine) into
+# one send in 64, which the latency markers saw as their p99 (engine/runtime/latency_markers.py).
+_MAX_UNREAD_WAIT = 1024
 
 ReplyHandler = Callable[[Any], None] | None
 
@@ -101,7 +105,9 @@ class RedisLink:
             conn.send_packed_command(conn.pack_commands(commands), check_health=False)
             self.unread.extend(handlers)
             if len(self.unread) > _MAX_UNREAD:
-                self._read_unread()
+                self._read_arrived()
+                if len(self.unread) > _MAX_UNREAD_WAIT:
+                    self._read_unread()
         except BaseException:
             conn.disconnect()
             raise
@@ -127,16 +133,19 @@ class RedisLink:
     def read_available(self) -> None:
         """Read the replies that have arrived, without waiting for the others. A closed connection
         (the server died) raises ConnectionError here."""
-        conn, unread = self.conn, self.unread
         try:
-            while unread and conn.can_read(0):
-                reply = conn.read_response()
-                handler = unread.popleft()
-                if handler is not None:
-                    handler(reply)
+            self._read_arrived()
         except BaseException:
-            conn.disconnect()
+            self.conn.disconnect()
             raise
+
+    def _read_arrived(self) -> None:
+        conn, unread = self.conn, self.unread
+        while unread and conn.can_read(0):
+            reply = conn.read_response()
+            handler = unread.popleft()
+            if handler is not None:
+                handler(reply)
 
     def socket(self) -> Any:
         """The connection's socket, to wait on several links at once (select)."""

@@ -119,3 +119,67 @@ def _sample_long(target, samples: int = 100) -> list[list]:  # type: ignore[no-u
     finally:
         stop.set()
         t.join(5)
+
+
+def _suspended(gen_function):  # type: ignore[no-untyped-def]
+    """A real frame of ``gen_function``, parked at its first line (a suspended generator's frame)."""
+    gen = gen_function()
+    next(gen)
+    return gen, gen.gi_frame
+
+
+def periodic_burst():  # type: ignore[no-untyped-def]
+    yield  # stands for 2 ms of computation
+
+
+def between_records():  # type: ignore[no-untyped-def]
+    yield  # stands for the wait for the next record
+
+
+class SimulatedThread:
+    """On a simulated clock: computes for ``burst_s`` at the start of every ``period_s``, waits otherwise."""
+
+    def __init__(self, burst_s: float, period_s: float, phase_s: float) -> None:
+        self.now = 0.0
+        self.burst_s, self.period_s, self.phase_s = burst_s, period_s, phase_s
+        self._gens = [_suspended(periodic_burst), _suspended(between_records)]
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, s: float) -> None:
+        self.now += s + 0.00005  # a sleep overruns a little, as a real one does
+
+    def frames(self) -> dict[int, object]:
+        bursting = (self.now + self.phase_s) % self.period_s < self.burst_s
+        return {1: self._gens[0 if bursting else 1][1]}
+
+
+def _burst_share(phase_s: float, seed: int | None, jitter: bool = True) -> float:
+    import random
+
+    t = SimulatedThread(0.002, 0.010, phase_s)
+    rng = random.Random(seed)
+    if not jitter:  # every sample at the start of its slot: a fixed period
+        rng.random = lambda: 0.0  # type: ignore[method-assign]
+    samples = sample_threads([1], 400, 0.020, current_frames=t.frames, sleep=t.sleep, clock=t.clock, switch_interval_s=None, rng=rng)
+    total = sum(n for _, n, _ in samples)
+    return sum(n for stack, n, _ in samples if ".periodic_burst:" in stack[-1]) / total
+
+
+def test_samples_at_random_moments_see_a_periodic_burst_at_its_share_whatever_the_phase() -> None:
+    """2 ms of work every 10 ms (a paced source's records) sampled every 20 ms on average: at fixed
+    moments every sample sees the same phase of the cycle, all bursts or none (what the random moment
+    is there for); at a random moment of each sample's slot the burst gets its 20 % share from any
+    starting phase."""
+    fixed = [_burst_share(phase, None, jitter=False) for phase in (0.0005, 0.005)]
+    assert fixed[0] > 0.9 and fixed[1] == 0.0, fixed  # aliasing: the phase decides everything
+    for phase, seed in ((0.0005, 1), (0.005, 2), (0.0093, 3)):
+        share = _burst_share(phase, seed)
+        assert 0.14 <= share <= 0.26, (phase, share)  # 20 % +- 3 standard deviations of 400 draws
+
+
+def test_the_samples_end_within_the_requested_time() -> None:
+    t = SimulatedThread(0.002, 0.010, 0.0)
+    sample_threads([1], 100, 0.020, current_frames=t.frames, sleep=t.sleep, clock=t.clock, switch_interval_s=None)
+    assert t.now <= 100 * 0.020 + 0.001  # the JobManager's deadline counts on num_samples * delay

@@ -1,4 +1,4 @@
-"""DataGeneratorSource: bounded splits, unbounded striding, resume. No rate limit (no sleeping)."""
+"""DataGeneratorSource: bounded splits, unbounded striding, resume; of the rate limit, only how long an idle poll waits."""
 from __future__ import annotations
 
 import pytest
@@ -55,3 +55,24 @@ def test_unbounded_generator_resumes_from_its_snapshot():
 def test_bounded_flag_and_name():
     assert DataGeneratorSource(str, 3).is_bounded()
     assert DataGeneratorSource(str, 3).name() == "Data Generator"
+
+
+def test_a_paced_reader_with_nothing_due_waits_no_longer_than_the_task_allows():
+    """At 10 records/s nothing is due for 100 ms; a reader told (max_idle_s) that the task's next
+    buffer flush is 5 ms away returns by then, so records already emitted leave on time, instead of
+    napping 50 ms. The fastest of a few tries is compared, so a loaded machine cannot fail it."""
+    import time
+
+    def fastest_empty_poll(max_idle_s: float | None) -> float:
+        times = []
+        for _ in range(4):
+            reader = DataGeneratorSource(lambda i: i, None, records_per_second=10).create_reader(0, 1)
+            if max_idle_s is not None:
+                reader.max_idle_s = max_idle_s
+            t0 = time.monotonic()
+            assert reader.poll_batch(10) == []
+            times.append(time.monotonic() - t0)
+        return min(times)
+
+    assert fastest_empty_poll(None) >= 0.045  # without a hint: the reader's own 50 ms cap
+    assert fastest_empty_poll(0.005) < 0.03
