@@ -14,6 +14,7 @@ from millstream.engine.checkpoint.completed_checkpoint import CompletedCheckpoin
 from millstream.engine.datastream.connectors.datagen import DataGeneratorSource
 from millstream.engine.datastream.stream_execution_environment import StreamExecutionEnvironment
 from millstream.engine.runtime.key_groups import assign_to_key_group
+from millstream.engine.runtime.state.key_grouped_state import decode_state
 from millstream.engine.runtime.state.task_state_manager import KEY_ENCODING_FIELD
 from tests.engine.runtime.task_harness import TaskHarness, collect_sink
 from tests.engine.runtime.test_key_encoding import _v1_key_bytes
@@ -38,9 +39,10 @@ def _job(parallelism: int) -> StreamExecutionEnvironment:
 
 def _as_encoding_1(savepoint: CompletedCheckpoint) -> None:
     """Rewrite the keyed state files as a task of encoding 1 wrote them: no version, each key in
-    its old key group, each key group in the file of the old subtask that owned it."""
+    its old key group, each key group in the file of the old subtask that owned it (and in the
+    single-pickle file format of that time, which restores still read)."""
     for handles in savepoint.handles.values():
-        states = {i: pickle.loads(open(h, "rb").read()) for i, h in handles.items()}
+        states = {i: decode_state(open(h, "rb").read()) for i, h in handles.items()}
         if not any("keyed" in s for s in states.values()):
             continue
         parallelism = len(handles)
