@@ -57,9 +57,10 @@ def test_the_launcher_restarts_a_killed_jobmanager_and_keeps_its_taskmanagers(tm
         final = json.loads(next(ln for ln in out.splitlines() if ln.startswith("[")))
         assert sorted(final) == sorted([f"k{i}", N // 40] for i in range(40)), final[:5]
         assert c.job(jid)["state"] == "FINISHED"
-        # The same TaskManager processes ran the resumed job: the launcher left them alone.
+        # The same TaskManager processes ran the job on: the launcher left them alone (the new
+        # JobManager adopts their running tasks, or restores them from a checkpoint if one had ended;
+        # test_recovery.py checks the adoption itself).
         assert _role_pids(launcher.pid, "taskmanager") == taskmanagers
-        assert c.http.get(f"/jobs/{jid}/checkpoints").json()["counts"]["restored"] >= 1
     finally:
         if run is not None and run.poll() is None:
             run.kill()
