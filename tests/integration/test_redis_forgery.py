@@ -312,24 +312,26 @@ def test_a_replayed_slot_lost_report_fails_nothing(cluster: Cluster) -> None:
     res = cluster.run(PROGRAMS / "unbounded_restarting.py", options=("-p", "4", "--detached"))
     assert res.returncode == 0, res.stderr
     jid = _job_id(res.stdout)
-    cluster.wait_running(jid)
-    rds = _attacker(cluster)
-    report = capture_slot_lost_report(cluster)  # the JobManager acts on the genuine one: the job fails over
-    cluster.wait_for(lambda: _exceptions(cluster, jid), 30, "the genuine slot loss")
-    cluster.wait_running(jid, 60)
-    time.sleep(1)
-    before, failures = _attempts(cluster, jid), len(_exceptions(cluster, jid))
-    assert max(before) >= 1
-    log = cluster.workdir / "jobmanager.log"
-    replayed = f"refused a replayed control message in {redis_keys.JOBMANAGER_INBOX}"
-    refused = _logged(log, replayed)
-    rds.rpush(redis_keys.JOBMANAGER_INBOX, report)  # the same report, pushed again
-    # The JobManager read it and refused it: it had its chance to act on it.
-    cluster.wait_for(lambda: _logged(log, replayed) > refused, 30, "the JobManager to refuse the replayed report")
-    assert cluster.job(jid)["state"] == "RUNNING"
-    assert _attempts(cluster, jid) == before
-    assert len(_exceptions(cluster, jid)) == failures
-    _cancel(cluster, jid)
+    try:  # the job holds every slot: it is cancelled whatever happens, or the module's later tests starve
+        cluster.wait_running(jid)
+        rds = _attacker(cluster)
+        report = capture_slot_lost_report(cluster)  # the JobManager acts on the genuine one: the job fails over
+        cluster.wait_for(lambda: _exceptions(cluster, jid), 30, "the genuine slot loss")
+        cluster.wait_running(jid, 60)
+        time.sleep(1)
+        before, failures = _attempts(cluster, jid), len(_exceptions(cluster, jid))
+        assert max(before) >= 1
+        log = cluster.workdir / "jobmanager.log"
+        replayed = f"refused a replayed control message in {redis_keys.JOBMANAGER_INBOX}"
+        refused = _logged(log, replayed)
+        rds.rpush(redis_keys.JOBMANAGER_INBOX, report)  # the same report, pushed again
+        # The JobManager read it and refused it: it had its chance to act on it.
+        cluster.wait_for(lambda: _logged(log, replayed) > refused, 30, "the JobManager to refuse the replayed report")
+        assert cluster.job(jid)["state"] == "RUNNING"
+        assert _attempts(cluster, jid) == before
+        assert len(_exceptions(cluster, jid)) == failures
+    finally:
+        _cancel(cluster, jid)
 
 
 def test_a_replayed_result_entry_is_refused(cluster: Cluster, tmp_path: Path) -> None:
