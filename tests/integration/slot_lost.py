@@ -2,7 +2,9 @@
 JobManager acts on it and pushes it again later.
 
 The JobManager is stopped (SIGSTOP) so the report stays in its inbox long enough to be copied; then a
-slot process is SIGKILLed and its TaskManager reports the loss. When no report shows, the failure
+slot process is SIGKILLed and its TaskManager reports the loss. A JobManager stopped while it waited
+in BLPOP would still take the next item pushed (Redis hands it to the blocked client), so an item it
+will refuse is pushed first to take that place. When no report shows, the failure
 says what each TaskManager logged last, so a CI flake explains itself.
 """
 from __future__ import annotations
@@ -56,6 +58,10 @@ def capture_slot_lost_report(cluster: Cluster, timeout: float = 30) -> bytes:
         return bool(captured)
 
     with jobmanager_stopped(cluster):
+        # A JobManager stopped inside its BLPOP on the inbox still has that BLPOP pending at Redis: the
+        # next item pushed goes to its socket, not into the list, and would never be seen here. This
+        # item (unsealed: the JobManager refuses it when it wakes) takes that place first.
+        rds.rpush(redis_keys.JOBMANAGER_INBOX, b"not a control message: it absorbs a pending BLPOP")
         victim = slot_processes(cluster)[0]
         victim.kill()  # a genuine slot_lost report from its TaskManager
         try:
