@@ -12,25 +12,15 @@ import signal
 import time
 import zlib
 from pathlib import Path
-from typing import Iterator
 
-import pytest
 import redis
 
-from millstream.backend.embedded_redis import redis_url_of, restart_embedded_redis, start_embedded_redis
+from millstream.backend.embedded_redis import redis_url_of, restart_embedded_redis
 from millstream.engine import redis_keys
 from tests.integration.cluster import Cluster
 
 PROGRAMS = Path(__file__).parent / "programs"
 OUTAGE_S = 4.0
-
-
-@pytest.fixture
-def data_servers(tmp_path: Path) -> Iterator[list]:
-    servers = [start_embedded_redis(tmp_path / f"data-{i}") for i in range(2)]
-    yield servers
-    for s in servers:
-        s.stop()
 
 
 def _channels(server, jid: str) -> set[tuple[int, int, int]]:

@@ -5,23 +5,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Iterator
 
-import pytest
 import redis
 
-from millstream.backend.embedded_redis import redis_url_of, start_embedded_redis
+from millstream.backend.embedded_redis import redis_url_of
 from tests.integration.cluster import Cluster
 
 PROGRAMS = Path(__file__).parent / "programs"
-
-
-@pytest.fixture
-def data_servers(tmp_path: Path) -> Iterator[list]:
-    servers = [start_embedded_redis(tmp_path / f"data-{i}") for i in range(2)]
-    yield servers
-    for s in servers:
-        s.stop()
 
 
 def _pushes(server) -> int:

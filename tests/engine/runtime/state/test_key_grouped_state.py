@@ -20,7 +20,7 @@ from millstream.engine.runtime.state.key_grouped_state import decode_state, enco
 from millstream.engine.runtime.state.state_records import key_group_prefix
 from millstream.engine.runtime.state.task_state_manager import restore_keyed, snapshot_keyed_async, snapshot_keyed_tables
 
-from tests.engine.runtime.state.test_properties_snapshots import MAX_P, Subtask, _backend, _Operator
+from tests.engine.runtime.state.test_properties_snapshots import MAX_P, Subtask, _backend, _Operator, subtasks_holding
 
 JOB = "ab" * 16
 SECRET = "s" * 32
@@ -122,12 +122,7 @@ def test_a_rescaled_restore_from_files_reads_its_key_groups_and_restores_every_k
 ) -> None:
     monkeypatch.setitem(storage_module._sealing, "secret", SECRET)
     keys = list(range(200)) + [f"k{i}" for i in range(60)]
-    olds = [Subtask(_backend(source, str(tmp_path))) for _ in range(before)]
-    for key in keys:
-        owner = olds[assign_key_to_operator(key, MAX_P, before)]
-        owner.backend.current_key = key
-        owner.value.update(hash(str(key)))
-        owner.list.add(key)
+    olds = subtasks_holding(keys, source, str(tmp_path), before)
     handles = {}
     for i, s in enumerate(olds):
         state = _snapshot(s.backend)

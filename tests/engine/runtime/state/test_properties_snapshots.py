@@ -141,17 +141,24 @@ def test_snapshots_and_restores_at_random_points_equal_a_plain_dict(tmp_path, fi
             getattr(s.backend, "close", lambda: None)()
 
 
+def subtasks_holding(keys: list, backend: str, directory: str, parallelism: int) -> list["Subtask"]:
+    """``parallelism`` subtasks of ``backend``, each holding the keys whose key groups it owns (a value
+    and a list entry per key)."""
+    subtasks = [Subtask(_backend(backend, directory)) for _ in range(parallelism)]
+    for key in keys:
+        owner = subtasks[assign_key_to_operator(key, MAX_P, parallelism)]
+        owner.backend.current_key = key
+        owner.value.update(hash(str(key)))
+        owner.list.add(key)
+    return subtasks
+
+
 @pytest.mark.parametrize("source", ["hashmap", "rocksdb"])
 @pytest.mark.parametrize("target", ["hashmap", "rocksdb"])
 @pytest.mark.parametrize(("before", "after"), [(1, 3), (3, 2), (2, 1)])
 def test_every_key_is_restored_once_by_the_subtask_owning_its_key_group(tmp_path, source, target, before, after) -> None:
     keys = list(range(300)) + [f"k{i}" for i in range(100)]
-    olds = [Subtask(_backend(source, str(tmp_path))) for _ in range(before)]
-    for key in keys:
-        owner = olds[assign_key_to_operator(key, MAX_P, before)]
-        owner.backend.current_key = key
-        owner.value.update(hash(str(key)))
-        owner.list.add(key)
+    olds = subtasks_holding(keys, source, str(tmp_path), before)
     loaded = {i: _start_snapshot(s.backend)() for i, s in enumerate(olds)}
     for s in olds:
         getattr(s.backend, "close", lambda: None)()
