@@ -18,6 +18,7 @@ loader turns it back into the class:
 from __future__ import annotations
 
 import abc
+import collections
 import copyreg
 import importlib
 import io
@@ -71,6 +72,11 @@ _plain_names: dict[type, str] = {}  # plain classes -> name: the data plane's fa
 _pickled_by_name: set[type] = set()  # classes given a copyreg reducer (not findable by name here)
 _live: "weakref.WeakSet[UserCodeClassLoader]" = weakref.WeakSet()
 _active = threading.local()  # the running task's loader, set by the task on its own thread
+# The classes of loaders that died, not yet unregistered. A loader's user code holds reference
+# cycles (cloudpickle's classes), so the cyclic GC finalizes it at any allocation, also on a thread
+# inside ``_register`` holding ``_lock``: a finalizer waiting for the lock would wait forever (a
+# slot hung deploying its next job). The finalizer only queues; whoever holds the lock drains.
+_released: "collections.deque[list[type]]" = collections.deque()
 
 
 def plain_class_name(cls: type) -> str | None:
@@ -80,6 +86,7 @@ def plain_class_name(cls: type) -> str | None:
 
 def _register(classes: list[type]) -> None:
     with _lock:
+        _drain_released()
         for cls in classes:
             _refs[cls] = _refs.get(cls, 0) + 1
             if _refs[cls] > 1:
@@ -89,20 +96,40 @@ def _register(classes: list[type]) -> None:
             if not _importable(cls):
                 copyreg.pickle(cls, _reduce_user_object)
                 _pickled_by_name.add(cls)
+        _drain_released()  # loaders the GC finalized while this held the lock
+
+
+def _release(classes: list[type]) -> None:
+    """A dead loader's finalizer: never blocks (see ``_released``)."""
+    _released.append(classes)
+    if _lock.acquire(blocking=False):  # held (maybe by this very thread): the holder drains
+        try:
+            _drain_released()
+        finally:
+            _lock.release()
+
+
+def _drain_released() -> None:
+    while _released:
+        try:
+            classes = _released.popleft()
+        except IndexError:  # another thread's finalizer drained it
+            return
+        _unregister(classes)
 
 
 def _unregister(classes: list[type]) -> None:
-    with _lock:
-        for cls in classes:
-            left = _refs.get(cls, 0) - 1
-            if left > 0:
-                _refs[cls] = left
-                continue
-            _refs.pop(cls, None)
-            _plain_names.pop(cls, None)
-            if cls in _pickled_by_name:
-                _pickled_by_name.discard(cls)
-                copyreg.dispatch_table.pop(cls, None)
+    """With ``_lock`` held."""
+    for cls in classes:
+        left = _refs.get(cls, 0) - 1
+        if left > 0:
+            _refs[cls] = left
+            continue
+        _refs.pop(cls, None)
+        _plain_names.pop(cls, None)
+        if cls in _pickled_by_name:
+            _pickled_by_name.discard(cls)
+            copyreg.dispatch_table.pop(cls, None)
 
 
 class UserCodeClassLoader:
@@ -125,7 +152,7 @@ class UserCodeClassLoader:
         self.ambiguous = frozenset(ambiguous)
         kept = [c for c in unique if class_name(c) in by_name]
         _register(kept)
-        weakref.finalize(self, _unregister, kept)
+        weakref.finalize(self, _release, kept)
         _live.add(self)
 
     @property

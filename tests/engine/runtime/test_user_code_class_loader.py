@@ -186,3 +186,39 @@ def test_classes_are_released_with_their_last_loader(code: bytes) -> None:
     del graph
     gc.collect()
     assert payment not in copyreg.dispatch_table and ucl.plain_class_name(payment) is None
+
+
+def test_a_loader_the_gc_finalizes_while_another_registers_does_not_hang_it(code: bytes) -> None:
+    """A dead job's user code is in reference cycles, so the cyclic GC finalizes its loader at any
+    allocation: also inside the next job's registration, on the same thread, with the registry's
+    lock held. A slot once hung there for good deploying its next job."""
+    import gc
+
+    from millstream.engine.runtime import user_code_class_loader as ucl
+
+    old = load_user_code(code)
+    old_payment = old.classes["Payment"]
+    old.itself = old  # a cycle, as cloudpickled code has: only the cyclic GC frees it
+    gc.collect()
+    gc.disable()  # the dead loader waits for the collection forced below, inside _register
+    try:
+        del old
+        real_is_plain = ucl._is_plain
+
+        def is_plain_collecting(cls: type) -> bool:
+            gc.collect()  # what an allocation here may trigger
+            return real_is_plain(cls)
+
+        ucl._is_plain = is_plain_collecting
+        box: dict[str, Any] = {}
+        t = threading.Thread(target=lambda: box.setdefault("graph", load_user_code(_user_code())), daemon=True)
+        t.start()
+        t.join(60)
+        assert not t.is_alive(), "registering a job's classes hung on a loader finalized inside it"
+    finally:
+        ucl._is_plain = real_is_plain
+        gc.enable()
+    new_payment = box["graph"].classes["Payment"]
+    assert ucl.plain_class_name(new_payment) == "__main__.Payment"
+    gc.collect()
+    assert ucl.plain_class_name(old_payment) is None  # the dead loader's classes were released
