@@ -5,6 +5,7 @@ import ipaddress
 import os
 import signal
 import socket
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -127,6 +128,24 @@ def _require_cluster_secret(settings: Settings, who: str) -> None:
         raise typer.Exit(2)
 
 
+# glibc's mmap threshold, fixed from the process's start: the large transient blocks of each job (its
+# JobGraph and user code, SQL rows, Redis replies) then stay out of the threads' malloc arenas, whose
+# fragmentation grew the JobManager ~25 KiB per job (docs/performance.md, "JobManager memory per job").
+# Set later with mallopt it did not help, so the process re-executes itself with it in the environment.
+MMAP_THRESHOLD = "131072"
+
+
+def _fix_malloc_mmap_threshold() -> None:
+    """Re-execute this ``millstream jobmanager`` with MALLOC_MMAP_THRESHOLD_ set, unless the environment
+    sets one (a user's own setting wins). The same process id: a supervisor sees nothing."""
+    if "MALLOC_MMAP_THRESHOLD_" in os.environ or not sys.platform.startswith("linux"):
+        return
+    if "jobmanager" not in sys.argv[1:]:  # called in-process (a test's CliRunner): nothing to re-execute
+        return
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_=MMAP_THRESHOLD)
+    os.execve(sys.executable, [sys.executable, "-m", "millstream.backend.cli", *sys.argv[1:]], env)
+
+
 @app.command()
 def jobmanager(
     host: Optional[str] = typer.Option(None, help="Bind address [env MILLSTREAM_HOST, default 127.0.0.1]"),
@@ -142,6 +161,7 @@ def jobmanager(
     ),
 ) -> None:
     """Run the JobManager: Dispatcher, REST API and scheduler."""
+    _fix_malloc_mmap_threshold()
     import uvicorn
 
     from millstream.backend.app import create_app

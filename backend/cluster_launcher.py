@@ -156,13 +156,7 @@ class LocalCluster:
             # Flink's split: the process logs to <name>.log (rotated), its stdout/stderr go to <name>.out.
             jm = _Child(
                 name, [*cli, "jobmanager", "--log-file", str(logs / f"{name}.log")], logs / f"{name}.out",
-                # A fixed glibc mmap threshold from the process's start: large transient blocks stay out of
-                # the threads' malloc arenas, whose fragmentation grew the JobManager ~25 KiB per job
-                # (docs/performance.md, "JobManager memory per job"); a user's own setting wins.
-                env_overrides={
-                    "MILLSTREAM_PORT": str(self.settings.port + i),
-                    "MALLOC_MMAP_THRESHOLD_": env.get("MALLOC_MMAP_THRESHOLD_", "131072"),
-                },
+                env_overrides={"MILLSTREAM_PORT": str(self.settings.port + i)},
             )
             self.children.append(jm)
             jm.start(env)

@@ -105,13 +105,36 @@ class Cluster:
 
     def run(self, program: Path, *args: str, options: tuple[str, ...] = (), timeout: float = 180) -> subprocess.CompletedProcess:
         """``millstream run`` as a user would type it."""
-        return subprocess.run(
-            [sys.executable, "-m", "millstream.backend.cli", "run", *options, str(program), *args],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
+        try:
+            return subprocess.run(
+                [sys.executable, "-m", "millstream.backend.cli", "run", *options, str(program), *args],
+                env=self.env,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
+        except subprocess.TimeoutExpired as e:
+            raise AssertionError(f"millstream run {program.name} timed out after {timeout}s\n{self.describe_hang(e)}") from e
+
+    def describe_hang(self, e: subprocess.TimeoutExpired) -> str:
+        """What the cluster says when a client timed out: the unfinished jobs' vertices and the
+        processes' last log lines, so a hang in CI says where it stopped."""
+        from tests.conformance.harness import describe_job
+
+        def text(b: bytes | str | None) -> str:
+            return b.decode(errors="replace") if isinstance(b, bytes) else (b or "")
+
+        parts = [f"client stderr (tail):\n{text(e.stderr)[-1500:]}"]
+        try:
+            for j in self.http.get("/jobs/overview").json()["jobs"]:
+                if j["state"] not in TERMINAL:
+                    parts.append(describe_job(self.url, j["jid"]))
+        except httpx.HTTPError as err:
+            parts.append(f"(the JobManager did not answer: {err!r})")
+        for log in sorted(self.workdir.glob("*.log")):
+            tail = log.read_text(errors="replace").splitlines()[-15:]
+            parts.append(f"{log.name} (tail):\n" + "\n".join(tail))
+        return "\n".join(parts)
 
     def cli(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
         """Any ``millstream`` command as a user would type it (``savepoint``, ``stop``, ``list`` ...)."""

@@ -247,3 +247,12 @@ def test_operator_spark_cannot_run_is_refused_by_name(cluster: Cluster, tmp_path
     res = cluster.run(program)
     assert res.returncode != 0
     assert "endless" in res.stderr and "400" in res.stderr
+
+
+def test_a_jobmanager_started_by_hand_runs_with_a_fixed_malloc_mmap_threshold(cluster: Cluster) -> None:
+    """The fixture starts ``millstream jobmanager`` as a user would, without the variable: the command
+    re-executes itself with it (the fix for the JobManager's per-job growth), keeping its process id."""
+    assert "MALLOC_MMAP_THRESHOLD_" not in cluster.env
+    environ = Path(f"/proc/{cluster.jobmanager.pid}/environ").read_bytes().split(b"\0")
+    assert b"MALLOC_MMAP_THRESHOLD_=131072" in environ
+    assert cluster.overview()["taskmanagers"] == 2  # the same process answers, after the re-execution
