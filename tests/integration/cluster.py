@@ -149,6 +149,15 @@ class Cluster:
             env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
 
+    def records_out(self, jid: str) -> int:
+        return sum(v["metrics"]["write-records"] for v in self.job(jid)["vertices"])
+
+    def wait_processing(self, jid: str, timeout: float = 60) -> None:
+        """Until the running job's record count moves on: its tasks work, so what a test does next
+        is measured from a settled start (instead of a fixed pause)."""
+        start = self.records_out(jid)
+        self.wait_for(lambda: self.records_out(jid) > start, timeout, f"job {jid} to process records")
+
     def job_ids(self) -> set[str]:
         return {j["jid"] for j in self.http.get("/jobs/overview").json()["jobs"]}
 

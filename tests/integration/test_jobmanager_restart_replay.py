@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import signal
-import time
 from pathlib import Path
 
 import redis
@@ -73,7 +72,7 @@ def _replay_slot_lost_across_a_restart(cluster: Cluster, jid: str) -> None:
     # the old epoch all the same.
     cluster.wait_for(lambda: cluster.job(jid)["state"] == "RUNNING" and min(_attempts(cluster, jid)) >= 1, 90, "the adopted job")
     cluster.wait_running(jid, 60)
-    time.sleep(1)
+    cluster.wait_processing(jid)
     before, failures = _attempts(cluster, jid), len(_exceptions(cluster, jid))
     log = cluster.workdir / "jobmanager.log"
 

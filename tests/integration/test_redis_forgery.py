@@ -61,17 +61,6 @@ def _attempts(cluster: Cluster, jid: str) -> list[int]:
     )
 
 
-def _records_out(cluster: Cluster, jid: str) -> int:
-    return sum(v["metrics"]["write-records"] for v in cluster.job(jid)["vertices"])
-
-
-def _wait_processing(cluster: Cluster, jid: str) -> None:
-    """Until the running job's record count moves on: its tasks work, and what an attack changes
-    is measured from a settled start (no fixed pause)."""
-    start = _records_out(cluster, jid)
-    cluster.wait_for(lambda: _records_out(cluster, jid) > start, 60, f"job {jid} to process records")
-
-
 def _logged(path: Path, text: str) -> int:
     """How many lines of a process's log contain ``text`` (its refusals are logged and counted)."""
     return sum(text in line for line in path.read_text(errors="replace").splitlines()) if path.exists() else 0
@@ -303,7 +292,7 @@ def test_a_replayed_deploy_deploys_nothing(cluster: Cluster, tmp_path: Path) -> 
     for p in slots:
         p.send_signal(signal.SIGCONT)
     cluster.wait_running(jid)
-    _wait_processing(cluster, jid)
+    cluster.wait_processing(jid)
     before = _attempts(cluster, jid)
     replayed = "refused a replayed control message"
     refused = sum(_logged(p, replayed) for p in _taskmanager_logs(cluster))
@@ -333,7 +322,7 @@ def test_a_replayed_slot_lost_report_fails_nothing(cluster: Cluster) -> None:
         report = capture_slot_lost_report(cluster)  # the JobManager acts on the genuine one: the job fails over
         cluster.wait_for(lambda: _exceptions(cluster, jid), 30, "the genuine slot loss")
         cluster.wait_running(jid, 60)
-        _wait_processing(cluster, jid)
+        cluster.wait_processing(jid)
         before, failures = _attempts(cluster, jid), len(_exceptions(cluster, jid))
         assert max(before) >= 1
         log = cluster.workdir / "jobmanager.log"
