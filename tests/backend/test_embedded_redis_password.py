@@ -41,3 +41,20 @@ def test_without_a_password_the_url_carries_none(tmp_path: Path) -> None:
         assert "@" not in redis_url_of(server)
     finally:
         server.stop()
+
+
+def test_the_embedded_server_ticks_100_times_a_second_and_a_short_blpop_returns_on_time(tmp_path: Path) -> None:
+    """At valkey's default hz 10 a 10 ms BLPOP returns after ~100 ms (timeouts are checked per tick),
+    which delayed a quiet-input task's flush; the embedded server runs at hz 100."""
+    server = start_embedded_redis(tmp_path / "valkey")
+    try:
+        r = redis.Redis.from_url(redis_url_of(server))
+        assert r.config_get("hz") == {"hz": "100"}
+        took = []
+        for _ in range(5):
+            t = time.monotonic()
+            assert r.blpop(["nothing"], timeout=0.01) is None
+            took.append(time.monotonic() - t)
+        assert min(took) < 0.08, took  # at hz 10 every one takes >= 0.09 s; min() tolerates a loaded machine
+    finally:
+        server.stop()
