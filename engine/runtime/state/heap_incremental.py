@@ -210,8 +210,9 @@ def begin_delta(
     for name, view in views.items():
         _attach(tables[name], view)
 
-    def read() -> list[tuple[int, bytes]]:
+    def read() -> Parts:
         parts: list[bytes] = []
+        entries = 0
         try:
             for name, view in views.items():
                 table = tables[name]
@@ -225,6 +226,7 @@ def begin_delta(
                         view.done.update(chunk)
                         # dict.get: the writer's reads are not changes
                         part = _part(name, [(k, dict.get(table, k, _ABSENT)) for k in chunk]) if chunk else None
+                        entries += len(chunk)
                     if part is not None:
                         parts.append(part)
                 with lock:  # every pending key is done now: nothing more is saved
@@ -232,16 +234,26 @@ def begin_delta(
                     saved = list(view.saved.items())
                 if saved:
                     parts.append(_part(name, saved))
+                    entries += len(saved)
         finally:
             for name, view in views.items():
                 _detach(tables[name], view)
-        return list(enumerate(parts))
+        return Parts(enumerate(parts), entries)
 
     def discard() -> None:
         for name, view in views.items():
             _detach(tables[name], view)
 
     return read, discard
+
+
+class Parts(list):
+    """The parts [(sequence number, payload)] of one file, and how many entries (values and
+    deletions) they hold, which the chain's compaction policy weighs (``state_chain.merge_start``)."""
+
+    def __init__(self, parts: Iterable[tuple[int, bytes]] = (), entries: int = -1) -> None:
+        super().__init__(parts)
+        self.entries = entries
 
 
 _views_lock = threading.Lock()  # the task thread attaches, writer threads detach
@@ -264,25 +276,59 @@ def _part(name: str, rows: list[tuple[Any, Any]]) -> bytes:
     return pickle.dumps((name, live, gone), pickle.HIGHEST_PROTOCOL)
 
 
-def base_parts(tables: Mapping[str, dict[Any, Any]]) -> list[tuple[int, bytes]]:
+def base_parts(tables: Mapping[str, dict[Any, Any]], gone: Mapping[str, set[Any]] | None = None) -> Parts:
     """Every table in parts of ``BASE_CHUNK`` entries (in the forked child, or compacting on the writer
-    thread): a reader unpickles, and a compaction pickles, one part per hold of the interpreter lock."""
+    thread): a reader unpickles, and a compaction pickles, one part per hold of the interpreter lock.
+    ``gone``: keys deleted, per table (a merge of deltas that does not start the chain keeps them)."""
     parts = []
-    for name, t in tables.items():
-        items = iter(dict.items(t))
+    entries = 0
+    gone = gone or {}
+    for name in {**dict.fromkeys(tables), **dict.fromkeys(gone)}:
+        items = iter(dict.items(tables.get(name) or {}))
         while True:
             chunk = dict(itertools.islice(items, BASE_CHUNK))
             if not chunk:
                 break
+            entries += len(chunk)
             parts.append(pickle.dumps((name, chunk, []), pickle.HIGHEST_PROTOCOL))
-    return list(enumerate(parts))
+        deleted = iter(gone.get(name) or ())
+        while True:
+            keys = list(itertools.islice(deleted, BASE_CHUNK))
+            if not keys:
+                break
+            entries += len(keys)
+            parts.append(pickle.dumps((name, {}, keys), pickle.HIGHEST_PROTOCOL))
+    return Parts(enumerate(parts), entries)
 
 
-def compact(chain: Chain, read_file: Callable[[str, list[tuple[int, int, int]]], list[tuple[int, bytes]]]) -> list[tuple[int, bytes]]:
+def compact(chain: Chain, read_file: Callable[[str, list[tuple[int, int, int]]], list[tuple[int, bytes]]]) -> Parts:
     """The parts of one base holding the state of ``chain`` (FLIP-158's materialisation), read from the
     chain's files rather than from the live tables: on the writer thread, nothing forked, nothing the
     task thread changes is touched. Each part read or written is one short hold of the lock."""
-    return base_parts(replay_tables(chain, read_file))
+    return merge(chain, read_file, True)
+
+
+def merge(files: Chain, read_file: Callable[[str, list[tuple[int, int, int]]], list[tuple[int, bytes]]], base: bool) -> Parts:
+    """The parts of one file equivalent to ``files`` (consecutive files of a chain) replayed in order.
+    ``base``: they start the chain, so deletions are applied and dropped; otherwise the merged file
+    is a delta and keeps them (a key deleted here may have a value in an earlier file)."""
+    tables: dict[str, dict[Any, Any]] = {}
+    gone: dict[str, set[Any]] = {}
+    for f in files:
+        if f.kind == BASE:
+            tables, gone = {}, {}
+        for _, payload in read_file(f.name, list(f.index)):
+            name, live, dead = pickle.loads(payload)
+            t = tables.setdefault(name, {})
+            t.update(live)
+            g = gone.get(name)
+            if g:  # a value written after the deletion
+                g.difference_update(live.keys() if isinstance(live, dict) else (k for k, _ in live))
+            for k in dead:
+                t.pop(k, None)
+            if dead and not base:
+                gone.setdefault(name, set()).update(dead)
+    return base_parts({n: t for n, t in tables.items() if t}, None if base else gone)
 
 
 def replay_tables(chain: Chain, read_file: Callable[[str, list[tuple[int, int, int]]], list[tuple[int, bytes]]]) -> dict[str, dict[Any, Any]]:
