@@ -26,8 +26,9 @@ around the interpreter lock:
 
 The files go to the job's ``shared/`` directory and are reference-counted by the coordinator's
 ``SharedStateRegistry``, exactly as the on-disk backend's (``incremental``). A part here is
-``(state name, [(key, value)], [deleted key])``: keys are not grouped by key group when written (that
-would cost a key hash per changed key on the writer thread); a restore replays the chain into whole
+``(state name, {key: value}, [deleted key])`` (``[(key, value)]`` in files written before): keys are
+not grouped by key group when written (that would cost a key hash per changed key on the writer
+thread); a restore replays the chain into whole
 tables (``replay_tables``), which the task state manager treats as a heap snapshot's ``tables`` -
 its own at an unchanged parallelism, split by key group only when the parallelism changed - onto
 either backend. Savepoints stay full, self-contained snapshots.
@@ -222,11 +223,12 @@ def begin_delta(
                         taken = list(itertools.islice(keys, CHUNK))
                         if not taken:
                             break
-                        chunk = [k for k in dict.fromkeys(taken) if k not in view.done]
-                        view.done.update(chunk)
-                        # dict.get: the writer's reads are not changes
-                        part = _part(name, [(k, dict.get(table, k, _ABSENT)) for k in chunk]) if chunk else None
-                        entries += len(chunk)
+                        # Set operations, each one loop in C over the chunk (``fresh - done`` walks the
+                        # chunk, not the done set; ``keys() & fresh`` looks the chunk up in the table).
+                        fresh = set(taken) - view.done
+                        view.done.update(fresh)
+                        part = _chunk_part(name, table, fresh) if fresh else None
+                        entries += len(fresh)
                     if part is not None:
                         parts.append(part)
                 with lock:  # every pending key is done now: nothing more is saved
@@ -271,8 +273,18 @@ def _detach(table: TrackedTable, view: CopyOnWrite) -> None:
 
 
 def _part(name: str, rows: list[tuple[Any, Any]]) -> bytes:
-    live = [(k, v) for k, v in rows if v is not _ABSENT]
+    live = {k: v for k, v in rows if v is not _ABSENT}
     gone = [k for k, v in rows if v is _ABSENT]
+    return pickle.dumps((name, live, gone), pickle.HIGHEST_PROTOCOL)
+
+
+def _chunk_part(name: str, table: dict[Any, Any], keys: set[Any]) -> bytes:
+    """The part holding ``keys`` of ``table`` as they are now (a key not in it: deleted). Values go
+    as a dict, which pickles about a third faster and unpickles twice as fast as (key, value) pairs.
+    ``dict.__getitem__`` bound to the table: the writer's reads are not changes."""
+    present = dict.keys(table) & keys
+    live = dict(zip(present, map(dict.__getitem__.__get__(table), present)))
+    gone = list(keys - present) if len(present) != len(keys) else []
     return pickle.dumps((name, live, gone), pickle.HIGHEST_PROTOCOL)
 
 
