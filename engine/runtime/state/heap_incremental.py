@@ -226,8 +226,12 @@ def begin_delta(
                         # Set operations, each one loop in C over the chunk (``fresh - done`` walks the
                         # chunk, not the done set; ``keys() & fresh`` looks the chunk up in the table).
                         fresh = set(taken) - view.done
-                        view.done.update(fresh)
                         part = _chunk_part(name, table, fresh) if fresh else None
+                        # Only now, with the values pickled: ``preserve`` lets the task change a key in
+                        # ``done`` without taking the lock, so a key marked before its value was read
+                        # could hand the writer a value from after the barrier (a checkpoint counting
+                        # a record twice once restored).
+                        view.done.update(fresh)
                         entries += len(fresh)
                     if part is not None:
                         parts.append(part)

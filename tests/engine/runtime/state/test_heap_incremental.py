@@ -83,13 +83,13 @@ def test_the_task_thread_changing_keys_while_the_writer_reads_them_in_chunks(mon
 
     from millstream.engine.runtime.state import heap_incremental
 
-    part = heap_incremental._part
+    part = heap_incremental._chunk_part
 
-    def slow_part(name, rows):  # a slow writer: the task's changes overlap every chunk
-        time.sleep(0.05)
-        return part(name, rows)
+    def slow_part(name, table, keys):  # a slow writer: the task's changes overlap every chunk
+        time.sleep(0.05)  # before it reads the values: a key marked taken before now would be read changed
+        return part(name, table, keys)
 
-    monkeypatch.setattr(heap_incremental, "_part", slow_part)
+    monkeypatch.setattr(heap_incremental, "_chunk_part", slow_part)
     b = HeapKeyedStateBackend(128, incremental=True)
     t = b.table("_reduce", "value")
     store, write = _files()
