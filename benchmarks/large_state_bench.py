@@ -6,7 +6,9 @@ without, as interleaved pairs. Reported per backend: the throughput ratio (check
 uncheckpointed, median of the pairs), the bytes written per checkpoint (``state_size`` of the
 completed checkpoints), and the synchronous (task-thread) pause of each checkpoint (its slowest
 subtask), p50 and p99 over the checkpoints, from ``/jobs/{id}/checkpoints/details/{cid}/subtasks/{vid}``,
-polled while the job runs (the REST history keeps only the last 10 checkpoints).
+polled while the job runs (the REST history keeps only the last 10 checkpoints), and the CPU
+seconds the cluster's processes spent on each run (``cluster_cpu_s``; checkpointed / uncheckpointed,
+a figure the shared machine's load moves far less than the wall time).
 
 ``rocksdb-incremental`` is the on-disk backend with incremental checkpoints; with ``rocksdb`` it runs
 as an A/B in the same rounds. The 1 %-per-interval workload (``large_state_updates_job.py``) sets
@@ -18,6 +20,7 @@ Run alone: ``python benchmarks/large_state_bench.py [--keys 1000000] [--backends
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import sys
 import threading
@@ -144,9 +147,11 @@ def measure(keys: int, backends: list[str], pairs: int) -> list[str]:
             for k, b in enumerate(group, start=1):
                 ratios = [rate(r[k]) / rate(r[0]) for r in rounds if rate(r[0]) and rate(r[k])]
                 each = ", ".join(f"{x:.2f}" for x in ratios)
+                cpus = [cpu(r[k]) / cpu(r[0]) for r in rounds if cpu(r[0]) and cpu(r[k])]
                 lines.append(
                     f"large state, {b}, {keys:,} keys, checkpoints every {INTERVAL_MS // 1000} s: "
                     + (f"throughput ratio median {statistics.median(ratios):.2f} of {len(ratios)} rounds ({each})" if ratios else "failed")
+                    + (f", cluster CPU seconds ratio median {statistics.median(cpus):.2f} ({', '.join(f'{x:.2f}' for x in cpus)})" if cpus else "")
                     + "; " + _figures(samples[b])
                 )
             if len(group) == 2:
@@ -208,15 +213,38 @@ def measure_updates(keys: int, pairs: int, updates_per_s: float, seconds: float,
     return lines
 
 
+def cluster_cpu() -> float:
+    """CPU seconds (user + system) the local cluster's processes have used so far: every process this
+    benchmark started, and the children they reaped (a forked snapshot's). On a shared machine the
+    wall time of a run moves with other work; the CPU it costs much less."""
+    import psutil
+
+    total = 0.0
+    for p in psutil.Process().children(recursive=True):
+        try:
+            t = p.cpu_times()
+        except psutil.Error:
+            continue
+        total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
+def cpu(line: str) -> float | None:
+    m = re.search(r"cluster_cpu_s=([0-9.]+)", line)
+    return float(m.group(1)) if m else None
+
+
 def _run(submit: Submit, keys: int, backend: str, interval_ms: int, samples: list | None = None) -> str:
     extra = (str(keys), backend, str(interval_ms))
+    before = cluster_cpu()
     if samples is None:
-        return submit(keys, 2, JOB, extra)
-    sampler = CheckpointSampler(submit.url)  # type: ignore[attr-defined]
-    with sampler:
         line = submit(keys, 2, JOB, extra)
-    samples.append(sampler)
-    return line
+    else:
+        sampler = CheckpointSampler(submit.url)  # type: ignore[attr-defined]
+        with sampler:
+            line = submit(keys, 2, JOB, extra)
+        samples.append(sampler)
+    return f"{line} cluster_cpu_s={cluster_cpu() - before:.1f}"
 
 
 def main() -> None:

@@ -14,6 +14,7 @@ completes, ending event time only when asked to drain.
 """
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import threading
@@ -295,8 +296,11 @@ class StreamTask:
         # unique: a retried checkpoint id never overwrites (drawn here: a forked child must not share the parent's)
         suffix = uuid.uuid4().hex[:8]
 
+        written = itertools.count()  # a checkpoint may write two files of a kind (a merged delta and its own)
+
         def write_file(kind: str, parts: list[tuple[int, bytes]]) -> SharedFile:
-            name = f"{safe}-{cid}-{suffix}.{kind}"
+            n = next(written)
+            name = f"{safe}-{cid}-{suffix}{f'-{n}' if n else ''}.{kind}"
             size, index = write_shared_file(shared_dir, name, parts)
             return SharedFile(name, kind, size, tuple(index))
 

@@ -98,17 +98,18 @@ class HeapKeyedStateBackend(StateFactory):
 
     # -- incremental checkpoints (heap_incremental) ------------------------------------------
     def begin_incremental_snapshot(
-        self, checkpoint_id: int, compact: bool = False
+        self, checkpoint_id: int, compact: bool = False, live: int | None = None
     ) -> tuple[SnapshotPlan, Callable[[], list[tuple[int, bytes]]] | None]:
         """On the task thread, at the barrier: the plan (a base, or a delta on the last completed
         checkpoint's chain) and, for a delta, the callable that reads the changed entries as of now on
         the writer thread (parts of a shared file). A base has no callable: it is pickled whole in a
         forked child (the caller's business). ``compact``: the caller can compact a chain from its
-        files, so a due base becomes a delta plus that compaction (``SnapshotPlan.compact``), no fork."""
+        files, so no base is forked while the chain is sound: the plan is a delta, and its writer merges
+        the chain's files as ``SnapshotPlan.merge_from`` says (``live``: entries in the tables now)."""
         if self.changes is None:
             raise ValueError("this heap state backend was not opened for incremental checkpoints")
         tables = {n: t for n, t in self.tables.items() if isinstance(t, TrackedTable)}
-        plan, sets = self.changes.plan_cut(checkpoint_id, cut(tables), compact)
+        plan, sets = self.changes.plan_cut(checkpoint_id, cut(tables), compact, live)
         if plan.is_base:
             return plan, None
         read, discard = begin_delta(tables, sets)

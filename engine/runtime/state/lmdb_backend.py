@@ -167,13 +167,13 @@ class LmdbKeyedStateBackend(StateFactory):
         return self._open_snapshot(lambda txn: {name: list(txn.cursor(db).iternext()) for name, db in tables})
 
     def begin_incremental_snapshot(
-        self, checkpoint_id: int, compact: bool = False
+        self, checkpoint_id: int, compact: bool = False, live: int | None = None
     ) -> tuple[SnapshotPlan, Callable[[], dict[str, list[tuple[bytes, bytes | None]]]]]:
         """As ``begin_snapshot`` for checkpoint ``checkpoint_id`` of an incremental backend: the plan
         (a base, or a delta on the last completed checkpoint's chain) and the callable reading its
         records off the task thread: every record for a base; for a delta, each changed key's record
-        as of now, or None where it was deleted, sorted by LMDB key. ``compact`` is the heap backend's
-        (bases compacted from files); ignored here: a base is read from LMDB's own read transaction,
+        as of now, or None where it was deleted, sorted by LMDB key. ``compact`` and ``live`` are the
+        heap backend's (chains merged from their files); ignored here: a base is read from LMDB's own read transaction,
         which costs the task thread nothing."""
         if self.changes is None:
             raise ValueError("this LMDB state backend was not opened for incremental checkpoints")

@@ -27,22 +27,29 @@ DEFAULT_MAX_TRACKED = 2_000_000
 
 @dataclass(frozen=True)
 class SharedFile:
-    """One file of a chain: its name in ``shared/``, kind, size, and ``index`` [(key group, offset, length)]."""
+    """One file of a chain: its name in ``shared/``, kind, size, ``index`` [(key group, offset, length)]
+    and, where the writer counted them (the heap backend's files), its ``entries`` (values and
+    deletions; -1: not counted, e.g. a chain written before they were)."""
 
     name: str
     kind: str
     size: int
     index: tuple[tuple[int, int, int], ...]
+    entries: int = -1
 
     def to_wire(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "size": self.size, "index": [list(i) for i in self.index]}
+        wire: dict[str, Any] = {"name": self.name, "kind": self.kind, "size": self.size, "index": [list(i) for i in self.index]}
+        if self.entries >= 0:
+            wire["entries"] = self.entries
+        return wire
 
     @staticmethod
     def from_wire(d: Mapping[str, Any]) -> "SharedFile":
         kind = str(d["kind"])
         if kind not in (BASE, DELTA):
             raise ValueError(f"unknown shared state file kind {kind!r}")
-        return SharedFile(str(d["name"]), kind, int(d["size"]), tuple((int(a), int(b), int(c)) for a, b, c in d["index"]))
+        index = tuple((int(a), int(b), int(c)) for a, b, c in d["index"])
+        return SharedFile(str(d["name"]), kind, int(d["size"]), index, int(d.get("entries", -1)))
 
 
 Chain = tuple[SharedFile, ...]
@@ -56,13 +63,18 @@ class SnapshotPlan:
     parent: Chain
     changed: Mapping[str, frozenset[bytes]] | None
     drops: int  # the tracker's count of cleared tables when it was taken
-    # A delta whose writer also compacts ``parent`` into a new base (the chain becomes [base, delta]):
-    # materialisation from the chain's files instead of from the live state (the heap backend's).
-    compact: bool = False
+    # A delta whose writer first merges ``parent[merge_from:]`` into one file, read back from the chain's
+    # files rather than from the live state (the heap backend's materialisation): the chain becomes
+    # [*parent[:merge_from], merged, delta]; the merged file is a base when merge_from is 0.
+    merge_from: int | None = None
 
     @property
     def is_base(self) -> bool:
         return self.changed is None
+
+    @property
+    def compact(self) -> bool:
+        return self.merge_from is not None
 
 
 @dataclass
@@ -136,23 +148,25 @@ class ChangeTracker:
             return SnapshotPlan(checkpoint_id, parent, {n: frozenset(k) for n, k in changed.items()}, self._drops)
 
     def plan_cut(
-        self, checkpoint_id: int, cut: dict[str, set[Any]], compact: bool = False
+        self, checkpoint_id: int, cut: dict[str, set[Any]], compact: bool = False, live: int | None = None
     ) -> tuple[SnapshotPlan, list[Mapping[str, set[Any]]]]:
         """As ``plan``, for change sets kept by the caller (the heap backend's tables): ``cut`` holds the
         keys changed since the previous snapshot. Returns the plan and, for a delta, the change sets of
         every snapshot since the last completed one, not merged (merging would copy every key on the
-        task thread). ``compact``: when a base is due on a chain that is still sound, the plan is a
-        delta whose writer compacts the chain into a new base from its files (``SnapshotPlan.compact``)."""
+        task thread). ``compact``: the writer can merge files of a chain that is still sound from the
+        files themselves, so no base is ever due; the plan is a delta, and ``merge_start`` says which
+        of the chain's files its writer merges first (``SnapshotPlan.merge_from``). ``live``: entries
+        in the backend's tables now, against which the chain's entries are weighed."""
         with self._lock:
             self._taken[checkpoint_id] = _Taken(cut, self._drops)
             parent = self._confirmed
             if parent is None or self._drops != self._confirmed_drops:
                 return SnapshotPlan(checkpoint_id, (), None, self._drops), []
-            due = self._due_for_base(parent)
-            if due and not compact:
+            if not compact and self._due_for_base(parent):
                 return SnapshotPlan(checkpoint_id, (), None, self._drops), []
+            start = merge_start(parent, live, self.max_deltas, self._due_for_base(parent)) if compact else None
             sets = [t.changed for t in self._taken.values() if t.changed is not None]
-            return SnapshotPlan(checkpoint_id, parent, {}, self._drops, compact=due), sets
+            return SnapshotPlan(checkpoint_id, parent, {}, self._drops, merge_from=start), sets
 
     def resume(self, chain: Chain) -> None:
         """After a restore from ``chain`` that put back exactly its state: the next snapshot may be a
@@ -196,6 +210,38 @@ class ChangeTracker:
     @property
     def confirmed(self) -> Chain | None:
         return self._confirmed
+
+
+def merge_start(parent: Chain, live: int | None, max_files: int = DEFAULT_MAX_DELTAS, due: bool = False) -> int | None:
+    """Which files of ``parent`` a compacting writer merges into one before it appends its delta: the
+    index of the first (0: all of them, into a new base), or None (none).
+
+    The work must follow what changed, not what exists (issue 16). Rewriting the whole chain whenever
+    the deltas outweighed the base did not: under a stream of new keys every delta outweighs its
+    share, and every second or third checkpoint rewrote all the state on the writer thread, against
+    the task for the interpreter lock, for nothing (new keys overwrite nothing, so the merged file is
+    as big as the files it replaces). Merging pays only against overwrites and deletions, and against
+    long chains. So the whole chain is rewritten as a base only when its entries (values and
+    deletions, counted by the writers) pass twice the ``live`` entries, i.e. when a restore would
+    read more than twice the state (for a chain whose entries were not counted: when ``due``, the
+    byte rule of ``ChangeTracker._due_for_base``). A chain that reached ``max_files`` merges its
+    newest files, as an LSM tree's size-tiered compaction does: at least the last two, and further
+    back while the file before them is no bigger than they are together, so the big old files are
+    rarely rewritten and the chain's sizes fall geometrically."""
+    n = len(parent)
+    if n < 2:
+        return None
+    counted = all(f.entries >= 0 for f in parent)
+    if (counted and live is not None and sum(f.entries for f in parent) > 2 * live) or (not counted and due):
+        return 0
+    if n < max_files:
+        return None
+    start, newer = n - 2, parent[-1].size + parent[-2].size
+    for i in range(n - 3, -1, -1):
+        if parent[i].size > newer:
+            break
+        start, newer = i, newer + parent[i].size
+    return min(start, max(0, max_files - 2))
 
 
 def extend(plan: SnapshotPlan, new: SharedFile) -> Chain:

@@ -25,6 +25,7 @@ Per operator a task writes one state file holding a dict:
 from __future__ import annotations
 
 import bisect
+from dataclasses import replace
 from typing import Any, Callable, Mapping
 
 from millstream.engine.checkpoint.rescale import (
@@ -36,7 +37,7 @@ from millstream.engine.checkpoint.rescale import (
     split_operator_state,
 )
 from millstream.engine.runtime.key_groups import KEY_ENCODING_VERSION, assign_to_key_group, key_group_range
-from millstream.engine.runtime.state.heap_incremental import base_parts, compact, replay_tables
+from millstream.engine.runtime.state.heap_incremental import base_parts, merge, replay_tables
 from millstream.engine.runtime.state.incremental import encode_parts, replay
 from millstream.engine.runtime.state.state_chain import BASE, DELTA, SharedFile, chain_from_wire, chain_to_wire, extend
 from millstream.engine.runtime.state.operator_state import UNION, redistribute_operator_state
@@ -130,19 +131,23 @@ def snapshot_heap_incremental(
     ``complete()`` returns ``{"keyed", "kinds", "heap_chain"}``; for a delta it runs on the writer
     thread (it reads the changed entries through their copy-on-write view), for a base in a forked
     child (it pickles the tables whole). Either writes its file with ``write_file(kind, parts)``.
-    With ``read_file(name, index)`` (the parts of a file of this job's chain) a due base is instead
-    compacted from the last completed chain's files on the writer thread, after the delta: the chain
-    is [new base, delta], and ``"_written"`` in the result is the bytes of both new files."""
+    With ``read_file(name, index)`` (the parts of a file of this job's chain) no base is forked while
+    the chain is sound: the writer thread merges the newest files of the last completed chain (or all
+    of them, into a new base) from the files, as ``SnapshotPlan.merge_from`` says, before it writes the
+    delta: the chain is [..., merged, delta], and ``"_written"`` in the result is the bytes of both
+    new files."""
     import pickle
 
-    plan, read = backend.begin_incremental_snapshot(checkpoint_id, compact=read_file is not None)
+    live = sum(len(t) for t in backend.tables.values())
+    plan, read = backend.begin_incremental_snapshot(checkpoint_id, compact=read_file is not None, live=live)
     kinds = dict(backend.kinds)
     kinds[KEY_ENCODING_FIELD] = str(KEY_ENCODING_VERSION)
     if read is None:  # a base, in the forked child: a copy-on-write image of this instant
 
         def base() -> dict[str, Any]:
             keyed, kinds_own = _operator_keyed(backend, operator)
-            new = write_file(BASE, base_parts(backend.tables))
+            parts = base_parts(backend.tables)
+            new = replace(write_file(BASE, parts), entries=parts.entries)
             backend.changes.written(checkpoint_id, (new,))  # in the child a no-op; here if fork failed
             return {"keyed": keyed, "kinds": {**kinds, **kinds_own}, "heap_chain": chain_to_wire((new,))}
 
@@ -152,16 +157,18 @@ def snapshot_heap_incremental(
     def delta() -> dict[str, Any]:
         keyed, kinds_own = pickle.loads(own)
         out: dict[str, Any] = {"keyed": keyed, "kinds": {**kinds, **kinds_own}}
-        # The parent chain's state as one new base, from its files: the chain stays short without
-        # forking the task process. Read before anything is written, so a missing file (the chain's
-        # checkpoint subsumed meanwhile) fails this checkpoint leaving no file behind; the tracker
-        # then starts a forked base.
-        parts = compact(plan.parent, read_file) if plan.compact and read_file is not None else None
-        new = write_file(DELTA, read())  # read() detaches the copy-on-write views
-        if parts is not None:
-            base = write_file(BASE, parts)
-            chain: tuple[SharedFile, ...] = (base, new)
-            out["_written"] = base.size + new.size
+        # Some of the parent chain's files as one, from the files themselves: the chain stays short
+        # without forking the task process. Read before anything is written, so a missing file (the
+        # chain's checkpoint subsumed meanwhile) fails this checkpoint leaving no file behind; the
+        # tracker then starts a forked base.
+        start = plan.merge_from if read_file is not None else None
+        merged = merge(plan.parent[start:], read_file, start == 0) if start is not None else None  # type: ignore[arg-type]
+        parts = read()  # detaches the copy-on-write views
+        new = replace(write_file(DELTA, parts), entries=getattr(parts, "entries", -1))
+        if merged is not None:
+            one = replace(write_file(BASE if start == 0 else DELTA, merged), entries=merged.entries)
+            chain: tuple[SharedFile, ...] = (*plan.parent[:start], one, new)
+            out["_written"] = one.size + new.size
         else:
             chain = extend(plan, new)
         backend.changes.written(checkpoint_id, chain)

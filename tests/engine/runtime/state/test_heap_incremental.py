@@ -83,13 +83,13 @@ def test_the_task_thread_changing_keys_while_the_writer_reads_them_in_chunks(mon
 
     from millstream.engine.runtime.state import heap_incremental
 
-    part = heap_incremental._part
+    part = heap_incremental._chunk_part
 
-    def slow_part(name, rows):  # a slow writer: the task's changes overlap every chunk
-        time.sleep(0.05)
-        return part(name, rows)
+    def slow_part(name, table, keys):  # a slow writer: the task's changes overlap every chunk
+        time.sleep(0.05)  # before it reads the values: a key marked taken before now would be read changed
+        return part(name, table, keys)
 
-    monkeypatch.setattr(heap_incremental, "_part", slow_part)
+    monkeypatch.setattr(heap_incremental, "_chunk_part", slow_part)
     b = HeapKeyedStateBackend(128, incremental=True)
     t = b.table("_reduce", "value")
     store, write = _files()
@@ -138,7 +138,7 @@ def test_resume_makes_the_next_checkpoint_a_delta_on_the_restored_chain() -> Non
     plan, read = b.begin_incremental_snapshot(5)
     assert not plan.is_base and plan.parent == chain
     (_, payload), = read()
-    assert pickle.loads(payload) == ("v", [(3, 3)], [])  # only what changed after the restore
+    assert pickle.loads(payload) == ("v", {3: 3}, [])  # only what changed after the restore
 
 
 def test_a_delta_never_read_stops_taxing_writes_once_its_checkpoint_is_aborted_or_a_later_one_completed() -> None:
@@ -213,3 +213,102 @@ def test_a_due_base_is_compacted_from_the_chain_files_without_a_fork(tmp_path) -
     assert kinds[0] == (DELTA,)
     assert (BASE, DELTA) in kinds  # compacted at least once, and the chains stay short
     assert max(len(k) for k in kinds) <= 3
+
+
+def _compacting(tmp_path, max_deltas: int):
+    """A heap backend with incremental checkpoints whose writer can read its chain back, the shared
+    files on disk, and a function taking checkpoint ``cid``: (chain, bytes newly written, expected)."""
+    from types import SimpleNamespace
+
+    from millstream.engine.checkpoint.storage import read_shared_file, write_shared_file
+    from millstream.engine.runtime.state.task_state_manager import snapshot_heap_incremental
+
+    class Op:
+        ctx = SimpleNamespace(operator_name="op")
+
+        def timer_services(self) -> dict:
+            return {}
+
+        def keyed_tables(self) -> dict:
+            return {}
+
+    shared = str(tmp_path / "shared")
+
+    def read(name: str, index: list) -> list:
+        return read_shared_file(shared, name, index)
+
+    b = HeapKeyedStateBackend(128, incremental=True)
+    b.changes.max_deltas = max_deltas  # type: ignore[union-attr]
+
+    def checkpoint(cid: int) -> tuple:
+        written = iter(range(10))
+
+        def w(kind: str, parts: list) -> SharedFile:
+            name = f"op-0-{cid}-{next(written)}.{kind}"
+            size, index = write_shared_file(shared, name, parts)
+            return SharedFile(name, kind, size, tuple(index))
+
+        expected = {n: dict(t) for n, t in b.tables.items() if t}
+        is_base, complete = snapshot_heap_incremental(b, Op(), cid, w, read)
+        assert not is_base  # never a fork
+        out = complete()
+        chain = tuple(SharedFile.from_wire(f) for f in out["heap_chain"])
+        assert replay_tables(chain, read) == expected
+        b.notify_checkpoint_complete(cid)
+        return chain, out.get("_written", chain[-1].size)
+
+    return b, checkpoint
+
+
+def test_new_keys_never_make_the_writer_rewrite_the_chain_before_it_reaches_max_deltas(tmp_path) -> None:
+    """Issue 16's 3 M-key count adds a key per record: merging its files saves nothing (nothing is
+    overwritten), so below ``max_deltas`` files every checkpoint writes only its delta; the chain's
+    files are never read back. (Rewriting the chain whenever the deltas outweighed the base did it
+    every second or third checkpoint.)"""
+    b, checkpoint = _compacting(tmp_path, max_deltas=10)
+    value = b.get_state(ValueStateDescriptor("v", None))
+    for cid in range(1, 11):
+        for k in range(cid * 1000, cid * 1000 + 1000):
+            b.current_key = k
+            value.update(k)
+        chain, written = checkpoint(cid)
+        assert len(chain) == cid and all(f.entries == 1000 for f in chain)
+        assert written == chain[-1].size  # only the delta
+    chain, written = checkpoint(11)  # no change; 10 files of one size: merged, as one tier
+    assert len(chain) == 2 and chain[0].kind == BASE and chain[0].entries == 10_000 and written > chain[-1].size
+
+
+def test_a_long_chain_merges_its_newest_files_and_keeps_their_deletions_off_the_base(tmp_path) -> None:
+    """At ``max_deltas`` files the newest files are merged into one delta, the big old base stays as
+    it is, and a key the merged deltas deleted stays deleted (the merged delta keeps the deletion)."""
+    b, checkpoint = _compacting(tmp_path, max_deltas=4)
+    value = b.get_state(ValueStateDescriptor("v", None))
+    for k in range(20_000):
+        b.current_key = k
+        value.update(k)
+    (first,), _ = checkpoint(1)
+    for cid in range(2, 8):
+        b.current_key = cid
+        value.clear()  # deletes a key of the first file
+        b.current_key = 100_000 + cid
+        value.update(cid)
+        chain, written = checkpoint(cid)
+        assert chain[0] == first  # never rewritten
+        assert len(chain) <= 4
+    assert any(f.kind == DELTA and f.entries > 2 for f in chain[1:-1])  # a merged delta: values and deletions
+
+
+def test_overwrites_that_double_the_chain_make_the_writer_rewrite_it_as_one_base(tmp_path) -> None:
+    """The same keys written every interval: once the chain's entries pass twice the live ones it is
+    merged into a base (a restore never reads much more than the state), long before ``max_deltas``."""
+    b, checkpoint = _compacting(tmp_path, max_deltas=100)
+    value = b.get_state(ValueStateDescriptor("v", None))
+    lengths = []
+    for cid in range(1, 12):
+        for k in range(1000):
+            b.current_key = k
+            value.update(cid * k)
+        chain, _ = checkpoint(cid)
+        lengths.append(len(chain))
+        assert sum(f.entries for f in chain) <= 3 * 1000 + 1000
+    assert max(lengths) <= 4 and lengths.count(2) >= 3

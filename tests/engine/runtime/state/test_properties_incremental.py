@@ -117,8 +117,10 @@ class Job:
         return finish
 
     def write_file(self, cid: int, i: int):
+        written = itertools.count()  # a merged delta and the checkpoint's own delta: two names
+
         def write(kind: str, parts: list[tuple[int, bytes]]) -> SharedFile:
-            name = f"op-{i}-{cid}.{kind}"
+            name = f"op-{i}-{cid}-{next(written)}.{kind}"
             size, index = write_shared_file(self.shared, name, parts)
             return SharedFile(name, kind, size, tuple(index))
 
