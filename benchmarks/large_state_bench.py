@@ -24,7 +24,6 @@ import re
 import statistics
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any, Callable
 
