@@ -35,7 +35,8 @@ from tests.conformance.harness import REPO, RunResult, compare, run_local, run_o
 TEST_MODULES = ("test_data_stream", "test_window")
 CACHE = REPO / "var" / "flink-tests-cache"
 PYFLINK_TAG = "apache-flink 2.3.0"
-PYFLINK_RUNS = 3  # PyFlink runs of a program whose output is not identical to the first run's
+PYFLINK_RUNS = 5  # PyFlink runs of a program whose output is not identical to the first run's: a rebalance
+# from a parallelism-1 source starts at one of two channels at random, so 5 runs all agree by chance 1 time in 16
 IDENTICAL, VARIES, PRINT_FORM, DIFFERS, FAILS_PYFLINK, FAILS_OURS, EXCLUDED = (
     "identical", "PyFlink varies", "print form", "differs", "fails on PyFlink", "fails on Millstream", "excluded")
 CATEGORIES = (IDENTICAL, VARIES, PRINT_FORM, DIFFERS, FAILS_OURS, FAILS_PYFLINK, EXCLUDED)
