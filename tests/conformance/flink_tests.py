@@ -223,7 +223,7 @@ def _report(programs: list[FlinkTestProgram], results: dict, with_cluster: bool)
             cells.append(v.category)
             if v.detail and v.detail not in details:
                 details.append(v.detail)
-        print(f"{p.name:76} {cells[0]:20} {cells[1]:20} {' | '.join(d[:200] for d in details)}")
+        print(f"{p.name:76} {cells[0]:20} {cells[1]:20} {' | '.join(d[:400] for d in details)}")
     print(f"\n{len(programs)} test methods of {', '.join(m + '.py' for m in TEST_MODULES)}:")
     for mode in ("local", "cluster") if with_cluster else ("local",):
         c = counts[mode]
