@@ -12,7 +12,10 @@ so the suite skips that program with the reason.
 
 ``--examples`` measures rather than records: it runs the DataStream examples shipped in the wheel
 (those that need no Kafka, Pulsar, Elasticsearch or Table API) under PyFlink and under Millstream
-in-process (and, with ``--cluster``, through ``millstream run`` on a local cluster) and prints a table.
+in-process (and, with ``--cluster``, through ``millstream run`` on a local cluster, and with ``-p N``
+through ``millstream run -p N`` too) and prints a table. PyFlink's runs are cached as
+flink_tests.py caches them, and repeated where Millstream's output differs, to tell PyFlink's own
+run-to-run variation from Millstream's differences.
 ``--flink-tests`` does the same for each test method of Apache Flink's test_data_stream.py and
 test_window.py, made standalone programs at measure time (flink_tests.py). Both together also print
 the total.
@@ -177,7 +180,10 @@ def compare_examples(python: Path, env: dict[str, str], with_cluster: bool, para
     from tests.conformance.flink_tests import IDENTICAL, PYFLINK_TAG, cached_run, classify, pyflink_runs
 
     examples = example_programs(python)
-    run = lambda p: run_pyflink(python, env, p)  # noqa: E731
+
+    def run(program: Path) -> RunResult:
+        return run_pyflink(python, env, program)
+
     with tempfile.TemporaryDirectory(prefix="examples-") as tmp:
         copies = []
         for p in examples:  # copies: each example runs from a directory holding only itself
