@@ -15,7 +15,7 @@ from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -181,10 +181,12 @@ def run_local(program: Path, timeout: float = 90, python: str = sys.executable) 
     return run_command([python, str(program)], millstream_env(), program.parent, timeout)
 
 
-def run_on_cluster(program: Path, env: dict[str, str], timeout: float = 150, python: str = sys.executable) -> RunResult:
-    """`millstream run prog.py` against the cluster ``env`` points at; the per-job state lines the
-    client adds are dropped so the output compares with the program's own."""
-    r = run_command([python, "-m", "millstream.backend.cli", "run", str(program)], millstream_env(env), REPO, timeout)
+def run_on_cluster(program: Path, env: dict[str, str], timeout: float = 150, python: str = sys.executable,
+                   args: Sequence[str] = ()) -> RunResult:
+    """`millstream run [args] prog.py` against the cluster ``env`` points at; the per-job state lines
+    the client adds are dropped so the output compares with the program's own."""
+    cmd = [python, "-m", "millstream.backend.cli", "run", *args, str(program)]
+    r = run_command(cmd, millstream_env(env), REPO, timeout)
     stderr = r.stderr
     if r.returncode is None:
         submitted = SUBMITTED_LINE.search(r.stderr)

@@ -1,7 +1,7 @@
 """Record what real PyFlink prints for each conformance program, as the suite's fixtures.
 
     python tests/conformance/record_pyflink.py [--venv DIR] [--missing] [NAME ...]
-    python tests/conformance/record_pyflink.py --examples [--cluster]
+    python tests/conformance/record_pyflink.py --examples [--cluster [-p N]]
     python tests/conformance/record_pyflink.py --flink-tests --tests-dir DIR [--cluster] [--only TEXT ...]
 
 Installs apache-flink==2.3.0 into a virtualenv of its own (default var/pyflink-venv; ``--venv
@@ -12,7 +12,10 @@ so the suite skips that program with the reason.
 
 ``--examples`` measures rather than records: it runs the DataStream examples shipped in the wheel
 (those that need no Kafka, Pulsar, Elasticsearch or Table API) under PyFlink and under Millstream
-in-process (and, with ``--cluster``, through ``millstream run`` on a local cluster) and prints a table.
+in-process (and, with ``--cluster``, through ``millstream run`` on a local cluster, and with ``-p N``
+through ``millstream run -p N`` too) and prints a table. PyFlink's runs are cached as
+flink_tests.py caches them, and repeated where Millstream's output differs, to tell PyFlink's own
+run-to-run variation from Millstream's differences.
 ``--flink-tests`` does the same for each test method of Apache Flink's test_data_stream.py and
 test_window.py, made standalone programs at measure time (flink_tests.py). Both together also print
 the total.
@@ -169,8 +172,18 @@ def example_programs(python: Path) -> list[Path]:
     return found
 
 
-def compare_examples(python: Path, env: dict[str, str], with_cluster: bool) -> dict[str, int]:
+def compare_examples(python: Path, env: dict[str, str], with_cluster: bool, parallelism: int | None) -> dict[str, int]:
+    """Run the wheel's DataStream examples under PyFlink (cached like the test methods, and run again
+    where Millstream's output differs, to see whether PyFlink's own varies) and under Millstream
+    in-process and, with ``with_cluster``, through ``millstream run`` (and ``millstream run -p
+    parallelism`` when given); print a table; return how many each mode got identical."""
+    from tests.conformance.flink_tests import IDENTICAL, PYFLINK_TAG, cached_run, classify, pyflink_runs
+
     examples = example_programs(python)
+
+    def run(program: Path) -> RunResult:
+        return run_pyflink(python, env, program)
+
     with tempfile.TemporaryDirectory(prefix="examples-") as tmp:
         copies = []
         for p in examples:  # copies: each example runs from a directory holding only itself
@@ -178,39 +191,43 @@ def compare_examples(python: Path, env: dict[str, str], with_cluster: bool) -> d
             d.mkdir(parents=True)
             copies.append(Path(shutil.copy(p, d / p.name)))
         with ThreadPoolExecutor(PARALLEL_JVMS) as pool:
-            flink = list(pool.map(lambda p: run_pyflink(python, env, p), copies))
-        local = [run_local(p, python=millstream_python()) for p in copies]
-        on_cluster: list[RunResult | None] = [None] * len(copies)
+            first = list(pool.map(lambda p: cached_run(p, run, PYFLINK_TAG), copies))
+        ours: dict[str, list[RunResult]] = {"in-process": [run_local(p, python=millstream_python()) for p in copies]}
         if with_cluster:
-            on_cluster = run_examples_on_cluster(copies, millstream_python())
-    print(f"{'example':45} {'PyFlink':12} {'in-process':28} {'cluster':28}")
-    same = {"local": 0, "cluster": 0}
-    for p, f, loc, clu in zip(examples, flink, local, on_cluster):
+            ours.update(run_examples_on_cluster(copies, millstream_python(), parallelism))
+        flink = pyflink_runs(copies, first, list(ours.values()), run, PARALLEL_JVMS)
+    print(f"{'example':45} {'PyFlink':12} " + " ".join(f"{m:16}" for m in ours))
+    same = dict.fromkeys(ours, 0)
+    details = []
+    for p, f, *mine in zip(examples, flink, *ours.values()):
         rel = p.relative_to(p.parents[1] if p.parent.name != "datastream" else p.parent).as_posix()
-        if f.failure():
-            print(f"{rel:45} {'fails':12} {'-':28} {'-':28}")
+        if f[0].failure():
+            print(f"{rel:45} {'fails':12} " + " ".join(f"{'-':16}" for _ in ours))
             continue
         cells = []
-        for mode, r in (("local", loc), ("cluster", clu)):
-            if r is None:
-                cells.append("not run")
-                continue
-            why = r.failure() or compare(f.lines(), r.lines(), ordered=False)
-            same[mode] += why is None
-            cells.append("same" if why is None else ("fails" if r.failure() else "differs"))
-        print(f"{rel:45} {str(len(f.lines())) + ' lines':12} {cells[0]:28} {cells[1]:28}")
-    print(f"\n{len(examples)} examples; same output as PyFlink: in-process {same['local']}"
-          + (f", on a cluster {same['cluster']}" if with_cluster else ""))
+        for mode, r in zip(ours, mine):
+            v = classify(f, r)
+            same[mode] += v.category == IDENTICAL
+            cells.append(v.category)
+            if v.detail:
+                details.append(f"{rel} ({mode}): {v.detail[:300]}")
+        print(f"{rel:45} {str(len(f[0].lines())) + ' lines':12} " + " ".join(f"{c:16}" for c in cells))
+    print("".join("\n  " + d for d in details))
+    print(f"\n{len(examples)} examples; same output as PyFlink: " + ", ".join(f"{m} {n}" for m, n in same.items()))
     return {"programs": len(examples), **same}
 
 
-def run_examples_on_cluster(programs: list[Path], python: str) -> list[RunResult | None]:
+def run_examples_on_cluster(programs: list[Path], python: str, parallelism: int | None) -> dict[str, list[RunResult]]:
+    """``millstream run`` of each program on a fresh 2-TaskManager cluster, at the cluster's default
+    parallelism and, when ``parallelism`` is given, again with ``-p parallelism``."""
     from tests.integration.cluster import Cluster  # needs Millstream's dependencies: run with .venv/bin/python
 
+    modes = {"cluster": []} | ({f"cluster -p {parallelism}": ["-p", str(parallelism)]} if parallelism else {})
     with tempfile.TemporaryDirectory(prefix="examples-cluster-") as work:
         cluster = Cluster(Path(work)).start(taskmanagers=2, slots=2)
         try:
-            return [run_on_cluster(p, cluster.env, python=python) for p in programs]
+            return {mode: [run_on_cluster(p, cluster.env, python=python, args=args) for p in programs]
+                    for mode, args in modes.items()}
         finally:
             cluster.stop()
 
@@ -223,6 +240,9 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=300, help="seconds before a PyFlink run counts as hung")
     ap.add_argument("--examples", action="store_true", help="compare the wheel's DataStream examples instead")
     ap.add_argument("--cluster", action="store_true", help="with --examples/--flink-tests: also run on a local cluster")
+    ap.add_argument("--parallelism", "-p", type=int, metavar="N",
+                    help="with --examples --cluster: also run each example with `millstream run -p N` "
+                         "(PyFlink's local runs use one subtask per core)")
     ap.add_argument("--flink-tests", action="store_true",
                     help="compare Apache Flink's test_data_stream.py and test_window.py test methods instead")
     ap.add_argument("--tests-dir", type=Path, help="with --flink-tests: directory holding those two modules")
@@ -232,7 +252,7 @@ def main() -> None:
     python = ensure_venv(args.venv.resolve())
     env = pyflink_env(args.venv.resolve(), java_home)
     if args.examples or args.flink_tests:
-        totals = compare_examples(python, env, args.cluster) if args.examples else None
+        totals = compare_examples(python, env, args.cluster, args.parallelism) if args.examples else None
         if args.flink_tests:
             from tests.conformance.flink_tests import IDENTICAL, measure
 
@@ -241,7 +261,7 @@ def main() -> None:
             if totals:
                 n = totals["programs"] + sum(counts["local"].values())
                 print(f"\nexamples + test methods: {n} programs; identical to PyFlink in-process "
-                      f"{totals['local'] + counts['local'][IDENTICAL]}"
+                      f"{totals['in-process'] + counts['local'][IDENTICAL]}"
                       + (f", on a cluster {totals['cluster'] + counts['cluster'][IDENTICAL]}" if args.cluster else ""))
     else:
         record_programs(python, env, args.names, args.missing, args.timeout)

@@ -9,7 +9,15 @@ import textwrap
 from pathlib import Path
 
 from tests.conformance.flink_test_programs import extract_programs, parse_test_bases
-from tests.conformance.flink_tests import DIFFERS, FAILS_OURS, IDENTICAL, PRINT_FORM, classify, print_form_key
+from tests.conformance.flink_tests import (
+    DIFFERS,
+    FAILS_OURS,
+    IDENTICAL,
+    PRINT_FORM,
+    VARIES,
+    classify,
+    print_form_key,
+)
 from tests.conformance.harness import REPO, RunResult
 
 BASES = textwrap.dedent('''
@@ -160,3 +168,25 @@ def test_classify() -> None:
     assert classify(flink, RunResult(0, "1> (a,16)\n2> +I[b, 2]\n", "")).category == DIFFERS
     assert classify(flink, RunResult(1, "", "ValueError: boom")).category == FAILS_OURS
     assert print_form_key("12> Row(f0='x', f1=Decimal('3'))") == "x,3"
+
+
+def test_classify_tells_pyflink_variation_from_ours() -> None:
+    """Prefixes that differ from PyFlink's first run count as PyFlink's own variation only when
+    PyFlink's runs disagree among themselves; a record PyFlink never printed still differs."""
+    run1 = RunResult(0, "1> 4\n2> 5\n", "")
+    run2 = RunResult(0, "2> 4\n1> 5\n", "")
+    steady = [run1, RunResult(0, "1> 4\n2> 5\n", "")]
+    ours = RunResult(0, "2> 4\n1> 5\n", "")
+    assert classify(steady, ours).category == PRINT_FORM  # PyFlink is consistent: the prefixes are ours
+    varied = classify([run1, run2], ours)
+    assert varied.category == VARIES
+    assert "2 PyFlink runs printed 2 different outputs" in varied.detail and "PyFlink run 2" in varied.detail
+    # Prefixes no PyFlink run printed, same records: still PyFlink's variation.
+    both_on_one = classify([run1, run2], RunResult(0, "1> 4\n1> 5\n", ""))
+    assert both_on_one.category == VARIES and "same records" in both_on_one.detail
+    assert classify([run1, run2], RunResult(0, "1> 4\n2> 6\n", "")).category == DIFFERS
+    # A timing-dependent program: PyFlink's runs differ in a record, and ours is one of them.
+    early = RunResult(0, "wm 5\nx\n", "")
+    late = RunResult(0, "wm MIN\nx\n", "")
+    assert classify([early, late], RunResult(0, "x\nwm MIN\n", "")).category == VARIES
+    assert classify([early, late], RunResult(0, "wm 7\nx\n", "")).category == DIFFERS
