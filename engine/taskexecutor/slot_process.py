@@ -45,6 +45,7 @@ from millstream.engine.runtime.io.job_stdout import StdoutForwarder
 from millstream.engine.security.mac import check_secret, unseal_for_benchmark
 from millstream.engine.security.replay import ReplayWindow
 from millstream.engine.taskexecutor import code_signing, messages
+from millstream.engine.taskexecutor.free_memory import release_free_memory
 from millstream.engine.taskexecutor.task_stdout import TaskStdout
 
 log = logging.getLogger("millstream.slot")
@@ -333,7 +334,10 @@ class SlotExecutor:
                 self.code_cache.pop(tdd.job_id, None)
             if not any(k[0] == tdd.job_id and k[3] == tdd.attempt for k in self.tasks):
                 self.checkpoints_seen.pop((tdd.job_id, tdd.attempt), None)
+            idle = not self.tasks
         self.report(tdd, state, error, exc_name)
+        if idle:
+            release_free_memory()  # the ended job's freed pages, or the slot's memory creeps up per job
 
     def _send_checkpoint_message(self, tdd: TaskDeploymentDescriptor, checkpoint_id: int, msg: dict[str, Any]) -> None:
         self._checkpoint_seen(tdd.job_id, tdd.attempt, checkpoint_id)
