@@ -265,7 +265,13 @@ def test_log_tails_open_at_the_newest_line(cluster: Cluster, jobs: dict[str, str
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text("".join(f"2026-11-25 07:00:{i % 60:02d} INFO millstream line {i}\n" for i in range(400)))
     page.goto(f"{cluster.url}/ui/jobmanager")
-    pre = page.wait_for_selector("pre#jm-log")
-    height, top, client = page.evaluate("el => [el.scrollHeight, el.scrollTop, el.clientHeight]", pre)
+    # The tail is refreshed live (an htmx swap): read the element on the page at that moment, once
+    # it is laid out, not a handle a swap may have detached (it measured 0 x 0 once).
+    page.wait_for_function(
+        "() => { const el = document.querySelector('pre#jm-log'); return el && el.clientHeight > 0 }"
+    )
+    height, top, client = page.evaluate(
+        "() => { const el = document.querySelector('pre#jm-log'); return [el.scrollHeight, el.scrollTop, el.clientHeight] }"
+    )
     assert height > 2 * client  # a tail longer than its box
     assert top + client >= height - 4, (height, top, client)  # showing its end: "line 399"

@@ -91,9 +91,11 @@ def test_a_slot_killed_mid_line_leaves_the_other_slots_logging(tmp_path: Path) -
         def emit(self, record: logging.LogRecord) -> None:
             lines.append(record.getMessage())
 
-    stop = SPAWN.Event()
-    victim, victim_reader = _start(_chatty_slot, "victim", stop, name="slot-0", handlers=[Collect()])
-    other, other_reader = _start(_chatty_slot, "other", stop, name="slot-1", handlers=[Collect()])
+    # An event each: a multiprocessing Event's is_set() takes a lock shared by the processes holding it,
+    # and a victim killed inside it would stop the other slot there (the test's own fault, not the logs').
+    stops = [SPAWN.Event(), SPAWN.Event()]
+    victim, victim_reader = _start(_chatty_slot, "victim", stops[0], name="slot-0", handlers=[Collect()])
+    other, other_reader = _start(_chatty_slot, "other", stops[1], name="slot-1", handlers=[Collect()])
     try:
         for _ in range(5):  # kill it mid-stream a few times over: whatever it held, it held alone
             deadline = time.monotonic() + 60
@@ -109,9 +111,11 @@ def test_a_slot_killed_mid_line_leaves_the_other_slots_logging(tmp_path: Path) -
                 time.sleep(0.01)
             assert sum(1 for l in lines if l.startswith("other")) >= seen + 200, "the other slot stopped logging"
             lines[:] = [l for l in lines if l.startswith("other")]
-            victim, victim_reader = _start(_chatty_slot, "victim", stop, name="slot-0", handlers=[Collect()])
+            stops.append(SPAWN.Event())
+            victim, victim_reader = _start(_chatty_slot, "victim", stops[-1], name="slot-0", handlers=[Collect()])
     finally:
-        stop.set()
+        for stop in stops:
+            stop.set()
         for p in (victim, other):
             p.join(10)
             if p.is_alive():
