@@ -172,6 +172,9 @@ class LocalCollectGateway:
     def __init__(self, cancelled: threading.Event, max_entries: int = 64) -> None:
         self.cancelled = cancelled
         self.queue: "queue.Queue[CollectEntry]" = queue.Queue(max_entries)
+        # Puts refused by the full queue: how a caller sees the sink waiting on an unread queue (each
+        # one a try that found no room) rather than just not having been scheduled.
+        self.refused_puts = 0
 
     def publish(self, entries: list[CollectEntry]) -> None:
         for e in entries:
@@ -182,6 +185,7 @@ class LocalCollectGateway:
                     self.queue.put(e, timeout=0.1)
                     break
                 except queue.Full:
+                    self.refused_puts += 1
                     continue
 
     def acknowledged(self, attempt: int) -> int:

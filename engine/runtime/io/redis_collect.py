@@ -147,6 +147,9 @@ class RedisCollectGateway:
         self.ack_sealer = ack_sealer(secret, job_id)
         self.writer = os.urandom(8)  # this sink instance's entries are numbered from 0 under this id
         self.index = 0
+        # Looks at the acknowledgement while waiting: how a caller tells "still waiting, having read
+        # what is there" from "not scheduled yet" (a wait that ignores a forged ack is one that looked).
+        self.looks = 0
 
     def acknowledged(self, attempt: int) -> int:
         ack = open_ack(self.ack_sealer, self.client.hget(self.meta, "ack"))
@@ -155,6 +158,7 @@ class RedisCollectGateway:
     def await_acknowledged(self, attempt: int, position: int) -> int:
         while True:
             acked = self.acknowledged(attempt)
+            self.looks += 1
             if acked >= position:
                 return acked
             if self.cancelled is not None and self.cancelled.is_set():

@@ -1,13 +1,12 @@
 """execute_and_collect in the in-process mini-cluster: bounded while unread, ``limit`` in order, closing cancels."""
 from __future__ import annotations
 
-import time
-
 from millstream.engine.common import Types, WatermarkStrategy
 from millstream.engine.datastream import StreamExecutionEnvironment
 from millstream.engine.client.mini_cluster import MiniCluster
 from millstream.engine.datastream.connectors import DataGeneratorSource
 from millstream.engine.graph.transformations import OperatorKind
+from tests.engine.progress import until
 
 
 def _unbounded(env: StreamExecutionEnvironment):
@@ -24,11 +23,10 @@ def test_an_unread_unbounded_job_waits_on_a_bounded_queue_and_closing_cancels_it
     client = MiniCluster().submit(job_graph, stream_graph)
     it = client.collect(sink, None)
     queue = client.results.queue
-    deadline = time.time() + 10
-    while not queue.full() and time.time() < deadline:
-        time.sleep(0.05)
-    assert queue.full()
-    time.sleep(0.5)
+    until(queue.full, "the unread queue to fill", timeout=10)
+    # The sink tried again and again to put more and found no room: it waits, the queue stays bounded.
+    refused = client.results.refused_puts
+    until(lambda: client.results.refused_puts >= refused + 3, "the sink to retry its put on the full queue")
     assert queue.qsize() == queue.maxsize and client.get_job_status() == "RUNNING"  # the sink waits
     first = [next(it) for _ in range(3000)]
     assert first == list(range(3000))  # the waiting sink lost nothing and kept the order

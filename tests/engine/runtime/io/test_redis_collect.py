@@ -3,7 +3,6 @@ trimming, bad offsets, and the sink waiting for the client's sealed acknowledgem
 from __future__ import annotations
 
 import threading
-import time
 from typing import Iterator
 
 import pytest
@@ -20,6 +19,7 @@ from millstream.engine.runtime.io.redis_collect import (
     record_ack,
 )
 from millstream.engine.runtime.io.serialization import MsgpackSerializer
+from tests.engine.progress import until
 
 SER = MsgpackSerializer()
 SECRET = "collect-test-secret"
@@ -75,10 +75,14 @@ def test_the_sink_waits_for_the_clients_sealed_acknowledgement_and_ignores_forge
     record_ack(client, "j3", collect.Ack(0, 4), "another-clusters-secret")
     record_ack(client, "other-job", collect.Ack(0, 100), SECRET)
     client.hset(redis_keys.collect_meta("j3"), "ack", client.hget(redis_keys.collect_meta("other-job"), "ack"))
-    time.sleep(0.3)
+    # The sink has read the forged acknowledgements (two more looks than when the last was written,
+    # so at least one look began after it) and kept waiting.
+    forged = gw.looks
+    until(lambda: gw.looks >= forged + 2, "the sink to look at the forged acknowledgement")
     assert t.is_alive() and gw.acknowledged(0) == 0
     record_ack(client, "j3", collect.Ack(0, 3), SECRET)  # what the JobManager writes for the client
-    time.sleep(0.1)
+    short = gw.looks
+    until(lambda: gw.looks >= short + 2, "the sink to look at an acknowledgement short of its position")
     assert t.is_alive() and gw.acknowledged(0) == 3 and gw.acknowledged(1) == 0  # another attempt's
     record_ack(client, "j3", collect.Ack(0, 7), SECRET)
     t.join(5)
@@ -98,8 +102,8 @@ def test_a_waiting_sink_ends_when_its_task_is_cancelled(client: redis.Redis) -> 
 
     t = threading.Thread(target=wait, daemon=True)
     t.start()
-    time.sleep(0.2)
-    assert t.is_alive()
+    until(lambda: gw.looks >= 2, "the sink to look for an acknowledgement")
+    assert t.is_alive() and not errors  # it waits for an acknowledgement, until it is cancelled
     cancelled.set()
     t.join(2)
     assert len(errors) == 1 and isinstance(errors[0], TaskCancelled)
