@@ -147,6 +147,10 @@ class RedisLeaderElection:
         self._renew = client.register_script(_RENEW)
         self._release = client.register_script(_RELEASE)
         self._last_member_write = 0.0
+        # Progress of the two sides of the lease, for the logs' readers and for tests that must show
+        # a standby tried and failed while a leader renewed (rather than that time merely passed).
+        self.renewals = 0  # renewals that kept the lease
+        self.refused_attempts = 0  # tries for the lease that found another JobManager holding it
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -262,6 +266,7 @@ class RedisLeaderElection:
             return
         lease = Lease.decode(raw)
         if lease is None:
+            self.refused_attempts += 1
             with self._lock:
                 self.state.not_acquired(self.monotonic())
             return
@@ -303,6 +308,7 @@ class RedisLeaderElection:
                 self.state.renew_failed(self.monotonic())
             return
         if ok:
+            self.renewals += 1
             with self._lock:
                 self.state.renewed(sent)
         else:

@@ -18,6 +18,7 @@ from millstream.engine import redis_keys
 from millstream.engine.jobmanager.job_store import JobRecord
 from millstream.engine.jobmanager.leader_election import FencedOut, FencedRedis, RedisLeaderElection
 from millstream.engine.jobmanager.leader_lease import Lease, LeaseConfig
+from tests.engine.progress import until
 
 # Steps driven by hand: a lease long enough that a loaded machine never lets it run out mid-test.
 SLOW = LeaseConfig(ttl_ms=10_000, renew_interval_ms=1000, retry_interval_ms=200, margin_ms=500)
@@ -158,8 +159,12 @@ def test_a_standby_takes_over_within_a_lease_when_the_leader_stops_renewing(clie
     assert a.changed.wait(5)
     eb.start()
     try:
-        time.sleep(3 * FAST.ttl_ms / 1000)  # A renews throughout: B never leads meanwhile
-        assert b.events == [] and ea.holds()
+        # B tries for the lease and is refused while A renews it for longer than a lease lasts (a
+        # lease A did not renew would have run out): B never leads meanwhile.
+        renewed = ea.renewals
+        until(lambda: eb.refused_attempts >= 3, "the standby to try for the lease", timeout=15)
+        until(lambda: ea.renewals >= renewed + FAST.ttl_ms // FAST.renew_interval_ms + 1, "a lease's worth of renewals", timeout=15)
+        assert b.events == [] and ea.holds() and eb.refused_attempts >= 3
         assert eb.members() == ["http://a:1", "http://b:2"]
         # A stops renewing without giving the lease back (as if killed).
         ea._stop.set()
