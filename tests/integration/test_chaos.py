@@ -1,8 +1,9 @@
 """The exactly-once proof of issue 13, in one run on a real cluster started by ``millstream cluster
 start`` (which restarts whatever dies): a checkpointed keyed count, written to an exactly-once
-FileSink by one job and collected by execute_and_collect in another, while the test SIGKILLs
-TaskManager processes (4; 10 in the long variant `make bench` runs), the JobManager twice and the
-embedded Redis once, at random moments. Every update must be in the sink's committed files exactly
+FileSink by one job and collected by execute_and_collect in another, while the test SIGKILLs, at
+random moments, 2 TaskManager processes, the JobManager once and the embedded Redis once over 14,000
+records (`make test`), or 10 TaskManager processes, the JobManager twice and Redis once over 30,000
+records (the long variant `make bench` runs). Every update must be in the sink's committed files exactly
 once and reach the client exactly once, in order. Prints the fault counts and the longest time until
 both jobs ran again."""
 from __future__ import annotations
