@@ -10,7 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from millstream.engine.common.typeinfo import BasicTypeInfo, ExternalTypeInfo, RowTypeInfo, TupleTypeInfo
+from millstream.engine.common.typeinfo import (
+    BasicTypeInfo,
+    ExternalTypeInfo,
+    MapTypeInfo,
+    RowTypeInfo,
+    TupleTypeInfo,
+    _ElementsTypeInfo,
+)
+from millstream.engine.runtime.key_encoding import KeyEncodingError
 
 KeySpec = Any  # None | str | tuple[str, tuple[KeySpec, ...]]
 
@@ -42,3 +50,32 @@ def key_spec(type_info: Any) -> KeySpec:
             return ("TUPLE", fields)
         return ("ROW", fields, tuple(type_info.get_field_names()))
     return None
+
+
+def refuse_unstable_key_type(type_info: Any) -> None:
+    """Raise ``KeyEncodingError`` when a declared key type's values have no stable encoding.
+
+    Without a declared type Python cannot know a key's type before a record arrives, so such keys
+    are refused at the first record (``key_encoding``); a declared type lets ``key_by`` refuse them
+    when the program is built. Of the declared types only a map (a dict, whose equality is that of
+    its items and which no order of bytes mirrors) has none, alone or inside a row, tuple, list or
+    array; every other type's values encode stably.
+    """
+    if _holds_a_map(type_info):
+        raise KeyEncodingError(
+            f"key_by key_type {type_info!r} has no stable encoding: its keys hold a map (dict), whose "
+            "equality cannot be mirrored in bytes; key by tuple(sorted(d.items())) or frozenset(d.items()) "
+            "instead, declared as Types.TUPLE / Types.ROW of the items' types or left undeclared"
+        )
+
+
+def _holds_a_map(type_info: Any) -> bool:
+    if isinstance(type_info, MapTypeInfo):
+        return True
+    if isinstance(type_info, ExternalTypeInfo):
+        return _holds_a_map(type_info._type_info)
+    if isinstance(type_info, (TupleTypeInfo, RowTypeInfo)):
+        return any(_holds_a_map(t) for t in type_info.get_field_types())
+    if isinstance(type_info, _ElementsTypeInfo):
+        return _holds_a_map(type_info.elem_type)
+    return False

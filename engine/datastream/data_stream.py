@@ -40,7 +40,7 @@ from millstream.engine.datastream.all_windowed_stream import AllWindowedStream
 from millstream.engine.datastream.windowed_stream import WindowedStream
 from millstream.engine.graph.output_types import output_type_of
 from millstream.engine.graph.transformations import ChainingStrategy, OperatorKind, ShipStrategy
-from millstream.engine.common.key_spec import key_spec
+from millstream.engine.common.key_spec import key_spec, refuse_unstable_key_type
 from millstream.engine.graph.custom_partition import CustomPartition
 from millstream.engine.graph.json_generator import converts_to_string
 from millstream.engine.client.job_client import CloseableIterator  # noqa: F401 (PyFlink exports it from this module)
@@ -167,6 +167,8 @@ class DataStream:
         selector = key_selector.get_key if isinstance(key_selector, KeySelector) else key_selector
         if not callable(selector):
             raise TypeError("key_by expects a KeySelector or a callable")
+        # A declared type whose keys cannot be encoded stably is refused now, not at the first record.
+        refuse_unstable_key_type(key_type)
         # The declared key type decides the key's hash, and so its subtask, as in PyFlink.
         plan_map_id = self._env._reserve_id()  # PyFlink's key_by map comes first (the plan shows it)
         tid = self._partition(

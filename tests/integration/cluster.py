@@ -142,12 +142,23 @@ class Cluster:
             [sys.executable, "-m", "millstream.backend.cli", *args], env=self.env, capture_output=True, text=True, timeout=timeout
         )
 
-    def start_run(self, program: Path, *args: str, options: tuple[str, ...] = ()) -> subprocess.Popen:
-        """``millstream run`` in the background, for jobs the test stops or kills midway."""
-        return subprocess.Popen(
-            [sys.executable, "-m", "millstream.backend.cli", "run", *options, str(program), *args],
-            env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )
+    def start_run(
+        self, program: Path, *args: str, options: tuple[str, ...] = (), stderr_to: Path | None = None
+    ) -> subprocess.Popen:
+        """``millstream run`` in the background, for jobs the test stops or kills midway. With
+        ``stderr_to`` its stderr goes to that file, which a test can read while the run goes on (a
+        pipe can be read only once it ends); ``communicate()`` then returns None for it."""
+        stderr: Any = subprocess.PIPE
+        if stderr_to is not None:
+            stderr = open(stderr_to, "w")  # the child holds its own copy; ours is closed below
+        try:
+            return subprocess.Popen(
+                [sys.executable, "-m", "millstream.backend.cli", "run", *options, str(program), *args],
+                env=self.env, stdout=subprocess.PIPE, stderr=stderr, text=True,
+            )
+        finally:
+            if stderr_to is not None:
+                stderr.close()
 
     def records_out(self, jid: str) -> int:
         return sum(v["metrics"]["write-records"] for v in self.job(jid)["vertices"])

@@ -1,5 +1,6 @@
 """Equal keys land in the same key group everywhere: the key-type program (ints, floats, bools,
-Decimals, tuples and namedtuples, frozensets, dataclasses, enums, datetimes, Row, a class with the
+Decimals, tuples and namedtuples, lists (and a list and a tuple of the same elements, which are one
+key), frozensets, dataclasses, enums, datetimes, Row, a class with the
 ``__millstream_key__`` hook, each key arriving in several equal forms) gives the same per-key counts
 at parallelism 1, 2 and 4, on a real cluster whose every process has its own PYTHONHASHSEED and in
 process; a key with no stable encoding fails its job with a message naming the type and the fix,
@@ -71,7 +72,7 @@ def test_the_same_per_key_counts_on_the_cluster_and_in_process_at_1_2_and_4(clus
     assert all(counts == first for counts in results.values())
     # Every family of key types took part (the program's labels are family:index).
     assert {label.split(":")[0] for label in first} == {
-        "int", "half", "str", "bytes", "tuple", "frozenset", "mixed", "dataclass", "enum", "datetime", "date",
+        "int", "half", "str", "bytes", "tuple", "list", "listtuple", "frozenset", "mixed", "dataclass", "enum", "datetime", "date",
         "time", "decimal", "row", "money", "none",
     }
 

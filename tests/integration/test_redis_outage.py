@@ -30,7 +30,8 @@ def test_a_job_survives_redis_dying_and_coming_back_empty(tmp_path: Path) -> Non
     run = None
     try:
         c.start(taskmanagers=2, slots=2)
-        run = c.start_run(PROGRAMS / "collected_count.py", str(N), "1500", str(out), options=("-p", "2"))
+        run_err = tmp_path / "run.stderr"
+        run = c.start_run(PROGRAMS / "collected_count.py", str(N), "1500", str(out), options=("-p", "2"), stderr_to=run_err)
         jid = c.wait_new_job(set())
         c.wait_for(lambda: c.http.get(f"/jobs/{jid}/checkpoints").json()["counts"]["completed"] >= 3, 60, "checkpoints")
         # A JobManager restart first: the resumed job's client has to survive the outage as well.
@@ -41,7 +42,7 @@ def test_a_job_survives_redis_dying_and_coming_back_empty(tmp_path: Path) -> Non
         c.wait_for(lambda: c.http.get(f"/jobs/{jid}/checkpoints").json()["counts"]["completed"] >= 6, 90, "checkpoints")
         port = c.redis.port
         os.kill(c.redis.pid, signal.SIGKILL)
-        time.sleep(1.0)
+        c.wait_for(lambda: not embedded_redis_alive(c.redis), 10, "the killed Redis to be gone")
         # Redis is away: reads answer from what the JobManager and SQL know, without live metrics.
         for _ in range(5):
             r = c.http.get(f"/jobs/{jid}")
@@ -49,12 +50,14 @@ def test_a_job_survives_redis_dying_and_coming_back_empty(tmp_path: Path) -> Non
             assert r.json()["state"] in ("RUNNING", "RESTARTING", "FAILING")
             assert c.http.get("/jobs/overview").status_code == 200
             assert c.http.get(f"/jobs/{jid}/checkpoints").status_code == 200
-            time.sleep(0.4)
+        # The client has met the outage (a 503 naming Redis, its one line) and waits instead of giving up.
+        c.wait_for(lambda: "Redis is unavailable" in run_err.read_text(), 60, "millstream run to meet the outage")
         assert run.poll() is None, "millstream run gave up while Redis was away"
         restart_embedded_redis(c.redis)
         assert c.redis.port == port
 
-        stdout, stderr = run.communicate(timeout=180)
+        stdout, _ = run.communicate(timeout=180)
+        stderr = run_err.read_text()
         assert run.returncode == 0, stderr[-3000:]
         assert "Traceback" not in stderr, stderr[-3000:]
         assert "waiting for it" in stderr  # the one line instead of a traceback
@@ -98,7 +101,8 @@ def test_a_client_far_behind_loses_nothing_when_redis_restarts_empty(tmp_path: P
         c.wait_for(lambda: completed() >= before + 2, 60, "checkpoints while the client is behind")
         assert c.job(jid)["state"] == "RUNNING", "the job ended before Redis died: make it longer"
         os.kill(c.redis.pid, signal.SIGKILL)
-        time.sleep(1.0)
+        # Until the killed server is gone its pidfile makes a restart a no-op.
+        c.wait_for(lambda: not embedded_redis_alive(c.redis), 10, "the killed Redis to be gone")
         restart_embedded_redis(c.redis)
         c.wait_for(lambda: c.http.get(f"/jobs/{jid}/checkpoints").json()["counts"]["restored"] >= 1, 60, "the restore")
         resume.touch()

@@ -213,3 +213,44 @@ def test_numbers_beyond_float_range_encode_exactly():
     tiny, huge = Decimal("1e-400"), Decimal(10) ** 400
     assert key_hash_code(tiny) == key_hash_code(fractions.Fraction(1, 10**400)) != key_hash_code(0)
     assert key_hash_code(huge) == key_hash_code(10**400) == key_hash_code(fractions.Fraction(10**400))
+
+
+def test_a_list_and_the_tuple_of_its_elements_are_one_key_in_state_and_routing():
+    """Python calls ["a", 1] and ("a", 1) unequal and PyFlink (which pickles keys) keeps them apart;
+    Millstream routes a list as its tuple and holds it in state as that tuple, so the two share one
+    subtask and one state entry (the README's "Where key_by sends a key" says so)."""
+    from millstream.engine.datastream import StreamExecutionEnvironment
+
+    assert ["a", 1] != ("a", 1)
+    assert key_hash_code(["a", 1]) == key_hash_code(("a", 1))
+    assert all(assign_to_key_group(["a", 1], m) == assign_to_key_group(("a", 1), m) for m in (128, 4096))
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    records = [("list", 1)] * 3 + [("tuple", 1)] * 2
+    keyed = env.from_collection(records).key_by(lambda r: ["a", r[1]] if r[0] == "list" else ("a", r[1]))
+    merged = keyed.reduce(lambda a, b: (a[0], a[1] + b[1]))
+    assert max(v for _, v in merged.execute_and_collect()) == 5  # one running sum over both forms
+
+
+def test_a_declared_key_type_without_a_stable_encoding_is_refused_at_key_by():
+    """A declared key_type lets key_by refuse a map key when the program is built; an undeclared key
+    is refused at the first record, since Python cannot know its type before then."""
+    from millstream.engine.common import Types
+    from millstream.engine.datastream import StreamExecutionEnvironment
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    stream = env.from_collection([{"a": 1}, {"a": 1}])
+    for declared in (
+        Types.MAP(Types.STRING(), Types.INT()),
+        Types.ROW([Types.STRING(), Types.MAP(Types.STRING(), Types.INT())]),
+        Types.LIST(Types.MAP(Types.STRING(), Types.INT())),
+    ):
+        with pytest.raises(KeyEncodingError, match=r"has no stable encoding.*map \(dict\).*tuple\(sorted\(d\.items\(\)\)\)"):
+            stream.key_by(lambda d: d, key_type=declared)
+    # Declared types whose values encode stably are accepted, as are undeclared keys, until a record shows.
+    for declared in (Types.STRING(), Types.TUPLE([Types.STRING(), Types.INT()]), Types.LIST(Types.INT()), None):
+        stream.key_by(lambda d: d, key_type=declared)
+    undeclared = stream.key_by(lambda d: d).reduce(lambda a, b: a)
+    with pytest.raises(Exception, match="key of type builtins.dict has no stable encoding"):
+        list(undeclared.execute_and_collect())

@@ -1,7 +1,10 @@
 """A count per key for keys of every type people key by, each key arriving in forms Python calls
 equal: 1, True, 1.0, Decimal(1) and Fraction(1); a tuple, a namedtuple and a tuple holding a float;
-frozensets built in other orders; dataclasses, enums, datetimes in other time zones, Row, and a class
-with its own __eq__ that offers __millstream_key__. Prints {label: count} as one JSON line at the
+lists (nested, holding floats and bools); frozensets built in other orders; dataclasses, enums,
+datetimes in other time zones, Row, and a class with its own __eq__ that offers __millstream_key__.
+The "listtuple" family keys each label by a list and by the tuple of the same elements: Python calls
+them unequal, Millstream makes them one key (README, "Where key_by sends a key"), so its count is
+that of both forms. Prints {label: count} as one JSON line at the
 end; a key split over two subtasks shows as a count below its expected one.
 
 Usage: key_types.py PARALLELISM [refuse|batch]
@@ -73,6 +76,9 @@ def forms(family, i):
         "str": [f"s{i}"],
         "bytes": [b"b%d" % i],
         "tuple": [("t", i), ("t", float(i)), "pair"] + ([("t", bool(i))] if i < 2 else []),
+        # Carried as tuples (how a record encodes them does not matter): key_of makes them lists.
+        "list": [("l", i, ("x", i)), ("l", float(i), ("x", float(i)))] + ([("l", bool(i), ("x", i))] if i < 2 else []),
+        "listtuple": ["list", "tuple"],
         "frozenset": [frozenset(words), frozenset(reversed(words)), frozenset(random.Random(i).sample(words, 6))],
         "mixed": [("m", i, frozenset({i, "x"})), ("m", float(i), frozenset({"x", float(i)}))],
         "dataclass": [("p", i), ("p", float(i))],
@@ -94,6 +100,10 @@ def key_of(record):
         return exact if carried == "fraction" else Decimal(exact.numerator) / Decimal(exact.denominator)
     if family == "tuple" and carried == "pair":
         return Pair("t", i)
+    if family == "list":
+        return [carried[0], carried[1], list(carried[2])]
+    if family == "listtuple":
+        return ["lt", i] if carried == "list" else ("lt", i)
     if family == "dataclass":
         return Point(carried[1], carried[0])
     if family == "enum":
@@ -115,7 +125,7 @@ def key_of(record):
     return carried
 
 
-FAMILIES = ["int", "half", "str", "bytes", "tuple", "frozenset", "mixed", "dataclass", "enum", "datetime", "date",
+FAMILIES = ["int", "half", "str", "bytes", "tuple", "list", "listtuple", "frozenset", "mixed", "dataclass", "enum", "datetime", "date",
             "time", "decimal", "row", "money", "none"]
 RECORDS = []
 for family in FAMILIES:
