@@ -144,6 +144,25 @@ def _v1_key_bytes(key):
     return msgpack.packb(key, default=str)
 
 
+def _v2_key_bytes(key):
+    """Key encoding 2's bytes (crc32 of them was the key group; engine/runtime/key_groups.py before
+    encoding 3): encoding 1's bytes for str, int, bytes, None and tuples of them, else the packed
+    canonical form, with keys equal to an int, str or bytes hashed as that value."""
+    t = type(key)
+    if t is str or t is int or t is bytes or key is None:
+        return _v1_key_bytes(key)
+    if t is tuple and all(
+        type(e) is str or (type(e) is int and -(2**63) <= e < 2**64) or type(e) is bytes or e is None for e in key
+    ):
+        return msgpack.packb(key, use_bin_type=True)
+    c = canonical(key)
+    if type(c) is int or type(c) is str or type(c) is bytes:
+        return _v1_key_bytes(c)
+    if type(c) is msgpack.ExtType and c.code == 1:  # EXT_BIGINT: a big int folded from a float or Decimal
+        return _v1_key_bytes(int(c.data))
+    return msgpack.packb(c, use_bin_type=True)
+
+
 _CROSS_PROCESS = textwrap.dedent(
     """
     import dataclasses, datetime as dt, enum, sys

@@ -1,10 +1,11 @@
 """On real StreamTasks: a savepoint whose keyed state was grouped by key encoding 1 (keys such as
-True, 2.0, a frozenset or a tuple holding a bool sat in other key groups than now) resumes with
-every key's count where it stopped, at the same parallelism and at another one."""
+True, 2.0, a frozenset or a tuple holding a bool sat in other key groups than now) or by key
+encoding 2 (crc32 of the key's bytes; almost every key sat elsewhere than under the current
+encoding 3's murmur hash) resumes with every key's count where it stopped, at the same parallelism
+and at another one."""
 from __future__ import annotations
 
 import pickle
-import time
 import zlib
 from collections import Counter, defaultdict
 
@@ -16,8 +17,9 @@ from millstream.engine.datastream.stream_execution_environment import StreamExec
 from millstream.engine.runtime.key_groups import assign_to_key_group
 from millstream.engine.runtime.state.key_grouped_state import decode_state
 from millstream.engine.runtime.state.task_state_manager import KEY_ENCODING_FIELD
+from tests.engine.progress import until
 from tests.engine.runtime.task_harness import TaskHarness, collect_sink
-from tests.engine.runtime.test_key_encoding import _v1_key_bytes
+from tests.engine.runtime.test_key_encoding import _v1_key_bytes, _v2_key_bytes
 
 KEYS = [True, 2.0, 3.5, frozenset({"a", "b"}), ("t", False), "s", 7, ("u", 8)]
 N = 2400
@@ -37,10 +39,13 @@ def _job(parallelism: int) -> StreamExecutionEnvironment:
     return env
 
 
-def _as_encoding_1(savepoint: CompletedCheckpoint) -> None:
-    """Rewrite the keyed state files as a task of encoding 1 wrote them: no version, each key in
-    its old key group, each key group in the file of the old subtask that owned it (and in the
-    single-pickle file format of that time, which restores still read)."""
+OLD_KEY_BYTES = {1: _v1_key_bytes, 2: _v2_key_bytes}
+
+
+def _as_old_encoding(savepoint: CompletedCheckpoint, version: int) -> None:
+    """Rewrite the keyed state files as a task of an older encoding wrote them: each key in its old
+    key group, each key group in the file of the old subtask that owned it, in the single-pickle
+    file format of that time (which restores still read); encoding 1 recorded no version."""
     for handles in savepoint.handles.values():
         states = {i: decode_state(open(h, "rb").read()) for i, h in handles.items()}
         if not any("keyed" in s for s in states.values()):
@@ -63,8 +68,10 @@ def _as_encoding_1(savepoint: CompletedCheckpoint) -> None:
             s["keyed"] = {}
             s.pop("tables", None)
             s["kinds"].pop(KEY_ENCODING_FIELD)
+            if version > 1:
+                s["kinds"][KEY_ENCODING_FIELD] = str(version)
         for name, key, value in entries:
-            kg = zlib.crc32(_v1_key_bytes(key)) % MAX_P
+            kg = zlib.crc32(OLD_KEY_BYTES[version](key)) % MAX_P
             moved += kg != assign_to_key_group(key, MAX_P)
             states[kg * parallelism // MAX_P]["keyed"].setdefault(kg, defaultdict(list))[name].append((key, value))
         assert moved >= 4, "the fixture must hold keys whose key group changed"
@@ -80,16 +87,17 @@ def _final_counts(outputs: list) -> dict:
     return final
 
 
+@pytest.mark.parametrize("version", [1, 2])
 @pytest.mark.parametrize(("before", "after"), [(2, 2), (2, 3), (3, 1)])
-def test_a_savepoint_of_key_encoding_1_resumes_every_key_where_it_stopped(tmp_path, before, after):
+def test_a_savepoint_of_an_older_key_encoding_resumes_every_key_where_it_stopped(tmp_path, before, after, version):
     first = TaskHarness(_job(before), str(tmp_path)).start()
-    time.sleep(0.4)
+    until(lambda: len(first.results) >= N // 6, "the first run to count a sixth of the records")
     first.trigger(1, "SYNC_SAVEPOINT", drain=False)
     savepoint = first.await_checkpoint(1)
     first.notify_complete(1)
     part1 = first.join()
     assert 0 < len(part1) < N, "the savepoint cut the run in the middle"
-    _as_encoding_1(savepoint)
+    _as_old_encoding(savepoint, version)
     part2 = TaskHarness(_job(after), str(tmp_path), restore_from=savepoint).start().join()
     # One update per record; each key's last count is its number of records, so no key restarted
     # from zero (lost state) or counted in two places (state left in the wrong subtask).
