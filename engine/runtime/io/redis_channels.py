@@ -187,6 +187,9 @@ class RedisChannelWriter:
         self.cancelled = cancelled
         self.blocked_since: float | None = None  # set while waiting for credit, read by the metrics sampler
         self.fetching = False  # a credit fetch is in flight
+        # Answers to the blocking credit polls of a producer out of credit: how a caller tells "blocked,
+        # having looked for credit and found none" from "not scheduled yet".
+        self.credit_polls = 0
 
     def send(self, payload: bytes, is_data: bool) -> float:
         blocked = 0.0
@@ -203,6 +206,7 @@ class RedisChannelWriter:
                     self.credits += self._count((got[1],))
                     more = self.link.call("LPOP", self.credit_key, self.initial)
                     self.credits += self._count(more or ())
+                self.credit_polls += 1
             self.blocked_since = None
             blocked = time.monotonic() - t0
         if is_data:

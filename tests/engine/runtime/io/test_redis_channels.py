@@ -16,6 +16,7 @@ from millstream.engine.runtime.io.redis_channels import RedisChannelFactory
 from millstream.engine.runtime.io.serialization import END_OF_PARTITION, RECORDS, WATERMARK, MsgpackSerializer
 from millstream.engine.runtime.partitioner import create_partitioner
 from millstream.engine.runtime.task_metrics import TaskIOMetrics
+from tests.engine.progress import until
 
 SER = MsgpackSerializer()
 SECRET = "channel-test-secret"
@@ -78,14 +79,16 @@ def test_a_producer_without_credit_blocks_until_the_consumer_acks(client: redis.
 
     t = threading.Thread(target=third)
     t.start()
-    assert not done.wait(0.3)  # no credit: the third buffer waits
+    # No credit: the third buffer waits, through three polls for credit (0.1 s each) that found none.
+    until(lambda: writer.credit_polls >= 3, "the producer to poll for credit")
+    assert not done.is_set()
     ch, first = gate.poll(0.05)
     assert SER.decode(first)[1] == (1,) and not done.is_set()  # read but not yet processed: no credit back
     gate.ack(ch)
     gate.poll(0.05)  # the credit rides with this BLPOP
     assert done.wait(5)
     t.join()
-    assert blocked_for[0] >= 0.3
+    assert blocked_for[0] >= 0.25  # the three empty polls, reported as time blocked
     assert [v for _, _, v in _drain(gate)] == [[3]]
     gate.close()
 
@@ -120,8 +123,12 @@ def test_forged_or_copied_credit_tokens_are_never_counted(client: redis.Redis):
     t = threading.Thread(target=send_one_more, daemon=True)
     t.start()
     client.rpush(key, genuine, b"1")
-    assert not done.wait(0.5)  # still no credit: the bound holds
-    assert client.llen(key) == 0  # every token was read, none counted
+    # Every token was read (the list is empty) and weighed (two more polls since), none counted: the
+    # producer still has no credit, the bound holds.
+    until(lambda: client.llen(key) == 0, "the producer to read the tokens")
+    read = writer.credit_polls
+    until(lambda: writer.credit_polls >= read + 2, "the producer to poll for credit again")
+    assert not done.is_set() and writer.credits == 0
     cancelled.set()
     t.join(2)
     assert gave_up.is_set()
@@ -143,7 +150,8 @@ def test_credit_tokens_deleted_from_redis_are_announced_again_and_the_bound_stil
     sent = threading.Event()
     t = threading.Thread(target=lambda: (writer.send(SER.encode(RECORDS, [3]), True), sent.set()), daemon=True)
     t.start()
-    assert not sent.wait(0.2)
+    until(lambda: writer.credit_polls >= 2, "the producer to poll for the deleted credit")
+    assert not sent.is_set()
     deadline = time.monotonic() + 5
     got = []
     while not sent.is_set() and time.monotonic() < deadline:
