@@ -11,12 +11,15 @@ from __future__ import annotations
 from typing import Any
 
 from millstream.engine.common.typeinfo import (
+    BasicArrayTypeInfo,
     BasicTypeInfo,
     ExternalTypeInfo,
+    ListTypeInfo,
     MapTypeInfo,
+    ObjectArrayTypeInfo,
+    PrimitiveArrayTypeInfo,
     RowTypeInfo,
     TupleTypeInfo,
-    _ElementsTypeInfo,
 )
 from millstream.engine.runtime.key_encoding import KeyEncodingError
 
@@ -76,6 +79,6 @@ def _holds_a_map(type_info: Any) -> bool:
         return _holds_a_map(type_info._type_info)
     if isinstance(type_info, (TupleTypeInfo, RowTypeInfo)):
         return any(_holds_a_map(t) for t in type_info.get_field_types())
-    if isinstance(type_info, _ElementsTypeInfo):
+    if isinstance(type_info, (ListTypeInfo, ObjectArrayTypeInfo, BasicArrayTypeInfo, PrimitiveArrayTypeInfo)):
         return _holds_a_map(type_info.elem_type)
     return False
