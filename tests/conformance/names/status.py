@@ -81,9 +81,6 @@ NOTES: dict[str, str] = {
     "pyflink.datastream.checkpoint_storage.FileSystemCheckpointStorage": (
         "the path becomes the checkpoint directory; size thresholds and write buffer are recorded only"
     ),
-    "pyflink.datastream.functions.Partitioner": (
-        "DataStream.partition_custom calls partition(key, n) per record; open and close are not called"
-    ),
     "pyflink.datastream.connectors.file_system.FileSink": (
         "row formats; for_bulk_format and BulkFormatBuilder raise NotSupportedError"
     ),
