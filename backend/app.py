@@ -130,7 +130,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.tm_history = TaskManagerHistory(sessions)
         app.state.programs = ProgramService(
             app.state.jars, settings.upload_dir, settings.max_upload_bytes, settings.plan_timeout_s,
-            settings.max_concurrent_plans,
+            settings.max_concurrent_plans, settings.parallelism_default,
         )
         leadership.start()
         log.info("JobManager REST API on http://%s:%d", settings.host, settings.port)

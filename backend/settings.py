@@ -78,6 +78,10 @@ class Settings(BaseSettings):
     benchmark_unsealed: bool = False
     cors_origins: str | None = None  # comma-separated allowlist; unset: no CORS headers at all
     allowed_hosts: str | None = None  # comma-separated Host names answered besides loopback and the bind address
+    # Flink's parallelism.default: the parallelism of jobs whose program sets none and that were submitted
+    # without one (`millstream run` without -p, an uploaded program run without a parallelism). It is the
+    # JobManager's: `millstream run` asks the cluster for it, as `flink run` takes the cluster's configuration.
+    parallelism_default: int = Field(default=1, ge=1)
     max_parallelism: int = 128  # per operator, cluster-wide cap on top of each job's own: the default max-parallelism bound (raise it for bigger jobs)
     max_concurrent_jobs: int | None = None  # jobs not yet in a terminal state; unset: no limit
     job_archive_after_ms: int = 60_000  # an ended job leaves JobManager memory for SQL this long after its end

@@ -88,11 +88,17 @@ def _run_sandboxed(cmd: list[str], cwd: str, env: dict[str, str], timeout_s: flo
     return subprocess.CompletedProcess(sandbox, proc.returncode, out, err)
 
 
-def capture_job(program: Path, args: list[str], parallelism: int | None, timeout_s: float) -> CapturedJob:
+def capture_job(
+    program: Path, args: list[str], parallelism: int | None, timeout_s: float, default_parallelism: int | None = None
+) -> CapturedJob:
+    """Run ``program`` for its job: ``parallelism`` is the request's (as -p), ``default_parallelism`` the
+    cluster's, for a program that sets none (MILLSTREAM_PARALLELISM_DEFAULT)."""
     with tempfile.TemporaryDirectory(prefix="millstream-plan-") as out:
         cmd = [sys.executable, "-m", "millstream.engine.client.plan_capture", "--out", out]
         if parallelism:
             cmd += ["--parallelism", str(parallelism)]
+        if default_parallelism:
+            cmd += ["--default-parallelism", str(default_parallelism)]
         cmd += [str(program), *args]
         started = time.monotonic()
         proc = _run_sandboxed(cmd, str(program.parent), plan_environment(out), timeout_s)

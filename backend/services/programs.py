@@ -26,9 +26,16 @@ class UploadTooLarge(UploadRejected):
 
 class ProgramService:
     def __init__(
-        self, repo: JarRepository, upload_dir: Path, max_bytes: int, plan_timeout_s: float, max_concurrent_plans: int = 4
+        self,
+        repo: JarRepository,
+        upload_dir: Path,
+        max_bytes: int,
+        plan_timeout_s: float,
+        max_concurrent_plans: int = 4,
+        default_parallelism: int = 1,
     ) -> None:
         self.repo = repo
+        self.default_parallelism = default_parallelism  # MILLSTREAM_PARALLELISM_DEFAULT
         self.upload_dir = upload_dir
         self.max_bytes = max_bytes
         self.plan_timeout_s = plan_timeout_s
@@ -84,7 +91,9 @@ class ProgramService:
         starts, and the graph it builds is validated as a submitted one is (ProgramFailed if invalid)."""
         check_program_args(args)
         with self.plans:  # PlanBusy when full
-            captured = capture_job(self.entry_point(info, entry), args, parallelism, self.plan_timeout_s)
+            captured = capture_job(
+                self.entry_point(info, entry), args, parallelism, self.plan_timeout_s, self.default_parallelism
+            )
         try:
             validate_job_graph(captured.job_graph)
         except InvalidJobGraph as e:

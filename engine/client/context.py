@@ -38,6 +38,16 @@ class LocalContext:
         return MiniCluster().submit(job_graph, stream_graph)
 
 
+def apply_parallelism(env: "StreamExecutionEnvironment", parallelism: int | None, default: int | None) -> None:
+    """A launcher's parallelism settings on a new environment, in Flink's order: ``parallelism`` (``-p``)
+    wins; ``default`` (the cluster's ``parallelism.default``) applies only when the program's own
+    Configuration names none. What the program sets later (``env.set_parallelism``) wins over both."""
+    if parallelism:
+        env.set_parallelism(parallelism)
+    elif default and not env._config.contains_key("parallelism.default"):
+        env.set_parallelism(default)
+
+
 _current: ExecutionContext = LocalContext()
 
 

@@ -1,7 +1,7 @@
 """Runs a user program only to capture its JobGraph, as Flink does with an uploaded jar.
 
 Used by the Dispatcher in a subprocess: ``python -m millstream.engine.client.plan_capture
---out DIR [--parallelism N] program.py [args...]``. The first ``execute()``
+--out DIR [--parallelism N] [--default-parallelism N] program.py [args...]``. The first ``execute()``
 writes ``jobgraph.json`` and ``usercode.bin`` to DIR and stops the program.
 Exit codes: 0 captured, 2 the program raised, 3 it never called execute().
 """
@@ -16,7 +16,7 @@ import traceback
 from typing import TYPE_CHECKING, Any
 
 
-from millstream.engine.client.context import set_context
+from millstream.engine.client.context import apply_parallelism, set_context
 from millstream.engine.client.remote import register_program_modules
 from millstream.engine.compat.pyflink_alias import install as install_pyflink_alias
 from millstream.engine.runtime.python_dependencies import user_code_of
@@ -30,14 +30,16 @@ class ProgramAbort(BaseException):
 
 
 class PlanCaptureContext:
-    def __init__(self, out_dir: str, parallelism: int | None, program_dir: str) -> None:
+    def __init__(
+        self, out_dir: str, parallelism: int | None, program_dir: str, default_parallelism: int | None = None
+    ) -> None:
         self.out_dir = out_dir
         self.parallelism = parallelism
         self.program_dir = program_dir
+        self.default_parallelism = default_parallelism  # the JobManager's MILLSTREAM_PARALLELISM_DEFAULT
 
     def configure(self, env: "StreamExecutionEnvironment") -> None:
-        if self.parallelism:
-            env.set_parallelism(self.parallelism)
+        apply_parallelism(env, self.parallelism, self.default_parallelism)
 
     def submit(self, job_graph: Any, stream_graph: Any) -> Any:
         register_program_modules(self.program_dir)
@@ -74,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--parallelism", type=int, default=None)
+    ap.add_argument("--default-parallelism", type=int, default=None)
     ap.add_argument("program")
     ap.add_argument("args", nargs=argparse.REMAINDER)
     ns = ap.parse_args(argv)
@@ -81,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     program_dir = os.path.dirname(os.path.abspath(ns.program))
     sys.path.insert(0, program_dir)
     sys.argv = [ns.program, *ns.args]
-    set_context(PlanCaptureContext(ns.out, ns.parallelism, program_dir))
+    set_context(PlanCaptureContext(ns.out, ns.parallelism, program_dir, ns.default_parallelism))
     try:
         runpy.run_path(ns.program, run_name="__main__")
     except ProgramAbort:

@@ -27,6 +27,7 @@ import msgpack
 from millstream.engine.checkpoint.filesystem import storage_fs
 from millstream.engine.client import job_output
 from millstream.engine.client.collect_result_buffer import CollectResultBuffer, ResultsMissing
+from millstream.engine.client.context import apply_parallelism
 from millstream.engine.client.failover import failover_client
 from millstream.engine.client.job_progress import JobWatcher
 from millstream.engine.client.job_client import CloseableIterator
@@ -253,6 +254,8 @@ class RestJobClient:
         return CloseableIterator(gen(), on_close=close, limit=limit)
 
 
+log = logging.getLogger(__name__)
+
 # A program that logs at INFO (PyFlink's examples call logging.basicConfig(level=INFO)) would print a
 # line per REST call of this client; PyFlink's client prints none, so neither do we.
 for _noisy in ("httpx", "httpcore"):
@@ -287,10 +290,10 @@ class RemoteContext:
         self.outage_s = outage_s
         self.submitted: list[str] = []
         self.cancelled: set[str] = set()  # submitted jobs the program cancelled itself
+        self._cluster_parallelism: int | None = None
 
     def configure(self, env: "StreamExecutionEnvironment") -> None:
-        if self.parallelism:
-            env.set_parallelism(self.parallelism)
+        apply_parallelism(env, self.parallelism, None if self.parallelism else self.cluster_default_parallelism())
         if self.batch_engine:
             env._config.set_string("execution.batch-engine", self.batch_engine)
         if self.savepoint_path:
@@ -299,6 +302,21 @@ class RemoteContext:
             env._config.set_string("execution.savepoint.path", storage_fs(path).absolute(path))
             if self.allow_non_restored_state:
                 env._config.set_string("execution.savepoint.ignore-unclaimed-state", "true")
+
+    def cluster_default_parallelism(self) -> int | None:
+        """The cluster's ``parallelism.default`` (the JobManager's MILLSTREAM_PARALLELISM_DEFAULT), asked
+        once: as under ``flink run``, the cluster's configuration, not the client's, decides the
+        parallelism of a program that sets none. None if the JobManager does not say (an older one)."""
+        if self._cluster_parallelism is None:
+            try:
+                r = self.http.get("/jobmanager/config", timeout=10)
+                entries = {e["key"]: e["value"] for e in r.json()} if r.status_code == 200 else {}
+                self._cluster_parallelism = int(entries["parallelism_default"])
+            except (httpx.TransportError, ValueError, KeyError, TypeError) as e:
+                # The submission itself will say if the JobManager is gone; the job then runs at 1.
+                log.warning("could not read the cluster's default parallelism: %s", e or type(e).__name__)
+                self._cluster_parallelism = 0
+        return self._cluster_parallelism or None
 
     def _post_job(self, job_graph: "JobGraph", code: bytes) -> str:
         """``POST /jobs``, retried while the JobManager restarts (no connection) or Redis is away

@@ -7,7 +7,8 @@ why and what to use instead. ``isinstance`` checks against it are simply False.
 """
 from __future__ import annotations
 
-from typing import Any
+import inspect
+from typing import Any, Callable, NoReturn
 
 
 class NotSupportedError(NotImplementedError):
@@ -53,14 +54,71 @@ def declare_unsupported(namespace: dict[str, Any], names: list[str], why: str, i
         namespace[name] = unsupported_class(name, module, why, instead)
 
 
+def unsupported_function(name: str, module: str, why: str, instead: str = "") -> Callable[..., NoReturn]:
+    """A module-level function named ``name`` (of ``module``) that raises NotSupportedError whatever it is
+    given, so PyFlink's signature does not matter: the call explains itself, not a TypeError."""
+    message = _message(f"{module.replace('millstream.engine.', 'pyflink.', 1)}.{name}", why, instead)
+
+    def function(*args: Any, **kwargs: Any) -> NoReturn:
+        raise NotSupportedError(message)
+
+    function.__name__ = function.__qualname__ = name
+    function.__module__ = module
+    function.__doc__ = message
+    function.__not_supported__ = message  # type: ignore[attr-defined]
+    return function
+
+
 def not_supported(feature: str, why: str, instead: str = "") -> NotSupportedError:
     """The error a supported class raises from a method whose feature is missing."""
     return NotSupportedError(_message(feature, why, instead))
 
 
+class unsupported_method:
+    """A PyFlink method Millstream's class has no meaning for: it exists (so ``hasattr`` and a program
+    that merely mentions it work), and calling it raises NotSupportedError naming the alternative.
+    The message names the class it was reached through (``FileSource.get_java_function``)."""
+
+    def __init__(self, why: str, instead: str = "") -> None:
+        self.why = why
+        self.instead = instead
+        self.name = "?"
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, objtype: type | None = None) -> Callable[..., Any]:
+        cls = objtype if objtype is not None else type(obj)
+        feature = f"{cls.__module__.replace('millstream.engine.', 'pyflink.', 1)}.{cls.__qualname__}.{self.name}"
+        why, instead = self.why, self.instead
+
+        def method(*args: Any, **kwargs: Any) -> Any:
+            raise NotSupportedError(_message(feature, why, instead))
+
+        method.__name__ = self.name
+        method.__doc__ = _message(feature, why, instead)
+        return method
+
+
+def java_only(instead: str) -> unsupported_method:
+    """PyFlink's ``get_java_*`` methods: they hand out the Java object behind a Python one through Py4J."""
+    return unsupported_method("it returns the Java object behind this one, and Millstream runs no JVM", instead)
+
+
 def is_unsupported(obj: Any) -> bool:
     """True for placeholders made here (the names test and the docs generator tell them apart)."""
-    return isinstance(obj, _UnsupportedMeta)
+    if isinstance(obj, _UnsupportedMeta):
+        return True
+    return inspect.isfunction(obj) and getattr(obj, "__not_supported__", None) is not None
 
 
-__all__ = ["NotSupportedError", "declare_unsupported", "is_unsupported", "not_supported", "unsupported_class"]
+__all__ = [
+    "NotSupportedError",
+    "declare_unsupported",
+    "is_unsupported",
+    "java_only",
+    "not_supported",
+    "unsupported_class",
+    "unsupported_function",
+    "unsupported_method",
+]

@@ -9,6 +9,8 @@ from abc import ABC, abstractmethod
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, TypeVar
 
+from millstream.engine.compat.unsupported import java_only
+
 if TYPE_CHECKING:
     from millstream.engine.metrics import MetricGroup
     from millstream.engine.datastream.state import (
@@ -194,6 +196,8 @@ class CheckpointListener(ABC):
 
 class SinkFunction(Function):
     """A user sink: ``invoke(value, context)`` is called for every record."""
+
+    get_java_function = java_only("the SinkFunction itself, stream.add_sink(sink_function)")
 
     def invoke(self, value: Any, context: Any) -> None:
         raise NotImplementedError

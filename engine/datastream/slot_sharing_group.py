@@ -8,11 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from millstream.engine.compat.unsupported import java_only
+
 __all__ = ["MemorySize", "SlotSharingGroup"]
 
 
 class MemorySize:
     """A number of bytes, as Flink's MemorySize."""
+
+    get_java_memory_size = java_only("get_bytes() or get_mebi_bytes() of the MemorySize itself")
 
     def __init__(self, bytes_size: int) -> None:
         if bytes_size < 0:
@@ -53,6 +57,8 @@ class MemorySize:
 
 class SlotSharingGroup:
     """A named group with optional resource figures (recorded only; see the module docstring)."""
+
+    get_java_slot_sharing_group = java_only("the SlotSharingGroup itself, stream.slot_sharing_group(group), and its getters")
 
     def __init__(self, name: str, resources: dict[str, Any] | None = None) -> None:
         if not name:

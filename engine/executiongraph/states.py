@@ -18,6 +18,11 @@ class JobStatus(str, Enum):
     FINISHED = "FINISHED"
     FAILED = "FAILED"
     SUSPENDED = "SUSPENDED"
+    # Flink's state for a job whose new JobManager waits for its tasks to report back. Millstream's
+    # takeover (task_reconciliation.py) gathers the task reports before it serves the job, so a
+    # job is RUNNING again when anyone can see it; the member exists so that programs comparing a
+    # JobClient's status with it load and compare as in PyFlink.
+    RECONCILING = "RECONCILING"
 
     def is_terminal(self) -> bool:
         return self in (JobStatus.CANCELED, JobStatus.FINISHED, JobStatus.FAILED)
@@ -45,6 +50,8 @@ _JOB_ALLOWED: dict[JobStatus, set[JobStatus]] = {
     JobStatus.RESTARTING: {JobStatus.CREATED, JobStatus.RUNNING, JobStatus.FAILED, JobStatus.CANCELLING, JobStatus.CANCELED, JobStatus.SUSPENDED},
     JobStatus.CANCELLING: {JobStatus.CANCELED, JobStatus.SUSPENDED},
     JobStatus.SUSPENDED: {JobStatus.CREATED, JobStatus.RUNNING, JobStatus.CANCELED, JobStatus.FAILED},
+    # As in Flink: reconciling ends in the job running again, or in it failing or being cancelled.
+    JobStatus.RECONCILING: {JobStatus.RUNNING, JobStatus.FAILING, JobStatus.FAILED, JobStatus.CANCELLING, JobStatus.SUSPENDED},
 }
 
 _TASK_ORDER = [

@@ -184,6 +184,24 @@ class CountTrigger(Trigger):
         ctx.set_state("count", None)
 
 
+class _FireTimeState:
+    """The continuous triggers' next fire time as PyFlink's ``ReducingState`` (reduced with ``min``),
+    kept in the trigger slot "fire" they have always used, so savepoints taken before stay readable."""
+
+    def __init__(self, ctx: TriggerContext) -> None:
+        self._ctx = ctx
+
+    def get(self) -> int | None:
+        return self._ctx.get_state("fire")
+
+    def add(self, value: int) -> None:
+        current = self.get()
+        self._ctx.set_state("fire", value if current is None else min(current, value))
+
+    def clear(self) -> None:
+        self._ctx.set_state("fire", None)
+
+
 class ContinuousEventTimeTrigger(Trigger):
     """Fires every ``interval`` of event time while the window is open, and at its end."""
 
@@ -198,29 +216,35 @@ class ContinuousEventTimeTrigger(Trigger):
         if window.max_timestamp() <= ctx.current_watermark():
             return TriggerResult.FIRE
         ctx.register_event_time_timer(window.max_timestamp())
-        if ctx.get_state("fire") is None:
-            start = timestamp - (timestamp % self.interval)
-            nxt = start + self.interval
-            ctx.register_event_time_timer(nxt)
-            ctx.set_state("fire", nxt)
+        fire = _FireTimeState(ctx)
+        if fire.get() is None:
+            self.register_next_fire_timestamp(timestamp - (timestamp % self.interval), window, ctx, fire)
         return TriggerResult.CONTINUE
 
     def on_event_time(self, time, window, ctx):
         if time == window.max_timestamp():
             return TriggerResult.FIRE
-        if ctx.get_state("fire") == time:
-            nxt = time + self.interval
-            ctx.register_event_time_timer(nxt)
-            ctx.set_state("fire", nxt)
+        fire = _FireTimeState(ctx)
+        if fire.get() == time:
+            fire.clear()
+            self.register_next_fire_timestamp(time, window, ctx, fire)
             return TriggerResult.FIRE
         return TriggerResult.CONTINUE
 
     def clear(self, window, ctx):
-        fire = ctx.get_state("fire")
-        if fire is not None:
-            ctx.delete_event_time_timer(fire)
-        ctx.set_state("fire", None)
+        fire = _FireTimeState(ctx)
+        if fire.get() is not None:
+            ctx.delete_event_time_timer(fire.get())
+        fire.clear()
         ctx.delete_event_time_timer(window.max_timestamp())
+
+    def register_next_fire_timestamp(self, time: int, window: Any, ctx: Any, fire_timestamp_state: Any) -> None:
+        """PyFlink's (and Flink's) hook: schedule the next fire one interval after ``time``, never past
+        the window's end (that fire is the window's own), and remember it in ``fire_timestamp_state``.
+        The built-in methods call it, so a subclass that overrides it changes the schedule, as in PyFlink."""
+        next_fire = min(time + self.interval, window.max_timestamp())
+        fire_timestamp_state.add(next_fire)
+        ctx.register_event_time_timer(next_fire)
 
 
 class PurgingTrigger(Trigger):
@@ -273,20 +297,26 @@ class ContinuousProcessingTimeTrigger(Trigger):
     def of(interval: Any) -> "ContinuousProcessingTimeTrigger":
         return ContinuousProcessingTimeTrigger(interval if isinstance(interval, int) else interval.to_milliseconds())
 
-    def _register_next(self, time: int, window: Any, ctx: TriggerContext) -> None:
-        nxt = min(time + self.interval, window.max_timestamp())
-        ctx.register_processing_time_timer(nxt)
-        ctx.set_state("fire", nxt)
+    def register_next_fire_timestamp(self, time: int, window: Any, ctx: Any, fire_timestamp_state: Any) -> None:
+        """PyFlink's (and Flink's) hook: schedule the next fire one interval after ``time``, never past
+        the window's end, and remember it in ``fire_timestamp_state``. The built-in methods call it,
+        so a subclass that overrides it changes the schedule, as in PyFlink."""
+        next_fire = min(time + self.interval, window.max_timestamp())
+        fire_timestamp_state.add(next_fire)
+        ctx.register_processing_time_timer(next_fire)
 
     def on_element(self, element, timestamp, window, ctx):
-        if ctx.get_state("fire") is None:
+        fire = _FireTimeState(ctx)
+        if fire.get() is None:
             now = ctx.current_processing_time()
-            self._register_next(now - (now % self.interval), window, ctx)
+            self.register_next_fire_timestamp(now - (now % self.interval), window, ctx, fire)
         return TriggerResult.CONTINUE
 
     def on_processing_time(self, time, window, ctx):
-        if ctx.get_state("fire") == time:
-            self._register_next(time, window, ctx)
+        fire = _FireTimeState(ctx)
+        if fire.get() == time:
+            fire.clear()
+            self.register_next_fire_timestamp(time, window, ctx, fire)
             return TriggerResult.FIRE
         return TriggerResult.CONTINUE
 

@@ -38,6 +38,7 @@ from typing import Any, BinaryIO
 from millstream.engine.common.serialization import Encoder
 from millstream.engine.compat.unsupported import unsupported_class
 from millstream.engine.checkpoint.filesystem import is_remote
+from millstream.engine.compat.unsupported import java_only, unsupported_method
 from millstream.engine.datastream.connectors.file_paths import normalise, remote_files
 from millstream.engine.datastream.connectors.sink import Committer, InitContext, Sink, SinkWriter
 
@@ -47,6 +48,8 @@ FINISHED = ".finished"
 
 class OutputFileConfig:
     """Part file names: ``<prefix>-<uuid>-<subtask>-<counter><suffix>``."""
+
+    get_java_object = java_only("the OutputFileConfig itself, FileSink.for_row_format(...).with_output_file_config(config)")
 
     def __init__(self, part_prefix: str = "part", part_suffix: str = "") -> None:
         for what, v in (("part prefix", part_prefix), ("part suffix", part_suffix)):
@@ -86,6 +89,8 @@ class OutputFileConfigBuilder:
 class RollingPolicy:
     """When an in-progress part file is closed: Flink's default (size, age, inactivity) or on every checkpoint."""
 
+    get_java_object = java_only("the RollingPolicy itself, FileSink.for_row_format(...).with_rolling_policy(policy)")
+
     def __init__(self, on_checkpoint: bool, part_size: int, rollover_interval: int, inactivity_interval: int) -> None:
         for what, v in (("part_size", part_size), ("rollover_interval", rollover_interval), ("inactivity_interval", inactivity_interval)):
             if not isinstance(v, int) or v <= 0:
@@ -120,6 +125,8 @@ _JAVA_DATE = [("yyyy", "%Y"), ("MM", "%m"), ("dd", "%d"), ("HH", "%H"), ("mm", "
 
 class BucketAssigner:
     """Which sub-directory of the base path a record goes to."""
+
+    get_java_object = java_only("the BucketAssigner itself, FileSink.for_row_format(...).with_bucket_assigner(assigner)")
 
     def __init__(self, format_str: str | None, timezone_id: str | None = None) -> None:
         self.format_str = format_str
@@ -440,6 +447,14 @@ class _FinishedWriter(FileWriter):
 
 class FileSink(Sink):
     """Exactly-once row-format file sink. Build with ``FileSink.for_row_format(base_path, encoder)``."""
+
+    # PyFlink's FileSink hands its compaction topology (a Java StreamTransformer) to sink_to() here;
+    # Millstream's FileSink does not compact, and pre-processing topologies do not exist (base.py).
+    get_transformer = unsupported_method(
+        "sink pre-processing topologies (Java sink transformers, which carry FileSink's file compaction) "
+        "are not implemented",
+        "ordinary DataStream operators before sink_to()",
+    )
 
     def __init__(
         self,

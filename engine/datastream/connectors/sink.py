@@ -21,6 +21,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
+from millstream.engine.compat.unsupported import java_only
+
 
 class SinkWriter(ABC):
     @abstractmethod
@@ -72,6 +74,8 @@ class InitContext:
 
 
 class Sink(ABC):
+    get_java_function = java_only("the sink itself, stream.sink_to(sink)")
+
     @abstractmethod
     def create_writer(self, subtask: int, parallelism: int) -> SinkWriter: ...
 

@@ -15,6 +15,7 @@ from abc import ABC, abstractmethod
 from typing import Any, Mapping, Sequence
 
 from millstream.engine.checkpoint.rescale import redistribute_splits
+from millstream.engine.compat.unsupported import java_only
 
 SplitState = Any  # one split's resumable state: plain msgpack-able data
 
@@ -43,6 +44,8 @@ class Source(ABC):
 
     #: a non-parallel source always runs with parallelism 1
     parallel: bool = True
+
+    get_java_function = java_only("the source itself, env.from_source(source, watermark_strategy, name)")
 
     @abstractmethod
     def is_bounded(self) -> bool: ...

@@ -16,6 +16,7 @@ import threading
 import time
 from typing import Any, Mapping
 
+from millstream.engine.compat.unsupported import java_only
 from millstream.engine.datastream.connectors.source import Source, SourceReader
 
 _END = object()
@@ -23,6 +24,8 @@ _END = object()
 
 class SourceFunction:
     """PyFlink-style push source. Call ``ctx.collect(value)`` from ``run``."""
+
+    get_java_function = java_only("the SourceFunction itself, env.add_source(source_function)")
 
     def run(self, ctx: Any) -> None:
         raise NotImplementedError

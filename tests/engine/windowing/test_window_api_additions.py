@@ -79,3 +79,18 @@ def test_continuous_processing_time_trigger_fires_every_interval_until_the_windo
     assert t.can_merge()
     with pytest.raises(ValueError):
         ContinuousProcessingTimeTrigger.of(0)
+
+
+def test_continuous_processing_time_trigger_schedules_through_pyflinks_hook():
+    # A subclass overriding register_next_fire_timestamp (PyFlink's signature) sets the schedule.
+    class EveryTenth(ContinuousProcessingTimeTrigger):
+        def register_next_fire_timestamp(self, time, window, ctx, fire_timestamp_state):
+            nxt = min(time + 10, window.max_timestamp())
+            fire_timestamp_state.add(nxt)
+            ctx.register_processing_time_timer(nxt)
+
+    t, w, ctx = EveryTenth(100), TimeWindow(0, 350), Ctx(now=130)
+    t.on_element("x", 0, w, ctx)
+    assert ctx.timers == {110}
+    assert t.on_processing_time(110, w, ctx) is TriggerResult.FIRE
+    assert 120 in ctx.timers
