@@ -21,9 +21,15 @@ from millstream.engine.common.typeinfo import (
     RowTypeInfo,
     TupleTypeInfo,
 )
-from millstream.engine.runtime.key_encoding import KeyEncodingError
 
 KeySpec = Any  # None | str | tuple[str, tuple[KeySpec, ...]]
+
+
+class KeyEncodingError(TypeError):
+    """A key whose type has no encoding that is equal for equal keys in every process.
+
+    Defined here, below the runtime, because ``key_by`` (the API) raises it for a declared key type and
+    ``millstream.engine.runtime.key_encoding`` for an undeclared key at its first record."""
 
 _SCALARS = {
     "String": "STRING",

@@ -27,6 +27,8 @@ from typing import Any, Callable
 
 import msgpack
 
+from millstream.engine.common.key_spec import KeyEncodingError  # noqa: F401 (raised here, defined below the runtime)
+
 # Stored with keyed snapshots; state of an older version is regrouped key by key on restore.
 # 1: crc32 of ``msgpack.packb(key, default=str)``; 2: crc32 of the key's bytes (equal keys alike);
 # 3: Flink's murmur hash of the hash code PyFlink's Java side gives the key (``key_hash``).
@@ -57,8 +59,6 @@ _FIX = (
 )
 
 
-class KeyEncodingError(TypeError):
-    """A key whose type has no encoding that is equal for equal keys in every process."""
 
 
 def canonical(key: Any) -> Any:
