@@ -11,8 +11,9 @@ otherwise name their own address and collect the token. :meth:`RedisLeaderElecti
 refuses a lease not sealed with this cluster's secret: a standby then knows no leader (reads from
 SQL, 503 for mutations), as during a takeover. The Lua scripts never see the secret: the candidate
 seals the value for the token it will take before asking, and the acquire script refuses unless that
-token is still above the epoch, so the sealed value is written in the same step as the lease. Every write the
-leader makes that changes what TaskManagers do (deploy, cancel, trigger, user code, channel
+token is still above the epoch, so the sealed value is written in the same step as the lease.
+
+Every write the leader makes that changes what TaskManagers do (deploy, cancel, trigger, user code, channel
 release) goes through :class:`FencedRedis`, whose Lua script performs it only while the lease still
 holds the leader's own value: a JobManager that lost the lease (paused, partitioned) cannot slip a
 deploy in after a successor took over. The SQL side of the fence is a :class:`FenceStore` that the
