@@ -12,6 +12,10 @@ and the payload. The context is not sent; the receiver rebuilds it from where it
 so an element replayed into another channel, inbox, job or attempt (or out of order in its own
 channel) fails, as does a changed byte or another cluster's secret. One MAC per buffer, not per
 record: keyed BLAKE2b costs about a microsecond plus ~1 ns/byte (benchmarks/mac_cost.py).
+
+Values that Lua scripts compare as strings or that people read with redis-cli (the HA leader lease,
+the data servers' fingerprint) are sealed as text instead: ``sealed1:<hex tag>:<text>``
+(:func:`seal_text`, :func:`open_text`), with the same key and contexts.
 """
 from __future__ import annotations
 
