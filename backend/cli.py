@@ -181,6 +181,11 @@ def jobmanager(
         typer.echo(str(e), err=True)
         raise typer.Exit(2)
     _benchmark_switch(settings, "JobManager")
+    # After the last exec (_fix_malloc_mmap_threshold) and once the settings hold the secrets: the
+    # programs this JobManager plans must not read them from its /proc/<pid>/environ or mem.
+    from millstream.engine.security.process_hardening import harden_process
+
+    harden_process()
     from millstream.engine.checkpoint.storage import seal_state_files
 
     seal_state_files(settings.cluster_secret)  # state files the JobManager writes are sealed like the slots'
@@ -228,6 +233,11 @@ def taskmanager(
     _require_cluster_secret(settings, "TaskManager")
     checkpoint_dir = _check_checkpoint_dir(settings, "TaskManager")
     unsealed = _benchmark_switch(settings, "TaskManager")
+    # The slots get what they need in their SlotConfig; user code in them must not find the secrets
+    # in this process's environment (inherited by the slots too) or its /proc/<pid>/environ and mem.
+    from millstream.engine.security.process_hardening import harden_process
+
+    harden_process()
     log_path = log_file or (str(settings.log_file) if settings.log_file else None)
     _configure_logging(settings, log_path)
     run_taskmanager(
@@ -288,6 +298,11 @@ def cluster_start(
         settings, taskmanagers or settings.taskmanagers, slots or settings.slots, restart_taskmanagers, jobmanagers,
         data_redis,
     )
+    # The launcher is an ancestor of every program the cluster plans or runs: it keeps the secrets
+    # it passes on out of its own environment and /proc files (engine/security/process_hardening.py).
+    from millstream.engine.security.process_hardening import harden_process
+
+    cluster.inherited_secrets = harden_process()
     taken = cluster.taken_port()
     if taken:
         # Before anything starts: another server on the port must not be taken for this cluster.

@@ -92,9 +92,13 @@ class LocalCluster:
         self.failure: str | None = None  # why the cluster did not come up, once it did not
         # Shared by the processes started here only; generated when the user set none.
         self.cluster_secret = settings.cluster_secret or secrets.token_hex(32)
+        # Secret variables the CLI took out of this process's environment (process_hardening): the
+        # processes started here still get them, explicitly.
+        self.inherited_secrets: dict[str, str] = {}
 
     def _env(self, redis_url: str) -> dict[str, str]:
         env = dict(os.environ)
+        env.update(self.inherited_secrets)
         env["REDIS_URL"] = redis_url
         env["MILLSTREAM_DATA_DIR"] = str(self.settings.data_dir.resolve())
         # Absolute, so that the JobManager and the TaskManagers agree whatever their working directory.

@@ -47,7 +47,8 @@ def make_leadership(
         return term
 
     return JobManagerLeadership(
-        holder, settings.jobmanager_address, client, sessions, dispatcher, like, settings.leader_lease_ms
+        holder, settings.jobmanager_address, client, sessions, dispatcher, like, settings.leader_lease_ms,
+        secret=dispatcher.config.cluster_secret,
     )
 
 
@@ -105,6 +106,8 @@ class JobManagerLeadership:
         standby: Dispatcher,
         make_dispatcher: DispatcherFactory,
         lease_ms: int,
+        *,
+        secret: str | None,
     ) -> None:
         self.holder = holder  # app.state: REST handlers read holder.dispatcher on every request
         self.address = address
@@ -117,7 +120,11 @@ class JobManagerLeadership:
         self._fence: SqlLeaderFence | None = None
         self.standby = standby  # never started: answers reads from SQL while this JobManager does not lead
         holder.dispatcher = standby
-        self.election = RedisLeaderElection(client, address, self, SqlLeaderFence(sessions), lease_config(lease_ms))
+        # The lease is sealed with the cluster secret: a standby forwards requests (with their
+        # credentials) only to a leader named by a lease that a JobManager of this cluster wrote.
+        self.election = RedisLeaderElection(
+            client, address, self, SqlLeaderFence(sessions), lease_config(lease_ms), secret=secret or ""
+        )
         self._leader_cache: tuple[float, Lease | None] = (0.0, None)
 
     # -- lifecycle ----------------------------------------------------------------------------------

@@ -17,8 +17,8 @@ DATA_SERVERS = PREFIX + ":data:servers"
 
 # control plane
 JOBMANAGER_INBOX = PREFIX + ":jm:inbox"  # list: task state changes, acks, registrations
-JOBMANAGER_LEADER = PREFIX + ":jm:leader"  # the leader's lease: "token|since ms|address", with a TTL
-JOBMANAGER_LEADER_EPOCH = PREFIX + ":jm:leader:epoch"  # int: the last fencing token handed out (INCR)
+JOBMANAGER_LEADER = PREFIX + ":jm:leader"  # the leader's lease: "token|since ms|address" sealed (mac.seal_text), with a TTL
+JOBMANAGER_LEADER_EPOCH = PREFIX + ":jm:leader:epoch"  # int: the last fencing token handed out
 JOBMANAGER_EPOCH = PREFIX + ":jm:epoch"  # sealed: the running JobManager's epoch, which its inbox demands
 # hash: "{tm}:{slot}" -> sealed list of the tasks that slot runs, answering a recovering JobManager's
 # report_tasks request (engine/jobmanager/task_reconciliation.py); short TTL

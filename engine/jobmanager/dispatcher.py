@@ -257,7 +257,8 @@ class Dispatcher(SavepointOperations):
 
     def _publish_data_servers(self) -> None:
         """Say which data servers channels go to: a slot refuses a task when its own list differs."""
-        self.writes.set(redis_keys.DATA_SERVERS, data_servers.fingerprint(self.config.data_redis_urls))
+        fingerprint = data_servers.fingerprint(self.config.data_redis_urls)
+        self.writes.set(redis_keys.DATA_SERVERS, data_servers.seal_fingerprint(self.config.cluster_secret, fingerprint))
 
     def _check_redis_epoch(self) -> None:
         """Fail running jobs over when Redis is a new server: their channels, control messages and

@@ -1,9 +1,19 @@
 """Leader election among JobManagers over Redis: a lease with a fencing token, and fenced writes.
 
 The lease is ``ms:jm:leader`` (engine/redis_keys.py), set only if absent and with a TTL, holding
-``token|since|address``; the token comes from INCR on ``ms:jm:leader:epoch``, so every term has a
-larger one than the last. Only the holder can renew it (a Lua check-and-PEXPIRE). Every write the
-leader makes that changes what TaskManagers do (deploy, cancel, trigger, user code, channel
+``token|since|address`` sealed with the cluster secret (engine/security/mac.py ``seal_text``); the
+token is one above both ``ms:jm:leader:epoch`` and the SQL fence, so every term has a larger one than
+the last. Only the holder can renew it (a Lua check-and-PEXPIRE).
+
+Why sealed: a standby forwards every REST request, with its ``Authorization`` header and cookies, to
+the address the lease names (backend/leader_forwarding.py). Anyone who can write to Redis could
+otherwise name their own address and collect the token. :meth:`RedisLeaderElection.current_leader`
+refuses a lease not sealed with this cluster's secret: a standby then knows no leader (reads from
+SQL, 503 for mutations), as during a takeover. The Lua scripts never see the secret: the candidate
+seals the value for the token it will take before asking, and the acquire script refuses unless that
+token is still above the epoch, so the sealed value is written in the same step as the lease.
+
+Every write the leader makes that changes what TaskManagers do (deploy, cancel, trigger, user code, channel
 release) goes through :class:`FencedRedis`, whose Lua script performs it only while the lease still
 holds the leader's own value: a JobManager that lost the lease (paused, partitioned) cannot slip a
 deploy in after a successor took over. The SQL side of the fence is a :class:`FenceStore` that the
@@ -22,21 +32,21 @@ import redis
 
 from millstream.engine import redis_keys
 from millstream.engine.jobmanager.leader_lease import Lease, LeaseAction, LeaseConfig, LeaderLease
+from millstream.engine.security.mac import Unauthenticated, open_text, seal_text
 
 log = logging.getLogger("millstream.leader")
 
-# KEYS: lease, epoch. ARGV: address, since ms, ttl ms, floor (the highest token the SQL fence has seen).
+# KEYS: lease, epoch. ARGV: the sealed lease value, its token, ttl ms. The token was chosen above the
+# epoch and the SQL fence's floor by the caller, who sealed the value for it (Lua has no secret):
+# refused when another candidate took that token or a larger one meanwhile.
 _ACQUIRE = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return false end
-local t = redis.call('INCR', KEYS[2])
-local floor = tonumber(ARGV[4])
-if t <= floor then
-  t = floor + 1
-  redis.call('SET', KEYS[2], t)
-end
-local v = t .. '|' .. ARGV[2] .. '|' .. ARGV[1]
-redis.call('SET', KEYS[1], v, 'NX', 'PX', ARGV[3])
-return v
+local epoch = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+local t = tonumber(ARGV[2])
+if t <= epoch then return false end
+redis.call('SET', KEYS[2], t)
+redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[3])
+return ARGV[1]
 """
 # KEYS: lease. ARGV: our lease value, ttl ms.
 _RENEW = """
@@ -55,6 +65,27 @@ for i = 2, #KEYS do args[#args + 1] = KEYS[i] end
 for i = 3, #ARGV do args[#args + 1] = ARGV[i] end
 return redis.call(ARGV[2], unpack(args))
 """
+
+
+LEASE_KIND = "leader_lease"
+
+
+def seal_lease(secret: str | bytes | None, lease: Lease) -> Lease:
+    """``lease`` with its stored value sealed with the cluster secret, bound to the lease key."""
+    return Lease(lease.token, lease.address, lease.since_ms,
+                 stored=seal_text(secret, LEASE_KIND, (redis_keys.JOBMANAGER_LEADER,), lease.encode()))
+
+
+def open_lease(secret: str | bytes | None, raw: str | bytes | None) -> Lease | None:
+    """The lease sealed in ``raw``; None when there is none. Raises Unauthenticated for a value not
+    sealed with ``secret`` (written by someone without it) and for a sealed but malformed one."""
+    if raw is None:
+        return None
+    text = open_text(secret, LEASE_KIND, (redis_keys.JOBMANAGER_LEADER,), raw)
+    lease = Lease.decode(text)
+    if lease is None:
+        raise Unauthenticated("the leader lease is sealed but malformed")
+    return Lease(lease.token, lease.address, lease.since_ms, stored=raw.decode() if isinstance(raw, bytes) else raw)
 
 
 class FencedOut(RuntimeError):
@@ -87,7 +118,7 @@ class FencedRedis:
     def __init__(self, client: redis.Redis, lease: Lease) -> None:
         self._client = client
         self.lease = lease
-        self._value = lease.encode()
+        self._value = lease.value()  # the sealed value: the script compares it with the lease in Redis
         self._script = client.register_script(_FENCED)
 
     def _fenced(self, command: str, keys: list[Any], args: list[Any]) -> Any:
@@ -131,8 +162,12 @@ class RedisLeaderElection:
         config: LeaseConfig = LeaseConfig(),
         monotonic: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
+        *,
+        secret: str | bytes,
     ) -> None:
         self.client = client
+        self.secret = secret  # the cluster secret: seals this JobManager's lease, opens the others'
+        self._refused_lease: str | bytes | None = None  # the last refused value, logged once
         self.address = address
         self.listener = listener
         self.fence_store = fence_store
@@ -176,7 +211,7 @@ class RedisLeaderElection:
             self.state.lost(self.monotonic())
         try:
             if lease is not None:
-                self._release(keys=[redis_keys.JOBMANAGER_LEADER], args=[lease.encode()])
+                self._release(keys=[redis_keys.JOBMANAGER_LEADER], args=[lease.value()])
             self.client.zrem(redis_keys.JOBMANAGER_MEMBERS, self.address)
         except redis.RedisError as e:
             log.warning("could not give the leader lease back: %s", e)
@@ -191,7 +226,7 @@ class RedisLeaderElection:
         if lease is None:
             return
         try:
-            self._release(keys=[redis_keys.JOBMANAGER_LEADER], args=[lease.encode()])
+            self._release(keys=[redis_keys.JOBMANAGER_LEADER], args=[lease.value()])
         except redis.RedisError as e:
             log.warning("could not give the leader lease back (it expires on its own): %s", e)
         self._step_down(self.monotonic(), reason)
@@ -208,7 +243,16 @@ class RedisLeaderElection:
 
     # -- queries any JobManager answers -------------------------------------------------------------
     def current_leader(self) -> Lease | None:
-        return Lease.decode(self.client.get(redis_keys.JOBMANAGER_LEADER))
+        """The lease in Redis if it was sealed with this cluster's secret; None when there is none or
+        when it was not (never act on, or send anything to, an address a Redis writer chose)."""
+        raw = self.client.get(redis_keys.JOBMANAGER_LEADER)
+        try:
+            return open_lease(self.secret, raw)
+        except Unauthenticated as e:
+            if raw != self._refused_lease:  # polled every 200 ms by standbys: log each value once
+                self._refused_lease = raw
+                log.warning("ignoring the leader lease in Redis (%r): %s; no leader is known", raw[:200] if raw else raw, e)
+            return None
 
     def members(self) -> list[str]:
         """JobManagers seen in the last three lease lifetimes, sorted by address."""
@@ -255,16 +299,18 @@ class RedisLeaderElection:
         sent = self.monotonic()
         try:
             floor = self.fence_store.highest_token() if self.fence_store is not None else 0
+            epoch = int(self.client.get(redis_keys.JOBMANAGER_LEADER_EPOCH) or 0)
+            candidate = seal_lease(self.secret, Lease(max(epoch, floor) + 1, self.address, int(self.wall() * 1000)))
             raw = self._acquire(
                 keys=[redis_keys.JOBMANAGER_LEADER, redis_keys.JOBMANAGER_LEADER_EPOCH],
-                args=[self.address, int(self.wall() * 1000), self.config.ttl_ms, floor],
+                args=[candidate.value(), candidate.token, self.config.ttl_ms],
             )
-        except (redis.RedisError, OSError) as e:
+        except (redis.RedisError, OSError, ValueError) as e:
             log.debug("cannot try for the lease: %s", e)
             with self._lock:
                 self.state.not_acquired(self.monotonic())
             return
-        lease = Lease.decode(raw)
+        lease = candidate if raw is not None else None
         if lease is None:
             self.refused_attempts += 1
             with self._lock:
@@ -279,7 +325,7 @@ class RedisLeaderElection:
             claimed = False
         if not claimed:
             try:
-                self._release(keys=[redis_keys.JOBMANAGER_LEADER], args=[lease.encode()])
+                self._release(keys=[redis_keys.JOBMANAGER_LEADER], args=[lease.value()])
             except redis.RedisError:
                 pass
             with self._lock:
@@ -301,7 +347,7 @@ class RedisLeaderElection:
             return
         sent = self.monotonic()
         try:
-            ok = self._renew(keys=[redis_keys.JOBMANAGER_LEADER], args=[lease.encode(), self.config.ttl_ms])
+            ok = self._renew(keys=[redis_keys.JOBMANAGER_LEADER], args=[lease.value(), self.config.ttl_ms])
         except (redis.RedisError, OSError) as e:
             log.warning("could not renew the leader lease: %s", e)
             with self._lock:

@@ -11,7 +11,7 @@ through regardless. No I/O here: the Redis side lives in ``leader_election.py``.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 class LeaseRole(str, enum.Enum):
@@ -51,9 +51,17 @@ class Lease:
     token: int
     address: str  # the leader's REST address
     since_ms: int  # wall-clock epoch ms when the term began
+    # The exact value in the store (the encoded lease sealed with the cluster secret, see
+    # leader_election.py), which renewals and fenced writes compare; not part of the lease's identity.
+    stored: str = field(default="", compare=False, repr=False)
 
     def encode(self) -> str:
+        """The lease's fields as text (what the store's value seals)."""
         return f"{self.token}|{self.since_ms}|{self.address}"
+
+    def value(self) -> str:
+        """The value the store holds for this lease."""
+        return self.stored or self.encode()
 
     @staticmethod
     def decode(raw: str | bytes | None) -> "Lease | None":

@@ -12,6 +12,10 @@ and the payload. The context is not sent; the receiver rebuilds it from where it
 so an element replayed into another channel, inbox, job or attempt (or out of order in its own
 channel) fails, as does a changed byte or another cluster's secret. One MAC per buffer, not per
 record: keyed BLAKE2b costs about a microsecond plus ~1 ns/byte (benchmarks/mac_cost.py).
+
+Values that Lua scripts compare as strings or that people read with redis-cli (the HA leader lease,
+the data servers' fingerprint) are sealed as text instead: ``sealed1:<hex tag>:<text>``
+(:func:`seal_text`, :func:`open_text`), with the same key and contexts.
 """
 from __future__ import annotations
 
@@ -151,3 +155,39 @@ def is_unsealed() -> bool:
 def check_secret(secret: str | bytes | None) -> None:
     """Raise MissingSecret unless ``secret`` can key envelopes (processes call it before starting a data plane)."""
     _key(secret or "")
+
+
+TEXT_PREFIX = "sealed1:"  # a sealed text value: "sealed1:<hex tag>:<text>"
+
+
+def seal_text(secret: str | bytes | None, kind: str, context: tuple[Part, ...], text: str) -> str:
+    """``text`` with a tag in front, as text: for Redis values that scripts compare as strings (the
+    leader lease) or that people read with redis-cli, where a binary envelope would be awkward."""
+    if _UNSEALED:
+        return text
+    tag = Sealer(secret, kind, *context)._tag(text.encode(), None)
+    return f"{TEXT_PREFIX}{tag.hex()}:{text}"
+
+
+def open_text(secret: str | bytes | None, kind: str, context: tuple[Part, ...], value: str | bytes | None) -> str:
+    """The text sealed in ``value`` by :func:`seal_text`; raises Unauthenticated (counted, not logged:
+    these values are polled, so callers log once per distinct value) for anything else."""
+    if value is None:
+        raise Unauthenticated(f"unauthenticated {describe(kind, context)}: nothing is there")
+    try:
+        raw = value.decode() if isinstance(value, bytes) else value
+    except UnicodeDecodeError:
+        raw = ""
+    if _UNSEALED:
+        return raw
+    tag_hex, sep, text = raw[len(TEXT_PREFIX):].partition(":") if raw.startswith(TEXT_PREFIX) else ("", "", "")
+    expected = Sealer(secret, kind, *context)._tag(text.encode(), None)
+    try:
+        tag = bytes.fromhex(tag_hex)
+    except ValueError:
+        tag = b""
+    if not sep or not hmac.compare_digest(tag, expected):
+        refused[kind] = refused.get(kind, 0) + 1
+        why = "it is not sealed" if not raw.startswith(TEXT_PREFIX) else "its MAC does not match"
+        raise Unauthenticated(f"unauthenticated {describe(kind, context)}: {why} with this cluster's secret")
+    return text

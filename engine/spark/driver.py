@@ -1,12 +1,16 @@
 """The Spark driver process of one Millstream job.
 
-``python -m millstream.engine.spark.driver --job-id J --redis-url URL --spark-master M
+``python -m millstream.engine.spark.driver --job-id J --secrets-stdin --spark-master M
 --job-graph jobgraph.json [--user-code usercode.bin] [--error-file F] [--conf k=v ...]``
+
+With ``--secrets-stdin`` (how the JobManager starts it) the Redis URL, whose password ``ps`` would
+otherwise show, and the cluster secret come as one JSON line on stdin; ``--redis-url`` and
+``--cluster-secret-file`` remain for running a driver by hand.
 
 The JobGraph comes as JSON in a file; the user code (a cloudpickled
 StreamGraph) from ``--user-code`` or else from Redis
-(``millstream.engine.redis_keys.job_user_code``, signed: verified with the secret in
-``--cluster-secret-file`` before unpickling). All Spark jobs run in the job group
+(``millstream.engine.redis_keys.job_user_code``, signed: verified with the cluster secret
+before unpickling). All Spark jobs run in the job group
 named by the job id. Collected results go to the job's Redis collect list as
 entries of the collect protocol (engine/runtime/collect.py), as the native runtime writes them; progress goes to
 ``millstream.engine.redis_keys.spark_progress``. SIGTERM, SIGINT or the Redis cancel key
@@ -40,6 +44,7 @@ from millstream.engine.runtime.io.job_stdout import stdout_key
 from millstream.engine.spark.print_stream import set_print_stream
 from millstream.engine.spark.spark_cancel import spark_cancel_requested
 from millstream.engine.spark.validation import UntranslatableJob
+from millstream.engine.security.process_hardening import make_undumpable
 from millstream.engine.taskexecutor import code_signing
 from millstream.engine.runtime.python_dependencies import activate, materialize, zip_entry
 from millstream.engine.spark.engine_archive import build as build_engine_archive
@@ -143,6 +148,8 @@ def _load_user_code(ns: argparse.Namespace, client: redis.Redis) -> bytes:
 
 def _secret(ns: argparse.Namespace) -> bytes | None:
     """The cluster secret: verifies user code and seals the collect entries this driver writes."""
+    if getattr(ns, "cluster_secret", None):
+        return ns.cluster_secret.encode()
     if not ns.cluster_secret_file:
         return None
     with open(ns.cluster_secret_file, "rb") as f:
@@ -174,7 +181,11 @@ def _spark_context(ns: argparse.Namespace, job_graph: JobGraph) -> Any:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m millstream.engine.spark.driver")
     ap.add_argument("--job-id", required=True)
-    ap.add_argument("--redis-url", required=True)
+    ap.add_argument("--redis-url", help="the Redis URL (visible in ps: prefer --secrets-stdin)")
+    ap.add_argument(
+        "--secrets-stdin", action="store_true",
+        help="read {\"redis_url\": ..., \"cluster_secret\": ...} as one JSON line from stdin (the JobManager's way)",
+    )
     ap.add_argument("--spark-master", default="local[*]")
     ap.add_argument("--job-graph", required=True, help="the JobGraph as JSON")
     ap.add_argument("--user-code", help="the cloudpickled StreamGraph; default: from Redis")
@@ -185,6 +196,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--conf", action="append", help="a Spark setting key=value (repeatable)")
     ap.add_argument("--log-level", default="WARN")
     ns = ap.parse_args(argv)
+    # The job's code runs in this driver's Spark executors (its descendants, as the same user): they
+    # must not open this process's memory, which holds the cluster secret and the Redis password.
+    make_undumpable()
+    ns.cluster_secret = None
+    if ns.secrets_stdin:
+        handover = json.loads(sys.stdin.readline() or "{}")
+        sys.stdin.close()  # nothing more comes; user code finds nothing there
+        ns.redis_url = ns.redis_url or handover.get("redis_url")
+        ns.cluster_secret = handover.get("cluster_secret")
+    if not ns.redis_url:
+        ap.error("the Redis URL is missing: give --redis-url or --secrets-stdin")
 
     cancel = threading.Event()
 

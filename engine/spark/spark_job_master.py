@@ -36,6 +36,23 @@ from millstream.engine.taskexecutor.gateway import TaskExecutorGateway
 
 log = logging.getLogger("millstream.sparkjobmaster")
 
+#: What a Spark driver needs from the JobManager's environment: finding programs, Python, Java,
+#: Spark and Hadoop, and the locale. Nothing else passes (the JobManager's secrets, the database).
+_DRIVER_ENV_NAMES = frozenset({
+    "PATH", "HOME", "USER", "LOGNAME", "LANG", "TZ", "TMPDIR", "TEMP", "TMP", "PYTHONPATH", "PYTHONHASHSEED",
+    "VIRTUAL_ENV", "SYSTEMROOT", "JAVA_HOME",
+})
+_DRIVER_ENV_PREFIXES = ("LC_", "SPARK_", "PYSPARK_", "HADOOP_", "YARN_", "JAVA_")
+
+
+def driver_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The Spark driver's environment: the variables of ``environ`` (default: this process's) that
+    Spark and Python need, and none of the secrets (engine/security/process_hardening.py)."""
+    env = dict(os.environ if environ is None else environ)
+    kept = {k: v for k, v in env.items() if k in _DRIVER_ENV_NAMES or k.startswith(_DRIVER_ENV_PREFIXES)}
+    kept["PYTHONUNBUFFERED"] = "1"
+    return kept
+
 CANCEL_TIMEOUT_MS = 30_000  # a driver that ignores SIGTERM this long is killed
 STDERR_TAIL_CHARS = 20_000  # how much of a driver's stderr an exception record keeps
 DRIVER_TASK_NAME = "Spark driver"
@@ -122,7 +139,7 @@ class SparkJobMaster:
         cmd = [
             self.python, "-m", "millstream.engine.spark.driver",
             "--job-id", self.job_id,
-            "--redis-url", self.redis_url,
+            "--secrets-stdin",  # the Redis URL (its password) and the cluster secret: never in argv or a file
             "--spark-master", self.spark_master,
             "--job-graph", graph_path,
             "--user-code", code_path,
@@ -130,16 +147,24 @@ class SparkJobMaster:
         ]
         for k, v in self.spark_conf.items():
             cmd += ["--conf", f"{k}={v}"]
-        secret = getattr(self.gateway, "cluster_secret", None)
-        if secret:  # seals the collect entries the driver writes (engine/security/mac.py); mkdtemp's dir is 0700
-            secret_path = os.path.join(self.work_dir, "cluster.secret")
-            with open(secret_path, "w") as f:
-                f.write(secret)
-            cmd += ["--cluster-secret-file", secret_path]
+        # Sent down a pipe the driver reads once at start: argv is visible to every user in ps, and a
+        # file or an environment variable would be readable by the user code of the job (the driver's
+        # Spark executors and Python workers run as the same user and inherit its environment).
+        handover = json.dumps({"redis_url": self.redis_url, "cluster_secret": getattr(self.gateway, "cluster_secret", None)})
         self._stderr = open(os.path.join(self.work_dir, "driver.err"), "w+b")
         with open(os.path.join(self.work_dir, "driver.out"), "wb") as out:
-            # Its own session, so a Ctrl-C aimed at the JobManager does not reach it twice.
-            self.process = subprocess.Popen(cmd, stdout=out, stderr=self._stderr, start_new_session=True)
+            # Its own session, so a Ctrl-C aimed at the JobManager does not reach it twice; its own
+            # environment, so it inherits none of the JobManager's secrets.
+            self.process = subprocess.Popen(
+                cmd, stdin=subprocess.PIPE, stdout=out, stderr=self._stderr, start_new_session=True,
+                env=driver_environment(),
+            )
+        assert self.process.stdin is not None
+        try:
+            self.process.stdin.write(handover.encode() + b"\n")
+            self.process.stdin.close()
+        except BrokenPipeError:
+            pass  # the driver died at once: tick() reports its exit and stderr
 
     def _error_path(self) -> str:
         assert self.work_dir is not None

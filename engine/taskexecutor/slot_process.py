@@ -42,7 +42,7 @@ from millstream.engine.taskexecutor.stack_sampler import sample_threads
 from millstream.engine.runtime.user_code_class_loader import load_user_code
 from millstream.engine.runtime.stream_task import StreamTask, TaskEnvironment
 from millstream.engine.runtime.io.job_stdout import StdoutForwarder
-from millstream.engine.security.mac import check_secret, unseal_for_benchmark
+from millstream.engine.security.mac import Unauthenticated, check_secret, unseal_for_benchmark
 from millstream.engine.security.replay import ReplayWindow
 from millstream.engine.taskexecutor import code_signing, messages
 from millstream.engine.taskexecutor.free_memory import release_free_memory
@@ -123,6 +123,7 @@ class SlotExecutor:
         self.checkpoints_seen: dict[tuple[str, int], int] = {}
         self.lock = threading.Lock()
         self.code_cache: dict[str, bytes] = {}
+        self._refused_fingerprint: bytes | None = None  # the last unsealed ms:data:servers value, logged once
         self.serializer = MsgpackSerializer()
         self.stopping = threading.Event()
         # To the TaskManager's Prometheus endpoint (engine/taskexecutor/metrics_server.py); None: it has none.
@@ -247,7 +248,16 @@ class SlotExecutor:
         published = self.client.get(redis_keys.DATA_SERVERS)
         if published is None:
             return  # a JobManager from before the check, or one that has not published yet
-        theirs, ours = published.decode(), data_servers.fingerprint(self.cfg.data_redis_urls)
+        try:
+            theirs = data_servers.open_fingerprint(self.cfg.cluster_secret, published)
+        except Unauthenticated as e:
+            # Not the JobManager's (written without the cluster secret): acting on it would let anyone
+            # with Redis access fail every deploy. Ignored like an unpublished one; logged once per value.
+            if published != self._refused_fingerprint:
+                self._refused_fingerprint = published
+                log.warning("ignoring the data servers' fingerprint in Redis (%r): %s", published[:100], e)
+            return
+        ours = data_servers.fingerprint(self.cfg.data_redis_urls)
         if theirs != ours:
             raise data_servers.DataServersMismatch(
                 f"this TaskManager's MILLSTREAM_DATA_REDIS_URLS ({'fingerprint ' + ours if ours else 'unset'}) is not "

@@ -40,6 +40,14 @@ def test_cluster_start_with_protected_reads_comes_up(tmp_path: Path):
             if "Millstream is up" in line or "did not come up" in line:
                 break
         assert any("Millstream is up" in ln for ln in lines), "".join(lines)
+        if sys.platform.startswith("linux"):
+            # The launcher, an ancestor of every program the cluster runs, keeps the secrets it passes
+            # on (the JobManager and the TaskManager came up with them) out of its /proc environ.
+            try:
+                environ = Path(f"/proc/{proc.pid}/environ").read_bytes()
+            except PermissionError:
+                environ = b""  # non-dumpable, seen by a non-root reader: unreadable altogether
+            assert b"s" * 32 not in environ and b"MILLSTREAM_AUTH_TOKEN" not in environ
     finally:
         proc.send_signal(signal.SIGINT)
         rest, _ = proc.communicate(timeout=60)

@@ -16,7 +16,7 @@ from millstream.backend.persistence.leader_fence import SqlLeaderFence
 from millstream.backend.persistence.sql_job_store import SqlJobStore
 from millstream.engine import redis_keys
 from millstream.engine.jobmanager.job_store import JobRecord
-from millstream.engine.jobmanager.leader_election import FencedOut, FencedRedis, RedisLeaderElection
+from millstream.engine.jobmanager.leader_election import FencedOut, FencedRedis, RedisLeaderElection, seal_lease
 from millstream.engine.jobmanager.leader_lease import Lease, LeaseConfig
 from tests.engine.progress import until
 
@@ -55,8 +55,11 @@ def sessions(database_url: str) -> Iterator[sessionmaker[Session]]:
     engine.dispose()
 
 
+SECRET = "fencing-test-secret"
+
+
 def _election(client, sessions, address: str, recorder: Recorder, config: LeaseConfig = SLOW) -> RedisLeaderElection:
-    return RedisLeaderElection(client, address, recorder, SqlLeaderFence(sessions), config)
+    return RedisLeaderElection(client, address, recorder, SqlLeaderFence(sessions), config, secret=SECRET)
 
 
 def _job(state: str = "RUNNING") -> JobRecord:
@@ -240,3 +243,28 @@ def test_a_successor_claim_waits_for_a_fenced_write_in_flight_and_then_fences_it
     with pytest.raises(FencedOut, match="stale"):
         old_store.save_job(_job("CANCELED"))
     assert SqlLeaderFence(sessions).highest_token() == 8
+
+
+def test_a_lease_not_sealed_with_the_cluster_secret_names_no_leader(client, sessions) -> None:
+    """Someone who can write to Redis but has no cluster secret cannot make a JobManager believe
+    another address leads (a standby would forward requests, with their credentials, to it)."""
+    b = _election(client, sessions, "http://b:2", Recorder())
+    forged = Lease(99, "http://attacker:6666", int(time.time() * 1000))
+    for value in (
+        forged.encode(),  # the old, plain format
+        seal_lease("another cluster's secret", forged).value(),  # the sealed format, without our secret
+        seal_lease(SECRET, forged).value().replace("attacker:6666", "attacker:6667"),  # a genuine tag, changed text
+    ):
+        client.set(redis_keys.JOBMANAGER_LEADER, value, px=60_000)
+        assert b.current_leader() is None, value
+    # Sealed with the secret, by a JobManager of this cluster: known.
+    a = _election(client, sessions, "http://a:1", Recorder())
+    client.delete(redis_keys.JOBMANAGER_LEADER)
+    a._do_acquire()
+    assert a.holds() and b.current_leader() == a.lease and b.current_leader().address == "http://a:1"
+    assert client.get(redis_keys.JOBMANAGER_LEADER).decode().startswith("sealed1:")
+    # ... and only with this cluster's secret.
+    other = RedisLeaderElection(client, "http://c:3", Recorder(), SqlLeaderFence(sessions), SLOW, secret="other")
+    assert other.current_leader() is None
+    a._do_renew()
+    assert a.holds()  # the sealed value still renews (the script compares the whole value)

@@ -82,14 +82,16 @@ class HACluster:
         return address if address and address != skip and self.role_of(address) == "leader" else None
 
     def pid_of(self, url: str) -> int:
-        port = url.rsplit(":", 1)[1]
+        # By the log file the launcher names on its command line: a JobManager's environment is not
+        # readable by other processes (it is non-dumpable, engine/security/process_hardening.py).
+        log_file = f"jobmanager-{self.urls.index(url)}.log"
         for pid in _role_pids(self.launcher.pid, "jobmanager"):
             try:
-                if psutil.Process(pid).environ().get("MILLSTREAM_PORT") == port:
+                if any(arg.endswith(log_file) for arg in psutil.Process(pid).cmdline()):
                     return pid
             except psutil.Error:
                 continue
-        raise AssertionError(f"no JobManager process on port {port}")
+        raise AssertionError(f"no JobManager process for {url}")
 
 
 def _wait(predicate, timeout: float, what: str):

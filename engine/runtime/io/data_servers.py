@@ -20,6 +20,7 @@ from millstream.engine import redis_keys
 from millstream.engine.graph.job_graph import JobGraph
 from millstream.engine.runtime.io.channel import ChannelId
 from millstream.engine.runtime.partitioner import connected_targets
+from millstream.engine.security.mac import open_text, seal_text
 
 
 def shard_of(channel: ChannelId, servers: int) -> int:
@@ -71,6 +72,21 @@ def fingerprint(urls: list[str] | tuple[str, ...]) -> str:
         u = urlsplit(url)
         places.append(f"{u.scheme}://{u.hostname}:{u.port or 6379}{u.path or '/0'}")
     return hashlib.sha256("\n".join(places).encode()).hexdigest()[:16]
+
+
+FINGERPRINT_KIND = "data_servers"
+
+
+def seal_fingerprint(secret: str | bytes | None, value: str) -> str:
+    """The fingerprint as the JobManager publishes it: sealed with the cluster secret, because a slot
+    refuses every task when the published one differs from its own, and anyone able to write to
+    Redis could otherwise make every deploy fail."""
+    return seal_text(secret, FINGERPRINT_KIND, (redis_keys.DATA_SERVERS,), value)
+
+
+def open_fingerprint(secret: str | bytes | None, raw: str | bytes) -> str:
+    """The fingerprint sealed in ``raw``; raises Unauthenticated when it was not sealed with ``secret``."""
+    return open_text(secret, FINGERPRINT_KIND, (redis_keys.DATA_SERVERS,), raw)
 
 
 class DataServersMismatch(RuntimeError):
