@@ -32,7 +32,7 @@ system-deps:
 	fi
 
 test: install system-deps
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=40
 
 test-fast: install
 	$(PY) -m pytest -q tests/engine
