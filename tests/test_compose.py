@@ -15,8 +15,10 @@ Two layers:
    taskmanager, dependencies, URLs that point at the right service names,
    volumes that are declared.
 
-3. **What the file names exists**: every ``MILLSTREAM_*`` variable is a setting,
-   and every ``millstream`` command line is a real subcommand with real options.
+3. **What the file names exists**: every ``MILLSTREAM_*`` variable is a setting, so
+   is every other variable given to a ``millstream`` process (``REDIS_URL``,
+   ``DATABASE_URL``, ``SPARK_MASTER``: the settings' aliases), and every
+   ``millstream`` command line is a real subcommand with real options.
 
 The file is also run through ``<bin> config -q`` (no engine needed) with a
 Compose **v2** CLI: ``COMPOSE_BIN`` if set, else the ``docker-compose`` that the
@@ -42,7 +44,9 @@ import typer.main
 import yaml
 
 from millstream.backend.cli import app as cli_app
-from millstream.backend.settings import known_variables
+from pydantic import AliasChoices
+
+from millstream.backend.settings import Settings, known_variables
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -405,12 +409,51 @@ def test_spark_worker_points_at_the_spark_master(services):
     assert "spark-master" in depends_on(worker)
 
 
-def test_every_millstream_variable_is_a_setting(services):
-    known = known_variables()
+def _setting_aliases() -> set[str]:
+    """The variables the settings class reads under a name of its own (``REDIS_URL``, ``DATABASE_URL``,
+    ``SPARK_MASTER``): its fields' validation aliases, so renaming or dropping one is seen here."""
+    names = set()
+    for field in Settings.model_fields.values():
+        alias = field.validation_alias
+        choices = alias.choices if isinstance(alias, AliasChoices) else [alias]
+        names.update(c.upper() for c in choices if isinstance(c, str))
+    return names
+
+
+def _unread_variables(services: dict) -> list[str]:
+    """``service: VAR`` for each variable compose sets that Millstream does not read: any ``MILLSTREAM_*``
+    that is no setting, and, in the services that run ``millstream``, any other variable that no setting
+    reads under that name (nothing else reads the environment, backend/settings.py). The Spark and
+    infrastructure services' variables are their images' own (POSTGRES_*, SPARK_WORKER_*, GF_*)."""
+    known, aliases = known_variables(), _setting_aliases()
+    unread = []
     for name, svc in services.items():
+        runs_millstream = command_of(svc)[:1] == ["millstream"]
         for var in env_of(svc):
             if var.upper().startswith("MILLSTREAM_"):
-                assert var.upper() in known, f"{name} sets {var}, which no setting reads (backend/settings.py)"
+                ok = var.upper() in known
+            else:
+                ok = not runs_millstream or var.upper() in aliases
+            if not ok:
+                unread.append(f"{name}: {var}")
+    return unread
+
+
+def test_every_variable_given_to_millstream_is_a_setting(services):
+    assert not _unread_variables(services), (
+        f"compose sets variables no setting reads (backend/settings.py): {_unread_variables(services)}"
+    )
+    # The conventional names are really passed to both kinds of process, so the check above covers them.
+    for name in ("jobmanager", "taskmanager"):
+        assert {"REDIS_URL", "SPARK_MASTER"} <= set(env_of(services[name])), name
+    assert "DATABASE_URL" in env_of(services["jobmanager"])
+
+
+@pytest.mark.parametrize("var", ["REDIS_URI", "DATABASE", "SPARK_MASTER_URL", "MILLSTREAM_CHEKPOINT_DIR"])
+def test_the_variable_check_can_fail(services, var):
+    broken = copy.deepcopy(services)
+    broken["taskmanager"]["environment"] = {**env_of(broken["taskmanager"]), var: "x"}
+    assert _unread_variables(broken) == [f"taskmanager: {var}"]
 
 
 def _check_millstream_command(argv: list[str], where: str) -> None:
