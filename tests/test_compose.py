@@ -56,6 +56,8 @@ SCHEMA_FILE = Path(__file__).resolve().parent / "data" / "compose-spec.json"
 
 SERVICES = {"redis", "postgres", "jobmanager", "taskmanager", "spark-master", "spark-worker"}
 SPARK_MASTER_URL = "spark://spark-master:7077"
+# What the file takes from the caller's environment with ${VAR:?}, refusing to render without it.
+SECRETS = {"MILLSTREAM_AUTH_TOKEN": "t" * 32, "MILLSTREAM_CLUSTER_SECRET": "s" * 32, "POSTGRES_PASSWORD": "p" * 32}
 
 
 # --------------------------------------------------------------------------- helpers
@@ -269,8 +271,8 @@ def test_compose_cli_accepts_the_file():
     major = _compose_major_version(cmd)
     if major is None or major < 2:
         pytest.skip(f"{' '.join(cmd)} is Compose v{major}; the file needs Compose v2 (v1 rejects `name:`)")
-    # The file refuses to render without these two secrets (no defaults, on purpose).
-    env = dict(os.environ, MILLSTREAM_AUTH_TOKEN="t" * 32, MILLSTREAM_CLUSTER_SECRET="s" * 32)
+    # The file refuses to render without these secrets (no defaults, on purpose).
+    env = dict(os.environ, **SECRETS)
     result = subprocess.run(
         [*cmd, "-f", str(COMPOSE_FILE), "config", "-q"],
         cwd=ROOT, capture_output=True, text=True, timeout=60, env=env,
@@ -279,7 +281,7 @@ def test_compose_cli_accepts_the_file():
 
 
 def test_compose_cli_refuses_the_file_without_its_secrets():
-    """Issue 14: no fallback secret. With either secret unset (or empty), Compose itself refuses to
+    """Issue 14: no fallback secret. With any secret unset (or empty), Compose itself refuses to
     render the file, naming the variable, so no cluster starts with a guessable one."""
     cmd = _compose_cli()
     if cmd is None:
@@ -287,11 +289,10 @@ def test_compose_cli_refuses_the_file_without_its_secrets():
     major = _compose_major_version(cmd)
     if major is None or major < 2:
         pytest.skip(f"{' '.join(cmd)} is Compose v{major}; the file needs Compose v2 (v1 rejects `name:`)")
-    both = {"MILLSTREAM_AUTH_TOKEN": "t" * 32, "MILLSTREAM_CLUSTER_SECRET": "s" * 32}
-    for missing in both:
+    for missing in SECRETS:
         for unset in (True, False):
-            env = {k: v for k, v in os.environ.items() if k not in both}
-            env.update({k: v for k, v in both.items() if k != missing})
+            env = {k: v for k, v in os.environ.items() if k not in SECRETS}
+            env.update({k: v for k, v in SECRETS.items() if k != missing})
             if not unset:
                 env[missing] = ""  # set but empty: ${VAR:?} refuses that too
             result = subprocess.run(
@@ -331,7 +332,9 @@ def test_infrastructure_images_and_healthchecks(services):
     assert postgres["image"].startswith("postgres:16")
     assert "pg_isready" in " ".join(postgres["healthcheck"]["test"])
     pg_env = env_of(postgres)
-    assert pg_env["POSTGRES_DB"] == pg_env["POSTGRES_USER"] == pg_env["POSTGRES_PASSWORD"] == "millstream"
+    assert pg_env["POSTGRES_DB"] == pg_env["POSTGRES_USER"] == "millstream"
+    # From the caller's environment, with no fallback: a fixed password is one everybody knows.
+    assert re.fullmatch(r"\$\{POSTGRES_PASSWORD:\?[^}]+\}", pg_env["POSTGRES_PASSWORD"])
     assert mounts_at(postgres, "/var/lib/postgresql/data"), "postgres data must live in a named volume"
 
 
@@ -358,7 +361,9 @@ def test_jobmanager_requires_a_token_since_it_binds_all_interfaces(services):
 def test_urls_point_at_the_service_names(services):
     jm_env = env_of(services["jobmanager"])
     assert jm_env["REDIS_URL"] == "redis://redis:6379/0"
-    assert jm_env["DATABASE_URL"] == "postgresql+psycopg://millstream:millstream@postgres:5432/millstream"
+    assert re.fullmatch(
+        r"postgresql\+psycopg://millstream:\$\{POSTGRES_PASSWORD:\?[^}]+\}@postgres:5432/millstream", jm_env["DATABASE_URL"]
+    )
     assert jm_env["SPARK_MASTER"] == SPARK_MASTER_URL
     assert jm_env["MILLSTREAM_DATA_DIR"] == "/data"
     assert env_of(services["taskmanager"])["REDIS_URL"] == "redis://redis:6379/0"
