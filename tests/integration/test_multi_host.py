@@ -4,13 +4,14 @@ own data directory and only the checkpoint directory shared, as a network filesy
 checkpointed job whose key function is in a module installed nowhere (shipped by add_python_file)
 and needs a requirement installed nowhere either (shipped by set_python_requirements with its wheel,
 installed on each TaskManager host for the job) writes to the exactly-once FileSink and to its client while the TaskManager hosts are SIGKILLed
-and restarted; every update is committed and received exactly once, and REST shows each
-TaskManager's address and log."""
+and restarted; every update is committed and received exactly once, and REST and the dashboard
+show each TaskManager's address and log."""
 from __future__ import annotations
 
 import json
 import os
 import random
+import re
 import secrets
 import shutil
 import signal
@@ -23,6 +24,7 @@ from typing import Iterator
 
 import httpx
 import pytest
+from markupsafe import escape  # what Jinja escapes with
 
 from tests.integration.test_recovery import committed_counts
 
@@ -210,10 +212,28 @@ def test_exactly_once_across_three_hosts_with_taskmanager_hosts_killed(hosts: Ho
         assert {k: len(v) for k, v in files.items() if sorted(v) != want} == {}, "sink: updates missing or twice"
         restores = [http.get(f"/jobs/{j['jid']}/checkpoints").json()["counts"]["restored"] for j in jobs()]
         assert all(r >= 1 for r in restores), restores
-        # Each TaskManager's address and log, from the JobManager on host A.
-        for t in taskmanagers():
+        # Each TaskManager's address and log, from the JobManager on host A: through REST, and on the
+        # dashboard's pages, which render them from their own code path (the log of a TaskManager on
+        # another host is the one its processes ship through Redis; no file of it is on host A).
+        tm_list = taskmanagers()
+        page = http.get("/ui/taskmanagers")
+        assert page.status_code == 200, page.status_code
+        advertised = set()
+        for t in tm_list:
+            (addr,) = [hosts.address(h) for h in "bc" if hosts.address(h) in t["path"]]
+            advertised.add(addr)
             log = http.get(f"/taskmanagers/{t['id']}/log")
             assert log.status_code == 200 and "starting with 2 slots" in log.text, (t["id"], log.status_code)
+            # The TaskManagers list: this TaskManager's row names its host's address, not 127.0.0.1.
+            row = rf">{re.escape(str(escape(t['id'])))}</a></td>\s*<td>{re.escape(addr)}</td>"
+            assert re.search(row, page.text), (t["id"], addr, page.text[-3000:])
+            # Its page tails the same log (the last 200 lines, so the start-up line may have scrolled
+            # off): the newest line REST served is there. The job has ended, so nothing pushes it out.
+            last = log.text.rstrip("\n").splitlines()[-1]
+            detail = http.get(f"/ui/taskmanagers/{t['id']}")
+            assert detail.status_code == 200 and str(escape(last)) in detail.text, (t["id"], last, detail.text[-3000:])
+        assert advertised == {hosts.address("b"), hosts.address("c")}, advertised
+        assert "<td>127.0.0.1</td>" not in page.text
     finally:
         if run is not None and run.poll() is None:
             run.kill()
