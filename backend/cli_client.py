@@ -69,11 +69,16 @@ def _program_error(e: BaseException, program: Path, submitted: bool) -> str:
     return f"{when}: {what}{where}"
 
 
-def _run_program(program: Path, args: list[str], verbose: bool, submitted: Callable[[], bool]) -> str | None:
+def _run_program(
+    program: Path, args: list[str], verbose: bool, submitted: Callable[[], bool], python_path: list[str] | None = None
+) -> str | None:
     """Run the user program as ``__main__`` with ``args``; None if it ran through, else one line saying
-    how it failed (with ``verbose``, its traceback is printed first)."""
+    how it failed (with ``verbose``, its traceback is printed first). ``python_path``: entries (from
+    ``-pyfs``) put on the import path after the program's directory."""
     from millstream.engine.client.plan_capture import ProgramAbort
 
+    for entry in reversed(python_path or []):
+        sys.path.insert(0, entry)
     sys.path.insert(0, str(program.resolve().parent))
     sys.argv = [str(program), *args]
     try:
@@ -122,6 +127,21 @@ def run(
         help="Seconds an attached run lets its job wait for slots before cancelling it (Flink's "
         "slot.request.timeout) [env MILLSTREAM_SLOT_REQUEST_TIMEOUT_S, default 300]",
     ),
+    py_files: Optional[str] = typer.Option(
+        None, "--pyFiles", "-pyfs",
+        help="Comma-separated .py files, directories, .zip/.whl/.egg files shipped with every job and put on "
+        "the import path of its tasks (as env.add_python_file)",
+    ),
+    py_archives: Optional[str] = typer.Option(
+        None, "--pyArchives", "-pyarch",
+        help="Comma-separated zip archives, each archive.zip or archive.zip#target_dir, extracted per job into "
+        "the working directory of its tasks (as env.add_python_archive)",
+    ),
+    py_requirements: Optional[str] = typer.Option(
+        None, "--pyRequirements", "-pyreq",
+        help="requirements.txt or requirements.txt#cached_dir: installed per job on every TaskManager, from "
+        "cached_dir alone (offline) when given (as env.set_python_requirements)",
+    ),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show the program's traceback when it fails"),
     jobmanager_url: Optional[str] = JM_OPTION,
 ) -> None:
@@ -138,8 +158,13 @@ def run(
     from millstream.engine.compat.pyflink_alias import install
 
     from millstream.engine.compat.apache_flink import coexistence_note
+    from millstream.engine.client.python_options import BadDependencyOption, parse as parse_dependencies
 
     settings = Settings()
+    try:
+        dependencies = parse_dependencies(py_files, py_archives, py_requirements)
+    except BadDependencyOption as e:
+        raise _fail(str(e), EXIT_USAGE)
     if allow_non_restored_state and not from_savepoint:
         raise _fail("--allow-non-restored-state only makes sense with --from-savepoint", EXIT_USAGE)
     if engine not in (None, "spark", "native"):
@@ -154,7 +179,7 @@ def run(
                 addresses, parallelism, detached, settings.auth_token, str(program.resolve().parent), engine,
                 from_savepoint, allow_non_restored_state,
                 slot_timeout if slot_timeout is not None else settings.slot_request_timeout_s,
-                settings.client_retry_timeout_s,
+                settings.client_retry_timeout_s, dependencies,
             )
         except BadAddress as e:
             raise _fail(str(e), EXIT_USAGE)
@@ -167,10 +192,12 @@ def run(
     if note:
         typer.echo(note, err=True)
     install()
-    set_context(remote if remote is not None else LocalContext(parallelism))
+    set_context(remote if remote is not None else LocalContext(parallelism, dependencies))
     code = 0
     try:
-        failure = _run_program(program, ctx.args, verbose, lambda: bool(remote and remote.submitted))
+        failure = _run_program(
+            program, ctx.args, verbose, lambda: bool(remote and remote.submitted), dependencies.client_path()
+        )
         if failure:
             typer.echo(failure, err=True)
             code = EXIT_PROGRAM

@@ -10,6 +10,7 @@ import os
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from millstream.engine.client.python_options import PythonDependencyOptions
     from millstream.engine.datastream.stream_execution_environment import StreamExecutionEnvironment
     from millstream.engine.graph.job_graph import JobGraph
     from millstream.engine.graph.stream_graph import StreamGraph
@@ -24,13 +25,16 @@ class ExecutionContext(Protocol):
 
 
 class LocalContext:
-    def __init__(self, parallelism: int | None = None) -> None:
+    def __init__(self, parallelism: int | None = None, python_dependencies: "PythonDependencyOptions | None" = None) -> None:
         # As Flink's local environment: without a parallelism, one subtask per CPU core.
         self.parallelism = parallelism or os.cpu_count() or 1
+        self.python_dependencies = python_dependencies  # -pyfs/-pyarch/-pyreq of `millstream run --local`
 
     def configure(self, env: "StreamExecutionEnvironment") -> None:
         if self.parallelism:
             env.set_parallelism(self.parallelism)
+        if self.python_dependencies:
+            self.python_dependencies.apply(env)
 
     def submit(self, job_graph: "JobGraph", stream_graph: "StreamGraph") -> Any:
         from millstream.engine.client.mini_cluster import MiniCluster

@@ -38,6 +38,7 @@ from millstream.engine.runtime.io.serialization import MsgpackSerializer
 from millstream.engine.runtime.python_dependencies import user_code_of
 
 if TYPE_CHECKING:
+    from millstream.engine.client.python_options import PythonDependencyOptions
     from millstream.engine.datastream.stream_execution_environment import StreamExecutionEnvironment
     from millstream.engine.graph.job_graph import JobGraph
     from millstream.engine.graph.stream_graph import StreamGraph
@@ -275,6 +276,7 @@ class RemoteContext:
         allow_non_restored_state: bool = False,
         slot_timeout_s: float = DEFAULT_SLOT_TIMEOUT_S,
         outage_s: float = JOBMANAGER_OUTAGE_S,
+        python_dependencies: "PythonDependencyOptions | None" = None,
     ) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.addresses = jobmanager_url
@@ -288,12 +290,15 @@ class RemoteContext:
         self.allow_non_restored_state = allow_non_restored_state
         self.slot_timeout_s = slot_timeout_s
         self.outage_s = outage_s
+        self.python_dependencies = python_dependencies  # -pyfs/-pyarch/-pyreq: shipped with every job
         self.submitted: list[str] = []
         self.cancelled: set[str] = set()  # submitted jobs the program cancelled itself
         self._cluster_parallelism: int | None = None
 
     def configure(self, env: "StreamExecutionEnvironment") -> None:
         apply_parallelism(env, self.parallelism, None if self.parallelism else self.cluster_default_parallelism())
+        if self.python_dependencies:
+            self.python_dependencies.apply(env)
         if self.batch_engine:
             env._config.set_string("execution.batch-engine", self.batch_engine)
         if self.savepoint_path:

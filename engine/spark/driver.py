@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -219,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     client = redis.Redis.from_url(ns.redis_url)
     sc = None
     watcher: _Watcher | None = None
+    shipped: str | None = None  # this job's shipped files (and, for a remote master, the engine zip)
     try:
         with open(ns.job_graph) as f:
             job_graph = JobGraph.from_dict(json.load(f))
@@ -292,6 +294,10 @@ def main(argv: list[str] | None = None) -> int:
             watcher.publish()  # the final figures, kept after the context is gone
         if sc is not None:
             sc.stop()
+        if shipped is not None:
+            # After sc.stop(): the executors' Python workers are done with the files. Every BATCH job
+            # made one of these directories, so leaving it would fill the JobManager's temp dir.
+            shutil.rmtree(shipped, ignore_errors=True)
 
 
 def _await_killed_tasks(sc: Any, job_group: str, timeout_s: float = 10.0) -> None:

@@ -134,3 +134,30 @@ def test_archives_are_extracted_where_the_jobs_functions_run(cluster: Cluster, t
     prog = _program(tmp_path, ARCHIVE_PROGRAM)
     for options in (("-p", "2"), ("--local",)):
         _ran(cluster.run(prog, str(archive), options=options), "['a-ok', 'b-ok']")
+
+
+PYFS_PROGRAM = """
+from pyflink.common import Types
+from pyflink.datastream import StreamExecutionEnvironment
+
+import greet                      # found only through -pyfs: the CLI puts it on the client's path too
+
+
+def late(x):
+    import greet as g             # imported on the TaskManager at run time, from what the job shipped
+    return g.hello(x)
+
+
+env = StreamExecutionEnvironment.get_execution_environment()
+print(sorted(env.from_collection(["a", "b"], type_info=Types.STRING()).map(greet.hello).map(late).execute_and_collect()))
+"""
+
+
+def test_a_module_given_with_pyfs_is_importable_on_the_taskmanagers(cluster: Cluster, tmp_path: Path) -> None:
+    """``millstream run -pyfs``: the program never calls add_python_file, and the module lives outside
+    its directory and is installed nowhere; the command line ships it as the call would."""
+    helper = tmp_path / "elsewhere" / "greet.py"
+    helper.parent.mkdir()
+    helper.write_text("def hello(x):\n    return 'hi ' + x\n")
+    prog = _program(tmp_path, PYFS_PROGRAM)
+    _ran(cluster.run(prog, options=("-p", "2", "-pyfs", str(helper))), "['hi hi a', 'hi hi b']")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import cloudpickle
 import pytest
@@ -60,6 +61,18 @@ def collected(client: redis.Redis, job_id: str) -> list:
     return [v for e in entries if e.kind == RECORDS for v in e.values]
 
 
+@pytest.fixture
+def driver_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The temp dir of the drivers started in the test (TMPDIR passes to them), to see what they leave."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    return tmp_path
+
+
+def assert_no_pyfiles_dir_left(tmp: Path) -> None:
+    # Each driver makes millstream-pyfiles-<job>-* for the job's shipped files and must delete it.
+    assert not list(tmp.glob("millstream-pyfiles-*")), sorted(p.name for p in tmp.iterdir())
+
+
 def counts(env):
     return (
         env.from_source(NumberSequenceSource(1, 3000), None, "numbers")
@@ -69,7 +82,7 @@ def counts(env):
     )
 
 
-def test_finished_job_delivers_results_and_progress(redis_url):
+def test_finished_job_delivers_results_and_progress(redis_url, driver_tmp):
     jm, store, client = make_master(counts, redis_url)
     pool = SlotPool()
     assert jm.try_schedule(pool)
@@ -88,6 +101,7 @@ def test_finished_job_delivers_results_and_progress(redis_url):
     assert stages and all(s["numFailedTasks"] == 0 and s["numActiveTasks"] == 0 for s in stages)
     assert any(s["numCompletedTasks"] == s["numTasks"] > 0 and "reduceByKey" in s["name"] for s in stages)
     assert {"stageId", "name", "numTasks", "numActiveTasks", "numFailedTasks"} <= set(stages[0])
+    assert_no_pyfiles_dir_left(driver_tmp)
 
 
 class Boom(Exception):
@@ -103,7 +117,7 @@ def failing(env):
     return env.from_source(NumberSequenceSource(1, 100), None, "numbers").map(explode)
 
 
-def test_failed_job_records_the_user_exception(redis_url):
+def test_failed_job_records_the_user_exception(redis_url, driver_tmp):
     jm, store, _ = make_master(failing, redis_url)
     pool = SlotPool()
     jm.try_schedule(pool)
@@ -114,9 +128,10 @@ def test_failed_job_records_the_user_exception(redis_url):
     assert exc.exception_name == "Boom"
     assert "explode" in exc.stacktrace and "Traceback" in exc.stacktrace
     assert store.get_job(jm.job_id).state == "FAILED"
+    assert_no_pyfiles_dir_left(driver_tmp)
 
 
-def test_cancel_stops_the_driver(redis_url):
+def test_cancel_stops_the_driver(redis_url, driver_tmp):
     def slow(env):
         return env.from_source(DataGeneratorSource(lambda i: i, 10_000_000, records_per_second=100), None, "slow")
 
@@ -133,6 +148,7 @@ def test_cancel_stops_the_driver(redis_url):
     assert jm.process.returncode == 3  # the driver cancelled its job group and exited cleanly
     assert store.get_job(jm.job_id).state == "CANCELED"
     assert not jm.cancel(pool)
+    assert_no_pyfiles_dir_left(driver_tmp)
 
 
 def test_unbounded_job_is_refused_at_construction(redis_url):
