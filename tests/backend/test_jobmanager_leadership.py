@@ -2,6 +2,7 @@
 other stands by; the route, the dashboard badge, and what a standby does while no leader answers."""
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -101,6 +102,19 @@ class _Listener:
                 except OSError:
                     self.received.append(b"")
 
+    def received_so_far(self, timeout: float = 10.0) -> list[bytes]:
+        """Every connection made before this call, recorded: a probe of ours queues behind them (one
+        accept loop, a first-in first-out backlog), so once the probe is recorded they all are. The
+        probe itself is left out."""
+        probe = b"probe-" + os.urandom(8).hex().encode()
+        with socket.create_connection(("127.0.0.1", self.port), timeout=timeout) as s:
+            s.sendall(probe)
+        deadline = time.monotonic() + timeout
+        while probe not in self.received:
+            assert time.monotonic() < deadline, "the listener never recorded our probe"
+            time.sleep(0.01)
+        return [r for r in self.received if not r.startswith(b"probe-")]
+
     def close(self) -> None:
         self._stop.set()
         self._thread.join(2)
@@ -132,8 +146,8 @@ def test_a_standby_never_forwards_to_a_lease_forged_in_redis(redis_url: str, tmp
                 # ... and a mutation waits for a leader.
                 r = standby.patch(f"/jobs/{'0' * 32}", params={"mode": "cancel"}, headers=auth)
                 assert r.status_code == 503 and r.headers["retry-after"] == "1"
-            time.sleep(0.3)  # anything sent would have arrived by now
-            assert listener.received == [], listener.received
+            received = listener.received_so_far()  # what the standby sent before our probe: nothing
+            assert received == [], received
     finally:
         client.delete(redis_keys.JOBMANAGER_LEADER)
         client.close()

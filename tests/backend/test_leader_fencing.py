@@ -6,9 +6,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
+from sqlalchemy import text
 from sqlalchemy.orm import Session, sessionmaker
 
 from millstream.backend.persistence.database import make_engine, make_session_factory, upgrade_database
@@ -215,13 +217,18 @@ def test_a_successor_claim_waits_for_a_fenced_write_in_flight_and_then_fences_it
     check and its commit. It waits for that write to end, and the old leader's next write is refused."""
     old_store = SqlJobStore(sessions, SqlLeaderFence(sessions))
     assert old_store.fence.claim(Lease(7, "http://a:1", 1))
+    postgres = sessions.kw["bind"].dialect.name == "postgresql"
     successor = SqlLeaderFence(sessions)
     claimed = threading.Event()
     checked = threading.Event()
     finish = threading.Event()
 
+    writer_pid: list[int] = []  # PostgreSQL: the old leader's backend, which the claim must wait behind
+
     def old_leader_writes() -> None:
         with old_store._write() as session:  # the fence check passes: token 7 still holds
+            if postgres:
+                writer_pid.append(session.scalar(text("SELECT pg_backend_pid()")))
             checked.set()
             finish.wait(10)
             session.add_all([])  # the write itself; commits when the block ends
@@ -235,7 +242,13 @@ def test_a_successor_claim_waits_for_a_fenced_write_in_flight_and_then_fences_it
     assert checked.wait(10)
     claimer = threading.Thread(target=new_leader_claims)
     claimer.start()
-    assert not claimed.wait(1.0), "the successor's claim went through while a fenced write was open"
+    # Not a pause and a hope: the claim is seen waiting on the old leader's lock (see _claim_waits),
+    # several times over, and only then found not done.
+    until(
+        lambda: claimed.is_set() or _claim_waits(claimer, sessions, writer_pid),
+        "the successor's claim to wait on the lock", timeout=15,
+    )
+    assert not claimed.is_set(), "the successor's claim went through while a fenced write was open"
     finish.set()
     writer.join(10)
     assert claimed.wait(30) and successor.token == 8
@@ -243,6 +256,36 @@ def test_a_successor_claim_waits_for_a_fenced_write_in_flight_and_then_fences_it
     with pytest.raises(FencedOut, match="stale"):
         old_store.save_job(_job("CANCELED"))
     assert SqlLeaderFence(sessions).highest_token() == 8
+
+
+def _claim_waits(claimer: threading.Thread, sessions: sessionmaker[Session], writer_pid: list[int]) -> bool:
+    """Whether the claiming thread is blocked on the old leader's lock, as the database or the OS shows it.
+
+    PostgreSQL: a backend waits on a lock (``wait_event_type = 'Lock'``) that the old leader's
+    transaction holds (``pg_blocking_pids``): the claim's UPDATE queues behind the fence row's lock.
+    SQLite: the claiming thread sleeps in SQLite's busy handler (the only thing that sleeps in a
+    claim; sqlite3's busy timeout retries the write lock with nanosleeps between tries); the
+    kernel's wait channel for the thread, sampled three times, says so each time."""
+    if writer_pid:
+        with sessions() as session:
+            return bool(session.scalar(
+                text(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                    "AND :writer = ANY(pg_blocking_pids(pid))"
+                ),
+                {"writer": writer_pid[0]},
+            ))
+    if not Path(f"/proc/self/task/{threading.get_native_id()}/wchan").exists():
+        pytest.skip("no /proc/self/task/*/wchan: cannot see the claim wait on SQLite's lock here")
+    wchan = Path(f"/proc/self/task/{claimer.native_id}/wchan")
+    for _ in range(3):
+        try:
+            if "nanosleep" not in wchan.read_text():
+                return False
+        except FileNotFoundError:  # the claim's thread has ended
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def test_a_lease_not_sealed_with_the_cluster_secret_names_no_leader(client, sessions) -> None:

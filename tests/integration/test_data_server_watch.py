@@ -20,7 +20,8 @@ from millstream.engine import redis_keys
 from tests.integration.cluster import Cluster
 
 PROGRAMS = Path(__file__).parent / "programs"
-OUTAGE_S = 4.0
+# Checks of the dead server (one per 2 s interval) the job's restart must sit out without deploying.
+CHECKS_WHILE_HELD = 2
 
 
 def _channels(server, jid: str) -> set[tuple[int, int, int]]:
@@ -35,6 +36,11 @@ def _channels(server, jid: str) -> set[tuple[int, int, int]]:
 
 def _status(c: Cluster, index: int) -> str:
     return c.http.get("/cluster/data-servers").json()["servers"][index]["status"]
+
+
+def _last_check(c: Cluster, index: int) -> int:
+    """When the JobManager's monitor last PINGed the server (ms): a new value is a new check."""
+    return c.http.get("/cluster/data-servers").json()["servers"][index]["lastCheck"]
 
 
 def _up_gauge(c: Cluster, index: int) -> float | None:
@@ -85,10 +91,17 @@ def test_a_dead_data_server_is_reported_and_restarts_wait_for_it(tmp_path: Path,
             c.wait_for(lambda: "waiting to restart" in c.job(jid).get("status-message", ""), 15, "the restart to wait")
             assert f"data server {victim}" in c.job(jid)["status-message"]
             # While the server is away the job stays RESTARTING and deploys nothing (200 ms restart delay:
-            # without the hold it would have deployed and failed several attempts by now).
-            while time.monotonic() - killed < OUTAGE_S:
-                assert c.job(jid)["state"] == "RESTARTING"
+            # without the hold it would have deployed and failed several attempts by now). Waited on the
+            # monitor's progress, not on a clock: the JobManager has PINGed the dead server, found it down
+            # and kept the hold, CHECKS_WHILE_HELD more times (REST's ``lastCheck`` moves at each check).
+            checks = {_last_check(c, victim)}
+            while len(checks) <= CHECKS_WHILE_HELD:
+                assert c.job(jid)["state"] == "RESTARTING", f"deployed with the server down, after {len(checks)} checks"
+                assert _status(c, victim) == "DOWN"
+                checks.add(_last_check(c, victim))
+                assert time.monotonic() - killed < 60, f"the monitor checked only {len(checks)} times in 60 s"
                 time.sleep(0.2)
+            assert c.job(jid)["state"] == "RESTARTING"
         else:
             c.wait_running(jid, 30)  # attempt 1 has no channel on the dead server: nothing to wait for
         restart_embedded_redis(data_servers[victim])

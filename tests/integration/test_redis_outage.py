@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from tests.integration.cluster import Cluster
 
 PROGRAMS = Path(__file__).parent / "programs"
 N = 24_000
+OLD_BARRIER_HOLD_MS = 10_000  # how long a checkpoint once waited for the client to read its results
 
 
 def test_a_job_survives_redis_dying_and_coming_back_empty(tmp_path: Path) -> None:
@@ -96,8 +96,17 @@ def test_a_client_far_behind_loses_nothing_when_redis_restarts_empty(tmp_path: P
         def completed() -> int:
             return c.http.get(f"/jobs/{jid}/checkpoints").json()["counts"]["completed"]
 
+        def completed_past_the_old_hold() -> bool:
+            latest = c.http.get(f"/jobs/{jid}/checkpoints").json()["latest"]["completed"]
+            return latest is not None and latest["trigger_timestamp"] > paused_ms + OLD_BARRIER_HOLD_MS + 1000
+
+        # The client must stay behind for longer than the old barrier hold: that is time that has to
+        # pass, not a check that nothing happened. Rather than sleep for it and hope the job got
+        # along meanwhile, wait for the progress the test needs: a checkpoint triggered after the old
+        # hold (counted from the client's pause) would have run out has completed over unread results.
+        paused_ms = paused.stat().st_mtime * 1000
         before = completed()
-        time.sleep(12)  # past the old barrier hold: a checkpoint then completed over unread results
+        c.wait_for(completed_past_the_old_hold, 60, "a checkpoint completed past the old barrier hold")
         c.wait_for(lambda: completed() >= before + 2, 60, "checkpoints while the client is behind")
         assert c.job(jid)["state"] == "RUNNING", "the job ended before Redis died: make it longer"
         os.kill(c.redis.pid, signal.SIGKILL)
