@@ -20,8 +20,11 @@ An entry is also bound to its writer and its place in that writer's output: it g
 ``writer id (8 bytes) | index (8 bytes) | envelope``, the MAC covering both, and the JobManager's
 ``CollectPositions`` of the job accepts each (writer, index) at one list position only. A genuine
 entry copied and pushed again (a START that would make the client drop pending records, RECORDS the
-client would hand out twice) lands at a new position and is refused like a forged one; reading the
-same position again (a retried fetch) is fine. Entries deleted from the list show at the client as
+client would hand out twice) lands at a new position and is left out (logged; its offset still
+counts, as the route's ``next-offset`` says), so the client goes on; reading the same position again
+(a retried fetch) is fine. Positions made afresh (a JobManager that restarted) first take in the
+entries before the client's offset, which the client read but has not acknowledged yet, so a copy
+across the restart is known as well. Entries deleted from the list show at the client as
 a gap in record positions (see collect_result_buffer.py), which fails the collect clearly.
 """
 from __future__ import annotations
