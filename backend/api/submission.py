@@ -67,11 +67,13 @@ def job_results(
         raise HTTPException(400, "attempt and acked go together")
     ack = Ack(attempt, acked) if attempt is not None and acked is not None else None
     try:
-        entries, ended = dispatcher.collect(jid, offset, ack)
+        entries, ended, next_offset = dispatcher.collect(jid, offset, ack)
     except ResultOffsetError as e:
         raise HTTPException(400, str(e))
     record = dispatcher.job_record(jid)
     body = msgpack.packb(
-        {"batches": entries, "ended": ended, "state": record.state if record else "UNKNOWN"}, use_bin_type=True
+        # next-offset: a replayed entry left out still counts, so the client must not count what it got
+        {"batches": entries, "ended": ended, "next-offset": next_offset, "state": record.state if record else "UNKNOWN"},
+        use_bin_type=True,
     )
     return Response(body, media_type="application/x-msgpack")

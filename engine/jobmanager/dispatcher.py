@@ -60,7 +60,7 @@ from millstream.engine.jobmanager.job_store import TERMINAL_STATES, ExceptionRec
 from millstream.engine.jobmanager.write_behind_store import WriteBehindJobStore
 from millstream.engine.runtime.collect import Ack
 from millstream.engine.security.replay import ElementPositions
-from millstream.engine.runtime.io.redis_collect import CollectPositions, expire_results, fetch_results, record_ack
+from millstream.engine.runtime.io.redis_collect import CollectPositions, expire_results, fetch_batch, record_ack
 from millstream.engine.runtime.latency_markers import INTERVAL_OPTION as LATENCY_INTERVAL_KEY
 from millstream.engine.resourcemanager.resource_manager import ResourceManager
 from millstream.engine.resourcemanager.slot_pool import SlotPool
@@ -156,7 +156,8 @@ class Dispatcher(SavepointOperations):
         self.started_ms = int(clock() * 1000)
         self.redis_run_id: str | None = None  # the Redis server this JobManager's jobs' data lives in
         self.redis_failovers = 0  # times Redis came back empty and running jobs were failed over
-        self._collect_positions: dict[str, CollectPositions] = {}  # which entry each result offset holds
+        # which entry each result offset holds, for the jobs read most recently (ended ones included)
+        self._collect_positions: OrderedDict[str, CollectPositions] = OrderedDict()
         self._metric_samples: dict[str, dict[bytes, dict[str, Any]]] = {}  # job -> field -> newest sample read
         # which numbered line each print-stream position holds, for the jobs read most recently
         self._stdout_positions: OrderedDict[str, ElementPositions] = OrderedDict()
@@ -485,7 +486,6 @@ class Dispatcher(SavepointOperations):
                 log.warning("job %s stays in memory: its record could not be stored", jid, exc_info=True)
                 continue
             del self.jobs[jid]
-            self._collect_positions.pop(jid, None)
             self._metric_samples.pop(jid, None)
             self._outputs_kept.discard(jid)
             self._output_retry.pop(jid, None)
@@ -764,11 +764,23 @@ class Dispatcher(SavepointOperations):
                 self._stdout_positions.popitem(last=False)
             return positions
 
-    def collect(self, job_id: str, offset: int, ack: Ack | None = None) -> tuple[list[bytes], bool]:
+    def collect_positions(self, job_id: str) -> CollectPositions:
+        """The job's result-list positions, which leave copied entries out (engine/runtime/io/redis_collect.py).
+        Kept for the 32 jobs read most recently, whether in memory or not: results stay readable for an
+        hour after their job ended, and positions made afresh on each call would know no copy. New ones
+        (after a restart, or once dropped here) first take in the entries before the client's offset."""
+        with self.lock:
+            positions = self._collect_positions.pop(job_id, None) or CollectPositions()
+            self._collect_positions[job_id] = positions
+            while len(self._collect_positions) > 32:
+                self._collect_positions.popitem(last=False)
+            return positions
+
+    def collect(self, job_id: str, offset: int, ack: Ack | None = None) -> tuple[list[bytes], bool, int]:
         """execute_and_collect's result entries from ``offset``, acknowledging (dropping) those before
-        it; and whether the job has ended. ``ack``: the record positions the client holds, which its
-        collect sink may forget. Raises ResultOffsetError for an offset already acknowledged or past
-        the entries written."""
+        it; whether the job has ended; and the offset to ask from next (copies left out count). ``ack``:
+        the record positions the client holds, which its collect sink may forget. Raises
+        ResultOffsetError for an offset already acknowledged or past the entries written."""
         with self.lock:
             jm = self.jobs.get(job_id)
             if jm is None and self.store.get_job(job_id) is None:
@@ -776,21 +788,17 @@ class Dispatcher(SavepointOperations):
             if jm is not None and offset > 0:
                 self._check_redis_epoch()  # a client may ask before the control loop saw Redis restart
             ended = jm is None or jm.status.is_terminal()
-            # Kept only while the job is in memory (archiving drops them): a client that finishes
-            # its read after that gets positions for this call alone, not an entry kept forever.
-            positions = (
-                self._collect_positions.setdefault(job_id, CollectPositions()) if jm is not None else CollectPositions()
-            )
+            positions = self.collect_positions(job_id)
         if ack is not None and not ended:
             record_ack(self.client, job_id, ack, self.config.cluster_secret)
         # A results list lost with a Redis restart is recognised in Redis itself (see _FETCH), so
         # this holds across a JobManager restart too.
-        entries = fetch_results(
+        batch = fetch_batch(
             self.client, job_id, offset, secret=self.config.cluster_secret, ended=ended, positions=positions
         )
         if ended:
             expire_results(self.client, job_id)
-        return entries, ended
+        return batch.entries, ended, batch.next_offset
 
     def overview(self) -> dict[str, int]:
         with self.lock:

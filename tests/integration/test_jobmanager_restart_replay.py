@@ -8,8 +8,10 @@ fails on a JobManager that starts with empty memory and no epoch.
 """
 from __future__ import annotations
 
+import json
 import re
 import signal
+from collections import Counter
 from pathlib import Path
 
 import redis
@@ -110,3 +112,38 @@ def test_a_print_line_copied_after_a_restart_does_not_show_again(cluster: Cluste
     assert rest["total"] in (read["total"], read["total"] + 1)
     again = cluster.http.get(f"/jobs/{jid}/stdout").json()
     assert again["lines"] == read["lines"]
+
+
+def test_a_result_entry_copied_across_a_restart_reaches_the_client_once(cluster: Cluster, tmp_path: Path) -> None:
+    """A collect entry the client read is copied; the JobManager restarts; the copy is pushed behind
+    the entries the client has still to read. The client gets every update once and succeeds (it used
+    to fail with "replayed entry", or, with no later entry of that writer left, get the copy)."""
+    out, paused, resume = tmp_path / "out.json", tmp_path / "paused", tmp_path / "resume"
+    known = cluster.job_ids()
+    run = cluster.start_run(
+        PROGRAMS / "slow_collected_count.py", "4000", "2000", str(out), "100", str(paused), str(resume),
+        options=("-p", "2"),
+    )
+    try:
+        jid = cluster.wait_new_job(known)
+        rds = redis.Redis.from_url(cluster.redis_url)
+        key = redis_keys.collect(jid)
+        copied: list[bytes] = []
+        cluster.wait_for(lambda: copied.extend(rds.lrange(key, 0, 0)) or copied, 30, "an entry")
+        cluster.wait_for(paused.exists, 60, "the client to read 100 updates and stop")
+        cluster.wait_state(jid, ("FINISHED",), 60)  # every result written, most of them unread
+        _restart_jobmanager(cluster)
+        rds.rpush(key, copied[0])  # a genuine entry the client has read, pushed again
+        resume.touch()
+        _, stderr = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode == 0, " ".join(stderr.split())[-2000:]
+    received = [tuple(u) for u in json.loads(out.read_text())]
+    dupes = [u for u, n in Counter(received).items() if n > 1]
+    assert not dupes, dupes[:5]
+    assert sorted(received) == sorted((f"k{k}", n) for k in range(40) for n in range(1, 101))
+    log = (cluster.workdir / "jobmanager.log").read_text(errors="replace")
+    assert "left out a replayed entry of job " + jid in log

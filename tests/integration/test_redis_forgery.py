@@ -338,10 +338,12 @@ def test_a_replayed_slot_lost_report_fails_nothing(cluster: Cluster) -> None:
         _cancel(cluster, jid)
 
 
-def test_a_replayed_result_entry_is_refused(cluster: Cluster, tmp_path: Path) -> None:
+def test_a_replayed_result_entry_is_left_out_and_the_client_goes_on(cluster: Cluster, tmp_path: Path) -> None:
+    """A genuine entry pushed again while the client reads: it reaches the client once, and one copy
+    no longer fails the whole collect (it is logged by the JobManager instead)."""
     out = tmp_path / "out.json"
     known = cluster.job_ids()
-    run = cluster.start_run(PROGRAMS / "collected_count.py", "100000000", "300", str(out), options=("-p", "2"))
+    run = cluster.start_run(PROGRAMS / "collected_count.py", "2000", "300", str(out), options=("-p", "2"))
     try:
         jid = cluster.wait_new_job(known)
         cluster.wait_running(jid)
@@ -354,10 +356,10 @@ def test_a_replayed_result_entry_is_refused(cluster: Cluster, tmp_path: Path) ->
         if run.poll() is None:
             run.kill()
             run.wait()
-    said = " ".join(stderr.split())
-    assert run.returncode != 0
-    assert "replayed entry" in said, said[-2000:]
-    _cancel(cluster, jid)
+    assert run.returncode == 0, " ".join(stderr.split())[-2000:]
+    received = [tuple(u) for u in json.loads(out.read_text())]
+    assert sorted(received) == sorted((f"k{k}", n) for k in range(40) for n in range(1, 51))  # each once
+    assert _logged(cluster.workdir / "jobmanager.log", "left out a replayed entry of job " + jid) == 1
 
 
 def _entry_kind(raw: bytes) -> int:

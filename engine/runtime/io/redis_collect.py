@@ -20,16 +20,21 @@ An entry is also bound to its writer and its place in that writer's output: it g
 ``writer id (8 bytes) | index (8 bytes) | envelope``, the MAC covering both, and the JobManager's
 ``CollectPositions`` of the job accepts each (writer, index) at one list position only. A genuine
 entry copied and pushed again (a START that would make the client drop pending records, RECORDS the
-client would hand out twice) lands at a new position and is refused like a forged one; reading the
-same position again (a retried fetch) is fine. Entries deleted from the list show at the client as
+client would hand out twice) lands at a new position and is left out (logged; its offset still
+counts, as the route's ``next-offset`` says), so the client goes on; reading the same position again
+(a retried fetch) is fine. Positions made afresh (a JobManager that restarted) first take in the
+entries before the client's offset, which the client read but has not acknowledged yet, so a copy
+across the restart is known as well. Entries deleted from the list show at the client as
 a gap in record positions (see collect_result_buffer.py), which fails the collect clearly.
 """
 from __future__ import annotations
 
+import logging
 import os
 import struct
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import msgpack
@@ -91,33 +96,38 @@ class UnauthenticatedResult(ResultOffsetError):
     """A result entry not sealed by this cluster for this job (answered with 400, never decoded)."""
 
 
+log = logging.getLogger(__name__)
+
 _HEAD = struct.Struct(">8sQ")  # writer id, index of the entry among that writer's
 
 
 class CollectPositions:
     """The JobManager's memory of one job's result list: which list position holds each writer's entry.
 
-    Pure bookkeeping. ``check`` raises UnauthenticatedResult for an entry whose index is not after its
-    writer's last one, unless it is the entry read at that same position before (a retried fetch);
-    ``forget_before`` drops what the client acknowledged."""
+    Pure bookkeeping. ``accept`` says False for an entry whose index is not after its writer's last
+    one, unless it is the entry read at that same position before (a retried fetch): a copy, which
+    the caller leaves out. ``forget_before`` drops what the client acknowledged. ``primed``: the
+    entries the list held before the first offset asked for were taken in (see fetch_results)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()  # two clients of one job may fetch at once
         self._at: dict[int, tuple[bytes, int]] = {}  # list position -> (writer, index) accepted there
         self._last: dict[bytes, int] = {}  # writer -> highest index accepted
+        self.primed = False
+        self.copies = 0  # copied entries left out, for the log and tests
 
-    def check(self, position: int, writer: bytes, index: int, job_id: str) -> None:
+    def accept(self, position: int, writer: bytes, index: int) -> bool:
         if self._at.get(position) == (writer, index):
-            return  # the same entry read again
+            return True  # the same entry read again
         # Another entry at a position read before is no replay: Redis restarted and the list continues
         # from the client's offset with the new attempt's entries. A copy is an index seen before.
+        # A restored attempt's sink is a new writer (a fresh random id) numbered from 0, so its
+        # entries are never taken for copies of the failed attempt's.
         if index <= self._last.get(writer, -1):
-            raise UnauthenticatedResult(
-                f"job {job_id}'s results hold a replayed entry at offset {position} (entry {index} of a writer "
-                "whose entries this cluster has read before): refused"
-            )
+            return False
         self._at[position] = (writer, index)
         self._last[writer] = index
+        return True
 
     def forget_before(self, position: int) -> None:
         for p in [p for p in self._at if p < position]:
@@ -193,6 +203,15 @@ def record_ack(client: Any, job_id: str, ack: Ack, secret: str | bytes | None) -
     client.hset(redis_keys.collect_meta(job_id), "ack", ack_sealer(secret, job_id).seal(ack.encode()))
 
 
+@dataclass
+class ResultBatch:
+    """A fetch's entries (opened; copies left out) and the offset the client asks from next: the
+    entries read, copies included, so leaving a copy out moves no later entry's offset."""
+
+    entries: list[bytes]
+    next_offset: int
+
+
 def fetch_results(
     client: Any,
     job_id: str,
@@ -202,10 +221,63 @@ def fetch_results(
     ended: bool = False,
     positions: CollectPositions | None = None,
 ) -> list[bytes]:
+    """fetch_batch's entries alone."""
+    return fetch_batch(client, job_id, offset, max_entries, secret, ended, positions).entries
+
+
+def fetch_batch(
+    client: Any,
+    job_id: str,
+    offset: int,
+    max_entries: int = FETCH_ENTRIES,
+    secret: str | bytes | None = None,
+    ended: bool = False,
+    positions: CollectPositions | None = None,
+) -> ResultBatch:
     """Acknowledge the job's entries before ``offset`` and return the next ones (encoded). After a
     Redis restart lost the list, a fresh one (a failover's) continues at ``offset``; if the job has
     ``ended``, nothing will write it again and the loss is an error. ``positions``: the job's
-    CollectPositions, which refuse a replayed entry."""
+    CollectPositions, which leave a replayed entry out."""
+    if positions is None:
+        return _fetch(client, job_id, offset, max_entries, secret, ended, None)
+    with positions.lock:  # priming, trimming and reading as one, against another client's fetch
+        if not positions.primed and secret is not None:
+            positions.primed = True
+            _prime(client, job_id, offset, Sealer(secret, "collect", redis_keys.collect(job_id)), positions)
+        return _fetch(client, job_id, offset, max_entries, secret, ended, positions)
+
+
+def _prime(client: Any, job_id: str, offset: int, sealer: Sealer, positions: CollectPositions) -> None:
+    """New positions (a JobManager that restarted, or a job it no longer remembers) asked for entries
+    from ``offset``: take in those still in the list before it (read by the client, not acknowledged
+    yet) first, as if they had been read, so a copy of one of them (or of an earlier entry of the same
+    writer) further on is known. The fetch trims them right after, so this is the last chance."""
+    acked = client.hget(redis_keys.collect_meta(job_id), "acked")
+    if acked is None or offset <= int(acked):
+        return
+    at = int(acked)
+    while at < offset:
+        raw = client.lrange(redis_keys.collect(job_id), at - int(acked), min(offset, at + 10_000) - int(acked) - 1)
+        if not raw:
+            return
+        for i, v in enumerate(raw, at):
+            try:
+                writer, index, _ = _open(sealer, v)
+            except Unauthenticated:
+                continue  # a forged one is refused when read, not taken in here
+            positions.accept(i, writer, index)
+        at += len(raw)
+
+
+def _fetch(
+    client: Any,
+    job_id: str,
+    offset: int,
+    max_entries: int,
+    secret: str | bytes | None,
+    ended: bool,
+    positions: CollectPositions | None,
+) -> ResultBatch:
     keys = (redis_keys.collect(job_id), redis_keys.collect_meta(job_id))
     sealer = Sealer(secret, "collect", redis_keys.collect(job_id))
     status, value = client.eval(_FETCH, 2, *keys, offset, max_entries, int(ended), 0)
@@ -215,7 +287,7 @@ def fetch_results(
         # first entry's clear header, so neither a JobManager restart nor a stray request can
         # move a list's offsets.
         if not value:
-            return []  # nothing written since: the failover's attempt has not started yet
+            return ResultBatch([], offset)  # nothing written since: the failover's attempt has not started yet
         if not _starts_a_failover(sealer, value):
             raise ResultOffsetError(f"offset {offset} is past the result entries written so far")
         status, value = client.eval(_FETCH, 2, *keys, offset, max_entries, int(ended), 1)
@@ -228,11 +300,9 @@ def fetch_results(
             f"job {job_id} ended and its results from offset {offset} on are gone (Redis restarted, or "
             f"they expired {ENDED_TTL_S} s after the job ended)"
         )
-    if positions is None:
-        return _open_entries(sealer, job_id, offset, value, None)
-    with positions.lock:
+    if positions is not None:
         positions.forget_before(offset)
-        return _open_entries(sealer, job_id, offset, value, positions)
+    return ResultBatch(_open_entries(sealer, job_id, offset, value, positions), offset + len(value))
 
 
 def _starts_a_failover(sealer: Sealer, raw: bytes) -> bool:
@@ -248,20 +318,33 @@ def _starts_a_failover(sealer: Sealer, raw: bytes) -> bool:
     return kind == START and attempt > 0
 
 
+def _open(sealer: Sealer, raw: bytes) -> tuple[bytes, int, bytes]:
+    """An entry's writer, index and opened payload; Unauthenticated if this cluster did not seal it for the job."""
+    if len(raw) < _HEAD.size:
+        sealer.open(None)  # refused: no envelope at all
+    writer, index = _HEAD.unpack_from(raw)
+    return writer, index, sealer.open(raw[_HEAD.size :], index, raw[: _HEAD.size])
+
+
 def _open_entries(
     sealer: Sealer, job_id: str, offset: int, value: list[bytes], positions: CollectPositions | None
 ) -> list[bytes]:
     out = []
     for i, v in enumerate(value):
         try:
-            if len(v) < _HEAD.size:
-                sealer.open(None)  # refused: no envelope at all
-            writer, index = _HEAD.unpack_from(v)
-            out.append(sealer.open(v[_HEAD.size :], index, v[: _HEAD.size]))
+            writer, index, payload = _open(sealer, v)
         except Unauthenticated as e:
             raise UnauthenticatedResult(f"job {job_id}'s results hold an entry this cluster did not write: {e}") from None
-        if positions is not None:
-            positions.check(offset + i, writer, index, job_id)
+        if positions is not None and not positions.accept(offset + i, writer, index):
+            # A genuine entry pushed again: left out (its offset still counts), so the client goes on
+            # with each entry once instead of failing its collect over a copy.
+            positions.copies += 1
+            log.warning(
+                "left out a replayed entry of job %s's results at offset %d (entry %d of a writer whose "
+                "entries were read before)", job_id, offset + i, index,
+            )
+            continue
+        out.append(payload)
     return out
 
 

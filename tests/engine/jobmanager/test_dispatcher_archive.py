@@ -55,8 +55,9 @@ def test_a_running_job_is_never_archived(client, tmp_path) -> None:
     assert jid in d.jobs
 
 
-def test_a_client_reading_after_its_job_left_memory_leaves_nothing_behind(client, tmp_path) -> None:
-    """Collect positions were kept per job id for a read that came after the archive, forever."""
+def test_a_client_reading_after_its_job_left_memory_keeps_its_positions_within_a_bound(client, tmp_path) -> None:
+    """Collect positions were once kept per job id for a read that came after the archive, forever; made
+    afresh on each call, they knew no copy. Now the 32 jobs read most recently keep theirs."""
     clock = Clock()
     d = Dispatcher(client, InMemoryJobStore(), DispatcherConfig(archive_after_ms=0, checkpoint_dir=str(tmp_path), cluster_secret="s" * 32), clock)
     jid = d.submit(graph(), b"user code")
@@ -64,9 +65,14 @@ def test_a_client_reading_after_its_job_left_memory_leaves_nothing_behind(client
     clock.advance(1_000)
     d._archive_ended()
     assert jid not in d.jobs
-    _, ended = d.collect(jid, 0)
+    _, ended, _ = d.collect(jid, 0)
     assert ended
-    assert d._collect_positions == {}
+    positions = d.collect_positions(jid)
+    d.collect(jid, 0)
+    assert d.collect_positions(jid) is positions  # the same memory for the next call
+    for i in range(32):
+        d.collect_positions(f"{i:032x}")
+    assert len(d._collect_positions) == 32 and jid not in d._collect_positions
 
 
 def test_periodic_readers_see_only_unfinished_jobs_and_the_overview_counts_the_rest(client, tmp_path) -> None:

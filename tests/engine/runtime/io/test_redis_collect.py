@@ -144,8 +144,8 @@ def test_an_entry_pushed_by_someone_with_only_the_redis_url_is_refused_undecoded
         fetch_results(client, "j11", 0, secret=SECRET)
 
 
-def test_a_genuine_entry_pushed_again_is_refused_but_reading_its_offset_again_is_not(client: redis.Redis) -> None:
-    from millstream.engine.runtime.io.redis_collect import CollectPositions
+def test_a_genuine_entry_pushed_again_is_left_out_but_reading_its_offset_again_is_not(client: redis.Redis) -> None:
+    from millstream.engine.runtime.io.redis_collect import CollectPositions, fetch_batch
 
     key = redis_keys.collect("jr")
     gw = RedisCollectGateway(client, "jr", gated=True, secret=SECRET)
@@ -154,14 +154,47 @@ def test_a_genuine_entry_pushed_again_is_refused_but_reading_its_offset_again_is
     assert len(fetch_results(client, "jr", 0, secret=SECRET, positions=positions)) == 2
     assert len(fetch_results(client, "jr", 0, secret=SECRET, positions=positions)) == 2  # a retried fetch
     client.rpush(key, client.lindex(key, 0))  # the START copied to the end: it would clear the client's pending
-    with pytest.raises(UnauthenticatedResult, match="replayed entry at offset 2"):
-        fetch_results(client, "jr", 1, secret=SECRET, positions=positions)
-    # Even an entry nobody read yet: its copy is refused once the original was read.
+    gw.publish([collect.records(0, 1, ["c"])])
+    # The copy (offset 2) is left out, yet counts: the entry after it keeps its offset.
+    batch = fetch_batch(client, "jr", 2, secret=SECRET, positions=positions)
+    assert values(batch.entries) == ["c"] and batch.next_offset == 4 and positions.copies == 1
+    # Even an entry nobody read yet: its copy is left out once the original was read.
     other = RedisCollectGateway(client, "jr2", gated=False, secret=SECRET)
     other.publish([collect.records(0, 0, ["c"])])
     client.rpush(redis_keys.collect("jr2"), client.lindex(redis_keys.collect("jr2"), 0))
-    with pytest.raises(UnauthenticatedResult, match="replayed entry at offset 1"):
-        fetch_results(client, "jr2", 0, secret=SECRET, positions=CollectPositions())
+    assert values(fetch_results(client, "jr2", 0, secret=SECRET, positions=CollectPositions())) == ["c"]
+    # Without positions (nothing remembered) the copy would be handed out: what the numbering is for.
+    assert values(fetch_results(client, "jr2", 0, secret=SECRET)) == ["c", "c"]
+
+
+def test_new_positions_take_in_the_entries_before_the_offset_so_a_copy_across_a_restart_is_left_out(
+    client: redis.Redis,
+) -> None:
+    """A JobManager restarted (its positions are new) and the client goes on from its offset: an
+    entry it read before the restart, copied to the end since, is left out; new entries still come,
+    and a restored attempt's (a new writer numbered from 0) are no copies."""
+    from millstream.engine.runtime.io.redis_collect import CollectPositions
+
+    key = redis_keys.collect("jp")
+    gw = RedisCollectGateway(client, "jp", gated=False, secret=SECRET)
+    gw.publish([collect.start(0, 0, False), collect.records(0, 0, ["a"]), collect.records(0, 1, ["b"])])
+    assert values(fetch_results(client, "jp", 0, secret=SECRET, positions=CollectPositions())) == ["a", "b"]
+    client.rpush(key, client.lindex(key, 1))  # records "a", read before the restart, pushed again
+    restored = RedisCollectGateway(client, "jp", gated=False, secret=SECRET)
+    restored.publish([collect.start(1, 0, False), collect.records(1, 0, ["a"])])
+    restarted = CollectPositions()
+    assert values(fetch_results(client, "jp", 3, secret=SECRET, positions=restarted)) == ["a"]  # attempt 1's
+    assert restarted.copies == 1
+    # The same read by new positions that did not take in the entries before the offset: the copy shows.
+    client.delete(key, redis_keys.collect_meta("jp"))
+    gw = RedisCollectGateway(client, "jp", gated=False, secret=SECRET)
+    gw.publish([collect.start(0, 0, False), collect.records(0, 0, ["a"]), collect.records(0, 1, ["b"])])
+    fetch_results(client, "jp", 0, secret=SECRET, positions=CollectPositions())
+    client.rpush(key, client.lindex(key, 1))
+    unprimed = CollectPositions()
+    unprimed.primed = True
+    assert values(fetch_results(client, "jp", 3, secret=SECRET, positions=unprimed)) == ["a"]  # the copy
+    assert unprimed.copies == 0
 
 
 def test_entries_of_a_list_rebuilt_after_a_redis_restart_are_not_taken_for_replays(client: redis.Redis) -> None:
