@@ -26,31 +26,37 @@ pytestmark = pytest.mark.integration
 
 NAMES = ("MILLSTREAM_CLUSTER_SECRET", "MILLSTREAM_AUTH_TOKEN", "DATABASE_URL", "REDIS_URL")
 
-# Raises with what it found: the plan's error (the last line of its stderr) is the REST answer.
-SNOOPING = """
-import json, os
-NAMES = {names!r}
-found = {{"own": {{k: v for k, v in os.environ.items() if k in NAMES}}, "ancestors": []}}
-pid = os.getppid()
-while pid > 1:
-    entry = {{"pid": pid}}
-    try:
-        with open(f"/proc/{{pid}}/environ", "rb") as f:
-            env = f.read().decode("utf-8", "replace").split("\\0")
-        entry["environ"] = [e for e in env if e.split("=", 1)[0] in NAMES]
-    except OSError as e:
-        entry["environ"] = "unreadable: " + e.strerror
-    try:
-        with open(f"/proc/{{pid}}/mem", "rb"):
-            entry["mem"] = "opened"
-    except OSError as e:
-        entry["mem"] = "unreadable: " + e.strerror
-    found["ancestors"].append(entry)
-    with open(f"/proc/{{pid}}/stat") as f:
-        pid = int(f.read().rsplit(")", 1)[1].split()[1])
-raise RuntimeError("FOUND" + json.dumps(found))
+# What a program's code can see of the secrets: its own environment, and each ancestor's /proc environ
+# and mem. One function text, embedded by both programs below (the plan step and a job's map function).
+SNOOP = """
+def snoop(_=None):
+    import json, os
+    names = {names!r}
+    found = {{"own": {{k: v for k, v in os.environ.items() if k in names}}, "ancestors": []}}
+    pid = os.getppid()
+    while pid > 1:
+        entry = {{"pid": pid}}
+        try:
+            with open(f"/proc/{{pid}}/environ", "rb") as f:
+                env = f.read().decode("utf-8", "replace").split("\\0")
+            entry["environ"] = [e for e in env if e.split("=", 1)[0] in names]
+        except OSError as e:
+            entry["environ"] = "unreadable: " + e.strerror
+        try:
+            with open(f"/proc/{{pid}}/mem", "rb"):
+                entry["mem"] = "opened"
+        except OSError as e:
+            entry["mem"] = "unreadable: " + e.strerror
+        found["ancestors"].append(entry)
+        with open(f"/proc/{{pid}}/stat") as f:
+            pid = int(f.read().rsplit(")", 1)[1].split()[1])
+    return json.dumps(found)
 """
 
+# The plan step raises with what it found: the plan's error (the last line of its stderr) is the REST answer.
+SNOOPING = SNOOP + """
+raise RuntimeError("FOUND" + snoop())
+"""
 
 def _without_ptrace() -> list[str]:
     """A command prefix that starts a process without CAP_SYS_PTRACE when running as root."""
@@ -108,32 +114,8 @@ def test_a_planned_program_finds_no_secret_in_its_environment_nor_its_ancestors(
 
 
 # The job's map function: what it finds goes back to the client as the job's result.
-RUNNING = """
-import json, os
+RUNNING = SNOOP + """
 from pyflink.datastream import StreamExecutionEnvironment
-
-def snoop(_):
-    import json, os
-    names = {names!r}
-    found = {{"own": {{k: v for k, v in os.environ.items() if k in names}}, "ancestors": []}}
-    pid = os.getppid()
-    while pid > 1:
-        entry = {{"pid": pid}}
-        try:
-            with open(f"/proc/{{pid}}/environ", "rb") as f:
-                env = f.read().decode("utf-8", "replace").split("\\0")
-            entry["environ"] = [e for e in env if e.split("=", 1)[0] in names]
-        except OSError as e:
-            entry["environ"] = "unreadable: " + e.strerror
-        try:
-            with open(f"/proc/{{pid}}/mem", "rb"):
-                entry["mem"] = "opened"
-        except OSError as e:
-            entry["mem"] = "unreadable: " + e.strerror
-        found["ancestors"].append(entry)
-        with open(f"/proc/{{pid}}/stat") as f:
-            pid = int(f.read().rsplit(")", 1)[1].split()[1])
-    return json.dumps(found)
 
 env = StreamExecutionEnvironment.get_execution_environment()
 env.set_parallelism(1)
@@ -141,7 +123,6 @@ with env.from_collection([1]).map(snoop).execute_and_collect("snoop") as results
     for r in results:
         print("FOUND" + r)
 """
-
 
 def test_a_jobs_code_in_a_slot_finds_no_secret_of_the_taskmanager(tmp_path: Path) -> None:
     if not sys.platform.startswith("linux"):
