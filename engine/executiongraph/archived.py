@@ -57,7 +57,7 @@ def job_record(
 ) -> JobRecord:
     """The durable record of a job as it stands now (``user_code=None`` keeps the stored code)."""
     ts = eg.timestamps
-    start = ts.get(JobStatus.CREATED.value, 0)
+    start = eg.start_time or ts.get(JobStatus.CREATED.value, 0)
     end = ts.get(eg.status.value, -1) if eg.status.is_terminal() else -1
     return JobRecord(
         jid=job_graph.job_id,

@@ -102,6 +102,9 @@ class ExecutionGraph:
     vertices: dict[str, ExecutionJobVertex]
     status: JobStatus = JobStatus.CREATED
     timestamps: dict[str, int] = field(default_factory=dict)
+    # When the job was submitted (Flink's start-time). Kept apart from timestamps["CREATED"]: a restart
+    # passes through CREATED again and moves that one, but a failover must not make the job look new.
+    start_time: int = 0
     attempt: int = 0  # the job-wide restart epoch; channels are keyed by it
     failure_cause: str | None = None
     status_message: str | None = None  # e.g. "waiting for resources: 4 slots needed, 2 free"
@@ -118,6 +121,7 @@ class ExecutionGraph:
             vertices[jv.id] = ExecutionJobVertex(jv, subtasks)
         eg = ExecutionGraph(job_graph, vertices)
         eg.timestamps[JobStatus.CREATED.value] = at_ms
+        eg.start_time = at_ms
         return eg
 
     def transition(self, target: JobStatus, at_ms: int) -> bool:

@@ -390,6 +390,7 @@ class JobMaster:
         self.checkpointing.coordinator.restore_from(latest, now)
         self.restore_plan = plan_restore(latest, self.checkpointing.coordinator.operators, self.allow_non_restored_state)
         self.eg.timestamps[JobStatus.CREATED.value] = start_time
+        self.eg.start_time = start_time
         for _ in range(attempt):
             self.eg.reset_for_restart(now)
         self._end_as_requested(latest.checkpoint_id)
@@ -415,6 +416,7 @@ class JobMaster:
         if latest is not None:
             self.checkpointing.coordinator.keep_as_fallback(latest)  # the next failover returns to it
         self.eg.timestamps[JobStatus.CREATED.value] = record.start_time
+        self.eg.start_time = record.start_time
         for _ in range(adoption.attempt):
             self.eg.reset_for_restart(now)
         for ejv, ev in self.eg.all_executions():
@@ -443,6 +445,7 @@ class JobMaster:
         checkpoint completed, so an exactly-once sink committed nothing yet."""
         now = self._now()
         self.eg.timestamps[JobStatus.CREATED.value] = start_time
+        self.eg.start_time = start_time
         for _ in range(attempt):
             self.eg.reset_for_restart(now)
         log.info("job %s starts over as attempt %d: it has no completed checkpoint", self.job_id, attempt)

@@ -4,7 +4,7 @@ A name is ``flink_`` + the logical scope (``jobmanager``, ``jobmanager_job``, ``
 ``taskmanager_job_task_operator``) + user groups + the metric name, every character outside
 ``[a-zA-Z0-9:_]`` replaced by ``_``. The scope's variables become labels named as Flink's variables
 without brackets (``host``, ``tm_id``, ``job_id``, ``job_name``, ``task_id``, ``task_name``,
-``task_attempt_num``, ``subtask_index``, ``operator_name``); a user key-value group
+``task_attempt_id``, ``task_attempt_num``, ``subtask_index``, ``operator_id``, ``operator_name``); a user key-value group
 (``add_group("kind", "even")``) adds its key to the name and a label ``kind="even"``. Label values are
 filtered as Flink's reporter does by default (``filterLabelValueCharacters``): every character outside
 ``[a-zA-Z0-9:_]`` becomes ``_``, so ``Source: numbers -> Map`` is ``Source:_numbers____Map``. As Flink's reporter does, counters,
@@ -40,8 +40,10 @@ TM_JOB_SCOPE = ("taskmanager", "job")
 JOBMANAGER_LABELS = ("host",)
 TASKMANAGER_LABELS = ("host", "tm_id")
 JOB_LABELS = ("job_id", "job_name", "host")
-TASK_LABELS = ("job_id", "job_name", "task_id", "task_name", "task_attempt_num", "subtask_index", "tm_id", "host")
-OPERATOR_LABELS = (*TASK_LABELS, "operator_name")
+TASK_LABELS = (
+    "job_id", "job_name", "task_id", "task_name", "task_attempt_id", "task_attempt_num", "subtask_index", "tm_id", "host",
+)
+OPERATOR_LABELS = (*TASK_LABELS, "operator_id", "operator_name")
 #: A latency histogram (job scope on the TaskManager) with its key groups as labels, as Flink's reporter names it.
 LATENCY_NAME = ("latency", "source_id", "operator_id", "operator_subtask_index", "latency")
 LATENCY_LABELS = ("job_id", "job_name", "tm_id", "host", "source_id", "operator_id", "operator_subtask_index")
@@ -184,7 +186,9 @@ def task_families(
             out.gauge(metric_name(TASKMANAGER_SCOPE, *name.split(".")), TASKMANAGER_SCOPE, TASKMANAGER_LABELS,
                       (host, tm_id), number)
     for r in reports:
-        task_labels = (r.job_id, r.job_name, r.vertex_id, r.task_name, str(r.attempt), str(r.subtask), tm_id, host)
+        task_labels = (
+            r.job_id, r.job_name, r.vertex_id, r.task_name, r.attempt_id, str(r.attempt), str(r.subtask), tm_id, host,
+        )
         for name, key in TASK_METRICS.items():
             value = _number(r.figures.get(key))
             if value is not None:
@@ -199,7 +203,7 @@ def task_families(
         for operator, dropped in r.late_dropped_by_operator:
             out.gauge(
                 metric_name(OPERATOR_SCOPE, "numLateRecordsDropped"), OPERATOR_SCOPE, OPERATOR_LABELS,
-                (*task_labels, operator), float(dropped),
+                (*task_labels, r.operator_id(operator), operator), float(dropped),
             )
         for m in r.user_metrics:
             operator, parts = m.path[0], m.path[1:]
@@ -209,7 +213,7 @@ def task_families(
             extra = {label_name(k): v for k, v in m.variables}
             extra = {k: v for k, v in extra.items() if k not in OPERATOR_LABELS}
             names = (*OPERATOR_LABELS, *extra)
-            labels = (*task_labels, operator, *extra.values())
+            labels = (*task_labels, r.operator_id(operator), operator, *extra.values())
             name = metric_name(OPERATOR_SCOPE, *parts)
             if m.kind == "distribution":
                 count, total, lo, hi = m.value

@@ -28,6 +28,22 @@ class TaskMetricsReport:
     user_metrics: tuple[UserMetricValue, ...] = ()
     late_dropped_by_operator: tuple[tuple[str, int], ...] = ()
     ended: bool = False
+    # (operator name as metrics name it, operator id) for the chain, head first: user metrics and late
+    # records are keyed by operator name, and Flink's reporter labels them with <operator_id> as well.
+    operator_ids: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def attempt_id(self) -> str:
+        """Flink's <task_attempt_id>. Flink (1.16+) writes an ExecutionAttemptID as
+        ``<execution graph id>_<job vertex id>_<subtask>_<attempt>``; Millstream has no execution graph
+        id apart from the job, so the job id stands in: unique per execution attempt across the cluster,
+        and the same on every scrape of that attempt."""
+        return f"{self.job_id}_{self.vertex_id}_{self.subtask}_{self.attempt}"
+
+    def operator_id(self, operator_name: str) -> str:
+        """The id of the chain's operator named ``operator_name`` (the first, should two share a name:
+        their metrics share one cell then too); empty for a name the chain does not have."""
+        return next((i for name, i in self.operator_ids if name == operator_name), "")
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -41,7 +57,7 @@ def encode_reports(reports: list[TaskMetricsReport]) -> bytes:
         [
             [r.job_id, r.job_name, r.vertex_id, r.task_name, r.subtask, r.attempt, r.figures,
              [[m.identifier, list(m.path), m.kind, m.value, [list(v) for v in m.variables]] for m in r.user_metrics],
-             [list(p) for p in r.late_dropped_by_operator], r.ended]
+             [list(p) for p in r.late_dropped_by_operator], r.ended, [list(p) for p in r.operator_ids]]
             for r in reports
         ],
         default=str,
@@ -63,8 +79,9 @@ def decode_reports(data: bytes) -> list[TaskMetricsReport]:
                 ),
                 tuple((str(op), int(n)) for op, n in late),
                 bool(ended),
+                tuple((str(name), str(op_id)) for name, op_id in operator_ids),
             )
-            for job_id, job_name, vertex_id, task_name, subtask, attempt, figures, user, late, ended in rows
+            for job_id, job_name, vertex_id, task_name, subtask, attempt, figures, user, late, ended, operator_ids in rows
         ]
     except (TypeError, ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as e:
         raise ValueError(f"not a metrics report: {e}") from None

@@ -26,6 +26,7 @@ import redis
 
 from millstream.engine import redis_keys
 from millstream.engine.checkpoint.storage import seal_state_files
+from millstream.engine.metrics.groups import OPERATOR_NAME_MAX_LENGTH
 from millstream.engine.metrics.task_report import TaskMetricsReport, encode_reports
 from millstream.engine.runtime.checkpointing import Barrier
 from millstream.engine.runtime.deployment import TaskDeploymentDescriptor
@@ -85,6 +86,16 @@ def _die_with_parent() -> None:
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except OSError:
         pass  # not Linux: the TaskManager's own shutdown still terminates us
+
+
+def _operator_ids(tdd: TaskDeploymentDescriptor, task: StreamTask) -> tuple[tuple[str, str], ...]:
+    """The chain's (operator name, operator id) pairs, the name cut as metric groups cut it
+    (OPERATOR_NAME_MAX_LENGTH), so the TaskManager's reporter can find an operator metric's id."""
+    graph = task.graph
+    return tuple(
+        (graph.transformations[n].name[:OPERATOR_NAME_MAX_LENGTH], graph.nodes[n].operator_id)
+        for n in tdd.operators if n in graph.nodes and n in graph.transformations
+    )
 
 
 def now_ms() -> int:
@@ -377,7 +388,7 @@ class SlotExecutor:
             reports.append(TaskMetricsReport(
                 tdd.job_id, tdd.job_name, tdd.vertex_id, tdd.vertex_name, tdd.subtask, tdd.attempt, dict(sample),
                 tuple(task.metrics.last_user_metrics), task.metrics.late_dropped_snapshot(),
-                ended,
+                ended, _operator_ids(tdd, task),
             ))
             sample.update(attempt=tdd.attempt, tm=self.cfg.tm_id, slot=self.cfg.slot, ts=now_ms())
             key, field = redis_keys.task_metrics(tdd.job_id), f"{tdd.vertex_id}:{tdd.subtask}"

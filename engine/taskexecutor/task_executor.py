@@ -27,6 +27,7 @@ from millstream.engine.taskexecutor import messages
 from millstream.engine.runtime import process_logging
 from millstream.engine.taskexecutor.log_shipper import ship_logs
 from millstream.engine.taskexecutor.metrics_server import MetricsServer, SlotMetricsReceiver, TaskManagerCollector, TaskMetricsStore
+from millstream.engine.taskexecutor.process_tree_cpu import ProcessTreeCpu
 from millstream.engine.taskexecutor.slot_process import SlotConfig, slot_main
 
 log = logging.getLogger("millstream.taskmanager")
@@ -80,6 +81,7 @@ class TaskExecutor:
         self.metrics_receiver = SlotMetricsReceiver(self.metrics_store, self.stopping)
         self.metrics_server: MetricsServer | None = None
         self.last_status: dict[str, object] = {}  # the figures of the last heartbeat, for the endpoint
+        self._cpu_tree = ProcessTreeCpu()  # kept between heartbeats: it measures from one to the next
 
     def _start_metrics_server(self) -> None:
         if self.cfg.metrics_port is None:
@@ -137,27 +139,10 @@ class TaskExecutor:
         )
 
     def _cpu_load(self) -> float:
-        """This TaskManager's own CPU (its process and its slot processes) since the last heartbeat,
-        as a share of the host's cores: the host's figure would show other processes' load as ours.
-        psutil measures a process between two calls on the same object, so the objects are kept."""
-        procs: dict[int, psutil.Process] = getattr(self, "_cpu_procs", {})
-        current = {os.getpid(), *(p.pid for p in self.slots.values() if p.is_alive() and p.pid)}
-        for pid in current - procs.keys():
-            try:
-                procs[pid] = psutil.Process(pid)
-                procs[pid].cpu_percent(interval=None)  # the first call only starts the measurement
-            except psutil.NoSuchProcess:
-                pass
-        for pid in procs.keys() - current:
-            del procs[pid]
-        self._cpu_procs = procs
-        total = 0.0
-        for proc in procs.values():
-            try:
-                total += proc.cpu_percent(interval=None)
-            except psutil.NoSuchProcess:
-                pass
-        return min(1.0, total / 100.0 / (psutil.cpu_count() or 1))
+        """This TaskManager's own CPU since the last heartbeat, as a share of the host's cores: its
+        process tree's (itself, its slot processes and what they fork), not the host's figure, which
+        would show other processes' load as ours."""
+        return self._cpu_tree.load()
 
     def _heartbeat(self) -> None:
         vm = psutil.virtual_memory()

@@ -3,6 +3,7 @@ TaskManager's own endpoint, scraped with httpx and parsed with prometheus_client
 job with user metrics runs; plus Flink's REST metric queries on the same cluster."""
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -94,8 +95,14 @@ def test_taskmanager_endpoints_report_task_and_operator_metrics(cluster: Cluster
     )
     records_in = [s for s in _task_samples(cluster, "flink_taskmanager_job_task_numRecordsIn") if s.labels["job_id"] == running_job]
     labels = records_in[0].labels
-    assert set(labels) == {"job_id", "job_name", "task_id", "task_name", "task_attempt_num", "subtask_index", "tm_id", "host"}
+    assert set(labels) == {"job_id", "job_name", "task_id", "task_name", "task_attempt_id", "task_attempt_num",
+                           "subtask_index", "tm_id", "host"}
     assert labels["job_name"] == "metered"
+    # One id per execution attempt, as Flink's ExecutionAttemptID: job, vertex, subtask, attempt.
+    assert {s.labels["task_attempt_id"] for s in records_in} == {
+        f"{running_job}_{s.labels['task_id']}_{s.labels['subtask_index']}_{s.labels['task_attempt_num']}" for s in records_in
+    }
+    assert len({s.labels["task_attempt_id"] for s in records_in}) == len(records_in)
     # Label values are filtered as Flink's reporter does: "Map -> Filter -> Sink: ..." keeps [a-zA-Z0-9:_]
     assert any(s.labels["task_name"].startswith("Map____Filter") for s in records_in), records_in
     tm_ids = {s.labels["tm_id"] for s in records_in}
@@ -116,6 +123,9 @@ def test_taskmanager_endpoints_report_task_and_operator_metrics(cluster: Cluster
     events = [s for s in _task_samples(cluster, "flink_taskmanager_job_task_operator_my_group_events") if s.labels["job_id"] == running_job]
     assert {s.labels["subtask_index"] for s in events} == {"0", "1"}
     assert all(s.labels["operator_name"] == "Map" for s in events)
+    # The map heads its chain, and a vertex's id is its head operator's (32 hex digits, as in Flink).
+    assert all(s.labels["operator_id"] == s.labels["task_id"] for s in events), events
+    assert all(re.fullmatch(r"[0-9a-f]{32}", s.labels["operator_id"]) for s in events), events
     assert _task_samples(cluster, "flink_taskmanager_job_task_operator_my_group_last")
     assert _task_samples(cluster, "flink_taskmanager_job_task_operator_my_group_events_rate")
     dist = _task_samples(cluster, "flink_taskmanager_job_task_operator_my_group_values")
@@ -171,6 +181,7 @@ def test_a_restart_counts_and_leaves_only_the_new_attempts_task_metrics(cluster:
     known = cluster.job_ids()
     run = cluster.start_run(PROGRAMS / "fails_once.py", options=("-p", "1", "--detached"))
     jid = cluster.wait_new_job(known)
+    started = cluster.job(jid)["start-time"]
     try:
         def restarts() -> float:
             samples = scrape(f"{cluster.url}/metrics").get("flink_jobmanager_job_numRestarts", [])
@@ -183,6 +194,10 @@ def test_a_restart_counts_and_leaves_only_the_new_attempts_task_metrics(cluster:
                     if s.labels["job_id"] == jid}
 
         cluster.wait_for(lambda: attempts() == {"1"}, 30, "the second attempt's tasks only")
+        # A failover does not make the job look new: its start time is still the submission's.
+        assert cluster.job(jid)["start-time"] == started > 0
+        overview = cluster.http.get("/jobs/overview").json()["jobs"]
+        assert [j["start-time"] for j in overview if j["jid"] == jid] == [started]
         listed = {m["id"] for m in cluster.http.get(f"/jobs/{jid}/metrics").json()}
         assert "numRestarts" in listed and "numberOfCompletedCheckpoints" not in listed  # it does not checkpoint
         assert cluster.http.get(f"/jobs/{jid}/metrics", params={"get": "numRestarts"}).json() == [

@@ -24,3 +24,31 @@ def test_a_task_that_finishes_while_being_cancelled_completes_the_cancellation(t
         assert h.jm.eg.vertices[vertex].subtasks[sub].current.state is ExecutionState.CANCELED
     h.tick(20)  # the 10 ms backoff, not the 30 s cancel timeout
     assert h.jm.eg.attempt == 1 and h.jm.status is JobStatus.RUNNING
+
+
+def test_a_failover_keeps_the_jobs_start_time(tmp_path: Path) -> None:
+    """A restart passes the job through CREATED again; its start-time (REST, dashboard, the stored
+    record) is still when it was submitted. Before: the restart's time, as if the job were new."""
+    from millstream.backend.services.job_views import job_detail, job_overview
+
+    h = Harness(tmp_path, graph(config={"restart-strategy": {"type": "fixed-delay", "attempts": 5, "delay_ms": 10}}))
+    submitted = h.jm.record().start_time
+    h.clock.advance(5_000)
+    h.run()
+    h.jm.on_task_state(
+        {"attempt": 0, "vertex": "v-agg", "subtask": 0, "state": "FAILED", "ts": int(h.clock() * 1000),
+         "tm": "tm-1", "error": "boom"},
+        h.pool,
+    )
+    h.report_all("CANCELED")
+    h.tick(20)
+    h.report_all("INITIALIZING")
+    h.report_all("RUNNING")
+    assert h.jm.eg.attempt == 1 and h.jm.status is JobStatus.RUNNING
+    assert h.jm.eg.timestamps[JobStatus.CREATED.value] > submitted  # the restart did pass through CREATED
+    record = h.jm.record()
+    assert record.start_time == submitted
+    now = int(h.clock() * 1000)
+    assert job_detail(record, now)["start-time"] == job_overview(record, now)["start-time"] == submitted
+    h.jm.persist()
+    assert h.store.get_job(record.jid).start_time == submitted  # what a later JobManager resumes from

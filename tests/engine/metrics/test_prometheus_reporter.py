@@ -55,8 +55,12 @@ def test_task_figures_under_flink_names_with_task_labels() -> None:
     assert s.value == 10
     assert s.labels == {
         "job_id": "j" * 32, "job_name": "job", "task_id": "v" * 32, "task_name": "Source:_s____Map",
-        "task_attempt_num": "2", "subtask_index": "1", "tm_id": "tm_1", "host": "host_1",
+        "task_attempt_id": f"{'j' * 32}_{'v' * 32}_1_2", "task_attempt_num": "2", "subtask_index": "1",
+        "tm_id": "tm_1", "host": "host_1",
     }
+    # Another attempt of the same subtask is another series, as a new ExecutionAttemptID is in Flink.
+    again = _text(task_families([_report(attempt=3, figures={"read-records": 1})], "tm-1", "host-1"))
+    assert again["flink_taskmanager_job_task_numRecordsIn"][0].labels["task_attempt_id"] == f"{'j' * 32}_{'v' * 32}_1_3"
     assert out["flink_taskmanager_job_task_numRecordsOut"][0].value == 7
     assert out["flink_taskmanager_job_task_busyTimeMsPerSecond"][0].value == 300
     assert "flink_taskmanager_job_task_currentInputWatermark" not in out  # no watermark yet: not reported
@@ -72,10 +76,13 @@ def test_user_metrics_are_operator_scoped_and_keep_dotted_operator_names() -> No
     dist = group.distribution("sizes")
     for v in (5, 1, 9):
         dist.update(v)
-    r = _report(user_metrics=tuple(registry.snapshot()), late_dropped_by_operator=(("Window", 4),))
+    r = _report(user_metrics=tuple(registry.snapshot()), late_dropped_by_operator=(("Window", 4),),
+                operator_ids=(("parse.v2", "a" * 32), ("Window", "b" * 32)))
     out = _text(task_families([r], "tm-1", "h"))
     events = out["flink_taskmanager_job_task_operator_my_group_events"][0]
     assert events.value == 3 and events.labels["operator_name"] == "parse_v2"
+    assert events.labels["operator_id"] == "a" * 32  # found by the unfiltered name
+    assert events.labels["task_attempt_id"] == f"{'j' * 32}_{'v' * 32}_1_2"
     assert out["flink_taskmanager_job_task_operator_my_group_last"][0].value == 42
     assert "flink_taskmanager_job_task_operator_my_group_rate" in out
     assert not any("label" in name for name in out)
@@ -87,7 +94,7 @@ def test_user_metrics_are_operator_scoped_and_keep_dotted_operator_names() -> No
     assert out["flink_taskmanager_job_task_operator_my_group_sizes_min"][0].value == 1
     assert out["flink_taskmanager_job_task_operator_my_group_sizes_max"][0].value == 9
     late = out["flink_taskmanager_job_task_operator_numLateRecordsDropped"][0]
-    assert late.value == 4 and late.labels["operator_name"] == "Window"
+    assert late.value == 4 and late.labels["operator_name"] == "Window" and late.labels["operator_id"] == "b" * 32
 
 
 def test_key_value_groups_become_labels_as_in_flink() -> None:
@@ -151,3 +158,42 @@ def test_latency_histograms_are_job_scoped_summaries_with_flinks_quantiles() -> 
     assert (one["job_id"], one["job_name"], one["tm_id"]) == ("j1", "my_job", "tm-1".replace("-", "_"))
     counts = [s.value for s in family.samples if s.name.endswith("_count")]
     assert counts == [100.0]
+
+
+def test_the_grafana_dashboard_uses_only_labels_the_reporter_writes() -> None:
+    """Each panel's selectors, ``by (...)`` and legend name labels of its metric's scope: a label the
+    reporter does not write would leave the panel empty without an error."""
+    import json
+    import re
+    from pathlib import Path
+
+    from millstream.engine.metrics import prometheus_reporter as pr
+
+    dashboard = json.loads((Path(__file__).parents[3] / "monitoring/grafana/dashboards/millstream.json").read_text())
+    scopes = [  # longest prefix first
+        ("flink_taskmanager_job_task_operator_", pr.OPERATOR_LABELS), ("flink_taskmanager_job_task_", pr.TASK_LABELS),
+        ("flink_jobmanager_job_", pr.JOB_LABELS), ("flink_taskmanager_", pr.TASKMANAGER_LABELS),
+        ("flink_jobmanager_", pr.JOBMANAGER_LABELS),
+    ]
+    targets: list[dict] = []
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            if "expr" in node:
+                targets.append(node)
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(dashboard)
+    assert len(targets) >= 10
+    for t in targets:
+        expr, legend = t["expr"], t.get("legendFormat", "")
+        [metric] = set(re.findall(r"flink_\w+", expr))
+        allowed = next(labels for prefix, labels in scopes if metric.startswith(prefix))
+        used = set(re.findall(r"(\w+)\s*=~?", expr)) | set(re.findall(r"\{\{(\w+)\}\}", legend))
+        for group in re.findall(r"by \(([^)]*)\)", expr):
+            used |= {g.strip() for g in group.split(",")}
+        assert used <= set(allowed), (expr, legend, used - set(allowed))

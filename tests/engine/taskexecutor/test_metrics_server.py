@@ -89,9 +89,11 @@ def test_reports_cross_the_pipe_as_msgpack_with_user_metrics() -> None:
     group.add_group("kind", "even").distribution("d").update(3)
     group.gauge("obj", lambda: object())  # text on the wire
     report = TaskMetricsReport("j", "job", "v", "Map", 0, 1, {"read-records": 4, "currentInputWatermark": None},
-                               tuple(registry.snapshot()), (("Window", 2),), ended=True)
+                               tuple(registry.snapshot()), (("Window", 2),), ended=True,
+                               operator_ids=(("Map", "a" * 32), ("Window", "b" * 32)))
     (back,) = decode_reports(encode_reports([report]))
     assert back.figures == report.figures and back.late_dropped_by_operator == (("Window", 2),) and back.ended
+    assert back.operator_ids == (("Map", "a" * 32), ("Window", "b" * 32))
     by_id = {m.identifier: m for m in back.user_metrics}
     assert by_id["Map.g.c"].value == 2
     assert by_id["Map.g.kind.even.d"].value == (1, 3, 3, 3) and by_id["Map.g.kind.even.d"].variables == (("kind", "even"),)
