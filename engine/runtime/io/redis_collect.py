@@ -124,7 +124,7 @@ class CollectPositions:
         self._last: dict[bytes, int] = {}
         self.primed = False
         self.copies = 0  # copied entries left out, for the log and tests
-        self.stored_upto = -1  # the offset the marks last stored in Redis cover (see store_marks)
+        self.stored_upto = -1  # the offset the marks last stored in Redis cover (see _store_marks)
 
     def accept(self, position: int, writer: bytes, index: int) -> bool:
         if self._at.get(position) == (writer, index):
