@@ -768,7 +768,7 @@ class Dispatcher(SavepointOperations):
         """The job's result-list positions, which leave copied entries out (engine/runtime/io/redis_collect.py).
         Kept for the 32 jobs read most recently, whether in memory or not: results stay readable for an
         hour after their job ended, and positions made afresh on each call would know no copy. New ones
-        (after a restart, or once dropped here) first take in the entries before the client's offset."""
+        (after a restart, or once dropped here) first take in the marks sealed into the job's collect hash."""
         with self.lock:
             positions = self._collect_positions.pop(job_id, None) or CollectPositions()
             self._collect_positions[job_id] = positions

@@ -14,6 +14,7 @@ import signal
 from collections import Counter
 from pathlib import Path
 
+import msgpack
 import redis
 
 from millstream.engine import redis_keys
@@ -145,5 +146,39 @@ def test_a_result_entry_copied_across_a_restart_reaches_the_client_once(cluster:
     dupes = [u for u, n in Counter(received).items() if n > 1]
     assert not dupes, dupes[:5]
     assert sorted(received) == sorted((f"k{k}", n) for k in range(40) for n in range(1, 101))
+    log = (cluster.workdir / "jobmanager.log").read_text(errors="replace")
+    assert "left out a replayed entry of job " + jid in log
+
+
+def test_a_result_entry_copied_after_its_writer_was_fully_acknowledged_is_left_out_after_a_restart(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """The client read and acknowledged every entry (the list is empty) before the JobManager restarted;
+    an entry copied while the job ran is pushed after the restart. A reader asking from the client's
+    offset gets nothing (it used to get the copy: nothing left in the list told the new JobManager
+    that writer's entries had been read)."""
+    out = tmp_path / "out.json"
+    known = cluster.job_ids()
+    run = cluster.start_run(PROGRAMS / "collected_count.py", "2000", "2000", str(out))
+    try:
+        jid = cluster.wait_new_job(known)
+        rds = redis.Redis.from_url(cluster.redis_url)
+        key, meta = redis_keys.collect(jid), redis_keys.collect_meta(jid)
+        copied: list[bytes] = []
+        cluster.wait_for(lambda: copied.extend(rds.lrange(key, 0, 0)) or copied, 30, "an entry")
+        _, stderr = run.communicate(timeout=90)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode == 0, " ".join(stderr.split())[-2000:]
+    assert rds.llen(key) == 0  # the client's last fetch acknowledged every entry
+    offset = int(rds.hget(meta, "acked"))
+    _restart_jobmanager(cluster)
+    rds.rpush(key, copied[0])
+    r = cluster.http.get(f"/jobs/{jid}/results", params={"offset": offset})
+    assert r.status_code == 200, r.text
+    body = msgpack.unpackb(r.content, raw=False)
+    assert body["batches"] == [] and body["next-offset"] == offset + 1, body
     log = (cluster.workdir / "jobmanager.log").read_text(errors="replace")
     assert "left out a replayed entry of job " + jid in log

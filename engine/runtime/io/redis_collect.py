@@ -22,10 +22,15 @@ An entry is also bound to its writer and its place in that writer's output: it g
 entry copied and pushed again (a START that would make the client drop pending records, RECORDS the
 client would hand out twice) lands at a new position and is left out (logged; its offset still
 counts, as the route's ``next-offset`` says), so the client goes on; reading the same position again
-(a retried fetch) is fine. Positions made afresh (a JobManager that restarted) first take in the
-entries before the client's offset, which the client read but has not acknowledged yet, so a copy
-across the restart is known as well. Entries deleted from the list show at the client as
-a gap in record positions (see collect_result_buffer.py), which fails the collect clearly.
+(a retried fetch) is fine. Before each batch goes to a client, the JobManager seals what it knows
+into the hash (field ``marks``: the offset read up to, each writer's highest index, the positions
+read past the client's offset), so positions made afresh (a JobManager that restarted, or a job it
+no longer remembers) know every entry read before, even one acknowledged and trimmed from the list,
+and a copy across the restart is left out as well. Marks covering less than the client's offset,
+forged, or missing once entries were acknowledged, can only come from someone writing to Redis (an
+older copy put back lowers the bar): that client's collect fails with ``UnauthenticatedResult``.
+Entries deleted from the list show at the client as a gap in record positions (see
+collect_result_buffer.py), which fails the collect clearly.
 """
 from __future__ import annotations
 
@@ -50,6 +55,9 @@ from millstream.engine.security.mac import Sealer, Unauthenticated
 FETCH_ENTRIES = 64
 #: how long the results of an ended job stay for a client that has not read them all
 ENDED_TTL_S = 3600
+
+#: writers whose highest index the JobManager keeps per job (in memory and in the sealed marks)
+MAX_WRITERS = 1000
 
 _WAIT_S = 0.02  # between two looks at the client's acknowledgement while the sink waits for it
 
@@ -112,9 +120,11 @@ class CollectPositions:
     def __init__(self) -> None:
         self.lock = threading.Lock()  # two clients of one job may fetch at once
         self._at: dict[int, tuple[bytes, int]] = {}  # list position -> (writer, index) accepted there
-        self._last: dict[bytes, int] = {}  # writer -> highest index accepted
+        # writer -> highest index accepted, least recently advanced first (so the cap drops the stalest)
+        self._last: dict[bytes, int] = {}
         self.primed = False
         self.copies = 0  # copied entries left out, for the log and tests
+        self.stored_upto = -1  # the offset the marks last stored in Redis cover (see _store_marks)
 
     def accept(self, position: int, writer: bytes, index: int) -> bool:
         if self._at.get(position) == (writer, index):
@@ -126,8 +136,29 @@ class CollectPositions:
         if index <= self._last.get(writer, -1):
             return False
         self._at[position] = (writer, index)
+        self._last.pop(writer, None)  # re-inserted last: the dict stays ordered by recency
         self._last[writer] = index
+        if len(self._last) > MAX_WRITERS:
+            # Bounded (the marks are rewritten on every read): the writer whose entries stopped coming
+            # longest ago is forgotten, and a copy of its entries would be accepted. A writer is a sink
+            # instance of one attempt, so this takes about MAX_WRITERS failovers of a running collect.
+            del self._last[next(iter(self._last))]
         return True
+
+    def marks(self, upto: int) -> bytes:
+        """What this knows, to be sealed into the job's collect hash: every entry before ``upto`` was
+        read (so taken in here), the writers' highest indexes, and the positions read past the
+        client's offset (a client that did not get its batch asks for them again)."""
+        return msgpack.packb([upto, [[w, i] for w, i in self._last.items()], [[p, w, i] for p, (w, i) in self._at.items()]])
+
+    def load_marks(self, raw: bytes) -> int:
+        """Take in marks written by ``marks``; returns the offset they cover."""
+        upto, last, at = msgpack.unpackb(raw, raw=True)
+        for w, i in last:
+            self._last[bytes(w)] = max(int(i), self._last.get(bytes(w), -1))
+        for p, w, i in at:
+            self._at[int(p)] = (bytes(w), int(i))
+        return int(upto)
 
     def forget_before(self, position: int) -> None:
         for p in [p for p in self._at if p < position]:
@@ -240,33 +271,55 @@ def fetch_batch(
     CollectPositions, which leave a replayed entry out."""
     if positions is None:
         return _fetch(client, job_id, offset, max_entries, secret, ended, None)
-    with positions.lock:  # priming, trimming and reading as one, against another client's fetch
+    with positions.lock:  # priming, trimming, reading and storing the marks as one, against another client's fetch
         if not positions.primed and secret is not None:
-            positions.primed = True
-            _prime(client, job_id, offset, Sealer(secret, "collect", redis_keys.collect(job_id)), positions)
-        return _fetch(client, job_id, offset, max_entries, secret, ended, positions)
+            _prime(client, job_id, offset, secret, positions)
+            positions.primed = True  # only once primed: a refused prime is refused again on the next fetch
+        batch = _fetch(client, job_id, offset, max_entries, secret, ended, positions)
+        if secret is not None and batch.next_offset != positions.stored_upto:
+            # Before the batch goes to the client: whatever offset a client holds, the marks in Redis
+            # cover it, so marks older than a client's offset can only have been put back by someone.
+            _store_marks(client, job_id, secret, positions, batch.next_offset)
+        return batch
 
 
-def _prime(client: Any, job_id: str, offset: int, sealer: Sealer, positions: CollectPositions) -> None:
+def marks_sealer(secret: str | bytes | None, job_id: str) -> Sealer:
+    return Sealer(secret, "collect-marks", redis_keys.collect(job_id))
+
+
+def _store_marks(client: Any, job_id: str, secret: str | bytes, positions: CollectPositions, upto: int) -> None:
+    raw = marks_sealer(secret, job_id).seal(positions.marks(upto))
+    client.hset(redis_keys.collect_meta(job_id), "marks", raw)
+    positions.stored_upto = upto
+
+
+def _prime(client: Any, job_id: str, offset: int, secret: str | bytes, positions: CollectPositions) -> None:
     """New positions (a JobManager that restarted, or a job it no longer remembers) asked for entries
-    from ``offset``: take in those still in the list before it (read by the client, not acknowledged
-    yet) first, as if they had been read, so a copy of one of them (or of an earlier entry of the same
-    writer) further on is known. The fetch trims them right after, so this is the last chance."""
-    acked = client.hget(redis_keys.collect_meta(job_id), "acked")
-    if acked is None or offset <= int(acked):
-        return
-    at = int(acked)
-    while at < offset:
-        raw = client.lrange(redis_keys.collect(job_id), at - int(acked), min(offset, at + 10_000) - int(acked) - 1)
-        if not raw:
+    from ``offset``: take in the marks the JobManager sealed into the job's collect hash at its last
+    read (field ``marks``), so a copy of any entry read before, acknowledged and trimmed or not, is
+    known. Marks covering less than ``offset`` are refused: every batch a client got was covered by
+    marks stored before it was sent, so such marks are an older copy put back (to lower the bar) or
+    forged. Bound to the client's offset, not to the hash's ``acked`` count: that count is not sealed,
+    and someone rolling the marks back could roll it back with them."""
+    acked, raw = client.hmget(redis_keys.collect_meta(job_id), "acked", "marks")
+    if raw is not None:
+        try:
+            payload = marks_sealer(secret, job_id).open(raw)
+            upto = int(msgpack.unpackb(payload, raw=True)[0])
+        except (Unauthenticated, ValueError, TypeError, IndexError):  # msgpack's decoding errors are ValueErrors
+            upto = -1
+        if upto >= offset:
+            positions.stored_upto = positions.load_marks(payload)
             return
-        for i, v in enumerate(raw, at):
-            try:
-                writer, index, _ = _open(sealer, v)
-            except Unauthenticated:
-                continue  # a forged one is refused when read, not taken in here
-            positions.accept(i, writer, index)
-        at += len(raw)
+    if offset == 0 or acked is None:
+        # Nothing was read before offset 0; with no acknowledged count Redis lost the job's hash (and
+        # list) with a restart, which _FETCH tells from a bogus offset.
+        return
+    log.warning("refused job %s's result marks at offset %d: missing, not sealed by this cluster, or older", job_id, offset)
+    raise UnauthenticatedResult(
+        f"job {job_id}'s record of the result entries read before offset {offset} is missing, not sealed by this "
+        f"cluster or older than that offset (put back from an earlier copy?): copied entries could not be told apart"
+    )
 
 
 def _fetch(

@@ -223,3 +223,81 @@ def test_a_stray_offset_before_any_read_does_not_move_the_list(client: redis.Red
     assert values(fetch_results(client, "js", 0, secret=SECRET)) == ["a", "b"]  # offsets unmoved
     with pytest.raises(ResultOffsetError, match="past"):
         fetch_results(client, "js", 7, secret=SECRET)
+
+
+def test_a_copy_of_a_writers_fully_acknowledged_entries_is_left_out_after_a_restart(client: redis.Redis) -> None:
+    """Every entry of the writer was read, acknowledged and trimmed before the JobManager restarted, so
+    the list holds none of them: the sealed marks in the job's hash still know the writer's highest
+    index (before them a copy pushed after the restart was handed to the client a second time)."""
+    from millstream.engine.runtime.io.redis_collect import CollectPositions, fetch_batch
+
+    key = redis_keys.collect("jm")
+    gw = RedisCollectGateway(client, "jm", gated=False, secret=SECRET)
+    gw.publish([collect.start(0, 0, False), collect.records(0, 0, ["a"]), collect.records(0, 1, ["b"])])
+    before = CollectPositions()
+    assert values(fetch_results(client, "jm", 0, secret=SECRET, positions=before)) == ["a", "b"]
+    copied = client.lindex(key, 1)  # records "a", copied by someone with the Redis URL
+    assert fetch_results(client, "jm", 3, secret=SECRET, positions=before) == []
+    assert client.llen(key) == 0  # all acknowledged and trimmed
+    client.rpush(key, copied)  # pushed again after the restart
+    gw.publish([collect.records(0, 2, ["c"])])  # the writer goes on: its new entries still come
+    restarted = CollectPositions()
+    batch = fetch_batch(client, "jm", 3, secret=SECRET, positions=restarted)
+    assert values(batch.entries) == ["c"] and batch.next_offset == 5 and restarted.copies == 1
+    # The marks were stored before that batch went out: a client that did not get it asks again from
+    # 3 after another restart, and gets "c" (known at its position) without the copy.
+    again = CollectPositions()
+    assert values(fetch_results(client, "jm", 3, secret=SECRET, positions=again)) == ["c"] and again.copies == 1
+
+
+def test_result_marks_put_back_from_an_older_copy_or_forged_are_refused(client: redis.Redis) -> None:
+    """Someone with the Redis URL puts back the marks sealed at an earlier read (which know a lower
+    index for the writer), rolling the unsealed acknowledged count back with them: refused, clearly,
+    before any entry is handed out; with the genuine marks back the client goes on."""
+    from millstream.engine.runtime.io.redis_collect import CollectPositions
+
+    key, meta = redis_keys.collect("jo"), redis_keys.collect_meta("jo")
+    gw = RedisCollectGateway(client, "jo", gated=False, secret=SECRET)
+    gw.publish([collect.start(0, 0, False), collect.records(0, 0, ["a"]), collect.records(0, 1, ["b"])])
+    before = CollectPositions()
+    assert values(fetch_results(client, "jo", 0, max_entries=2, secret=SECRET, positions=before)) == ["a"]
+    older = client.hget(meta, "marks")  # covers offsets before 2: the writer's entries up to index 1
+    assert values(fetch_results(client, "jo", 2, secret=SECRET, positions=before)) == ["b"]
+    copied = client.lindex(key, 0)  # records "b", index 2
+    fetch_results(client, "jo", 3, secret=SECRET, positions=before)  # all acknowledged and trimmed
+    genuine = client.hget(meta, "marks")
+    client.rpush(key, copied)
+    # The rollback: older marks, and the acknowledged count and list as they were when those were sealed.
+    client.hset(meta, mapping={"marks": older, "acked": 2})
+    client.lpush(key, b"padding")
+    with pytest.raises(UnauthenticatedResult, match="older than that offset"):
+        fetch_results(client, "jo", 3, secret=SECRET, positions=CollectPositions())
+    assert client.lindex(key, 0) == b"padding"  # refused before trimming anything
+    client.hset(meta, mapping={"marks": genuine, "acked": 3})
+    client.lpop(key)
+    # Forged marks, another job's, and none at all are refused the same way.
+    record_ack(client, "other-job", collect.Ack(0, 1), SECRET)
+    for forged in (collect.Ack(0, 1).encode(), client.hget(redis_keys.collect_meta("other-job"), "ack"), None):
+        if forged is None:
+            client.hdel(meta, "marks")
+        else:
+            client.hset(meta, "marks", forged)
+        with pytest.raises(UnauthenticatedResult):
+            fetch_results(client, "jo", 3, secret=SECRET, positions=CollectPositions())
+    client.hset(meta, "marks", genuine)
+    retried = CollectPositions()
+    assert fetch_results(client, "jo", 3, secret=SECRET, positions=retried) == [] and retried.copies == 1
+
+
+def test_positions_keep_the_most_recently_advanced_writers_up_to_the_cap() -> None:
+    from millstream.engine.runtime.io.redis_collect import MAX_WRITERS, CollectPositions
+
+    positions = CollectPositions()
+    first, second = b"w0000000", b"w0000001"
+    positions.accept(0, first, 0)
+    positions.accept(1, second, 0)
+    positions.accept(2, first, 1)  # the first writer advanced last: the second is now the stalest
+    for n in range(MAX_WRITERS - 1):
+        positions.accept(3 + n, n.to_bytes(8, "big"), 0)
+    assert not positions.accept(10**6, first, 1)  # still known: a copy
+    assert positions.accept(10**6 + 1, second, 0)  # forgotten at the cap: its copy would be taken
