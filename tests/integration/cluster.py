@@ -160,6 +160,16 @@ class Cluster:
             if stderr_to is not None:
                 stderr.close()
 
+    def finish(self, run: subprocess.Popen, timeout: float = 180) -> tuple[str, str]:
+        """A background ``millstream run``'s (stdout, stderr) once it ends; if it does not within
+        ``timeout``, it is killed and the test fails saying where the cluster stopped (describe_hang)."""
+        try:
+            return run.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired as e:
+            run.kill()
+            e.stdout, e.stderr = run.communicate()
+            raise AssertionError(f"millstream run timed out after {timeout}s\n{self.describe_hang(e)}") from e
+
     def records_out(self, jid: str) -> int:
         return sum(v["metrics"]["write-records"] for v in self.job(jid)["vertices"])
 

@@ -45,7 +45,7 @@ def test_ordered_wait_is_exactly_once_across_taskmanager_kills(tmp_path: Path) -
             victim.send_signal(signal.SIGKILL)
             victim.wait()
             c.start_taskmanager(slots=2)
-        stdout, stderr = run.communicate(timeout=300)
+        stdout, stderr = c.finish(run, timeout=200)  # inside pytest-timeout's 300 s, so a hang says where
         assert run.returncode == 0, stderr[-3000:]
         received = [tuple(r) for r in json.loads(out.read_text())]
         expected = {(i, tag) for i in range(N) for tag in "ab"}
