@@ -172,6 +172,21 @@ def test_a_slow_operators_input_rate_does_not_flap(tmp_path: Path) -> None:
         c.stop()
 
 
+# A short job with a slot request timeout of its own (Flink's slot.request.timeout in its configuration).
+BEHIND = """
+from pyflink.common import Configuration, Types, WatermarkStrategy
+from pyflink.datastream import StreamExecutionEnvironment
+from pyflink.datastream.connectors.number_seq import NumberSequenceSource
+
+config = Configuration()
+config.set_string("slot.request.timeout", "120 s")
+env = StreamExecutionEnvironment.get_execution_environment(config)
+numbers = env.from_source(NumberSequenceSource(1, 300), WatermarkStrategy.no_watermarks(), "numbers")
+numbers.map(lambda n: n * 2, output_type=Types.LONG()).print()
+env.execute("behind")
+"""
+
+
 def test_the_jobmanager_fails_a_job_that_gets_no_slots_within_the_slot_request_timeout(tmp_path: Path) -> None:
     """Flink's slot.request.timeout enforced by the scheduler, not only by an attached client: the job
     fails with NoResourceAvailableException (REST, dashboard, the CLI's exit 5), holds no slot, and the
@@ -181,7 +196,11 @@ def test_the_jobmanager_fails_a_job_that_gets_no_slots_within_the_slot_request_t
     try:
         c.start(taskmanagers=1, slots=2)
         hungry = job_id(c.run(PROGRAMS / "unbounded.py", options=("-p", "4", "--detached")).stdout)
-        behind = job_id(c.run(PROGRAMS / "rolling_count.py", "300", "10", "print", options=("-p", "2", "--detached")).stdout)
+        # Its own slot.request.timeout is long: the cluster's 10 s, counted from its own submission a
+        # moment later, could also run out under load before the hungry job's failure frees the queue.
+        behind_program = tmp_path / "behind.py"
+        behind_program.write_text(BEHIND)
+        behind = job_id(c.run(behind_program, options=("-p", "2", "--detached")).stdout)
         job = c.wait_state(hungry, ("FAILED", "CANCELED", "FINISHED"), 60)
         assert job["state"] == "FAILED"
         waited = job["timestamps"]["FAILED"] - job["timestamps"]["CREATED"]
