@@ -84,7 +84,9 @@ def _secrets_of(cluster: Cluster, token: str) -> set[str]:
     return found
 
 
-def test_a_planned_program_finds_no_secret_in_its_environment_nor_its_ancestors(tmp_path: Path) -> None:
+def _cluster_with_a_token(tmp_path: Path) -> tuple[Cluster, str, set[str]]:
+    """A cluster with a REST token whose JobManager is started (as a same-user child faces it); its
+    secrets are what no program below it may find."""
     if not sys.platform.startswith("linux"):
         pytest.skip("/proc and prctl are Linux's")
     cluster = Cluster(tmp_path)
@@ -92,6 +94,11 @@ def test_a_planned_program_finds_no_secret_in_its_environment_nor_its_ancestors(
     cluster.env["MILLSTREAM_AUTH_TOKEN"] = token
     secrets = _secrets_of(cluster, token)
     cluster.jobmanager = _spawn(cluster, "jobmanager")
+    return cluster, token, secrets
+
+
+def test_a_planned_program_finds_no_secret_in_its_environment_nor_its_ancestors(tmp_path: Path) -> None:
+    cluster, token, secrets = _cluster_with_a_token(tmp_path)
     try:
         cluster.wait_for(lambda: cluster._get_ok("/overview"), 60, "the JobManager to answer")
         auth = {"Authorization": f"Bearer {token}"}
@@ -125,13 +132,7 @@ with env.from_collection([1]).map(snoop).execute_and_collect("snoop") as results
 """
 
 def test_a_jobs_code_in_a_slot_finds_no_secret_of_the_taskmanager(tmp_path: Path) -> None:
-    if not sys.platform.startswith("linux"):
-        pytest.skip("/proc and prctl are Linux's")
-    cluster = Cluster(tmp_path)
-    token = "token-" + os.urandom(8).hex()
-    cluster.env["MILLSTREAM_AUTH_TOKEN"] = token
-    secrets = _secrets_of(cluster, token)
-    cluster.jobmanager = _spawn(cluster, "jobmanager")
+    cluster, token, secrets = _cluster_with_a_token(tmp_path)
     taskmanager = _spawn(cluster, "taskmanager", "--slots", "1")
     cluster.taskmanagers.append(taskmanager)
     try:
