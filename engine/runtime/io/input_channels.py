@@ -48,6 +48,15 @@ class InputChannels:
         number = self.announcer.acknowledge(i)
         return ("RPUSH", self.credit_keys[i], self._token(i, number))
 
+    def acknowledge_all(self, taken: list[int]) -> list[tuple[Any, ...]]:
+        """The commands that give credit for every element in ``taken`` (channel indexes, one per
+        element): one token per channel, carrying its latest number, which holds the credit of all
+        the elements before it (tokens are cumulative), so a batch costs one write and one seal."""
+        latest: dict[int, int] = {}
+        for i in taken:
+            latest[i] = self.announcer.acknowledge(i)
+        return [("RPUSH", self.credit_keys[i], self._token(i, number)) for i, number in latest.items()]
+
     def announce_again(self, i: int) -> list[tuple[Any, ...]]:
         """The commands that announce channel ``i``'s latest number again and trim its credit list to
         that token: the latest number, past any acks queued before it, holds all their credit."""

@@ -1,8 +1,11 @@
 """Channels over Redis lists, with credit-based flow control.
 
-Data buffers go to ``ms:ch:...`` with RPUSH; the consumer pops them with BLPOP
-over all its unblocked channels at once. Each consumed buffer returns a credit
-token on ``ms:cr:...``. A producer starts with N credits and blocks when it has
+Data buffers go to ``ms:ch:...`` with RPUSH; the consumer pops them with BLMPOP
+over all its unblocked channels at once, taking up to half a channel's credit
+in one round trip (BLPOP, one at a time, on a Redis before 7.0); elements taken
+ahead wait in the gate, in order, for the task. Consumed buffers return their
+credit on ``ms:cr:...``, one token per channel for all the buffers acknowledged
+since the last write. A producer starts with N credits and blocks when it has
 none, so at most N unread buffers ever sit in Redis per channel, however slow
 the consumer. Credit fetches ride along with a push.
 
@@ -58,6 +61,9 @@ from millstream.engine.security.mac import Sealer, Unauthenticated
 
 _POLL_SLICE = 0.1  # seconds; how often a blocked wait re-checks cancellation
 
+
+#: acks that, while a task works through elements read ahead, are sent without waiting for the next read
+_ACKS_AHEAD = 2
 
 _MAX_UNREAD = 64  # replies left unread before the link reads those that have arrived
 # ... and before it waits for the others: only a Redis this far behind holds a writer up. Waiting at
@@ -246,7 +252,12 @@ class RedisChannelWriter:
 
 class RedisInputGate:
     def __init__(
-        self, link: RedisLink, cids: list[ChannelId], cancelled: threading.Event, secret: str | bytes | None
+        self,
+        link: RedisLink,
+        cids: list[ChannelId],
+        cancelled: threading.Event,
+        secret: str | bytes | None,
+        read_ahead: int = 1,
     ) -> None:
         self.link = link
         self.channels = InputChannels(cids, secret)
@@ -254,10 +265,18 @@ class RedisInputGate:
         self.cancelled = cancelled
         self.pending_acks: list[int] = []
         self._rotate = 0
+        # Elements taken from a channel ahead of the task (still sealed, in order), served before the next read.
+        self.read_ahead = max(1, read_ahead)
+        self.ahead: list[deque[bytes]] = [deque() for _ in cids]
+        self.ahead_channels: set[int] = set()
+        self._multi_pop = self.read_ahead > 1  # BLMPOP (Redis >= 7); falls back to BLPOP where refused
 
     def poll(self, timeout: float) -> tuple[int, bytes] | None:
         if self.cancelled.is_set():
             raise TaskCancelled()
+        for i in self.ahead_channels:
+            if i not in self.blocked:
+                return self._take_ahead(i)
         again = self.channels.quiet(self.blocked)
         if again:
             self._announce_again(again)
@@ -266,26 +285,60 @@ class RedisInputGate:
             self._flush_acks()
             time.sleep(min(timeout, _POLL_SLICE))
             return None
-        # Rotate the key order so BLPOP's first-key preference does not starve a channel.
+        # Rotate the key order so the blocking pop's first-key preference does not starve a channel.
         self._rotate = (self._rotate + 1) % len(open_keys)
         open_keys = open_keys[self._rotate :] + open_keys[: self._rotate]
         wait = max(0.01, min(timeout, _POLL_SLICE))
-        # Deferred credits go back in the same round trip as the next BLPOP.
+        # Deferred credits go back in the same round trip as the next read.
         commands = self._owed()
-        commands.append(("BLPOP", *open_keys, wait))
-        got = self.link.pipeline(commands)[-1]
+        if self._multi_pop:
+            # Up to read_ahead elements of the first channel that has any, in one round trip: under
+            # load a task takes several buffers per trip instead of one.
+            commands.append(("BLMPOP", wait, len(open_keys), *open_keys, "LEFT", "COUNT", self.read_ahead))
+        else:
+            commands.append(("BLPOP", *open_keys, wait))
+        try:
+            got = self.link.pipeline(commands)[-1]
+        except redis.ResponseError as e:
+            if not self._multi_pop or "unknown command" not in str(e).lower():
+                raise
+            self._multi_pop = False  # a Redis before 7.0: the credits before it went through; read again
+            return None
         if not got:
             return None
-        key, value = got
-        return self.channels.open(key, value)
+        if not self._multi_pop:
+            key, value = got
+            return self.channels.open(key, value)
+        key, values = got
+        first = self.channels.open(key, values[0])
+        if len(values) > 1:
+            # Opened one by one as the task takes them, so an element that does not open fails the
+            # task where it stands in the channel, after everything genuine before it.
+            i = first[0]
+            self.ahead[i].extend(values[1:])
+            self.ahead_channels.add(i)
+        return first
+
+    def _take_ahead(self, i: int) -> tuple[int, bytes]:
+        q = self.ahead[i]
+        element = self.channels.open(self.channels.keys[i], q.popleft())
+        if not q:
+            self.ahead_channels.discard(i)
+        if len(self.pending_acks) >= _ACKS_AHEAD:
+            # The task is working through elements taken ahead: its producers get their credit back
+            # without waiting for the next read (a write, no round trip).
+            commands = self._owed()
+            self.link.send(commands, [None] * len(commands))
+        return element
 
     def ack(self, channel_index: int) -> None:
         # Deferred: sent with the next BLPOP in one round trip.
         self.pending_acks.append(channel_index)
 
     def _owed(self) -> list[tuple[Any, ...]]:
-        """The credit commands of the acks deferred so far (and forgets them: they are being sent)."""
-        commands = [self.channels.acknowledge(i) for i in self.pending_acks]
+        """The credit commands of the acks deferred so far (and forgets them: they are being sent):
+        one token per channel, its latest number holding the credit of the elements before it."""
+        commands = self.channels.acknowledge_all(self.pending_acks)
         self.pending_acks.clear()
         return commands
 
@@ -358,7 +411,10 @@ class RedisChannelFactory:
         servers = [self.server_of(c) for c in channels]
         used = sorted(set(servers))
         if len(used) <= 1:
-            inner: Any = RedisInputGate(self._link(used[0] if used else 0), channels, self.cancelled, self.secret)
+            # A read takes up to half a channel's credit ahead: the other half keeps its producer writing.
+            inner: Any = RedisInputGate(
+                self._link(used[0] if used else 0), channels, self.cancelled, self.secret, read_ahead=self.credits // 2
+            )
         else:
             links = {s: self._link(s) for s in used}
             inner = ShardedInputGate(links, servers, channels, self.cancelled, self.secret)
