@@ -7,7 +7,8 @@ STAMP := $(VENV)/.installed-stamp
 
 .PHONY: install run test test-fast bench system-deps clean
 
-$(STAMP): pyproject.toml setup.py
+# The site_hook files are copied into site-packages (not linked) even by the editable install.
+$(STAMP): pyproject.toml setup.py $(wildcard engine/compat/site_hook/*)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'

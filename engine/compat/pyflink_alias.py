@@ -1,9 +1,13 @@
 """An import hook that maps ``pyflink.<path>`` onto ``engine.<path>``.
 
 The alias returns the very same module objects, so ``isinstance`` checks
-between PyFlink-style user code and the engine hold. ``millstream run``
-installs it first on ``sys.meta_path`` so it wins even over an installed
-apache-flink; the ``pyflink`` shim package installs it on first import.
+between PyFlink-style user code and the engine hold. ``millstream run``, a
+TaskManager's slot processes and the other entry points that run user code
+install it first on ``sys.meta_path`` so it wins even over an installed
+apache-flink. A plain ``python program.py`` reaches it through the fallback
+finder that ``millstream-pyflink.pth`` installs (``_millstream_pyflink``), which
+asks for ``pyflink`` only when apache-flink's is not importable; the name then
+resolves to the shim package, which installs the alias on first import.
 """
 from __future__ import annotations
 

@@ -26,6 +26,7 @@ import redis
 
 from millstream.engine import redis_keys
 from millstream.engine.checkpoint.storage import seal_state_files
+from millstream.engine.compat.pyflink_alias import install as install_pyflink_alias
 from millstream.engine.metrics.groups import OPERATOR_NAME_MAX_LENGTH
 from millstream.engine.metrics.task_report import TaskMetricsReport, encode_reports
 from millstream.engine.runtime.checkpointing import Barrier
@@ -462,6 +463,9 @@ def slot_main(cfg: SlotConfig, metrics_pipe: Connection | None = None, log_pipe:
     seal_state_files(cfg.cluster_secret)  # state files this slot writes and restores from are sealed
     if cfg.unsealed_benchmark:
         unseal_for_benchmark()
+    # User code runs here: a shipped module or a function body importing ``pyflink`` must get
+    # Millstream's API even where apache-flink is installed (a plain import would get Apache's).
+    install_pyflink_alias()
     client = redis.Redis.from_url(cfg.redis_url, socket_keepalive=True, health_check_interval=30)
     # The JobManager may be on another host: the log goes to Redis too (engine/taskexecutor/log_shipper.py).
     ship_logs(client, cfg.tm_id, cfg.cluster_secret, process_logging.SLOT_FORMAT)

@@ -1,5 +1,5 @@
-"""With apache-flink installed in the same environment, ``millstream run`` says so (the two own
-the same ``pyflink`` package directory) and still runs the program on Millstream."""
+"""With apache-flink installed in the same environment, ``millstream run`` says so (a plain
+``import pyflink`` then gets Apache Flink's package) and still runs the program on Millstream."""
 from __future__ import annotations
 
 import os
@@ -43,7 +43,7 @@ def test_run_names_an_installed_apache_flink_and_still_runs_on_millstream(tmp_pa
     assert res.returncode == 0, res.stderr[-3000:]
     assert "[10, 20, 30]" in res.stdout
     assert "apache-flink 2.3.0 is installed in this environment as well" in res.stderr
-    assert "(apache-flink's) and so runs it on real PyFlink" in res.stderr
+    assert "`python program.py` imports apache-flink's pyflink and so runs it on real PyFlink" in res.stderr
 
 
 def test_no_note_without_apache_flink(tmp_path: Path) -> None:

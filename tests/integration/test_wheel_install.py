@@ -9,16 +9,27 @@ its static assets, a checkpointed job must finish, and its checkpoints must be w
 The wheel is installed without extras, so this is also the streaming-only install: no PySpark, no
 PostgreSQL driver. Streaming works; a BATCH job is refused saying to install millstream[spark], and
 the REST API and dashboard say Spark is not available.
+
+The ``pyflink`` name comes from a ``.pth`` file, not a ``pyflink/`` directory: a (small, built here)
+apache-flink installs next to it without either overwriting a file of the other, takes the plain
+``import pyflink`` while installed and gives it back when uninstalled.
 """
 from __future__ import annotations
 
+import base64
+import csv
+import hashlib
+import json
 import os
 import re
 import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
 import time
+import zipfile
+from importlib import metadata
 from pathlib import Path
 
 import httpx
@@ -102,14 +113,28 @@ def test_the_package_comes_from_the_wheel(venv: Path, tmp_path: Path):
     ).stdout.split()
     site = str(venv)
     assert out and all(path.startswith(site) for path in out), out
-    assert (venv / "lib").exists()
-    site_packages = next((venv / "lib").glob("python3*/site-packages"))
-    # Nothing under the generic names: only millstream/ (and the pyflink name programs import).
-    assert not [n for n in ("engine", "backend", "migrations") if (site_packages / n).exists()], sorted(
+    site_packages = _site_packages(venv)
+    # Nothing under the generic names, nor a pyflink/ directory apache-flink would share: only
+    # millstream/ and the .pth file (with its module) that serve the pyflink name.
+    assert not [n for n in ("engine", "backend", "migrations", "pyflink") if (site_packages / n).exists()], sorted(
         p.name for p in site_packages.iterdir())
+    assert (site_packages / "millstream-pyflink.pth").is_file()
     frontend = site_packages / "millstream" / "backend" / "frontend"
     assert (frontend / "templates" / "base.html").is_file()
     assert (frontend / "static" / "vendor" / "htmx" / "htmx.min.js").is_file()
+
+
+def _site_packages(venv: Path) -> Path:
+    return next((venv / "lib").glob("python3*/site-packages"))
+
+
+def test_a_plain_import_gets_millstreams_pyflink(venv: Path, tmp_path: Path):
+    out = _run(
+        [str(venv / "bin" / "python"), "-c", "import pyflink; from pyflink.datastream import StreamExecutionEnvironment "
+         "as E; print(pyflink.__millstream_shim__, E.__module__)"],
+        cwd=tmp_path, env=_clean_env(venv),
+    ).stdout.split()
+    assert out == ["True", "millstream.engine.datastream.stream_execution_environment"], out
 
 
 def test_extras_are_left_out(venv: Path, tmp_path: Path):
@@ -216,3 +241,115 @@ def test_an_unknown_setting_is_refused_with_the_closest_name(venv: Path, tmp_pat
     assert result.returncode == 2
     assert "MILLSTREAM_CHEKPOINT_DIR (did you mean MILLSTREAM_CHECKPOINT_DIR?)" in result.stderr, result.stderr
     assert not (tmp_path / "var").exists(), "nothing may start before the refusal"
+
+
+# -- apache-flink in the same venv -----------------------------------------------------------------
+APACHE_MARKER = "REAL_APACHE_FLINK = True\n"
+ALIAS_PROGRAM = """
+import pyflink
+from pyflink.datastream import StreamExecutionEnvironment
+env = StreamExecutionEnvironment.get_execution_environment()
+print(sorted(env.from_collection([1, 2, 3]).map(lambda x: x * 10).execute_and_collect()),
+      getattr(pyflink, "__millstream_shim__", False))
+"""
+
+
+def _record_line(name: str, data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{name},sha256={digest},{len(data)}"
+
+
+def _fake_apache_flink_wheel(directory: Path) -> Path:
+    """A wheel named like Apache Flink's, holding what matters here: a ``pyflink`` package (with a
+    marker module) at the root of site-packages. Written directly (a wheel is a zip with a
+    dist-info), which saves a build backend in an isolated environment."""
+    info = "apache_flink-2.3.0.dist-info"
+    files = {
+        "pyflink/__init__.py": b"",
+        "pyflink/apache_marker.py": APACHE_MARKER.encode(),
+        f"{info}/METADATA": b"Metadata-Version: 2.1\nName: apache-flink\nVersion: 2.3.0\n",
+        f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: millstream-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = [_record_line(name, data) for name, data in files.items()] + [f"{info}/RECORD,,"]
+    path = directory / "apache_flink-2.3.0-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+        z.writestr(f"{info}/RECORD", "\n".join(record) + "\n")
+    return path
+
+
+def _record(site_packages: Path, dist: str) -> dict[str, str]:
+    """A distribution's installed files (relative to site-packages) and their recorded hashes."""
+    (info,) = site_packages.glob(f"{dist}-*.dist-info")
+    with open(info / "RECORD", newline="") as f:
+        return {name: digest for name, digest, _size in csv.reader(f)}
+
+
+def _changed(site_packages: Path, record: dict[str, str]) -> list[str]:
+    """The recorded files whose content is no longer what was installed (or which are gone)."""
+    changed = []
+    for name, digest in record.items():
+        if not digest:
+            continue  # RECORD itself, compiled files
+        path = site_packages / name
+        data = path.read_bytes() if path.is_file() else None
+        if data is None or _record_line(name, data).split(",")[1] != digest:
+            changed.append(name)
+    return changed
+
+
+def _pip(venv: Path, *args: str) -> None:
+    _run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), *args], timeout=300)
+
+
+def test_apache_flink_installs_side_by_side_and_millstream_run_still_runs_on_millstream(venv: Path, tmp_path: Path):
+    site_packages = _site_packages(venv)
+    python = str(venv / "bin" / "python")
+    ours = _record(site_packages, "millstream")
+    assert not _changed(site_packages, ours)
+    program = tmp_path / "prog.py"
+    program.write_text(ALIAS_PROGRAM)
+    _pip(venv, "install", "--quiet", "--no-deps", "--no-index", str(_fake_apache_flink_wheel(tmp_path)))
+    try:
+        theirs = _record(site_packages, "apache_flink")
+        assert "pyflink/__init__.py" in theirs
+        assert not set(ours) & set(theirs), "both distributions own these files"
+        assert not _changed(site_packages, ours), "installing apache-flink changed Millstream's files"
+
+        plain = _run([python, "-c", "import pyflink.apache_marker as m, pyflink; print(m.REAL_APACHE_FLINK, pyflink.__file__)"],
+                     cwd=tmp_path, env=_clean_env(venv)).stdout.split()
+        assert plain == ["True", str(site_packages / "pyflink" / "__init__.py")], plain
+
+        run = subprocess.run([str(venv / "bin" / "millstream"), "run", "--local", str(program)], cwd=tmp_path,
+                             env=_clean_env(venv), capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0 and "[10, 20, 30] True" in run.stdout, run.stdout + run.stderr
+        assert "apache-flink 2.3.0 is installed in this environment as well" in run.stderr, run.stderr
+        assert "imports apache-flink's pyflink and so runs it on real PyFlink" in run.stderr, run.stderr
+    finally:
+        _pip(venv, "uninstall", "--quiet", "--yes", "apache-flink")
+
+    assert not (site_packages / "pyflink").exists(), sorted(p.name for p in (site_packages / "pyflink").rglob("*"))
+    assert not _changed(site_packages, ours), "uninstalling apache-flink changed Millstream's files"
+    back = _run([python, str(program)], cwd=tmp_path, env=_clean_env(venv))
+    assert "[10, 20, 30] True" in back.stdout, back.stdout + back.stderr
+
+
+def test_the_editable_install_serves_pyflink_outside_the_repository(tmp_path: Path):
+    """``make install`` (``pip install -e .``): the same .pth file, the modules from this tree."""
+    site_packages = Path(sysconfig.get_paths()["purelib"])
+    # Asked of site-packages alone: the source tree's own millstream.egg-info is on the path too.
+    installed = list(metadata.distributions(name="millstream", path=[str(site_packages)]))
+    direct_url = json.loads(installed[0].read_text("direct_url.json") or "{}") if installed else {}
+    if not direct_url.get("dir_info", {}).get("editable"):
+        pytest.skip("this interpreter's millstream is not an editable install")
+    project = Path(direct_url["url"].removeprefix("file://")).resolve()
+    assert (site_packages / "millstream-pyflink.pth").is_file()
+    assert not (site_packages / "pyflink").exists()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    out = _run(
+        [sys.executable, "-c", "import pyflink; from pyflink.datastream import StreamExecutionEnvironment as E; "
+         "import sys; print(pyflink.__file__, sys.modules[E.__module__].__file__)"],
+        cwd=tmp_path, env=env,
+    ).stdout.split()
+    assert len(out) == 2 and all(Path(p).resolve().is_relative_to(project) for p in out), (out, project)
