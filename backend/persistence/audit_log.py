@@ -11,7 +11,6 @@ a request still in hand) records nothing more; its refused entries go to its own
 """
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -22,8 +21,6 @@ from sqlalchemy.orm import Session, sessionmaker
 from millstream.backend.persistence.leader_fence import WriteFence, fenced_write
 from millstream.backend.persistence.models import AuditEntryRow
 from millstream.engine.jobmanager.leader_election import FencedOut
-
-log = logging.getLogger("millstream.audit")
 
 
 @dataclass(frozen=True)
