@@ -46,6 +46,7 @@ from millstream.engine.jobmanager.dispatcher import (
     UnknownJob,
 )
 from millstream.engine.jobmanager.job_store import StoreUnavailable
+from millstream.engine.jobmanager.leader_election import FencedOut
 from millstream.engine.jobmanager.savepoints import StateRoots
 
 log = logging.getLogger("millstream.app")
@@ -121,12 +122,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # Without HA it just runs the Dispatcher; with HA the Dispatcher is a standby's, and each term of
         # leadership gets a new one like it (backend/leadership.py).
         leadership = app.state.leadership = make_leadership(app.state, settings, client, sessions, dispatcher)
-        app.state.audit = AuditLog(sessions, settings.audit_retention_days, settings.audit_refusals_per_minute)
-        app.state.ui_sessions = UISessionStore(sessions, settings.session_ttl_s)
+        # With HA, what a JobManager writes to the shared stores is fenced as job writes are: a deposed
+        # leader (paused past its lease) changes none of them (backend/persistence/leader_fence.py).
+        fence = leadership if leadership.high_availability else None
+        app.state.audit = AuditLog(
+            sessions, settings.audit_retention_days, settings.audit_refusals_per_minute, fence=fence
+        )
+        app.state.ui_sessions = UISessionStore(sessions, settings.session_ttl_s, fence=fence)
         app.state.settings = settings
         app.state.dispatcher = dispatcher
         app.state.flame_graphs = FlameGraphService(dispatcher)
-        app.state.jars = JarRepository(sessions)
+        app.state.jars = JarRepository(sessions, fence=fence)
         app.state.tm_history = TaskManagerHistory(sessions)
         app.state.programs = ProgramService(
             app.state.jars, settings.upload_dir, settings.max_upload_bytes, settings.plan_timeout_s,
@@ -235,6 +241,12 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     app.add_exception_handler(OperationalError, sql_unavailable)
     app.add_exception_handler(InterfaceError, sql_unavailable)
+
+    @app.exception_handler(FencedOut)
+    async def fenced_out(_: Request, exc: FencedOut) -> JSONResponse:
+        # This JobManager lost the leadership while serving the request; nothing was written. A retry
+        # is forwarded to the new leader (backend/leader_forwarding.py).
+        return JSONResponse({"errors": [f"{exc}; retry"]}, status_code=503, headers={"Retry-After": "1"})
 
     @app.exception_handler(UnknownJob)
     async def unknown_job(_: Request, exc: UnknownJob) -> JSONResponse:

@@ -21,6 +21,7 @@ from millstream.backend.bearer_auth import bearer_matches
 from millstream.backend.persistence.audit_log import AuditEntry
 from millstream.backend.persistence.sql_job_store import is_unreachable
 from millstream.backend.ui.security import logged_in
+from millstream.engine.jobmanager.leader_election import FencedOut
 
 log = logging.getLogger("millstream.audit")
 
@@ -128,6 +129,10 @@ class AuditMiddleware:
         )
         try:
             await run_in_threadpool(audit.record, entry)
+        except FencedOut:
+            # Lost the leadership while serving it (paused past the lease): the log is the leader's now,
+            # and a deposed JobManager writes nothing there. Its own log keeps the line.
+            log.warning("not recorded in the audit log (this JobManager no longer leads): %s", entry)
         except Exception as e:
             if is_unreachable(e):  # SQL away: the entry is lost (the request itself was served); one line
                 log.warning("could not record %s %s in the audit log: the SQL database is unavailable", entry.method, entry.path)

@@ -22,7 +22,7 @@ from millstream.backend.persistence.leader_fence import SqlLeaderFence
 from millstream.backend.persistence.sql_job_store import SqlJobStore
 from millstream.backend.settings import Settings
 from millstream.engine.jobmanager.dispatcher import Dispatcher
-from millstream.engine.jobmanager.leader_election import FencedRedis, RedisLeaderElection
+from millstream.engine.jobmanager.leader_election import FencedOut, FencedRedis, RedisLeaderElection
 from millstream.engine.jobmanager.leader_lease import Lease, LeaseConfig
 
 log = logging.getLogger("millstream.leadership")
@@ -192,6 +192,17 @@ class JobManagerLeadership:
             "leader (token %d) after %.2f s of recovery: %d job(s) in memory",
             lease.token, time.monotonic() - started, len(dispatcher.jobs),
         )
+
+    # -- the fence for the other shared stores (audit log, dashboard sessions, programs) -------------
+    def check(self, session: Session) -> None:
+        """A :class:`WriteFence` over the current term: inside a write's transaction, FencedOut unless
+        this JobManager holds the lease and the SQL fence still carries its token. Between terms
+        (a standby, or a leader that stepped down) every write is refused."""
+        with self._lock:
+            fence = self._fence
+        if fence is None:
+            raise FencedOut("this JobManager is not the leader: it may not change the cluster's state")
+        fence.check(session)
 
     # -- queries --------------------------------------------------------------------------------------
     def serving_leader(self) -> bool:

@@ -4,6 +4,10 @@ Rows older than the retention are deleted (at start and then every few minutes),
 anonymous requests are recorded at most ``refusals_per_minute`` times per client and minute:
 a flood of 401s must not fill the database. What is dropped is counted, and one row says how
 many were left out when that client's next minute starts.
+
+With high availability the log is the leader's: each insert and purge runs behind the leader fence
+(backend/persistence/leader_fence.py), so a JobManager that lost the lease (paused, then woken with
+a request still in hand) records nothing more; its refused entries go to its own log instead.
 """
 from __future__ import annotations
 
@@ -14,7 +18,9 @@ from dataclasses import asdict, dataclass
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from millstream.backend.persistence.leader_fence import WriteFence, fenced_write
 from millstream.backend.persistence.models import AuditEntryRow
+from millstream.engine.jobmanager.leader_election import FencedOut
 
 
 @dataclass(frozen=True)
@@ -37,9 +43,14 @@ _MAX_TRACKED_CLIENTS = 10_000
 
 class AuditLog:
     def __init__(
-        self, session_factory: sessionmaker[Session], retention_days: float = 30.0, refusals_per_minute: int = 60
+        self,
+        session_factory: sessionmaker[Session],
+        retention_days: float = 30.0,
+        refusals_per_minute: int = 60,
+        fence: WriteFence | None = None,
     ) -> None:
         self._sessions = session_factory
+        self.fence = fence  # None without high availability
         self.retention_ms = int(retention_days * 86_400_000)
         self.refusals_per_minute = refusals_per_minute
         self._lock = threading.Lock()
@@ -48,6 +59,7 @@ class AuditLog:
         self.purge(int(time.time() * 1000))
 
     def record(self, entry: AuditEntry) -> None:
+        """Insert ``entry``; FencedOut (nothing written) when this JobManager does not lead."""
         rows = []
         if entry.actor == "anonymous" and entry.status in REFUSED:
             admitted, summary = self._admit_refusal(entry)
@@ -58,7 +70,7 @@ class AuditLog:
         else:
             rows.append(entry)
         if rows:
-            with self._sessions.begin() as session:
+            with fenced_write(self._sessions, self.fence) as session:
                 for e in rows:
                     session.add(AuditEntryRow(**{k: v for k, v in asdict(e).items() if k != "id"}))
         if entry.timestamp - self._last_purge >= _PURGE_EVERY_MS:
@@ -87,10 +99,14 @@ class AuditLog:
             return False, summary
 
     def purge(self, now_ms: int) -> int:
-        """Delete rows older than the retention; returns how many went."""
+        """Delete rows older than the retention; returns how many went (0 when this JobManager does not
+        lead: a standby starting up leaves that to the leader)."""
         self._last_purge = now_ms
-        with self._sessions.begin() as session:
-            result = session.execute(delete(AuditEntryRow).where(AuditEntryRow.timestamp < now_ms - self.retention_ms))
+        try:
+            with fenced_write(self._sessions, self.fence) as session:
+                result = session.execute(delete(AuditEntryRow).where(AuditEntryRow.timestamp < now_ms - self.retention_ms))
+        except FencedOut:
+            return 0
         return result.rowcount or 0
 
     def recent(self, limit: int = 100) -> list[AuditEntry]:

@@ -1,4 +1,9 @@
-"""``JarRepository``: the rows describing uploaded programs (Flink's "jars")."""
+"""``JarRepository``: the rows describing uploaded programs (Flink's "jars").
+
+With high availability only the leader adds or deletes programs: both run behind the leader fence
+(backend/persistence/leader_fence.py), so a JobManager that lost the lease gets ``FencedOut`` and
+changes nothing (ProgramService then removes the files it had stored). Listing is a read.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -7,6 +12,7 @@ from typing import Any
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from millstream.backend.persistence.leader_fence import WriteFence, fenced_write
 from millstream.backend.persistence.models import JarRow
 
 
@@ -21,8 +27,9 @@ class JarInfo:
 
 
 class JarRepository:
-    def __init__(self, session_factory: sessionmaker[Session]) -> None:
+    def __init__(self, session_factory: sessionmaker[Session], fence: WriteFence | None = None) -> None:
         self._sessions = session_factory
+        self.fence = fence  # None without high availability
 
     def add(
         self,
@@ -41,7 +48,7 @@ class JarRepository:
             uploaded=uploaded,
             entry=list(entry) if entry is not None else None,
         )
-        with self._sessions.begin() as session:
+        with fenced_write(self._sessions, self.fence) as session:
             session.add(row)
         return _to_info(row)
 
@@ -58,7 +65,7 @@ class JarRepository:
 
     def delete(self, id: str) -> bool:
         """Forget the row; the caller removes the stored file. False if it was unknown."""
-        with self._sessions.begin() as session:
+        with fenced_write(self._sessions, self.fence) as session:
             return session.execute(delete(JarRow).where(JarRow.id == id)).rowcount > 0
 
 

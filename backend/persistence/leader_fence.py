@@ -6,8 +6,15 @@ transaction: an UPDATE that matches only while the fence still holds this JobMan
 UPDATE locks the row (PostgreSQL) or the database (SQLite) until the write commits, so a successor's
 claim cannot slip between the check and the write; a JobManager that lost the lease gets
 :class:`FencedOut` and its write is rolled back.
+
+The same check guards every other write a JobManager makes to the cluster's shared state: the audit
+log, dashboard sessions and uploaded programs (``fenced_write``, with the leadership's current term as
+the fence, backend/leadership.py). A deposed leader may still read them.
 """
 from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator, Protocol
 
 from sqlalchemy import select, update
 from sqlalchemy.dialects import postgresql, sqlite
@@ -18,6 +25,21 @@ from millstream.engine.jobmanager.leader_election import FencedOut
 from millstream.engine.jobmanager.leader_lease import Lease
 
 _TABLE = JobManagerLeaderRow.__table__
+
+
+class WriteFence(Protocol):
+    """Anything that refuses a write transaction (FencedOut) unless this JobManager leads."""
+
+    def check(self, session: Session) -> None: ...
+
+
+@contextmanager
+def fenced_write(sessions: sessionmaker[Session], fence: WriteFence | None) -> Iterator[Session]:
+    """A write transaction whose first statement is the fence check (none without a fence: no HA)."""
+    with sessions.begin() as session:
+        if fence is not None:
+            fence.check(session)
+        yield session
 
 
 class SqlLeaderFence:
@@ -58,7 +80,7 @@ class SqlLeaderFence:
         """Inside a write's transaction: raise :class:`FencedOut` unless the fence holds our token."""
         token = self.token
         if token is None:
-            raise FencedOut("this JobManager is not the leader: it may not change job state")
+            raise FencedOut("this JobManager is not the leader: it may not change the cluster's state")
         matched = session.execute(
             update(_TABLE).where(_TABLE.c.id == 1, _TABLE.c.token == token).values(token=token)
         ).rowcount

@@ -19,7 +19,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.orm import defer
 from sqlalchemy.orm import Session, sessionmaker
 
-from millstream.backend.persistence.leader_fence import SqlLeaderFence
+from millstream.backend.persistence.leader_fence import SqlLeaderFence, fenced_write
 from millstream.backend.persistence.models import (
     CheckpointRestoreRow, CheckpointRow, JobExceptionRow, JobOutputRow, JobRow, SavepointRow,
 )
@@ -64,9 +64,7 @@ class SqlJobStore:
     @contextmanager
     def _write(self) -> Iterator[Session]:
         """A write transaction, refused (FencedOut, rolled back) when a fence says we no longer lead."""
-        with self._sessions.begin() as session:
-            if self.fence is not None:
-                self.fence.check(session)
+        with fenced_write(self._sessions, self.fence) as session:
             yield session
 
     def save_job(self, record: JobRecord) -> None:

@@ -61,10 +61,11 @@ class ProgramService:
                 entry = [zip_entry_point(home / "program").relative_to((home / "program").resolve()).as_posix()]
             else:
                 entry = [stored.name]
+            # Inside the try: a refused row (FencedOut: this JobManager lost the leadership) leaves no files.
+            return self.repo.add(program_id, original_name, str(stored), size, int(time.time() * 1000), entry)
         except BaseException:
             shutil.rmtree(home, ignore_errors=True)
             raise
-        return self.repo.add(program_id, original_name, str(stored), size, int(time.time() * 1000), entry)
 
     def get(self, program_id: str) -> JarInfo | None:
         return self.repo.get(program_id)

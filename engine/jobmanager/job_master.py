@@ -432,11 +432,20 @@ class JobMaster:
         for tm, slot, attempt in adoption.stale:  # older attempts left running: they go now
             self.gateway.cancel_job(tm, slot, self.job_id, attempt)
         log.info(
-            "job %s: adopted attempt %d running in %d slot(s); checkpoints continue after %d (latest completed %s%s)",
+            "job %s: adopted attempt %d running in %d slot(s); checkpoints continue after %d (latest completed %s%s)%s",
             self.job_id, adoption.attempt, len(adoption.slots), self.checkpointing.coordinator.next_checkpoint_id - 1,
             latest.checkpoint_id if latest is not None else "none",
             f", aborted {aborted}" if aborted else "",
+            f"; {len(adoption.finished)} task(s) finished while no JobManager led" if adoption.finished else "",
         )
+        # Their FINISHED reports went to the JobManager that died: applied now, as they would have been
+        # (the job finishes here when every task had).
+        for vertex, subtask in adoption.finished:
+            tm, slot = adoption.placement[(vertex, subtask)]
+            self.on_task_state(
+                {"attempt": adoption.attempt, "vertex": vertex, "subtask": subtask, "state": "FINISHED", "ts": now,
+                 "tm": tm, "slot": slot}, pool,
+            )
         return None
 
     def resume_from_scratch(self, attempt: int, start_time: int) -> None:

@@ -4,9 +4,12 @@ tasks while the JobMaster is away and offer their slots to the new one).
 
 Pure: given the slots' answers to ``report_tasks`` (engine/taskexecutor/messages.py ``task_offer``),
 it decides per job; the Dispatcher does the asking and the JobMaster the adopting. A job is adopted
-only when every subtask of the attempt SQL recorded last runs, reported by a registered TaskManager;
-anything less (a task gone, finished or failed, a TaskManager that did not answer) restarts it from
-its latest checkpoint, as before.
+only when every subtask of the attempt SQL recorded last runs or has finished, reported by a
+registered TaskManager; anything less (a task gone, failed or cancelled, a TaskManager that did not
+answer) restarts it from its latest checkpoint, as before. A slot reports the tasks that ended there
+with their final state: a task that finished while no JobManager led (its FINISHED report was sealed
+for the dead one's epoch) is adopted as finished, so a bounded job whose input ran out meanwhile
+finishes instead of running again from its checkpoint.
 """
 from __future__ import annotations
 
@@ -73,6 +76,7 @@ class Adoption:
     placement: Mapping[tuple[str, int], tuple[str, int]]  # (vertex, subtask) -> (TaskManager, slot)
     max_checkpoint_seen: int
     stale: tuple[tuple[str, int, int], ...] = ()  # (TaskManager, slot, attempt) still running older attempts
+    finished: tuple[tuple[str, int], ...] = ()  # (vertex, subtask) that ended FINISHED, unreported till now
 
     @property
     def slots(self) -> list[tuple[str, int]]:
@@ -93,6 +97,9 @@ def reconcile(
             stale.add((t.taskmanager_id, t.slot, t.attempt))
             continue
         if (t.vertex, t.subtask) in found:
+            if "FINISHED" in (t.state, found[(t.vertex, t.subtask)].state):
+                # Two slots report it, one as ended: impossible for one attempt; trust neither.
+                return f"subtask {t.vertex} ({t.subtask}) of attempt {attempt} is reported twice"
             return f"subtask {t.vertex} ({t.subtask}) of attempt {attempt} runs twice"
         found[(t.vertex, t.subtask)] = t
     for v in job_graph.vertices:
@@ -100,12 +107,13 @@ def reconcile(
             t = found.get((v.id, i))
             if t is None:
                 return f"subtask {v.name} ({i + 1}/{v.parallelism}) of attempt {attempt} is not running anywhere"
-            if t.state != "RUNNING":
-                return f"subtask {v.name} ({i + 1}/{v.parallelism}) is {t.state}, not RUNNING"
+            if t.state not in ("RUNNING", "FINISHED"):
+                return f"subtask {v.name} ({i + 1}/{v.parallelism}) is {t.state}, not RUNNING or FINISHED"
             if t.taskmanager_id not in live:
                 return f"TaskManager {t.taskmanager_id} of subtask {v.name} ({i + 1}/{v.parallelism}) is not registered"
     expected = {(v.id, i) for v in job_graph.vertices for i in range(v.parallelism)}
     if set(found) != expected:
         return "tasks of vertices the job does not have run under its id"
     placement = {k: (t.taskmanager_id, t.slot) for k, t in found.items()}
-    return Adoption(attempt, placement, offers.max_checkpoint_seen(job_graph.job_id), tuple(sorted(stale)))
+    finished = tuple(sorted(k for k, t in found.items() if t.state == "FINISHED"))
+    return Adoption(attempt, placement, offers.max_checkpoint_seen(job_graph.job_id), tuple(sorted(stale)), finished)

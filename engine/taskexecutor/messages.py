@@ -138,7 +138,8 @@ def task_offer(
     tm: str, slot: int, pid: int, tasks: list[dict[str, Any]], checkpoints: list[list[Any]]
 ) -> dict[str, Any]:
     """A slot's answer to ``report_tasks``: ``tasks`` holds one ``{job, vertex, subtask, attempt, state}``
-    per task it runs, ``checkpoints`` one ``[job, attempt, id]`` per job attempt: the highest checkpoint
+    per task it runs and per task that ended there (its final state: a FINISHED report sent while no
+    JobManager led reached nobody), ``checkpoints`` one ``[job, attempt, id]`` per job attempt: the highest checkpoint
     id its tasks were triggered with or acknowledged, so the new coordinator never hands out one again."""
     return {"type": "task_offer", "tm": tm, "slot": slot, "pid": pid, "tasks": tasks, "checkpoints": checkpoints}
 

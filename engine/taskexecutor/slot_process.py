@@ -55,6 +55,7 @@ log = logging.getLogger("millstream.slot")
 METRICS_INTERVAL_S = 1.0
 METRICS_TTL_S = 24 * 3600
 MAX_STACK_SAMPLES = 1000  # per subtask and request, whatever a request asks
+MAX_ENDED_TASKS = 256  # final states a slot keeps for task offers (a slot runs one job's tasks at a time)
 #: The interpreter's switch interval in a slot (CPython's default is 5 ms). The subtasks of a slot are
 #: threads, and a thread with a deadline (a source flushing its buffers when the buffer timeout passes,
 #: a task whose blocking read just returned) waits for the lock as long as another one computes: up to
@@ -130,6 +131,11 @@ class SlotExecutor:
         # (a JobManager that restarted refuses reports sealed for its earlier epoch, copies included).
         self.jobmanager_epoch: int | None = None
         self.tasks: dict[tuple[str, str, int, int], _Running] = {}
+        # Tasks that ended here, with their final state, oldest first: a final report sent while no
+        # JobManager led is sealed for the dead one's epoch and refused by its successor, so each
+        # task offer repeats them (as Flink's TaskExecutor reports its tasks to a new JobMaster).
+        # Dropped when a JobManager cancels that job attempt or deploys a newer one here; bounded.
+        self.ended: dict[tuple[str, str, int, int], str] = {}
         # (job, attempt) -> the highest checkpoint id its tasks here were triggered with or acknowledged:
         # a JobManager that adopts the running tasks continues its checkpoint ids after it.
         self.checkpoints_seen: dict[tuple[str, int], int] = {}
@@ -201,6 +207,7 @@ class SlotExecutor:
         elif msg["type"] == "request_stack_samples":
             self._sample_stacks(msg)
         elif msg["type"] == "cancel":
+            self._forget_ended(msg["job"], msg["attempt"])  # the JobManager gave those attempts up
             with self.lock:
                 victims = [r for k, r in self.tasks.items() if k[0] == msg["job"] and k[3] <= msg["attempt"]]
             for r in victims:
@@ -212,13 +219,23 @@ class SlotExecutor:
             if checkpoint_id > self.checkpoints_seen.get(key, 0):
                 self.checkpoints_seen[key] = checkpoint_id
 
+    def _forget_ended(self, job: str, up_to_attempt: int) -> None:
+        with self.lock:
+            for k in [k for k in self.ended if k[0] == job and k[3] <= up_to_attempt]:
+                del self.ended[k]
+
     def _offer_tasks(self, request: str) -> None:
-        """Answer a recovering JobManager with the tasks this slot runs (sealed for the request's key and
-        this slot's field): it adopts them instead of redeploying when they are all of a job's attempt."""
+        """Answer a recovering JobManager with the tasks this slot runs, and those that ended here with
+        their final state (sealed for the request's key and this slot's field): it adopts a job instead
+        of redeploying it when all its attempt's tasks are running or finished."""
         with self.lock:
             tasks = [
                 {"job": k[0], "vertex": k[1], "subtask": k[2], "attempt": k[3], "state": r.state}
                 for k, r in self.tasks.items()
+            ]
+            tasks += [
+                {"job": k[0], "vertex": k[1], "subtask": k[2], "attempt": k[3], "state": state}
+                for k, state in self.ended.items() if k not in self.tasks
             ]
             seen = [[job, attempt, cid] for (job, attempt), cid in self.checkpoints_seen.items()]
         key, field = redis_keys.task_offers(request), f"{self.cfg.tm_id}:{self.cfg.slot}"
@@ -279,6 +296,7 @@ class SlotExecutor:
 
     def deploy(self, tdd: TaskDeploymentDescriptor) -> None:
         key = (tdd.job_id, tdd.vertex_id, tdd.subtask, tdd.attempt)
+        self._forget_ended(tdd.job_id, tdd.attempt - 1)  # a JobManager that deploys a newer attempt knows
         try:
             code = self.code_cache.get(tdd.job_id)
             if code is None:
@@ -352,6 +370,10 @@ class SlotExecutor:
         self.stdout.forwarder.flush()  # a client draining the job's output once it ended sees every line
         with self.lock:
             self.tasks.pop(key, None)
+            self.ended.pop(key, None)  # re-inserted: the newest last
+            self.ended[key] = state
+            while len(self.ended) > MAX_ENDED_TASKS:
+                del self.ended[next(iter(self.ended))]
             if not any(k[0] == tdd.job_id for k in self.tasks):
                 self.code_cache.pop(tdd.job_id, None)
             if not any(k[0] == tdd.job_id and k[3] == tdd.attempt for k in self.tasks):

@@ -124,3 +124,58 @@ def test_a_job_whose_slot_another_adopted_job_holds_is_not_adopted(tmp_path: Pat
     assert isinstance(decision, Adoption)
     assert "taken by another job" in (h.jm.adopt(decision, record, h.pool) or "")
     assert h.gw.calls == [] and h.jm.status is JobStatus.CREATED
+
+
+def _mixed(finished: set[tuple[str, int]], attempt: int = 0, job: str = "ab" * 16) -> TaskOffers:
+    """The slots' answers when the subtasks in ``finished`` ended (FINISHED) and the others run."""
+    answers: dict[tuple[str, int], dict] = {}
+    for (vertex, subtask), (tm, slot) in PLACEMENT.items():
+        offer = answers.setdefault((tm, slot), {"tm": tm, "slot": slot, "tasks": [], "checkpoints": []})
+        state = "FINISHED" if (vertex, subtask) in finished else "RUNNING"
+        offer["tasks"].append({"job": job, "vertex": vertex, "subtask": subtask, "attempt": attempt, "state": state})
+    return TaskOffers.parse(answers)
+
+
+def test_tasks_that_finished_while_no_jobmanager_led_are_adopted_as_finished() -> None:
+    sources = {("v-src", 0), ("v-src", 1)}
+    decision = reconcile(graph(), 0, _mixed(sources), ["tm-1", "tm-2"])
+    assert isinstance(decision, Adoption) and dict(decision.placement) == PLACEMENT
+    assert decision.finished == (("v-src", 0), ("v-src", 1))
+    # A subtask that failed or was cancelled while no JobManager led: the job restarts, as before.
+    failed = _offers({("v-src", 0): ("tm-1", 0)}, 0, "FAILED")
+    rest = _mixed(set())
+    both = TaskOffers(failed.tasks + tuple(t for t in rest.tasks if (t.vertex, t.subtask) != ("v-src", 0)))
+    assert "is FAILED, not RUNNING or FINISHED" in reconcile(graph(), 0, both, ["tm-1", "tm-2"])
+    # One attempt's subtask reported both running and finished (two slots): neither is trusted.
+    twice = TaskOffers(rest.tasks + _offers({("v-src", 0): ("tm-2", 1)}, 0, "FINISHED").tasks)
+    assert "reported twice" in reconcile(graph(), 0, twice, ["tm-1", "tm-2"])
+
+
+def test_a_job_all_of_whose_tasks_finished_meanwhile_finishes_when_adopted(tmp_path: Path) -> None:
+    h = Harness(tmp_path, graph(config=CHECKPOINTING))
+    record = h.store.get_job(h.jm.job_id)
+    h.pool.register(TaskManagerInfo("tm-1", 1))
+    h.pool.register(TaskManagerInfo("tm-2", 1))
+    decision = reconcile(h.jm.job_graph, 0, _mixed(set(PLACEMENT), job=h.jm.job_id), ["tm-1", "tm-2"])
+    assert isinstance(decision, Adoption) and len(decision.finished) == 4
+    assert h.jm.adopt(decision, record, h.pool) is None
+    assert h.jm.status is JobStatus.FINISHED and h.jm.eg.attempt == 0
+    assert all(ev.current.state is ExecutionState.FINISHED for _, ev in h.jm.eg.all_executions())
+    assert h.gw.of("submit") == [] and not h.pool.allocations  # nothing deployed; the slots are free again
+    assert h.store.get_job(h.jm.job_id).state == "FINISHED"
+
+
+def test_a_job_whose_sources_finished_meanwhile_is_adopted_running_and_finishes_with_the_rest(tmp_path: Path) -> None:
+    h = Harness(tmp_path, graph(config=CHECKPOINTING))
+    record = h.store.get_job(h.jm.job_id)
+    decision = reconcile(h.jm.job_graph, 0, _mixed({("v-src", 0), ("v-src", 1)}, job=h.jm.job_id), ["tm-1", "tm-2"])
+    assert isinstance(decision, Adoption)
+    assert h.jm.adopt(decision, record, h.pool) is None
+    assert h.jm.status is JobStatus.RUNNING
+    states = {(ejv.job_vertex.id, ev.subtask): ev.current.state for ejv, ev in h.jm.eg.all_executions()}
+    assert states == {("v-src", 0): ExecutionState.FINISHED, ("v-src", 1): ExecutionState.FINISHED,
+                      ("v-agg", 0): ExecutionState.RUNNING, ("v-agg", 1): ExecutionState.RUNNING}
+    for subtask, (tm, slot) in ((0, ("tm-1", 0)), (1, ("tm-2", 0))):  # the rest report as they end
+        h.jm.on_task_state({"attempt": 0, "vertex": "v-agg", "subtask": subtask, "state": "FINISHED", "ts": 1,
+                            "tm": tm, "slot": slot}, h.pool)
+    assert h.jm.status is JobStatus.FINISHED
