@@ -1,7 +1,7 @@
 """Tasks that finish while no JobManager leads (issue 18), on real processes: two JobManagers with
 ``--ha`` and a 5 s lease, one TaskManager, and a bounded, sleep-paced exactly-once keyed count writing
-to the FileSink. The leader is SIGKILLed once the job has a completed checkpoint; its input runs out
-about 3 s later, before the standby can take over, so every task reports FINISHED to nobody (sealed
+to the FileSink. The leader is SIGKILLed once the job has a completed checkpoint and the standby is
+held (SIGSTOP) until the input has run out, so every task reports FINISHED to nobody (sealed
 for the dead leader's epoch, which the new leader's inbox refuses). The slots keep those final states
 and offer them to the new leader when it asks what they run: the job is adopted as finished, with
 no restart, and its output is committed exactly once."""
@@ -22,7 +22,7 @@ from tests.integration.test_recovery import committed_counts
 
 PROGRAM = Path(__file__).parent / "programs" / "recovering_count.py"
 N = 1200
-RATE = 300  # records per second: 4 s of input, ending inside the 5 s lease after the kill
+RATE = 300  # records per second: 4 s of input
 LEASE_MS = 5000
 
 
@@ -64,12 +64,18 @@ def test_tasks_that_finish_while_no_jobmanager_leads_finish_the_job_without_a_re
         c.wait_for(lambda: c.overview()["taskmanagers"] == 1, 60, "the TaskManager")
         c.wait_for(lambda: _role(urls[1]) == "standby", 60, "the second to stand by")
         run = c.start_run(PROGRAM, str(N), str(RATE), str(out), options=("-p", "1"))
+        submitted = time.monotonic()
         c.wait_for(lambda: c.job_ids(), 60, "the job")
         (jid,) = c.job_ids()
         c.wait_for(lambda: _latest_completed(c, jid) >= 1, 30, "a completed checkpoint")
         assert c.job(jid)["state"] == "RUNNING"
         jms[0].send_signal(signal.SIGKILL)
+        # The standby is held (SIGSTOP) until the input has surely run out, so the tasks end while no
+        # JobManager leads however slowly a loaded machine moves (the lease alone would leave a race).
+        jms[1].send_signal(signal.SIGSTOP)
         killed = time.monotonic()
+        time.sleep(max(0.0, submitted + N / RATE + 6 - time.monotonic()))
+        jms[1].send_signal(signal.SIGCONT)
         c.wait_for(lambda: _role(urls[1]) == "leader", 30, "the standby to take over")
         took = time.monotonic() - killed
         c.http.close()
@@ -88,7 +94,7 @@ def test_tasks_that_finish_while_no_jobmanager_leads_finish_the_job_without_a_re
         assert sorted(files) == sorted(f"k{k}" for k in range(40))
         wrong = {k: (len(v), len(set(v))) for k, v in files.items() if sorted(v) != want}
         assert not wrong, f"keys whose updates were not committed exactly once: {wrong}"
-        print(f"\nleader SIGKILLed as the input ran out: the standby led after {took:.1f} s and finished the job "
+        print(f"\nleader SIGKILLed, standby held until the input ran out: it led {took:.1f} s after the kill and finished the job "
               f"without a restart", flush=True)
     except BaseException:
         for p in [*logs, *sorted(tmp_path.glob("taskmanager-*.log"))]:
@@ -101,6 +107,7 @@ def test_tasks_that_finish_while_no_jobmanager_leads_finish_the_job_without_a_re
             run.kill()
         for p in jms:
             if p.poll() is None:
+                p.send_signal(signal.SIGCONT)
                 p.send_signal(signal.SIGTERM)
         for p in jms:
             try:
