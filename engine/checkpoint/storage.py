@@ -25,6 +25,7 @@ from millstream.engine.checkpoint.messages import TaskId
 from millstream.engine.checkpoint import state_file
 from millstream.engine.checkpoint.shared_state_registry import SHARED_DIR, is_shared_name
 from millstream.engine.checkpoint.state_origin import StateOrigin
+from millstream.engine.security import mac
 from millstream.engine.security.mac import VERSION, Sealer, Unauthenticated, check_secret, is_unsealed
 
 METADATA_FILE = "_metadata"
@@ -164,6 +165,9 @@ def _open_metadata(path: str, data: bytes) -> tuple[bytes, bool]:
         opened = Sealer(secret, kind, *context).try_open(data)
         if opened is not None:
             return opened, legacy
+    # Counted and logged as any refused element is (Sealer.open would have; try_open stays quiet).
+    mac.refused[METADATA_KIND] = mac.refused.get(METADATA_KIND, 0) + 1
+    mac.log.warning("refused an unauthenticated element (%s %s): its MAC does not match", METADATA_KIND, str(path)[:300])
     raise InvalidSavepoint(
         str(path)[:300],
         f"its {METADATA_FILE} is not sealed with this cluster's secret (MILLSTREAM_CLUSTER_SECRET): written "
