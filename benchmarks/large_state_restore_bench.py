@@ -92,6 +92,7 @@ def _snapshot(backend: Any, grouped: bool) -> tuple[bytes, float]:
 def _restore(kind: str, handles: dict[int, str], j: int, new: int, old: int, tmp: str) -> tuple[float, int, int]:
     """(seconds, bytes read, keys restored) of new subtask ``j``: read, decode, put back."""
     from millstream.engine.checkpoint.rescale import OperatorRestore
+    from millstream.engine.checkpoint.state_origin import StateOrigin
     from millstream.engine.checkpoint.storage import FileSystemCheckpointStorage
     from millstream.engine.runtime.state.key_grouped_state import decode_state
     from millstream.engine.runtime.state.task_state_manager import restore_keyed
@@ -102,7 +103,7 @@ def _restore(kind: str, handles: dict[int, str], j: int, new: int, old: int, tmp
     read = 0
     loaded = {}
     for i, h in handles.items():
-        data = FileSystemCheckpointStorage.read_state_file_key_groups(h, spec.key_groups)
+        data = FileSystemCheckpointStorage.read_state_file_key_groups(h, spec.key_groups, StateOrigin("j" * 32, 1))  # as measure wrote them
         read += len(data)
         loaded[i] = decode_state(data)
     restore_keyed(backend, _Operator(), loaded, spec)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Callable, TypeVar
 
-from fastapi import APIRouter, HTTPException, Path, Query
+from fastapi import APIRouter, HTTPException, Path, Query, Response
 
 from millstream.backend.api.jobs import JobId, load_job, now_ms
 from millstream.backend.deps import DispatcherDep, FlameGraphsDep
@@ -39,6 +39,14 @@ def _paged(answer: dict[str, Any], offset: int) -> dict[str, Any]:
         answer.pop("subtasks-total")
         answer.pop("offset")
     return answer
+
+
+def _count_header(response: Response, record: Any, vid: str, offset: int, limit: int) -> None:
+    """A list answer (Flink's bare JSON array) has no room for a total: a part of the subtasks says
+    how many there are in ``X-Subtasks-Total`` instead; the whole list carries no header, as Flink's."""
+    v = _view(lambda: job_views.find_vertex(record, vid), vid)
+    if not job_views.is_whole_page(v, offset, limit):
+        response.headers["X-Subtasks-Total"] = str(len(v["subtasks"]))
 
 
 def _csv(value: str | None) -> list[str]:
@@ -81,11 +89,15 @@ def vertex_flame_graph(
 
 
 @router.get("/jobs/{jid}/vertices/{vid}/backpressure", summary="Backpressure of a vertex's subtasks")
-def vertex_backpressure(dispatcher: DispatcherDep, jid: JobId, vid: VertexId) -> dict[str, Any]:
+def vertex_backpressure(
+    dispatcher: DispatcherDep, jid: JobId, vid: VertexId, offset: Offset = 0, limit: Limit = MAX_PAGE
+) -> dict[str, Any]:
     """Levels (ok ≤ 0.10 < low ≤ 0.5 < high) from each subtask's backpressured time per second;
-    ``{"status": "deprecated"}`` until a subtask has reported."""
+    ``{"status": "deprecated"}`` until a subtask has reported. The rows of the subtasks
+    ``[offset, offset + limit)``, with ``subtasks-total`` and ``offset`` when that is a part of them;
+    the vertex's level is over all of them."""
     record = load_job(dispatcher, jid)
-    return _view(lambda: job_views.vertex_backpressure(record, vid, now_ms()), vid)
+    return _view(lambda: job_views.vertex_backpressure(record, vid, now_ms(), offset, limit), vid)
 
 
 @router.get("/jobs/{jid}/vertices/{vid}/subtasktimes", summary="When each subtask entered each state")
@@ -107,10 +119,14 @@ def vertex_taskmanagers(dispatcher: DispatcherDep, jid: JobId, vid: VertexId) ->
 
 
 @router.get("/jobs/{jid}/vertices/{vid}/watermarks", summary="Input watermark of each subtask")
-def vertex_watermarks(dispatcher: DispatcherDep, jid: JobId, vid: VertexId) -> list[dict[str, str]]:
-    """``[{id: "<subtask>.currentInputWatermark", value}]`` for the subtasks that have a watermark."""
+def vertex_watermarks(
+    dispatcher: DispatcherDep, response: Response, jid: JobId, vid: VertexId, offset: Offset = 0, limit: Limit = MAX_PAGE
+) -> list[dict[str, str]]:
+    """``[{id: "<subtask>.currentInputWatermark", value}]`` for the subtasks ``[offset, offset + limit)``
+    that have a watermark; ``X-Subtasks-Total`` when that is a part of the subtasks."""
     record = load_job(dispatcher, jid)
-    return _view(lambda: job_views.vertex_watermarks(record, vid), vid)
+    _count_header(response, record, vid, offset, limit)
+    return _view(lambda: job_views.vertex_watermarks(record, vid, offset, limit), vid)
 
 
 @router.get("/jobs/{jid}/vertices/{vid}/subtasks/metrics", summary="Subtask metrics aggregated over the vertex")
@@ -136,12 +152,17 @@ def vertex_metrics(
     dispatcher: DispatcherDep,
     jid: JobId,
     vid: VertexId,
+    response: Response,
     get: str | None = Query(None, description="comma-separated ids '<subtask>.<metric>'; omit to list them"),
+    offset: Offset = 0,
+    limit: Limit = MAX_PAGE,
 ) -> list[dict[str, str]]:
     """``[{id, value}]`` (values as strings, as Flink answers), or ``[{id}]`` without ``get``. User
-    metrics are named ``<subtask>.<operator>.<group...>.<name>``, e.g. ``0.Map.my_group.events``."""
+    metrics are named ``<subtask>.<operator>.<group...>.<name>``, e.g. ``0.Map.my_group.events``.
+    Only ids of the subtasks ``[offset, offset + limit)``; ``X-Subtasks-Total`` when that is a part of them."""
     record = load_job(dispatcher, jid)
-    return _view(lambda: metric_views.vertex_metrics(record, vid, _csv(get)), vid)
+    _count_header(response, record, vid, offset, limit)
+    return _view(lambda: metric_views.vertex_metrics(record, vid, _csv(get), offset, limit), vid)
 
 
 @router.get("/jobs/{jid}/vertices/{vid}/subtasks/{subtaskindex}/metrics", summary="Metrics of one subtask")

@@ -381,17 +381,29 @@ def aggregate_state(states: Sequence[str]) -> str:
     return "RUNNING" if present else "CREATED"
 
 
-def vertex_backpressure(record: JobRecord, vid: str, now: int) -> dict[str, Any]:
+def is_whole_page(v: Mapping[str, Any], offset: int, limit: int | None) -> bool:
+    """Whether the page ``[offset, offset + limit)`` holds every subtask of vertex ``v``."""
+    return offset == 0 and (limit is None or limit >= len(v["subtasks"]))
+
+
+def vertex_backpressure(
+    record: JobRecord, vid: str, now: int, offset: int = 0, limit: int | None = None
+) -> dict[str, Any]:
     """``GET .../vertices/{vid}/backpressure``, from the subtasks' busy/idle/backpressured
     milliseconds per second. Before any subtask has reported: ``{"status": "deprecated"}``,
-    as Flink answers while it has no statistics."""
+    as Flink answers while it has no statistics. The levels and the end timestamp are the whole
+    vertex's; ``offset``/``limit`` page the subtask rows (``subtasks-total`` and ``offset`` added
+    when the answer is a part)."""
     v = find_vertex(record, vid)
     sampled = [st for st in v["subtasks"] if "backPressuredTimeMsPerSecond" in (st.get("metrics") or {})]
     if not sampled:
         return {"status": "deprecated"}
+    worst = max(_number(st["metrics"].get("backPressuredTimeMsPerSecond")) / 1000 for st in sampled)
     subtasks = []
-    for st in sampled:
-        m = st["metrics"]
+    for st in subtask_page(v["subtasks"], offset, limit):
+        m = st.get("metrics") or {}
+        if "backPressuredTimeMsPerSecond" not in m:
+            continue
         ratio = _number(m.get("backPressuredTimeMsPerSecond")) / 1000
         subtasks.append(
             {
@@ -403,23 +415,25 @@ def vertex_backpressure(record: JobRecord, vid: str, now: int) -> dict[str, Any]
                 "busyRatio": _number(m.get("busyTimeMsPerSecond")) / 1000,
             }
         )
-    level = backpressure_level(max(s["ratio"] for s in subtasks))
+    level = backpressure_level(worst)
     end = max((int(_number(st["metrics"].get("ts"))) for st in sampled), default=0) or now
+    page = {} if is_whole_page(v, offset, limit) else {"subtasks-total": len(v["subtasks"]), "offset": offset}
     return {
         "status": "ok",
         "backpressure-level": level,
         "backpressureLevel": level,
         "end-timestamp": end,
         "subtasks": subtasks,
+        **page,
     }
 
 
-def vertex_watermarks(record: JobRecord, vid: str) -> list[dict[str, str]]:
-    """``GET .../vertices/{vid}/watermarks``: one entry per subtask that has a watermark.
-    Values are strings, as in Flink's metric responses."""
+def vertex_watermarks(record: JobRecord, vid: str, offset: int = 0, limit: int | None = None) -> list[dict[str, str]]:
+    """``GET .../vertices/{vid}/watermarks``: one entry per subtask that has a watermark, of the
+    subtasks ``[offset, offset + limit)``. Values are strings, as in Flink's metric responses."""
     v = find_vertex(record, vid)
     out = []
-    for st in v["subtasks"]:
+    for st in subtask_page(v["subtasks"], offset, limit):
         wm = (st.get("metrics") or {}).get("currentInputWatermark")
         if isinstance(wm, (int, float)) and not isinstance(wm, bool):
             out.append({"id": f"{st['subtask']}.currentInputWatermark", "value": str(int(wm))})

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from millstream.backend.services.job_views import UnknownVertex, find_vertex
+from millstream.backend.services.job_views import UnknownVertex, find_vertex, subtask_page
 from millstream.engine.jobmanager.job_store import JobRecord
 
 # Not metrics: where and when the sample was taken; latency histograms are the job's metrics, as in Flink.
@@ -24,11 +24,14 @@ def _subtask_metrics(subtask: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in (subtask.get("metrics") or {}).items() if k not in _BOOKKEEPING and v is not None}
 
 
-def vertex_metrics(record: JobRecord, vid: str, names: Sequence[str]) -> list[dict[str, str]]:
+def vertex_metrics(
+    record: JobRecord, vid: str, names: Sequence[str], offset: int = 0, limit: int | None = None
+) -> list[dict[str, str]]:
     """``GET /jobs/{jid}/vertices/{vid}/metrics``: ids are ``<subtask index>.<metric>``; without
-    ``names``, ``[{id}]`` lists what is available, else ``[{id, value}]`` for those reported."""
+    ``names``, ``[{id}]`` lists what is available, else ``[{id, value}]`` for those reported; both
+    only of the subtasks ``[offset, offset + limit)``."""
     by_id: dict[str, Any] = {}
-    for st in find_vertex(record, vid)["subtasks"]:
+    for st in subtask_page(find_vertex(record, vid)["subtasks"], offset, limit):
         for name, value in _subtask_metrics(st).items():
             by_id[f"{st['subtask']}.{name}"] = value
     if not names:

@@ -68,6 +68,9 @@ class CompletedCheckpoint:
     request_id: str | None = None
     # operator id -> subtask -> names of the shared files (incremental checkpoints) its state refers to
     shared: Mapping[str, Mapping[int, tuple[str, ...]]] = field(default_factory=dict)
+    # How its files are sealed (set by the storage that read its _metadata, never by the file): 2, bound
+    # to job and checkpoint; 1, the previous release's, bound to file names only (engine/checkpoint/storage.py).
+    seal_format: int = 2
     # Actions for the caller, in this order: write the metadata, persist the pointer,
     # notify the tasks, then discard what this checkpoint subsumed.
     notify: NotifyCompleteAction | None = None
@@ -209,4 +212,5 @@ class CompletedCheckpoint:
             source_offsets=offsets,
             state_size=int(meta.get("state_size", 0)),
             shared=shared,
+            seal_format=1 if meta.get("seal_format") == 1 else 2,
         )

@@ -13,6 +13,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from millstream.engine.checkpoint.completed_checkpoint import CompletedCheckpoint, OperatorInfo
 from millstream.engine.checkpoint.messages import StateHandle, TaskId
+from millstream.engine.checkpoint.state_origin import StateOrigin
 from millstream.engine.runtime.key_groups import assign_to_key_group, key_group_range
 
 KeyedSnapshot = Mapping[int, Mapping[str, list]]  # HeapKeyedStateBackend.snapshot_by_key_group()
@@ -321,6 +322,14 @@ class TaskRestore:
     is_savepoint: bool
     external_path: str | None
     operators: Mapping[str, OperatorRestore]
+    # The job that wrote the checkpoint (not the one restoring: a savepoint restores into a new job),
+    # and whether it is sealed in the previous release's format: what its state files are checked against.
+    job_id: str = ""
+    legacy_seal: bool = False
+
+    @property
+    def origin(self) -> StateOrigin:
+        return StateOrigin(self.job_id, self.checkpoint_id, self.legacy_seal)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -328,6 +337,8 @@ class TaskRestore:
             "is_savepoint": self.is_savepoint,
             "external_path": self.external_path,
             "operators": {k: v.to_dict() for k, v in self.operators.items()},
+            "job_id": self.job_id,
+            "legacy_seal": self.legacy_seal,
         }
 
     @staticmethod
@@ -335,6 +346,7 @@ class TaskRestore:
         return TaskRestore(
             int(d["checkpoint_id"]), bool(d["is_savepoint"]), d.get("external_path"),
             {k: OperatorRestore.from_dict(v) for k, v in d["operators"].items()},
+            str(d.get("job_id") or ""), bool(d.get("legacy_seal", False)),
         )
 
 
@@ -369,6 +381,9 @@ def plan_restore(
                 dict(handles) if same else {},
             )
     return {
-        tid: TaskRestore(checkpoint.checkpoint_id, checkpoint.is_savepoint, checkpoint.external_path, ops)
+        tid: TaskRestore(
+            checkpoint.checkpoint_id, checkpoint.is_savepoint, checkpoint.external_path, ops,
+            checkpoint.job_id, checkpoint.seal_format == 1,
+        )
         for tid, ops in plan.items()
     }

@@ -6,8 +6,8 @@ written atomically (temp file, fsync, rename) and ``_metadata`` is written last,
 so a directory without ``_metadata`` is an incomplete checkpoint. Directories are local paths or
 any fsspec URL (engine/checkpoint/filesystem.py does the I/O for both).
 
-In a cluster, state files and ``_metadata`` are sealed with the cluster secret (engine/security/mac.py,
-bound to the file's name): each cluster process calls ``seal_state_files`` once at start, and a state file that
+In a cluster, state files and ``_metadata`` are sealed with the cluster secret (engine/security/mac.py;
+a state file bound to the job and checkpoint that wrote it, its name and the piece, see ``StateOrigin``): each cluster process calls ``seal_state_files`` once at start, and a state file that
 does not open (written by someone else, altered, or from a cluster with another secret) is refused
 before it is unpickled, a ``_metadata`` before it is parsed. Processes that never call it (the in-process mini-cluster, unit tests) write
 plain files and read both kinds without checking.
@@ -24,6 +24,8 @@ from millstream.engine.checkpoint.filesystem import is_remote, local_path, stora
 from millstream.engine.checkpoint.messages import TaskId
 from millstream.engine.checkpoint import state_file
 from millstream.engine.checkpoint.shared_state_registry import SHARED_DIR, is_shared_name
+from millstream.engine.checkpoint.state_origin import StateOrigin
+from millstream.engine.security import mac
 from millstream.engine.security.mac import VERSION, Sealer, Unauthenticated, check_secret, is_unsealed
 
 METADATA_FILE = "_metadata"
@@ -34,6 +36,9 @@ _TMP = re.compile(r"^\.(.+)\.[0-9a-f]{32}\.tmp$")  # _atomic_write's temporary f
 
 _sealing: dict[str, str | bytes] = {}  # "secret" once this process seals and checks its state files
 
+METADATA_KIND = "checkpoint-metadata"  # the current _metadata's MAC kind (the previous release's: "state")
+_STATE_KIND = "state2"  # the current state files' MAC kind, bound to job, checkpoint, file and role
+
 
 def seal_state_files(secret: str | bytes | None) -> None:
     """From now on this process seals the state files it writes and refuses any it reads that do not
@@ -42,63 +47,113 @@ def seal_state_files(secret: str | bytes | None) -> None:
     _sealing["secret"] = secret  # type: ignore[assignment]
 
 
-def _seal(path: str, data: bytes) -> bytes:
+# MAC contexts. A state file's pieces are bound to (job, checkpoint, file name, role[, key group]):
+# the file name encodes operator, vertex and subtask (``state_file_name``), the role says which piece
+# (a whole single-blob file, a key-grouped file's head, or one key group's part). A shared file of
+# incremental checkpoints is bound to its job and name but to no checkpoint, since later checkpoints
+# of the job refer to it; its name is unique (attempt, checkpoint id and a random suffix in it).
+# Bound to the job that WROTE the files (from _metadata), not the job reading them, so a savepoint
+# restores into a new job and a rescaled subtask opens other subtasks' files.
+
+
+def _file_context(origin: StateOrigin, name: str, role: str, key_group: int | None = None) -> tuple[str, tuple]:
+    if origin.legacy:  # the previous release: the base name only, "#<key group>" for a part
+        return "state", (name if key_group is None else f"{name}#{key_group}",)
+    extra = () if key_group is None else (key_group,)
+    return _STATE_KIND, (origin.job_id, origin.checkpoint_id, name, role, *extra)
+
+
+def _shared_context(job_id: str, name: str, key_group: int, legacy: bool = False) -> tuple[str, tuple]:
+    if legacy:
+        return "state", (f"{name}#{key_group}",)
+    return _STATE_KIND, (job_id, "shared", name, "part", key_group)
+
+
+def _seal(context: tuple[str, tuple], data: bytes) -> bytes:
     secret = _sealing.get("secret")
-    return Sealer(secret, "state", os.path.basename(path)).seal(data) if secret else data
+    return Sealer(secret, context[0], *context[1]).seal(data) if secret else data
 
 
-def _open(path: str, data: bytes) -> bytes:
+def _describe(origin: StateOrigin | None) -> str:
+    if origin is None:
+        return ""
+    if origin.legacy:
+        return " (the previous release's format)"
+    return f" for checkpoint {origin.checkpoint_id} of job {origin.job_id}"
+
+
+def _open(context: tuple[str, tuple], data: bytes, path: str, origin: StateOrigin | None = None) -> bytes:
     secret = _sealing.get("secret")
     if not secret:  # no cluster secret here: a sealed file's envelope is skipped unchecked (pickles start 0x80)
         return data[1 + 16 :] if data[:1] == bytes((VERSION,)) else data
     try:
-        return Sealer(secret, "state", os.path.basename(path)).open(data)
+        return Sealer(secret, context[0], *context[1]).open(data)
     except Unauthenticated:
         raise InvalidSavepoint(
             str(path)[:300],
-            "the state file is not sealed with this cluster's secret (MILLSTREAM_CLUSTER_SECRET): written by "
-            "another cluster or process, or altered; it is not read",
+            f"the state file is not sealed with this cluster's secret (MILLSTREAM_CLUSTER_SECRET){_describe(origin)}: "
+            "copied from another checkpoint or job, written by another cluster or process, or altered; it is not read",
         ) from None
 
 
-def _seal_state(path: str, data: bytes) -> bytes:
+def _need_origin(path: str, origin: StateOrigin | None) -> StateOrigin:
+    """The origin a sealed read checks against; without a secret nothing is checked, so any will do."""
+    if origin is not None:
+        return origin
+    if _sealing.get("secret"):
+        raise InvalidSavepoint(str(path)[:300], "no checkpoint is named for this state file, so it cannot be checked")
+    return StateOrigin("", 0)
+
+
+def _seal_state(origin: StateOrigin, name: str, data: bytes) -> bytes:
     """A state file sealed for writing: a key-grouped one (``state_file``) has its head and each part
-    sealed on its own (each part bound to the file's name and its key group), so a reader checks
-    only the parts it reads."""
+    sealed on its own (each part bound to its key group too), so a reader checks only the parts it reads."""
     if not _sealing.get("secret") or not state_file.is_key_grouped(data):
-        return _seal(path, data)
+        return _seal(_file_context(origin, name, "file"), data)
     payload, index, body = state_file.split(data)
     parts, sealed_index, offset = [], [], 0
     for kg, off, length in index:
-        part = _seal(f"{path}#{kg}", bytes(body[off : off + length]))
+        part = _seal(_file_context(origin, name, "part", kg), bytes(body[off : off + length]))
         sealed_index.append((kg, offset, len(part)))
         parts.append(part)
         offset += len(part)
-    return state_file.pack(_seal(path, state_file.encode_head(payload, sealed_index)), parts)
+    return state_file.pack(_seal(_file_context(origin, name, "head"), state_file.encode_head(payload, sealed_index)), parts)
 
 
-def _open_state(path: str, data: bytes) -> bytes:
+def _open_state(origin: StateOrigin | None, path: str, data: bytes) -> bytes:
     """The unsealed bytes of a whole state file, in either format."""
+    origin = _need_origin(path, origin)
+    name = storage_fs(path).basename(path)
     if not state_file.is_key_grouped(data):
-        return _open(path, data)
+        return _open(_file_context(origin, name, "file"), data, path, origin)
     try:
         n = state_file.head_length(data[: state_file.PREFIX_BYTES])
-        payload, index = state_file.decode_head(_open(path, data[state_file.PREFIX_BYTES : state_file.PREFIX_BYTES + n]))
+        sealed_head = data[state_file.PREFIX_BYTES : state_file.PREFIX_BYTES + n]
+        payload, index = state_file.decode_head(_open(_file_context(origin, name, "head"), sealed_head, path, origin))
     except ValueError as e:
         raise InvalidSavepoint(str(path)[:300], f"state file is corrupt: {e}") from e
     body = memoryview(data)[state_file.PREFIX_BYTES + n :]
-    parts = [(kg, _open(f"{path}#{kg}", bytes(body[off : off + length]))) for kg, off, length in index]
+    parts = [
+        (kg, _open(_file_context(origin, name, "part", kg), bytes(body[off : off + length]), path, origin))
+        for kg, off, length in index
+    ]
     return state_file.build(payload, parts)
 
 
-def _open_metadata(path: str, data: bytes) -> bytes:
-    """``_metadata``'s JSON, checked like a state file before it is parsed: its handles and offsets
-    decide which files a restore reads and where sources resume, so a cluster trusts only its own."""
+def _open_metadata(path: str, data: bytes) -> tuple[bytes, bool]:
+    """``_metadata``'s JSON, checked like a state file before it is parsed, and whether it is in the
+    previous release's format (``legacy``): its handles and offsets decide which files a restore
+    reads and where sources resume, so a cluster trusts only its own.
+
+    The previous release's sealed ``_metadata`` (and its state files, bound to their names only) still
+    opens, as Flink keeps restoring older savepoints: a savepoint taken before an upgrade must restore
+    after it. The binding a file from that format lacks is the gap it had; every checkpoint written
+    now is bound, and a new-format file never opens as an old-format one (the MAC kinds differ)."""
     secret = _sealing.get("secret")
     if not secret:
-        return data[1 + 16 :] if data[:1] == bytes((VERSION,)) else data
+        return (data[1 + 16 :] if data[:1] == bytes((VERSION,)) else data), False
     if is_unsealed():  # benchmark only (engine/security/mac.py)
-        return data
+        return data, False
     if data[:1] != bytes((VERSION,)):
         # Written before _metadata was sealed (or by hand): refused, as its unsealed state files would be.
         raise InvalidSavepoint(
@@ -106,14 +161,18 @@ def _open_metadata(path: str, data: bytes) -> bytes:
             f"its {METADATA_FILE} is not sealed (written by an older Millstream, by the in-process mini-cluster, "
             "or by hand); this cluster restores only checkpoints and savepoints it sealed with its secret",
         )
-    try:
-        return Sealer(secret, "state", METADATA_FILE).open(data)
-    except Unauthenticated:
-        raise InvalidSavepoint(
-            str(path)[:300],
-            f"its {METADATA_FILE} is not sealed with this cluster's secret (MILLSTREAM_CLUSTER_SECRET): written "
-            "by another cluster, or altered; it is not read",
-        ) from None
+    for kind, context, legacy in ((METADATA_KIND, ("v2",), False), ("state", (METADATA_FILE,), True)):
+        opened = Sealer(secret, kind, *context).try_open(data)
+        if opened is not None:
+            return opened, legacy
+    # Counted and logged as any refused element is (Sealer.open would have; try_open stays quiet).
+    mac.refused[METADATA_KIND] = mac.refused.get(METADATA_KIND, 0) + 1
+    mac.log.warning("refused an unauthenticated element (%s %s): its MAC does not match", METADATA_KIND, str(path)[:300])
+    raise InvalidSavepoint(
+        str(path)[:300],
+        f"its {METADATA_FILE} is not sealed with this cluster's secret (MILLSTREAM_CLUSTER_SECRET): written "
+        "by another cluster, or altered; it is not read",
+    )
 
 
 class CheckpointStorageError(OSError):
@@ -159,7 +218,7 @@ class CheckpointStorage(Protocol):
         self, job_id: str, checkpoint_id: int, task: TaskId, operator_id: str, data: bytes, location: str | None = None
     ) -> str: ...
 
-    def read_task_state(self, handle: str) -> bytes: ...
+    def read_task_state(self, handle: str, origin: StateOrigin | None = None) -> bytes: ...
 
     def write_metadata(
         self, job_id: str, checkpoint_id: int, metadata: Mapping[str, Any], location: str | None = None
@@ -195,38 +254,41 @@ class FileSystemCheckpointStorage:
     ) -> str:
         """Write one operator's snapshot of one subtask; the returned path is its state handle."""
         directory = location or self.location(job_id, checkpoint_id)
-        path = storage_fs(directory).join(directory, state_file_name(task, operator_id))
-        _atomic_write(path, _seal_state(path, data))
+        name = state_file_name(task, operator_id)
+        path = storage_fs(directory).join(directory, name)
+        _atomic_write(path, _seal_state(StateOrigin(job_id, checkpoint_id), name, data))
         return path
 
-    def read_task_state(self, handle: str) -> bytes:
-        return _open_state(handle, _read_file(handle))
+    def read_task_state(self, handle: str, origin: StateOrigin | None = None) -> bytes:
+        return _open_state(origin, handle, _read_file(handle))
 
     @staticmethod
-    def read_state_file(handle: str) -> bytes:
+    def read_state_file(handle: str, origin: StateOrigin | None = None) -> bytes:
         # The TaskManager's side of the confinement: a handle must name a state file directly in
         # a completed checkpoint or savepoint directory, never any file the process can read.
         if not is_state_file(handle):
             raise InvalidSavepoint(str(handle)[:300], "a state handle must be a .state file in a completed checkpoint")
-        return _open_state(handle, _read_file(handle))
+        return _open_state(origin, handle, _read_file(handle))
 
     @staticmethod
-    def read_state_file_key_groups(handle: str, key_groups: range) -> bytes:
+    def read_state_file_key_groups(handle: str, key_groups: range, origin: StateOrigin | None = None) -> bytes:
         """As ``read_state_file``, reading only the head and the parts of ``key_groups`` of a
         key-grouped file (``state_file``): the unsealed file of just those parts. A file in the
         older single-blob format is read whole."""
         if not is_state_file(handle):
             raise InvalidSavepoint(str(handle)[:300], "a state handle must be a .state file in a completed checkpoint")
         fs = storage_fs(handle)
+        origin = _need_origin(handle, origin)
+        name = fs.basename(handle)
         try:
             (prefix,) = fs.read_ranges(handle, [(0, state_file.PREFIX_BYTES)])
             if not state_file.is_key_grouped(prefix):
-                return _open_state(handle, fs.read(handle))
+                return _open_state(origin, handle, fs.read(handle))
             n = state_file.head_length(prefix)
             (sealed_head,) = fs.read_ranges(handle, [(state_file.PREFIX_BYTES, n)])
             if len(sealed_head) != n:
                 raise InvalidSavepoint(handle, "the state file is shorter than its head says")
-            payload, index = state_file.decode_head(_open(handle, sealed_head))
+            payload, index = state_file.decode_head(_open(_file_context(origin, name, "head"), sealed_head, handle, origin))
             wanted = [(kg, off, length) for kg, off, length in index if kg in key_groups]
             start = state_file.PREFIX_BYTES + n
             chunks = fs.read_ranges(handle, [(start + off, length) for _, off, length in wanted])
@@ -238,7 +300,7 @@ class FileSystemCheckpointStorage:
         for (kg, _, length), data in zip(wanted, chunks):
             if len(data) != length:
                 raise InvalidSavepoint(handle, "the state file is shorter than its index says")
-            parts.append((kg, _open(f"{handle}#{kg}", data)))
+            parts.append((kg, _open(_file_context(origin, name, "part", kg), data, handle, origin)))
         return state_file.build(payload, parts)
 
     def write_metadata(
@@ -246,17 +308,22 @@ class FileSystemCheckpointStorage:
     ) -> str:
         """Write ``_metadata`` last, which makes the checkpoint complete; returns the checkpoint's directory."""
         directory = location or self.location(job_id, checkpoint_id)
+        if metadata.get("job_id", job_id) != job_id or metadata.get("checkpoint_id", checkpoint_id) != checkpoint_id:
+            # A reader checks the state files against these two: they must be the ones the files were sealed with.
+            raise CheckpointStorageError(f"checkpoint {checkpoint_id} metadata names another job or checkpoint")
         metadata = _relative_handles(metadata, directory)
         try:
             data = json.dumps(metadata, sort_keys=True, indent=1).encode()
         except (TypeError, ValueError) as e:
             raise CheckpointStorageError(f"checkpoint {checkpoint_id} metadata is not JSON-serialisable: {e}") from e
         file = storage_fs(directory).join(directory, METADATA_FILE)
-        _atomic_write(file, _seal(file, data))
+        _atomic_write(file, _seal((METADATA_KIND, ("v2",)), data))
         return directory
 
     def read_metadata(self, path: str) -> dict[str, Any]:
-        """Read ``_metadata`` from a checkpoint/savepoint directory or the file itself."""
+        """Read ``_metadata`` from a checkpoint/savepoint directory or the file itself. Its
+        ``seal_format`` is set here (never taken from the file): 1 for the previous release's sealing,
+        whose state files a restore must open that way too (``StateOrigin.legacy``), else 2."""
         if not path:
             raise InvalidSavepoint(str(path), "no path given")
         fs = storage_fs(path)
@@ -269,13 +336,15 @@ class FileSystemCheckpointStorage:
                 raise InvalidSavepoint(
                     path, f"it has no {METADATA_FILE} file; the checkpoint is incomplete or this is not a checkpoint directory"
                 )
-            meta = json.loads(_open_metadata(path, fs.read(file)).decode())
+            opened, legacy = _open_metadata(path, fs.read(file))
+            meta = json.loads(opened.decode())
         except (UnicodeDecodeError, ValueError) as e:
             raise InvalidSavepoint(path, f"{METADATA_FILE} is corrupt: {e}") from e
         except OSError as e:
             raise InvalidSavepoint(path, f"{METADATA_FILE} cannot be read: {e.strerror or e}") from e
         if not isinstance(meta, dict) or "operators" not in meta or "checkpoint_id" not in meta:
             raise InvalidSavepoint(path, f"{METADATA_FILE} is not Millstream checkpoint metadata")
+        meta["seal_format"] = 1 if legacy else 2
         _resolve_handles(meta, fs.dirname(fs.absolute(file)), path)
         missing = [
             s["handle"]
@@ -303,16 +372,18 @@ class FileSystemCheckpointStorage:
 # offsets and lengths travel in the state handle that refers to the file.
 
 
-def write_shared_file(shared_dir: str, name: str, parts: list[tuple[int, bytes]]) -> tuple[int, list[tuple[int, int, int]]]:
-    """Write ``parts`` ([(key group, payload)]) as shared file ``name``; returns (bytes written,
-    [(key group, offset, length)])."""
+def write_shared_file(
+    shared_dir: str, name: str, parts: list[tuple[int, bytes]], job_id: str
+) -> tuple[int, list[tuple[int, int, int]]]:
+    """Write ``parts`` ([(key group, payload)]) as shared file ``name`` of job ``job_id`` (whose
+    shared directory it is); returns (bytes written, [(key group, offset, length)])."""
     if not is_shared_name(name):
         raise CheckpointStorageError(f"not a shared state file name: {name!r}")
     index: list[tuple[int, int, int]] = []
     chunks: list[bytes] = []
     offset = 0
     for kg, payload in parts:
-        sealed = _seal(f"{name}#{kg}", payload)
+        sealed = _seal(_shared_context(job_id, name, kg), payload)
         index.append((kg, offset, len(sealed)))
         chunks.append(sealed)
         offset += len(sealed)
@@ -326,14 +397,17 @@ def shared_dir_of(handle: str) -> str:
     return fs.join(fs.dirname(fs.dirname(fs.resolve(handle))), SHARED_DIR)
 
 
-def read_shared_parts(handle: str, name: str, ranges: list[tuple[int, int, int]]) -> list[tuple[int, bytes]]:
+def read_shared_parts(
+    handle: str, name: str, ranges: list[tuple[int, int, int]], origin: StateOrigin | None = None
+) -> list[tuple[int, bytes]]:
     """The parts ``ranges`` ([(key group, offset, length)]) of shared file ``name`` that the checkpoint
-    of state file ``handle`` refers to, each checked before it is returned. Only a plain name inside
-    that job's shared directory is read, for a handle in a completed checkpoint."""
+    of state file ``handle`` (of ``origin``) refers to, each checked before it is returned. Only a
+    plain name inside that job's shared directory is read, for a handle in a completed checkpoint."""
     if not is_state_file(handle):
         raise InvalidSavepoint(str(handle)[:300], "a state handle must be a .state file in a completed checkpoint")
     if not is_shared_name(name):
         raise InvalidSavepoint(str(handle)[:300], f"it refers to a shared state file with an invalid name: {str(name)[:100]!r}")
+    origin = _need_origin(handle, origin)
     fs = storage_fs(handle)
     path = fs.join(shared_dir_of(handle), name)
     out = []
@@ -342,15 +416,15 @@ def read_shared_parts(handle: str, name: str, ranges: list[tuple[int, int, int]]
         for (kg, _, length), data in zip(ranges, chunks):
             if len(data) != length:
                 raise InvalidSavepoint(path, "the shared state file is shorter than its handle says")
-            out.append((kg, _open(f"{name}#{kg}", data)))
+            out.append((kg, _open(_shared_context(origin.job_id, name, kg, origin.legacy), data, path, origin)))
     except OSError as e:
         raise InvalidSavepoint(path, f"shared state file cannot be read: {e.strerror or e}") from e
     return out
 
 
-def read_shared_file(shared_dir: str, name: str, ranges: list[tuple[int, int, int]]) -> list[tuple[int, bytes]]:
-    """The parts ``ranges`` of shared file ``name`` in ``shared_dir``, each checked: for a task
-    compacting its own chain (the directory is its job's, from its checkpoint barrier, not a handle)."""
+def read_shared_file(shared_dir: str, name: str, ranges: list[tuple[int, int, int]], job_id: str) -> list[tuple[int, bytes]]:
+    """The parts ``ranges`` of shared file ``name`` in ``shared_dir`` (job ``job_id``'s), each checked:
+    for a task compacting its own chain (the directory is its job's, from its checkpoint barrier, not a handle)."""
     if not is_shared_name(name):
         raise CheckpointStorageError(f"not a shared state file name: {str(name)[:100]!r}")
     fs = storage_fs(shared_dir)
@@ -360,7 +434,7 @@ def read_shared_file(shared_dir: str, name: str, ranges: list[tuple[int, int, in
     for (kg, _, length), data in zip(ranges, chunks):
         if len(data) != length:
             raise CheckpointStorageError(f"shared state file '{name}' is shorter than its index says")
-        out.append((kg, _open(f"{name}#{kg}", data)))
+        out.append((kg, _open(_shared_context(job_id, name, kg), data, path)))
     return out
 
 

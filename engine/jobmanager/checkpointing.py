@@ -460,10 +460,18 @@ class JobCheckpointing:
             if not fs.isfile(fs.join(path, "_metadata")):
                 continue  # in flight when the JobManager stopped
             try:
-                found.append(CompletedCheckpoint.from_metadata(self.storage.read_metadata(path), external_path=path))
+                checkpoint = CompletedCheckpoint.from_metadata(self.storage.read_metadata(path), external_path=path)
             except Exception:
                 log.warning("skipping incomplete or unreadable checkpoint %s", path)
                 continue
+            if checkpoint.job_id != self.job_id or checkpoint.checkpoint_id != int(name[4:]):
+                # A genuine _metadata copied here from another checkpoint or job (its state files are
+                # checked against what it names, so they would have to be copied with it): not this one.
+                log.warning(
+                    "skipping %s: its _metadata is of checkpoint %s of job %s", path, checkpoint.checkpoint_id, checkpoint.job_id
+                )
+                continue
+            found.append(checkpoint)
             if newest_only:
                 break
         return found

@@ -31,6 +31,7 @@ from millstream.engine.runtime.io.channel import ChannelFactory, ChannelId, Task
 from millstream.engine.checkpoint.messages import TaskAck
 from millstream.engine.checkpoint.rescale import TaskRestore
 from millstream.engine.checkpoint.shared_state_registry import SHARED_DIR
+from millstream.engine.checkpoint.state_origin import StateOrigin
 from millstream.engine.checkpoint.storage import (
     FileSystemCheckpointStorage,
     read_shared_file,
@@ -82,16 +83,12 @@ SOURCE_BATCH = 1024
 TICK_S = 0.05  # how often operators' on_tick runs (processing-time timers, idleness)
 
 
-def _read_state(handle: Any, key_groups: range | None = None) -> Any:
-    """An old subtask's state file; of a key-grouped one only the parts of ``key_groups`` (all when None)."""
+def _read_state(handle: Any, origin: StateOrigin, key_groups: range | None = None) -> Any:
+    """An old subtask's state file of checkpoint ``origin``; of a key-grouped one only the parts of
+    ``key_groups`` (all when None)."""
     if key_groups is None:
-        return decode_state(FileSystemCheckpointStorage.read_state_file(handle))
-    return decode_state(FileSystemCheckpointStorage.read_state_file_key_groups(handle, key_groups))
-
-
-def _read_state_head(handle: Any) -> Any:
-    """An old subtask's state without its keyed parts (a peer's union list state is all that is wanted)."""
-    return _read_state(handle, range(0))
+        return decode_state(FileSystemCheckpointStorage.read_state_file(handle, origin))
+    return decode_state(FileSystemCheckpointStorage.read_state_file_key_groups(handle, key_groups, origin))
 
 
 def _keyed_snapshot(backend: Any, op: StreamOperator, by_key_group: bool = False) -> Callable[[], dict[str, Any]]:
@@ -301,7 +298,7 @@ class StreamTask:
         def write_file(kind: str, parts: list[tuple[int, bytes]]) -> SharedFile:
             n = next(written)
             name = f"{safe}-{cid}-{suffix}{f'-{n}' if n else ''}.{kind}"
-            size, index = write_shared_file(shared_dir, name, parts)
+            size, index = write_shared_file(shared_dir, name, parts, self.tdd.job_id)
             return SharedFile(name, kind, size, tuple(index))
 
         return write_file
@@ -311,7 +308,7 @@ class StreamTask:
         shared_dir = os.path.join(os.path.dirname(os.path.abspath(barrier.location)), SHARED_DIR)  # type: ignore[arg-type]
 
         def read_file(name: str, index: list[tuple[int, int, int]]) -> list[tuple[int, bytes]]:
-            return read_shared_file(shared_dir, name, index)
+            return read_shared_file(shared_dir, name, index, self.tdd.job_id)
 
         return read_file
 
@@ -376,14 +373,22 @@ class StreamTask:
         and timers by key group, operator state, CheckpointedFunction state, a source's splits."""
         plan = TaskRestore.from_dict(self.tdd.restore)
         self.restored_checkpoint_id = plan.checkpoint_id
+        origin = plan.origin  # every file read is checked against the checkpoint that wrote it
+
+        def read_head(handle: Any) -> Any:  # a peer's state without its keyed parts (its union list state)
+            return _read_state(handle, origin, range(0))
+
+        def read_peer(handle: Any) -> Any:
+            return _read_state(handle, origin)
+
         head = self.tdd.operators[0]
         for node_id in self.tdd.operators:
             spec = plan.operators.get(self.graph.nodes[node_id].operator_id)
             if spec is None:
                 continue
             # only the key groups this subtask owns: the other parts of a key-grouped file are not read
-            loaded = {old: _read_state(handle, spec.key_groups) for old, handle in spec.handles.items()}
-            self.restored_functions[node_id] = restore_function_state(loaded, spec, _read_state_head)
+            loaded = {old: _read_state(handle, origin, spec.key_groups) for old, handle in spec.handles.items()}
+            self.restored_functions[node_id] = restore_function_state(loaded, spec, read_head)
             op = self.operators.get(node_id)
             if op is None:  # the source: resume its splits
                 self.restored_position = restore_splits(loaded, spec, self.graph.transformations[node_id].function)
@@ -392,12 +397,20 @@ class StreamTask:
                 handles = spec.handles
 
                 def read_shared(old: int, name: str, ranges: list[tuple[int, int, int]]) -> list[tuple[int, bytes]]:
-                    return read_shared_parts(handles[old], name, ranges)
+                    return read_shared_parts(handles[old], name, ranges, origin)
 
                 own = handles.get(self.tdd.subtask)
-                # <dir>/<job>/chk-<n>/<file>: a delta may only extend a chain in this job's shared/ directory
-                same_job = isinstance(own, str) and os.path.basename(os.path.dirname(os.path.dirname(own))) == self.tdd.job_id
-                restore_keyed(self.keyed_backend, op, loaded, spec, read_shared=read_shared, may_resume=same_job)
+                # <dir>/<job>/chk-<n>/<file>: a delta may only extend a chain in this job's shared/ directory,
+                # sealed as this release seals (a compaction reads the chain's files as its own job's)
+                same_job = (
+                    isinstance(own, str)
+                    and os.path.basename(os.path.dirname(os.path.dirname(own))) == self.tdd.job_id
+                    and origin.job_id == self.tdd.job_id
+                    and not origin.legacy
+                )
+                restore_keyed(
+                    self.keyed_backend, op, loaded, spec, read_peer=read_peer, read_shared=read_shared, may_resume=same_job
+                )
             op.restore_state(restore_operator_state(loaded, spec))
 
     def _initialize_functions(self) -> None:

@@ -112,6 +112,18 @@ class Sealer:
             self._refuse("its MAC does not match (altered, replayed from elsewhere, or sealed with another cluster secret)")
         return bytes(view[HEADER_BYTES:])
 
+    def try_open(self, envelope: bytes) -> bytes | None:
+        """The payload, or None if ``envelope`` was not sealed for this context; nothing is logged or
+        counted (for a reader that tries one format, then an older one)."""
+        if _UNSEALED:
+            return envelope
+        if len(envelope) < HEADER_BYTES or envelope[0] != VERSION:
+            return None
+        view = memoryview(envelope)
+        if not hmac.compare_digest(view[1:HEADER_BYTES], self._tag(view[HEADER_BYTES:], None)):
+            return None
+        return bytes(view[HEADER_BYTES:])
+
     def _refuse(self, why: str) -> None:
         refused[self.kind] = refused.get(self.kind, 0) + 1
         where = describe(self.kind, self.context)

@@ -12,6 +12,7 @@ import json
 import os
 import pickle
 import re
+import shutil
 import time
 from collections import Counter
 from pathlib import Path
@@ -241,4 +242,61 @@ def test_a_state_file_replaced_in_a_savepoint_is_refused_before_it_is_unpickled(
     finally:
         resumed.kill()
         resumed.communicate(timeout=60)
+    _cluster_is_whole(cluster)
+
+
+def test_a_genuine_state_file_copied_from_another_savepoint_of_the_job_is_refused(cluster: Cluster, tmp_path: Path) -> None:
+    """Sealed files are bound to the job and checkpoint that wrote them, not only to their name: a
+    genuine file of the job's first savepoint put into its second under the same name is refused by
+    the restoring task, saying so; the untouched second savepoint restores into a new job, rescaled."""
+    rescaled = PROGRAMS / "rescaled_count.py"
+    known = cluster.job_ids()
+    run = cluster.start_run(rescaled, "100000000", "500", options=("-p", "2"))
+    paths = []
+    try:
+        jid = cluster.wait_new_job(known)
+        cluster.wait_running(jid)
+        for n in range(2):
+            taken = cluster.cli("savepoint", jid, str(tmp_path / f"sp{n}"))
+            assert taken.returncode == 0, taken.stderr
+            paths.append(Path(re.findall(r"^Savepoint completed\. Path: (.+)$", taken.stdout, re.M)[-1]))
+    finally:
+        cluster.http.patch(f"/jobs/{jid}")
+        run.communicate(timeout=60)
+    first, second = paths
+    tampered = tmp_path / "tampered"
+    shutil.copytree(second, tampered / second.name)
+    states = sorted(p.name for p in second.glob("*.state"))
+    assert states and states == sorted(p.name for p in first.glob("*.state"))  # the same names in both
+    for name in states:
+        (tampered / second.name / name).write_bytes((first / name).read_bytes())
+    known = cluster.job_ids()
+    resumed = cluster.start_run(rescaled, "1000", "0", options=("-p", "3", "--from-savepoint", str(tampered / second.name)))
+    try:
+        bad = cluster.wait_new_job(known)
+        cluster.wait_for(lambda: _exceptions(cluster, bad), 60, "a failure")
+        trace = _exceptions(cluster, bad)[-1]["stacktrace"]
+        assert "copied from another checkpoint or job" in trace, trace[-2000:]
+        assert "not sealed with this cluster's secret" in trace
+        assert cluster.job(bad)["state"] != "FINISHED"
+        _cancel(cluster, bad)
+    finally:
+        resumed.kill()
+        resumed.communicate(timeout=60)
+    # The untouched savepoint restores into a new job at another parallelism: the counts go on from it.
+    known = cluster.job_ids()
+    good = cluster.start_run(rescaled, "100000000", "500", options=("-p", "3", "--from-savepoint", str(second)))
+    try:
+        jid = cluster.wait_new_job(known)
+        assert good.stdout is not None
+        line = good.stdout.readline()
+        while line and not line.startswith("["):
+            line = good.stdout.readline()
+        assert line, "the restored job printed nothing"
+        assert json.loads(line)[1] > 1, line  # a key's count restored, not started again from 1
+        assert not _exceptions(cluster, jid)
+        _cancel(cluster, jid)
+    finally:
+        good.kill()
+        good.communicate(timeout=60)
     _cluster_is_whole(cluster)

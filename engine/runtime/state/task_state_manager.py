@@ -353,7 +353,8 @@ def key_encoding_of(state: Mapping[str, Any]) -> int:
 
 
 def _read_state_file(handle: Any) -> Mapping[str, Any]:
-    # Only for restoring state of key encoding 1, which needs every old subtask's file; the storage
+    # Only for restoring state of key encoding 1, which needs every old subtask's file, in a process that
+    # does not seal (a sealing one passes ``read_peer``, which names the checkpoint); the storage
     # import stays local so the rest of this module remains free of I/O.
     from millstream.engine.checkpoint.storage import FileSystemCheckpointStorage
     from millstream.engine.runtime.state.key_grouped_state import decode_state

@@ -104,7 +104,7 @@ def test_registry_refuses_names_that_are_paths() -> None:
 
 def test_shared_parts_are_read_only_for_a_completed_checkpoints_handle_and_a_plain_name(tmp_path) -> None:
     job = tmp_path / JOB
-    size, index = write_shared_file(str(job / "shared"), "f-1.base", [(3, b"three"), (7, b"seven")])
+    size, index = write_shared_file(str(job / "shared"), "f-1.base", [(3, b"three"), (7, b"seven")], JOB)
     assert size == sum(length for _, _, length in index)
     chk = job / "chk-1"
     chk.mkdir()

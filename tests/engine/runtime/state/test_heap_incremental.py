@@ -184,13 +184,13 @@ def test_a_due_base_is_compacted_from_the_chain_files_without_a_fork(tmp_path) -
     def write(cid: int):
         def w(kind: str, parts: list) -> SharedFile:
             name = f"op-0-{cid}.{kind}"
-            size, index = write_shared_file(shared, name, parts)
+            size, index = write_shared_file(shared, name, parts, "job")
             return SharedFile(name, kind, size, tuple(index))
 
         return w
 
     def read(name: str, index: list) -> list:
-        return read_shared_file(shared, name, index)
+        return read_shared_file(shared, name, index, "job")
 
     b = HeapKeyedStateBackend(128, incremental=True)
     b.changes.max_deltas = 2  # type: ignore[union-attr]
@@ -235,7 +235,7 @@ def _compacting(tmp_path, max_deltas: int):
     shared = str(tmp_path / "shared")
 
     def read(name: str, index: list) -> list:
-        return read_shared_file(shared, name, index)
+        return read_shared_file(shared, name, index, "job")
 
     b = HeapKeyedStateBackend(128, incremental=True)
     b.changes.max_deltas = max_deltas  # type: ignore[union-attr]
@@ -245,7 +245,7 @@ def _compacting(tmp_path, max_deltas: int):
 
         def w(kind: str, parts: list) -> SharedFile:
             name = f"op-0-{cid}-{next(written)}.{kind}"
-            size, index = write_shared_file(shared, name, parts)
+            size, index = write_shared_file(shared, name, parts, "job")
             return SharedFile(name, kind, size, tuple(index))
 
         expected = {n: dict(t) for n, t in b.tables.items() if t}

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from millstream.engine.checkpoint import state_file
 from millstream.engine.checkpoint import storage as storage_module
 from millstream.engine.checkpoint.rescale import OperatorRestore
+from millstream.engine.checkpoint.state_origin import StateOrigin
 from millstream.engine.checkpoint.storage import FileSystemCheckpointStorage, InvalidSavepoint
 from millstream.engine.runtime import forked_snapshot
 from millstream.engine.runtime.key_groups import assign_key_to_operator, key_group_range
@@ -24,6 +25,7 @@ from tests.engine.runtime.state.test_properties_snapshots import MAX_P, Subtask,
 
 JOB = "ab" * 16
 SECRET = "s" * 32
+ORIGIN = StateOrigin(JOB, 1)  # what _write's files belong to: checkpoint 1 of JOB
 
 
 def _write(tmp: str, state: dict, subtask: int = 0) -> str:
@@ -63,8 +65,8 @@ def test_a_partial_read_gives_exactly_the_key_groups_asked_for(tmp_path_factory,
             m.setitem(storage_module._sealing, "secret", SECRET)
         handle = _write(str(tmp_path_factory.mktemp("chk")), state)
         wanted = range(lo, min(lo + width, MAX_P))
-        got = decode_state(FileSystemCheckpointStorage.read_state_file_key_groups(handle, wanted))
-        whole = decode_state(FileSystemCheckpointStorage.read_state_file(handle))
+        got = decode_state(FileSystemCheckpointStorage.read_state_file_key_groups(handle, wanted, ORIGIN))
+        whole = decode_state(FileSystemCheckpointStorage.read_state_file(handle, ORIGIN))
     assert got["operator"] == state["operator"] and got["kinds"] == {"v": "value"}
     assert got.get("keyed", {}) == {kg: g for kg, g in state["keyed"].items() if kg in wanted}
     expect = {n: [r for r in rows if int.from_bytes(r[0][:2], "big") in wanted] for n, rows in records.items()}
@@ -86,23 +88,23 @@ def test_a_partial_read_never_reads_the_parts_of_other_key_groups(tmp_path, monk
     with open(handle, "rb") as f:
         data = bytearray(f.read())
     n = state_file.head_length(bytes(data[: state_file.PREFIX_BYTES]))
-    _, index = state_file.decode_head(storage_module._open(handle, bytes(data[state_file.PREFIX_BYTES : state_file.PREFIX_BYTES + n])))
+    _, index = state_file.decode_head(storage_module._open(storage_module._file_context(ORIGIN, os.path.basename(handle), "head"), bytes(data[state_file.PREFIX_BYTES : state_file.PREFIX_BYTES + n]), handle))
     mine = range(4, 8)
     for kg, off, length in index:
         if kg not in mine:
             data[state_file.PREFIX_BYTES + n + off + length - 1] ^= 0xFF
     with open(handle, "wb") as f:
         f.write(bytes(data))
-    got = decode_state(FileSystemCheckpointStorage.read_state_file_key_groups(handle, mine))
+    got = decode_state(FileSystemCheckpointStorage.read_state_file_key_groups(handle, mine, ORIGIN))
     assert got["keyed"] == {kg: keyed[kg] for kg in mine}
     with pytest.raises(InvalidSavepoint):
-        FileSystemCheckpointStorage.read_state_file(handle)
+        FileSystemCheckpointStorage.read_state_file(handle, ORIGIN)
 
 
 def test_state_without_keyed_parts_stays_a_plain_pickle_and_old_files_still_read(tmp_path) -> None:
     assert not state_file.is_key_grouped(encode_state({"operator": [1, 2]}))
     handle = _write(str(tmp_path), {"operator": [1, 2], "keyed": {}})
-    assert decode_state(FileSystemCheckpointStorage.read_state_file_key_groups(handle, range(0, 3))) == {"operator": [1, 2], "keyed": {}}
+    assert decode_state(FileSystemCheckpointStorage.read_state_file_key_groups(handle, range(0, 3), ORIGIN)) == {"operator": [1, 2], "keyed": {}}
 
 
 def _snapshot(backend: Any) -> dict:
@@ -134,7 +136,7 @@ def test_a_rescaled_restore_from_files_reads_its_key_groups_and_restores_every_k
 
     def spy(handle: str, key_groups: range) -> bytes:
         read.append((handle, key_groups))
-        return real(handle, key_groups)
+        return real(handle, key_groups, ORIGIN)
 
     got: dict[Any, tuple] = {}
     for j in range(after):

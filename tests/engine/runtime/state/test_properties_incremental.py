@@ -52,6 +52,8 @@ _KINDS = ["fill"] * 2 + ["put"] * 14 + ["delete"] * 4 + ["append"] * 6 + ["check
 OPS = st.lists(st.sampled_from(_KINDS).flatmap(lambda kind: _ARGS[kind]()), min_size=40, max_size=120)
 _dirs = itertools.count()
 
+JOB_ID = "job"  # the job whose shared files these are (their seals name it)
+
 
 class _Operator:
     ctx = SimpleNamespace(operator_name="op")
@@ -100,7 +102,7 @@ class Job:
             return snapshot_keyed_incremental(backend, _Operator(), cid, self.write_file(cid, i))
         # with a reader of this job's files: a due base is compacted from the chain's files, not forked
         is_base, complete = snapshot_heap_incremental(
-            backend, _Operator(), cid, self.write_file(cid, i), lambda name, index: read_shared_file(self.shared, name, index)
+            backend, _Operator(), cid, self.write_file(cid, i), lambda name, index: read_shared_file(self.shared, name, index, JOB_ID)
         )
         if not is_base:
             return complete
@@ -121,7 +123,7 @@ class Job:
 
         def write(kind: str, parts: list[tuple[int, bytes]]) -> SharedFile:
             name = f"op-{i}-{cid}-{next(written)}.{kind}"
-            size, index = write_shared_file(self.shared, name, parts)
+            size, index = write_shared_file(self.shared, name, parts, JOB_ID)
             return SharedFile(name, kind, size, tuple(index))
 
         return write
