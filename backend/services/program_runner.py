@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from millstream.engine.client.python_options import PythonDependencyOptions
 from millstream.engine.graph.job_graph import JobGraph
 
 
@@ -89,16 +90,24 @@ def _run_sandboxed(cmd: list[str], cwd: str, env: dict[str, str], timeout_s: flo
 
 
 def capture_job(
-    program: Path, args: list[str], parallelism: int | None, timeout_s: float, default_parallelism: int | None = None
+    program: Path,
+    args: list[str],
+    parallelism: int | None,
+    timeout_s: float,
+    default_parallelism: int | None = None,
+    dependencies: PythonDependencyOptions | None = None,
 ) -> CapturedJob:
     """Run ``program`` for its job: ``parallelism`` is the request's (as -p), ``default_parallelism`` the
-    cluster's, for a program that sets none (MILLSTREAM_PARALLELISM_DEFAULT)."""
+    cluster's, for a program that sets none (MILLSTREAM_PARALLELISM_DEFAULT); ``dependencies``, already
+    resolved and checked, are shipped with the job as ``millstream run -pyfs/-pyarch/-pyreq`` ships them."""
     with tempfile.TemporaryDirectory(prefix="millstream-plan-") as out:
         cmd = [sys.executable, "-m", "millstream.engine.client.plan_capture", "--out", out]
         if parallelism:
             cmd += ["--parallelism", str(parallelism)]
         if default_parallelism:
             cmd += ["--default-parallelism", str(default_parallelism)]
+        if dependencies:
+            cmd += ["--python-dependencies", json.dumps(dependencies.to_dict())]
         cmd += [str(program), *args]
         started = time.monotonic()
         proc = _run_sandboxed(cmd, str(program.parent), plan_environment(out), timeout_s)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from millstream.backend.persistence.jar_store import JarInfo, JarRepository
+from millstream.backend.services.program_dependencies import upload_dependencies
 from millstream.backend.services.program_runner import CapturedJob, PlanLimiter, ProgramFailed, capture_job
 from millstream.backend.services.uploads import (
     UploadRejected,
@@ -87,13 +88,21 @@ class ProgramService:
             return zip_entry_point(stored.parent / "program", entry)
         return stored
 
+    def upload_root(self, info: JarInfo) -> Path:
+        """The directory an upload's files are in: where a .zip was unpacked, or the .py's own."""
+        stored = Path(info.stored_path)
+        return stored.parent / "program" if stored.suffix == ".zip" else stored.parent
+
     def capture(self, info: JarInfo, args: list[str], parallelism: int | None, entry: str | None = None) -> CapturedJob:
-        """Run the program for its JobGraph; bad arguments are refused (UploadRejected) before a process
-        starts, and the graph it builds is validated as a submitted one is (ProgramFailed if invalid)."""
+        """Run the program for its JobGraph; bad arguments (or dependency options naming nothing in the
+        upload) are refused (UploadRejected) before a process starts, and the graph it builds is validated as a submitted one is (ProgramFailed if invalid)."""
         check_program_args(args)
+        program = self.entry_point(info, entry)
+        # -pyfs/-pyarch/-pyreq among the arguments name files of the upload, shipped with the job
+        dependencies, args = upload_dependencies(self.upload_root(info), args)
         with self.plans:  # PlanBusy when full
             captured = capture_job(
-                self.entry_point(info, entry), args, parallelism, self.plan_timeout_s, self.default_parallelism
+                program, args, parallelism, self.plan_timeout_s, self.default_parallelism, dependencies
             )
         try:
             validate_job_graph(captured.job_graph)

@@ -65,6 +65,17 @@ def check_program_args(args: list[str]) -> list[str]:
     return args
 
 
+def confined_path(root: Path, name: str) -> Path | None:
+    """``name`` (relative to ``root``, or absolute) as a resolved path, or None when it is not inside
+    ``root``: ``..`` and symbolic links are followed first, so neither can lead out of it."""
+    base = root.resolve()
+    try:
+        dest = (base / name).resolve()
+    except (OSError, RuntimeError, ValueError):  # a symlink loop, a NUL: nothing usable
+        return None
+    return dest if dest == base or base in dest.parents else None
+
+
 def extract_zip(archive: Path, target: Path, max_total_bytes: int) -> None:
     target = target.resolve()
     try:
@@ -95,8 +106,7 @@ def _extract(zf: zipfile.ZipFile, target: Path, max_total_bytes: int) -> None:
             raise UploadRejected(f"zip member '{name}' is a symbolic link")
         if name.startswith("/") or re.match(r"^[A-Za-z]:", name) or "\\" in name:
             raise UploadRejected(f"zip member '{name}' has an absolute or foreign path")
-        dest = (target / name).resolve()
-        if dest != target and target not in dest.parents:
+        if confined_path(target, name) is None:
             raise UploadRejected(f"zip member '{name}' escapes the upload directory")
         total += info.file_size
         if total > max_total_bytes:
