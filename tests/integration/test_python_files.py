@@ -161,3 +161,48 @@ def test_a_module_given_with_pyfs_is_importable_on_the_taskmanagers(cluster: Clu
     helper.write_text("def hello(x):\n    return 'hi ' + x\n")
     prog = _program(tmp_path, PYFS_PROGRAM)
     _ran(cluster.run(prog, options=("-p", "2", "-pyfs", str(helper))), "['hi hi a', 'hi hi b']")
+
+
+UPLOADED_PROGRAM = """
+import sys
+from pyflink.common import Types
+from pyflink.datastream import StreamExecutionEnvironment
+
+import greet                      # in libs/, not on the program's path: found only through -pyfs
+
+
+def late(x):
+    import greet as g             # imported on the TaskManager at run time, from what the job shipped
+    return g.hello(x)
+
+
+env = StreamExecutionEnvironment.get_execution_environment()
+env.from_collection(sys.argv[1:], type_info=Types.STRING()).map(greet.hello).map(late).print()
+env.execute("uploaded with -pyfs")
+"""
+
+
+def test_pyfs_in_the_program_arguments_of_an_uploaded_zip(cluster: Cluster, tmp_path: Path) -> None:
+    """Through REST as Flink's PythonDriver: ``-pyfs`` among the run request's program arguments ships a
+    file of the uploaded zip with the job; the other arguments reach the program in their order; a
+    path out of the upload is a 400 and nothing runs."""
+    archive = tmp_path / "job.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("main.py", textwrap.dedent(UPLOADED_PROGRAM))
+        z.writestr("libs/greet.py", "def hello(x):\n    return 'hi ' + x\n")
+    with open(archive, "rb") as f:
+        jar = cluster.http.post("/jars/upload", files={"jarfile": ("job.zip", f)}).json()["filename"]
+    before = len(cluster.http.get("/jobs/overview").json()["jobs"])
+    for args in (["../../../../etc/hostname"], ["/etc/hostname"], ["libs/../../archive.zip"]):
+        r = cluster.http.post(f"/jars/{jar}/run", json={"programArgsList": ["a", "-pyfs", *args]})
+        assert r.status_code == 400 and "outside the uploaded program's directory" in r.json()["errors"][0], r.text
+    assert len(cluster.http.get("/jobs/overview").json()["jobs"]) == before
+    run = cluster.http.post(
+        f"/jars/{jar}/run", json={"parallelism": 2, "programArgsList": ["a", "-pyfs", "libs/greet.py", "-b"]}
+    )
+    assert run.status_code == 200, run.text
+    jid = run.json()["jobid"]
+    job = cluster.wait_state(jid, ("FINISHED", "FAILED", "CANCELED"), 60)
+    assert job["state"] == "FINISHED", job
+    lines = cluster.http.get(f"/jobs/{jid}/stdout", params={"maxLines": 100}).json()["lines"]
+    assert sorted(line.split("> ")[-1].strip() for line in lines if "hi" in line) == ["hi hi -b", "hi hi a"], lines

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from millstream.engine.client.context import LocalContext
-from millstream.engine.client.python_options import BadDependencyOption, PythonDependencyOptions, parse
+from millstream.engine.client.python_options import BadDependencyOption, PythonDependencyOptions, parse, split_program_args
 from millstream.engine.datastream.stream_execution_environment import StreamExecutionEnvironment
 
 
@@ -102,3 +102,24 @@ def test_the_cli_answers_a_missing_file_with_one_line_and_exit_code_2(files: Pat
         assert res.exit_code == 2, res.output
         assert said in res.output and "absent" in res.output
         assert "Traceback" not in res.output and "must not run" not in res.output
+
+
+def test_program_arguments_give_up_only_the_dependency_options() -> None:
+    """As Flink's PythonDriver for a job uploaded through REST: the options in both forms, with the
+    value apart or after '=', anywhere among the arguments; the rest stays in its order."""
+    values, rest = split_program_args(
+        ["--in", "x", "-pyfs", "a.py,b", "y", "--pyArchives=m.zip#m", "-pyreq", "-r.txt", "--pyfs", "-p", "2"]
+    )
+    assert values == ("a.py,b", "m.zip#m", "-r.txt")  # a value may start with '-': it is the option's
+    assert rest == ["--in", "x", "y", "--pyfs", "-p", "2"]  # "--pyfs" is no name of the option
+    assert split_program_args(["-pyfs", "a", "--pyFiles", "b"])[0] == ("b", None, None)  # the last wins
+    assert split_program_args(["a", "b"]) == ((None, None, None), ["a", "b"])
+    with pytest.raises(BadDependencyOption, match="-pyreq needs a value"):
+        split_program_args(["x", "-pyreq"])
+
+
+def test_a_resolver_decides_where_paths_are_found(files: Path) -> None:
+    opts = parse("helper.py", None, "requirements.txt#wheels", resolve=lambda p, option: str(files / p))
+    assert opts.files == [str(files / "helper.py")]
+    assert opts.requirements == (str(files / "requirements.txt"), str(files / "wheels"))
+    assert PythonDependencyOptions.from_dict(opts.to_dict()) == opts
