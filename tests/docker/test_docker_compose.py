@@ -178,7 +178,7 @@ def test_compose_cluster_runs_a_checkpointed_job(compose_project):
     millstream = Path(sys.executable).parent / "millstream"
     out = _sh([str(millstream), "run", "-p", "4", str(program), str(N_RECORDS), "400"], timeout=300, env=env)
     assert out.stdout.count(f", {N_RECORDS // 40})") == 40, out.stdout[-3000:]
-    jobs = json.loads(_get(f"{rest}/jobs/overview"))["jobs"]
+    jobs = [j for j in json.loads(_get(f"{rest}/jobs/overview"))["jobs"] if j["name"] == "checkpointed count"]
     assert len(jobs) == 1 and jobs[0]["state"] == "FINISHED", jobs
     job_id = jobs[0]["jid"]
 
@@ -198,10 +198,28 @@ def test_compose_cluster_runs_a_checkpointed_job(compose_project):
 def test_spark_worker_joins_the_master(compose_project):
     # The Spark master/worker run from the same image (its pip-installed PySpark at /opt/spark).
     ui = f"http://127.0.0.1:{compose_project['port']('spark-master', 8080)}"
-    state = _wait_for("an ALIVE worker at the Spark master", lambda: (
-        s if any(w["state"] == "ALIVE" for w in (s := json.loads(_get(f"{ui}/json/"))).get("workers", [])) else None
-    ), timeout=120)
-    assert state["status"] == "ALIVE"
+    def alive_worker():
+        state = json.loads(_get(f"{ui}/json/"))
+        return state if any(w["state"] == "ALIVE" for w in state.get("workers", [])) else None
+
+    state = _wait_for("an ALIVE worker at the Spark master", alive_worker, timeout=120)
+    assert state["status"] == "ALIVE" and state["url"] == "spark://spark-master:7077"
+
+
+def test_batch_job_runs_on_the_spark_containers(compose_project):
+    # A BATCH job's Spark driver runs in the jobmanager (MILLSTREAM_SPARK_DRIVER_HOST=jobmanager) and
+    # its executors on the spark-worker, which must import the same millstream and Python.
+    rest = f"http://127.0.0.1:{compose_project['port']('jobmanager', 8081)}"
+    env = dict(os.environ, MILLSTREAM_JOBMANAGER=rest, MILLSTREAM_AUTH_TOKEN=TOKEN)
+    program = ROOT / "tests" / "integration" / "programs" / "batch_reduce.py"
+    out = _sh([str(Path(sys.executable).parent / "millstream"), "run", str(program)], timeout=300, env=env)
+    assert '[["a", 500], ["b", 350], ["c", 200]]' in out.stdout, out.stdout[-3000:]
+    job_id = next(j["jid"] for j in json.loads(_get(f"{rest}/jobs/overview"))["jobs"] if j["name"] == "batch reduce")
+    spark = json.loads(_get(f"{rest}/jobs/{job_id}"))["spark"]
+    assert spark["master"] == "spark://spark-master:7077" and spark["jobs"][0]["status"] == "SUCCEEDED", spark
+    ui = f"http://127.0.0.1:{compose_project['port']('spark-master', 8080)}"
+    apps = json.loads(_get(f"{ui}/json/"))["completedapps"]
+    assert any(a["id"] == spark["applicationId"] and a["state"] == "FINISHED" for a in apps), apps
 
 
 def test_prometheus_scrapes_jobmanager_and_taskmanagers(compose_project):

@@ -4,6 +4,8 @@ ARG BASE_IMAGE=millstream-test-base:bookworm
 FROM ${BASE_IMAGE}
 RUN apt-get update && apt-get install -y --no-install-recommends redis-server \
     && rm -rf /var/lib/apt/lists/*
+COPY redis-entrypoint.sh /usr/local/bin/redis-entrypoint.sh
 USER redis
 WORKDIR /var/lib/redis
-CMD ["redis-server", "--protected-mode", "no"]
+ENTRYPOINT ["/usr/local/bin/redis-entrypoint.sh"]
+CMD ["redis-server"]
