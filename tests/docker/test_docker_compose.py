@@ -158,6 +158,11 @@ def test_compose_cluster_runs_a_checkpointed_job(compose_project):
     assert _container_health(project, "jobmanager") == "healthy"
     rest = f"http://127.0.0.1:{port('jobmanager', 8081)}"
 
+    # The image runs as a non-root user: each process must still blank its secrets from the environment
+    # block /proc/<pid>/environ shows (it once could not read its own after going non-dumpable).
+    logs = run("logs", "--no-color", "jobmanager", "taskmanager").stdout
+    assert "initial environment block" not in logs, [l for l in logs.splitlines() if "environment block" in l]
+
     # Both replicas register through Redis, each under its container's host name (MILLSTREAM_TASKMANAGER_HOST=auto).
     def two_taskmanagers():
         tms = json.loads(_get(f"{rest}/taskmanagers"))["taskmanagers"]
