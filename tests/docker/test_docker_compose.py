@@ -13,7 +13,7 @@ For machines that reach Debian's mirror and PyPI but not Docker Hub (this projec
 
 - the image is built ``FROM`` ``millstream-test-base:bookworm`` (``--build-arg BASE_IMAGE``),
   made by ``tests/docker/make_base_image.sh`` from Debian packages; set
-  ``MILLSTREAM_TEST_BASE_IMAGE=python:3.11-slim-bookworm`` where Docker Hub is reachable;
+  ``COMPOSE_TEST_BASE_IMAGE=python:3.11-slim-bookworm`` where Docker Hub is reachable;
 - ``tests/docker/compose.offline.yml`` swaps redis, postgres and prometheus for images
   built from Debian packages (``tests/docker/standins/``), and publishes the ports on
   free host ports so a cluster already on 8081 is not in the way;
@@ -42,7 +42,8 @@ pytestmark = pytest.mark.full
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
-BASE_IMAGE = os.environ.get("MILLSTREAM_TEST_BASE_IMAGE", "millstream-test-base:bookworm")
+# Not MILLSTREAM_*: the millstream CLI this test runs refuses any such variable it does not know.
+BASE_IMAGE = os.environ.get("COMPOSE_TEST_BASE_IMAGE", "millstream-test-base:bookworm")
 STANDINS = ("redis", "postgres", "prometheus")
 TOKEN = uuid.uuid4().hex + uuid.uuid4().hex
 SECRETS = {
