@@ -4,7 +4,11 @@
 #   docker build -t millstream .
 #   docker run -e MILLSTREAM_AUTH_TOKEN=... -p 8081:8081 millstream
 #   docker run millstream millstream taskmanager --slots 2
-FROM python:3.11-slim-bookworm
+#
+# BASE_IMAGE is for machines without Docker Hub: tests/docker/make_base_image.sh
+# builds an equivalent bookworm + Python 3.11 base from Debian packages alone.
+ARG BASE_IMAGE=python:3.11-slim-bookworm
+FROM ${BASE_IMAGE}
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \

@@ -124,5 +124,8 @@ def _blank_initial_block(names: set[str]) -> None:
 def harden_process(names: Iterable[str] = SECRET_VARIABLES) -> dict[str, str]:
     """Both measures: called by the JobManager, the TaskManagers and the launcher once their settings
     are read. Returns the variables removed from the environment."""
+    # Scrub first: once non-dumpable, /proc/self/environ belongs to root, so a process that is not
+    # root (the container image's USER) could no longer read it to find the block to blank.
+    removed = scrub_environment(names)
     make_undumpable()
-    return scrub_environment(names)
+    return removed
