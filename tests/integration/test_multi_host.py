@@ -67,8 +67,16 @@ class Hosts:
             _sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"{self.address(h)}/24", "dev", "eth0")
             _sh("ip", "netns", "exec", ns, "ip", "link", "set", "eth0", "up")
             _sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
+        # On a machine that runs Docker, bridged traffic passes through iptables (br_netfilter) and
+        # Docker sets the FORWARD policy to DROP, which would cut the hosts off from each other:
+        # traffic within this bridge is let through explicitly (no iptables, nothing to do).
+        self.forward_rule = shutil.which("iptables") is not None and subprocess.run(
+            ["iptables", "-I", "FORWARD", "-i", self.bridge, "-o", self.bridge, "-j", "ACCEPT"], capture_output=True
+        ).returncode == 0
 
     def down(self) -> None:
+        if getattr(self, "forward_rule", False):
+            subprocess.run(["iptables", "-D", "FORWARD", "-i", self.bridge, "-o", self.bridge, "-j", "ACCEPT"], capture_output=True)
         for ns in self.names.values():
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
         subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
