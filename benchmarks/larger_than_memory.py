@@ -136,11 +136,17 @@ class MemoryCgroup:
         m = re.search(r"^oom_kill (\d+)", text, re.M)
         return int(m.group(1)) if m else 0
 
+    def stat(self, key_v2: str, key_v1: str) -> int:
+        m = re.search(rf"^{key_v2 if self.version == 'v2' else key_v1} (\d+)", self._read("memory.stat"), re.M)
+        return int(m.group(1)) if m else 0
+
     def file_cache(self) -> int:
         """Page cache charged here now (LMDB's file pages): reclaimable, unlike anonymous memory."""
-        key = "file" if self.version == "v2" else "cache"
-        m = re.search(rf"^{key} (\d+)", self._read("memory.stat"), re.M)
-        return int(m.group(1)) if m else 0
+        return self.stat("file", "cache")
+
+    def anon(self) -> int:
+        """Anonymous memory charged here now (Python heaps): what the kernel cannot evict without swap."""
+        return self.stat("anon", "rss")
 
     def remove(self) -> None:
         # The processes are gone by now; a cgroup with none left is removed with rmdir.
@@ -218,6 +224,7 @@ class Outcome:
     peaks: list[int] = field(default_factory=list)
     oom_kills: list[int] = field(default_factory=list)
     file_cache_max: list[int] = field(default_factory=list)
+    anon_max: list[int] = field(default_factory=list)
     lmdb_bytes_max: int = 0
 
 
@@ -235,7 +242,7 @@ def _lmdb_bytes(data_dir: Path) -> int:
 def run_job(c: Limited, keys: int, backend: str, interval_ms: int, timeout: float, stop_at_oom: bool = False) -> Outcome:
     """Runs the job with the CLI, sampling the cgroups and the checkpoint counts every second."""
     cmd = [sys.executable, "-m", "millstream.backend.cli", "run", str(JOB), str(keys), str(len(c.cgroups)), backend, str(interval_ms)]
-    out = Outcome("", 0.0, file_cache_max=[0] * len(c.cgroups))
+    out = Outcome("", 0.0, file_cache_max=[0] * len(c.cgroups), anon_max=[0] * len(c.cgroups))
     http = httpx.Client(base_url=c.url, timeout=10)
     jid: str | None = None
     started = time.time()
@@ -246,6 +253,7 @@ def run_job(c: Limited, keys: int, backend: str, interval_ms: int, timeout: floa
             for i, cg in enumerate(c.cgroups):
                 cg.current()
                 out.file_cache_max[i] = max(out.file_cache_max[i], cg.file_cache())
+                out.anon_max[i] = max(out.anon_max[i], cg.anon())
             out.lmdb_bytes_max = max(out.lmdb_bytes_max, _lmdb_bytes(c.data_dir))
             try:
                 if jid is None:
@@ -297,8 +305,9 @@ def _checkpoints(http: httpx.Client, jid: str, out: Outcome) -> None:
     latest = (stats.get("latest") or {}).get("completed")
     if latest:
         out.last_state_size = latest["state_size"]
-    job = http.get(f"/jobs/{jid}").json()
-    out.restarts = max(out.restarts, int(job.get("restarts", job.get("numRestarts", 0)) or 0))
+    for m in http.get(f"/jobs/{jid}/metrics", params={"get": "numRestarts"}).json():
+        if m.get("id") == "numRestarts":
+            out.restarts = max(out.restarts, int(float(m["value"])))
 
 
 def describe(o: Outcome, limit: int) -> str:
@@ -306,9 +315,10 @@ def describe(o: Outcome, limit: int) -> str:
     return (
         f"{o.line}; wall {o.seconds:.0f} s; checkpoints completed {o.completed}, failed {o.failed}; "
         f"cgroup limit {lim} per TaskManager, peak {', '.join(f'{p / MB:.0f}' for p in o.peaks)} MiB "
-        f"(page cache at most {', '.join(f'{p / MB:.0f}' for p in o.file_cache_max)} MiB), "
+        f"(sampled each second: page cache at most {', '.join(f'{p / MB:.0f}' for p in o.file_cache_max)} MiB, "
+        f"anonymous at most {', '.join(f'{p / MB:.0f}' for p in o.anon_max)} MiB), "
         f"oom_kill {', '.join(map(str, o.oom_kills))}; LMDB files {o.lmdb_bytes_max / MB:.0f} MiB on disk; "
-        f"last completed checkpoint {o.last_state_size / MB:.0f} MiB"
+        f"last completed checkpoint {o.last_state_size / MB:.0f} MiB; job restarts {o.restarts}"
     )
 
 
@@ -320,6 +330,8 @@ def main() -> None:
     ap.add_argument("--limit-mb", type=int, default=600, help="memory limit of each TaskManager's process tree")
     ap.add_argument("--taskmanagers", type=int, default=2, help="TaskManagers x 1 slot; the job's parallelism")
     ap.add_argument("--interval-ms", type=int, default=10_000, help="checkpoint interval")
+    ap.add_argument("--disk-backend", default="rocksdb", help="rocksdb (full checkpoints) or rocksdb-incremental")
+    ap.add_argument("--disk-without-checkpoints", action="store_true", help="also run the on-disk backend under the limit without checkpoints")
     ap.add_argument("--timeout", type=float, default=3600, help="give the on-disk run up to this long")
     ap.add_argument("--heap-keys", type=int, default=0, help="keys of the heap run under the limit (0: as --keys)")
     ap.add_argument("--heap-timeout", type=float, default=600, help="stop the heap run after this long")
@@ -354,14 +366,18 @@ def measure(args: argparse.Namespace) -> Iterator[str]:
             f"{args.keys:,} keys on {tms} TaskManagers would need about {need / MB:,.0f} MiB each, against a limit of {args.limit_mb} MiB"
         )
     if not args.skip_disk:
-        with limited_cluster(tms, limit, "disk") as c:
-            o = run_job(c, args.keys, "rocksdb", args.interval_ms, args.timeout)
-            yield f"on-disk backend (LMDB), {args.keys:,} keys: " + describe(o, limit)
+        intervals = [args.interval_ms] + ([0] if args.disk_without_checkpoints else [])
+        for interval in intervals:
+            with limited_cluster(tms, limit, "disk") as c:
+                # An OOM kill fails the target: stop there rather than watch the job restart.
+                o = run_job(c, args.keys, args.disk_backend, interval, args.timeout, stop_at_oom=True)
+                every = f"checkpoints every {interval} ms" if interval else "no checkpoints"
+                yield f"on-disk backend (LMDB, {args.disk_backend}), {args.keys:,} keys, {every}: " + describe(o, limit)
     if not args.skip_heap:
         keys = args.heap_keys or args.keys
         with limited_cluster(tms, limit, "heap") as c:
             o = run_job(c, keys, "hashmap", args.interval_ms, args.heap_timeout, stop_at_oom=True)
-            yield f"heap backend, {keys:,} keys, same limit: " + describe(o, limit) + f"; job restarts {o.restarts}"
+            yield f"heap backend, {keys:,} keys, checkpoints every {args.interval_ms} ms, same limit: " + describe(o, limit)
 
 
 if __name__ == "__main__":

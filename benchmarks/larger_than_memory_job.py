@@ -1,6 +1,6 @@
 """The larger-than-memory workload (issue 16): a keyed count over N distinct keys, checked exactly.
 
-``python larger_than_memory_job.py N P BACKEND CHECKPOINT_MS`` (BACKEND: hashmap or rocksdb;
+``python larger_than_memory_job.py N P BACKEND CHECKPOINT_MS`` (BACKEND: hashmap, rocksdb or rocksdb-incremental;
 CHECKPOINT_MS 0: no checkpoints). Every key in [0, N) is counted once, so the keyed count holds N
 entries of state at the end. To check that every key was counted exactly once without sending N
 records to the client, every count the keyed count emits adds 1 to one of BUCKETS small buckets
@@ -32,7 +32,10 @@ def bucket_size(b: int) -> int:
 
 env = StreamExecutionEnvironment.get_execution_environment()
 env.set_parallelism(P)
-env.set_state_backend(HashMapStateBackend() if BACKEND == "hashmap" else EmbeddedRocksDBStateBackend())
+if BACKEND == "hashmap":
+    env.set_state_backend(HashMapStateBackend())
+else:
+    env.set_state_backend(EmbeddedRocksDBStateBackend(enable_incremental_checkpointing=BACKEND == "rocksdb-incremental"))
 if CHECKPOINT_MS:
     env.enable_checkpointing(CHECKPOINT_MS)  # exactly-once
 pair = Types.TUPLE([Types.LONG(), Types.LONG()])
