@@ -12,15 +12,15 @@ has still apply, and they are removed at the end. Needs root.
 Three phases, each on a fresh local cluster of TASKMANAGERS x 1 slot, parallelism TASKMANAGERS:
 
 1. calibration: the heap backend at CALIBRATE_KEYS keys without a limit; the cgroups' peak memory
-   against the same run's peak with 1,000 keys gives the heap backend's bytes per key (with its
-   forked snapshot's copy-on-write growth, since checkpoints run).
+   against the same run's peak with 1,000 keys gives the heap backend's bytes per key (with a
+   forked snapshot's copy-on-write growth only if a checkpoint completed during that run).
 2. on-disk: ``rocksdb`` at KEYS keys under the limit, checkpoints every INTERVAL_MS: wall time,
    checkpoints completed/failed, each cgroup's peak and OOM kills, LMDB's file size, the last
    checkpoint's size, and the job's exact check (every key counted once).
 3. heap: ``hashmap`` at HEAP_KEYS keys under the same limit, stopped at its first OOM kill (or
    when the job fails, or after HEAP_TIMEOUT seconds).
 
-``python benchmarks/larger_than_memory.py [--keys 20000000] [--limit-mb 600] [--interval-ms 10000]
+``python benchmarks/larger_than_memory.py [--keys 20000000] [--limit-mb 512] [--interval-ms 10000]
 [--heap-keys N] [--calibrate-keys 1000000] [--skip-heap] [--skip-calibration]``.
 """
 from __future__ import annotations
@@ -325,9 +325,14 @@ def describe(o: Outcome, limit: int) -> str:
 def main() -> None:
     if len(sys.argv) > 3 and sys.argv[1] == "--exec-in":
         exec_in(sys.argv[2], sys.argv[sys.argv.index("--") + 1:])
+    for line in measure(parser().parse_args()):
+        print(line, flush=True)
+
+
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser()
     ap.add_argument("--keys", type=int, default=20_000_000, help="distinct keys of the on-disk run (the issue: 20,000,000)")
-    ap.add_argument("--limit-mb", type=int, default=600, help="memory limit of each TaskManager's process tree")
+    ap.add_argument("--limit-mb", type=int, default=512, help="memory limit of each TaskManager's process tree")
     ap.add_argument("--taskmanagers", type=int, default=2, help="TaskManagers x 1 slot; the job's parallelism")
     ap.add_argument("--interval-ms", type=int, default=10_000, help="checkpoint interval")
     ap.add_argument("--disk-backend", default="rocksdb", help="rocksdb (full checkpoints) or rocksdb-incremental")
@@ -339,9 +344,7 @@ def main() -> None:
     ap.add_argument("--skip-calibration", action="store_true")
     ap.add_argument("--skip-disk", action="store_true")
     ap.add_argument("--skip-heap", action="store_true")
-    args = ap.parse_args()
-    for line in measure(args):
-        print(line, flush=True)
+    return ap
 
 
 def measure(args: argparse.Namespace) -> Iterator[str]:
@@ -349,7 +352,7 @@ def measure(args: argparse.Namespace) -> Iterator[str]:
     tms = args.taskmanagers
     yield f"machine: {machine()}"
     if not args.skip_calibration:
-        peaks = {}
+        peaks, cps = {}, 0
         with limited_cluster(tms, 0, "cal") as c:
             for k in (1_000, args.calibrate_keys):
                 for cg in c.cgroups:  # v1 max_usage can be reset; the sampled peak is per run
@@ -358,11 +361,13 @@ def measure(args: argparse.Namespace) -> Iterator[str]:
                         (cg.path / "memory.max_usage_in_bytes").write_text("0")
                 o = run_job(c, k, "hashmap", args.interval_ms, args.timeout)
                 peaks[k] = max(o.peaks)
+                cps = o.completed
                 yield f"calibration, heap backend, {k:,} keys, no limit: " + describe(o, 0)
         per_key = (peaks[args.calibrate_keys] - peaks[1_000]) / (args.calibrate_keys / tms)
         need = peaks[1_000] + per_key * args.keys / tms
         yield (
-            f"heap backend: {per_key:.0f} bytes per key at peak (a TaskManager's tree, checkpoints every {args.interval_ms} ms); "
+            f"heap backend: {per_key:.0f} bytes per key at peak (a TaskManager's tree; {cps} checkpoints completed in that run, "
+            "so a forked snapshot's copy-on-write growth is " + ("in it" if cps else "not in it") + "); "
             f"{args.keys:,} keys on {tms} TaskManagers would need about {need / MB:,.0f} MiB each, against a limit of {args.limit_mb} MiB"
         )
     if not args.skip_disk:
