@@ -7,7 +7,8 @@ into the cgroup and then execs the TaskManager, so the TaskManager and every pro
 v2 is used when its memory controller is there (``memory.max``, ``memory.swap.max`` 0), else the
 v1 memory controller (``memory.limit_in_bytes``, ``memory.memsw.limit_in_bytes``: no swap). The
 cgroups are made under this process's own memory cgroup, so whatever limits the caller already
-has still apply, and they are removed at the end. Needs root.
+has still apply, and they are removed at the end. Needs root. Only the v1 path has run so far (the
+development VM mounts cgroup v2 without its memory controller).
 
 Three phases, each on a fresh local cluster of TASKMANAGERS x 1 slot, parallelism TASKMANAGERS:
 
@@ -80,7 +81,15 @@ def cgroup_parent() -> tuple[str, Path]:
         if "memory" in (parent / "cgroup.controllers").read_text().split():
             # v2 only hands a controller to children listed in the parent's subtree_control.
             if "memory" not in (parent / "cgroup.subtree_control").read_text().split():
-                (parent / "cgroup.subtree_control").write_text("+memory")
+                try:
+                    (parent / "cgroup.subtree_control").write_text("+memory")
+                except OSError as e:
+                    # v2's "no internal processes" rule: a cgroup holding processes (this one)
+                    # cannot hand controllers to children. Run the script from a leaf of its own.
+                    raise RuntimeError(
+                        f"cannot enable the memory controller under {parent} ({e}); run this script in a cgroup of "
+                        "its own, e.g. systemd-run --scope -p Delegate=yes python benchmarks/larger_than_memory.py"
+                    ) from e
             return "v2", parent
     for point, opts in _mounts("cgroup"):
         if "memory" in opts.split(","):
