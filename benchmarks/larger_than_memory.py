@@ -84,11 +84,12 @@ def cgroup_parent() -> tuple[str, Path]:
                 try:
                     (parent / "cgroup.subtree_control").write_text("+memory")
                 except OSError as e:
-                    # v2's "no internal processes" rule: a cgroup holding processes (this one)
-                    # cannot hand controllers to children. Run the script from a leaf of its own.
+                    # v2's "no internal processes" rule: a non-root cgroup holding processes (this
+                    # one) cannot hand controllers to its children.
                     raise RuntimeError(
-                        f"cannot enable the memory controller under {parent} ({e}); run this script in a cgroup of "
-                        "its own, e.g. systemd-run --scope -p Delegate=yes python benchmarks/larger_than_memory.py"
+                        f"cannot enable the memory controller for the children of {parent} ({e}): cgroup v2 allows "
+                        "it only in a cgroup with no processes of its own; start this script from a cgroup whose parent "
+                        "already delegates the memory controller"
                     ) from e
             return "v2", parent
     for point, opts in _mounts("cgroup"):
