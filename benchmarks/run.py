@@ -7,7 +7,8 @@ Bytewax and PyFlink when their virtual environments exist (see shared/bench).
 It adds the windowed job, the checkpoint overhead and checkpoint durations
 (p50/p99 from ``/jobs/{id}/checkpoints``), recovery time after a TaskManager
 SIGKILL (``recovery_bench.py``), the cost of checkpoints with large keyed state
-(``large_state_bench.py``), end-to-end latency from latency markers at 100k and 300k
+(``large_state_bench.py``), state larger than memory on TaskManagers confined by a memory cgroup
+(``larger_than_memory.py``; needs root), end-to-end latency from latency markers at 100k and 300k
 records/s and their throughput cost (``latency_bench.py``), unless ``--skip-spark`` the Spark word count
 (``spark_wordcount.py``), the data plane on 1 and on 3 Redis servers with Redis CPU per million
 records (``data_servers_bench.py``), and the soak run (``soak.py``: a long checkpointed job plus
@@ -157,6 +158,8 @@ def main() -> None:
     ap.add_argument("--soak-jobs", type=int, default=200, help="short jobs run during the soak")
     ap.add_argument("--large-state-keys", type=int, default=1_000_000, help="distinct keys of the large-state runs (issue: 3,000,000)")
     ap.add_argument("--skip-large-state", action="store_true", help="leave out the large-state checkpoint runs")
+    ap.add_argument("--larger-than-memory-keys", type=int, default=20_000_000, help="keys of the larger-than-memory runs")
+    ap.add_argument("--skip-larger-than-memory", action="store_true", help="leave out the memory-cgroup runs (larger_than_memory.py)")
     ap.add_argument("--skip-seal", action="store_true", help="leave out sealed against unsealed clusters")
     ap.add_argument("--skip-latency", action="store_true", help="leave out the latency-marker runs (latency_bench.py)")
     ap.add_argument("--skip-data-servers", action="store_true", help="leave out 1 vs 3 data Redis servers (data_servers_bench.py)")
@@ -255,6 +258,16 @@ def main() -> None:
         for family in ("hashmap", "rocksdb"):
             for line in measure_restore(family, keys, 2, 3):
                 print(line, flush=True)
+    if not args.skip_larger_than_memory:
+        # The keyed count on TaskManagers each confined by a memory cgroup: on-disk and heap backend.
+        import larger_than_memory
+
+        ltm = larger_than_memory.parser().parse_args(["--keys", str(args.larger_than_memory_keys), "--disk-without-checkpoints"])
+        try:
+            for line in larger_than_memory.measure(ltm):
+                print(line, flush=True)
+        except (OSError, RuntimeError) as e:  # no memory cgroup controller, or not root
+            print(f"larger than memory: skipped ({e})", flush=True)
     if not args.skip_recovery:
         from recovery_bench import describe, measure_recovery
 
