@@ -48,6 +48,11 @@ def pack(head: bytes, parts: Iterable[bytes]) -> bytes:
     return MAGIC + len(head).to_bytes(_LEN, "big") + head + b"".join(parts)
 
 
+def prefix(head: bytes) -> bytes:
+    """The bytes before an (encoded) head: a file is ``prefix(head) + head`` and then its parts."""
+    return MAGIC + len(head).to_bytes(_LEN, "big")
+
+
 def head_length(prefix: bytes) -> int:
     """The head's length, from the file's first ``PREFIX_BYTES`` bytes."""
     if len(prefix) < PREFIX_BYTES or not is_key_grouped(prefix):

@@ -18,7 +18,8 @@ import hashlib
 import json
 import os
 import re
-from typing import Any, Mapping, Protocol
+import tempfile
+from typing import Any, Iterable, Iterator, Mapping, Protocol
 
 from millstream.engine.checkpoint.filesystem import is_remote, local_path, storage_fs
 from millstream.engine.checkpoint.messages import TaskId
@@ -29,6 +30,7 @@ from millstream.engine.security import mac
 from millstream.engine.security.mac import VERSION, Sealer, Unauthenticated, check_secret, is_unsealed
 
 METADATA_FILE = "_metadata"
+_COPY_BLOCK = 1 << 20  # spooled parts are copied behind the head in blocks this big
 _DISCARDABLE = re.compile(r"^(chk-\d+|savepoint-[0-9a-zA-Z-]+)$")
 _SAFE = re.compile(r"[^0-9A-Za-z._-]")
 _TMP = re.compile(r"^\.(.+)\.[0-9a-f]{32}\.tmp$")  # _atomic_write's temporary file of ``name``
@@ -259,6 +261,54 @@ class FileSystemCheckpointStorage:
         _atomic_write(path, _seal_state(StateOrigin(job_id, checkpoint_id), name, data))
         return path
 
+    def write_task_state_parts(
+        self,
+        job_id: str,
+        checkpoint_id: int,
+        task: TaskId,
+        operator_id: str,
+        payload: bytes,
+        parts: Iterable[tuple[int, bytes]],
+        location: str | None = None,
+    ) -> tuple[str, int]:
+        """As ``write_task_state`` for a key-grouped file given as its head's payload and its parts
+        ([(key group, bytes)] in key-group order, e.g. a generator reading them off a read
+        transaction), with one part in memory at a time; the bytes on disk are those
+        ``write_task_state`` writes for the same state. Returns (handle, bytes written).
+
+        The head, which holds the index, comes first in the file but is known only after the last
+        part: the (sealed) parts are spooled to an unnamed temporary file first, next to the file
+        when it is local, then copied behind the head."""
+        directory = location or self.location(job_id, checkpoint_id)
+        fs = storage_fs(directory)
+        name = state_file_name(task, operator_id)
+        path = fs.join(directory, name)
+        origin = StateOrigin(job_id, checkpoint_id)
+        try:
+            if not fs.remote:
+                fs.makedirs(directory)
+            with tempfile.TemporaryFile(dir=None if fs.remote else directory, prefix=".spool-") as spool:
+                index: state_file.Index = []
+                offset = 0
+                for kg, data in parts:
+                    sealed = _seal(_file_context(origin, name, "part", kg), data)
+                    spool.write(sealed)
+                    index.append((kg, offset, len(sealed)))
+                    offset += len(sealed)
+                    del data, sealed  # not held while the next part is read
+                head = _seal(_file_context(origin, name, "head"), state_file.encode_head(payload, index))
+
+                def chunks() -> Iterator[bytes]:
+                    yield state_file.prefix(head) + head
+                    spool.seek(0)
+                    while block := spool.read(_COPY_BLOCK):
+                        yield block
+
+                size = fs.write_atomic_stream(path, chunks())
+        except OSError as e:
+            raise CheckpointStorageError(f"cannot write '{path}': {e.strerror or e}") from e
+        return path, size
+
     def read_task_state(self, handle: str, origin: StateOrigin | None = None) -> bytes:
         return _open_state(origin, handle, _read_file(handle))
 
@@ -380,15 +430,21 @@ def write_shared_file(
     if not is_shared_name(name):
         raise CheckpointStorageError(f"not a shared state file name: {name!r}")
     index: list[tuple[int, int, int]] = []
-    chunks: list[bytes] = []
-    offset = 0
-    for kg, payload in parts:
-        sealed = _seal(_shared_context(job_id, name, kg), payload)
-        index.append((kg, offset, len(sealed)))
-        chunks.append(sealed)
-        offset += len(sealed)
-    _atomic_write(storage_fs(shared_dir).join(shared_dir, name), b"".join(chunks))
-    return offset, index
+
+    def chunks() -> Iterator[bytes]:
+        offset = 0
+        for kg, payload in parts:
+            sealed = _seal(_shared_context(job_id, name, kg), payload)
+            index.append((kg, offset, len(sealed)))
+            offset += len(sealed)
+            yield sealed
+
+    path = storage_fs(shared_dir).join(shared_dir, name)
+    try:
+        size = storage_fs(path).write_atomic_stream(path, chunks())
+    except OSError as e:
+        raise CheckpointStorageError(f"cannot write '{path}': {e.strerror or e}") from e
+    return size, index
 
 
 def shared_dir_of(handle: str) -> str:

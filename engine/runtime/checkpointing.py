@@ -20,7 +20,7 @@ from millstream.engine.checkpoint.messages import TaskAck
 from millstream.engine.checkpoint.filesystem import is_remote
 from millstream.engine.checkpoint.storage import FileSystemCheckpointStorage
 from millstream.engine.runtime import forked_snapshot
-from millstream.engine.runtime.state.key_grouped_state import decode_state, encode_state
+from millstream.engine.runtime.state.key_grouped_state import RECORD_GROUPS, decode_state, encode_state, encode_state_parts
 
 
 @dataclass(frozen=True)
@@ -234,6 +234,24 @@ class SubtaskCheckpointer:
             for op_id, data in blobs.items()
         }
 
+    def _write_streamed(
+        self, barrier: Barrier, op_id: str, state: dict[str, Any], read_groups: Callable[..., Any]
+    ) -> tuple[str, int]:
+        """Write one operator's state whose records ``read_groups(consume)`` hands over a key group
+        at a time inside its read transaction (``begin_snapshot_parts``): each part is encoded,
+        sealed and appended as it is read, so the state is never whole in memory. (handle, bytes)."""
+        if barrier.location is None:
+            raise OSError("no checkpoint storage is configured")
+        storage = FileSystemCheckpointStorage(barrier.location)
+
+        def write(groups: Any) -> tuple[str, int]:
+            payload, parts = encode_state_parts(state, groups)
+            return storage.write_task_state_parts(
+                self.job_id, barrier.checkpoint_id, self.task, op_id, payload, parts, location=barrier.location
+            )
+
+        return read_groups(write)
+
     def _await_child(
         self,
         barrier: Barrier,
@@ -277,19 +295,29 @@ class SubtaskCheckpointer:
     ) -> None:
         t0 = time.monotonic()
         shared: dict[str, tuple[str, ...]] = dict(shared_before or {})
+        streamed_size = 0
         try:
+            streamed: dict[str, tuple[dict[str, Any], Callable[..., Any]]] = {}
             for op_id, complete in (background or {}).items():
                 state = decode_state(blobs[op_id])
                 state.update(complete())
                 # an incremental snapshot's chain: files in the job's shared/ directory it refers to
                 shared[op_id] = tuple(f["name"] for f in (state.get("chain") or state.get("heap_chain") or ()))
-                blobs[op_id] = encode_state(state)
+                groups = state.pop(RECORD_GROUPS, None)
+                if groups is not None:  # the on-disk backend's records: written as they are read
+                    streamed[op_id] = (state, groups)
+                    del blobs[op_id]
+                else:
+                    blobs[op_id] = encode_state(state)
             handles = self._write_blobs(barrier, blobs)
+            for op_id, (state, groups) in streamed.items():
+                handles[op_id], n = self._write_streamed(barrier, op_id, state, groups)
+                streamed_size += n
         except Exception as e:
             self.shared_bytes.pop(barrier.checkpoint_id, None)
             self.decline(barrier.checkpoint_id, f"subtask {self.task[1]} of {self.task[0]} could not write its state: {e}")
             return
-        size = sum(len(b) for b in blobs.values())
+        size = sum(len(b) for b in blobs.values()) + streamed_size
         new, referred = self.shared_bytes.pop(barrier.checkpoint_id, (0, 0))
         self._ack(
             barrier, handles, size + referred, sync_ms, int((time.monotonic() - t0) * 1000), alignment_ms, start_delay_ms,

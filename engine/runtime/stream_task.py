@@ -99,7 +99,7 @@ def _keyed_snapshot(backend: Any, op: StreamOperator, by_key_group: bool = False
 
 
 def _keyed_snapshot_async(backend: Any, op: StreamOperator) -> Callable[[], dict[str, Any]]:
-    return snapshot_keyed_async(backend, op)
+    return snapshot_keyed_async(backend, op, streamed=True)  # the writer thread streams its records to the file
 
 
 @dataclass

@@ -16,7 +16,7 @@ files are written and read by the caller (checkpoint storage).
 from __future__ import annotations
 
 import pickle
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Iterator, Mapping
 
 from millstream.engine.runtime.state.state_chain import BASE, Chain
 from millstream.engine.runtime.state.state_records import KG_BYTES
@@ -41,6 +41,13 @@ def encode_parts(tables: Mapping[str, list[Record]]) -> list[tuple[int, bytes]]:
             by_kg.setdefault(int.from_bytes(prefix, "big"), {})[name] = rows[start:end]
             start = end
     return [(kg, pickle.dumps(by_kg[kg], protocol=pickle.HIGHEST_PROTOCOL)) for kg in sorted(by_kg)]
+
+
+def encode_groups(groups: Iterable[tuple[int, Mapping[str, list[Record]]]]) -> Iterator[tuple[int, bytes]]:
+    """``encode_parts``'s parts from records already grouped by key group (the on-disk backend's
+    ``begin_incremental_snapshot_parts``), pickled one at a time as they are drawn."""
+    for kg, tables in groups:
+        yield kg, pickle.dumps(dict(tables), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def replay(

@@ -18,12 +18,16 @@ from __future__ import annotations
 
 import bisect
 import pickle
-from typing import Any, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from millstream.engine.checkpoint import state_file
 from millstream.engine.runtime.state.state_records import KG_BYTES, key_group_prefix
 
 _PROTOCOL = pickle.HIGHEST_PROTOCOL
+# In a background snapshot's result (the on-disk backend's), instead of ``records``: the callable
+# that hands them to a writer a key group at a time (``begin_snapshot_parts``, ``encode_state_parts``);
+# never in a file.
+RECORD_GROUPS = "_record_groups"
 
 
 def encode_state(state: Mapping[str, Any]) -> bytes:
@@ -41,6 +45,35 @@ def encode_state(state: Mapping[str, Any]) -> bytes:
     head = {k: v for k, v in state.items() if k not in ("keyed", "records")}
     parts = [(kg, pickle.dumps(by_kg[kg], protocol=_PROTOCOL)) for kg in sorted(by_kg)]
     return state_file.build(pickle.dumps(head, protocol=_PROTOCOL), parts)
+
+
+def encode_state_parts(
+    state: Mapping[str, Any], groups: Iterable[tuple[int, dict[str, list]]]
+) -> tuple[bytes, Iterator[tuple[int, bytes]]]:
+    """As ``encode_state`` for a state whose ``records`` come as ``groups`` (the on-disk backend's
+    ``begin_snapshot_parts``: ``(key group, {state name: records})`` in key-group order) rather than
+    whole: (the head's payload, a generator of the parts). The parts are pickled one at a time as
+    the generator is drawn, merged with ``keyed``'s key groups, and are those ``encode_state`` makes
+    for the same state, so the file reads back the same (``decode_state``)."""
+    keyed = {int(kg): groups_ for kg, groups_ in (state.get("keyed") or {}).items()}
+    head = {k: v for k, v in state.items() if k not in ("keyed", "records")}
+
+    def parts() -> Iterator[tuple[int, bytes]]:
+        pending = sorted(keyed)
+        i = 0
+        for kg, recs in groups:
+            while i < len(pending) and pending[i] < kg:  # timers / own tables of a key group with no records
+                yield pending[i], pickle.dumps((keyed[pending[i]], {}), protocol=_PROTOCOL)
+                i += 1
+            pairs: dict[str, list] = {}
+            if i < len(pending) and pending[i] == kg:
+                pairs = keyed[kg]
+                i += 1
+            yield kg, pickle.dumps((pairs, recs), protocol=_PROTOCOL)
+        for kg in pending[i:]:
+            yield kg, pickle.dumps((keyed[kg], {}), protocol=_PROTOCOL)
+
+    return pickle.dumps(head, protocol=_PROTOCOL), parts()
 
 
 def key_group_runs(rows: list[tuple[bytes, Any]]) -> list[tuple[int, int, int]]:

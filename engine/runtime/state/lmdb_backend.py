@@ -50,6 +50,7 @@ import msgpack
 from millstream.engine.runtime.key_encoding import EXT_BIGINT, canonical
 from millstream.engine.runtime.key_groups import assign_to_key_group
 from millstream.engine.runtime.state.heap_backend import StateFactory, StateTypeMismatch
+from millstream.engine.runtime.state.record_stream import by_key_group
 from millstream.engine.runtime.state.state_chain import ChangeTracker, SnapshotPlan
 from millstream.engine.runtime.state.state_records import (
     KG_BYTES,
@@ -166,6 +167,18 @@ class LmdbKeyedStateBackend(StateFactory):
         # list() drives LMDB's cursor from C: no Python code runs per record
         return self._open_snapshot(lambda txn: {name: list(txn.cursor(db).iternext()) for name, db in tables})
 
+    def begin_snapshot_parts(self) -> Callable[[Callable[[Iterator[tuple[int, dict[str, list]]]], Any]], Any]:
+        """As ``begin_snapshot``, for a snapshot written as it is read (issue 16: state larger than
+        memory): the returned callable, run once on another thread with ``consume``, calls
+        ``consume(groups)`` inside the read transaction and returns what it returns. ``groups``
+        yields ``(key group, {state name: [(LMDB key, record)]})`` in key-group order
+        (``record_stream.by_key_group``); only about one key group is in memory at a time."""
+        self.flush()
+        tables = [(name, t.db) for name, t in self.tables.items()]
+        return self._open_snapshot(
+            lambda txn, consume: consume(by_key_group((name, txn.cursor(db).iternext()) for name, db in tables))
+        )
+
     def begin_incremental_snapshot(
         self, checkpoint_id: int, compact: bool = False, live: int | None = None
     ) -> tuple[SnapshotPlan, Callable[[], dict[str, list[tuple[bytes, bytes | None]]]]]:
@@ -193,6 +206,33 @@ class LmdbKeyedStateBackend(StateFactory):
 
         return plan, self._open_snapshot(delta)
 
+    def begin_incremental_snapshot_parts(
+        self, checkpoint_id: int
+    ) -> tuple[SnapshotPlan, Callable[[Callable[[Iterator[tuple[int, dict[str, list]]]], Any]], Any]]:
+        """As ``begin_incremental_snapshot``, its records handed over as ``begin_snapshot_parts``
+        does: a base is read off the read transaction a key group at a time, never whole; a
+        delta (the changed keys only) is read as before and then grouped."""
+        if self.changes is None:
+            raise ValueError("this LMDB state backend was not opened for incremental checkpoints")
+        self.flush()  # the write-backs it does are changes of this checkpoint
+        plan = self.changes.plan(checkpoint_id)
+        tables = {name: t.db for name, t in self.tables.items()}
+        if plan.changed is None:
+            return plan, self._open_snapshot(
+                lambda txn, consume: consume(by_key_group((name, txn.cursor(db).iternext()) for name, db in tables.items()))
+            )
+        changed = plan.changed
+
+        def delta(txn: Any, consume: Callable[[Iterator[tuple[int, dict[str, list]]]], Any]) -> Any:
+            rows = (
+                (name, [(lk, txn.get(lk, db=tables[name])) for lk in sorted(keys)])
+                for name, keys in changed.items()
+                if name in tables
+            )
+            return consume(by_key_group(rows))
+
+        return plan, self._open_snapshot(delta)
+
     def resume_incremental(self, chain: Any) -> None:
         """Restored exactly from ``chain``: the next checkpoint may be a delta on it."""
         if self.changes is not None:
@@ -217,13 +257,13 @@ class LmdbKeyedStateBackend(StateFactory):
             state: dict[str, Any] = {"txn": txn}  # the transaction until it is read or the backend closes
             self._open_snapshots.append(state)
 
-        def read() -> Any:
+        def read(*args: Any) -> Any:
             with self._snapshot_cond:
                 if state["txn"] is None:
                     raise ValueError("the LMDB state backend was closed before this snapshot was read")
                 self._reading += 1
             try:
-                return reader(txn)
+                return reader(txn, *args)
             finally:
                 with self._snapshot_cond:
                     self._reading -= 1

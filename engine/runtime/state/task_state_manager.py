@@ -38,7 +38,8 @@ from millstream.engine.checkpoint.rescale import (
 )
 from millstream.engine.runtime.key_groups import KEY_ENCODING_VERSION, assign_to_key_group, key_group_range
 from millstream.engine.runtime.state.heap_incremental import base_parts, merge, replay_tables
-from millstream.engine.runtime.state.incremental import encode_parts, replay
+from millstream.engine.runtime.state.incremental import encode_groups, encode_parts, replay
+from millstream.engine.runtime.state.key_grouped_state import RECORD_GROUPS
 from millstream.engine.runtime.state.state_chain import BASE, DELTA, SharedFile, chain_from_wire, chain_to_wire, extend
 from millstream.engine.runtime.state.operator_state import UNION, redistribute_operator_state
 from millstream.engine.runtime.state.state_records import decode_record, key_group_prefix
@@ -78,22 +79,29 @@ def snapshot_keyed_tables(backend: Any, operator: Any, by_key_group: bool = Fals
     return {"keyed": keyed, "kinds": kinds, "tables": backend.tables}
 
 
-def snapshot_keyed_async(backend: Any, operator: Any) -> Callable[[], dict[str, Any]]:
+def snapshot_keyed_async(backend: Any, operator: Any, streamed: bool = False) -> Callable[[], dict[str, Any]]:
     """The snapshot of a backend with its own point-in-time view (``begin_snapshot``, the on-disk
     one), in two parts: on the task thread the timers and the operator's own keyed tables (small,
     pickled now so later changes cannot leak in) and the backend's view; the returned callable
     completes it on another thread as ``{"keyed", "kinds", "records"}``, ``records`` being
-    ``{name: [(LMDB key, record)]}`` in key-group order."""
+    ``{name: [(LMDB key, record)]}`` in key-group order. ``streamed`` (the checkpoint writer): instead
+    of ``records`` the result holds under ``RECORD_GROUPS`` the callable that hands them to
+    ``encode_state_parts`` a key group at a time, so they are never all in memory."""
     import pickle
 
-    read = backend.begin_snapshot()
+    streamed = streamed and hasattr(backend, "begin_snapshot_parts")
+    read = backend.begin_snapshot_parts() if streamed else backend.begin_snapshot()
     own = pickle.dumps(_operator_keyed(backend, operator), protocol=pickle.HIGHEST_PROTOCOL)
     kinds = dict(backend.kinds)
     kinds[KEY_ENCODING_FIELD] = str(KEY_ENCODING_VERSION)
 
     def finish() -> dict[str, Any]:
         keyed, kinds_own = pickle.loads(own)
-        return {"keyed": keyed, "kinds": {**kinds, **kinds_own}, "records": read()}
+        out = {"keyed": keyed, "kinds": {**kinds, **kinds_own}}
+        # streamed: the writer reads the records a key group at a time as it writes the file
+        # (``RECORD_GROUPS``), so state larger than memory is checkpointed
+        out[RECORD_GROUPS if streamed else "records"] = read if streamed else read()
+        return out
 
     return finish
 
@@ -106,14 +114,20 @@ def snapshot_keyed_incremental(
     (a new file in the job's shared directory) and returns ``{"keyed", "kinds", "chain"}``."""
     import pickle
 
-    plan, read = backend.begin_incremental_snapshot(checkpoint_id)
+    streamed = hasattr(backend, "begin_incremental_snapshot_parts")
+    plan, read = (backend.begin_incremental_snapshot_parts if streamed else backend.begin_incremental_snapshot)(checkpoint_id)
     own = pickle.dumps(_operator_keyed(backend, operator), protocol=pickle.HIGHEST_PROTOCOL)
     kinds = dict(backend.kinds)
     kinds[KEY_ENCODING_FIELD] = str(KEY_ENCODING_VERSION)
+    kind = BASE if plan.is_base else DELTA
 
     def finish() -> dict[str, Any]:
         keyed, kinds_own = pickle.loads(own)
-        chain = extend(plan, write_file(BASE if plan.is_base else DELTA, encode_parts(read())))
+        if streamed:  # written a key group at a time inside the read transaction, never whole
+            new = read(lambda groups: write_file(kind, encode_groups(groups)))
+        else:
+            new = write_file(kind, encode_parts(read()))
+        chain = extend(plan, new)
         backend.changes.written(checkpoint_id, chain)
         return {"keyed": keyed, "kinds": {**kinds, **kinds_own}, "chain": chain_to_wire(chain)}
 
