@@ -131,6 +131,15 @@ class BarrierAligner:
         self.barrier, self.arrived, self.started = None, set(), None
 
 
+def _release(read_groups: Callable[..., Any]) -> None:
+    """End a streamed snapshot's read transaction if it was never read (a write before it failed):
+    run once with nothing to consume; one already read refuses a second run, which is fine."""
+    try:
+        read_groups(lambda groups: None)
+    except Exception:
+        pass
+
+
 class SubtaskCheckpointer:
     """Serialises a subtask's operator states and writes them in the background.
 
@@ -296,8 +305,8 @@ class SubtaskCheckpointer:
         t0 = time.monotonic()
         shared: dict[str, tuple[str, ...]] = dict(shared_before or {})
         streamed_size = 0
+        streamed: dict[str, tuple[dict[str, Any], Callable[..., Any]]] = {}
         try:
-            streamed: dict[str, tuple[dict[str, Any], Callable[..., Any]]] = {}
             for op_id, complete in (background or {}).items():
                 state = decode_state(blobs[op_id])
                 state.update(complete())
@@ -314,6 +323,8 @@ class SubtaskCheckpointer:
                 handles[op_id], n = self._write_streamed(barrier, op_id, state, groups)
                 streamed_size += n
         except Exception as e:
+            for _, groups in streamed.values():
+                _release(groups)
             self.shared_bytes.pop(barrier.checkpoint_id, None)
             self.decline(barrier.checkpoint_id, f"subtask {self.task[1]} of {self.task[0]} could not write its state: {e}")
             return

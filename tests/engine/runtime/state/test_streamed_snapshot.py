@@ -153,3 +153,21 @@ def test_a_streamed_state_file_at_a_url_is_spooled_then_uploaded_and_reads_back(
     assert back == decode_state(FileSystemCheckpointStorage.read_state_file(same, StateOrigin(JOB, 1)))
     assert back["records"] == rows and sorted(back["keyed"]) == [4, 12] and back["operator"] == [7]
     fs.rmtree("memory://i16stream")
+
+
+def test_a_failed_checkpoint_ends_the_read_transaction_it_never_read(tmp_path) -> None:
+    """The records are read only when the file is written; a checkpoint that fails before that (no
+    storage here) must still end the LMDB read transaction, or it would pin LMDB's pages."""
+    backend = LmdbKeyedStateBackend(MAX_P, tmp_path / "lmdb")
+    backend.restore_records("counts", "value", [(key_group_prefix(3) + b"k", VALUE)])
+    declined: list[str] = []
+    done = threading.Event()
+    checkpointer = SubtaskCheckpointer(
+        JOB, "v", 0, lambda cid, ack: done.set(), lambda cid, why: (declined.append(why), done.set()), fork_snapshots=False
+    )
+    background = {"op": _keyed_snapshot_async(backend, _Operator())}
+    assert backend._snapshots == 1
+    checkpointer.snapshot(Barrier(1, 0, None), {"op": {"operator": [1]}}, {}, 0, 0, background=background)
+    assert done.wait(30) and declined
+    assert backend._snapshots == 0
+    backend.close()
