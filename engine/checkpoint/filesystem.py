@@ -276,6 +276,9 @@ class RemoteFileSystem:
 
     @_serialised
     def write_atomic(self, path: str, data: bytes) -> None:
+        self._write_then_move(path, lambda tmp: self.fs.pipe_file(tmp, data))
+
+    def _write_then_move(self, path: str, write: Callable[[str], None]) -> None:
         # Written under a temporary name and moved: a reader never sees half a file, on stores whose
         # objects appear whole (the move is then a copy) and on those that show a file as it grows.
         p = self._path(path)
@@ -283,7 +286,7 @@ class RemoteFileSystem:
         self._makedirs(directory)
         tmp = posixpath.join(directory, f".{posixpath.basename(p)}.{uuid.uuid4().hex}.tmp")
         try:
-            self.fs.pipe_file(tmp, data)
+            write(tmp)
             self.fs.mv(tmp, p)
         except BaseException:
             try:
@@ -309,19 +312,7 @@ class RemoteFileSystem:
 
     @_serialised
     def _upload_atomic(self, path: str, local: str) -> None:
-        p = self._path(path)
-        directory = posixpath.dirname(p)
-        self._makedirs(directory)
-        tmp = posixpath.join(directory, f".{posixpath.basename(p)}.{uuid.uuid4().hex}.tmp")
-        try:
-            self.fs.put_file(local, tmp)
-            self.fs.mv(tmp, p)
-        except BaseException:
-            try:
-                self.fs.rm_file(tmp)
-            except (FileNotFoundError, OSError):
-                pass
-            raise
+        self._write_then_move(path, lambda tmp: self.fs.put_file(local, tmp))
 
     @_serialised
     def remove(self, path: str) -> None:

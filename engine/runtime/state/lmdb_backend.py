@@ -196,15 +196,7 @@ class LmdbKeyedStateBackend(StateFactory):
         if plan.changed is None:
             return plan, self._open_snapshot(lambda txn: {name: list(txn.cursor(db).iternext()) for name, db in tables.items()})
         changed = plan.changed
-
-        def delta(txn: Any) -> dict[str, list[tuple[bytes, bytes | None]]]:
-            return {
-                name: [(lk, txn.get(lk, db=tables[name])) for lk in sorted(keys)]
-                for name, keys in changed.items()
-                if name in tables
-            }
-
-        return plan, self._open_snapshot(delta)
+        return plan, self._open_snapshot(lambda txn: dict(_changed_records(txn, tables, changed)))
 
     def begin_incremental_snapshot_parts(
         self, checkpoint_id: int
@@ -224,12 +216,7 @@ class LmdbKeyedStateBackend(StateFactory):
         changed = plan.changed
 
         def delta(txn: Any, consume: Callable[[Iterator[tuple[int, dict[str, list]]]], Any]) -> Any:
-            rows = (
-                (name, [(lk, txn.get(lk, db=tables[name])) for lk in sorted(keys)])
-                for name, keys in changed.items()
-                if name in tables
-            )
-            return consume(by_key_group(rows))
+            return consume(by_key_group(_changed_records(txn, tables, changed)))
 
         return plan, self._open_snapshot(delta)
 
@@ -584,3 +571,13 @@ class _Items(ItemsView):
 class _Values(ValuesView):
     def __iter__(self) -> Iterator[Any]:
         return (v for _, v in self._mapping._items())
+
+
+def _changed_records(
+    txn: Any, tables: dict[str, Any], changed: dict[str, Any]
+) -> Iterator[tuple[str, list[tuple[bytes, bytes | None]]]]:
+    """A delta's records read in ``txn``: per state, each changed key's record as of now (None where
+    it was deleted), sorted by LMDB key."""
+    for name, keys in changed.items():
+        if name in tables:
+            yield name, [(lk, txn.get(lk, db=tables[name])) for lk in sorted(keys)]
