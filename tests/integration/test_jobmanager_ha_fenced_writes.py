@@ -21,17 +21,11 @@ from sqlalchemy import create_engine, text
 
 from tests.integration.cluster import Cluster
 from tests.integration.test_jobmanager_ha import _consecutive_free_ports
+from tests.integration.test_jobmanager_ha_adoption import _role
 
 LEASE_MS = 2000
 TOKEN = "fence-test-token"
 BOUNDARY = "millstreamfence"
-
-
-def _role(url: str) -> str | None:
-    try:
-        return httpx.get(f"{url}/jobmanager/leader", timeout=2).json()["role"]
-    except (httpx.HTTPError, ValueError, KeyError):
-        return None
 
 
 class HalfSent:

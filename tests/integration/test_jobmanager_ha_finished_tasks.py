@@ -18,24 +18,13 @@ import httpx
 from tests.integration.chaos import subtasks as _subtasks
 from tests.integration.cluster import Cluster
 from tests.integration.test_jobmanager_ha import _consecutive_free_ports
+from tests.integration.test_jobmanager_ha_adoption import _latest_completed, _role
 from tests.integration.test_recovery import committed_counts
 
 PROGRAM = Path(__file__).parent / "programs" / "recovering_count.py"
 N = 1200
 RATE = 300  # records per second: 4 s of input
 LEASE_MS = 5000
-
-
-def _role(url: str) -> str | None:
-    try:
-        return httpx.get(f"{url}/jobmanager/leader", timeout=2).json()["role"]
-    except (httpx.HTTPError, ValueError, KeyError):
-        return None
-
-
-def _latest_completed(c: Cluster, jid: str) -> int:
-    latest = (c.http.get(f"/jobs/{jid}/checkpoints").json().get("latest") or {}).get("completed")
-    return latest["id"] if latest else 0
 
 
 def test_tasks_that_finish_while_no_jobmanager_leads_finish_the_job_without_a_restart(tmp_path: Path) -> None:
