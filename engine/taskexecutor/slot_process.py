@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import gc
 import logging
 import os
 import queue
@@ -149,6 +150,8 @@ class SlotExecutor:
         # reading, and neither a task thread nor the Redis metrics loop may wait on it.
         self.metrics_pipe = metrics_pipe
         self._to_taskmanager: queue.Queue[bytes] = queue.Queue(maxsize=4)
+        # The slot ran out of tasks: the ended job's memory is freed once the inbox stays quiet (serve).
+        self.release_pending = False
 
     # -- messages --------------------------------------------------------------
     def report(self, tdd: TaskDeploymentDescriptor, state: str, error: str | None = None, exc_name: str | None = None) -> None:
@@ -378,10 +381,9 @@ class SlotExecutor:
                 self.code_cache.pop(tdd.job_id, None)
             if not any(k[0] == tdd.job_id and k[3] == tdd.attempt for k in self.tasks):
                 self.checkpoints_seen.pop((tdd.job_id, tdd.attempt), None)
-            idle = not self.tasks
+            if not self.tasks:
+                self.release_pending = True
         self.report(tdd, state, error, exc_name)
-        if idle:
-            release_free_memory()  # the ended job's freed pages, or the slot's memory creeps up per job
 
     def _send_checkpoint_message(self, tdd: TaskDeploymentDescriptor, checkpoint_id: int, msg: dict[str, Any]) -> None:
         self._checkpoint_seen(tdd.job_id, tdd.attempt, checkpoint_id)
@@ -471,6 +473,20 @@ class SlotExecutor:
                     pass  # dropped: logged and counted where it was refused; nothing in it was read
                 except Exception:
                     log.exception("bad control message")
+            else:
+                self._release_if_idle()
+
+    def _release_if_idle(self) -> None:
+        """Free what ended jobs left behind, or the slot's memory creeps up per job. Not the moment
+        the slot runs out of tasks: a job's sources often end before its other tasks are deployed
+        here, and the full collection holds the interpreter lock, so those deploys waited for it
+        (60 ms in a fresh slot, a first job's whole run). Once the inbox stayed quiet for a poll, a
+        deploy is unlikely to be on its way."""
+        with self.lock:
+            if not self.release_pending or self.tasks:
+                return
+            self.release_pending = False
+        release_free_memory()
 
 
 def slot_main(cfg: SlotConfig, metrics_pipe: Connection | None = None, log_pipe: Connection | None = None) -> None:
@@ -493,4 +509,8 @@ def slot_main(cfg: SlotConfig, metrics_pipe: Connection | None = None, log_pipe:
     ship_logs(client, cfg.tm_id, cfg.cluster_secret, process_logging.SLOT_FORMAT)
     stdout = TaskStdout(sys.stdout, StdoutForwarder(client, secret=cfg.cluster_secret))
     sys.stdout = stdout  # print() in user functions, too, reaches the job's print stream
-    SlotExecutor(cfg, client, stdout, metrics_pipe).serve()
+    executor = SlotExecutor(cfg, client, stdout, metrics_pipe)
+    # What start-up loaded lives as long as the slot: out of the collector's way, every full
+    # collection (one per ended job, see _release_if_idle) walks only what jobs created.
+    gc.freeze()
+    executor.serve()
