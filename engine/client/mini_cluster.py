@@ -114,6 +114,7 @@ class LocalJobClient:
                         os.chdir(self._previous_cwd)
                     shutil.rmtree(self.state_dir, ignore_errors=True)
                     self._done.set()
+                    self.results.end()  # an iterator waiting for entries learns at once that none will come
 
     # -- JobClient ----------------------------------------------------------
     def get_job_id(self) -> str:
@@ -143,7 +144,7 @@ class LocalJobClient:
         def gen() -> Iterator[Any]:
             while True:
                 ended = self._done.is_set()  # read first: entries put before the end are all there
-                entries = self.results.take()
+                entries = self.results.take(0 if ended else 0.1)
                 if entries:
                     yield from buffer.add(entries)
                 elif ended:
@@ -160,6 +161,9 @@ class LocalJobClient:
         if not self._done.is_set():
             self.cancel()
             self._done.wait(30)
+
+
+_JOB_ENDED: Any = object()  # put into the collect queue when the job ends: wakes a waiting iterator
 
 
 class LocalCollectGateway:
@@ -194,17 +198,28 @@ class LocalCollectGateway:
     def await_acknowledged(self, attempt: int, position: int) -> int:
         raise RuntimeError("a mini-cluster's collect sink keeps no records to wait for")
 
-    def take(self, wait_s: float = 0.1) -> list[CollectEntry]:
-        """What the sink published so far (waiting a little for the first entry)."""
+    def end(self) -> None:
+        """The job ended: wake an iterator waiting in ``take`` (it used to wait out its timeout,
+        twice, which was most of a short job's time in a mini-cluster)."""
         try:
-            out = [self.queue.get(timeout=wait_s)]
+            self.queue.put_nowait(_JOB_ENDED)
+        except queue.Full:
+            pass  # entries are waiting: no iterator is blocked on an empty queue
+
+    def take(self, wait_s: float = 0.1) -> list[CollectEntry]:
+        """What the sink published so far (waiting up to ``wait_s`` for the first entry)."""
+        try:
+            first = self.queue.get(timeout=wait_s) if wait_s > 0 else self.queue.get_nowait()
         except queue.Empty:
             return []
+        out = [] if first is _JOB_ENDED else [first]
         while True:
             try:
-                out.append(self.queue.get_nowait())
+                e = self.queue.get_nowait()
             except queue.Empty:
                 return out
+            if e is not _JOB_ENDED:
+                out.append(e)
 
 
 class MiniCluster:

@@ -15,9 +15,10 @@ from __future__ import annotations
 import io
 import threading
 from collections import Counter
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from millstream.engine.runtime.io.job_stdout import StdoutForwarder
+if TYPE_CHECKING:  # a mini-cluster's tasks print without Redis: it need not import a Redis client
+    from millstream.engine.runtime.io.job_stdout import StdoutForwarder
 
 
 class TaskStdout(io.TextIOBase):
