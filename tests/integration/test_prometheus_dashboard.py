@@ -81,7 +81,7 @@ def variable_text(variable: dict[str, Any], values: list[str]) -> str:
         return variable["allValue"]
     if not (variable.get("multi") or variable.get("includeAll")):
         (value,) = values
-        return value
+        return value.replace("\\", "\\\\").replace("'", "\\\\'")  # prometheusRegularEscape
     escaped = [regex_escape(v) for v in values]
     return escaped[0] if len(escaped) == 1 else "(" + "|".join(escaped) + ")"
 
@@ -133,7 +133,7 @@ def test_interpolation_as_grafana_does_it() -> None:
     assert variable_text(multi, ["$__all"]) == ".*"
     assert variable_text(multi, ["Source:_events"]) == "Source:_events"
     assert variable_text(multi, ["a.b", "c"]) == r"(a\\.b|c)"
-    assert variable_text({"name": "x"}, ["a.b"]) == "a.b"
+    assert variable_text({"name": "x"}, ["a.b"]) == "a.b"  # a single-value variable is not a regex
     assert interpolate('m{a=~"$x", b="${y}"}[$__rate_interval]', {"x": "1", "y": "2", "__rate_interval": "20s"}) == (
         'm{a=~"1", b="2"}[20s]'
     )
