@@ -37,6 +37,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import jsonschema  # test extra: jsonschema==4.26.0
 import pytest
@@ -619,15 +620,138 @@ def test_prometheus_discovers_targets_from_the_jobmanager(services):
     assert "jobmanager" in depends_on(services["prometheus"])
 
 
-def test_grafana_is_provisioned_with_prometheus_and_the_dashboard(services):
+# The keys of Grafana's provisioning files, as its "Provision Grafana" documentation lists them (the
+# v11 pages; compose runs grafana/grafana:11.3.0). Grafana ignores a key it does not know, so a typo
+# (`option:`, `pth:`) would leave a dashboard or data source silently unprovisioned: unknown keys fail.
+GRAFANA_PROVISIONING = "/etc/grafana/provisioning"  # where the official image reads provisioning from
+DATASOURCES_FILE_KEYS = {"apiVersion", "datasources", "deleteDatasources", "prune"}
+DATASOURCE_REQUIRED = {"name", "type", "access"}
+DATASOURCE_KEYS = DATASOURCE_REQUIRED | {
+    "orgId", "uid", "url", "user", "database", "basicAuth", "basicAuthUser", "withCredentials", "isDefault",
+    "jsonData", "secureJsonData", "version", "editable", "correlations",
+}
+PROVIDERS_FILE_KEYS = {"apiVersion", "providers"}
+PROVIDER_REQUIRED = {"name", "options"}
+PROVIDER_KEYS = PROVIDER_REQUIRED | {
+    "orgId", "folder", "folderUid", "type", "disableDeletion", "updateIntervalSeconds", "allowUiUpdates",
+}
+PROVIDER_OPTION_KEYS = {"path", "foldersFromFilesStructure"}
+
+
+def _provisioning_files(services: dict) -> tuple[Path, Path]:
+    provisioning = _bind_mounts(services["grafana"])[GRAFANA_PROVISIONING]
+    return provisioning / "datasources" / "prometheus.yml", provisioning / "dashboards" / "millstream.yml"
+
+
+def _keys_errors(where: str, entry: Any, allowed: set[str], required: set[str] = frozenset()) -> list[str]:
+    if not isinstance(entry, dict):
+        return [f"{where}: a mapping expected, got {entry!r}"]
+    return [f"{where}: unknown key {k!r}" for k in sorted(set(entry) - allowed)] + [
+        f"{where}: missing {k!r}" for k in sorted(required - set(entry))
+    ]
+
+
+def _grafana_provisioning_errors(datasources: dict, providers: dict, services: dict, scrape_config: dict) -> list[str]:
+    """What Grafana would refuse or silently ignore in the data source and dashboard provider files, and
+    where they disagree with the compose file (the mounts, the prometheus service, its scrape interval)."""
+    errors = _keys_errors("datasources file", datasources, DATASOURCES_FILE_KEYS, {"apiVersion", "datasources"})
+    errors += _keys_errors("dashboards file", providers, PROVIDERS_FILE_KEYS, {"apiVersion", "providers"})
+    if errors:
+        return errors
+    for name, doc in (("datasources file", datasources), ("dashboards file", providers)):
+        if doc["apiVersion"] != 1:
+            errors.append(f"{name}: apiVersion {doc['apiVersion']!r}, Grafana reads version 1")
+    sources = datasources["datasources"] or []
+    prometheus_port = container_ports(services["prometheus"])
+    for i, source in enumerate(sources):
+        where = f"datasources[{i}]"
+        errors += _keys_errors(where, source, DATASOURCE_KEYS, DATASOURCE_REQUIRED)
+        if not isinstance(source, dict) or not DATASOURCE_REQUIRED <= set(source):
+            continue
+        if source["access"] not in ("proxy", "direct"):
+            errors.append(f"{where}: access {source['access']!r} (proxy or direct)")
+        if source["type"] == "prometheus":
+            # Grafana's server (access: proxy) reaches Prometheus by its compose service name and container port.
+            url = re.fullmatch(r"http://([^:/]+):(\d+)/?", str(source.get("url", "")))
+            if not url or url.group(1) != "prometheus" or url.group(2) not in prometheus_port:
+                errors.append(f"{where}: url {source.get('url')!r} is not the compose prometheus service "
+                              f"(http://prometheus:{'/'.join(prometheus_port)})")
+            # Grafana's $__interval and $__rate_interval start from this; it must be what Prometheus scrapes at.
+            interval = (source.get("jsonData") or {}).get("timeInterval")
+            if interval != scrape_config["global"]["scrape_interval"]:
+                errors.append(f"{where}: jsonData.timeInterval {interval!r} is not prometheus.yml's scrape_interval "
+                              f"{scrape_config['global']['scrape_interval']!r}")
+    if [s.get("type") for s in sources if isinstance(s, dict)].count("prometheus") != 1:
+        errors.append("datasources: exactly one prometheus data source expected")
+    if sum(bool(s.get("isDefault")) for s in sources if isinstance(s, dict)) > 1:
+        errors.append("datasources: more than one isDefault (Grafana refuses to start)")
+    dashboards_at = {target for target, source in _bind_mounts(services["grafana"]).items()
+                     if source == ROOT / "monitoring" / "grafana" / "dashboards"}
+    for i, provider in enumerate(providers["providers"] or []):
+        where = f"providers[{i}]"
+        errors += _keys_errors(where, provider, PROVIDER_KEYS, PROVIDER_REQUIRED)
+        if not isinstance(provider, dict) or "options" not in provider:
+            continue
+        if provider.get("type", "file") != "file":
+            errors.append(f"{where}: type {provider['type']!r}; only file providers read a path")
+        errors += _keys_errors(f"{where}.options", provider["options"], PROVIDER_OPTION_KEYS, {"path"})
+        path = (provider["options"] or {}).get("path") if isinstance(provider["options"], dict) else None
+        if path not in dashboards_at:
+            errors.append(f"{where}.options.path {path!r} is not where compose mounts monitoring/grafana/dashboards "
+                          f"({sorted(dashboards_at)})")
+    if not providers["providers"]:
+        errors.append("providers: none")
+    return errors
+
+
+@pytest.fixture(scope="module")
+def provisioning(services) -> tuple[dict, dict, dict]:
+    datasources, dashboards = _provisioning_files(services)
+    config = _bind_mounts(services["prometheus"])["/etc/prometheus/prometheus.yml"]
+    return tuple(yaml.load(f.read_text(), Loader=_StrictLoader) for f in (datasources, dashboards, config))
+
+
+def test_grafana_is_provisioned_with_prometheus_and_the_dashboard(services, provisioning):
     mounts = _bind_mounts(services["grafana"])
-    provisioning, dashboards = mounts["/etc/grafana/provisioning"], mounts["/var/lib/grafana/dashboards"]
-    datasources = yaml.safe_load((provisioning / "datasources" / "prometheus.yml").read_text())["datasources"]
-    assert [(d["type"], d["url"]) for d in datasources] == [("prometheus", "http://prometheus:9090")]
-    providers = yaml.safe_load((provisioning / "dashboards" / "millstream.yml").read_text())["providers"]
-    assert [p["options"]["path"] for p in providers] == ["/var/lib/grafana/dashboards"]
+    provisioning_dir, dashboards = mounts[GRAFANA_PROVISIONING], mounts["/var/lib/grafana/dashboards"]
+    # Grafana reads *.yaml/*.yml in these two directories; anything else there is not read.
+    for kind in ("datasources", "dashboards"):
+        files = sorted((provisioning_dir / kind).iterdir())
+        assert files and all(f.suffix in (".yml", ".yaml") for f in files), files
+    datasources, providers, config = provisioning
+    errors = _grafana_provisioning_errors(datasources, providers, services, config)
+    assert not errors, "Grafana's provisioning files:\n" + "\n".join(errors)
+    assert [(d["type"], d["url"]) for d in datasources["datasources"]] == [("prometheus", "http://prometheus:9090")]
+    assert [p["options"]["path"] for p in providers["providers"]] == ["/var/lib/grafana/dashboards"]
     home = env_of(services["grafana"])["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]
     assert (dashboards / Path(home).name).is_file() and home.startswith("/var/lib/grafana/dashboards/")
+
+
+@pytest.mark.parametrize(
+    "breakage",
+    [
+        ("no apiVersion", lambda d, p, c: d.pop("apiVersion")),
+        ("apiVersion 2", lambda d, p, c: p.update(apiVersion=2)),
+        ("a typo'd data source key", lambda d, p, c: d["datasources"][0].update(urll="http://prometheus:9090")),
+        ("a data source without access", lambda d, p, c: d["datasources"][0].pop("access")),
+        ("the url of another host", lambda d, p, c: d["datasources"][0].update(url="http://localhost:9090")),
+        ("the url of another port", lambda d, p, c: d["datasources"][0].update(url="http://prometheus:9091")),
+        ("another scrape interval", lambda d, p, c: c["global"].update(scrape_interval="15s")),
+        ("no scrape interval", lambda d, p, c: d["datasources"][0].pop("jsonData")),
+        ("two defaults", lambda d, p, c: d["datasources"].append({**d["datasources"][0], "name": "x", "type": "loki"})),
+        ("a typo'd provider option", lambda d, p, c: p["providers"][0]["options"].update(pth="/x")),
+        ("a provider without a path", lambda d, p, c: p["providers"][0]["options"].pop("path")),
+        ("a path compose does not mount", lambda d, p, c: p["providers"][0]["options"].update(path="/dashboards")),
+        ("a typo'd provider key", lambda d, p, c: p["providers"][0].update(folders="x")),
+    ],
+    ids=lambda b: b[0],
+)
+def test_grafana_provisioning_check_can_fail(services, provisioning, breakage):
+    """Guards the guard: each mistake above is found."""
+    _, mutate = breakage
+    datasources, providers, config = copy.deepcopy(provisioning)
+    mutate(datasources, providers, config)
+    assert _grafana_provisioning_errors(datasources, providers, services, config)
 
 
 def test_the_dashboard_uses_only_names_the_cluster_serves():
@@ -639,6 +763,7 @@ def test_the_dashboard_uses_only_names_the_cluster_serves():
             assert target["datasource"]["uid"] == uid, panel["title"]
             used |= _metric_names_used(target["expr"])
     for var in dashboard["templating"]["list"]:
+        assert var["datasource"]["uid"] == uid, var["name"]
         used |= _metric_names_used(var["definition"])
     served = _metric_names_served()
     assert used and used <= served, f"the dashboard queries names no endpoint serves: {sorted(used - served)}"

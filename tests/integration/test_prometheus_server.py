@@ -4,65 +4,18 @@ every TaskManager while a job runs, and answers a query for ``flink_taskmanager_
 with the job's labels as Flink's reporter sets them."""
 from __future__ import annotations
 
-import shutil
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
-from tests.integration.cluster import Cluster, free_port
+from tests.integration.cluster import Cluster
+from tests.integration.prometheus_server import prometheus, requires_prometheus, wait_targets_up  # noqa: F401 (a fixture)
 
 PROGRAMS = Path(__file__).parent / "programs"
-PROMETHEUS = shutil.which("prometheus")
 
-pytestmark = pytest.mark.skipif(
-    PROMETHEUS is None, reason="the prometheus binary is not installed (apt-get install prometheus; make system-deps)"
-)
-
-CONFIG = """\
-global:
-  scrape_interval: 1s
-  scrape_timeout: 1s
-scrape_configs:
-  - job_name: millstream
-    http_sd_configs:
-      - url: {url}/metrics/targets
-        refresh_interval: 1s
-"""
-
-
-@pytest.fixture
-def prometheus(cluster: Cluster, tmp_path: Path) -> Any:
-    (tmp_path / "prometheus.yml").write_text(CONFIG.format(url=cluster.url))
-    port = free_port()
-    log = open(tmp_path / "prometheus.log", "wb")
-    proc = subprocess.Popen(
-        [PROMETHEUS, f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-         f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=log, stderr=subprocess.STDOUT,
-    )
-    api = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10)
-    try:
-        cluster.wait_for(lambda: _ready(api), 60, "Prometheus to start")
-        yield api
-    finally:
-        api.close()
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
-
-
-def _ready(api: httpx.Client) -> bool:
-    try:
-        return api.get("/-/ready").status_code == 200
-    except httpx.HTTPError:
-        return False
+pytestmark = requires_prometheus
 
 
 def test_prometheus_scrapes_the_cluster_through_http_service_discovery(cluster: Cluster, prometheus: httpx.Client) -> None:
@@ -71,13 +24,7 @@ def test_prometheus_scrapes_the_cluster_through_http_service_discovery(cluster: 
     jid = cluster.wait_new_job(known)
     try:
         cluster.wait_running(jid)
-
-        def targets_up() -> bool:
-            active = prometheus.get("/api/v1/targets").json()["data"]["activeTargets"]
-            return len(active) == 3 and all(t["health"] == "up" for t in active)  # the JobManager and 2 TaskManagers
-
-        cluster.wait_for(targets_up, 60, "Prometheus to discover and scrape the JobManager and both TaskManagers")
-        active = prometheus.get("/api/v1/targets").json()["data"]["activeTargets"]
+        active = wait_targets_up(cluster, prometheus, 3)  # the JobManager and 2 TaskManagers
         assert sorted(t["labels"]["component"] for t in active) == ["jobmanager", "taskmanager", "taskmanager"]
 
         found: list[dict[str, Any]] = []
