@@ -55,6 +55,19 @@ class JobOutputRow(Base):
     kept_at: Mapped[int] = mapped_column(BigInteger)  # epoch ms
 
 
+class CollectMarkRow(Base):
+    """The highest index of one writer's ``execute_and_collect`` entries the JobManager read for a job
+    (engine/runtime/io/redis_collect.py): a copy of an entry at or below it is left out. Kept here, not
+    only in Redis, because anyone with the Redis URL can delete a key and Redis forgets it on a restart.
+    A writer is one attempt's collect sink, so a job has a row per attempt that wrote results."""
+
+    __tablename__ = "collect_marks"
+
+    jid: Mapped[str] = mapped_column(String(32), ForeignKey("jobs.jid", ondelete="CASCADE"), primary_key=True)
+    writer: Mapped[str] = mapped_column(String(16), primary_key=True)  # the sink's 8-byte random id, in hex
+    high: Mapped[int] = mapped_column(BigInteger)
+
+
 class JobExceptionRow(Base):
     __tablename__ = "job_exceptions"
 

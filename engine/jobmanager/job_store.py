@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from collections import Counter
-from typing import Any, Collection, Protocol
+from typing import Any, Collection, Mapping, Protocol
 
 from millstream.engine.executiongraph.states import JobStatus
 
@@ -165,6 +165,13 @@ class JobStore(Protocol):
 
     def get_output(self, jid: str) -> JobOutputRecord | None: ...
 
+    def save_collect_marks(self, jid: str, highs: Mapping[bytes, int]) -> None:
+        """Store the highest index read of each of ``highs``' writers of the job's collect results
+        (engine/runtime/io/redis_collect.py): the record no Redis writer can reset; the job must be saved."""
+
+    def get_collect_mark(self, jid: str, writer: bytes) -> int:
+        """The highest index of ``writer``'s collect entries read for the job; -1 when none was."""
+
 
 class InMemoryJobStore:
     """A JobStore for the local mini-cluster and unit tests."""
@@ -176,6 +183,7 @@ class InMemoryJobStore:
         self.restores: dict[str, list[dict[str, Any]]] = {}
         self.savepoints: dict[tuple[str, str], SavepointRecord] = {}
         self.outputs: dict[str, JobOutputRecord] = {}
+        self.collect_marks: dict[tuple[str, bytes], int] = {}
 
     def save_job(self, record: JobRecord) -> None:
         old = self.jobs.get(record.jid)
@@ -231,3 +239,10 @@ class InMemoryJobStore:
     def get_output(self, jid: str) -> JobOutputRecord | None:
         r = self.outputs.get(jid)
         return dataclasses.replace(r, lines=list(r.lines)) if r is not None else None
+
+    def save_collect_marks(self, jid: str, highs: Mapping[bytes, int]) -> None:
+        for writer, index in highs.items():
+            self.collect_marks[(jid, bytes(writer))] = int(index)
+
+    def get_collect_mark(self, jid: str, writer: bytes) -> int:
+        return self.collect_marks.get((jid, bytes(writer)), -1)

@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 from dataclasses import replace
-from typing import Any, Callable, Collection
+from typing import Any, Callable, Collection, Mapping
 
 from millstream.engine.jobmanager.job_store import (
     ExceptionRecord, JobOutputRecord, JobRecord, JobStore, SavepointRecord, StoreUnavailable,
@@ -111,6 +111,8 @@ class WriteBehindJobStore:
             self.inner.save_savepoint(payload)
         elif kind == "output":
             self.inner.save_output(payload)
+        elif kind == "collect":
+            self.inner.save_collect_marks(*payload)
         else:  # pragma: no cover - every kind queued is listed above
             raise ValueError(kind)
 
@@ -149,6 +151,11 @@ class WriteBehindJobStore:
             return replace(new, user_code=old.user_code)  # the code travels with the first record only
         if kind == "checkpoints":
             return (new[0], {**old[1], **new[1]})
+        if kind == "collect":  # a writer's highest index only grows
+            merged = dict(old[1])
+            for writer, index in new[1].items():
+                merged[writer] = max(index, merged.get(writer, -1))
+            return (new[0], merged)
         return new
 
     def save_job(self, record: JobRecord) -> None:
@@ -168,6 +175,9 @@ class WriteBehindJobStore:
 
     def save_output(self, record: JobOutputRecord) -> None:
         self._write("output", ("output", record.jid), record)
+
+    def save_collect_marks(self, jid: str, highs: Mapping[bytes, int]) -> None:
+        self._write("collect", ("collect", jid), (jid, dict(highs)))
 
     # -- reads: every write made is in SQL first --------------------------------
     def _read(self) -> None:
@@ -210,3 +220,7 @@ class WriteBehindJobStore:
     def get_output(self, jid: str) -> JobOutputRecord | None:
         self._read()
         return self.inner.get_output(jid)
+
+    def get_collect_mark(self, jid: str, writer: bytes) -> int:
+        self._read()
+        return self.inner.get_collect_mark(jid, writer)
