@@ -68,6 +68,22 @@ class CollectMarkRow(Base):
     high: Mapped[int] = mapped_column(BigInteger)
 
 
+class StdoutMarkRow(Base):
+    """The highest index of one writer's print lines the JobManager read for a job and the line number
+    it was at, and how far the stream had been read when the row was last raised
+    (engine/security/replay.py's ElementPositions): a copy of a line read before is left out after
+    Redis restarted or the stream was deleted, whose own counts start again."""
+
+    __tablename__ = "stdout_marks"
+
+    jid: Mapped[str] = mapped_column(String(32), ForeignKey("jobs.jid", ondelete="CASCADE"), primary_key=True)
+    writer: Mapped[str] = mapped_column(String(16), primary_key=True)  # the writer's 8-byte random id, in hex
+    high: Mapped[int] = mapped_column(BigInteger)
+    position: Mapped[int] = mapped_column(BigInteger)  # the line number ``high`` was read at
+    floor: Mapped[int] = mapped_column(BigInteger)  # lines below this index may not be read again (a reset stream)
+    upto: Mapped[int] = mapped_column(BigInteger)  # the stream read up to that line (the job's: the max of its rows)
+
+
 class JobExceptionRow(Base):
     __tablename__ = "job_exceptions"
 

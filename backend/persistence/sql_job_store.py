@@ -14,7 +14,7 @@ import functools
 from contextlib import contextmanager
 from typing import Any, Callable, Collection, Iterator, Mapping, TypeVar
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.orm import defer
 from sqlalchemy.orm import Session, sessionmaker
@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from millstream.backend.persistence.leader_fence import SqlLeaderFence, fenced_write
 from millstream.backend.persistence.models import (
     CheckpointRestoreRow, CheckpointRow, CollectMarkRow, JobExceptionRow, JobOutputRow, JobRow, SavepointRow,
+    StdoutMarkRow,
 )
 from millstream.backend.persistence.upsert import upsert
 from millstream.engine.jobmanager.job_store import (
@@ -231,6 +232,37 @@ class SqlJobStore:
             )
             return -1 if high is None else int(high)
 
+    # -- the print stream's marks ---------------------------------------------------------
+    def save_stdout_marks(self, jid: str, marks: Mapping[bytes, tuple[int, int]], upto: int) -> None:
+        """Insert or raise each writer's row (its position with its index; never lowered)."""
+        table = StdoutMarkRow.__table__
+        with self._write() as session:
+            for writer, (index, position) in marks.items():
+                values = {
+                    "jid": jid, "writer": bytes(writer).hex(), "high": int(index), "position": int(position),
+                    "floor": 0, "upto": int(upto),
+                }
+                upsert(
+                    session, table, values, keys=["jid", "writer"], update=["high", "position", "upto"], grow_only="high"
+                )
+
+    def get_stdout_mark(self, jid: str, writer: bytes) -> tuple[int, int, int, int]:
+        with self._sessions() as session:
+            row = session.execute(
+                select(StdoutMarkRow.high, StdoutMarkRow.position, StdoutMarkRow.floor)
+                .where(StdoutMarkRow.jid == jid, StdoutMarkRow.writer == bytes(writer).hex())
+            ).first()
+            upto = session.scalar(select(func.max(StdoutMarkRow.upto)).where(StdoutMarkRow.jid == jid))
+        index, position, floor = (int(row[0]), int(row[1]), int(row[2])) if row is not None else (-1, -1, 0)
+        return index, position, floor, -1 if upto is None else int(upto)
+
+    def reset_stdout_marks(self, jid: str, upto: int) -> None:
+        with self._write() as session:
+            session.execute(
+                update(StdoutMarkRow).where(StdoutMarkRow.jid == jid)
+                .values(floor=StdoutMarkRow.high + 1, upto=int(upto))
+            )
+
 
 def _checkpoint_values(jid: str, r: dict[str, Any]) -> dict[str, Any]:
     return {
@@ -293,5 +325,6 @@ for _name in (
     "save_job", "get_job", "list_jobs", "count_jobs", "add_exception", "list_exceptions", "save_checkpoints",
     "list_checkpoints", "add_checkpoint_restore", "list_checkpoint_restores", "save_savepoint", "get_savepoint",
     "list_savepoints", "save_output", "get_output", "save_collect_marks", "get_collect_mark",
+    "save_stdout_marks", "get_stdout_mark", "reset_stdout_marks",
 ):
     setattr(SqlJobStore, _name, _unavailable_as_store_error(getattr(SqlJobStore, _name)))

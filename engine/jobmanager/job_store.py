@@ -172,6 +172,18 @@ class JobStore(Protocol):
     def get_collect_mark(self, jid: str, writer: bytes) -> int:
         """The highest index of ``writer``'s collect entries read for the job; -1 when none was."""
 
+    def save_stdout_marks(self, jid: str, marks: Mapping[bytes, tuple[int, int]], upto: int) -> None:
+        """Raise each writer's (highest index, its position) read from the job's print stream, which
+        was read up to line ``upto`` (engine/security/replay.py's ``LineMarkStore``)."""
+
+    def get_stdout_mark(self, jid: str, writer: bytes) -> tuple[int, int, int, int]:
+        """(highest index, its position, the lowest index that may be read again) of ``writer``'s print
+        lines read, and the furthest line read of the job's stream; -1, -1, 0, -1 when not recorded."""
+
+    def reset_stdout_marks(self, jid: str, upto: int) -> None:
+        """The job's print stream was found holding ``upto`` lines, fewer than were read: no line read
+        before may be read again (each writer's lowest index past its highest), read up to ``upto``."""
+
 
 class InMemoryJobStore:
     """A JobStore for the local mini-cluster and unit tests."""
@@ -184,6 +196,8 @@ class InMemoryJobStore:
         self.savepoints: dict[tuple[str, str], SavepointRecord] = {}
         self.outputs: dict[str, JobOutputRecord] = {}
         self.collect_marks: dict[tuple[str, bytes], int] = {}
+        self.stdout_marks: dict[tuple[str, bytes], tuple[int, int, int]] = {}  # (index, position, floor)
+        self.stdout_upto: dict[str, int] = {}
 
     def save_job(self, record: JobRecord) -> None:
         old = self.jobs.get(record.jid)
@@ -246,3 +260,20 @@ class InMemoryJobStore:
 
     def get_collect_mark(self, jid: str, writer: bytes) -> int:
         return self.collect_marks.get((jid, bytes(writer)), -1)
+
+    def save_stdout_marks(self, jid: str, marks: Mapping[bytes, tuple[int, int]], upto: int) -> None:
+        for writer, (index, position) in marks.items():
+            old = self.stdout_marks.get((jid, bytes(writer)), (-1, -1, 0))
+            if index > old[0]:
+                self.stdout_marks[(jid, bytes(writer))] = (int(index), int(position), old[2])
+        self.stdout_upto[jid] = max(int(upto), self.stdout_upto.get(jid, -1))
+
+    def get_stdout_mark(self, jid: str, writer: bytes) -> tuple[int, int, int, int]:
+        index, position, floor = self.stdout_marks.get((jid, bytes(writer)), (-1, -1, 0))
+        return index, position, floor, self.stdout_upto.get(jid, -1)
+
+    def reset_stdout_marks(self, jid: str, upto: int) -> None:
+        for (j, w), (index, position, _) in list(self.stdout_marks.items()):
+            if j == jid:
+                self.stdout_marks[(j, w)] = (index, position, index + 1)
+        self.stdout_upto[jid] = int(upto)

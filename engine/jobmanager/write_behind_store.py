@@ -113,6 +113,13 @@ class WriteBehindJobStore:
             self.inner.save_output(payload)
         elif kind == "collect":
             self.inner.save_collect_marks(*payload)
+        elif kind == "stdout":
+            jid, ops = payload
+            for op in ops:  # saves and resets of one job's marks, in the order they were made
+                if op[0] == "save":
+                    self.inner.save_stdout_marks(jid, op[1], op[2])
+                else:
+                    self.inner.reset_stdout_marks(jid, op[1])
         else:  # pragma: no cover - every kind queued is listed above
             raise ValueError(kind)
 
@@ -156,6 +163,8 @@ class WriteBehindJobStore:
             for writer, index in new[1].items():
                 merged[writer] = max(index, merged.get(writer, -1))
             return (new[0], merged)
+        if kind == "stdout":  # one slot per job keeps its saves and resets in order
+            return (new[0], old[1] + new[1])
         return new
 
     def save_job(self, record: JobRecord) -> None:
@@ -178,6 +187,12 @@ class WriteBehindJobStore:
 
     def save_collect_marks(self, jid: str, highs: Mapping[bytes, int]) -> None:
         self._write("collect", ("collect", jid), (jid, dict(highs)))
+
+    def save_stdout_marks(self, jid: str, marks: Mapping[bytes, tuple[int, int]], upto: int) -> None:
+        self._write("stdout", ("stdout", jid), (jid, [("save", dict(marks), upto)]))
+
+    def reset_stdout_marks(self, jid: str, upto: int) -> None:
+        self._write("stdout", ("stdout", jid), (jid, [("reset", upto)]))
 
     # -- reads: every write made is in SQL first --------------------------------
     def _read(self) -> None:
@@ -224,3 +239,7 @@ class WriteBehindJobStore:
     def get_collect_mark(self, jid: str, writer: bytes) -> int:
         self._read()
         return self.inner.get_collect_mark(jid, writer)
+
+    def get_stdout_mark(self, jid: str, writer: bytes) -> tuple[int, int, int, int]:
+        self._read()
+        return self.inner.get_stdout_mark(jid, writer)

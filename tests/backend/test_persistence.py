@@ -29,7 +29,7 @@ from millstream.engine.jobmanager.job_store import ExceptionRecord, JobOutputRec
 
 TABLES = {
     "jobs", "job_exceptions", "jars", "taskmanagers", "checkpoints", "checkpoint_restores", "savepoints", "job_output",
-    "collect_marks",
+    "collect_marks", "stdout_marks",
 }
 
 
@@ -415,6 +415,23 @@ def test_collect_marks_only_grow_per_writer_and_cascade(sessions: sessionmaker[S
     with sessions.begin() as session:
         session.execute(text("DELETE FROM jobs"))
     assert store.get_collect_mark(jid, w1) == -1
+
+
+def test_stdout_marks_grow_reset_and_cascade(sessions: sessionmaker[Session]) -> None:
+    store = SqlJobStore(sessions)
+    store.save_job(_job())
+    jid, w1, w2 = "a" * 32, b"\x00writer1", b"\xffwriter"
+    assert store.get_stdout_mark(jid, w1) == (-1, -1, 0, -1)
+    store.save_stdout_marks(jid, {w1: (4, 10), w2: (0, 3)}, 11)
+    store.save_stdout_marks(jid, {w1: (2, 5)}, 12)  # a lower index does not lower the mark
+    assert store.get_stdout_mark(jid, w1) == (4, 10, 0, 11)
+    store.reset_stdout_marks(jid, 2)  # the stream was found holding 2 lines
+    assert store.get_stdout_mark(jid, w1) == (4, 10, 5, 2) and store.get_stdout_mark(jid, w2) == (0, 3, 1, 2)
+    store.save_stdout_marks(jid, {w1: (6, 1)}, 2)
+    assert store.get_stdout_mark(jid, w1) == (6, 1, 5, 2)  # the floor stays
+    with sessions.begin() as session:
+        session.execute(text("DELETE FROM jobs"))
+    assert store.get_stdout_mark(jid, w1) == (-1, -1, 0, -1)
 
 
 def test_bounded_tail_keeps_the_newest_lines_within_both_bounds() -> None:

@@ -31,7 +31,7 @@ forged, or missing once entries were acknowledged, can only come from someone wr
 older copy put back lowers the bar): that client's collect fails with ``UnauthenticatedResult``.
 Those marks are only a cache: anyone with the Redis URL can delete the hash, and a Redis restart
 empties it. The authority on each writer's highest index is the JobManager's SQL job store
-(``CollectMarkStore``; engine/jobmanager/collect_marks.py), told before each batch goes to a client
+(``CollectMarkStore``; engine/jobmanager/stream_marks.py), told before each batch goes to a client
 and asked once per writer new positions meet, so a copy is left out after any restart or deletion.
 Entries deleted from the list show at the client as a gap in record positions (see
 collect_result_buffer.py), which fails the collect clearly.

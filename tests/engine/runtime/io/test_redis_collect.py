@@ -290,7 +290,7 @@ def test_result_marks_put_back_from_an_older_copy_or_forged_are_refused(client: 
 
 
 def test_positions_keep_the_most_recently_advanced_writers_up_to_the_cap() -> None:
-    """In memory alone (no durable record: tests/backend/test_collect_marks.py has the JobManager's)."""
+    """In memory alone (no durable record: tests/backend/test_stream_marks.py has the JobManager's)."""
     from millstream.engine.runtime.io.redis_collect import CACHED_WRITERS, CollectPositions
 
     positions = CollectPositions()

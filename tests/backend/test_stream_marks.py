@@ -1,10 +1,12 @@
-"""Issue 14: which collect result entries a job's clients were given is recorded in the JobManager's SQL
-job store, so a genuine entry copied and pushed again stays left out after Redis restarts empty or
-someone with the Redis URL deletes the job's collect keys, and after the JobManager restarts too.
+"""Issue 14: what a job's clients were given from its numbered streams in Redis (collect results, print
+lines) is recorded in the JobManager's SQL job store, so a genuine element copied and pushed again
+stays left out after Redis restarts empty or someone with the Redis URL deletes the job's keys, and
+after the JobManager restarts too.
 
 A real valkey of the test's own (killed and restarted for real), real SQLite reopened as a restarted
-JobManager reopens it, and the JobManager's own fetch path (``fetch_batch`` with the positions the
-Dispatcher makes). Each case first shows the copy handed out by positions without the SQL record.
+JobManager reopens it, and the JobManager's own read paths (``fetch_batch`` and ``read_lines`` with the
+positions the Dispatcher makes). Each case first shows the copy handed out by positions without the
+SQL record.
 """
 from __future__ import annotations
 
@@ -23,14 +25,16 @@ from millstream.backend.embedded_redis import (
 from millstream.backend.persistence.database import make_engine, make_session_factory, upgrade_database
 from millstream.backend.persistence.sql_job_store import SqlJobStore
 from millstream.engine import redis_keys
-from millstream.engine.jobmanager.collect_marks import StoredCollectMarks
+from millstream.engine.jobmanager.stream_marks import StoredCollectMarks, StoredStdoutMarks
 from millstream.engine.jobmanager.job_store import InMemoryJobStore, JobRecord
 from millstream.engine.jobmanager.write_behind_store import WriteBehindJobStore
 from millstream.engine.runtime import collect
 from millstream.engine.runtime.io.redis_collect import (
     CACHED_WRITERS, CollectPositions, RedisCollectGateway, fetch_batch, fetch_results,
 )
+from millstream.engine.runtime.io.job_stdout import LineNumbering, append_lines, read_lines, stdout_key
 from millstream.engine.runtime.io.serialization import MsgpackSerializer
+from millstream.engine.security.replay import ElementPositions
 from tests.engine.progress import until
 
 SECRET = "collect-marks-test-secret"
@@ -63,6 +67,9 @@ class JobManagerStore:
     def positions(self) -> CollectPositions:
         return CollectPositions(StoredCollectMarks(self.store, JID))  # as Dispatcher.collect_positions
 
+    def stdout_positions(self) -> ElementPositions:
+        return ElementPositions(durable=StoredStdoutMarks(self.store, JID))  # as Dispatcher.stdout_positions
+
 
 def _entries(raw: list[bytes]) -> list[tuple[int, int, list]]:
     out = []
@@ -88,6 +95,15 @@ def _read_two_attempts(client: redis.Redis, jm: JobManagerStore) -> list[bytes]:
     assert fetch_results(client, JID, 5, secret=SECRET, positions=positions) == []  # all acknowledged
     assert client.llen(key) == 0
     return copied
+
+
+def _kill_and_restart(valkey: ValkeyServer) -> redis.Redis:
+    os.kill(valkey.pid, signal.SIGKILL)
+    until(lambda: not embedded_redis_alive(valkey), what="the killed valkey to be gone")
+    restart_embedded_redis(valkey)
+    client = redis.Redis.from_url(redis_url_of(valkey))
+    assert client.dbsize() == 0  # it came back empty
+    return client
 
 
 def _push_copies(client: redis.Redis, copied: list[bytes]) -> None:
@@ -116,12 +132,8 @@ def test_copied_entries_stay_left_out_after_redis_forgets_and_the_jobmanager_res
     if reset == "keys deleted":
         client.delete(redis_keys.collect(JID), redis_keys.collect_meta(JID))
     else:
-        os.kill(valkey.pid, signal.SIGKILL)
-        until(lambda: not embedded_redis_alive(valkey), what="the killed valkey to be gone")
-        restart_embedded_redis(valkey)
         client.close()
-        client = redis.Redis.from_url(redis_url_of(valkey))
-        assert client.dbsize() == 0  # it came back empty: no list, no hash, no marks
+        client = _kill_and_restart(valkey)  # no list, no hash, no marks
     _push_copies(client, copied)
     jm = jm.restart()  # the JobManager restarted too: its positions are new
     positions = jm.positions()
@@ -150,3 +162,73 @@ def test_a_writer_forgotten_in_memory_is_looked_up_so_there_is_no_cap_on_writers
     assert first not in positions.marks(0)  # pushed out of memory and of Redis's marks
     assert not positions.accept(10**6, first, 0)  # still a copy
     assert positions.accept(10**6 + 1, first, 1)  # the writer's next entry is not
+
+
+LINE_KEY = stdout_key(SECRET, JID)
+
+
+def _lines(client: redis.Redis, offset: int, positions: ElementPositions | None) -> list[str]:
+    return read_lines(client, JID, offset, key=LINE_KEY, positions=positions).lines
+
+
+@pytest.mark.parametrize("reset", ["keys deleted", "redis restarted"])
+def test_copied_print_lines_stay_left_out_after_redis_forgets_and_the_jobmanager_restarts(
+    valkey: ValkeyServer, tmp_path: Path, reset: str
+) -> None:
+    client = redis.Redis.from_url(redis_url_of(valkey))
+    stream, total = redis_keys.job_stdout(JID), redis_keys.job_stdout_total(JID)
+    jm = JobManagerStore(f"sqlite:///{tmp_path / 'jm.db'}")
+    jm.store.save_job(JobRecord(JID, "printing", "RUNNING", "STREAMING", 1000))
+    writer = LineNumbering()  # a slot's forwarder
+    append_lines(client, JID, ["one", "two", "three"], key=LINE_KEY, numbering=writer)
+    assert _lines(client, 0, jm.stdout_positions()) == ["one", "two", "three"]  # the client is at line 3
+    copied = client.lrange(stream, 0, -1)
+
+    if reset == "keys deleted":
+        # The stream rebuilt from the copies, counted so they are the lines after the client's.
+        client.delete(stream, total)
+        client.rpush(stream, *copied)
+        client.set(total, 6)
+        offset = 3
+    else:
+        # Redis came back empty; copies counted short of the client's offset, so a reader starts over.
+        client.close()
+        client = _kill_and_restart(valkey)
+        client.rpush(stream, *copied[:2])
+        client.set(total, 2)
+        offset = 3
+    # Positions that know only what Redis holds (memory made afresh) show the copies again.
+    assert _lines(client, offset, ElementPositions()) == ["one", "two", "three"][: client.llen(stream)]
+
+    jm = jm.restart()
+    positions = jm.stdout_positions()
+    assert _lines(client, offset, positions) == []
+    append_lines(client, JID, ["four"], key=LINE_KEY, numbering=writer)  # the writer goes on: shown
+    assert _lines(client, 0 if reset == "redis restarted" else offset, positions) == ["four"]
+    # What was found survives another restart: the copies stay left out, the line read shows again.
+    again = jm.restart()
+    assert _lines(client, 0, again.stdout_positions()) == ["four"]
+    client.close()
+    again.engine.dispose()
+
+
+def test_print_lines_read_before_a_jobmanager_restart_show_again_where_they_are(
+    valkey: ValkeyServer, tmp_path: Path
+) -> None:
+    """The SQL record does not hide lines read again in place (a second client, the dashboard's tail)
+    after a restart; a copy pushed to the end of the same stream is still left out."""
+    client = redis.Redis.from_url(redis_url_of(valkey))
+    jm = JobManagerStore(f"sqlite:///{tmp_path / 'jm.db'}")
+    jm.store.save_job(JobRecord(JID, "printing", "RUNNING", "STREAMING", 1000))
+    first, second = LineNumbering(), LineNumbering()
+    append_lines(client, JID, ["a1", "a2"], key=LINE_KEY, numbering=first)
+    append_lines(client, JID, ["b1"], key=LINE_KEY, numbering=second)
+    append_lines(client, JID, ["a3"], key=LINE_KEY, numbering=first)
+    assert _lines(client, 0, jm.stdout_positions()) == ["a1", "a2", "b1", "a3"]
+    stream = redis_keys.job_stdout(JID)
+    client.rpush(stream, client.lindex(stream, 1))  # "a2" copied to the end of the stream
+    client.incr(redis_keys.job_stdout_total(JID))
+    jm = jm.restart()
+    assert _lines(client, 1, jm.stdout_positions()) == ["a2", "b1", "a3"]  # the copy at line 4 left out
+    assert _lines(client, 0, jm.restart().stdout_positions()) == ["a1", "a2", "b1", "a3"]
+    client.close()
