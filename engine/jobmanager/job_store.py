@@ -255,8 +255,9 @@ class InMemoryJobStore:
         return dataclasses.replace(r, lines=list(r.lines)) if r is not None else None
 
     def save_collect_marks(self, jid: str, highs: Mapping[bytes, int]) -> None:
-        for writer, index in highs.items():
-            self.collect_marks[(jid, bytes(writer))] = int(index)
+        for writer, index in highs.items():  # never lowered, as in SQL
+            key = (jid, bytes(writer))
+            self.collect_marks[key] = max(int(index), self.collect_marks.get(key, -1))
 
     def get_collect_mark(self, jid: str, writer: bytes) -> int:
         return self.collect_marks.get((jid, bytes(writer)), -1)
