@@ -132,17 +132,25 @@ def vertex_watermarks(
 @router.get("/jobs/{jid}/vertices/{vid}/subtasks/metrics", summary="Subtask metrics aggregated over the vertex")
 def subtask_metrics(
     dispatcher: DispatcherDep,
+    response: Response,
     jid: JobId,
     vid: VertexId,
     get: str | None = Query(None, description="comma-separated metric names; omit to list them"),
     agg: str | None = Query(None, description="comma-separated: min, max, avg, sum, skew (default: all)"),
     subtasks: str | None = Query(None, description="comma-separated subtask indices and ranges, e.g. 0,2-4 (default: all)"),
+    offset: Offset = 0,
+    limit: Limit = MAX_PAGE,
 ) -> list[dict[str, Any]]:
-    """``[{id, min, max, avg, sum, skew}]`` with only the requested aggregations, or ``[{id}]`` without ``get``."""
+    """``[{id, min, max, avg, sum, skew}]`` with only the requested aggregations, or ``[{id}]`` without ``get``.
+    Over the subtasks ``[offset, offset + limit)`` (those of them ``subtasks`` selects);
+    ``X-Subtasks-Total`` when that is a part of the subtasks."""
     record = load_job(dispatcher, jid)
     try:
         selected = parse_subtasks(subtasks)
-        return _view(lambda: job_views.subtask_metrics_aggregate(record, vid, _csv(get), _csv(agg), selected), vid)
+        _count_header(response, record, vid, offset, limit)
+        return _view(
+            lambda: job_views.subtask_metrics_aggregate(record, vid, _csv(get), _csv(agg), selected, offset, limit), vid
+        )
     except ValueError as e:
         raise HTTPException(400, str(e))
 

@@ -55,6 +55,35 @@ class JobOutputRow(Base):
     kept_at: Mapped[int] = mapped_column(BigInteger)  # epoch ms
 
 
+class CollectMarkRow(Base):
+    """The highest index of one writer's ``execute_and_collect`` entries the JobManager read for a job
+    (engine/runtime/io/redis_collect.py): a copy of an entry at or below it is left out. Kept here, not
+    only in Redis, because anyone with the Redis URL can delete a key and Redis forgets it on a restart.
+    A writer is one attempt's collect sink, so a job has a row per attempt that wrote results."""
+
+    __tablename__ = "collect_marks"
+
+    jid: Mapped[str] = mapped_column(String(32), ForeignKey("jobs.jid", ondelete="CASCADE"), primary_key=True)
+    writer: Mapped[str] = mapped_column(String(16), primary_key=True)  # the sink's 8-byte random id, in hex
+    high: Mapped[int] = mapped_column(BigInteger)
+
+
+class StdoutMarkRow(Base):
+    """The highest index of one writer's print lines the JobManager read for a job and the line number
+    it was at, and how far the stream had been read when the row was last raised
+    (engine/security/replay.py's ElementPositions): a copy of a line read before is left out after
+    Redis restarted or the stream was deleted, whose own counts start again."""
+
+    __tablename__ = "stdout_marks"
+
+    jid: Mapped[str] = mapped_column(String(32), ForeignKey("jobs.jid", ondelete="CASCADE"), primary_key=True)
+    writer: Mapped[str] = mapped_column(String(16), primary_key=True)  # the writer's 8-byte random id, in hex
+    high: Mapped[int] = mapped_column(BigInteger)
+    position: Mapped[int] = mapped_column(BigInteger)  # the line number ``high`` was read at
+    floor: Mapped[int] = mapped_column(BigInteger)  # lines below this index may not be read again (a reset stream)
+    upto: Mapped[int] = mapped_column(BigInteger)  # the stream read up to that line (the job's: the max of its rows)
+
+
 class JobExceptionRow(Base):
     __tablename__ = "job_exceptions"
 

@@ -12,16 +12,17 @@ from __future__ import annotations
 import dataclasses
 import functools
 from contextlib import contextmanager
-from typing import Any, Callable, Collection, Iterator, TypeVar
+from typing import Any, Callable, Collection, Iterator, Mapping, TypeVar
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.orm import defer
 from sqlalchemy.orm import Session, sessionmaker
 
 from millstream.backend.persistence.leader_fence import SqlLeaderFence, fenced_write
 from millstream.backend.persistence.models import (
-    CheckpointRestoreRow, CheckpointRow, JobExceptionRow, JobOutputRow, JobRow, SavepointRow,
+    CheckpointRestoreRow, CheckpointRow, CollectMarkRow, JobExceptionRow, JobOutputRow, JobRow, SavepointRow,
+    StdoutMarkRow,
 )
 from millstream.backend.persistence.upsert import upsert
 from millstream.engine.jobmanager.job_store import (
@@ -215,6 +216,53 @@ class SqlJobStore:
                 jid=row.jid, lines=list(row.lines), first=row.first_line, total=row.total, kept_at=row.kept_at
             )
 
+    # -- the collect results' high-water marks ------------------------------------------
+    def save_collect_marks(self, jid: str, highs: Mapping[bytes, int]) -> None:
+        """Insert or raise each writer's row; never lowered (a stale caller cannot reopen a replay)."""
+        table = CollectMarkRow.__table__
+        with self._write() as session:
+            for writer, index in highs.items():
+                values = {"jid": jid, "writer": bytes(writer).hex(), "high": int(index)}
+                upsert(session, table, values, keys=["jid", "writer"], update=["high"], grow_only="high")
+
+    def get_collect_mark(self, jid: str, writer: bytes) -> int:
+        with self._sessions() as session:
+            high = session.scalar(
+                select(CollectMarkRow.high).where(CollectMarkRow.jid == jid, CollectMarkRow.writer == bytes(writer).hex())
+            )
+            return -1 if high is None else int(high)
+
+    # -- the print stream's marks ---------------------------------------------------------
+    def save_stdout_marks(self, jid: str, marks: Mapping[bytes, tuple[int, int]], upto: int) -> None:
+        """Insert or raise each writer's row (its position with its index; never lowered)."""
+        table = StdoutMarkRow.__table__
+        with self._write() as session:
+            for writer, (index, position) in marks.items():
+                values = {
+                    "jid": jid, "writer": bytes(writer).hex(), "high": int(index), "position": int(position),
+                    "floor": 0, "upto": int(upto),
+                }
+                upsert(
+                    session, table, values, keys=["jid", "writer"], update=["high", "position", "upto"], grow_only="high"
+                )
+
+    def get_stdout_mark(self, jid: str, writer: bytes) -> tuple[int, int, int, int]:
+        with self._sessions() as session:
+            row = session.execute(
+                select(StdoutMarkRow.high, StdoutMarkRow.position, StdoutMarkRow.floor)
+                .where(StdoutMarkRow.jid == jid, StdoutMarkRow.writer == bytes(writer).hex())
+            ).first()
+            upto = session.scalar(select(func.max(StdoutMarkRow.upto)).where(StdoutMarkRow.jid == jid))
+        index, position, floor = (int(row[0]), int(row[1]), int(row[2])) if row is not None else (-1, -1, 0)
+        return index, position, floor, -1 if upto is None else int(upto)
+
+    def reset_stdout_marks(self, jid: str, upto: int) -> None:
+        with self._write() as session:
+            session.execute(
+                update(StdoutMarkRow).where(StdoutMarkRow.jid == jid)
+                .values(floor=StdoutMarkRow.high + 1, upto=int(upto))
+            )
+
 
 def _checkpoint_values(jid: str, r: dict[str, Any]) -> dict[str, Any]:
     return {
@@ -276,6 +324,7 @@ def _to_exception_record(row: JobExceptionRow) -> ExceptionRecord:
 for _name in (
     "save_job", "get_job", "list_jobs", "count_jobs", "add_exception", "list_exceptions", "save_checkpoints",
     "list_checkpoints", "add_checkpoint_restore", "list_checkpoint_restores", "save_savepoint", "get_savepoint",
-    "list_savepoints", "save_output", "get_output",
+    "list_savepoints", "save_output", "get_output", "save_collect_marks", "get_collect_mark",
+    "save_stdout_marks", "get_stdout_mark", "reset_stdout_marks",
 ):
     setattr(SqlJobStore, _name, _unavailable_as_store_error(getattr(SqlJobStore, _name)))

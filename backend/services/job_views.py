@@ -441,18 +441,21 @@ def vertex_watermarks(record: JobRecord, vid: str, offset: int = 0, limit: int |
 
 
 def subtask_metrics_aggregate(
-    record: JobRecord, vid: str, names: Sequence[str], aggs: Sequence[str] = (), subtasks: set[int] | None = None
+    record: JobRecord, vid: str, names: Sequence[str], aggs: Sequence[str] = (), subtasks: set[int] | None = None,
+    offset: int = 0, limit: int | None = None,
 ) -> list[dict[str, Any]]:
     """``GET .../vertices/{vid}/subtasks/metrics?get=a,b&agg=min,max&subtasks=0-2``.
 
     Each requested metric that at least one (selected) subtask reports becomes ``{id, <agg>...}``
     with only the requested aggregations (all four when none is given). With no
     names, lists the available metrics as ``[{id}]``, as Flink does.
+    Only the subtask rows ``[offset, offset + limit)`` are aggregated (and of them only those
+    ``subtasks`` selects), so one answer reads at most ``limit`` subtasks' metrics.
     Raises ValueError for an unknown aggregation."""
     v = find_vertex(record, vid)
     samples = [
         {k: val for k, val in (st.get("metrics") or {}).items() if k not in _SAMPLE_BOOKKEEPING}
-        for st in v["subtasks"] if subtasks is None or st["subtask"] in subtasks
+        for st in subtask_page(v["subtasks"], offset, limit) if subtasks is None or st["subtask"] in subtasks
     ]
     return aggregate(samples, names, aggs)
 

@@ -61,6 +61,7 @@ from millstream.engine.jobmanager.write_behind_store import WriteBehindJobStore
 from millstream.engine.runtime.collect import Ack
 from millstream.engine.security.replay import ElementPositions
 from millstream.engine.runtime.io.redis_collect import CollectPositions, expire_results, fetch_batch, record_ack
+from millstream.engine.jobmanager.stream_marks import StoredCollectMarks, StoredStdoutMarks
 from millstream.engine.runtime.latency_markers import INTERVAL_OPTION as LATENCY_INTERVAL_KEY
 from millstream.engine.resourcemanager.resource_manager import ResourceManager
 from millstream.engine.resourcemanager.slot_pool import SlotPool
@@ -756,9 +757,13 @@ class Dispatcher(SavepointOperations):
     def stdout_positions(self, job_id: str) -> ElementPositions:
         """The job's print-stream positions, which leave copied lines out (engine/runtime/io/job_stdout.py).
         Kept for the 32 jobs read most recently: a stream is readable for an hour after its job left
-        memory, and a client finishing its read then must not see copies either."""
+        memory, and a client finishing its read then must not see copies either. New ones ask the
+        JobStore (SQL) what was read of each writer they meet, so neither a restart nor a Redis writer
+        resetting the stream makes them forget it."""
         with self.lock:
-            positions = self._stdout_positions.pop(job_id, None) or ElementPositions()
+            positions = self._stdout_positions.pop(job_id, None)
+            if positions is None:
+                positions = ElementPositions(durable=StoredStdoutMarks(self.store, job_id))
             self._stdout_positions[job_id] = positions
             while len(self._stdout_positions) > 32:
                 self._stdout_positions.popitem(last=False)
@@ -768,9 +773,13 @@ class Dispatcher(SavepointOperations):
         """The job's result-list positions, which leave copied entries out (engine/runtime/io/redis_collect.py).
         Kept for the 32 jobs read most recently, whether in memory or not: results stay readable for an
         hour after their job ended, and positions made afresh on each call would know no copy. New ones
-        (after a restart, or once dropped here) first take in the marks sealed into the job's collect hash."""
+        (after a restart, or once dropped here) first take in the marks sealed into the job's collect hash,
+        and ask the JobStore (SQL) for the highest index read of each writer they meet: a Redis restart or
+        a deleted hash cannot make them forget an entry read before."""
         with self.lock:
-            positions = self._collect_positions.pop(job_id, None) or CollectPositions()
+            positions = self._collect_positions.pop(job_id, None)
+            if positions is None:
+                positions = CollectPositions(StoredCollectMarks(self.store, job_id))
             self._collect_positions[job_id] = positions
             while len(self._collect_positions) > 32:
                 self._collect_positions.popitem(last=False)

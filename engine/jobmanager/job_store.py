@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from collections import Counter
-from typing import Any, Collection, Protocol
+from typing import Any, Collection, Mapping, Protocol
 
 from millstream.engine.executiongraph.states import JobStatus
 
@@ -165,6 +165,25 @@ class JobStore(Protocol):
 
     def get_output(self, jid: str) -> JobOutputRecord | None: ...
 
+    def save_collect_marks(self, jid: str, highs: Mapping[bytes, int]) -> None:
+        """Store the highest index read of each of ``highs``' writers of the job's collect results
+        (engine/runtime/io/redis_collect.py): the record no Redis writer can reset; the job must be saved."""
+
+    def get_collect_mark(self, jid: str, writer: bytes) -> int:
+        """The highest index of ``writer``'s collect entries read for the job; -1 when none was."""
+
+    def save_stdout_marks(self, jid: str, marks: Mapping[bytes, tuple[int, int]], upto: int) -> None:
+        """Raise each writer's (highest index, its position) read from the job's print stream, which
+        was read up to line ``upto`` (engine/security/replay.py's ``LineMarkStore``)."""
+
+    def get_stdout_mark(self, jid: str, writer: bytes) -> tuple[int, int, int, int]:
+        """(highest index, its position, the lowest index that may be read again) of ``writer``'s print
+        lines read, and the furthest line read of the job's stream; -1, -1, 0, -1 when not recorded."""
+
+    def reset_stdout_marks(self, jid: str, upto: int) -> None:
+        """The job's print stream was found holding ``upto`` lines, fewer than were read: no line read
+        before may be read again (each writer's lowest index past its highest), read up to ``upto``."""
+
 
 class InMemoryJobStore:
     """A JobStore for the local mini-cluster and unit tests."""
@@ -176,6 +195,9 @@ class InMemoryJobStore:
         self.restores: dict[str, list[dict[str, Any]]] = {}
         self.savepoints: dict[tuple[str, str], SavepointRecord] = {}
         self.outputs: dict[str, JobOutputRecord] = {}
+        self.collect_marks: dict[tuple[str, bytes], int] = {}
+        self.stdout_marks: dict[tuple[str, bytes], tuple[int, int, int]] = {}  # (index, position, floor)
+        self.stdout_upto: dict[str, int] = {}
 
     def save_job(self, record: JobRecord) -> None:
         old = self.jobs.get(record.jid)
@@ -231,3 +253,28 @@ class InMemoryJobStore:
     def get_output(self, jid: str) -> JobOutputRecord | None:
         r = self.outputs.get(jid)
         return dataclasses.replace(r, lines=list(r.lines)) if r is not None else None
+
+    def save_collect_marks(self, jid: str, highs: Mapping[bytes, int]) -> None:
+        for writer, index in highs.items():  # never lowered, as in SQL
+            key = (jid, bytes(writer))
+            self.collect_marks[key] = max(int(index), self.collect_marks.get(key, -1))
+
+    def get_collect_mark(self, jid: str, writer: bytes) -> int:
+        return self.collect_marks.get((jid, bytes(writer)), -1)
+
+    def save_stdout_marks(self, jid: str, marks: Mapping[bytes, tuple[int, int]], upto: int) -> None:
+        for writer, (index, position) in marks.items():
+            old = self.stdout_marks.get((jid, bytes(writer)), (-1, -1, 0))
+            if index > old[0]:
+                self.stdout_marks[(jid, bytes(writer))] = (int(index), int(position), old[2])
+        self.stdout_upto[jid] = max(int(upto), self.stdout_upto.get(jid, -1))
+
+    def get_stdout_mark(self, jid: str, writer: bytes) -> tuple[int, int, int, int]:
+        index, position, floor = self.stdout_marks.get((jid, bytes(writer)), (-1, -1, 0))
+        return index, position, floor, self.stdout_upto.get(jid, -1)
+
+    def reset_stdout_marks(self, jid: str, upto: int) -> None:
+        for (j, w), (index, position, _) in list(self.stdout_marks.items()):
+            if j == jid:
+                self.stdout_marks[(j, w)] = (index, position, index + 1)
+        self.stdout_upto[jid] = int(upto)

@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 from dataclasses import replace
-from typing import Any, Callable, Collection
+from typing import Any, Callable, Collection, Mapping
 
 from millstream.engine.jobmanager.job_store import (
     ExceptionRecord, JobOutputRecord, JobRecord, JobStore, SavepointRecord, StoreUnavailable,
@@ -111,6 +111,15 @@ class WriteBehindJobStore:
             self.inner.save_savepoint(payload)
         elif kind == "output":
             self.inner.save_output(payload)
+        elif kind == "collect":
+            self.inner.save_collect_marks(*payload)
+        elif kind == "stdout":
+            jid, ops = payload
+            for op in ops:  # saves and resets of one job's marks, in the order they were made
+                if op[0] == "save":
+                    self.inner.save_stdout_marks(jid, op[1], op[2])
+                else:
+                    self.inner.reset_stdout_marks(jid, op[1])
         else:  # pragma: no cover - every kind queued is listed above
             raise ValueError(kind)
 
@@ -149,6 +158,13 @@ class WriteBehindJobStore:
             return replace(new, user_code=old.user_code)  # the code travels with the first record only
         if kind == "checkpoints":
             return (new[0], {**old[1], **new[1]})
+        if kind == "collect":  # a writer's highest index only grows
+            merged = dict(old[1])
+            for writer, index in new[1].items():
+                merged[writer] = max(index, merged.get(writer, -1))
+            return (new[0], merged)
+        if kind == "stdout":  # one slot per job keeps its saves and resets in order
+            return (new[0], old[1] + new[1])
         return new
 
     def save_job(self, record: JobRecord) -> None:
@@ -168,6 +184,15 @@ class WriteBehindJobStore:
 
     def save_output(self, record: JobOutputRecord) -> None:
         self._write("output", ("output", record.jid), record)
+
+    def save_collect_marks(self, jid: str, highs: Mapping[bytes, int]) -> None:
+        self._write("collect", ("collect", jid), (jid, dict(highs)))
+
+    def save_stdout_marks(self, jid: str, marks: Mapping[bytes, tuple[int, int]], upto: int) -> None:
+        self._write("stdout", ("stdout", jid), (jid, [("save", dict(marks), upto)]))
+
+    def reset_stdout_marks(self, jid: str, upto: int) -> None:
+        self._write("stdout", ("stdout", jid), (jid, [("reset", upto)]))
 
     # -- reads: every write made is in SQL first --------------------------------
     def _read(self) -> None:
@@ -210,3 +235,11 @@ class WriteBehindJobStore:
     def get_output(self, jid: str) -> JobOutputRecord | None:
         self._read()
         return self.inner.get_output(jid)
+
+    def get_collect_mark(self, jid: str, writer: bytes) -> int:
+        self._read()
+        return self.inner.get_collect_mark(jid, writer)
+
+    def get_stdout_mark(self, jid: str, writer: bytes) -> tuple[int, int, int, int]:
+        self._read()
+        return self.inner.get_stdout_mark(jid, writer)

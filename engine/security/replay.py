@@ -15,6 +15,9 @@ A window held in memory starts empty when its process restarts, so the JobManage
 demands its ``epoch`` (Flink's fencing token): a number taken from SQL at each start (or the leader
 lease's token with HA), larger than any before, that every message to it carries under the seal.
 A message sealed for an earlier JobManager is refused whatever its age (``check_epoch``).
+
+Numbered list elements (print lines) are judged by ``ElementPositions``, which can keep what it read
+in a durable record (``LineMarkStore``, the JobManager's SQL job store) so a restart forgets nothing.
 """
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from typing import Callable
+from typing import Callable, Mapping, Protocol
 
 from millstream.engine.security.mac import Unauthenticated, log, refused
 
@@ -110,6 +113,21 @@ class ReplayWindow:
         raise ReplayError(f"replayed control message in {self.where}: {why}")
 
 
+class LineMarkStore(Protocol):
+    """The durable record (the JobManager's SQL job store) of what a reader of one job's numbered list
+    read: each writer's highest index and the position it was read at, and how long the list was."""
+
+    def highest(self, writer: bytes) -> tuple[int, int, int, int]:
+        """(highest index read, its position, the lowest index that may be read again, the list length
+        read up to): -1, -1, 0 for a writer never read; the length is the job's, over every writer."""
+
+    def save(self, marks: Mapping[bytes, tuple[int, int]], upto: int) -> None:
+        """Raise the writers' (index, position) marks, the list having been read up to ``upto``."""
+
+    def reset(self, upto: int) -> None:
+        """The list was found shorter (``upto``) than it was read: nothing read before may be read again."""
+
+
 class ElementPositions:
     """Which numbered element each position of one append-only Redis list holds, for its readers.
 
@@ -119,20 +137,35 @@ class ElementPositions:
     read at that same position before (a retried read, a second reader), within the ``keep`` newest
     positions read: an element read again further back counts as a copy. The caller also drops
     positions that left the list with ``forget_before``. A reader that restarts forgets all of it:
-    copies of what it read before are then taken as new once."""
+    copies of what it read before are then taken as new once, unless it has a ``durable`` record.
 
-    def __init__(self, keep: int = 4096) -> None:
+    With one, a writer this reader has not met is looked up there once: an element at or below the
+    writer's recorded index is taken as read again only where that element could have been (at most
+    the recorded position less the writer's elements after it); elsewhere it is a copy. A list found
+    shorter than it was read (``total``, set by the caller before it judges: Redis restarted, or
+    someone deleted it and maybe rebuilt it from copies), or holding such a copy, holds nothing that
+    may be read again: that is recorded (``reset``), so every element read before is a copy from then
+    on, whatever the list's length later. ``save_durable`` records what was accepted."""
+
+    def __init__(self, keep: int = 4096, durable: LineMarkStore | None = None) -> None:
         self.lock = threading.Lock()
         self.keep = keep
         self._at: dict[int, tuple[bytes, int]] = {}
         self._last: dict[bytes, int] = {}
         self._newest = -1
         self.primed = False  # the reader has taken in what the list held before its first read
+        self.durable = durable
+        self.total = 0  # the list's length (elements ever appended) at the read being judged
+        self._marks: dict[bytes, tuple[int, int, int]] = {}  # writer -> (index, position, floor) recorded
+        self._durable_upto: int | None = None  # the list length read up to, once looked up
+        self._unsaved: dict[bytes, tuple[int, int]] = {}
 
     def accept(self, position: int, writer: bytes, index: int) -> bool:
         if self._at.get(position) == (writer, index):
             return True
         if index <= self._last.get(writer, -1):
+            return False
+        if self.durable is not None and not self._durable_allows(position, writer, index):
             return False
         self._at[position] = (writer, index)
         self._last[writer] = index
@@ -141,6 +174,49 @@ class ElementPositions:
             if len(self._at) > 2 * self.keep:  # amortised: prune once twice as many are held
                 self.forget_before(position - self.keep)
         return True
+
+    def _durable_allows(self, position: int, writer: bytes, index: int) -> bool:
+        assert self.durable is not None
+        mark = self._marks.get(writer)
+        if mark is None:
+            high, at, floor, upto = self.durable.highest(writer)
+            mark = self._marks[writer] = (high, at, floor)
+            if self._durable_upto is None:
+                self._durable_upto = upto
+        if self._durable_upto is not None and self.total < self._durable_upto:
+            # Fewer elements than were read: the list was emptied (and maybe rebuilt). Its positions
+            # start again, so no element read before is where it was: all are copies from now on.
+            self._reset()
+            mark = self._marks[writer]
+        high, at, floor = mark
+        if index > high:
+            self._unsaved[writer] = (index, position)
+            return True
+        if index < floor:
+            return False
+        # Read before this reader was made. A writer appends in order, so its element ``index`` sat
+        # at least (high - index) positions before the one its highest was read at.
+        if position <= at - (high - index):
+            return True
+        # Further on than it can have been: the list was rebuilt from copies (its length kept up), so
+        # its positions say nothing any more either.
+        self._reset()
+        return False
+
+    def _reset(self) -> None:
+        assert self.durable is not None
+        self.durable.reset(self.total)
+        self._marks = {w: (h, a, h + 1) for w, (h, a, _) in self._marks.items()}
+        self._durable_upto = self.total
+
+    def save_durable(self, upto: int) -> None:
+        """Record the writers' new elements accepted since the last call, the list read up to ``upto``."""
+        if self.durable is not None and self._unsaved:
+            self.durable.save(dict(self._unsaved), upto)
+            for writer, (index, position) in self._unsaved.items():
+                self._marks[writer] = (index, position, self._marks.get(writer, (0, 0, 0))[2])
+            self._durable_upto = max(self._durable_upto or 0, upto)
+            self._unsaved.clear()
 
     def forget_before(self, position: int) -> None:
         if self._at and min(self._at) < position:

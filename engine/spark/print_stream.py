@@ -17,11 +17,14 @@ from typing import Any, Callable, TextIO
 
 import redis
 
-from millstream.engine.runtime.io.job_stdout import append_lines
+from millstream.engine.runtime.io.job_stdout import LineNumbering, append_lines
 
 LOCAL_PROPERTY = "millstream.print-stream"
 
 _clients: dict[str, redis.Redis] = {}  # one connection pool per Python worker (workers are reused)
+# One numbered writer per job and task attempt: the JobManager keeps a row per writer it read, so a
+# writer per call (each line) would grow that record with the lines.
+_numbering: dict[tuple[str, int], LineNumbering] = {}
 
 
 def set_print_stream(sc: Any, redis_url: str, job_id: str, key: str | None = None) -> None:
@@ -54,8 +57,13 @@ def _forward(stream: tuple[redis.Redis, str, int, str | None], lines: list[str])
     global _warned
     if not lines:
         return
+    numbering = _numbering.get((stream[1], stream[2]))
+    if numbering is None:
+        if len(_numbering) > 1024:  # a worker runs many tasks: a task seen again gets a new writer id
+            _numbering.clear()
+        numbering = _numbering[(stream[1], stream[2])] = LineNumbering()
     try:
-        append_lines(stream[0], stream[1], lines, key=stream[3])
+        append_lines(stream[0], stream[1], lines, key=stream[3], numbering=numbering)
     except redis.RedisError as e:
         # The lines are still on the executor's stdout; the job must not fail for a client's copy.
         if not _warned:

@@ -29,6 +29,7 @@ from millstream.engine.jobmanager.job_store import ExceptionRecord, JobOutputRec
 
 TABLES = {
     "jobs", "job_exceptions", "jars", "taskmanagers", "checkpoints", "checkpoint_restores", "savepoints", "job_output",
+    "collect_marks", "stdout_marks",
 }
 
 
@@ -397,6 +398,40 @@ def test_job_output_is_kept_replaced_and_cascades(sessions: sessionmaker[Session
     with sessions.begin() as session:
         session.execute(text("DELETE FROM jobs"))
     assert store.get_output(jid) is None
+
+
+def test_collect_marks_only_grow_per_writer_and_cascade(sessions: sessionmaker[Session]) -> None:
+    store = SqlJobStore(sessions)
+    store.save_job(_job())
+    jid, w1, w2 = "a" * 32, b"\x00writer1", b"\xffwriter"
+    assert store.get_collect_mark(jid, w1) == -1
+    store.save_collect_marks(jid, {w1: 4, w2: 0})
+    store.save_collect_marks(jid, {w1: 9})
+    store.save_collect_marks(jid, {w1: 2, w2: 3})  # a stale caller's lower mark does not lower it
+    assert (store.get_collect_mark(jid, w1), store.get_collect_mark(jid, w2)) == (9, 3)
+    assert store.get_collect_mark("b" * 32, w1) == -1
+    with pytest.raises(IntegrityError):  # only for a stored job
+        store.save_collect_marks("b" * 32, {w1: 1})
+    with sessions.begin() as session:
+        session.execute(text("DELETE FROM jobs"))
+    assert store.get_collect_mark(jid, w1) == -1
+
+
+def test_stdout_marks_grow_reset_and_cascade(sessions: sessionmaker[Session]) -> None:
+    store = SqlJobStore(sessions)
+    store.save_job(_job())
+    jid, w1, w2 = "a" * 32, b"\x00writer1", b"\xffwriter"
+    assert store.get_stdout_mark(jid, w1) == (-1, -1, 0, -1)
+    store.save_stdout_marks(jid, {w1: (4, 10), w2: (0, 3)}, 11)
+    store.save_stdout_marks(jid, {w1: (2, 5)}, 12)  # a lower index does not lower the mark
+    assert store.get_stdout_mark(jid, w1) == (4, 10, 0, 11)
+    store.reset_stdout_marks(jid, 2)  # the stream was found holding 2 lines
+    assert store.get_stdout_mark(jid, w1) == (4, 10, 5, 2) and store.get_stdout_mark(jid, w2) == (0, 3, 1, 2)
+    store.save_stdout_marks(jid, {w1: (6, 1)}, 2)
+    assert store.get_stdout_mark(jid, w1) == (6, 1, 5, 2)  # the floor stays
+    with sessions.begin() as session:
+        session.execute(text("DELETE FROM jobs"))
+    assert store.get_stdout_mark(jid, w1) == (-1, -1, 0, -1)
 
 
 def test_bounded_tail_keeps_the_newest_lines_within_both_bounds() -> None:

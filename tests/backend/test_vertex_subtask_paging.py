@@ -1,4 +1,5 @@
-"""The per-subtask backpressure, watermarks and metrics routes page their subtasks (issue 14).
+"""The per-subtask backpressure, watermarks and metrics routes, and the metrics aggregated over the subtasks,
+page their subtasks (issue 14).
 
 A job of parallelism 2,500 kept in real SQL (as a finished job is) and read through the real app:
 each route answers at most ``limit`` subtasks (default and maximum 1000) from ``offset``; a vertex
@@ -86,6 +87,22 @@ def test_watermarks_and_metrics_are_paged_with_the_total_in_a_header(api: TestCl
     assert len({m["id"].split(".")[0] for m in whole}) == 999  # 1000 subtasks by default, 7 without metrics
 
 
+def test_the_aggregated_subtask_metrics_are_paged_and_keep_the_subtasks_selection(api: TestClient) -> None:
+    vid = _store(api, WIDE_JOB, WIDE)
+    url = f"/jobs/{WIDE_JOB}/vertices/{vid}/subtasks/metrics"
+    r = api.get(url, params={"get": "read-records", "agg": "min,max,sum"})
+    assert r.status_code == 200 and r.headers["X-Subtasks-Total"] == str(WIDE)
+    # the default page: subtasks 0-999 (7 reports nothing), not all 2,500
+    assert r.json() == [{"id": "read-records", "min": 0.0, "max": 999.0, "sum": float(sum(range(1000)) - 7)}]
+    last = api.get(url, params={"get": "read-records", "agg": "min,max", "offset": 2000, "limit": 1000}).json()
+    assert last == [{"id": "read-records", "min": 2000.0, "max": float(WIDE - 1)}]
+    # ?subtasks= selects within the page, as in Flink; a selection outside the page has nothing
+    picked = api.get(url, params={"get": "read-records", "agg": "sum", "subtasks": "5,2100-2102", "offset": 2000}).json()
+    assert picked == [{"id": "read-records", "sum": 6303.0}]
+    assert api.get(url, params={"get": "read-records", "subtasks": "5", "offset": 2000}).json() == []
+    assert {"id": "read-records"} in api.get(url, params={"offset": 5, "limit": 3}).json()  # the ids listed
+
+
 def test_a_vertex_that_fits_one_page_gets_flinks_answer_unchanged(api: TestClient) -> None:
     vid = _store(api, NARROW_JOB, NARROW)
     bp = api.get(f"/jobs/{NARROW_JOB}/vertices/{vid}/backpressure").json()
@@ -95,6 +112,9 @@ def test_a_vertex_that_fits_one_page_gets_flinks_answer_unchanged(api: TestClien
         r = api.get(f"/jobs/{NARROW_JOB}/vertices/{vid}/{route}")
         assert r.status_code == 200 and "X-Subtasks-Total" not in r.headers
         assert len({m["id"].split(".")[0] for m in r.json()}) == NARROW
+    r = api.get(f"/jobs/{NARROW_JOB}/vertices/{vid}/subtasks/metrics", params={"get": "read-records", "agg": "sum"})
+    assert r.status_code == 200 and "X-Subtasks-Total" not in r.headers
+    assert r.json() == [{"id": "read-records", "sum": 3.0}]
 
 
 BAD = [({"limit": 0}, "limit"), ({"limit": 1001}, "limit"), ({"limit": "ten"}, "limit"),
@@ -103,7 +123,7 @@ BAD = [({"limit": 0}, "limit"), ({"limit": 1001}, "limit"), ({"limit": "ten"}, "
 
 def test_bad_paging_values_are_a_400_naming_the_parameter(api: TestClient) -> None:
     vid = _store(api, NARROW_JOB, NARROW)
-    for route in ("backpressure", "watermarks", "metrics"):
+    for route in ("backpressure", "watermarks", "metrics", "subtasks/metrics"):
         for params, named in BAD:
             r = api.get(f"/jobs/{NARROW_JOB}/vertices/{vid}/{route}", params=params)
             assert r.status_code == 400, (route, params, r.text)

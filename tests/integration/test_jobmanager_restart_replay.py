@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import signal
+import sqlite3
 from collections import Counter
 from pathlib import Path
 
@@ -174,6 +175,11 @@ def test_a_result_entry_copied_after_its_writer_was_fully_acknowledged_is_left_o
     assert run.returncode == 0, " ".join(stderr.split())[-2000:]
     assert rds.llen(key) == 0  # the client's last fetch acknowledged every entry
     offset = int(rds.hget(meta, "acked"))
+    # What was read is recorded in the JobManager's SQL too, where no Redis writer can reset it: the
+    # collect sink's one writer, up to its last entry (tests/backend/test_stream_marks.py resets Redis).
+    with sqlite3.connect(cluster.workdir / "var" / "millstream.db") as db:
+        marks = db.execute("SELECT writer, high FROM collect_marks WHERE jid = ?", (jid,)).fetchall()
+    assert len(marks) == 1 and marks[0][1] == offset - 1, (marks, offset)
     _restart_jobmanager(cluster)
     rds.rpush(key, copied[0])
     r = cluster.http.get(f"/jobs/{jid}/results", params={"offset": offset})

@@ -19,7 +19,9 @@ position only, so a genuine line copied and pushed again is left out like a forg
 the same lines again (a retried request, a second client) shows them again. A reader's positions are
 memory: the first read after they were made (a JobManager that restarted) from an offset past the
 stream's first line first goes over the lines before that offset, so a line read before the restart
-and copied since is known as a copy.
+and copied since is known as a copy. The JobManager's positions also keep each writer's highest line
+read in SQL (``LineMarkStore``), so a copy pushed after Redis restarted or the stream was deleted
+(which empties the stream and its memory of what was read) is still known once the JobManager restarts.
 
 An append is one MULTI/EXEC, so the lines of one call stay together and in order; one writer (a
 subtask's thread, a Spark partition) appends in order, so its lines stay in order.
@@ -155,6 +157,7 @@ def read_lines(
     if positions is not None:
         positions.lock.acquire()
         positions.forget_before(int(first))  # those lines left the stream
+        positions.total = int(total)
     try:
         if positions is not None and sealer is not None and not positions.primed:
             positions.primed = True
@@ -165,6 +168,8 @@ def read_lines(
                 if ln is None:
                     continue
             lines.append(ln.decode("utf-8", "replace") if isinstance(ln, bytes) else str(ln))
+        if positions is not None:
+            positions.save_durable(start + len(raw))  # before the lines go to a client
     finally:
         if positions is not None:
             positions.lock.release()

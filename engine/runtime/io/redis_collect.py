@@ -29,6 +29,10 @@ no longer remembers) know every entry read before, even one acknowledged and tri
 and a copy across the restart is left out as well. Marks covering less than the client's offset,
 forged, or missing once entries were acknowledged, can only come from someone writing to Redis (an
 older copy put back lowers the bar): that client's collect fails with ``UnauthenticatedResult``.
+Those marks are only a cache: anyone with the Redis URL can delete the hash, and a Redis restart
+empties it. The authority on each writer's highest index is the JobManager's SQL job store
+(``CollectMarkStore``; engine/jobmanager/stream_marks.py), told before each batch goes to a client
+and asked once per writer new positions meet, so a copy is left out after any restart or deletion.
 Entries deleted from the list show at the client as a gap in record positions (see
 collect_result_buffer.py), which fails the collect clearly.
 """
@@ -40,7 +44,7 @@ import struct
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping, Protocol
 
 import msgpack
 import redis
@@ -56,8 +60,10 @@ FETCH_ENTRIES = 64
 #: how long the results of an ended job stay for a client that has not read them all
 ENDED_TTL_S = 3600
 
-#: writers whose highest index the JobManager keeps per job (in memory and in the sealed marks)
-MAX_WRITERS = 1000
+#: writers whose highest index the JobManager keeps in memory (and in the sealed marks) per job. A bound
+#: on memory only: with a durable record (the JobManager's SQL job store) a writer forgotten here is
+#: looked up there, so a copy of its entries is still left out.
+CACHED_WRITERS = 1000
 
 _WAIT_S = 0.02  # between two looks at the client's acknowledgement while the sink waits for it
 
@@ -109,19 +115,36 @@ log = logging.getLogger(__name__)
 _HEAD = struct.Struct(">8sQ")  # writer id, index of the entry among that writer's
 
 
+class CollectMarkStore(Protocol):
+    """The durable record of each writer's highest index read for one job (the JobManager's SQL job
+    store): what no one writing to Redis can reset, unlike the marks in the job's collect hash."""
+
+    def highest(self, writer: bytes) -> int:
+        """The writer's highest index read; -1 for a writer none of whose entries was read."""
+
+    def save(self, highs: Mapping[bytes, int]) -> None:
+        """Raise the writers' highest indexes read to ``highs``."""
+
+
 class CollectPositions:
     """The JobManager's memory of one job's result list: which list position holds each writer's entry.
 
     Pure bookkeeping. ``accept`` says False for an entry whose index is not after its writer's last
     one, unless it is the entry read at that same position before (a retried fetch): a copy, which
     the caller leaves out. ``forget_before`` drops what the client acknowledged. ``primed``: the
-    entries the list held before the first offset asked for were taken in (see fetch_results)."""
+    entries the list held before the first offset asked for were taken in (see fetch_results).
+    ``durable``: the authority on each writer's highest index, asked once per writer this has not
+    seen (Redis's marks are only a cache: a Redis restart or a deleted key empties them), and told
+    every index accepted (``save_durable``) before the entries go to a client."""
 
-    def __init__(self) -> None:
+    def __init__(self, durable: CollectMarkStore | None = None) -> None:
         self.lock = threading.Lock()  # two clients of one job may fetch at once
+        self.durable = durable
         self._at: dict[int, tuple[bytes, int]] = {}  # list position -> (writer, index) accepted there
         # writer -> highest index accepted, least recently advanced first (so the cap drops the stalest)
         self._last: dict[bytes, int] = {}
+        self._checked: set[bytes] = set()  # writers of _last whose durable mark was taken in
+        self._unsaved: dict[bytes, int] = {}  # writers advanced since the durable record was last told
         self.primed = False
         self.copies = 0  # copied entries left out, for the log and tests
         self.stored_upto = -1  # the offset the marks last stored in Redis cover (see _store_marks)
@@ -133,23 +156,49 @@ class CollectPositions:
         # from the client's offset with the new attempt's entries. A copy is an index seen before.
         # A restored attempt's sink is a new writer (a fresh random id) numbered from 0, so its
         # entries are never taken for copies of the failed attempt's.
-        if index <= self._last.get(writer, -1):
+        if index <= self._highest(writer):
             return False
         self._at[position] = (writer, index)
         self._last.pop(writer, None)  # re-inserted last: the dict stays ordered by recency
         self._last[writer] = index
-        if len(self._last) > MAX_WRITERS:
-            # Bounded (the marks are rewritten on every read): the writer whose entries stopped coming
-            # longest ago is forgotten, and a copy of its entries would be accepted. A writer is a sink
-            # instance of one attempt, so this takes about MAX_WRITERS failovers of a running collect.
-            del self._last[next(iter(self._last))]
+        if self.durable is not None:
+            self._unsaved[writer] = index
+        self._evict()
         return True
+
+    def _highest(self, writer: bytes) -> int:
+        last = self._last.get(writer, -1)
+        if self.durable is not None and writer not in self._checked:
+            # Once per writer: what Redis's marks said (or nothing, after a restart or a deleted key)
+            # is raised to what SQL knows; the writer then stays in _last with _checked.
+            last = max(last, self.durable.highest(writer))
+            self._last[writer] = last
+            self._checked.add(writer)
+            self._evict()
+        return last
+
+    def _evict(self) -> None:
+        while len(self._last) > CACHED_WRITERS:
+            # The writer whose entries stopped coming longest ago is forgotten here (the marks are
+            # rewritten on every read). Without a durable record a copy of its entries would then be
+            # accepted; with one it is looked up again. A writer is one attempt's sink instance.
+            stalest = next(iter(self._last))
+            del self._last[stalest]
+            self._checked.discard(stalest)
+
+    def save_durable(self) -> None:
+        """Tell the durable record every index accepted since the last call (before the entries read
+        go to a client, so a copy of any entry a client got is known across any restart)."""
+        if self.durable is not None and self._unsaved:
+            self.durable.save(dict(self._unsaved))
+            self._unsaved.clear()
 
     def marks(self, upto: int) -> bytes:
         """What this knows, to be sealed into the job's collect hash: every entry before ``upto`` was
         read (so taken in here), the writers' highest indexes, and the positions read past the
         client's offset (a client that did not get its batch asks for them again)."""
-        return msgpack.packb([upto, [[w, i] for w, i in self._last.items()], [[p, w, i] for p, (w, i) in self._at.items()]])
+        last = [[w, i] for w, i in self._last.items() if i >= 0]
+        return msgpack.packb([upto, last, [[p, w, i] for p, (w, i) in self._at.items()]])
 
     def load_marks(self, raw: bytes) -> int:
         """Take in marks written by ``marks``; returns the offset they cover."""
@@ -158,6 +207,7 @@ class CollectPositions:
             self._last[bytes(w)] = max(int(i), self._last.get(bytes(w), -1))
         for p, w, i in at:
             self._at[int(p)] = (bytes(w), int(i))
+        self._evict()
         return int(upto)
 
     def forget_before(self, position: int) -> None:
@@ -276,6 +326,7 @@ def fetch_batch(
             _prime(client, job_id, offset, secret, positions)
             positions.primed = True  # only once primed: a refused prime is refused again on the next fetch
         batch = _fetch(client, job_id, offset, max_entries, secret, ended, positions)
+        positions.save_durable()
         if secret is not None and batch.next_offset != positions.stored_upto:
             # Before the batch goes to the client: whatever offset a client holds, the marks in Redis
             # cover it, so marks older than a client's offset can only have been put back by someone.

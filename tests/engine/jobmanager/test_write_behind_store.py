@@ -104,3 +104,24 @@ def test_a_write_the_database_refuses_is_dropped_not_retried_for_ever() -> None:
     inner.down = False
     assert store.flush(force=True) and store.pending() == 0
     assert [e.exception_name for e in inner.list_exceptions("j1")] == ["good"]
+
+
+def test_stream_marks_wait_merged_and_a_reset_keeps_its_place_among_the_saves() -> None:
+    """Collect marks merge to each writer's highest; a print stream's saves and resets land in the
+    order they were made (a save merged before a reset would have its lines frozen by it)."""
+    inner, clock = Flaky(), Clock()
+    store = WriteBehindJobStore(inner, clock=clock)
+    store.save_job(job("RUNNING"))
+    inner.down = True
+    w1, w2 = b"writer01", b"writer02"
+    store.save_collect_marks("j1", {w1: 5, w2: 1})
+    store.save_collect_marks("j1", {w1: 3})
+    store.save_stdout_marks("j1", {w1: (4, 10)}, 11)
+    store.reset_stdout_marks("j1", 2)
+    store.save_stdout_marks("j1", {w1: (6, 1)}, 2)
+    assert store.pending() == 2  # one row of each kind for the job
+    inner.down = False
+    clock.t += 1.5
+    assert store.flush()
+    assert (inner.get_collect_mark("j1", w1), inner.get_collect_mark("j1", w2)) == (5, 1)
+    assert inner.get_stdout_mark("j1", w1) == (6, 1, 5, 2)  # saved, frozen below 5, then line 6 read

@@ -290,14 +290,15 @@ def test_result_marks_put_back_from_an_older_copy_or_forged_are_refused(client: 
 
 
 def test_positions_keep_the_most_recently_advanced_writers_up_to_the_cap() -> None:
-    from millstream.engine.runtime.io.redis_collect import MAX_WRITERS, CollectPositions
+    """In memory alone (no durable record: tests/backend/test_stream_marks.py has the JobManager's)."""
+    from millstream.engine.runtime.io.redis_collect import CACHED_WRITERS, CollectPositions
 
     positions = CollectPositions()
     first, second = b"w0000000", b"w0000001"
     positions.accept(0, first, 0)
     positions.accept(1, second, 0)
     positions.accept(2, first, 1)  # the first writer advanced last: the second is now the stalest
-    for n in range(MAX_WRITERS - 1):
+    for n in range(CACHED_WRITERS - 1):
         positions.accept(3 + n, n.to_bytes(8, "big"), 0)
     assert not positions.accept(10**6, first, 1)  # still known: a copy
     assert positions.accept(10**6 + 1, second, 0)  # forgotten at the cap: its copy would be taken
