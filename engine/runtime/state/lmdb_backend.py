@@ -267,8 +267,10 @@ class LmdbKeyedStateBackend(StateFactory):
             self._open_snapshots.remove(state)
             self._snapshot_cond.notify_all()
 
-    def restore_records(self, name: str, kind: str, rows: list[tuple[bytes, bytes]]) -> None:
-        """Put raw records of ``begin_snapshot`` back as they are (no unpickling)."""
+    def restore_records(self, name: str, kind: str, rows: list[tuple[bytes, bytes | None]], delta: bool = False) -> None:
+        """Put raw records of ``begin_snapshot`` back as they are (no unpickling). ``delta``: records
+        of an incremental delta, applied over what is there: None deletes its key. A restore calls
+        this a part (a key group) at a time, so nothing bigger is ever in memory (issue 16)."""
         t = self.table(name, kind)
         for ck in [ck for ck, e in self._cache.items() if e.table is t]:
             del self._cache[ck]
@@ -278,7 +280,15 @@ class LmdbKeyedStateBackend(StateFactory):
             try:
                 with env.begin(write=True) as txn:
                     cursor = txn.cursor(t.db)
-                    cursor.putmulti(rows)
+                    if not delta:
+                        cursor.putmulti(rows)
+                    else:
+                        for lk, vb in rows:
+                            if vb is None:
+                                if cursor.set_key(lk):
+                                    cursor.delete()
+                            else:
+                                cursor.put(lk, vb)
                 return
             except lmdb.MapFullError:
                 self._grow(env)

@@ -38,7 +38,7 @@ from millstream.engine.checkpoint.rescale import (
 )
 from millstream.engine.runtime.key_groups import KEY_ENCODING_VERSION, assign_to_key_group, key_group_range
 from millstream.engine.runtime.state.heap_incremental import base_parts, merge, replay_tables
-from millstream.engine.runtime.state.incremental import encode_groups, encode_parts, replay
+from millstream.engine.runtime.state.incremental import encode_groups, encode_parts, replay, replay_into
 from millstream.engine.runtime.state.key_grouped_state import RECORD_GROUPS
 from millstream.engine.runtime.state.state_chain import BASE, DELTA, SharedFile, chain_from_wire, chain_to_wire, extend
 from millstream.engine.runtime.state.operator_state import UNION, redistribute_operator_state
@@ -248,14 +248,21 @@ def restore_keyed(
         loaded = expanded
     loaded, whole, records = _expand_tables(loaded, spec, getattr(backend, "key_spec", None))
     owned = key_group_range(spec.max_parallelism, spec.parallelism, spec.subtask)
+    put_records = getattr(backend, "restore_records", None)
     for old, st in sorted(loaded.items()):
         if not st.get("chain"):
             continue
         if read_shared is None:
             raise StateRestoreError("this state refers to incremental checkpoint files, and nothing reads them here")
         chain = chain_from_wire(st["chain"])
-        tables = replay(chain, owned, lambda name, ranges, old=old: read_shared(old, name, ranges))
-        records.extend(tables.items())
+        read = lambda name, ranges, old=old: read_shared(old, name, ranges)  # noqa: E731
+        if put_records is not None:
+            # The on-disk backend: each part goes into LMDB as it is read, deltas applied over the base
+            # in order, so no more than a key group's records is in memory (issue 16)
+            kinds_of = st.get("kinds") or {}
+            replay_into(chain, owned, read, lambda name, rows, delta: put_records(name, kinds_of.get(name, "value"), rows, delta))
+        else:
+            records.extend(replay(chain, owned, read).items())
         if spec.parallelism == spec.old_parallelism and old == spec.subtask and set(loaded) == {old}:
             resumable = chain
     if any(key_encoding_of(st) < KEY_ENCODING_VERSION for st in loaded.values()):
@@ -296,7 +303,6 @@ def restore_keyed(
     for tables in whole:  # this subtask's own tables at an unchanged parallelism: every key is its own
         for name, entries in tables.items():
             backend.table(name, kinds.get(name, "value")).update(entries)
-    put_records = getattr(backend, "restore_records", None)
     for name, rows in records:  # raw records of the on-disk backend: put back as they are, or decoded
         kind = kinds.get(name, "value")
         if put_records is not None:
