@@ -9,8 +9,9 @@ Per operator a task writes one state file holding a dict:
   the operator holds itself (``keyed_tables``). The backends' own tables come whole: the heap
   backend's (snapshotted in a forked child) under ``tables`` (``{name: {key: value}}``), grouped by
   key group only when a rescaled restore needs it; the on-disk backend's under ``records`` as raw
-  records in key-group order (``state_records``), sliced by key group on restore. Either backend
-  restores both; ``kinds`` also records the key encoding that grouped
+  records in key-group order (``state_records``), sliced by key group on restore (the on-disk
+  backend's restore puts them in part by part as the file is read, ``stream_task._read_state_into``,
+  and replays a ``chain`` likewise, ``incremental.replay_into``: issue 16). Either backend restores both; ``kinds`` also records the key encoding that grouped
   the keys (``KEY_ENCODING_FIELD``; absent: version 1, whose keys are regrouped on restore);
 * ``chain`` (the on-disk backend with incremental checkpoints, instead of ``records``): the files in
   the job's ``shared/`` directory its state is rebuilt from, a base and the deltas after it
