@@ -592,8 +592,11 @@ def _changed_records(
     (``by_key_group`` takes a block at a time), not all at once (issue 16)."""
     for name, keys in changed.items():
         if name in tables:
-            db = tables[name]
-            if lazy:
-                yield name, ((lk, txn.get(lk, db=db)) for lk in sorted(keys))
-            else:
-                yield name, [(lk, txn.get(lk, db=db)) for lk in sorted(keys)]
+            records = _records_of(txn, tables[name], sorted(keys))
+            yield name, (records if lazy else list(records))
+
+
+def _records_of(txn: Any, db: Any, keys: list[bytes]) -> Iterator[tuple[bytes, bytes | None]]:
+    # a function of its own: each table's generator keeps its own ``db``
+    for lk in keys:
+        yield lk, txn.get(lk, db=db)

@@ -159,7 +159,7 @@ def _chain(tmp_path: Path, state: dict[str, dict[bytes, bytes]], deltas: int, ch
 
     out = snapshot_keyed_incremental(backend, _Operator(), 1, write_file)()
     backend.notify_checkpoint_complete(1)
-    counts = backend.table("counts", "value")
+    counts, other = backend.table("counts", "value"), backend.table("other", "value")
     fresh = KEYS
     for d in range(deltas):
         for j in range(changes):
@@ -172,6 +172,11 @@ def _chain(tmp_path: Path, state: dict[str, dict[bytes, bytes]], deltas: int, ch
             else:
                 counts[key] = b"u%d" % d
                 expected["counts"][lk] = vb
+        for j in range(changes // 10):  # a delta of two tables: each part holds both
+            key = f"k{2 * j}"  # an even key: in "other"
+            other[key] = b"o%d" % d
+            lk, vb = _record(key, b"o%d" % d)
+            expected["other"][lk] = vb
         for _ in range(changes // 4):
             key = f"k{fresh}"
             fresh += 1
