@@ -31,6 +31,7 @@ from millstream.engine.security.mac import VERSION, Sealer, Unauthenticated, che
 
 METADATA_FILE = "_metadata"
 _COPY_BLOCK = 1 << 20  # spooled parts are copied behind the head in blocks this big
+_READ_BLOCK = 1 << 20  # a streamed restore reads parts this many bytes at a time (a bigger part alone)
 _DISCARDABLE = re.compile(r"^(chk-\d+|savepoint-[0-9a-zA-Z-]+)$")
 _SAFE = re.compile(r"[^0-9A-Za-z._-]")
 _TMP = re.compile(r"^\.(.+)\.[0-9a-f]{32}\.tmp$")  # _atomic_write's temporary file of ``name``
@@ -325,6 +326,20 @@ class FileSystemCheckpointStorage:
         """As ``read_state_file``, reading only the head and the parts of ``key_groups`` of a
         key-grouped file (``state_file``): the unsealed file of just those parts. A file in the
         older single-blob format is read whole."""
+        opened = FileSystemCheckpointStorage.read_state_file_parts(handle, key_groups, origin)
+        if isinstance(opened, bytes):
+            return opened
+        payload, parts = opened
+        return state_file.build(payload, list(parts))
+
+    @staticmethod
+    def read_state_file_parts(
+        handle: str, key_groups: range, origin: StateOrigin | None = None
+    ) -> "bytes | tuple[bytes, Iterator[tuple[int, bytes]]]":
+        """The head's payload of a key-grouped state file and a generator of the unsealed parts of
+        ``key_groups`` ([(key group, bytes)] in index order), read a batch of ranges at a time as it is
+        drawn (issue 16: a restore never holds the file). A file in the older single-blob format: its
+        unsealed bytes, read whole."""
         if not is_state_file(handle):
             raise InvalidSavepoint(str(handle)[:300], "a state handle must be a .state file in a completed checkpoint")
         fs = storage_fs(handle)
@@ -339,19 +354,18 @@ class FileSystemCheckpointStorage:
             if len(sealed_head) != n:
                 raise InvalidSavepoint(handle, "the state file is shorter than its head says")
             payload, index = state_file.decode_head(_open(_file_context(origin, name, "head"), sealed_head, handle, origin))
-            wanted = [(kg, off, length) for kg, off, length in index if kg in key_groups]
-            start = state_file.PREFIX_BYTES + n
-            chunks = fs.read_ranges(handle, [(start + off, length) for _, off, length in wanted])
         except OSError as e:
             raise InvalidSavepoint(handle, f"state file cannot be read: {e.strerror or e}") from e
         except ValueError as e:
             raise InvalidSavepoint(handle, f"state file is corrupt: {e}") from e
-        parts = []
-        for (kg, _, length), data in zip(wanted, chunks):
-            if len(data) != length:
-                raise InvalidSavepoint(handle, "the state file is shorter than its index says")
-            parts.append((kg, _open(_file_context(origin, name, "part", kg), data, handle, origin)))
-        return state_file.build(payload, parts)
+        start = state_file.PREFIX_BYTES + n
+        wanted = [(kg, start + off, length) for kg, off, length in index if kg in key_groups]
+
+        def parts() -> Iterator[tuple[int, bytes]]:
+            for kg, data in _read_parts(fs, handle, wanted, "the state file is shorter than its index says", "state file"):
+                yield kg, _open(_file_context(origin, name, "part", kg), data, handle, origin)
+
+        return payload, parts()
 
     def write_metadata(
         self, job_id: str, checkpoint_id: int, metadata: Mapping[str, Any], location: str | None = None
@@ -459,6 +473,15 @@ def read_shared_parts(
     """The parts ``ranges`` ([(key group, offset, length)]) of shared file ``name`` that the checkpoint
     of state file ``handle`` (of ``origin``) refers to, each checked before it is returned. Only a
     plain name inside that job's shared directory is read, for a handle in a completed checkpoint."""
+    return list(iter_shared_parts(handle, name, ranges, origin))
+
+
+def iter_shared_parts(
+    handle: str, name: str, ranges: list[tuple[int, int, int]], origin: StateOrigin | None = None
+) -> Iterator[tuple[int, bytes]]:
+    """As ``read_shared_parts``, a generator reading a batch of ranges at a time as it is drawn
+    (issue 16: a restore replays a chain without holding its files). The handle and name are
+    checked at once, before the first part is asked for."""
     if not is_state_file(handle):
         raise InvalidSavepoint(str(handle)[:300], "a state handle must be a .state file in a completed checkpoint")
     if not is_shared_name(name):
@@ -466,16 +489,46 @@ def read_shared_parts(
     origin = _need_origin(handle, origin)
     fs = storage_fs(handle)
     path = fs.join(shared_dir_of(handle), name)
-    out = []
-    try:
-        chunks = fs.read_ranges(path, [(offset, length) for _, offset, length in ranges])
-        for (kg, _, length), data in zip(ranges, chunks):
-            if len(data) != length:
-                raise InvalidSavepoint(path, "the shared state file is shorter than its handle says")
-            out.append((kg, _open(_shared_context(origin.job_id, name, kg, origin.legacy), data, path, origin)))
-    except OSError as e:
-        raise InvalidSavepoint(path, f"shared state file cannot be read: {e.strerror or e}") from e
-    return out
+
+    def parts() -> Iterator[tuple[int, bytes]]:
+        for kg, data in _read_parts(fs, path, ranges, "the shared state file is shorter than its handle says", "shared state file"):
+            yield kg, _open(_shared_context(origin.job_id, name, kg, origin.legacy), data, path, origin)
+
+    return parts()
+
+
+def _read_parts(fs: Any, path: str, ranges: list[tuple[int, int, int]], short: str, what: str) -> Iterator[tuple[int, bytes]]:
+    """(key group, sealed bytes) of ``ranges`` ([(key group, offset, length)]) of file ``path``, read
+    ``_READ_BLOCK`` bytes of ranges at a time (a bigger part alone), adjacent ranges in one read;
+    ``short`` and ``what`` word the errors."""
+    i = 0
+    while i < len(ranges):
+        batch, size = [ranges[i]], ranges[i][2]
+        i += 1
+        while i < len(ranges) and size + ranges[i][2] <= _READ_BLOCK:
+            batch.append(ranges[i])
+            size += ranges[i][2]
+            i += 1
+        spans: list[tuple[int, int]] = []  # runs of adjacent ranges (a rescale's share of a file), one read each
+        for _, offset, length in batch:
+            if spans and spans[-1][0] + spans[-1][1] == offset:
+                spans[-1] = (spans[-1][0], spans[-1][1] + length)
+            else:
+                spans.append((offset, length))
+        try:
+            chunks = fs.read_ranges(path, spans)
+        except OSError as e:
+            raise InvalidSavepoint(path, f"{what} cannot be read: {e.strerror or e}") from e
+        for (_, length), chunk in zip(spans, chunks):
+            if len(chunk) != length:
+                raise InvalidSavepoint(path, short)
+        j = 0
+        for kg, offset, length in batch:
+            while j + 1 < len(spans) and offset >= spans[j][0] + spans[j][1]:
+                j += 1
+            chunk, lo = chunks[j], offset - spans[j][0]
+            yield kg, chunk if lo == 0 and length == len(chunk) else chunk[lo : lo + length]
+        del chunks, batch
 
 
 def read_shared_file(shared_dir: str, name: str, ranges: list[tuple[int, int, int]], job_id: str) -> list[tuple[int, bytes]]:

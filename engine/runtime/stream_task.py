@@ -22,7 +22,7 @@ import time
 import uuid
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from millstream.engine.graph.stream_graph import StreamGraph
 from millstream.engine.graph.transformations import OperatorKind
@@ -34,8 +34,8 @@ from millstream.engine.checkpoint.shared_state_registry import SHARED_DIR
 from millstream.engine.checkpoint.state_origin import StateOrigin
 from millstream.engine.checkpoint.storage import (
     FileSystemCheckpointStorage,
+    iter_shared_parts,
     read_shared_file,
-    read_shared_parts,
     write_shared_file,
 )
 from millstream.engine.runtime.batch_slicer import BatchSlicer
@@ -74,7 +74,7 @@ from millstream.engine.runtime.state.task_state_manager import (
 )
 from millstream.engine.checkpoint.filesystem import is_remote
 from millstream.engine.runtime.state.state_chain import SharedFile, chain_from_wire, chain_sizes
-from millstream.engine.runtime.state.key_grouped_state import decode_state
+from millstream.engine.runtime.state.key_grouped_state import decode_state, decode_state_parts
 from millstream.engine.runtime.task_metrics import TaskIOMetrics
 from millstream.engine.runtime.user_code_class_loader import activate_user_code
 from millstream.engine.runtime.watermarks import MAX_WATERMARK, StatusWatermarkValve
@@ -89,6 +89,21 @@ def _read_state(handle: Any, origin: StateOrigin, key_groups: range | None = Non
     if key_groups is None:
         return decode_state(FileSystemCheckpointStorage.read_state_file(handle, origin))
     return decode_state(FileSystemCheckpointStorage.read_state_file_key_groups(handle, key_groups, origin))
+
+
+def _read_state_into(handle: Any, origin: StateOrigin, key_groups: range, backend: Any) -> Any:
+    """As ``_read_state`` for the keyed head of an on-disk backend (``restore_records``): the parts of
+    ``key_groups`` are read a batch at a time and their raw records put into ``backend`` as each is
+    read (issue 16: a restore holds one key group's records, never the file); the state returned has
+    no ``records``. A file in the older single-blob format is read whole, as before."""
+    opened = FileSystemCheckpointStorage.read_state_file_parts(handle, key_groups, origin)
+    if isinstance(opened, bytes):
+        return decode_state(opened)
+
+    def put(state: Any, name: str, rows: list) -> None:
+        backend.restore_records(name, (state.get("kinds") or {}).get(name, "value"), rows)
+
+    return decode_state_parts(*opened, put)
 
 
 def _keyed_snapshot(backend: Any, op: StreamOperator, by_key_group: bool = False) -> Callable[[], dict[str, Any]]:
@@ -386,8 +401,15 @@ class StreamTask:
             spec = plan.operators.get(self.graph.nodes[node_id].operator_id)
             if spec is None:
                 continue
-            # only the key groups this subtask owns: the other parts of a key-grouped file are not read
-            loaded = {old: _read_state(handle, origin, spec.key_groups) for old, handle in spec.handles.items()}
+            # only the key groups this subtask owns: the other parts of a key-grouped file are not read;
+            # the on-disk backend's records go straight into it, part by part
+            streamed = node_id == head and hasattr(self.keyed_backend, "restore_records")
+            loaded = {
+                old: _read_state_into(handle, origin, spec.key_groups, self.keyed_backend)
+                if streamed
+                else _read_state(handle, origin, spec.key_groups)
+                for old, handle in spec.handles.items()
+            }
             self.restored_functions[node_id] = restore_function_state(loaded, spec, read_head)
             op = self.operators.get(node_id)
             if op is None:  # the source: resume its splits
@@ -396,8 +418,8 @@ class StreamTask:
             if node_id == head and self.keyed_backend is not None:
                 handles = spec.handles
 
-                def read_shared(old: int, name: str, ranges: list[tuple[int, int, int]]) -> list[tuple[int, bytes]]:
-                    return read_shared_parts(handles[old], name, ranges, origin)
+                def read_shared(old: int, name: str, ranges: list[tuple[int, int, int]]) -> Iterator[tuple[int, bytes]]:
+                    return iter_shared_parts(handles[old], name, ranges, origin)  # read as the replay draws
 
                 own = handles.get(self.tdd.subtask)
                 # <dir>/<job>/chk-<n>/<file>: a delta may only extend a chain in this job's shared/ directory,

@@ -9,16 +9,17 @@ state refers to the chain ``[base, delta, ...]``; the files live in the job's ``
 and are reference-counted by the coordinator (``millstream.engine.checkpoint.shared_state_registry``).
 
 A file is one part per key group (``encode_parts``), and its handle lists each part's offset, so a
-restore, rescaled or not, reads only the key groups its subtask owns and replays them in chain order
-(``replay``). Everything here is pure: the
-files are written and read by the caller (checkpoint storage).
+restore, rescaled or not, reads only the key groups its subtask owns and replays them in chain order:
+``replay_into`` a part at a time straight into a backend (issue 16: a restore holds one key group's
+records, never a file or the state), ``replay`` into lists. Everything here is pure: the files are
+written and read by the caller (checkpoint storage).
 """
 from __future__ import annotations
 
 import pickle
-from typing import Callable, Iterable, Iterator, Mapping
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
-from millstream.engine.runtime.state.state_chain import BASE, Chain
+from millstream.engine.runtime.state.state_chain import BASE, Chain, SharedFile
 from millstream.engine.runtime.state.state_records import KG_BYTES
 
 Record = tuple[bytes, "bytes | None"]  # (LMDB key, stored record or None: deleted)
@@ -75,3 +76,29 @@ def replay(
             live.sort()
             out.setdefault(name, []).extend(live)
     return out
+
+
+def replay_into(
+    chain: Sequence[SharedFile],
+    key_groups: range,
+    read_parts: Callable[[str, list[tuple[int, int, int]]], Iterable[tuple[int, bytes]]],
+    put: Callable[[str, list[Record], bool], None],
+) -> None:
+    """Replay the parts of ``key_groups`` of ``chain`` in order, one part at a time, as
+    ``put(state name, records, is_delta)``: a base's records are values, a delta's are values or
+    None (deleted), to be applied over what came before. The chain is replayed from its last base,
+    which holds every record (an on-disk chain has one, first). ``read_parts(name, ranges)`` may be
+    a generator: a part is dropped before the next is drawn, so what is in memory is one part's
+    records and what the reader reads ahead."""
+    start = max((i for i, f in enumerate(chain) if f.kind == BASE), default=0)
+    for f in chain[start:]:
+        ranges = [r for r in f.index if r[0] in key_groups]
+        if not ranges:
+            continue
+        delta = f.kind != BASE
+        for _kg, payload in read_parts(f.name, ranges):
+            part: dict[str, list[Record]] = pickle.loads(payload)
+            del payload
+            for name, rows in part.items():
+                put(name, rows, delta)
+            del part

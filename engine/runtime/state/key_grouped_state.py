@@ -12,13 +12,15 @@ What goes into the parts (all of it already grouped by key group when the snapsh
 Everything else (``kinds``, operator and function state, a source's splits, an incremental chain,
 a heap checkpoint's whole ``tables``) stays in the head. A part is the pickle of ``(pairs, records)``
 for its key group. A state with nothing keyed is written as a plain pickle, as before; both formats
-are read back by ``decode_state``, which returns the same dict with only the parts that were read.
+are read back by ``decode_state``, which returns the same dict with only the parts that were read,
+or ``decode_state_parts``, which hands each part's records on as it is read (issue 16: a restore of
+the on-disk backend holds one key group's records, never the file).
 """
 from __future__ import annotations
 
 import bisect
 import pickle
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from millstream.engine.checkpoint import state_file
 from millstream.engine.runtime.state.state_records import KG_BYTES, key_group_prefix
@@ -106,4 +108,25 @@ def decode_state(data: bytes) -> dict[str, Any]:
     state["keyed"] = keyed
     if records:
         state["records"] = records
+    return state
+
+
+def decode_state_parts(
+    payload: bytes, parts: Iterable[tuple[int, bytes]], put: Callable[[Mapping[str, Any], str, list], None]
+) -> dict[str, Any]:
+    """As ``decode_state`` for a key-grouped file read as its head's payload and its (unsealed)
+    parts, e.g. the generator of ``read_state_file_parts``: the records of each part are handed to
+    ``put(head state, state name, records)`` as the part is read, and are not in the result; a part is
+    dropped before the next is drawn."""
+    state = pickle.loads(payload)
+    keyed: dict[int, dict[str, list]] = {}
+    for kg, data in parts:
+        pairs, recs = pickle.loads(data)
+        del data
+        if pairs:
+            keyed[kg] = pairs
+        for name, rows in recs.items():
+            put(state, name, rows)
+        del recs
+    state["keyed"] = keyed
     return state

@@ -42,7 +42,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import ItemsView, MutableMapping, ValuesView
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import lmdb
 import msgpack
@@ -203,7 +203,8 @@ class LmdbKeyedStateBackend(StateFactory):
     ) -> tuple[SnapshotPlan, Callable[[Callable[[Iterator[tuple[int, dict[str, list]]]], Any]], Any]]:
         """As ``begin_incremental_snapshot``, its records handed over as ``begin_snapshot_parts``
         does: a base is read off the read transaction a key group at a time, never whole; a
-        delta (the changed keys only) is read as before and then grouped."""
+        delta's changed records likewise, a block at a time as they are grouped (only the sorted
+        changed keys are listed)."""
         if self.changes is None:
             raise ValueError("this LMDB state backend was not opened for incremental checkpoints")
         self.flush()  # the write-backs it does are changes of this checkpoint
@@ -216,7 +217,7 @@ class LmdbKeyedStateBackend(StateFactory):
         changed = plan.changed
 
         def delta(txn: Any, consume: Callable[[Iterator[tuple[int, dict[str, list]]]], Any]) -> Any:
-            return consume(by_key_group(_changed_records(txn, tables, changed)))
+            return consume(by_key_group(_changed_records(txn, tables, changed, lazy=True)))
 
         return plan, self._open_snapshot(delta)
 
@@ -267,8 +268,10 @@ class LmdbKeyedStateBackend(StateFactory):
             self._open_snapshots.remove(state)
             self._snapshot_cond.notify_all()
 
-    def restore_records(self, name: str, kind: str, rows: list[tuple[bytes, bytes]]) -> None:
-        """Put raw records of ``begin_snapshot`` back as they are (no unpickling)."""
+    def restore_records(self, name: str, kind: str, rows: list[tuple[bytes, bytes | None]], delta: bool = False) -> None:
+        """Put raw records of ``begin_snapshot`` back as they are (no unpickling). ``delta``: records
+        of an incremental delta, applied over what is there: None deletes its key. A restore calls
+        this a part (a key group) at a time, so nothing bigger is ever in memory (issue 16)."""
         t = self.table(name, kind)
         for ck in [ck for ck, e in self._cache.items() if e.table is t]:
             del self._cache[ck]
@@ -278,7 +281,15 @@ class LmdbKeyedStateBackend(StateFactory):
             try:
                 with env.begin(write=True) as txn:
                     cursor = txn.cursor(t.db)
-                    cursor.putmulti(rows)
+                    if not delta:
+                        cursor.putmulti(rows)
+                    else:
+                        for lk, vb in rows:
+                            if vb is None:
+                                if cursor.set_key(lk):
+                                    cursor.delete()
+                            else:
+                                cursor.put(lk, vb)
                 return
             except lmdb.MapFullError:
                 self._grow(env)
@@ -574,10 +585,18 @@ class _Values(ValuesView):
 
 
 def _changed_records(
-    txn: Any, tables: dict[str, Any], changed: dict[str, Any]
-) -> Iterator[tuple[str, list[tuple[bytes, bytes | None]]]]:
+    txn: Any, tables: dict[str, Any], changed: dict[str, Any], lazy: bool = False
+) -> Iterator[tuple[str, Iterable[tuple[bytes, bytes | None]]]]:
     """A delta's records read in ``txn``: per state, each changed key's record as of now (None where
-    it was deleted), sorted by LMDB key."""
+    it was deleted), sorted by LMDB key. ``lazy``: each state's records are read as they are drawn
+    (``by_key_group`` takes a block at a time), not all at once (issue 16)."""
     for name, keys in changed.items():
         if name in tables:
-            yield name, [(lk, txn.get(lk, db=tables[name])) for lk in sorted(keys)]
+            records = _records_of(txn, tables[name], sorted(keys))
+            yield name, (records if lazy else list(records))
+
+
+def _records_of(txn: Any, db: Any, keys: list[bytes]) -> Iterator[tuple[bytes, bytes | None]]:
+    # a function of its own: each table's generator keeps its own ``db``
+    for lk in keys:
+        yield lk, txn.get(lk, db=db)

@@ -9,8 +9,9 @@ Per operator a task writes one state file holding a dict:
   the operator holds itself (``keyed_tables``). The backends' own tables come whole: the heap
   backend's (snapshotted in a forked child) under ``tables`` (``{name: {key: value}}``), grouped by
   key group only when a rescaled restore needs it; the on-disk backend's under ``records`` as raw
-  records in key-group order (``state_records``), sliced by key group on restore. Either backend
-  restores both; ``kinds`` also records the key encoding that grouped
+  records in key-group order (``state_records``), sliced by key group on restore (the on-disk
+  backend's restore puts them in part by part as the file is read, ``stream_task._read_state_into``,
+  and replays a ``chain`` likewise, ``incremental.replay_into``: issue 16). Either backend restores both; ``kinds`` also records the key encoding that grouped
   the keys (``KEY_ENCODING_FIELD``; absent: version 1, whose keys are regrouped on restore);
 * ``chain`` (the on-disk backend with incremental checkpoints, instead of ``records``): the files in
   the job's ``shared/`` directory its state is rebuilt from, a base and the deltas after it
@@ -38,7 +39,7 @@ from millstream.engine.checkpoint.rescale import (
 )
 from millstream.engine.runtime.key_groups import KEY_ENCODING_VERSION, assign_to_key_group, key_group_range
 from millstream.engine.runtime.state.heap_incremental import base_parts, merge, replay_tables
-from millstream.engine.runtime.state.incremental import encode_groups, encode_parts, replay
+from millstream.engine.runtime.state.incremental import encode_groups, encode_parts, replay, replay_into
 from millstream.engine.runtime.state.key_grouped_state import RECORD_GROUPS
 from millstream.engine.runtime.state.state_chain import BASE, DELTA, SharedFile, chain_from_wire, chain_to_wire, extend
 from millstream.engine.runtime.state.operator_state import UNION, redistribute_operator_state
@@ -248,14 +249,21 @@ def restore_keyed(
         loaded = expanded
     loaded, whole, records = _expand_tables(loaded, spec, getattr(backend, "key_spec", None))
     owned = key_group_range(spec.max_parallelism, spec.parallelism, spec.subtask)
+    put_records = getattr(backend, "restore_records", None)
     for old, st in sorted(loaded.items()):
         if not st.get("chain"):
             continue
         if read_shared is None:
             raise StateRestoreError("this state refers to incremental checkpoint files, and nothing reads them here")
         chain = chain_from_wire(st["chain"])
-        tables = replay(chain, owned, lambda name, ranges, old=old: read_shared(old, name, ranges))
-        records.extend(tables.items())
+        read = lambda name, ranges, old=old: read_shared(old, name, ranges)  # noqa: E731
+        if put_records is not None:
+            # The on-disk backend: each part goes into LMDB as it is read, deltas applied over the base
+            # in order, so no more than a key group's records is in memory (issue 16)
+            kinds_of = st.get("kinds") or {}
+            replay_into(chain, owned, read, lambda name, rows, delta: put_records(name, kinds_of.get(name, "value"), rows, delta))
+        else:
+            records.extend(replay(chain, owned, read).items())
         if spec.parallelism == spec.old_parallelism and old == spec.subtask and set(loaded) == {old}:
             resumable = chain
     if any(key_encoding_of(st) < KEY_ENCODING_VERSION for st in loaded.values()):
@@ -296,7 +304,6 @@ def restore_keyed(
     for tables in whole:  # this subtask's own tables at an unchanged parallelism: every key is its own
         for name, entries in tables.items():
             backend.table(name, kinds.get(name, "value")).update(entries)
-    put_records = getattr(backend, "restore_records", None)
     for name, rows in records:  # raw records of the on-disk backend: put back as they are, or decoded
         kind = kinds.get(name, "value")
         if put_records is not None:

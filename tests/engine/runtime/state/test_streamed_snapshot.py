@@ -130,6 +130,45 @@ def test_an_incremental_base_of_the_on_disk_backend_is_written_in_bounded_memory
     backend.close()
 
 
+def test_an_incremental_delta_of_the_on_disk_backend_is_written_in_bounded_memory(tmp_path, monkeypatch) -> None:
+    """A delta of many changed keys is read off the read transaction a block at a time as it is
+    grouped, not as a list of every changed record first (issue 16)."""
+    import pickle
+
+    from millstream.engine.runtime.key_groups import assign_to_key_group
+
+    monkeypatch.setitem(storage_module._sealing, "secret", SECRET)
+    backend = LmdbKeyedStateBackend(MAX_P, tmp_path / "lmdb", incremental=True)
+    keys = [f"k{i}" for i in range(KEYS)]
+    rows = sorted((key_group_prefix(assign_to_key_group(k, MAX_P)) + pickle.dumps(k, 5), pickle.dumps(VALUE, 5)) for k in keys)
+    backend.restore_records("counts", "value", rows)
+    del rows
+    shared = tmp_path / "job" / SHARED_DIR
+    names = iter(range(100))
+
+    def write_file(kind: str, parts: Any) -> SharedFile:
+        name = f"op-{next(names)}.{kind}"
+        size, index = write_shared_file(str(shared), name, parts, JOB)
+        return SharedFile(name, kind, size, tuple(index))
+
+    snapshot_keyed_incremental(backend, _Operator(), 1, write_file)()
+    backend.notify_checkpoint_complete(1)
+    counts = backend.table("counts", "value")
+    for k in keys[: KEYS * 2 // 3]:
+        counts[k] = VALUE[:-1]
+    # on the task thread: the plan (the tracker's sets of changed keys, its own cost) and the read
+    # transaction; measured: the writer thread's part, which reads and writes the records
+    finish = snapshot_keyed_incremental(backend, _Operator(), 2, write_file)
+    out, peak = _peak(finish)
+    base, delta = out["chain"]
+    assert delta["kind"] == "delta"
+    assert delta["size"] > KEYS * 2 // 3 * len(VALUE)
+    print(f"delta of {KEYS * 2 // 3} changed keys ({delta['size']} bytes): peak {peak} bytes")
+    # read whole, every changed record was a Python list before it was grouped: more than the file
+    assert peak < delta["size"] / 5, f"peak {peak} bytes for a {delta['size']}-byte delta"
+    backend.close()
+
+
 def test_a_streamed_state_file_at_a_url_is_spooled_then_uploaded_and_reads_back(monkeypatch) -> None:
     """A remote store (fsspec's in-memory one here) gets the same file, uploaded whole under a
     temporary name and moved; ``write_task_state`` of the same state gives the same bytes."""
