@@ -31,7 +31,9 @@ def test_checkpoints_and_savepoints_at_a_url_survive_a_taskmanager_kill(tmp_path
     try:
         c.start(taskmanagers=2, slots=2)
         run = subprocess.Popen(
-            [sys.executable, "-m", "millstream.backend.cli", "run", "-p", "2", str(PROGRAM), str(N), "4000", str(out_dir)],
+            # 2,000 records/s: 20 s, so a savepoint to a slow store (moto under a loaded machine took
+            # over 8 s) still leaves the job running when its TaskManager is killed.
+            [sys.executable, "-m", "millstream.backend.cli", "run", "-p", "2", str(PROGRAM), str(N), "2000", str(out_dir)],
             env=c.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         jid = c.wait_new_job(set())
@@ -48,6 +50,7 @@ def test_checkpoints_and_savepoints_at_a_url_survive_a_taskmanager_kill(tmp_path
         sp_path = re.findall(r"Path: (\S+)", savepoint.stdout)[-1]
         assert sp_path.startswith(f"{url}/savepoints/savepoint-"), sp_path
 
+        assert c.http.get(f"/jobs/{jid}").json()["state"] == "RUNNING", "the job ended before the kill: nothing to restore"
         victim = c.taskmanagers[0]
         victim.send_signal(signal.SIGKILL)
         victim.wait()
