@@ -127,7 +127,13 @@ def test_leader_kills_and_a_pause_lose_no_update_and_a_paused_leader_changes_not
         leader = _wait(ha.serving_leader, 90, "a leader")
         c.http = httpx.Client(base_url=leader, timeout=10)
         c.wait_for(lambda: c.overview()["taskmanagers"] >= 2, 60, "the TaskManagers")
-        info = ha.leader_info()
+        # Every JobManager registers as it comes up; on a loaded machine the last can follow the leader
+        # and the TaskManagers by a few seconds.
+        def all_listed() -> dict | None:
+            i = ha.leader_info()
+            return i if i and sorted([str(i.get("address")), *i.get("standbys", [])]) == urls else None
+
+        info = _wait(all_listed, 60, "every JobManager listed as the leader or a standby")
         assert sorted([info["address"], *info["standbys"]]) == urls
         # A standby hands a mutation to the leader and relays its answer (here: no such job).
         standby = next(u for u in urls if u != leader)
