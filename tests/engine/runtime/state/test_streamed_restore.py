@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.engine.runtime.state.test_streamed_snapshot import _peak  # tracemalloc peak of one call
 from millstream.engine.checkpoint import storage as storage_module
 from millstream.engine.checkpoint.filesystem import LocalFileSystem
 from millstream.engine.checkpoint.rescale import OperatorRestore
@@ -68,16 +69,6 @@ def _contents(backend: LmdbKeyedStateBackend) -> dict[str, dict[bytes, bytes]]:
 def _owned(state: dict[str, dict[bytes, bytes]], key_groups: range) -> dict[str, dict[bytes, bytes]]:
     out = {name: {lk: vb for lk, vb in records.items() if int.from_bytes(lk[:2], "big") in key_groups} for name, records in state.items()}
     return {name: records for name, records in out.items() if records}
-
-
-def _peak(fn: Any) -> tuple[Any, int]:
-    tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        out = fn()
-        return out, tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
 
 
 def _write_full(backend: LmdbKeyedStateBackend, location: Path, subtask: int) -> str:
