@@ -10,7 +10,6 @@ with ``write_shared_file``) and read by the task's real restore path (``stream_t
 from __future__ import annotations
 
 import pickle
-import tracemalloc
 from pathlib import Path
 from typing import Any
 
