@@ -182,11 +182,14 @@ class SubtaskCheckpointer:
         start_delay_ms: int,
         deferred: dict[str, Callable[[], dict[str, Any]]] | None = None,
         background: dict[str, Callable[[], dict[str, Any]]] | None = None,
+        started: float | None = None,
     ) -> None:
         """``deferred``: operator id -> a callable returning more entries of that operator's state
         dict (its keyed state), run in a forked child when possible, else here. ``background``: the
-        same, but always run on the writer thread (it reads a view the backend opened for it)."""
-        t0 = time.monotonic()
+        same, but always run on the writer thread (it reads a view the backend opened for it).
+        ``started``: ``time.monotonic()`` when the task began its synchronous part (the operators'
+        snapshots), which the reported synchronous duration counts from."""
+        t0 = time.monotonic() if started is None else started
         if deferred and self.fork_snapshots:
             try:
                 child = forked_snapshot.ForkedSnapshot.start(lambda: self._materialise_and_write(barrier, states, deferred))

@@ -232,6 +232,9 @@ class StreamTask:
     def _take_checkpoint(self, barrier: Barrier, alignment_ms: int) -> None:
         """Snapshot every operator of the chain, then send the barrier on (it follows every record
         that the snapshot covers), then write the snapshot in the background."""
+        # Flink's synchronous duration: from here, the operators' snapshots included (an on-disk
+        # backend's cache write-back, a change-set swap), to the hand-over to the writer thread.
+        started = time.monotonic()
         head = self.tdd.operators[0]
         cid, ts = barrier.checkpoint_id, barrier.timestamp
         states: dict[str, Any] = {}
@@ -290,7 +293,7 @@ class StreamTask:
             w.broadcast_event(BARRIER, barrier.to_wire())
         if self.checkpointer is not None:
             delay = max(int(time.time() * 1000) - barrier.timestamp, 0)
-            self.checkpointer.snapshot(barrier, states, offsets, alignment_ms, delay, deferred, background)
+            self.checkpointer.snapshot(barrier, states, offsets, alignment_ms, delay, deferred, background, started)
         if barrier.is_sync_savepoint:
             # Nothing may follow this barrier until the savepoint's outcome is known: a source stops
             # reading, and no task fires processing-time timers (see _flush_due).

@@ -22,6 +22,11 @@ DEFAULT_MAX_DELTAS = 10
 # Past this many changed keys a delta saves little and the set of changed keys costs memory: the
 # tracker stops recording and the next checkpoint is a base.
 DEFAULT_MAX_TRACKED = 2_000_000
+# The on-disk backend's tracker keeps each changed key's record as written back (``record``), so a
+# delta is written without reading LMDB; past this many bytes of them it gives up as above.
+DEFAULT_MAX_TRACKED_BYTES = 64 << 20
+_ENTRY_OVERHEAD = 100  # bytes a dict entry and its key and record objects cost besides their data
+_MISSING = object()
 
 
 
@@ -61,7 +66,9 @@ class SnapshotPlan:
 
     checkpoint_id: int
     parent: Chain
-    changed: Mapping[str, frozenset[bytes]] | None
+    # A delta's changed keys per state: the on-disk backend's map each to its record as of the
+    # barrier (None: deleted); the heap backend's plans leave it empty and hand over their own sets.
+    changed: Mapping[str, Mapping[bytes, bytes | None]] | None
     drops: int  # the tracker's count of cleared tables when it was taken
     # A delta whose writer first merges ``parent[merge_from:]`` into one file, read back from the chain's
     # files rather than from the live state (the heap backend's materialisation): the chain becomes
@@ -79,7 +86,7 @@ class SnapshotPlan:
 
 @dataclass
 class _Taken:
-    changed: dict[str, set[bytes]] | None  # None: too many to track
+    changed: dict[str, Any] | None  # None: too many to track
     drops: int
     chain: Chain | None = None  # set once its files are written
 
@@ -88,20 +95,25 @@ class _Taken:
 class ChangeTracker:
     """What changed since the last completed checkpoint, and the chain that checkpoint left.
 
-    ``record`` is called by the backend for each key it writes to or deletes from LMDB (write-backs,
-    not every state access); ``table_cleared`` when a whole table is dropped, which a delta cannot
-    express. ``plan`` (task thread, at the barrier) cuts the keys changed since the previous snapshot;
+    ``record`` is called by the on-disk backend for each key it writes to or deletes from LMDB
+    (write-backs, not every state access), with the record written: the last one before the barrier
+    is the key's record at the barrier (the barrier's flush writes back everything dirty), so a
+    delta is written from the tracker alone, with no read of LMDB and no read transaction held
+    open while the task writes on (issue 16). ``table_cleared`` when a whole table is dropped,
+    which a delta cannot express. ``plan`` (task thread, at the barrier) cuts the keys changed since the previous snapshot;
     ``written`` (writer thread) records the chain once the files exist; ``confirm`` (task thread, on
     the completion notification) makes that chain the parent of the next delta. A snapshot that never
     completes leaves its keys in the next delta, so failed checkpoints lose nothing."""
 
     max_deltas: int = DEFAULT_MAX_DELTAS
     max_tracked: int = DEFAULT_MAX_TRACKED
+    max_tracked_bytes: int = DEFAULT_MAX_TRACKED_BYTES
     # The backend recorded every change since it was empty (the heap backend's tables): its first
     # snapshot may be a delta on the empty chain instead of a base of everything.
     from_empty: bool = False
-    changes: dict[str, set[bytes]] = field(default_factory=dict)
+    changes: dict[str, dict[bytes, bytes | None]] = field(default_factory=dict)
     _tracked: int = 0
+    _tracked_bytes: int = 0
     _overflow: bool = False
     _drops: int = 0
     _taken: dict[int, _Taken] = field(default_factory=dict)  # snapshots since the confirmed one
@@ -113,39 +125,48 @@ class ChangeTracker:
         if self.from_empty:
             self._confirmed = ()
 
-    def record(self, name: str, lk: bytes) -> None:
+    def record(self, name: str, lk: bytes, vb: bytes | None) -> None:
+        """Key ``lk`` of state ``name`` was written back as ``vb`` (None: deleted)."""
         if self._overflow:
             return
         keys = self.changes.get(name)
         if keys is None:
-            keys = self.changes[name] = set()
-        n = len(keys)
-        keys.add(lk)
-        self._tracked += len(keys) - n
-        if self._tracked > self.max_tracked:
-            self._overflow = True  # the next snapshot is a base; stop paying for the set
+            keys = self.changes[name] = {}
+        old = keys.get(lk, _MISSING)
+        keys[lk] = vb
+        if old is _MISSING:
+            self._tracked += 1
+            self._tracked_bytes += len(lk) + _ENTRY_OVERHEAD + (len(vb) if vb is not None else 0)
+        else:
+            self._tracked_bytes += (len(vb) if vb is not None else 0) - (len(old) if old is not None else 0)
+        if self._tracked > self.max_tracked or self._tracked_bytes > self.max_tracked_bytes:
+            self._overflow = True  # the next snapshot is a base; stop paying for the records
             self.changes.clear()
 
     def table_cleared(self) -> None:
         self._drops += 1
 
-    def plan(self, checkpoint_id: int) -> SnapshotPlan:
-        """The snapshot to take now; the keys changed since the previous snapshot are cut off."""
-        cut, self.changes, self._tracked = self.changes, {}, 0
+    def plan(self, checkpoint_id: int, live: int | None = None) -> SnapshotPlan:
+        """The snapshot to take now; the keys changed since the previous snapshot are cut off, with
+        their records (``record``). ``live``: entries in the backend now, for the base rule."""
+        cut, self.changes, self._tracked, self._tracked_bytes = self.changes, {}, 0, 0
         overflow, self._overflow = self._overflow, False
         with self._lock:
             # An overflowed interval's keys are unknown: no later delta may rest on a chain before it.
             self._taken[checkpoint_id] = _Taken(None if overflow else cut, self._drops)
             parent = self._confirmed
-            if parent is None or self._drops != self._confirmed_drops or self._due_for_base(parent):
+            if parent is None or self._drops != self._confirmed_drops or self._due_for_base(parent, live):
                 return SnapshotPlan(checkpoint_id, (), None, self._drops)
-            changed: dict[str, set[bytes]] = {}
-            for taken in self._taken.values():
-                if taken.changed is None:
-                    return SnapshotPlan(checkpoint_id, (), None, self._drops)
-                for name, keys in taken.changed.items():
-                    changed.setdefault(name, set()).update(keys)
-            return SnapshotPlan(checkpoint_id, parent, {n: frozenset(k) for n, k in changed.items()}, self._drops)
+            taken = [t.changed for _, t in sorted(self._taken.items())]
+            if any(c is None for c in taken):
+                return SnapshotPlan(checkpoint_id, (), None, self._drops)
+            if len(taken) == 1:  # the usual case: only this interval's changes, handed over as they are
+                return SnapshotPlan(checkpoint_id, parent, taken[0], self._drops)
+            changed: dict[str, dict[bytes, bytes | None]] = {}
+            for c in taken:  # in checkpoint order: a later record of a key wins
+                for name, records in c.items():  # type: ignore[union-attr]
+                    changed.setdefault(name, {}).update(records)
+            return SnapshotPlan(checkpoint_id, parent, changed, self._drops)
 
     def plan_cut(
         self, checkpoint_id: int, cut: dict[str, set[Any]], compact: bool = False, live: int | None = None
@@ -176,12 +197,20 @@ class ChangeTracker:
             self._taken.clear()
             self._confirmed, self._confirmed_drops = chain, self._drops
 
-    def _due_for_base(self, parent: Chain) -> bool:
+    def _due_for_base(self, parent: Chain, live: int | None = None) -> bool:
         if parent and parent[0].kind == DELTA:  # begun from empty (``from_empty``): its first delta stands for the base
             bases, deltas = parent[:1], parent[1:]
         else:
             bases, deltas = tuple(f for f in parent if f.kind == BASE), tuple(f for f in parent if f.kind == DELTA)
-        return len(deltas) >= self.max_deltas or sum(f.size for f in deltas) > sum(f.size for f in bases)
+        if len(deltas) >= self.max_deltas:
+            return True
+        if live is not None and parent and all(f.entries >= 0 for f in parent):
+            # Counted chains (``merge_start``'s rule): a base only once a restore would replay more
+            # than twice the live entries. Under a stream of new keys each delta outweighs the base
+            # before it while overwriting nothing, and the byte rule below re-read the whole state
+            # every second or third checkpoint.
+            return sum(f.entries for f in parent) > 2 * live
+        return sum(f.size for f in deltas) > sum(f.size for f in bases)
 
     def written(self, checkpoint_id: int, chain: Chain) -> None:
         with self._lock:

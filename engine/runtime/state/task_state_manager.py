@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import replace
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from millstream.engine.checkpoint.rescale import (
     OperatorRestore,
@@ -124,10 +124,20 @@ def snapshot_keyed_incremental(
 
     def finish() -> dict[str, Any]:
         keyed, kinds_own = pickle.loads(own)
+        counted = [0]  # records and deletions, for the base rule (``ChangeTracker._due_for_base``)
+
+        def count(groups: Iterable[tuple[int, Mapping[str, list]]]) -> Iterator[tuple[int, Mapping[str, list]]]:
+            for kg, tables in groups:
+                counted[0] += sum(len(rows) for rows in tables.values())
+                yield kg, tables
+
         if streamed:  # written a key group at a time inside the read transaction, never whole
-            new = read(lambda groups: write_file(kind, encode_groups(groups)))
+            new = read(lambda groups: write_file(kind, encode_groups(count(groups))))
         else:
-            new = write_file(kind, encode_parts(read()))
+            records = read()
+            counted[0] = sum(len(rows) for rows in records.values())
+            new = write_file(kind, encode_parts(records))
+        new = replace(new, entries=counted[0])
         chain = extend(plan, new)
         backend.changes.written(checkpoint_id, chain)
         return {"keyed": keyed, "kinds": {**kinds, **kinds_own}, "chain": chain_to_wire(chain)}

@@ -5,8 +5,8 @@ from millstream.engine.runtime.state.incremental import encode_parts, replay
 from millstream.engine.runtime.state.state_chain import BASE, DELTA, ChangeTracker, SharedFile
 
 
-def f(name: str, kind: str, size: int) -> SharedFile:
-    return SharedFile(name, kind, size, ())
+def f(name: str, kind: str, size: int, entries: int = -1) -> SharedFile:
+    return SharedFile(name, kind, size, (), entries)
 
 
 def complete(t: ChangeTracker, cid: int, new: SharedFile) -> None:
@@ -18,21 +18,22 @@ def complete(t: ChangeTracker, cid: int, new: SharedFile) -> None:
 
 def test_a_delta_holds_the_keys_of_every_snapshot_since_the_last_completed_one() -> None:
     t = ChangeTracker()
-    t.record("v", b"a")
+    t.record("v", b"a", b"1")
     complete(t, 1, f("b", BASE, 100))
-    t.record("v", b"b")
+    t.record("v", b"b", b"1")
+    t.record("v", b"c", b"1")
     p2 = t.plan(2)  # taken, never completed (failed)
     t.written(2, (*p2.parent, f("d2", DELTA, 1)))
-    t.record("v", b"c")
-    t.record("w", b"c")
+    t.record("v", b"c", b"2")  # the later record of a key wins
+    t.record("w", b"c", None)  # deleted
     p3 = t.plan(3)
     assert not p3.is_base and [x.name for x in p3.parent] == ["b"]
-    assert p3.changed == {"v": frozenset({b"b", b"c"}), "w": frozenset({b"c"})}
+    assert p3.changed == {"v": {b"b": b"1", b"c": b"2"}, "w": {b"c": None}}
     t.written(3, (*p3.parent, f("d3", DELTA, 1)))
     t.confirm(3)
-    t.record("v", b"d")
+    t.record("v", b"d", b"1")
     p4 = t.plan(4)
-    assert [x.name for x in p4.parent] == ["b", "d3"] and p4.changed == {"v": frozenset({b"d"})}
+    assert [x.name for x in p4.parent] == ["b", "d3"] and p4.changed == {"v": {b"d": b"1"}}
 
 
 def test_a_base_comes_after_max_deltas_or_when_deltas_outweigh_it() -> None:
@@ -49,11 +50,42 @@ def test_a_base_comes_after_max_deltas_or_when_deltas_outweigh_it() -> None:
     assert t.plan(5).is_base  # 120 bytes of deltas on a 100-byte base
 
 
+def test_a_counted_chain_gets_a_base_only_once_it_holds_twice_the_live_entries() -> None:
+    # The on-disk backend counts its files' entries: a stream of new keys (deltas outweighing the
+    # base, overwriting nothing) no longer re-reads the whole state every few checkpoints.
+    t = ChangeTracker(max_deltas=10)
+    complete(t, 1, f("b", BASE, 100, entries=100))
+    complete(t, 2, f("d2", DELTA, 150, entries=150))
+    complete(t, 3, f("d3", DELTA, 200, entries=200))
+    assert not t.plan(4, live=450).is_base  # every entry a new key: the chain is the state
+    t = ChangeTracker(max_deltas=10)
+    complete(t, 1, f("b", BASE, 100, entries=100))
+    complete(t, 2, f("d2", DELTA, 150, entries=150))
+    assert t.plan(3, live=100).is_base  # the same 100 keys rewritten: a restore replays 2.5x the state
+    t = ChangeTracker(max_deltas=2)
+    complete(t, 1, f("b", BASE, 100, entries=100))
+    complete(t, 2, f("d2", DELTA, 1, entries=1))
+    complete(t, 3, f("d3", DELTA, 1, entries=1))
+    assert t.plan(4, live=102).is_base  # max_deltas still bounds the chain
+
+
+def test_the_records_kept_are_bounded_in_bytes() -> None:
+    t = ChangeTracker(max_tracked_bytes=10_000)
+    complete(t, 1, f("b", BASE, 100))
+    t.record("v", b"k", b"x" * 5_000)
+    t.record("v", b"k", b"x" * 100)  # replaced: the bytes follow the record kept
+    t.record("v", b"j", b"x" * 5_000)
+    assert not t.plan(2).is_base
+    t.record("v", b"k", b"x" * 6_000)
+    t.record("v", b"j", b"x" * 6_000)
+    assert t.plan(3).is_base and not t.changes
+
+
 def test_too_many_changed_keys_a_cleared_table_or_an_abort_give_a_base() -> None:
     t = ChangeTracker(max_tracked=3)
     complete(t, 1, f("b", BASE, 100))
     for k in (b"1", b"2", b"3", b"4"):
-        t.record("v", k)
+        t.record("v", k, b"")
     assert t.plan(2).is_base and not t.changes  # the set was dropped, not kept growing
     t = ChangeTracker()
     complete(t, 1, f("b", BASE, 100))

@@ -131,8 +131,9 @@ def test_an_incremental_base_of_the_on_disk_backend_is_written_in_bounded_memory
 
 
 def test_an_incremental_delta_of_the_on_disk_backend_is_written_in_bounded_memory(tmp_path, monkeypatch) -> None:
-    """A delta of many changed keys is read off the read transaction a block at a time as it is
-    grouped, not as a list of every changed record first (issue 16)."""
+    """A delta of many changed keys is written from the records the change tracker kept (bounded by
+    ``max_tracked_bytes``, the tracker's own cost), a key group at a time: the writer adds no
+    copy of the changed records (issue 16)."""
     import pickle
 
     from millstream.engine.runtime.key_groups import assign_to_key_group
@@ -156,15 +157,15 @@ def test_an_incremental_delta_of_the_on_disk_backend_is_written_in_bounded_memor
     counts = backend.table("counts", "value")
     for k in keys[: KEYS * 2 // 3]:
         counts[k] = VALUE[:-1]
-    # on the task thread: the plan (the tracker's sets of changed keys, its own cost) and the read
-    # transaction; measured: the writer thread's part, which reads and writes the records
+    # on the task thread: the plan (the tracker's changed records, its own cost); measured: the
+    # writer thread's part, which groups and writes the records
     finish = snapshot_keyed_incremental(backend, _Operator(), 2, write_file)
     out, peak = _peak(finish)
     base, delta = out["chain"]
     assert delta["kind"] == "delta"
     assert delta["size"] > KEYS * 2 // 3 * len(VALUE)
     print(f"delta of {KEYS * 2 // 3} changed keys ({delta['size']} bytes): peak {peak} bytes")
-    # read whole, every changed record was a Python list before it was grouped: more than the file
+    # a list of every changed record before grouping would cost more than the file
     assert peak < delta["size"] / 5, f"peak {peak} bytes for a {delta['size']}-byte delta"
     backend.close()
 
