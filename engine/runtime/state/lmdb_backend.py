@@ -62,6 +62,7 @@ from millstream.engine.runtime.state.state_records import (
 MAX_STATES = 128  # LMDB named databases; each costs a little in every transaction
 _LMDB_FILES = ("data.mdb", "lock.mdb")
 _TOMB = object()  # a cached entry that knows its key has no value
+_UNLOGGED = object()
 _HASHED = b"#"  # LMDB key of a pickled key longer than LMDB allows: a digest of it
 _PACKED = b"~"  # LMDB key of a key stored as its packed canonical form (pickles start with 0x80)
 _SCALARS = frozenset({int, float, str, bytes, bool, complex, type(None)})
@@ -77,10 +78,13 @@ def _immutable(value: Any) -> bool:
 
 
 class _Entry:
-    __slots__ = ("table", "lk", "key", "value", "dirty", "wrapped")
+    # ``logged``: the value object whose record the change tracker already holds (a barrier took it
+    # without writing it back); a later write-back of that same immutable value is not a change.
+    __slots__ = ("table", "lk", "key", "value", "dirty", "wrapped", "logged")
 
     def __init__(self, table: "LmdbTable", lk: bytes, key: Any, value: Any, dirty: bool, wrapped: bool) -> None:
         self.table, self.lk, self.key, self.value, self.dirty, self.wrapped = table, lk, key, value, dirty, wrapped
+        self.logged: Any = _UNLOGGED
 
 
 class LmdbKeyedStateBackend(StateFactory):
@@ -172,11 +176,15 @@ class LmdbKeyedStateBackend(StateFactory):
         memory): the returned callable, run once on another thread with ``consume``, calls
         ``consume(groups)`` inside the read transaction and returns what it returns. ``groups``
         yields ``(key group, {state name: [(LMDB key, record)]})`` in key-group order
-        (``record_stream.by_key_group``); only about one key group is in memory at a time."""
-        self.flush()
+        (``record_stream.by_key_group``); only about one key group is in memory at a time.
+
+        The cache is not written back here: its dirty entries are pickled (``_barrier_records``)
+        and laid over the read transaction's records as they are handed over, so the task thread
+        pauses for the pickling of at most ``cache_entries`` values, not for their LMDB writes."""
+        overlay = _by_key_group_prefix(self._barrier_records())
         tables = [(name, t.db) for name, t in self.tables.items()]
         return self._open_snapshot(
-            lambda txn, consume: consume(by_key_group((name, txn.cursor(db).iternext()) for name, db in tables))
+            lambda txn, consume: consume(_overlaid(by_key_group((name, txn.cursor(db).iternext()) for name, db in tables), overlay))
         )
 
     def begin_incremental_snapshot(
@@ -198,13 +206,20 @@ class LmdbKeyedStateBackend(StateFactory):
         self, checkpoint_id: int
     ) -> tuple[SnapshotPlan, Callable[[Callable[[Iterator[tuple[int, dict[str, list]]]], Any]], Any]]:
         """As ``begin_incremental_snapshot``, its records handed over as ``begin_snapshot_parts``
-        does: a base is read off the read transaction a key group at a time, never whole; a delta
-        comes from the records the change tracker kept (``ChangeTracker.record``), sorted and
-        grouped a block at a time, with no read of LMDB."""
-        plan, tables = self._plan_incremental(checkpoint_id)
+        does: a base is read off the read transaction a key group at a time, never whole, with the
+        cache's dirty records laid over it; a delta comes from the records the change tracker kept
+        (``ChangeTracker.record``; the barrier adds the dirty cache entries' records to them without
+        writing them back), grouped by key group, with no read of LMDB."""
+        if self.changes is None:
+            raise ValueError("this LMDB state backend was not opened for incremental checkpoints")
+        barrier = self._barrier_records(self.changes)
+        # the dirty entries not written yet count as live: an upper bound (some are on disk too)
+        plan = self.changes.plan(checkpoint_id, self._live_entries() + sum(map(len, barrier.values())))
         if plan.changed is None:
+            overlay = _by_key_group_prefix(barrier)
+            tables = [(name, t.db) for name, t in self.tables.items()]
             return plan, self._open_snapshot(
-                lambda txn, consume: consume(by_key_group((name, txn.cursor(db).iternext()) for name, db in tables.items()))
+                lambda txn, consume: consume(_overlaid(by_key_group((name, txn.cursor(db).iternext()) for name, db in tables), overlay))
             )
         changed = plan.changed
         return plan, lambda consume: consume(_changed_groups(changed))
@@ -214,10 +229,48 @@ class LmdbKeyedStateBackend(StateFactory):
             raise ValueError("this LMDB state backend was not opened for incremental checkpoints")
         self.flush()  # the write-backs it does are changes of this checkpoint
         tables = {name: t.db for name, t in self.tables.items()}
+        return self.changes.plan(checkpoint_id, self._live_entries()), tables
+
+    def _live_entries(self) -> int:
+        """Entries in LMDB now (the cache's unwritten new keys aside), which the base rule weighs the chain against."""
         self._end_read()
-        with self._open_env().begin() as txn:  # the live entries, which the base rule weighs the chain against
-            live = sum(int(txn.stat(db)["entries"]) for db in tables.values())
-        return self.changes.plan(checkpoint_id, live), tables
+        with self._open_env().begin() as txn:
+            return sum(int(txn.stat(t.db)["entries"]) for t in self.tables.values())
+
+    def _barrier_records(self, changes: ChangeTracker | None = None) -> dict[str, dict[bytes, bytes | None]]:
+        """The records of the cache's dirty entries as of now (None: deleted), {state: {LMDB key: record}},
+        without writing them back: they stay dirty and reach LMDB when evicted or flushed. Those
+        the tracker does not hold yet are also recorded into ``changes``, and each entry is marked
+        with the value recorded (``logged``): its later write-back is not a change again if the
+        value is still that object and immutable (``_commit`` checks). This runs on the task thread
+        at the barrier, so it is kept to list comprehensions and ``map``."""
+        dirty = [e for e in self._cache.values() if e.dirty]
+        dumps, tomb, wrapped = pickle.dumps, _TOMB, _WRAPPED
+        try:  # ``_record`` inlined: a call per entry is a third of the time here
+            records = [
+                None if e.value is tomb else wrapped + dumps((e.key, e.value), 5) if e.wrapped else dumps(e.value, 5)
+                for e in dirty
+            ]
+        except Exception:
+            records = list(map(_record, dirty))  # raises with the state and key that failed
+        names = {e.table.name for e in dirty}
+        if len(names) == 1:  # the usual case: one keyed state
+            out = {names.pop(): dict(zip([e.lk for e in dirty], records))}
+        else:
+            out = {}
+            for e, vb in zip(dirty, records):
+                out.setdefault(e.table.name, {})[e.lk] = vb
+        if changes is not None:
+            fresh = [(e, vb) for e, vb in zip(dirty, records) if e.logged is not e.value]
+            if len(fresh) == len(dirty):
+                for name, recs in out.items():
+                    changes.record_many(name, recs)
+            else:
+                for e, vb in fresh:
+                    changes.record(e.table.name, e.lk, vb)
+            for e in dirty:
+                e.logged = e.value
+        return out
 
     def resume_incremental(self, chain: Any) -> None:
         """Restored exactly from ``chain``: the next checkpoint may be a delta on it."""
@@ -408,7 +461,9 @@ class LmdbKeyedStateBackend(StateFactory):
         if self.changes is not None:
             record = self.changes.record
             for e, (_, lk, vb) in zip(dirty, ops):
-                record(e.table.name, lk, vb)
+                # else a barrier recorded this very value already, and nothing can have changed it in place
+                if e.logged is not e.value or not (e.value is _TOMB or _immutable(e.value)):
+                    record(e.table.name, lk, vb)
         env = self._open_env()
         self._end_read()
         while True:
@@ -609,4 +664,43 @@ def _changed_groups(changed: Mapping[str, Mapping[bytes, bytes | None]]) -> Iter
             keys.append(lk)
     for prefix in sorted(groups):
         tables = groups.pop(prefix)
-        yield int.from_bytes(prefix, "big"), {name: [(lk, changed[name][lk]) for lk in keys] for name, keys in tables.items()}
+        # zip and map pair the records up from C: no Python code per record
+        yield int.from_bytes(prefix, "big"), {name: list(zip(keys, map(changed[name].__getitem__, keys))) for name, keys in tables.items()}
+
+
+def _by_key_group_prefix(records: Mapping[str, Mapping[bytes, bytes | None]]) -> dict[int, dict[str, dict[bytes, bytes | None]]]:
+    """{key group: {state: {LMDB key: record}}} of a barrier's records."""
+    out: dict[int, dict[str, dict[bytes, bytes | None]]] = {}
+    for name, recs in records.items():
+        for lk, vb in recs.items():
+            out.setdefault(int.from_bytes(lk[:KG_BYTES], "big"), {}).setdefault(name, {})[lk] = vb
+    return out
+
+
+def _overlaid(
+    groups: Iterator[tuple[int, dict[str, list[tuple[bytes, bytes]]]]],
+    overlay: dict[int, dict[str, dict[bytes, bytes | None]]],
+) -> Iterator[tuple[int, dict[str, list[tuple[bytes, bytes]]]]]:
+    """A read transaction's records by key group with the barrier's records laid over them (a
+    record replaces the stored one, None deletes it), key groups only the overlay has included, in
+    key-group order. A key group's records are not sorted again: a restore puts them back in any
+    order."""
+    pending = sorted(overlay)
+    i = 0
+
+    def only(kg: int) -> dict[str, list[tuple[bytes, bytes]]]:
+        return {name: [(lk, vb) for lk, vb in recs.items() if vb is not None] for name, recs in overlay[kg].items()}
+
+    for kg, tables in groups:
+        while i < len(pending) and pending[i] < kg:
+            yield pending[i], only(pending[i])
+            i += 1
+        if i < len(pending) and pending[i] == kg:
+            i += 1
+            for name, recs in overlay[kg].items():
+                merged = dict(tables.get(name, ()))
+                merged.update(recs)
+                tables[name] = [(lk, vb) for lk, vb in merged.items() if vb is not None]
+        yield kg, tables
+    for kg in pending[i:]:
+        yield kg, only(kg)

@@ -143,6 +143,22 @@ class ChangeTracker:
             self._overflow = True  # the next snapshot is a base; stop paying for the records
             self.changes.clear()
 
+    def record_many(self, name: str, records: Mapping[bytes, bytes | None]) -> None:
+        """``record`` for many keys of state ``name`` at once (a barrier's dirty cache entries); the
+        byte count takes every record as new, an overestimate where one replaces another."""
+        if self._overflow or not records:
+            return
+        keys = self.changes.get(name)
+        if keys is None:
+            keys = self.changes[name] = {}
+        n = len(keys)
+        keys.update(records)
+        self._tracked += len(keys) - n
+        self._tracked_bytes += sum(map(len, records)) + sum(len(vb) for vb in records.values() if vb is not None) + _ENTRY_OVERHEAD * len(records)
+        if self._tracked > self.max_tracked or self._tracked_bytes > self.max_tracked_bytes:
+            self._overflow = True
+            self.changes.clear()
+
     def table_cleared(self) -> None:
         self._drops += 1
 

@@ -1,0 +1,108 @@
+"""The on-disk backend's barrier (issue 16): a snapshot takes the cache's dirty entries as records
+without writing them to LMDB, lays them over its read transaction (full snapshots and incremental
+bases), hands them to the change tracker (deltas), and a later write-back of an unchanged value is
+not counted as a change again. Real LMDB, real shared files; the snapshots are read back."""
+from __future__ import annotations
+
+import itertools
+import pickle
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from millstream.engine.checkpoint import storage as storage_module
+from millstream.engine.checkpoint.storage import METADATA_FILE, read_shared_parts, write_shared_file
+from millstream.engine.checkpoint.state_origin import StateOrigin
+from millstream.engine.runtime.state.incremental import replay
+from millstream.engine.runtime.state.lmdb_backend import LmdbKeyedStateBackend
+from millstream.engine.runtime.state.state_chain import SharedFile
+from millstream.engine.runtime.state.state_records import decode_record
+from millstream.engine.runtime.state.task_state_manager import snapshot_keyed_async, snapshot_keyed_incremental
+from tests.engine.runtime.state.test_properties_snapshots import _Operator
+
+JOB = "ab" * 16
+MAX_P = 16
+
+
+@pytest.fixture(autouse=True)
+def _secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(storage_module._sealing, "secret", "s" * 32)
+
+
+def _writer(shared: Path) -> Any:
+    names = itertools.count()
+
+    def write(kind: str, parts: Any) -> SharedFile:
+        name = f"op-0-{next(names)}.{kind}"
+        size, index = write_shared_file(str(shared), name, parts, JOB)
+        return SharedFile(name, kind, size, tuple(index))
+
+    return write
+
+
+def _lmdb_entries(backend: LmdbKeyedStateBackend) -> int:
+    with backend._env.begin() as txn:  # type: ignore[union-attr]
+        return sum(int(txn.stat(t.db)["entries"]) for t in backend.tables.values())
+
+
+def _chain_state(shared: Path, chain: list[dict]) -> dict[Any, Any]:
+    chk = shared.parent / "chk-1"
+    chk.mkdir(exist_ok=True)
+    handle = chk / "op-0.state"
+    handle.write_bytes(b"")
+    (chk / METADATA_FILE).write_bytes(b"{}")  # completed: its chain may be read
+    origin = StateOrigin(JOB, 1)
+    files = [SharedFile.from_wire(f) for f in chain]
+    out = replay(tuple(files), range(MAX_P), lambda name, ranges: read_shared_parts(str(handle), name, ranges, origin))
+    return dict(decode_record(lk, vb) for lk, vb in out.get("v", []))
+
+
+def test_a_barrier_writes_nothing_to_lmdb_and_a_full_snapshot_still_holds_the_cache(tmp_path: Path) -> None:
+    b = LmdbKeyedStateBackend(MAX_P, tmp_path / "lmdb", cache_entries=1_000)
+    t = b.table("v", "value")
+    for k in range(3_000):  # the last ~1,000 are only in the cache, dirty
+        t[k] = ("old", k)
+    written = _lmdb_entries(b)
+    assert written < 3_000
+    read = snapshot_keyed_async(b, _Operator(), streamed=True)
+    assert _lmdb_entries(b) == written  # the task thread wrote nothing back at the barrier
+    for k in range(3_000):  # after the barrier: must not reach the snapshot
+        t[k] = ("new", k)
+    del t[5]
+    state = read()
+    groups = state[next(k for k in state if k not in ("keyed", "kinds"))]
+    records: dict[Any, Any] = {}
+    groups(lambda gs: [records.update(decode_record(lk, vb) for lk, vb in tables.get("v", ())) for _, tables in gs])
+    assert records == {k: ("old", k) for k in range(3_000)}
+    b.close()
+
+
+def test_a_delta_holds_the_barrier_values_and_an_unchanged_write_back_is_not_a_change_again(tmp_path: Path) -> None:
+    shared = tmp_path / "job" / "shared"
+    b = LmdbKeyedStateBackend(MAX_P, tmp_path / "lmdb", cache_entries=1_000, incremental=True)
+    t = b.table("v", "value")
+    write = _writer(shared)
+    for k in range(500):
+        t[k] = k
+    base = snapshot_keyed_incremental(b, _Operator(), 1, write)()
+    b.notify_checkpoint_complete(1)
+    for k in range(500, 900):  # new keys, all still dirty in the cache at the barrier
+        t[k] = k
+    t[7] = "seven"
+    del t[8]
+    finish = snapshot_keyed_incremental(b, _Operator(), 2, write)
+    t[9] = "after the barrier"
+    delta = finish()
+    b.notify_checkpoint_complete(2)
+    assert delta["chain"][-1]["kind"] == "delta" and delta["chain"][-1]["entries"] == 402
+    expect = {k: k for k in range(900) if k != 8} | {7: "seven"}
+    assert _chain_state(shared, delta["chain"]) == expect
+    # The 400 keys the barrier took leave the cache unchanged, written back by evictions now: the
+    # next delta holds only what changed since (key 9), not those 400 again.
+    for k in range(2_000, 3_500):
+        _ = t.get(k)  # misses, cached as absent: pushes the barrier's entries out
+    third = snapshot_keyed_incremental(b, _Operator(), 3, write)()
+    assert third["chain"][-1]["entries"] == 1
+    assert _chain_state(shared, third["chain"]) == expect | {9: "after the barrier"}
+    b.close()
