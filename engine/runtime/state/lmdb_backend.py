@@ -120,6 +120,7 @@ class LmdbKeyedStateBackend(StateFactory):
         self._max_key = self._env.max_key_size()
         self._capacity = cache_entries
         self._low_water = cache_entries - max(1, cache_entries // 10)  # evict in batches of a tenth
+        self._clean_ahead = cache_entries * 6 // 10
         self._cache: OrderedDict[tuple[int, bytes], _Entry] = OrderedDict()
         self._rtxn: lmdb.Transaction | None = None  # reused for point reads until the next write
         self._iterating = 0  # read transactions held by unfinished iterations
@@ -416,18 +417,31 @@ class LmdbKeyedStateBackend(StateFactory):
         self._cache[ck] = entry
 
     def _evict(self) -> None:
+        """Write back and drop the oldest tenth of the cache; also write back (and keep) the dirty
+        entries among the next oldest ``_clean_ahead``, so at most about the newest
+        ``cache_entries - _clean_ahead`` entries are dirty when a barrier takes them (issue 16: the
+        barrier pickles every dirty entry on the task thread). An entry left untouched that long
+        is written back once either way; only one changed again later is written twice."""
         cache = self._cache
         pinned = self._encode(self.current_key)[0]
         excess = len(cache) - self._low_water
         victims = []
+        ahead: list[_Entry] = []
+        scan = excess + self._clean_ahead
         for ck, e in cache.items():
-            if len(victims) >= excess:
+            if len(victims) < excess:
+                if e.lk != pinned:
+                    victims.append(ck)
+            elif e.dirty:
+                ahead.append(e)
+            scan -= 1
+            if scan <= 0:
                 break
-            if e.lk != pinned:
-                victims.append(ck)
-        self._commit([cache[ck] for ck in victims])  # raises before anything leaves the cache
+        self._commit([cache[ck] for ck in victims] + ahead)  # raises before anything leaves the cache
         for ck in victims:
             del cache[ck]
+        for e in ahead:
+            e.dirty = e.value is not _TOMB and not _immutable(e.value)
 
     def _flush(self, table: "LmdbTable | None") -> None:
         entries = [e for e in self._cache.values() if e.dirty and (table is None or e.table is table)]
