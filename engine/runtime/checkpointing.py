@@ -187,8 +187,8 @@ class SubtaskCheckpointer:
         """``deferred``: operator id -> a callable returning more entries of that operator's state
         dict (its keyed state), run in a forked child when possible, else here. ``background``: the
         same, but always run on the writer thread (it reads a view the backend opened for it).
-        ``started``: ``time.monotonic()`` when the task began its synchronous part (the operators'
-        snapshots), which the reported synchronous duration counts from."""
+        ``started``: the ``time.monotonic()`` the reported synchronous duration counts from, set back
+        by the time the task's operators took to snapshot (what Flink counts as synchronous)."""
         t0 = time.monotonic() if started is None else started
         if deferred and self.fork_snapshots:
             try:

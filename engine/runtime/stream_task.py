@@ -232,8 +232,8 @@ class StreamTask:
     def _take_checkpoint(self, barrier: Barrier, alignment_ms: int) -> None:
         """Snapshot every operator of the chain, then send the barrier on (it follows every record
         that the snapshot covers), then write the snapshot in the background."""
-        # Flink's synchronous duration: from here, the operators' snapshots included (an on-disk
-        # backend's cache write-back, a change-set swap), to the hand-over to the writer thread.
+        # Flink's synchronous duration: the operators' snapshots (an on-disk backend's barrier records,
+        # a change-set swap) and the hand-over to the writer thread; sending the barrier on is not in it.
         started = time.monotonic()
         head = self.tdd.operators[0]
         cid, ts = barrier.checkpoint_id, barrier.timestamp
@@ -289,11 +289,14 @@ class StreamTask:
         finally:
             if locked:
                 reader.finish_snapshot()
+        snapshots_s = time.monotonic() - started
         for w in self.writers:
             w.broadcast_event(BARRIER, barrier.to_wire())
         if self.checkpointer is not None:
             delay = max(int(time.time() * 1000) - barrier.timestamp, 0)
-            self.checkpointer.snapshot(barrier, states, offsets, alignment_ms, delay, deferred, background, started)
+            self.checkpointer.snapshot(
+                barrier, states, offsets, alignment_ms, delay, deferred, background, time.monotonic() - snapshots_s
+            )
         if barrier.is_sync_savepoint:
             # Nothing may follow this barrier until the savepoint's outcome is known: a source stops
             # reading, and no task fires processing-time timers (see _flush_due).

@@ -120,7 +120,7 @@ class LmdbKeyedStateBackend(StateFactory):
         self._max_key = self._env.max_key_size()
         self._capacity = cache_entries
         self._low_water = cache_entries - max(1, cache_entries // 10)  # evict in batches of a tenth
-        self._clean_ahead = cache_entries * 6 // 10
+        self._clean_ahead = cache_entries * 85 // 100
         self._cache: OrderedDict[tuple[int, bytes], _Entry] = OrderedDict()
         self._rtxn: lmdb.Transaction | None = None  # reused for point reads until the next write
         self._iterating = 0  # read transactions held by unfinished iterations
@@ -418,7 +418,7 @@ class LmdbKeyedStateBackend(StateFactory):
 
     def _evict(self) -> None:
         """Write back and drop the oldest tenth of the cache; also write back (and keep) the dirty
-        entries among the next oldest ``_clean_ahead``, so at most about the newest
+        entries among the next oldest ``_clean_ahead`` (85 %), so at most about the newest
         ``cache_entries - _clean_ahead`` entries are dirty when a barrier takes them (issue 16: the
         barrier pickles every dirty entry on the task thread). An entry left untouched that long
         is written back once either way; only one changed again later is written twice."""
