@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import pickle
 from itertools import repeat
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -178,3 +178,25 @@ def _fast_codes(values: list[Any], t: type, spec: KeySpec) -> np.ndarray | None:
         else:
             return None
         return murmur_hashes(codes + _U32(62))
+
+
+def group_keys(keys: Sequence[Any], key_groups: np.ndarray) -> tuple[list[Any], list[tuple[int, int, int]]]:
+    """``keys`` reordered by key group (stably), and the runs [(key group, start, end)] of the
+    reordered list, in key-group order: how a checkpoint writes one part per key group."""
+    if not len(keys):
+        return [], []
+    # a stable sort of small integers is a radix sort in numpy: linear in the keys
+    kgs = key_groups.astype(np.uint16) if int(key_groups.max()) < 1 << 16 else key_groups
+    order = np.argsort(kgs, kind="stable")
+    ordered = kgs[order]
+    cuts = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
+    starts = [0, *cuts.tolist()]
+    ends = [*cuts.tolist(), len(keys)]
+    runs = [(int(ordered[s]), s, e) for s, e in zip(starts, ends)]
+    # a comprehension, not one C call: the interpreter lock is handed over every few ms meanwhile
+    return [keys[i] for i in order.tolist()], runs
+
+
+def key_grouper(max_parallelism: int, spec: KeySpec = None) -> Callable[[Sequence[Any]], np.ndarray]:
+    """``assign_to_key_groups`` of a backend's max parallelism and key type, for many calls."""
+    return lambda keys: assign_to_key_groups(keys, max_parallelism, spec)

@@ -22,7 +22,7 @@ from millstream.engine.datastream.state import (
     ValueState,
     ValueStateDescriptor,
 )
-from millstream.engine.runtime.key_groups import assign_to_key_group
+from millstream.engine.runtime.key_group_batch import assign_to_key_groups, group_keys, key_grouper
 from millstream.engine.runtime.state.heap_incremental import MUTABLE_KINDS, TrackedTable, begin_delta, cut
 from millstream.engine.runtime.state.state_chain import ChangeTracker, SnapshotPlan
 
@@ -112,7 +112,7 @@ class HeapKeyedStateBackend(StateFactory):
         plan, sets = self.changes.plan_cut(checkpoint_id, cut(tables), compact, live)
         if plan.is_base:
             return plan, None
-        read, discard = begin_delta(tables, sets)
+        read, discard = begin_delta(tables, sets, key_grouper(self.max_parallelism, self.key_spec))
         self._views[checkpoint_id] = discard
         return plan, read
 
@@ -136,12 +136,17 @@ class HeapKeyedStateBackend(StateFactory):
                 discard()
 
     def snapshot_by_key_group(self) -> dict[int, dict[str, list[tuple[Any, Any]]]]:
-        """{key group: {state name: [(key, value)]}}, the unit that rescaling moves."""
+        """{key group: {state name: [(key, value)]}}, the unit that rescaling moves (the keys hashed in
+        batches, ``key_group_batch``)."""
         out: dict[int, dict[str, list[tuple[Any, Any]]]] = {}
         for name, table in self.tables.items():
-            for key, value in table.items():
-                kg = assign_to_key_group(key, self.max_parallelism, self.key_spec)
-                out.setdefault(kg, {}).setdefault(name, []).append((key, value))
+            keys = list(dict.keys(table))
+            ordered, runs = group_keys(keys, assign_to_key_groups(keys, self.max_parallelism, self.key_spec))
+            del keys
+            value = dict.__getitem__.__get__(table)  # not a read the change tracking counts
+            for kg, lo, hi in runs:
+                piece = ordered[lo:hi]
+                out.setdefault(kg, {})[name] = list(zip(piece, map(value, piece)))
         return out
 
 

@@ -38,9 +38,13 @@ from __future__ import annotations
 import itertools
 import pickle
 import threading
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from millstream.engine.runtime.key_group_batch import group_keys
 from millstream.engine.runtime.state.state_chain import BASE, Chain
+
+# The key group of each of a list of keys (the backend's ``key_groups_of``: the batch key-group hash).
+KeyGroups = Callable[[Sequence[Any]], Any]
 
 # Kinds of state whose values callers change in place after reading them (``HeapListState.add``
 # appends to the list ``setdefault`` returned; the window operator mutates its per-key dicts).
@@ -195,12 +199,14 @@ def cut(tables: Mapping[str, TrackedTable]) -> dict[str, set[Any]]:
 
 
 def begin_delta(
-    tables: Mapping[str, TrackedTable], changed: Iterable[Mapping[str, set[Any]]]
-) -> tuple[Callable[[], list[tuple[int, bytes]]], Callable[[], None]]:
+    tables: Mapping[str, TrackedTable], changed: Iterable[Mapping[str, set[Any]]], key_groups: KeyGroups | None = None
+) -> tuple[Callable[[], "Parts"], Callable[[], None]]:
     """Task thread, at the barrier: attach a copy-on-write view of the keys in ``changed`` (the change
     sets of every snapshot since the last completed one) to each table. The returned callable, run
-    once on the writer thread, returns the delta's parts [(sequence number, payload)] and detaches
-    the views; the second detaches them without reading (a snapshot that will never be read)."""
+    once on the writer thread, returns the delta's parts [(key group or sequence number, payload)]
+    and detaches the views; the second detaches them without reading (a snapshot that will never be
+    read). With ``key_groups`` the parts are grouped: every part holds keys of one key group, the one
+    it is listed under (``Parts.grouped``); without, numbered in order as before."""
     lock = threading.Lock()
     sets: dict[str, list[set[Any]]] = {}
     for snapshot in changed:
@@ -212,39 +218,42 @@ def begin_delta(
         _attach(tables[name], view)
 
     def read() -> Parts:
-        parts: list[bytes] = []
+        parts: list[tuple[int, bytes]] = []
         entries = 0
+        seq = itertools.count()
         try:
             for name, view in views.items():
                 table = tables[name]
-                keys = itertools.chain.from_iterable(view.pending)
-                while True:
-                    with lock:  # a chunk at a time: the task thread waits at most this long
-                        taken = list(itertools.islice(keys, CHUNK))
-                        if not taken:
-                            break
-                        # Set operations, each one loop in C over the chunk (``fresh - done`` walks the
-                        # chunk, not the done set; ``keys() & fresh`` looks the chunk up in the table).
-                        fresh = set(taken) - view.done
-                        part = _chunk_part(name, table, fresh) if fresh else None
-                        # Only now, with the values pickled: ``preserve`` lets the task change a key in
-                        # ``done`` without taking the lock, so a key marked before its value was read
-                        # could hand the writer a value from after the barrier (a checkpoint counting
-                        # a record twice once restored).
-                        view.done.update(fresh)
-                        entries += len(fresh)
-                    if part is not None:
-                        parts.append(part)
+                for batch in _lock_batches(view.pending, key_groups, seq):
+                    with lock:  # at most CHUNK keys at a time: the task thread waits at most this long
+                        taken = []
+                        for kg, keys in batch:
+                            # Set operations, each one loop in C over the chunk (``fresh - done`` walks the
+                            # chunk, not the done set; ``keys() & fresh`` looks the chunk up in the table).
+                            fresh = set(keys) - view.done
+                            if fresh:
+                                taken.append((kg, _chunk_part(name, table, fresh)))
+                            # Only now, with the values pickled: ``preserve`` lets the task change a key in
+                            # ``done`` without taking the lock, so a key marked before its value was read
+                            # could hand the writer a value from after the barrier (a checkpoint counting
+                            # a record twice once restored).
+                            view.done.update(fresh)
+                            entries += len(fresh)
+                    parts.extend(taken)
                 with lock:  # every pending key is done now: nothing more is saved
                     _detach(table, view)
                     saved = list(view.saved.items())
                 if saved:
-                    parts.append(_part(name, saved))
                     entries += len(saved)
+                    if key_groups is None:
+                        parts.append((next(seq), _part(name, saved)))
+                    else:
+                        ordered, runs = group_keys(saved, key_groups([k for k, _ in saved]))
+                        parts.extend((kg, _part(name, ordered[lo:hi])) for kg, lo, hi in runs)
         finally:
             for name, view in views.items():
                 _detach(tables[name], view)
-        return Parts(enumerate(parts), entries)
+        return Parts(parts, entries, key_groups is not None)
 
     def discard() -> None:
         for name, view in views.items():
@@ -253,13 +262,52 @@ def begin_delta(
     return read, discard
 
 
-class Parts(list):
-    """The parts [(sequence number, payload)] of one file, and how many entries (values and
-    deletions) they hold, which the chain's compaction policy weighs (``state_chain.merge_start``)."""
+def _lock_batches(
+    pending: tuple[set[Any], ...], key_groups: KeyGroups | None, seq: Iterable[int]
+) -> Iterable[list[tuple[int, list[Any]]]]:
+    """The changed keys of one table as the writer takes them: batches of at most ``CHUNK`` keys (one
+    hold of the lock each), a batch being [(key group or sequence number, keys)], one part each.
 
-    def __init__(self, parts: Iterable[tuple[int, bytes]] = (), entries: int = -1) -> None:
+    Grouped, the whole delta's keys are sorted by key group first (the batch hash, outside the lock:
+    keys never change, and ``pending`` is not changed once cut), so a part is a key group's run, or a
+    ``CHUNK`` slice of it, and a file has about as many parts as ungrouped (keys / CHUNK), plus one
+    per key group, rather than a part per key group per chunk."""
+    seq = iter(seq)
+    if key_groups is None:
+        keys = itertools.chain.from_iterable(pending)
+        while True:
+            taken = list(itertools.islice(keys, CHUNK))
+            if not taken:
+                return
+            yield [(next(seq), taken)]
+    # overlapping checkpoints' sets may share keys: each is written once (``done`` would skip it anyway)
+    everything = list(pending[0]) if len(pending) == 1 else list(set().union(*pending))
+    ordered, runs = group_keys(everything, key_groups(everything))
+    del everything
+    batch: list[tuple[int, list[Any]]] = []
+    size = 0
+    for kg, lo, hi in runs:
+        for start in range(lo, hi, CHUNK):
+            piece = ordered[start : min(hi, start + CHUNK)]
+            if size + len(piece) > CHUNK and batch:
+                yield batch
+                batch, size = [], 0
+            batch.append((kg, piece))
+            size += len(piece)
+    if batch:
+        yield batch
+
+
+class Parts(list):
+    """The parts [(key group or sequence number, payload)] of one file, how many entries (values and
+    deletions) they hold, which the chain's compaction policy weighs (``state_chain.merge_start``),
+    and whether they are ``grouped``: each part holds keys of the key group it is listed under, so a
+    restore reads only the parts of its own key groups (``SharedFile.grouped``)."""
+
+    def __init__(self, parts: Iterable[tuple[int, bytes]] = (), entries: int = -1, grouped: bool = False) -> None:
         super().__init__(parts)
         self.entries = entries
+        self.grouped = grouped
 
 
 _views_lock = threading.Lock()  # the task thread attaches, writer threads detach
@@ -292,71 +340,153 @@ def _chunk_part(name: str, table: dict[Any, Any], keys: set[Any]) -> bytes:
     return pickle.dumps((name, live, gone), pickle.HIGHEST_PROTOCOL)
 
 
-def base_parts(tables: Mapping[str, dict[Any, Any]], gone: Mapping[str, set[Any]] | None = None) -> Parts:
+def base_parts(
+    tables: Mapping[str, dict[Any, Any]], gone: Mapping[str, set[Any]] | None = None, key_groups: KeyGroups | None = None
+) -> Parts:
     """Every table in parts of ``BASE_CHUNK`` entries (in the forked child, or compacting on the writer
     thread): a reader unpickles, and a compaction pickles, one part per hold of the interpreter lock.
-    ``gone``: keys deleted, per table (a merge of deltas that does not start the chain keeps them)."""
-    parts = []
+    ``gone``: keys deleted, per table (a merge of deltas that does not start the chain keeps them).
+    With ``key_groups`` each part holds one key group's entries (``Parts.grouped``)."""
+    parts: list[tuple[int, bytes]] = []
     entries = 0
     gone = gone or {}
+    seq = itertools.count()
     for name in {**dict.fromkeys(tables), **dict.fromkeys(gone)}:
-        items = iter(dict.items(tables.get(name) or {}))
-        while True:
-            chunk = dict(itertools.islice(items, BASE_CHUNK))
-            if not chunk:
-                break
-            entries += len(chunk)
-            parts.append(pickle.dumps((name, chunk, []), pickle.HIGHEST_PROTOCOL))
-        deleted = iter(gone.get(name) or ())
-        while True:
-            keys = list(itertools.islice(deleted, BASE_CHUNK))
-            if not keys:
-                break
-            entries += len(keys)
-            parts.append(pickle.dumps((name, {}, keys), pickle.HIGHEST_PROTOCOL))
-    return Parts(enumerate(parts), entries)
+        table = tables.get(name) or {}
+        deleted = list(gone.get(name) or ())
+        entries += len(table) + len(deleted)
+        if key_groups is None:
+            items = iter(dict.items(table))
+            while True:
+                chunk = dict(itertools.islice(items, BASE_CHUNK))
+                if not chunk:
+                    break
+                parts.append((next(seq), pickle.dumps((name, chunk, []), pickle.HIGHEST_PROTOCOL)))
+            for lo in range(0, len(deleted), BASE_CHUNK):
+                parts.append((next(seq), pickle.dumps((name, {}, deleted[lo : lo + BASE_CHUNK]), pickle.HIGHEST_PROTOCOL)))
+            continue
+        parts.extend(_grouped_parts(name, table, deleted, key_groups))
+    return Parts(parts, entries, key_groups is not None)
 
 
-def compact(chain: Chain, read_file: Callable[[str, list[tuple[int, int, int]]], list[tuple[int, bytes]]]) -> Parts:
+def _grouped_parts(name: str, table: dict[Any, Any], deleted: list[Any], key_groups: KeyGroups) -> list[tuple[int, bytes]]:
+    """One table's entries and deleted keys as parts of one key group each, at most BASE_CHUNK entries."""
+    out: list[tuple[int, bytes]] = []
+    keys = list(dict.keys(table))
+    ordered, runs = group_keys(keys, key_groups(keys))
+    del keys
+    value = dict.__getitem__.__get__(table)
+    for kg, lo, hi in runs:
+        for start in range(lo, hi, BASE_CHUNK):
+            piece = ordered[start : min(hi, start + BASE_CHUNK)]
+            out.append((kg, pickle.dumps((name, dict(zip(piece, map(value, piece))), []), pickle.HIGHEST_PROTOCOL)))
+    if deleted:
+        ordered, runs = group_keys(deleted, key_groups(deleted))
+        for kg, lo, hi in runs:
+            for start in range(lo, hi, BASE_CHUNK):
+                out.append((kg, pickle.dumps((name, {}, ordered[start : min(hi, start + BASE_CHUNK)]), pickle.HIGHEST_PROTOCOL)))
+    return out
+
+
+ReadFile = Callable[[str, list[tuple[int, int, int]]], Iterable[tuple[int, bytes]]]
+
+
+def compact(chain: Chain, read_file: ReadFile, key_groups: KeyGroups | None = None) -> Parts:
     """The parts of one base holding the state of ``chain`` (FLIP-158's materialisation), read from the
     chain's files rather than from the live tables: on the writer thread, nothing forked, nothing the
     task thread changes is touched. Each part read or written is one short hold of the lock."""
-    return merge(chain, read_file, True)
+    return merge(chain, read_file, True, key_groups)
 
 
-def merge(files: Chain, read_file: Callable[[str, list[tuple[int, int, int]]], list[tuple[int, bytes]]], base: bool) -> Parts:
+# Key groups merged at a time when every file is grouped: what a merge holds is this share of the state.
+MERGE_KEY_GROUPS = 16
+
+
+def merge(files: Chain, read_file: ReadFile, base: bool, key_groups: KeyGroups | None = None) -> Parts:
     """The parts of one file equivalent to ``files`` (consecutive files of a chain) replayed in order.
     ``base``: they start the chain, so deletions are applied and dropped; otherwise the merged file
-    is a delta and keeps them (a key deleted here may have a value in an earlier file)."""
-    tables: dict[str, dict[Any, Any]] = {}
-    gone: dict[str, set[Any]] = {}
+    is a delta and keeps them (a key deleted here may have a value in an earlier file).
+
+    With ``key_groups`` the merged file is grouped. When every file is grouped already the merge goes
+    a few key groups at a time (``MERGE_KEY_GROUPS``), reading only their parts of each file and
+    hashing nothing; a chain with a file in the older format is replayed whole and then grouped."""
+    if key_groups is not None and files and all(f.grouped for f in files):
+        present = sorted({r[0] for f in files for r in f.index})
+        parts: list[tuple[int, bytes]] = []
+        entries = 0
+        for i in range(0, len(present), MERGE_KEY_GROUPS):
+            owned = frozenset(present[i : i + MERGE_KEY_GROUPS])
+            tables, gone = _replay(files, read_file, base, owned)
+            for kg, name, t, g in _by_part_key_group(tables, gone):
+                entries += len(t) + len(g)
+                items = iter(t.items())
+                while chunk := dict(itertools.islice(items, BASE_CHUNK)):
+                    parts.append((kg, pickle.dumps((name, chunk, []), pickle.HIGHEST_PROTOCOL)))
+                if g:
+                    parts.append((kg, pickle.dumps((name, {}, list(g)), pickle.HIGHEST_PROTOCOL)))
+            del tables, gone
+        return Parts(parts, entries, True)
+    tables, gone = _replay(files, read_file, base, None)
+    return base_parts({n: t for n, t in tables.items() if t}, None if base else gone, key_groups)
+
+
+def _by_part_key_group(
+    tables: dict[tuple[int, str], dict[Any, Any]], gone: dict[tuple[int, str], set[Any]]
+) -> Iterable[tuple[int, str, dict[Any, Any], set[Any]]]:
+    """(key group, name, live, deleted) of a grouped replay, in key-group order."""
+    for kg, name in sorted({*tables, *gone}):
+        yield kg, name, tables.get((kg, name)) or {}, gone.get((kg, name)) or set()
+
+
+def _replay(files: Chain, read_file: ReadFile, base: bool, owned: frozenset[int] | None) -> tuple[dict, dict]:
+    """Replay ``files`` in order. ``owned`` None: everything, as {name: {key: value}} and {name: {deleted
+    key}}; else only those key groups' parts of (grouped) files, kept apart as {(key group, name): ...}."""
+    tables: dict[Any, dict[Any, Any]] = {}
+    gone: dict[Any, set[Any]] = {}
     for f in files:
         if f.kind == BASE:
             tables, gone = {}, {}
-        for _, payload in read_file(f.name, list(f.index)):
+        index = list(f.index) if owned is None else [r for r in f.index if r[0] in owned]
+        if not index:
+            continue
+        for kg, payload in read_file(f.name, index):
             name, live, dead = pickle.loads(payload)
-            t = tables.setdefault(name, {})
+            slot = name if owned is None else (kg, name)
+            t = tables.setdefault(slot, {})
             t.update(live)
-            g = gone.get(name)
+            g = gone.get(slot)
             if g:  # a value written after the deletion
                 g.difference_update(live.keys() if isinstance(live, dict) else (k for k, _ in live))
             for k in dead:
                 t.pop(k, None)
             if dead and not base:
-                gone.setdefault(name, set()).update(dead)
-    return base_parts({n: t for n, t in tables.items() if t}, None if base else gone)
+                gone.setdefault(slot, set()).update(dead)
+    return tables, gone
 
 
-def replay_tables(chain: Chain, read_file: Callable[[str, list[tuple[int, int, int]]], list[tuple[int, bytes]]]) -> dict[str, dict[Any, Any]]:
+def replay_tables(chain: Chain, read_file: ReadFile) -> dict[str, dict[Any, Any]]:
     """The tables after the chain's base and deltas, in order; ``read_file(name, index)`` reads a file's parts."""
+    return replay_key_groups(chain, read_file, None)[0]
+
+
+def replay_key_groups(chain: Chain, read_file: ReadFile, key_groups: range | None) -> tuple[dict[str, dict[Any, Any]], bool]:
+    """As ``replay_tables``, reading of grouped files only the parts of ``key_groups`` (None: all).
+    Returns the tables and whether they hold those key groups only (every file was grouped); a file in
+    the older format is read whole, and then the caller must still sort its keys by key group."""
+    start = max((i for i, f in enumerate(chain) if f.kind == BASE), default=0)
+    files = chain[start:]
     tables: dict[str, dict[Any, Any]] = {}
-    for f in chain:
-        if f.kind == BASE:
-            tables = {}
-        for _, payload in read_file(f.name, list(f.index)):
+    for f in files:
+        index = list(f.index)
+        if key_groups is not None and f.grouped:
+            index = [r for r in index if r[0] in key_groups]
+        if not index:
+            continue
+        for _, payload in read_file(f.name, index):
             name, live, gone = pickle.loads(payload)
             t = tables.setdefault(name, {})
             t.update(live)
             for k in gone:
                 t.pop(k, None)
-    return {name: t for name, t in tables.items() if t}
+    only = key_groups is not None and all(f.grouped for f in files)
+    return {name: t for name, t in tables.items() if t}, only
