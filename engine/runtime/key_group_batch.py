@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import pickle
 from itertools import repeat
+from operator import itemgetter
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -193,8 +194,18 @@ def group_keys(keys: Sequence[Any], key_groups: np.ndarray) -> tuple[list[Any], 
     starts = [0, *cuts.tolist()]
     ends = [*cuts.tolist(), len(keys)]
     runs = [(int(ordered[s]), s, e) for s, e in zip(starts, ends)]
-    # a comprehension, not one C call: the interpreter lock is handed over every few ms meanwhile
-    return [keys[i] for i in order.tolist()], runs
+    # itemgetter: one C loop, a few times faster than a comprehension; in pieces, so that another
+    # thread waiting for the interpreter lock waits one piece at most
+    out: list[Any] = []
+    idx = order.tolist()
+    for lo in range(0, len(idx), SLICE):
+        piece = idx[lo : lo + SLICE]
+        got = itemgetter(*piece)(keys)
+        if len(piece) == 1:
+            out.append(got)
+        else:
+            out.extend(got)
+    return out, runs
 
 
 def key_grouper(max_parallelism: int, spec: KeySpec = None) -> Callable[[Sequence[Any]], np.ndarray]:

@@ -35,7 +35,9 @@ either backend. Savepoints stay full, self-contained snapshots.
 """
 from __future__ import annotations
 
+import io
 import itertools
+import operator
 import pickle
 import threading
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -51,6 +53,7 @@ KeyGroups = Callable[[Sequence[Any]], Any]
 MUTABLE_KINDS = frozenset({"list", "map", "window", "ttl-list", "ttl-map"})
 CHUNK = 2_000  # keys per part: what the writer thread pickles while it holds the interpreter lock
 BASE_CHUNK = 50_000  # entries per part of a base: a few ms to pickle or unpickle
+GROUP_SLICE = 4_096  # changed keys a delta's writer sorts by key group and pickles at a time (``_lock_batches``)
 _ABSENT = object()
 _SCALARS = frozenset({int, float, str, bytes, bool, complex, type(None)})
 
@@ -219,27 +222,31 @@ def begin_delta(
 
     def read() -> Parts:
         parts: list[tuple[int, bytes]] = []
+        frames: dict[int, list[bytes]] = {}  # grouped: the pickles of each key group, one part each at the end
         entries = 0
         seq = itertools.count()
         try:
             for name, view in views.items():
                 table = tables[name]
-                for batch in _lock_batches(view.pending, key_groups, seq):
-                    with lock:  # at most CHUNK keys at a time: the task thread waits at most this long
-                        taken = []
-                        for kg, keys in batch:
-                            # Set operations, each one loop in C over the chunk (``fresh - done`` walks the
-                            # chunk, not the done set; ``keys() & fresh`` looks the chunk up in the table).
-                            fresh = set(keys) - view.done
-                            if fresh:
-                                taken.append((kg, _chunk_part(name, table, fresh)))
+                for batch in _lock_batches(table, view.pending, key_groups, seq):
+                    with lock:  # one slice of keys at a time: the task thread waits at most this long
+                        for kg, keys, refs in batch:
+                            if refs is None:
+                                # Set operations, each one loop in C over the chunk (``fresh - done`` walks the
+                                # chunk, not the done set; ``keys() & fresh`` looks the chunk up in the table).
+                                fresh = set(keys) - view.done
+                                if fresh:
+                                    parts.append((kg, _chunk_part(name, table, fresh)))
+                            else:
+                                fresh, part = _refs_part(name, keys, refs, view)
+                                if part is not None:
+                                    frames.setdefault(kg, []).append(part)
                             # Only now, with the values pickled: ``preserve`` lets the task change a key in
                             # ``done`` without taking the lock, so a key marked before its value was read
                             # could hand the writer a value from after the barrier (a checkpoint counting
                             # a record twice once restored).
                             view.done.update(fresh)
                             entries += len(fresh)
-                    parts.extend(taken)
                 with lock:  # every pending key is done now: nothing more is saved
                     _detach(table, view)
                     saved = list(view.saved.items())
@@ -249,10 +256,13 @@ def begin_delta(
                         parts.append((next(seq), _part(name, saved)))
                     else:
                         ordered, runs = group_keys(saved, key_groups([k for k, _ in saved]))
-                        parts.extend((kg, _part(name, ordered[lo:hi])) for kg, lo, hi in runs)
+                        for kg, lo, hi in runs:
+                            frames.setdefault(kg, []).append(_part(name, ordered[lo:hi]))
         finally:
             for name, view in views.items():
                 _detach(tables[name], view)
+        # a key group's part is its pickles one after the other (``frames``): one part per key group
+        parts.extend((kg, b"".join(frames.pop(kg))) for kg in sorted(frames))
         return Parts(parts, entries, key_groups is not None)
 
     def discard() -> None:
@@ -263,15 +273,22 @@ def begin_delta(
 
 
 def _lock_batches(
-    pending: tuple[set[Any], ...], key_groups: KeyGroups | None, seq: Iterable[int]
-) -> Iterable[list[tuple[int, list[Any]]]]:
-    """The changed keys of one table as the writer takes them: batches of at most ``CHUNK`` keys (one
-    hold of the lock each), a batch being [(key group or sequence number, keys)], one part each.
+    table: dict[Any, Any], pending: tuple[set[Any], ...], key_groups: KeyGroups | None, seq: Iterable[int]
+) -> Iterable[list[tuple[int, list[Any], list[Any] | None]]]:
+    """The changed keys of one table as the writer takes them: batches (one hold of the lock each)
+    of [(key group or sequence number, keys, their values or None)].
 
-    Grouped, the whole delta's keys are sorted by key group first (the batch hash, outside the lock:
-    keys never change, and ``pending`` is not changed once cut), so a part is a key group's run, or a
-    ``CHUNK`` slice of it, and a file has about as many parts as ungrouped (keys / CHUNK), plus one
-    per key group, rather than a part per key group per chunk."""
+    Ungrouped: ``CHUNK`` keys in the set's order, one part each. Grouped: a ``GROUP_SLICE`` of keys
+    in the set's order, sorted by key group (hashed beforehand, outside the lock: keys never change,
+    and ``pending`` is not changed once cut), one run per key group present; the writer pickles each
+    run as a small pickle (a frame) and a key group's frames of the whole delta make its part, so a
+    file has one part per key group. Small slices, because the keys of a run are spread over the
+    slice: sorted by key group over a large slice, every key touched is a cache miss (the writer
+    was three to four times slower at 64 Ki keys a slice than in the set's order). The values are
+    looked up before the slice is sorted, in the set's order and without the lock: a value looked up
+    early is still the barrier's when the writer pickles it under the lock unless its key is ``done``
+    by then (the task saves the value, marking its key done, before it writes or hands it out), and
+    such keys are left out (``_refs_part``)."""
     seq = iter(seq)
     if key_groups is None:
         keys = itertools.chain.from_iterable(pending)
@@ -279,23 +296,49 @@ def _lock_batches(
             taken = list(itertools.islice(keys, CHUNK))
             if not taken:
                 return
-            yield [(next(seq), taken)]
+            yield [(next(seq), taken, None)]
     # overlapping checkpoints' sets may share keys: each is written once (``done`` would skip it anyway)
     everything = list(pending[0]) if len(pending) == 1 else list(set().union(*pending))
-    ordered, runs = group_keys(everything, key_groups(everything))
-    del everything
-    batch: list[tuple[int, list[Any]]] = []
-    size = 0
-    for kg, lo, hi in runs:
-        for start in range(lo, hi, CHUNK):
-            piece = ordered[start : min(hi, start + CHUNK)]
-            if size + len(piece) > CHUNK and batch:
-                yield batch
-                batch, size = [], 0
-            batch.append((kg, piece))
-            size += len(piece)
-    if batch:
-        yield batch
+    lookup = dict.get.__get__(table)  # the dict's own get: not a read the change tracking counts
+    hashed = 0
+    kgs: Any = None
+    for lo in range(0, len(everything), GROUP_SLICE):
+        if lo >= hashed:  # hashed a few slices at a time: numpy's calls cost per call
+            kgs, hashed = key_groups(everything[lo : lo + 64 * GROUP_SLICE]), lo + 64 * GROUP_SLICE
+            hashed_from = lo
+        piece = everything[lo : lo + GROUP_SLICE]
+        refs = list(map(lookup, piece, itertools.repeat(_ABSENT)))
+        piece_kgs = kgs[lo - hashed_from : lo - hashed_from + len(piece)]
+        ordered, runs = group_keys(piece, piece_kgs)
+        values, _ = group_keys(refs, piece_kgs)
+        yield [(kg, ordered[a:b], values[a:b]) for kg, a, b in runs]
+
+
+def _refs_part(name: str, keys: list[Any], values: list[Any], view: CopyOnWrite) -> tuple[list[Any], bytes | None]:
+    """Under the lock: (the keys not yet ``done``, the pickle of them and their ``values`` looked up
+    earlier, ``_ABSENT`` for a key the table did not hold) or None if every key is done. Keys are
+    written once per delta, so only a key the task saved can be done already."""
+    if view.saved and not view.done.isdisjoint(keys):  # the task saved some meanwhile: they go with ``saved``
+        done = view.done
+        kept = [(k, v) for k, v in zip(keys, values) if k not in done]
+        if not kept:
+            return [], None
+        keys, values = [k for k, _ in kept], [v for _, v in kept]
+    if any(map(operator.is_, values, itertools.repeat(_ABSENT))):
+        live = {k: v for k, v in zip(keys, values) if v is not _ABSENT}
+        gone = [k for k, v in zip(keys, values) if v is _ABSENT]
+    else:
+        live, gone = dict(zip(keys, values)), []
+    return keys, pickle.dumps((name, live, gone), pickle.HIGHEST_PROTOCOL)
+
+
+def frames(payload: bytes) -> Iterable[tuple[str, Any, list[Any]]]:
+    """The ``(state name, {key: value}, [deleted key])`` pickles of a part: one, or (a grouped delta's
+    part) a key group's pickles one after the other."""
+    buf = io.BytesIO(payload)
+    end = len(payload)
+    while buf.tell() < end:
+        yield pickle.load(buf)
 
 
 class Parts(list):
@@ -450,17 +493,17 @@ def _replay(files: Chain, read_file: ReadFile, base: bool, owned: frozenset[int]
         if not index:
             continue
         for kg, payload in read_file(f.name, index):
-            name, live, dead = pickle.loads(payload)
-            slot = name if owned is None else (kg, name)
-            t = tables.setdefault(slot, {})
-            t.update(live)
-            g = gone.get(slot)
-            if g:  # a value written after the deletion
-                g.difference_update(live.keys() if isinstance(live, dict) else (k for k, _ in live))
-            for k in dead:
-                t.pop(k, None)
-            if dead and not base:
-                gone.setdefault(slot, set()).update(dead)
+            for name, live, dead in frames(payload):
+                slot = name if owned is None else (kg, name)
+                t = tables.setdefault(slot, {})
+                t.update(live)
+                g = gone.get(slot)
+                if g:  # a value written after the deletion
+                    g.difference_update(live.keys() if isinstance(live, dict) else (k for k, _ in live))
+                for k in dead:
+                    t.pop(k, None)
+                if dead and not base:
+                    gone.setdefault(slot, set()).update(dead)
     return tables, gone
 
 
@@ -483,10 +526,10 @@ def replay_key_groups(chain: Chain, read_file: ReadFile, key_groups: range | Non
         if not index:
             continue
         for _, payload in read_file(f.name, index):
-            name, live, gone = pickle.loads(payload)
-            t = tables.setdefault(name, {})
-            t.update(live)
-            for k in gone:
-                t.pop(k, None)
+            for name, live, gone in frames(payload):
+                t = tables.setdefault(name, {})
+                t.update(live)
+                for k in gone:
+                    t.pop(k, None)
     only = key_groups is not None and all(f.grouped for f in files)
     return {name: t for name, t in tables.items() if t}, only
