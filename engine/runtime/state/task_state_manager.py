@@ -29,6 +29,8 @@ import bisect
 from dataclasses import replace
 from typing import Any, Callable, Mapping
 
+import numpy as np
+
 from millstream.engine.checkpoint.rescale import (
     OperatorRestore,
     OperatorSubtaskState,
@@ -37,7 +39,7 @@ from millstream.engine.checkpoint.rescale import (
     regroup_keyed,
     split_operator_state,
 )
-from millstream.engine.runtime.key_group_batch import key_grouper
+from millstream.engine.runtime.key_group_batch import assign_to_key_groups, key_grouper
 from millstream.engine.runtime.key_groups import KEY_ENCODING_VERSION, assign_to_key_group, key_group_range
 from millstream.engine.runtime.state.heap_incremental import base_parts, merge, replay_key_groups
 from millstream.engine.runtime.state.incremental import encode_groups, encode_parts, replay, replay_into
@@ -339,9 +341,10 @@ def _expand_tables(
 ) -> tuple[dict[int, Mapping[str, Any]], list[Mapping[str, Any]], list[tuple[str, list]]]:
     """Take apart snapshots that hold a backend's state whole rather than by key group.
 
-    ``tables`` (the heap backend's): the subtask's own, at an unchanged parallelism, is returned to
-    be put back as it is; any other file's keys are grouped by key group, keeping the key groups
-    this subtask owns, into its ``keyed``. ``records`` (the on-disk backend's, sorted by key group):
+    ``tables`` (the heap backend's): the subtask's own, at an unchanged parallelism, or a grouped
+    heap chain's replay of this subtask's key groups, is returned to be put back as it is; of any
+    other file's tables every key is hashed (in batches, ``key_group_batch``) and the entries of the
+    key groups this subtask owns are put back likewise. ``records`` (the on-disk backend's, sorted by key group):
     the slice of the key groups this subtask owns, found by bisection, no record decoded."""
     out: dict[int, Mapping[str, Any]] = {}
     whole: list[Mapping[str, Any]] = []
@@ -364,14 +367,22 @@ def _expand_tables(
             whole.append(tables)
             out[i] = st
             continue
-        keyed = {kg: dict(groups) for kg, groups in (st.get("keyed") or {}).items()}
-        for name, table in tables.items():
-            for key, value in table.items():
-                kg = assign_to_key_group(key, spec.max_parallelism, key_spec)
-                if kg in owned:
-                    keyed.setdefault(kg, {}).setdefault(name, []).append((key, value))
-        out[i] = {**st, "keyed": keyed}
+        # another subtask's tables whole: every key hashed (in batches, ``key_group_batch``) to keep this
+        # subtask's, which go in as its own tables do
+        whole.append({name: _owned_entries(table, owned, spec.max_parallelism, key_spec) for name, table in tables.items()})
+        out[i] = st
     return out, whole, records
+
+
+def _owned_entries(table: Mapping[Any, Any], owned: range, max_parallelism: int, key_spec: Any) -> dict[Any, Any]:
+    """The entries of ``table`` whose keys fall in the key groups ``owned``."""
+    keys = list(table.keys())
+    kgs = assign_to_key_groups(keys, max_parallelism, key_spec)
+    picked = np.flatnonzero((kgs >= owned.start) & (kgs < owned.stop)).tolist()
+    if not picked:
+        return {}
+    mine = [keys[j] for j in picked]
+    return dict(zip(mine, map(table.__getitem__, mine)))
 
 
 def key_encoding_of(state: Mapping[str, Any]) -> int:
