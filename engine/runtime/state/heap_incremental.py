@@ -25,12 +25,13 @@ around the interpreter lock:
   (``forked_snapshot``).
 
 The files go to the job's ``shared/`` directory and are reference-counted by the coordinator's
-``SharedStateRegistry``, exactly as the on-disk backend's (``incremental``). A part here is
-``(state name, {key: value}, [deleted key])`` (``[(key, value)]`` in files written before): keys are
-not grouped by key group when written (that would cost a key hash per changed key on the writer
-thread); a restore replays the chain into whole
-tables (``replay_tables``), which the task state manager treats as a heap snapshot's ``tables`` -
-its own at an unchanged parallelism, split by key group only when the parallelism changed - onto
+``SharedStateRegistry``, exactly as the on-disk backend's (``incremental``). A pickle here is
+``(state name, {key: value}, [deleted key])`` (``[(key, value)]`` in files written before). Files are
+grouped by key group (``SharedFile.grouped``, issue 16's change 8): each part holds keys of the key
+group its index entry names, as one or more such pickles one after the other (``frames``), the keys
+hashed in batches on the writer thread (``key_group_batch``); a restore reads only the parts of the
+key groups it owns (``replay_key_groups``) and puts them in as its own tables. Files written before
+number their parts in order and are read whole, their keys hashed by the task state manager, onto
 either backend. Savepoints stay full, self-contained snapshots.
 """
 from __future__ import annotations

@@ -17,7 +17,9 @@ Per operator a task writes one state file holding a dict:
   the job's ``shared/`` directory its state is rebuilt from, a base and the deltas after it
   (``incremental``); a restore replays the parts of the key groups it owns;
 * ``heap_chain`` (the heap backend with incremental checkpoints): the same, in the heap backend's
-  format (``heap_incremental``): replayed into whole tables, restored as ``tables`` are;
+  format (``heap_incremental``): the parts of the key groups owned are replayed into tables that go
+  in as the subtask's own (a chain with a file written before its files were grouped: replayed
+  whole, restored as ``tables`` are);
 * ``operator``: the operator's own ``snapshot_state()`` (a list is split evenly on rescale, anything
   else is copied, like broadcast state);
 * ``function``: a CheckpointedFunction's operator list and union list states;
