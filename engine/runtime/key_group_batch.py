@@ -41,18 +41,24 @@ _pow = np.ones(1, dtype=np.uint32)
 _invpow = np.ones(1, dtype=np.uint32)
 
 
+_KEEP_POWERS = 1 << 22  # positions whose powers stay cached (2 x 16 MiB); a longer buffer computes its own
+
+
 def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
     """(31^i, 31^-i) mod 2^32 for i in [0, n]."""
     global _pow, _invpow
-    if len(_pow) <= n:
-        size = max(n + 1, 2 * len(_pow))
-        # uint32 products wrap mod 2^32, which is the arithmetic wanted
-        pw = np.full(size, 31, dtype=np.uint32)
-        pw[0] = 1
-        inv = np.full(size, _INV31, dtype=np.uint32)
-        inv[0] = 1
-        _pow, _invpow = np.cumprod(pw, dtype=np.uint32), np.cumprod(inv, dtype=np.uint32)
-    return _pow, _invpow
+    if len(_pow) > n:
+        return _pow, _invpow
+    size = max(n + 1, min(2 * len(_pow), _KEEP_POWERS))
+    # uint32 products wrap mod 2^32, which is the arithmetic wanted
+    pw = np.full(size, 31, dtype=np.uint32)
+    pw[0] = 1
+    inv = np.full(size, _INV31, dtype=np.uint32)
+    inv[0] = 1
+    pw, inv = np.cumprod(pw, dtype=np.uint32), np.cumprod(inv, dtype=np.uint32)
+    if size <= _KEEP_POWERS:
+        _pow, _invpow = pw, inv
+    return pw, inv
 
 
 def murmur_hashes(codes: np.ndarray) -> np.ndarray:
