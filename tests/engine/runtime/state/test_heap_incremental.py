@@ -6,6 +6,8 @@ from __future__ import annotations
 import pickle
 import threading
 
+import pytest
+
 from millstream.engine.datastream.state import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
 from millstream.engine.runtime.state.heap_backend import HeapKeyedStateBackend
 from millstream.engine.runtime.state.heap_incremental import CHUNK, TrackedTable, replay_tables
@@ -78,9 +80,6 @@ def test_a_delta_holds_the_values_of_its_barrier_whatever_the_task_does_before_i
     assert value.value() == 999 and list(items.get())[-1] == 999
 
 
-import pytest  # noqa: E402
-
-
 @pytest.mark.parametrize("slow", ["_chunk_part", "_refs_part", "group_keys"])
 def test_the_task_thread_changing_keys_while_the_writer_reads_them_in_chunks(monkeypatch, slow) -> None:
     """``_chunk_part``: the ungrouped writer; ``_refs_part``: the grouped writer slowed under the lock
@@ -99,7 +98,6 @@ def test_the_task_thread_changing_keys_while_the_writer_reads_them_in_chunks(mon
     monkeypatch.setattr(heap_incremental, slow, slow_part)
     b = HeapKeyedStateBackend(128, incremental=True)
     if slow == "_chunk_part":  # the older, ungrouped files
-        monkeypatch.setattr(heap_incremental, "key_grouper", lambda *a: None, raising=False)
         monkeypatch.setattr("millstream.engine.runtime.state.heap_backend.key_grouper", lambda *a: None)
     t = b.table("_reduce", "value")
     store, write = _files()
@@ -417,9 +415,6 @@ def _damage_outside(root, states: dict, mine: range) -> int:
                     damaged += 1
             path.write_bytes(bytes(data))
     return damaged
-
-
-import pytest  # noqa: E402
 
 
 @pytest.mark.parametrize(("old", "new"), [(2, 3), (3, 1), (2, 2)])
