@@ -275,8 +275,9 @@ class StreamTask:
                         (deferred if is_base else background)[op_id] = complete
                     elif getattr(self.keyed_backend, "snapshot_in_fork", False):
                         # taken in a forked child; a savepoint's grouped by key group there, so a rescaled
-                        # restore reads only its key groups (a periodic checkpoint's is not: hashing
-                        # every key costs more than the interval, see docs/large-state.md)
+                        # restore reads only its key groups (a periodic checkpoint's is not: grouping
+                        # costs the child 2-3x the whole pickle even with the batch hash, more than a
+                        # 2 s interval at 3 M keys, see docs/large-state.md change 8)
                         by_kg = barrier.checkpoint_type != "CHECKPOINT"
                         deferred[op_id] = _keyed_snapshot(self.keyed_backend, op, by_kg)
                     elif incremental:

@@ -22,7 +22,7 @@ from millstream.engine.datastream.state import (
     ValueState,
     ValueStateDescriptor,
 )
-from millstream.engine.runtime.key_groups import assign_to_key_group
+from millstream.engine.runtime.key_group_batch import assign_to_key_groups, group_keys, key_grouper
 from millstream.engine.runtime.state.heap_incremental import MUTABLE_KINDS, TrackedTable, begin_delta, cut
 from millstream.engine.runtime.state.state_chain import ChangeTracker, SnapshotPlan
 
@@ -112,7 +112,7 @@ class HeapKeyedStateBackend(StateFactory):
         plan, sets = self.changes.plan_cut(checkpoint_id, cut(tables), compact, live)
         if plan.is_base:
             return plan, None
-        read, discard = begin_delta(tables, sets)
+        read, discard = begin_delta(tables, sets, key_grouper(self.max_parallelism, self.key_spec))
         self._views[checkpoint_id] = discard
         return plan, read
 
@@ -136,13 +136,31 @@ class HeapKeyedStateBackend(StateFactory):
                 discard()
 
     def snapshot_by_key_group(self) -> dict[int, dict[str, list[tuple[Any, Any]]]]:
-        """{key group: {state name: [(key, value)]}}, the unit that rescaling moves."""
+        """{key group: {state name: [(key, value)]}}, the unit that rescaling moves. The keys are hashed
+        in batches (``key_group_batch``) and sorted by key group a slice of the table at a time: the
+        pairs of a key group are then read from a few MB of the table, not from all of it (a cache
+        miss per key, four times slower)."""
         out: dict[int, dict[str, list[tuple[Any, Any]]]] = {}
         for name, table in self.tables.items():
-            for key, value in table.items():
-                kg = assign_to_key_group(key, self.max_parallelism, self.key_spec)
-                out.setdefault(kg, {}).setdefault(name, []).append((key, value))
+            keys = list(dict.keys(table))
+            kgs = assign_to_key_groups(keys, self.max_parallelism, self.key_spec)
+            value = dict.__getitem__.__get__(table)  # not a read the change tracking counts
+            for lo in range(0, len(keys), _GROUP_SLICE):
+                ordered, runs = group_keys(keys[lo : lo + _GROUP_SLICE], kgs[lo : lo + _GROUP_SLICE])
+                for kg, a, b in runs:
+                    piece = ordered[a:b]
+                    groups = out.get(kg)
+                    if groups is None:
+                        groups = out[kg] = {}
+                    pairs = groups.get(name)
+                    if pairs is None:
+                        groups[name] = list(zip(piece, map(value, piece)))
+                    else:
+                        pairs.extend(zip(piece, map(value, piece)))
         return out
+
+
+_GROUP_SLICE = 4_096  # keys of a table sorted by key group at a time (``snapshot_by_key_group``)
 
 
 # State kinds whose values are written back whole (``t[k] = v``); any other kind's values may be

@@ -25,28 +25,36 @@ around the interpreter lock:
   (``forked_snapshot``).
 
 The files go to the job's ``shared/`` directory and are reference-counted by the coordinator's
-``SharedStateRegistry``, exactly as the on-disk backend's (``incremental``). A part here is
-``(state name, {key: value}, [deleted key])`` (``[(key, value)]`` in files written before): keys are
-not grouped by key group when written (that would cost a key hash per changed key on the writer
-thread); a restore replays the chain into whole
-tables (``replay_tables``), which the task state manager treats as a heap snapshot's ``tables`` -
-its own at an unchanged parallelism, split by key group only when the parallelism changed - onto
+``SharedStateRegistry``, exactly as the on-disk backend's (``incremental``). A pickle here is
+``(state name, {key: value}, [deleted key])`` (``[(key, value)]`` in files written before). Files are
+grouped by key group (``SharedFile.grouped``, issue 16's change 8): each part holds keys of the key
+group its index entry names, as one or more such pickles one after the other (``frames``), the keys
+hashed in batches on the writer thread (``key_group_batch``); a restore reads only the parts of the
+key groups it owns (``replay_key_groups``) and puts them in as its own tables. Files written before
+number their parts in order and are read whole, their keys hashed by the task state manager, onto
 either backend. Savepoints stay full, self-contained snapshots.
 """
 from __future__ import annotations
 
+import io
 import itertools
+import operator
 import pickle
 import threading
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from millstream.engine.runtime.key_group_batch import group_keys
 from millstream.engine.runtime.state.state_chain import BASE, Chain
+
+# The key group of each of a list of keys (the backend's ``key_groups_of``: the batch key-group hash).
+KeyGroups = Callable[[Sequence[Any]], Any]
 
 # Kinds of state whose values callers change in place after reading them (``HeapListState.add``
 # appends to the list ``setdefault`` returned; the window operator mutates its per-key dicts).
 MUTABLE_KINDS = frozenset({"list", "map", "window", "ttl-list", "ttl-map"})
 CHUNK = 2_000  # keys per part: what the writer thread pickles while it holds the interpreter lock
 BASE_CHUNK = 50_000  # entries per part of a base: a few ms to pickle or unpickle
+GROUP_SLICE = 4_096  # changed keys a delta's writer sorts by key group and pickles at a time (``_lock_batches``)
 _ABSENT = object()
 _SCALARS = frozenset({int, float, str, bytes, bool, complex, type(None)})
 
@@ -195,12 +203,14 @@ def cut(tables: Mapping[str, TrackedTable]) -> dict[str, set[Any]]:
 
 
 def begin_delta(
-    tables: Mapping[str, TrackedTable], changed: Iterable[Mapping[str, set[Any]]]
-) -> tuple[Callable[[], list[tuple[int, bytes]]], Callable[[], None]]:
+    tables: Mapping[str, TrackedTable], changed: Iterable[Mapping[str, set[Any]]], key_groups: KeyGroups | None = None
+) -> tuple[Callable[[], "Parts"], Callable[[], None]]:
     """Task thread, at the barrier: attach a copy-on-write view of the keys in ``changed`` (the change
     sets of every snapshot since the last completed one) to each table. The returned callable, run
-    once on the writer thread, returns the delta's parts [(sequence number, payload)] and detaches
-    the views; the second detaches them without reading (a snapshot that will never be read)."""
+    once on the writer thread, returns the delta's parts [(key group or sequence number, payload)]
+    and detaches the views; the second detaches them without reading (a snapshot that will never be
+    read). With ``key_groups`` the parts are grouped: every part holds keys of one key group, the one
+    it is listed under (``Parts.grouped``); without, numbered in order as before."""
     lock = threading.Lock()
     sets: dict[str, list[set[Any]]] = {}
     for snapshot in changed:
@@ -212,39 +222,49 @@ def begin_delta(
         _attach(tables[name], view)
 
     def read() -> Parts:
-        parts: list[bytes] = []
+        parts: list[tuple[int, bytes]] = []
+        frames: dict[int, list[bytes]] = {}  # grouped: the pickles of each key group, one part each at the end
         entries = 0
+        seq = itertools.count()
         try:
             for name, view in views.items():
                 table = tables[name]
-                keys = itertools.chain.from_iterable(view.pending)
-                while True:
-                    with lock:  # a chunk at a time: the task thread waits at most this long
-                        taken = list(itertools.islice(keys, CHUNK))
-                        if not taken:
-                            break
-                        # Set operations, each one loop in C over the chunk (``fresh - done`` walks the
-                        # chunk, not the done set; ``keys() & fresh`` looks the chunk up in the table).
-                        fresh = set(taken) - view.done
-                        part = _chunk_part(name, table, fresh) if fresh else None
-                        # Only now, with the values pickled: ``preserve`` lets the task change a key in
-                        # ``done`` without taking the lock, so a key marked before its value was read
-                        # could hand the writer a value from after the barrier (a checkpoint counting
-                        # a record twice once restored).
-                        view.done.update(fresh)
-                        entries += len(fresh)
-                    if part is not None:
-                        parts.append(part)
+                for batch in _lock_batches(table, view.pending, key_groups, seq):
+                    with lock:  # one slice of keys at a time: the task thread waits at most this long
+                        for kg, keys, refs in batch:
+                            if refs is None:
+                                # Set operations, each one loop in C over the chunk (``fresh - done`` walks the
+                                # chunk, not the done set; ``keys() & fresh`` looks the chunk up in the table).
+                                fresh = set(keys) - view.done
+                                if fresh:
+                                    parts.append((kg, _chunk_part(name, table, fresh)))
+                            else:
+                                fresh, part = _refs_part(name, keys, refs, view)
+                                if part is not None:
+                                    frames.setdefault(kg, []).append(part)
+                            # Only now, with the values pickled: ``preserve`` lets the task change a key in
+                            # ``done`` without taking the lock, so a key marked before its value was read
+                            # could hand the writer a value from after the barrier (a checkpoint counting
+                            # a record twice once restored).
+                            view.done.update(fresh)
+                            entries += len(fresh)
                 with lock:  # every pending key is done now: nothing more is saved
                     _detach(table, view)
                     saved = list(view.saved.items())
                 if saved:
-                    parts.append(_part(name, saved))
                     entries += len(saved)
+                    if key_groups is None:
+                        parts.append((next(seq), _part(name, saved)))
+                    else:
+                        ordered, runs = group_keys(saved, key_groups([k for k, _ in saved]))
+                        for kg, lo, hi in runs:
+                            frames.setdefault(kg, []).append(_part(name, ordered[lo:hi]))
         finally:
             for name, view in views.items():
                 _detach(tables[name], view)
-        return Parts(enumerate(parts), entries)
+        # a key group's part is its pickles one after the other (``frames``): one part per key group
+        parts.extend((kg, b"".join(frames.pop(kg))) for kg in sorted(frames))
+        return Parts(parts, entries, key_groups is not None)
 
     def discard() -> None:
         for name, view in views.items():
@@ -253,13 +273,85 @@ def begin_delta(
     return read, discard
 
 
-class Parts(list):
-    """The parts [(sequence number, payload)] of one file, and how many entries (values and
-    deletions) they hold, which the chain's compaction policy weighs (``state_chain.merge_start``)."""
+def _lock_batches(
+    table: dict[Any, Any], pending: tuple[set[Any], ...], key_groups: KeyGroups | None, seq: Iterable[int]
+) -> Iterable[list[tuple[int, list[Any], list[Any] | None]]]:
+    """The changed keys of one table as the writer takes them: batches (one hold of the lock each)
+    of [(key group or sequence number, keys, their values or None)].
 
-    def __init__(self, parts: Iterable[tuple[int, bytes]] = (), entries: int = -1) -> None:
+    Ungrouped: ``CHUNK`` keys in the set's order, one part each. Grouped: a ``GROUP_SLICE`` of keys
+    in the set's order, sorted by key group (hashed beforehand, outside the lock: keys never change,
+    and ``pending`` is not changed once cut), one run per key group present; the writer pickles each
+    run as a small pickle (a frame) and a key group's frames of the whole delta make its part, so a
+    file has one part per key group. Small slices, because the keys of a run are spread over the
+    slice: sorted by key group over a large slice, every key touched is a cache miss (the writer
+    was three to four times slower at 64 Ki keys a slice than in the set's order). The values are
+    looked up before the slice is sorted, in the set's order and without the lock: a value looked up
+    early is still the barrier's when the writer pickles it under the lock unless its key is ``done``
+    by then (the task saves the value, marking its key done, before it writes or hands it out), and
+    such keys are left out (``_refs_part``)."""
+    seq = iter(seq)
+    if key_groups is None:
+        keys = itertools.chain.from_iterable(pending)
+        while True:
+            taken = list(itertools.islice(keys, CHUNK))
+            if not taken:
+                return
+            yield [(next(seq), taken, None)]
+    # overlapping checkpoints' sets may share keys: each is written once (``done`` would skip it anyway)
+    everything = list(pending[0]) if len(pending) == 1 else list(set().union(*pending))
+    lookup = dict.get.__get__(table)  # the dict's own get: not a read the change tracking counts
+    hashed = 0
+    kgs: Any = None
+    for lo in range(0, len(everything), GROUP_SLICE):
+        if lo >= hashed:  # hashed a few slices at a time: numpy's calls cost per call
+            kgs, hashed = key_groups(everything[lo : lo + 64 * GROUP_SLICE]), lo + 64 * GROUP_SLICE
+            hashed_from = lo
+        piece = everything[lo : lo + GROUP_SLICE]
+        refs = list(map(lookup, piece, itertools.repeat(_ABSENT)))
+        piece_kgs = kgs[lo - hashed_from : lo - hashed_from + len(piece)]
+        ordered, runs = group_keys(piece, piece_kgs)
+        values, _ = group_keys(refs, piece_kgs)
+        yield [(kg, ordered[a:b], values[a:b]) for kg, a, b in runs]
+
+
+def _refs_part(name: str, keys: list[Any], values: list[Any], view: CopyOnWrite) -> tuple[list[Any], bytes | None]:
+    """Under the lock: (the keys not yet ``done``, the pickle of them and their ``values`` looked up
+    earlier, ``_ABSENT`` for a key the table did not hold) or None if every key is done. Keys are
+    written once per delta, so only a key the task saved can be done already."""
+    if view.saved and not view.done.isdisjoint(keys):  # the task saved some meanwhile: they go with ``saved``
+        done = view.done
+        kept = [(k, v) for k, v in zip(keys, values) if k not in done]
+        if not kept:
+            return [], None
+        keys, values = [k for k, _ in kept], [v for _, v in kept]
+    if any(map(operator.is_, values, itertools.repeat(_ABSENT))):
+        live = {k: v for k, v in zip(keys, values) if v is not _ABSENT}
+        gone = [k for k, v in zip(keys, values) if v is _ABSENT]
+    else:
+        live, gone = dict(zip(keys, values)), []
+    return keys, pickle.dumps((name, live, gone), pickle.HIGHEST_PROTOCOL)
+
+
+def frames(payload: bytes) -> Iterable[tuple[str, Any, list[Any]]]:
+    """The ``(state name, {key: value}, [deleted key])`` pickles of a part: one, or (a grouped delta's
+    part) a key group's pickles one after the other."""
+    buf = io.BytesIO(payload)
+    end = len(payload)
+    while buf.tell() < end:
+        yield pickle.load(buf)
+
+
+class Parts(list):
+    """The parts [(key group or sequence number, payload)] of one file, how many entries (values and
+    deletions) they hold, which the chain's compaction policy weighs (``state_chain.merge_start``),
+    and whether they are ``grouped``: each part holds keys of the key group it is listed under, so a
+    restore reads only the parts of its own key groups (``SharedFile.grouped``)."""
+
+    def __init__(self, parts: Iterable[tuple[int, bytes]] = (), entries: int = -1, grouped: bool = False) -> None:
         super().__init__(parts)
         self.entries = entries
+        self.grouped = grouped
 
 
 _views_lock = threading.Lock()  # the task thread attaches, writer threads detach
@@ -292,71 +384,153 @@ def _chunk_part(name: str, table: dict[Any, Any], keys: set[Any]) -> bytes:
     return pickle.dumps((name, live, gone), pickle.HIGHEST_PROTOCOL)
 
 
-def base_parts(tables: Mapping[str, dict[Any, Any]], gone: Mapping[str, set[Any]] | None = None) -> Parts:
+def base_parts(
+    tables: Mapping[str, dict[Any, Any]], gone: Mapping[str, set[Any]] | None = None, key_groups: KeyGroups | None = None
+) -> Parts:
     """Every table in parts of ``BASE_CHUNK`` entries (in the forked child, or compacting on the writer
     thread): a reader unpickles, and a compaction pickles, one part per hold of the interpreter lock.
-    ``gone``: keys deleted, per table (a merge of deltas that does not start the chain keeps them)."""
-    parts = []
+    ``gone``: keys deleted, per table (a merge of deltas that does not start the chain keeps them).
+    With ``key_groups`` each part holds one key group's entries (``Parts.grouped``)."""
+    parts: list[tuple[int, bytes]] = []
     entries = 0
     gone = gone or {}
+    seq = itertools.count()
     for name in {**dict.fromkeys(tables), **dict.fromkeys(gone)}:
-        items = iter(dict.items(tables.get(name) or {}))
-        while True:
-            chunk = dict(itertools.islice(items, BASE_CHUNK))
-            if not chunk:
-                break
-            entries += len(chunk)
-            parts.append(pickle.dumps((name, chunk, []), pickle.HIGHEST_PROTOCOL))
-        deleted = iter(gone.get(name) or ())
-        while True:
-            keys = list(itertools.islice(deleted, BASE_CHUNK))
-            if not keys:
-                break
-            entries += len(keys)
-            parts.append(pickle.dumps((name, {}, keys), pickle.HIGHEST_PROTOCOL))
-    return Parts(enumerate(parts), entries)
+        table = tables.get(name) or {}
+        deleted = list(gone.get(name) or ())
+        entries += len(table) + len(deleted)
+        if key_groups is None:
+            items = iter(dict.items(table))
+            while True:
+                chunk = dict(itertools.islice(items, BASE_CHUNK))
+                if not chunk:
+                    break
+                parts.append((next(seq), pickle.dumps((name, chunk, []), pickle.HIGHEST_PROTOCOL)))
+            for lo in range(0, len(deleted), BASE_CHUNK):
+                parts.append((next(seq), pickle.dumps((name, {}, deleted[lo : lo + BASE_CHUNK]), pickle.HIGHEST_PROTOCOL)))
+            continue
+        parts.extend(_grouped_parts(name, table, deleted, key_groups))
+    return Parts(parts, entries, key_groups is not None)
 
 
-def compact(chain: Chain, read_file: Callable[[str, list[tuple[int, int, int]]], list[tuple[int, bytes]]]) -> Parts:
+def _grouped_parts(name: str, table: dict[Any, Any], deleted: list[Any], key_groups: KeyGroups) -> list[tuple[int, bytes]]:
+    """One table's entries and deleted keys as parts of one key group each, at most BASE_CHUNK entries."""
+    out: list[tuple[int, bytes]] = []
+    keys = list(dict.keys(table))
+    ordered, runs = group_keys(keys, key_groups(keys))
+    del keys
+    value = dict.__getitem__.__get__(table)
+    for kg, lo, hi in runs:
+        for start in range(lo, hi, BASE_CHUNK):
+            piece = ordered[start : min(hi, start + BASE_CHUNK)]
+            out.append((kg, pickle.dumps((name, dict(zip(piece, map(value, piece))), []), pickle.HIGHEST_PROTOCOL)))
+    if deleted:
+        ordered, runs = group_keys(deleted, key_groups(deleted))
+        for kg, lo, hi in runs:
+            for start in range(lo, hi, BASE_CHUNK):
+                out.append((kg, pickle.dumps((name, {}, ordered[start : min(hi, start + BASE_CHUNK)]), pickle.HIGHEST_PROTOCOL)))
+    return out
+
+
+ReadFile = Callable[[str, list[tuple[int, int, int]]], Iterable[tuple[int, bytes]]]
+
+
+def compact(chain: Chain, read_file: ReadFile, key_groups: KeyGroups | None = None) -> Parts:
     """The parts of one base holding the state of ``chain`` (FLIP-158's materialisation), read from the
     chain's files rather than from the live tables: on the writer thread, nothing forked, nothing the
     task thread changes is touched. Each part read or written is one short hold of the lock."""
-    return merge(chain, read_file, True)
+    return merge(chain, read_file, True, key_groups)
 
 
-def merge(files: Chain, read_file: Callable[[str, list[tuple[int, int, int]]], list[tuple[int, bytes]]], base: bool) -> Parts:
+# Key groups merged at a time when every file is grouped: what a merge holds is this share of the state.
+MERGE_KEY_GROUPS = 16
+
+
+def merge(files: Chain, read_file: ReadFile, base: bool, key_groups: KeyGroups | None = None) -> Parts:
     """The parts of one file equivalent to ``files`` (consecutive files of a chain) replayed in order.
     ``base``: they start the chain, so deletions are applied and dropped; otherwise the merged file
-    is a delta and keeps them (a key deleted here may have a value in an earlier file)."""
-    tables: dict[str, dict[Any, Any]] = {}
-    gone: dict[str, set[Any]] = {}
+    is a delta and keeps them (a key deleted here may have a value in an earlier file).
+
+    With ``key_groups`` the merged file is grouped. When every file is grouped already the merge goes
+    a few key groups at a time (``MERGE_KEY_GROUPS``), reading only their parts of each file and
+    hashing nothing; a chain with a file in the older format is replayed whole and then grouped."""
+    if key_groups is not None and files and all(f.grouped for f in files):
+        present = sorted({r[0] for f in files for r in f.index})
+        parts: list[tuple[int, bytes]] = []
+        entries = 0
+        for i in range(0, len(present), MERGE_KEY_GROUPS):
+            owned = frozenset(present[i : i + MERGE_KEY_GROUPS])
+            tables, gone = _replay(files, read_file, base, owned)
+            for kg, name, t, g in _by_part_key_group(tables, gone):
+                entries += len(t) + len(g)
+                items = iter(t.items())
+                while chunk := dict(itertools.islice(items, BASE_CHUNK)):
+                    parts.append((kg, pickle.dumps((name, chunk, []), pickle.HIGHEST_PROTOCOL)))
+                if g:
+                    parts.append((kg, pickle.dumps((name, {}, list(g)), pickle.HIGHEST_PROTOCOL)))
+            del tables, gone
+        return Parts(parts, entries, True)
+    tables, gone = _replay(files, read_file, base, None)
+    return base_parts({n: t for n, t in tables.items() if t}, None if base else gone, key_groups)
+
+
+def _by_part_key_group(
+    tables: dict[tuple[int, str], dict[Any, Any]], gone: dict[tuple[int, str], set[Any]]
+) -> Iterable[tuple[int, str, dict[Any, Any], set[Any]]]:
+    """(key group, name, live, deleted) of a grouped replay, in key-group order."""
+    for kg, name in sorted({*tables, *gone}):
+        yield kg, name, tables.get((kg, name)) or {}, gone.get((kg, name)) or set()
+
+
+def _replay(files: Chain, read_file: ReadFile, base: bool, owned: frozenset[int] | None) -> tuple[dict, dict]:
+    """Replay ``files`` in order. ``owned`` None: everything, as {name: {key: value}} and {name: {deleted
+    key}}; else only those key groups' parts of (grouped) files, kept apart as {(key group, name): ...}."""
+    tables: dict[Any, dict[Any, Any]] = {}
+    gone: dict[Any, set[Any]] = {}
     for f in files:
         if f.kind == BASE:
             tables, gone = {}, {}
-        for _, payload in read_file(f.name, list(f.index)):
-            name, live, dead = pickle.loads(payload)
-            t = tables.setdefault(name, {})
-            t.update(live)
-            g = gone.get(name)
-            if g:  # a value written after the deletion
-                g.difference_update(live.keys() if isinstance(live, dict) else (k for k, _ in live))
-            for k in dead:
-                t.pop(k, None)
-            if dead and not base:
-                gone.setdefault(name, set()).update(dead)
-    return base_parts({n: t for n, t in tables.items() if t}, None if base else gone)
+        index = list(f.index) if owned is None else [r for r in f.index if r[0] in owned]
+        if not index:
+            continue
+        for kg, payload in read_file(f.name, index):
+            for name, live, dead in frames(payload):
+                slot = name if owned is None else (kg, name)
+                t = tables.setdefault(slot, {})
+                t.update(live)
+                g = gone.get(slot)
+                if g:  # a value written after the deletion
+                    g.difference_update(live.keys() if isinstance(live, dict) else (k for k, _ in live))
+                for k in dead:
+                    t.pop(k, None)
+                if dead and not base:
+                    gone.setdefault(slot, set()).update(dead)
+    return tables, gone
 
 
-def replay_tables(chain: Chain, read_file: Callable[[str, list[tuple[int, int, int]]], list[tuple[int, bytes]]]) -> dict[str, dict[Any, Any]]:
+def replay_tables(chain: Chain, read_file: ReadFile) -> dict[str, dict[Any, Any]]:
     """The tables after the chain's base and deltas, in order; ``read_file(name, index)`` reads a file's parts."""
+    return replay_key_groups(chain, read_file, None)[0]
+
+
+def replay_key_groups(chain: Chain, read_file: ReadFile, key_groups: range | None) -> tuple[dict[str, dict[Any, Any]], bool]:
+    """As ``replay_tables``, reading of grouped files only the parts of ``key_groups`` (None: all).
+    Returns the tables and whether they hold those key groups only (every file was grouped); a file in
+    the older format is read whole, and then the caller must still sort its keys by key group."""
+    start = max((i for i, f in enumerate(chain) if f.kind == BASE), default=0)
+    files = chain[start:]
     tables: dict[str, dict[Any, Any]] = {}
-    for f in chain:
-        if f.kind == BASE:
-            tables = {}
-        for _, payload in read_file(f.name, list(f.index)):
-            name, live, gone = pickle.loads(payload)
-            t = tables.setdefault(name, {})
-            t.update(live)
-            for k in gone:
-                t.pop(k, None)
-    return {name: t for name, t in tables.items() if t}
+    for f in files:
+        index = list(f.index)
+        if key_groups is not None and f.grouped:
+            index = [r for r in index if r[0] in key_groups]
+        if not index:
+            continue
+        for _, payload in read_file(f.name, index):
+            for name, live, gone in frames(payload):
+                t = tables.setdefault(name, {})
+                t.update(live)
+                for k in gone:
+                    t.pop(k, None)
+    only = key_groups is not None and all(f.grouped for f in files)
+    return {name: t for name, t in tables.items() if t}, only

@@ -34,18 +34,24 @@ _MISSING = object()
 class SharedFile:
     """One file of a chain: its name in ``shared/``, kind, size, ``index`` [(key group, offset, length)]
     and, where the writer counted them (the heap backend's files), its ``entries`` (values and
-    deletions; -1: not counted, e.g. a chain written before they were)."""
+    deletions; -1: not counted, e.g. a chain written before they were). ``grouped`` (the heap
+    backend's files since issue 16's change 8): each part holds keys of the key group the index lists
+    it under, possibly several parts per key group; a heap file without it numbers its parts in order
+    and is read whole. The on-disk backend's files are always a part per key group."""
 
     name: str
     kind: str
     size: int
     index: tuple[tuple[int, int, int], ...]
     entries: int = -1
+    grouped: bool = False
 
     def to_wire(self) -> dict[str, Any]:
         wire: dict[str, Any] = {"name": self.name, "kind": self.kind, "size": self.size, "index": [list(i) for i in self.index]}
         if self.entries >= 0:
             wire["entries"] = self.entries
+        if self.grouped:
+            wire["grouped"] = True
         return wire
 
     @staticmethod
@@ -54,7 +60,7 @@ class SharedFile:
         if kind not in (BASE, DELTA):
             raise ValueError(f"unknown shared state file kind {kind!r}")
         index = tuple((int(a), int(b), int(c)) for a, b, c in d["index"])
-        return SharedFile(str(d["name"]), kind, int(d["size"]), index, int(d.get("entries", -1)))
+        return SharedFile(str(d["name"]), kind, int(d["size"]), index, int(d.get("entries", -1)), d.get("grouped") is True)
 
 
 Chain = tuple[SharedFile, ...]

@@ -17,7 +17,9 @@ Per operator a task writes one state file holding a dict:
   the job's ``shared/`` directory its state is rebuilt from, a base and the deltas after it
   (``incremental``); a restore replays the parts of the key groups it owns;
 * ``heap_chain`` (the heap backend with incremental checkpoints): the same, in the heap backend's
-  format (``heap_incremental``): replayed into whole tables, restored as ``tables`` are;
+  format (``heap_incremental``): the parts of the key groups owned are replayed into tables that go
+  in as the subtask's own (a chain with a file written before its files were grouped: replayed
+  whole, restored as ``tables`` are);
 * ``operator``: the operator's own ``snapshot_state()`` (a list is split evenly on rescale, anything
   else is copied, like broadcast state);
 * ``function``: a CheckpointedFunction's operator list and union list states;
@@ -29,6 +31,8 @@ import bisect
 from dataclasses import replace
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
+import numpy as np
+
 from millstream.engine.checkpoint.rescale import (
     OperatorRestore,
     OperatorSubtaskState,
@@ -37,8 +41,9 @@ from millstream.engine.checkpoint.rescale import (
     regroup_keyed,
     split_operator_state,
 )
+from millstream.engine.runtime.key_group_batch import assign_to_key_groups, key_grouper
 from millstream.engine.runtime.key_groups import KEY_ENCODING_VERSION, assign_to_key_group, key_group_range
-from millstream.engine.runtime.state.heap_incremental import base_parts, merge, replay_tables
+from millstream.engine.runtime.state.heap_incremental import base_parts, merge, replay_key_groups
 from millstream.engine.runtime.state.incremental import encode_groups, encode_parts, replay, replay_into
 from millstream.engine.runtime.state.key_grouped_state import RECORD_GROUPS
 from millstream.engine.runtime.state.state_chain import BASE, DELTA, SharedFile, chain_from_wire, chain_to_wire, extend
@@ -46,6 +51,8 @@ from millstream.engine.runtime.state.operator_state import UNION, redistribute_o
 from millstream.engine.runtime.state.state_records import decode_record, key_group_prefix
 
 TIMERS_PREFIX = "_timers/"
+# Set by the restore on a heap chain replayed from grouped files: its ``tables`` hold only this subtask's key groups.
+_TABLES_OWNED = "_tables_owned"
 KEY_ENCODING_FIELD = "_key_encoding/version"  # in ``kinds``, never a state name (reserved prefix)
 
 
@@ -167,12 +174,13 @@ def snapshot_heap_incremental(
     plan, read = backend.begin_incremental_snapshot(checkpoint_id, compact=read_file is not None, live=live)
     kinds = dict(backend.kinds)
     kinds[KEY_ENCODING_FIELD] = str(KEY_ENCODING_VERSION)
+    key_groups = key_grouper(backend.max_parallelism, getattr(backend, "key_spec", None))  # files grouped by key group (change 8)
     if read is None:  # a base, in the forked child: a copy-on-write image of this instant
 
         def base() -> dict[str, Any]:
             keyed, kinds_own = _operator_keyed(backend, operator)
-            parts = base_parts(backend.tables)
-            new = replace(write_file(BASE, parts), entries=parts.entries)
+            parts = base_parts(backend.tables, None, key_groups)  # grouped by key group here, in the child
+            new = replace(write_file(BASE, parts), entries=parts.entries, grouped=parts.grouped)
             backend.changes.written(checkpoint_id, (new,))  # in the child a no-op; here if fork failed
             return {"keyed": keyed, "kinds": {**kinds, **kinds_own}, "heap_chain": chain_to_wire((new,))}
 
@@ -187,11 +195,11 @@ def snapshot_heap_incremental(
         # chain's checkpoint subsumed meanwhile) fails this checkpoint leaving no file behind; the
         # tracker then starts a forked base.
         start = plan.merge_from if read_file is not None else None
-        merged = merge(plan.parent[start:], read_file, start == 0) if start is not None else None  # type: ignore[arg-type]
+        merged = merge(plan.parent[start:], read_file, start == 0, key_groups) if start is not None else None  # type: ignore[arg-type]
         parts = read()  # detaches the copy-on-write views
-        new = replace(write_file(DELTA, parts), entries=getattr(parts, "entries", -1))
+        new = replace(write_file(DELTA, parts), entries=getattr(parts, "entries", -1), grouped=getattr(parts, "grouped", False))
         if merged is not None:
-            one = replace(write_file(BASE if start == 0 else DELTA, merged), entries=merged.entries)
+            one = replace(write_file(BASE if start == 0 else DELTA, merged), entries=merged.entries, grouped=merged.grouped)
             chain: tuple[SharedFile, ...] = (*plan.parent[:start], one, new)
             out["_written"] = one.size + new.size
         else:
@@ -248,11 +256,13 @@ def restore_keyed(
         if read_shared is None:
             raise StateRestoreError("this state refers to incremental checkpoint files, and nothing reads them here")
         expanded = {}
+        mine = key_group_range(spec.max_parallelism, spec.parallelism, spec.subtask)
         for old, st in loaded.items():
             if st.get("heap_chain"):
                 chain = chain_from_wire(st["heap_chain"])
-                tables = replay_tables(chain, lambda name, index, old=old: read_shared(old, name, index))
-                st = {**st, "tables": tables}
+                # a grouped chain: only the parts of the key groups this subtask owns are read
+                tables, only_mine = replay_key_groups(chain, lambda name, index, old=old: read_shared(old, name, index), mine)
+                st = {**st, "tables": tables, _TABLES_OWNED: only_mine}
                 if spec.parallelism == spec.old_parallelism and old == spec.subtask and set(loaded) == {old}:
                     resumable = chain
             expanded[old] = st
@@ -343,9 +353,10 @@ def _expand_tables(
 ) -> tuple[dict[int, Mapping[str, Any]], list[Mapping[str, Any]], list[tuple[str, list]]]:
     """Take apart snapshots that hold a backend's state whole rather than by key group.
 
-    ``tables`` (the heap backend's): the subtask's own, at an unchanged parallelism, is returned to
-    be put back as it is; any other file's keys are grouped by key group, keeping the key groups
-    this subtask owns, into its ``keyed``. ``records`` (the on-disk backend's, sorted by key group):
+    ``tables`` (the heap backend's): the subtask's own, at an unchanged parallelism, or a grouped
+    heap chain's replay of this subtask's key groups, is returned to be put back as it is; of any
+    other file's tables every key is hashed (in batches, ``key_group_batch``) and the entries of the
+    key groups this subtask owns are put back likewise. ``records`` (the on-disk backend's, sorted by key group):
     the slice of the key groups this subtask owns, found by bisection, no record decoded."""
     out: dict[int, Mapping[str, Any]] = {}
     whole: list[Mapping[str, Any]] = []
@@ -364,18 +375,26 @@ def _expand_tables(
         if not tables:
             out[i] = st
             continue
-        if own:
+        if own or st.get(_TABLES_OWNED):  # every key is this subtask's: nothing to hash
             whole.append(tables)
             out[i] = st
             continue
-        keyed = {kg: dict(groups) for kg, groups in (st.get("keyed") or {}).items()}
-        for name, table in tables.items():
-            for key, value in table.items():
-                kg = assign_to_key_group(key, spec.max_parallelism, key_spec)
-                if kg in owned:
-                    keyed.setdefault(kg, {}).setdefault(name, []).append((key, value))
-        out[i] = {**st, "keyed": keyed}
+        # another subtask's tables whole: every key hashed (in batches, ``key_group_batch``) to keep this
+        # subtask's, which go in as its own tables do
+        whole.append({name: _owned_entries(table, owned, spec.max_parallelism, key_spec) for name, table in tables.items()})
+        out[i] = st
     return out, whole, records
+
+
+def _owned_entries(table: Mapping[Any, Any], owned: range, max_parallelism: int, key_spec: Any) -> dict[Any, Any]:
+    """The entries of ``table`` whose keys fall in the key groups ``owned``."""
+    keys = list(table.keys())
+    kgs = assign_to_key_groups(keys, max_parallelism, key_spec)
+    picked = np.flatnonzero((kgs >= owned.start) & (kgs < owned.stop)).tolist()
+    if not picked:
+        return {}
+    mine = [keys[j] for j in picked]
+    return dict(zip(mine, map(table.__getitem__, mine)))
 
 
 def key_encoding_of(state: Mapping[str, Any]) -> int:

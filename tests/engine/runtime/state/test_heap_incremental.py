@@ -6,6 +6,8 @@ from __future__ import annotations
 import pickle
 import threading
 
+import pytest
+
 from millstream.engine.datastream.state import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
 from millstream.engine.runtime.state.heap_backend import HeapKeyedStateBackend
 from millstream.engine.runtime.state.heap_incremental import CHUNK, TrackedTable, replay_tables
@@ -78,19 +80,25 @@ def test_a_delta_holds_the_values_of_its_barrier_whatever_the_task_does_before_i
     assert value.value() == 999 and list(items.get())[-1] == 999
 
 
-def test_the_task_thread_changing_keys_while_the_writer_reads_them_in_chunks(monkeypatch) -> None:
+@pytest.mark.parametrize("slow", ["_chunk_part", "_refs_part", "group_keys"])
+def test_the_task_thread_changing_keys_while_the_writer_reads_them_in_chunks(monkeypatch, slow) -> None:
+    """``_chunk_part``: the ungrouped writer; ``_refs_part``: the grouped writer slowed under the lock
+    before it pickles; ``group_keys``: slowed between looking a slice's values up and taking the lock
+    (a value looked up then changed by the task must not be written)."""
     import time
 
     from millstream.engine.runtime.state import heap_incremental
 
-    part = heap_incremental._chunk_part
+    part = getattr(heap_incremental, slow)
 
-    def slow_part(name, table, keys):  # a slow writer: the task's changes overlap every chunk
-        time.sleep(0.05)  # before it reads the values: a key marked taken before now would be read changed
-        return part(name, table, keys)
+    def slow_part(*args):  # a slow writer: the task's changes overlap every chunk
+        time.sleep(0.05 if slow != "group_keys" else 0.01)  # a key marked taken before now would be read changed
+        return part(*args)
 
-    monkeypatch.setattr(heap_incremental, "_chunk_part", slow_part)
+    monkeypatch.setattr(heap_incremental, slow, slow_part)
     b = HeapKeyedStateBackend(128, incremental=True)
+    if slow == "_chunk_part":  # the older, ungrouped files
+        monkeypatch.setattr("millstream.engine.runtime.state.heap_backend.key_grouper", lambda *a: None)
     t = b.table("_reduce", "value")
     store, write = _files()
     chain = _base(b, 1, write, first=True)
@@ -312,3 +320,183 @@ def test_overwrites_that_double_the_chain_make_the_writer_rewrite_it_as_one_base
         lengths.append(len(chain))
         assert sum(f.entries for f in chain) <= 3 * 1000 + 1000
     assert max(lengths) <= 4 and lengths.count(2) >= 3
+
+
+def _heap_job(tmp_path, old: int, sealed: bool, monkeypatch):
+    """``old`` heap subtasks with incremental checkpoints (grouped files, real sealed shared files in a
+    job's checkpoint layout) through a base forked in-process, deltas and a merge; returns (root,
+    state dicts by subtask, handles by subtask, the values and lists a plain dict holds)."""
+    import os
+    from types import SimpleNamespace
+
+    from millstream.engine.checkpoint import storage as storage_module
+    from millstream.engine.checkpoint.storage import read_shared_file, write_shared_file
+    from millstream.engine.runtime.key_groups import assign_key_to_operator
+    from millstream.engine.runtime.state.task_state_manager import snapshot_heap_incremental
+
+    if sealed:
+        monkeypatch.setitem(storage_module._sealing, "secret", "s" * 32)
+
+    class Op:
+        ctx = SimpleNamespace(operator_name="op")
+
+        def timer_services(self) -> dict:
+            return {}
+
+        def keyed_tables(self) -> dict:
+            return {}
+
+    root = tmp_path / "job"
+    shared = str(root / "shared")
+    backends = []
+    for _ in range(old):
+        b = HeapKeyedStateBackend(128, incremental=True)
+        b.changes.max_deltas = 2  # type: ignore[union-attr]
+        backends.append((b, b.get_state(ValueStateDescriptor("v", None)), b.get_list_state(ListStateDescriptor("l", None))))
+    values: dict = {}
+    lists: dict = {}
+    keys = [*range(-40, 700), *(f"k{i}" for i in range(300))]
+    states: dict[int, dict] = {}
+    for cid in range(1, 7):
+        if cid == 4:  # a cleared table: this checkpoint is a base, from the live tables
+            for bk, _, _ in backends:
+                bk.table("l", "list").clear()
+            lists.clear()
+        for n, k in enumerate(keys):
+            if (n + cid) % 3 and cid != 1:
+                continue
+            b, v, lst = backends[assign_key_to_operator(k, 128, old)]
+            b.current_key = k
+            if (n * cid) % 17 == 5:
+                v.clear()
+                values.pop(k, None)
+            else:
+                v.update(cid * 1000 + n)
+                values[k] = cid * 1000 + n
+            if n % 4 == 0:
+                lst.add(cid)
+                lists.setdefault(k, []).append(cid)
+        for i, (b, _, _) in enumerate(backends):
+            written = iter(range(10))
+
+            def w(kind: str, parts: list, i: int = i, cid: int = cid, written=written) -> SharedFile:
+                name = f"op-{i}-{cid}-{next(written)}.{kind}"
+                size, index = write_shared_file(shared, name, parts, "job")
+                return SharedFile(name, kind, size, tuple(index))
+
+            # checkpoint 4's base is taken here, as when fork fails (in the forked child otherwise)
+            reader = lambda name, index: read_shared_file(shared, name, index, "job")  # noqa: E731
+            is_base, complete = snapshot_heap_incremental(b, Op(), cid, w, reader)
+            assert is_base == (cid == 4)
+            states[i] = complete()
+            states[i].pop("_written", None)
+            b.notify_checkpoint_complete(cid)
+    handles = {}
+    os.makedirs(root / "chk-6")
+    open(root / "chk-6" / "_metadata", "wb").close()
+    for i in range(old):
+        handles[i] = str(root / "chk-6" / f"op-{i}.state")
+        open(handles[i], "wb").close()
+    kinds = {f["kind"] for st in states.values() for f in st["heap_chain"]}
+    assert kinds == {BASE, DELTA} and all(f.get("grouped") for st in states.values() for f in st["heap_chain"])
+    return root, states, handles, values, lists
+
+
+def _damage_outside(root, states: dict, mine: range) -> int:
+    """Flip the last byte of every part of a grouped shared file outside key groups ``mine``."""
+    damaged = 0
+    for st in states.values():
+        for f in st["heap_chain"]:
+            path = root / "shared" / f["name"]
+            data = bytearray(path.read_bytes())
+            for kg, off, length in f["index"]:
+                if kg not in mine:
+                    data[off + length - 1] ^= 0xFF
+                    damaged += 1
+            path.write_bytes(bytes(data))
+    return damaged
+
+
+@pytest.mark.parametrize(("old", "new"), [(2, 3), (3, 1), (2, 2)])
+def test_a_rescaled_restore_of_a_grouped_heap_chain_reads_only_its_key_groups(tmp_path, monkeypatch, old, new) -> None:
+    """Change 8: with every part outside a new subtask's key groups damaged (sealed files), each new
+    subtask still restores exactly its keys of the plain dict's state: nothing else was read. A whole
+    read of the same files fails, so the damage would have been seen."""
+    import shutil
+
+    from millstream.engine.checkpoint.rescale import OperatorRestore
+    from millstream.engine.checkpoint.state_origin import StateOrigin
+    from millstream.engine.checkpoint.storage import InvalidSavepoint, read_shared_parts
+    from millstream.engine.runtime.key_groups import assign_key_to_operator, key_group_range
+    from millstream.engine.runtime.state.task_state_manager import restore_keyed
+
+    class Op:
+        def timer_services(self) -> dict:
+            return {}
+
+    root, states, handles, values, lists = _heap_job(tmp_path / "src", old, True, monkeypatch)
+    origin = StateOrigin("job", 6)
+    got_values: dict = {}
+    got_lists: dict = {}
+    for j in range(new):
+        mine = key_group_range(128, new, j)
+        copy = tmp_path / f"copy-{j}" / "job"
+        shutil.copytree(root, copy)
+        damaged = _damage_outside(copy, states, mine)
+        assert damaged > 0 or new == 1
+        moved = {i: str(copy / "chk-6" / f"op-{i}.state") for i in handles}
+        asked: list = []
+
+        def read_shared(o: int, name: str, ranges: list, moved: dict = moved, asked: list = asked) -> list:
+            asked.extend(r[0] for r in ranges)
+            return read_shared_parts(moved[o], name, ranges, origin)
+
+        b = HeapKeyedStateBackend(128, incremental=True)
+        spec = OperatorRestore("op", j, new, old, 128, dict(moved))
+        restore_keyed(b, Op(), states, spec, read_shared=read_shared)
+        assert asked and set(asked) <= set(mine)
+        v = dict(b.tables.get("v") or {})
+        lst = {k: list(x) for k, x in (b.tables.get("l") or {}).items()}
+        assert all(assign_key_to_operator(k, 128, new) == j for k in [*v, *lst])
+        got_values.update(v)
+        got_lists.update(lst)
+        if damaged:  # a file with a damaged part, read whole
+            o, f = next((o, f) for o, st in states.items() for f in st["heap_chain"] if any(r[0] not in mine for r in f["index"]))
+            with pytest.raises(InvalidSavepoint):
+                read_shared_parts(moved[o], f["name"], [tuple(r) for r in f["index"]], origin)
+    assert got_values == values and got_lists == lists
+
+
+def test_heap_chains_of_the_older_format_still_restore_rescaled(tmp_path, monkeypatch) -> None:
+    """A chain whose files do not say ``grouped`` (written before change 8: parts numbered in order) is
+    read whole and its keys hashed, as before."""
+    from millstream.engine.checkpoint.rescale import OperatorRestore
+    from millstream.engine.checkpoint.storage import read_shared_parts
+    from millstream.engine.runtime.key_groups import assign_key_to_operator
+    from millstream.engine.runtime.state.heap_incremental import base_parts
+    from millstream.engine.checkpoint.storage import write_shared_file
+    from millstream.engine.runtime.state.task_state_manager import restore_keyed
+
+    class Op:
+        def timer_services(self) -> dict:
+            return {}
+
+    root = tmp_path / "job"
+    (root / "chk-1").mkdir(parents=True)
+    open(root / "chk-1" / "_metadata", "wb").close()
+    handle = str(root / "chk-1" / "op-0.state")
+    open(handle, "wb").close()
+    table = {k: k * 2 for k in range(500)}
+    parts = base_parts({"v": table})  # no key groups: the older, numbered format
+    assert not parts.grouped
+    size, index = write_shared_file(str(root / "shared"), "op-0-1.base", parts, "job")
+    state = {"keyed": {}, "kinds": {"v": "value"}, "heap_chain": [SharedFile("op-0-1.base", BASE, size, tuple(index)).to_wire()]}
+    got: dict = {}
+    for j in range(3):
+        b = HeapKeyedStateBackend(128, incremental=True)
+        restore_keyed(b, Op(), {0: state}, OperatorRestore("op", j, 3, 1, 128, {0: handle}),
+                      read_shared=lambda o, name, ranges: read_shared_parts(handle, name, ranges))
+        v = dict(b.tables.get("v") or {})
+        assert all(assign_key_to_operator(k, 128, 3) == j for k in v)
+        got.update(v)
+    assert got == table

@@ -20,7 +20,7 @@ from millstream.engine.checkpoint.rescale import OperatorRestore
 from millstream.engine.checkpoint.shared_state_registry import SharedStateRegistry
 from millstream.engine.checkpoint.storage import discard_shared, read_shared_file, read_shared_parts, write_shared_file
 from millstream.engine.datastream.state import ListStateDescriptor, ValueStateDescriptor
-from millstream.engine.runtime.key_groups import assign_key_to_operator
+from millstream.engine.runtime.key_groups import assign_key_to_operator, key_group_range
 from millstream.engine.runtime.state.heap_backend import HeapKeyedStateBackend
 from millstream.engine.runtime.state.state_chain import SharedFile
 from millstream.engine.runtime.state.lmdb_backend import LmdbKeyedStateBackend
@@ -243,7 +243,10 @@ def _run(job: Job, ops: list) -> None:
                 pending.clear()
                 parallelism = op[2]
 
-                def read_shared(old: int, name: str, ranges: list, handles: dict = handles) -> list:
+                asked: list = []  # the key groups of every part read
+
+                def read_shared(old: int, name: str, ranges: list, handles: dict = handles, asked: list = asked) -> list:
+                    asked.extend(r[0] for r in ranges)
                     return read_shared_parts(handles[old], name, ranges)
 
                 subtasks = []
@@ -253,7 +256,10 @@ def _run(job: Job, ops: list) -> None:
                     s = Subtask(job.backend())
                     spec = OperatorRestore("op", j, parallelism, len(loaded), MAX_P, dict(handles))
                     # may_resume: at an unchanged parallelism the next delta extends the restored chain
+                    asked.clear()
                     restore_keyed(s.backend, _Operator(), loaded, spec, read_shared=read_shared, may_resume=True)
+                    # both backends' chains are grouped by key group: a subtask reads only its own parts
+                    assert set(asked) <= set(key_group_range(MAX_P, parallelism, j))
                     v, l = s.state()
                     assert all(assign_key_to_operator(k, MAX_P, parallelism) == j for k in [*v, *l])
                     got_values.update(v)
