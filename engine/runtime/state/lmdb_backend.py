@@ -120,7 +120,11 @@ class LmdbKeyedStateBackend(StateFactory):
         self._max_key = self._env.max_key_size()
         self._capacity = cache_entries
         self._low_water = cache_entries - max(1, cache_entries // 10)  # evict in batches of a tenth
-        self._clean_ahead = cache_entries * 85 // 100
+        # Dirty entries in the order they became dirty: evictions write the oldest back past this
+        # many, so a barrier finds few to pickle (``_evict``). An OrderedDict: popping the oldest of a
+        # plain dict again and again makes ``next(iter(d))`` skip ever more deleted slots.
+        self._dirty: OrderedDict[tuple[int, bytes], _Entry] = OrderedDict()
+        self._dirty_budget = max(1, cache_entries * 15 // 100)
         self._cache: OrderedDict[tuple[int, bytes], _Entry] = OrderedDict()
         self._rtxn: lmdb.Transaction | None = None  # reused for point reads until the next write
         self._iterating = 0  # read transactions held by unfinished iterations
@@ -262,7 +266,11 @@ class LmdbKeyedStateBackend(StateFactory):
             for e, vb in zip(dirty, records):
                 out.setdefault(e.table.name, {})[e.lk] = vb
         if changes is not None:
-            fresh = [(e, vb) for e, vb in zip(dirty, records) if e.logged is not e.value]
+            # A mutable value recorded before may have been changed in place since: recorded again.
+            fresh = [
+                (e, vb) for e, vb in zip(dirty, records)
+                if e.logged is not e.value or not (e.value is tomb or _immutable(e.value))
+            ]
             if len(fresh) == len(dirty):
                 for name, recs in out.items():
                     changes.record_many(name, recs)
@@ -327,6 +335,7 @@ class LmdbKeyedStateBackend(StateFactory):
         t = self.table(name, kind)
         for ck in [ck for ck, e in self._cache.items() if e.table is t]:
             del self._cache[ck]
+        self._forget_dirty(t)
         self._end_read()
         env = self._open_env()
         while True:
@@ -369,6 +378,7 @@ class LmdbKeyedStateBackend(StateFactory):
             for state in list(self._open_snapshots):  # never read: they fail when they are
                 self._end_snapshot(state)
         self._cache.clear()
+        self._dirty.clear()
         self._env.close()
         self._env = None
         for f in _LMDB_FILES:
@@ -417,37 +427,42 @@ class LmdbKeyedStateBackend(StateFactory):
         self._cache[ck] = entry
 
     def _evict(self) -> None:
-        """Write back and drop the oldest tenth of the cache; also write back (and keep) the dirty
-        entries among the next oldest ``_clean_ahead`` (85 %), so at most about the newest
-        ``cache_entries - _clean_ahead`` entries are dirty when a barrier takes them (issue 16: the
-        barrier pickles every dirty entry on the task thread). An entry left untouched that long
-        is written back once either way; only one changed again later is written twice."""
-        cache = self._cache
+        """Write back and drop the oldest tenth of the cache; also write back (and keep) the oldest
+        dirty entries past ``_dirty_budget`` (15 % of the cache), so a barrier, which pickles every
+        dirty entry on the task thread, finds few (issue 16). An entry left untouched that long is
+        written once either way; only one changed again later is written twice."""
+        cache, dirty = self._cache, self._dirty
         pinned = self._encode(self.current_key)[0]
         excess = len(cache) - self._low_water
         victims = []
-        ahead: list[_Entry] = []
-        scan = excess + self._clean_ahead
         for ck, e in cache.items():
-            if len(victims) < excess:
-                if e.lk != pinned:
-                    victims.append(ck)
-            elif e.dirty:
-                ahead.append(e)
-            scan -= 1
-            if scan <= 0:
+            if len(victims) >= excess:
                 break
+            if e.lk != pinned:
+                victims.append(ck)
+        for ck in victims:
+            dirty.pop(ck, None)
+        ahead: list[_Entry] = []
+        while len(dirty) > self._dirty_budget:
+            ck, e = dirty.popitem(last=False)
+            if e.dirty and cache.get(ck) is e:
+                ahead.append(e)
         self._commit([cache[ck] for ck in victims] + ahead)  # raises before anything leaves the cache
         for ck in victims:
             del cache[ck]
         for e in ahead:
             e.dirty = e.value is not _TOMB and not _immutable(e.value)
 
+    def _forget_dirty(self, table: "LmdbTable") -> None:
+        """Drop the entries of ``table`` (about to leave the cache) from the dirty order."""
+        self._dirty = OrderedDict((ck, e) for ck, e in self._dirty.items() if e.table is not table)
+
     def _flush(self, table: "LmdbTable | None") -> None:
         entries = [e for e in self._cache.values() if e.dirty and (table is None or e.table is table)]
         self._commit(entries)
         for e in entries:
             e.dirty = e.value is not _TOMB and not _immutable(e.value)
+        self._dirty = OrderedDict((ck, e) for ck, e in self._dirty.items() if e.dirty)
 
     # -- LMDB ------------------------------------------------------------------------------
     def _open_env(self) -> lmdb.Environment:
@@ -497,6 +512,7 @@ class LmdbKeyedStateBackend(StateFactory):
             self.changes.table_cleared()  # a delta cannot say "everything went": the next one is a base
         for ck in [ck for ck, e in self._cache.items() if e.table is table]:
             del self._cache[ck]
+        self._forget_dirty(table)
         self._end_read()
         with self._open_env().begin(write=True) as txn:
             txn.drop(table.db, delete=False)
@@ -553,6 +569,8 @@ class LmdbTable(MutableMapping):
             v = pickle.loads(vb)
             e = _Entry(self, lk, pickle.loads(lk[KG_BYTES:]) if wrapped else key, v, not _immutable(v), False)
         b._admit(ck, e)
+        if e.dirty:  # a mutable value: the caller may change it in place
+            b._dirty[ck] = e
         return e
 
     def __getitem__(self, key: Any) -> Any:
@@ -574,15 +592,18 @@ class LmdbTable(MutableMapping):
         ck = (self.tid, lk)
         e = b._cache.get(ck)
         if e is None:  # a blind write: no need to read what it replaces
-            b._admit(ck, _Entry(self, lk, key, value, True, wrapped))
+            e = _Entry(self, lk, key, value, True, wrapped)
+            b._admit(ck, e)
         else:
             b._cache.move_to_end(ck)
             e.value, e.dirty = value, True
+        b._dirty[ck] = e
 
     def setdefault(self, key: Any, default: Any = None) -> Any:
         e = self._entry(key)
         if e.value is _TOMB:
             e.value, e.dirty = default, True
+            self.backend._dirty[(self.tid, e.lk)] = e
         return e.value
 
     _NO_DEFAULT = object()
@@ -595,6 +616,7 @@ class LmdbTable(MutableMapping):
                 raise KeyError(key)
             return default
         e.value, e.dirty = _TOMB, True
+        self.backend._dirty[(self.tid, e.lk)] = e
         return v
 
     def __delitem__(self, key: Any) -> None:
@@ -602,6 +624,7 @@ class LmdbTable(MutableMapping):
         if e.value is _TOMB:
             raise KeyError(key)
         e.value, e.dirty = _TOMB, True
+        self.backend._dirty[(self.tid, e.lk)] = e
 
     def clear(self) -> None:
         self.backend._drop(self)

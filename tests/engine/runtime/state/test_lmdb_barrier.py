@@ -106,3 +106,21 @@ def test_a_delta_holds_the_barrier_values_and_an_unchanged_write_back_is_not_a_c
     assert third["chain"][-1]["entries"] == 1
     assert _chain_state(shared, third["chain"]) == expect | {9: "after the barrier"}
     b.close()
+
+
+def test_a_mutable_value_changed_in_place_after_a_barrier_is_in_the_next_delta(tmp_path: Path) -> None:
+    # The property test found it: a list recorded at one barrier, appended to in place, was taken
+    # as unchanged at the next barrier (same object), and the append was lost from the chain.
+    shared = tmp_path / "job" / "shared"
+    b = LmdbKeyedStateBackend(MAX_P, tmp_path / "lmdb", cache_entries=1_000, incremental=True)
+    t = b.table("v", "list")
+    write = _writer(shared)
+    snapshot_keyed_incremental(b, _Operator(), 1, write)()
+    b.notify_checkpoint_complete(1)
+    t.setdefault("a", []).append(0)
+    snapshot_keyed_incremental(b, _Operator(), 2, write)()
+    b.notify_checkpoint_complete(2)
+    t.get("a").append(0)  # in place: no write through the table
+    third = snapshot_keyed_incremental(b, _Operator(), 3, write)()
+    assert _chain_state(shared, third["chain"]) == {"a": [0, 0]}
+    b.close()
