@@ -274,11 +274,12 @@ class StreamTask:
                         is_base, complete = self._heap_incremental_snapshot(op, op_id, barrier)
                         (deferred if is_base else background)[op_id] = complete
                     elif getattr(self.keyed_backend, "snapshot_in_fork", False):
-                        # taken in a forked child and grouped by key group there (the batch hash), so
-                        # a rescaled restore reads only its key groups, as from every other handle;
-                        # the child pays about twice the CPU of a whole pickle for it, off the task
-                        # thread (docs/large-state.md, changes 8 and 9)
-                        deferred[op_id] = _keyed_snapshot(self.keyed_backend, op, True)
+                        # taken in a forked child; a savepoint's grouped by key group there, so a rescaled
+                        # restore reads only its key groups (a periodic checkpoint's is not: grouping
+                        # costs the child 2-3x the whole pickle even with the batch hash, more than a
+                        # 2 s interval at 3 M keys, see docs/large-state.md change 8)
+                        by_kg = barrier.checkpoint_type != "CHECKPOINT"
+                        deferred[op_id] = _keyed_snapshot(self.keyed_backend, op, by_kg)
                     elif incremental:
                         background[op_id] = self._incremental_snapshot(op, op_id, barrier)  # a base or a delta
                     elif hasattr(self.keyed_backend, "begin_snapshot"):
