@@ -3,6 +3,8 @@ task thread goes on changing state before the writer thread reads it, and what t
 to a savepoint."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pickle
 import threading
 
@@ -13,6 +15,18 @@ from millstream.engine.runtime.state.heap_backend import HeapKeyedStateBackend
 from millstream.engine.runtime.state.heap_incremental import CHUNK, TrackedTable, replay_tables
 from millstream.engine.runtime.state.state_chain import BASE, DELTA, SharedFile
 
+
+
+class Op:
+    """An operator with no timers and no keyed tables of its own, as the snapshot helpers see it."""
+
+    ctx = SimpleNamespace(operator_name="op")
+
+    def timer_services(self) -> dict:
+        return {}
+
+    def keyed_tables(self) -> dict:
+        return {}
 
 def _files() -> tuple[dict[str, list[tuple[int, bytes]]], callable]:
     store: dict[str, list[tuple[int, bytes]]] = {}
@@ -178,15 +192,6 @@ def test_a_due_base_is_compacted_from_the_chain_files_without_a_fork(tmp_path) -
     from millstream.engine.checkpoint.storage import read_shared_file, write_shared_file
     from millstream.engine.runtime.state.task_state_manager import snapshot_heap_incremental
 
-    class Op:
-        ctx = SimpleNamespace(operator_name="op")
-
-        def timer_services(self) -> dict:
-            return {}
-
-        def keyed_tables(self) -> dict:
-            return {}
-
     shared = str(tmp_path / "shared")
 
     def write(cid: int):
@@ -230,15 +235,6 @@ def _compacting(tmp_path, max_deltas: int):
 
     from millstream.engine.checkpoint.storage import read_shared_file, write_shared_file
     from millstream.engine.runtime.state.task_state_manager import snapshot_heap_incremental
-
-    class Op:
-        ctx = SimpleNamespace(operator_name="op")
-
-        def timer_services(self) -> dict:
-            return {}
-
-        def keyed_tables(self) -> dict:
-            return {}
 
     shared = str(tmp_path / "shared")
 
@@ -336,15 +332,6 @@ def _heap_job(tmp_path, old: int, sealed: bool, monkeypatch):
 
     if sealed:
         monkeypatch.setitem(storage_module._sealing, "secret", "s" * 32)
-
-    class Op:
-        ctx = SimpleNamespace(operator_name="op")
-
-        def timer_services(self) -> dict:
-            return {}
-
-        def keyed_tables(self) -> dict:
-            return {}
 
     root = tmp_path / "job"
     shared = str(root / "shared")
