@@ -13,8 +13,10 @@ import redis
 from sqlalchemy import text
 from sqlalchemy.orm import Session, sessionmaker
 
+from millstream.backend.persistence import database
 from millstream.backend.persistence.database import make_engine, make_session_factory, upgrade_database
 from millstream.backend.persistence.leader_fence import SqlLeaderFence
+from millstream.backend.persistence.models import JobRow
 from millstream.backend.persistence.sql_job_store import SqlJobStore
 from millstream.engine import redis_keys
 from millstream.engine.jobmanager.job_store import JobRecord
@@ -311,3 +313,51 @@ def test_a_lease_not_sealed_with_the_cluster_secret_names_no_leader(client, sess
     assert other.current_leader() is None
     a._do_renew()
     assert a.holds()  # the sealed value still renews (the script compares the whole value)
+
+
+def test_on_postgresql_a_leader_frozen_inside_a_write_holds_a_takeover_back_only_until_the_server_ends_it(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A leader frozen (SIGSTOP, a VM pause) between its fence check and its commit holds the fence row's
+    lock; PostgreSQL ends its session once it has idled in the transaction past the engine's timeout,
+    so the successor's claim goes through, and the frozen write, when it wakes, lands nothing.
+    (SQLite has no server to end it: there the takeover waits for the frozen process, see the README.)"""
+    if not database_url.startswith("postgresql"):
+        pytest.skip("SQLite cannot end another process's transaction")
+    monkeypatch.setattr(database, "IDLE_IN_TRANSACTION_TIMEOUT_MS", 1000)
+    upgrade_database(database_url)
+    engine = make_engine(database_url)
+    sessions = make_session_factory(engine)
+    try:
+        old_store = SqlJobStore(sessions, SqlLeaderFence(sessions))
+        assert old_store.fence.claim(Lease(7, "http://a:1", 1))
+        checked, wake = threading.Event(), threading.Event()
+        woken: list[BaseException] = []
+
+        def frozen_leader() -> None:
+            try:
+                with old_store._write() as session:  # the fence check ran: the row is locked
+                    checked.set()
+                    wake.wait(30)
+                    session.add(JobRow(jid="b" * 32, name="late", state="RUNNING", job_type="STREAMING", start_time=1,
+                                       job_graph={}, timestamps={}, vertices=[]))
+            except BaseException as e:  # noqa: BLE001 - what the woken leader gets is the finding
+                woken.append(e)
+
+        thread = threading.Thread(target=frozen_leader)
+        thread.start()
+        assert checked.wait(10)
+        started = time.monotonic()
+        assert SqlLeaderFence(sessions).claim(Lease(8, "http://b:2", 2))
+        waited = time.monotonic() - started
+        assert 0.5 < waited < 15, waited  # it did wait for the frozen transaction, and not for ever
+        wake.set()
+        thread.join(10)
+        assert len(woken) == 1 and "idle-in-transaction timeout" in str(woken[0]), woken
+        with sessions() as s:
+            assert s.get(JobRow, "b" * 32) is None
+        with pytest.raises(FencedOut, match="stale"):
+            old_store.save_job(_job("CANCELED"))
+        assert SqlLeaderFence(sessions).highest_token() == 8
+    finally:
+        engine.dispose()

@@ -21,6 +21,7 @@ import psutil
 
 from tests.integration.cluster import Cluster, free_port
 from tests.integration.chaos import PROGRAM, all_running as _all_running, attempt as _attempt
+from tests.integration.process_pause import pause_outside_sqlite_write
 from tests.integration.test_launcher import _role_pids
 from tests.integration.test_recovery import committed_counts
 
@@ -181,8 +182,11 @@ def test_leader_kills_and_a_pause_lose_no_update_and_a_paused_leader_changes_not
         attempts = settle()
         paused = leader
         pid = ha.pid_of(paused)
-        os.kill(pid, signal.SIGSTOP)
+        # Outside a database write: a JobManager frozen inside one holds SQLite's write lock, and no
+        # standby can take over until it wakes (tests/integration/process_pause.py).
+        tries = pause_outside_sqlite_write(pid, tmp_path / "var" / "millstream.db")
         stopped = time.monotonic()
+        print(f"leader {paused} paused outside a database write (try {tries})", flush=True)
         try:
             leader = _wait(lambda: ha.serving_leader(skip=paused), 30, "a standby to take over from the paused leader")
             c.http.close()

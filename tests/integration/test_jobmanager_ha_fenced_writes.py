@@ -20,6 +20,7 @@ import httpx
 from sqlalchemy import create_engine, text
 
 from tests.integration.cluster import Cluster
+from tests.integration.process_pause import pause_outside_sqlite_write
 from tests.integration.test_jobmanager_ha import _consecutive_free_ports
 from tests.integration.test_jobmanager_ha_adoption import _role
 
@@ -102,7 +103,9 @@ def test_a_paused_leader_woken_with_requests_in_hand_writes_no_audit_session_or_
         login = HalfSent(port, "POST", "/ui/login", {**dashboard, "Content-Type": "application/x-www-form-urlencoded"},
                          f"token={TOKEN}".encode())
         time.sleep(0.5)  # both are in the leader's app, waiting for the rest of their bodies
-        jms[0].send_signal(signal.SIGSTOP)
+        # Outside a database write: frozen inside one, it would hold SQLite's write lock and no standby
+        # could take over until it woke (tests/integration/process_pause.py).
+        pause_outside_sqlite_write(jms[0].pid, tmp_path / "var" / "millstream.db")
         paused = True
         stopped = time.monotonic()
         c.wait_for(lambda: _role(new) == "leader", 30, "the standby to take over from the paused leader")
