@@ -32,8 +32,11 @@ system-deps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
+# Two workers: most integration tests wait on real processes (heartbeats, leases, rate-limited
+# sources) more than they compute, so two at a time on 2 cores halve the wall time; a test file
+# stays on one worker (--dist loadfile), so a module's fixtures are built once.
 test: install system-deps
-	$(PY) -m pytest -q --durations=40
+	$(PY) -m pytest -q -n 2 --dist loadfile --durations=40
 
 test-fast: install
 	$(PY) -m pytest -q tests/engine
