@@ -44,6 +44,7 @@ class CheckpointSampler:
         self.http = httpx.Client(base_url=url, timeout=10)
         # checkpoint id -> {"size": state bytes, "written": checkpointed bytes, "trigger": ms, "sync": [ms per subtask]}
         self.seen: dict[int, dict[str, Any]] = {}
+        self._names: dict[str, str] = {}  # vertex id -> name
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -73,6 +74,11 @@ class CheckpointSampler:
                 return
             self._stop.wait(0.5)
 
+    def _vertex_name(self, jid: str, vid: str) -> str:
+        if vid not in self._names:
+            self._names.update({v["id"]: v["name"] for v in self.http.get(f"/jobs/{jid}").json().get("vertices", ())})
+        return self._names.get(vid, vid)
+
     def _sample(self, jid: str) -> None:
         stats = self.http.get(f"/jobs/{jid}/checkpoints").json()
         for entry in stats.get("history", ()):
@@ -80,14 +86,19 @@ class CheckpointSampler:
             if entry["status"] != "COMPLETED" or cid in self.seen:
                 continue
             syncs: list[int] = []
+            slowest = (-1, "")  # (sync ms, vertex): which task paused longest, to tell a backend from a sink
             for vid in entry.get("tasks", {}):
                 sub = self.http.get(f"/jobs/{jid}/checkpoints/details/{cid}/subtasks/{vid}").json()
-                syncs += [s["checkpoint"]["sync"] for s in sub.get("subtasks", ()) if s.get("status") == "completed"]
+                done = [s["checkpoint"]["sync"] for s in sub.get("subtasks", ()) if s.get("status") == "completed"]
+                syncs += done
+                if done and max(done) > slowest[0]:
+                    slowest = (max(done), self._vertex_name(jid, vid))
             self.seen[cid] = {
                 "size": entry["state_size"],
                 "written": entry.get("checkpointed_size", entry["state_size"]),
                 "trigger": entry["trigger_timestamp"],
                 "sync": syncs,
+                "slowest": slowest,
             }
 
 
@@ -122,7 +133,17 @@ def _figures(samples: list["CheckpointSampler"]) -> str:
         + (f"{statistics.median(written):,.0f} (max {max(written):,})" if written else "-")
         + "; task-thread (sync) pause per checkpoint (its slowest subtask) p50 "
         + (f"{statistics.median(syncs):.0f} ms, p99 {p99(syncs):.0f} ms, max {max(syncs)} ms" if syncs else "-")
+        + _slowest(samples)
     )
+
+
+def _slowest(samples: list["CheckpointSampler"]) -> str:
+    """Where the longest pause was: its checkpoint's number, task and bytes written."""
+    done = [(c["slowest"][0], cid, c) for s in samples for cid, c in s.seen.items() if c["sync"]]
+    if not done:
+        return ""
+    ms, cid, c = max(done, key=lambda d: d[0])
+    return f" (checkpoint {cid}, {c['slowest'][1]}, {c['written']:,} bytes written)"
 
 
 def measure(keys: int, backends: list[str], pairs: int) -> list[str]:

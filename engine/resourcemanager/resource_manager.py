@@ -82,14 +82,22 @@ class ResourceManager:
             )
             if self.pool.register(record):
                 joined.append(tm)
+        now = self.monotonic()
         for tm in list(self.pool.taskmanagers):
-            if tm not in alive:
-                lost.append(tm)
+            if tm in alive:
+                continue
+            # Lost once nothing fresh was heard from it for the timeout, not merely because Redis holds
+            # no heartbeat now: a Redis that restarted empty holds none until each TaskManager writes
+            # its next, and failing a job onto that race was wrong (seen under load in CI).
+            heard = self._beats.get(tm)
+            if heard is not None and (now - heard[1]) * 1000 <= self.heartbeat_timeout_ms:
+                continue
+            lost.append(tm)
         # Registry entries whose heartbeat expired belong to dead TaskManagers.
         dead = [tm for tm, raw_beat in zip(ids, beats) if raw_beat is None]
         if dead:
             self.client.hdel(redis_keys.TASKMANAGERS, *dead)
-        for tm in set(self._beats) - set(ids):
+        for tm in set(self._beats) - set(ids) - (set(self.pool.taskmanagers) - set(lost)):
             del self._beats[tm]
         return Membership(joined, lost)
 
