@@ -142,7 +142,7 @@ def _slowest(samples: list["CheckpointSampler"]) -> str:
     done = [(c["slowest"][0], cid, c) for s in samples for cid, c in s.seen.items() if c["sync"]]
     if not done:
         return ""
-    ms, cid, c = max(done, key=lambda d: d[0])
+    _, cid, c = max(done, key=lambda d: d[0])
     return f" (checkpoint {cid}, {c['slowest'][1]}, {c['written']:,} bytes written)"
 
 

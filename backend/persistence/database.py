@@ -29,19 +29,10 @@ def make_engine(url: str, *, foreign_keys: bool = True) -> Engine:
     table rebuilds of SQLite batch mode would cascade-delete child rows.
     """
     sa_url = make_url(url)
-    if sa_url.get_backend_name() == "postgresql":
-        check_database_driver(url)
-        # A JobManager frozen inside a transaction (SIGSTOP, a VM pause) would hold the leader fence's
-        # row lock until it woke, and no standby could take over; the server ends such a session instead.
-        # Every transaction of ours is a few statements long, never idle this long while it runs.
-        # Kept after any options the URL gives (a search_path, say): connect_args replace the URL's.
-        given = sa_url.query.get("options", "")
-        given = " ".join(given) if isinstance(given, tuple) else given
-        options = f"{given} -c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_TIMEOUT_MS}".strip()
-        return create_engine(sa_url, pool_pre_ping=True, connect_args={"options": options})
     if sa_url.get_backend_name() != "sqlite":
         check_database_driver(url)
-        return create_engine(sa_url, pool_pre_ping=True)
+        connect_args = {"options": _postgres_options(sa_url)} if sa_url.get_backend_name() == "postgresql" else {}
+        return create_engine(sa_url, pool_pre_ping=True, connect_args=connect_args)
 
     database = sa_url.database
     if database and database != ":memory:" and not database.startswith("file:"):
@@ -59,6 +50,17 @@ def make_engine(url: str, *, foreign_keys: bool = True) -> Engine:
         cursor.close()
 
     return engine
+
+
+def _postgres_options(sa_url: Any) -> str:
+    """The URL's own ``options`` (a search_path, say; connect_args replace them) plus the idle timeout.
+
+    A JobManager frozen inside a transaction (SIGSTOP, a VM pause) would hold the leader fence's row
+    lock until it woke, and no standby could take over; the server ends such a session instead. Every
+    transaction of ours is a few statements long, never idle this long while it runs."""
+    given = sa_url.query.get("options", "")
+    given = " ".join(given) if isinstance(given, tuple) else given
+    return f"{given} -c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_TIMEOUT_MS}".strip()
 
 
 class DatabaseDriverMissing(RuntimeError):
