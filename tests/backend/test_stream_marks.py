@@ -149,6 +149,72 @@ def test_copied_entries_stay_left_out_after_redis_forgets_and_the_jobmanager_res
     jm.engine.dispose()
 
 
+class _DiesAtTheMarks:
+    """A JobManager's Redis connection that goes (the JobManager SIGKILLed, or Redis gone) at its next
+    write of the job's marks: everything before it in that fetch happened, nothing after."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+
+    def hset(self, key: str, field: str, value: bytes) -> int:
+        if field == "marks":
+            raise redis.ConnectionError("the JobManager died here")
+        return self.client.hset(key, field, value)
+
+    def __getattr__(self, name: str):
+        return getattr(self.client, name)
+
+
+class _DiesAtTheRecord:
+    """The durable record of a JobManager that dies before it is written (after the marks)."""
+
+    def __init__(self, marks: StoredCollectMarks) -> None:
+        self.marks = marks
+
+    def highest(self, writer: bytes) -> int:
+        return self.marks.highest(writer)
+
+    def save(self, highs) -> None:
+        raise ConnectionError("the JobManager died here")
+
+
+@pytest.mark.parametrize("dies", ["at the marks", "at the durable record"])
+def test_a_batch_the_client_never_got_comes_whole_after_the_jobmanager_dies_mid_fetch(
+    valkey: ValkeyServer, tmp_path: Path, dies: str
+) -> None:
+    """A fetch seals the job's marks into Redis and tells SQL each writer's highest index before the
+    batch goes out. A JobManager killed between the two must not make the client's retry (from the
+    same offset, on the restarted JobManager) take that batch for copies: CI's chaos run lost results
+    31 positions long that way ("positions 353 to 383 of the results never arrived")."""
+    client = redis.Redis.from_url(redis_url_of(valkey))
+    jm = JobManagerStore(f"sqlite:///{tmp_path / 'jm.db'}")
+    jm.store.save_job(JobRecord(JID, "collect", "RUNNING", "STREAMING", 1000))
+    sink = RedisCollectGateway(client, JID, gated=False, secret=SECRET)
+    sink.publish([collect.start(0, 0, False), collect.records(0, 0, ["a"])])
+    assert _entries(fetch_results(client, JID, 0, secret=SECRET, positions=jm.positions()))[1] == (
+        collect.RECORDS, 0, ["a"]
+    )
+    sink.publish([collect.records(0, 1, ["b"]), collect.records(0, 2, ["c"])])
+
+    positions = jm.positions()  # the JobManager as it was when it was killed
+    if dies == "at the marks":
+        reader = _DiesAtTheMarks(client)
+    else:
+        reader, positions.durable = client, _DiesAtTheRecord(StoredCollectMarks(jm.store, JID))
+    with pytest.raises((redis.ConnectionError, ConnectionError)):
+        fetch_batch(reader, JID, 2, secret=SECRET, positions=positions)  # the client gets no answer
+
+    jm = jm.restart()
+    retried = jm.positions()
+    batch = fetch_batch(client, JID, 2, secret=SECRET, positions=retried)
+    assert _entries(batch.entries) == [(collect.RECORDS, 0, ["b"]), (collect.RECORDS, 0, ["c"])]
+    assert batch.next_offset == 4 and retried.copies == 0
+    # SQL knows them now, before they went out: a copy pushed after the Redis marks are gone is left out.
+    assert jm.store.get_collect_mark(JID, sink.writer) == 3
+    client.close()
+    jm.engine.dispose()
+
+
 def test_a_writer_forgotten_in_memory_is_looked_up_so_there_is_no_cap_on_writers() -> None:
     """Memory keeps CACHED_WRITERS writers per job; one pushed out is asked of the durable record, so a
     copy of its entries is still left out (without one it would be taken, as it was past 1,000 writers)."""

@@ -151,6 +151,10 @@ class CollectPositions:
 
     def accept(self, position: int, writer: bytes, index: int) -> bool:
         if self._at.get(position) == (writer, index):
+            if self.durable is not None and index > self._unsaved.get(writer, -1):
+                # Read again after a restart that came between the marks and the durable record: the
+                # record is told now, before the entry goes to a client (never lowered, so harmless).
+                self._unsaved[writer] = index
             return True  # the same entry read again
         # Another entry at a position read before is no replay: Redis restarted and the list continues
         # from the client's offset with the new attempt's entries. A copy is an index seen before.
@@ -326,11 +330,15 @@ def fetch_batch(
             _prime(client, job_id, offset, secret, positions)
             positions.primed = True  # only once primed: a refused prime is refused again on the next fetch
         batch = _fetch(client, job_id, offset, max_entries, secret, ended, positions)
-        positions.save_durable()
         if secret is not None and batch.next_offset != positions.stored_upto:
             # Before the batch goes to the client: whatever offset a client holds, the marks in Redis
             # cover it, so marks older than a client's offset can only have been put back by someone.
             _store_marks(client, job_id, secret, positions, batch.next_offset)
+        # After the marks: a JobManager killed between the two leaves the marks ahead of SQL, and the
+        # client's retry meets its entries at the positions the marks record. The other way round, SQL
+        # would know the writers' indexes without their positions, and the retry would take the batch
+        # the client never got for copies and leave it out (a gap: the client's collect fails).
+        positions.save_durable()
         return batch
 
 
