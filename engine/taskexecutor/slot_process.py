@@ -64,6 +64,16 @@ MAX_ENDED_TASKS = 256  # final states a slot keeps for task offers (a slot runs 
 #: 25-26 ms against 15 ms with 1 ms, at 100,000 records/s; no throughput loss told apart from the
 #: noise; docs/performance.md, "Latency").
 SWITCH_INTERVAL_S = 0.001
+#: The cyclic collector's thresholds in a slot (CPython's default is 700, 10, 10). A full collection
+#: walks every entry of every tracked container, so keyed state in dicts costs it O(state) however few
+#: objects it counts, and CPython's rule for a full one (the survivors since the last grew by a
+#: quarter) is met almost every time, since start-up's objects are frozen. A plain dict is untracked by
+#: a full collection and tracked again by the next value stored in it, then walked by the young
+#: collections too. With the defaults a 1.5 M-key heap count spent 20-35 % of its time collecting
+#: and a collection landing in a barrier paused the task 50-165 ms (docs/large-state.md, change 10).
+#: Here a full collection comes after about 10 M net new objects (young ones every 10,000), so
+#: per-record garbage still dies young and a job's end still collects everything (_release_if_idle).
+GC_THRESHOLDS = (10_000, 10, 100)
 #: how long a task's final report waits for Redis to come back before it is given up
 REPORT_RETRY_S = 300.0
 #: where the slot process started: the working directory of jobs that ship no archives
@@ -493,6 +503,7 @@ def slot_main(cfg: SlotConfig, metrics_pipe: Connection | None = None, log_pipe:
     """Entry point of the slot process."""
     _die_with_parent()
     sys.setswitchinterval(SWITCH_INTERVAL_S)  # before any task thread starts (see the constant)
+    gc.set_threshold(*GC_THRESHOLDS)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the TaskManager's to handle
     if log_pipe is not None:
         process_logging.log_to_pipe(log_pipe)  # into the TaskManager's log file

@@ -13,6 +13,7 @@ from millstream.engine.datastream.keyed_functions import may_use_keyed_state
 from millstream.engine.datastream.output_tag import OutputTag
 from millstream.engine.runtime.operators.base import StreamOperator
 from millstream.engine.runtime.operators.results import ResultCollector
+from millstream.engine.runtime.state.heap_incremental import batch_access
 from millstream.engine.runtime.state_keys import StateKeys, hashable_key
 from millstream.engine.runtime.timers import InternalTimerService
 from millstream.engine.runtime.watermarks import NO_TIMESTAMP
@@ -34,24 +35,33 @@ class ReduceOperator(StreamOperator):
         self.scoped = may_use_keyed_state(f)  # a rich function may read and write keyed state of its own
 
     def process_batch(self, values, timestamps):
-        fn, ks, table, missing = self.fn, self.key_selector, self.values, _MISSING
+        fn, ks, missing = self.fn, self.key_selector, _MISSING
         out: list[Any] = []
         append = out.append
+        # The table's fastest access for this batch; with incremental checkpoints the keys written
+        # are recorded as changed once, after the loop (heap_incremental.batch_access).
+        get, put, record = batch_access(self.values)
+        keys: list[Any] = []
+        written = keys.append
         # A key Python cannot hash (PyFlink keys a list by its pickle) is held as its stand-in
         # (engine.runtime.state_keys); the try costs nothing until a lookup raises.
         backend = self.ctx.keyed_backend if self.scoped else None
-        for v in values:
-            k = ks(v)
-            try:
-                cur = table.get(k, missing)
-            except TypeError:
-                k = hashable_key(k)
-                cur = table.get(k, missing)
-            if backend is not None:
-                backend.current_key = k
-            nv = v if cur is missing else fn(cur, v)
-            table[k] = nv
-            append(nv)
+        try:
+            for v in values:
+                k = ks(v)
+                try:
+                    cur = get(k, missing)
+                except TypeError:
+                    k = hashable_key(k)
+                    cur = get(k, missing)
+                if backend is not None:
+                    backend.current_key = k
+                nv = v if cur is missing else fn(cur, v)
+                put(k, nv)
+                written(k)
+                append(nv)
+        finally:
+            record(keys)  # a failing function's batch too: what it wrote before failing is a change
         if self.emit_updates:
             self.output.emit(out, timestamps)
 

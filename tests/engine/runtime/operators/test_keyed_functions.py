@@ -143,3 +143,23 @@ def test_the_batch_reduce_with_state_emits_one_value_per_key_at_the_end() -> Non
     ctx = keyed_context("op", lambda: 0, backend=HeapKeyedStateBackend(128), job_type="BATCH")
     _, out = _run(ReduceOperator, ReduceCountingCalls(), ctx=ctx)
     assert sorted(out, key=lambda r: r[0]) == [("a", 10, [3, 6]), ("b", 7, [5]), ("c", 4)]
+
+
+def test_a_reduce_failing_mid_batch_leaves_what_it_wrote_recorded_for_the_next_delta() -> None:
+    """The reduce records the keys it wrote after its loop (heap_incremental.batch_access): a function
+    that raises mid-batch must not leave written keys out of the next incremental checkpoint."""
+
+    def fail_on_c(a, b):
+        if a[0] == "c":
+            raise ValueError("boom")
+        return (a[0], a[1] + b[1])
+
+    backend = HeapKeyedStateBackend(128, incremental=True)
+    op = ReduceOperator(fail_on_c, keyed_context("op", lambda: 0, backend=backend), {})
+    op.output = _Out()
+    op.open()
+    with pytest.raises(ValueError):
+        op.process_batch([("a", 1), ("b", 1), ("c", 1), ("a", 1), ("c", 1), ("b", 1)], None)
+    table = backend.tables["_reduce"]
+    assert dict(table) == {"a": ("a", 2), "b": ("b", 1), "c": ("c", 1)}
+    assert table.changed == {"a", "b", "c"}

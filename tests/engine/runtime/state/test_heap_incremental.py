@@ -487,3 +487,40 @@ def test_heap_chains_of_the_older_format_still_restore_rescaled(tmp_path, monkey
         assert all(assign_key_to_operator(k, 128, 3) == j for k in v)
         got.update(v)
     assert got == table
+
+
+def test_a_batch_written_through_batch_access_is_in_the_next_delta_with_its_barrier_values() -> None:
+    """A reduce writes a tracked table through the dict's own methods while no snapshot is in flight,
+    recording its keys after the batch; with a snapshot in flight, through the table's methods, so a
+    key changed before the writer read it still goes out with its barrier value."""
+    from millstream.engine.runtime.state.heap_incremental import batch_access
+
+    b = HeapKeyedStateBackend(128, incremental=True)
+    t = b.table("_reduce", "value")
+    store, write = _files()
+    get, put, record = batch_access(t)
+    assert get == dict.get.__get__(t)  # the C methods: nothing recorded until ``record``
+    keys = []
+    for k in range(10):
+        put(k, (k, 1))
+        keys.append(k)
+    assert not t.changed
+    record(keys)
+    assert t.changed == set(range(10))
+    chain = _base(b, 1, write, first=True)
+    assert replay_tables(chain, lambda name, index: store[name]) == {"_reduce": {k: (k, 1) for k in range(10)}}
+
+    get, put, record = batch_access(t)  # one batch's: a barrier swaps the change set
+    put(3, (3, 2))
+    record([3])  # changed after checkpoint 1: in checkpoint 2 with this value
+    plan, read = b.begin_incremental_snapshot(2)
+    get, put, record = batch_access(t)  # a view is attached: the table's own methods
+    assert put == t.__setitem__
+    put(3, (3, 3))  # after the barrier: must not reach checkpoint 2
+    put(4, (4, 2))
+    record([3, 4])
+    delta = write("d2", DELTA, read())
+    assert replay_tables((*chain, delta), lambda name, index: store[name])["_reduce"][3] == (3, 2)
+    assert replay_tables((*chain, delta), lambda name, index: store[name])["_reduce"][4] == (4, 1)
+    assert t.changed == {3, 4}  # in the next delta
+    assert batch_access({})[2]([1]) is None  # a plain dict: nothing to record
