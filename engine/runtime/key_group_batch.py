@@ -190,28 +190,39 @@ def _fast_codes(values: list[Any], t: type, spec: KeySpec) -> np.ndarray | None:
 def group_keys(keys: Sequence[Any], key_groups: np.ndarray) -> tuple[list[Any], list[tuple[int, int, int]]]:
     """``keys`` reordered by key group (stably), and the runs [(key group, start, end)] of the
     reordered list, in key-group order: how a checkpoint writes one part per key group."""
-    if not len(keys):
-        return [], []
+    (ordered,), runs = group_by_key_group(key_groups, keys)
+    return ordered, runs
+
+
+def group_by_key_group(key_groups: np.ndarray, *columns: Sequence[Any]) -> tuple[list[list[Any]], list[tuple[int, int, int]]]:
+    """Each of ``columns`` (as long as ``key_groups``) reordered by key group, all in the same stable
+    order (sorted once: keys and their values together), and the runs [(key group, start, end)]."""
+    if not len(key_groups):
+        return [[] for _ in columns], []
     # a stable sort of small integers is a radix sort in numpy: linear in the keys
     kgs = key_groups.astype(np.uint16) if int(key_groups.max()) < 1 << 16 else key_groups
     order = np.argsort(kgs, kind="stable")
     ordered = kgs[order]
     cuts = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
     starts = [0, *cuts.tolist()]
-    ends = [*cuts.tolist(), len(keys)]
+    ends = [*cuts.tolist(), len(key_groups)]
     runs = [(int(ordered[s]), s, e) for s, e in zip(starts, ends)]
+    idx = order.tolist()
+    return [_take(column, idx) for column in columns], runs
+
+
+def _take(items: Sequence[Any], idx: list[int]) -> list[Any]:
     # itemgetter: one C loop, a few times faster than a comprehension; in pieces, so that another
     # thread waiting for the interpreter lock waits one piece at most
     out: list[Any] = []
-    idx = order.tolist()
     for lo in range(0, len(idx), SLICE):
         piece = idx[lo : lo + SLICE]
-        got = itemgetter(*piece)(keys)
+        got = itemgetter(*piece)(items)
         if len(piece) == 1:
             out.append(got)
         else:
             out.extend(got)
-    return out, runs
+    return out
 
 
 def key_grouper(max_parallelism: int, spec: KeySpec = None) -> Callable[[Sequence[Any]], np.ndarray]:

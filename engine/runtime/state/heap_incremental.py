@@ -43,7 +43,7 @@ import pickle
 import threading
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from millstream.engine.runtime.key_group_batch import group_keys
+from millstream.engine.runtime.key_group_batch import group_by_key_group, group_keys
 from millstream.engine.runtime.state.state_chain import BASE, Chain
 
 # The key group of each of a list of keys (the backend's ``key_groups_of``: the batch key-group hash).
@@ -82,7 +82,12 @@ class CopyOnWrite:
 
     def preserve(self, table: dict[Any, Any], key: Any) -> None:
         """On the task thread, before ``key`` of ``table`` changes (or is handed out to be changed)."""
-        if key in self.done or not any(key in p for p in self.pending):
+        if key in self.done:
+            return
+        for pending in self.pending:  # a loop, not any() over a generator: this runs on every write
+            if key in pending:
+                break
+        else:
             return
         with self.lock:
             if key in self.done:
@@ -208,12 +213,28 @@ def batch_access(table: Any) -> tuple[Callable[..., Any], Callable[[Any, Any], N
     its Python ``get`` and ``__setitem__`` cost a heap count at 3 M keys about a tenth of its
     throughput. Nothing can attach a snapshot's copy-on-write view during the batch, since only the
     task thread does, at a barrier; a view may be detached meanwhile (the writer thread), which asks
-    nothing of the writes. Any other table (one with a view, a ``deep`` one, a plain dict, an on-disk
-    table) is used through its own methods, and ``record`` does nothing."""
-    if type(table) is TrackedTable and not table.deep and table.cow is None:
-        changed = table.changed
-        return dict.get.__get__(table), dict.__setitem__.__get__(table), changed.update
-    return table.get, table.__setitem__, _untracked
+    nothing of the writes. With views attached, each read and write first lets them save the key's
+    barrier value, and the keys are still recorded by ``record``. Any other table (a ``deep`` one, a
+    plain dict, an on-disk table) is used through its own methods, and ``record`` does nothing."""
+    if type(table) is not TrackedTable or table.deep:
+        return table.get, table.__setitem__, _untracked
+    lookup, store = dict.get.__get__(table), dict.__setitem__.__get__(table)
+    if table.cow is None:
+        return lookup, store, table.changed.update
+
+    # A snapshot in flight: a key's barrier value is saved before it is handed out (a reduce function
+    # may change what it is given in place) or replaced, as TrackedTable's own methods do.
+    def get(key: Any, default: Any = None) -> Any:
+        for view in table.cow or ():
+            view.preserve(table, key)
+        return lookup(key, default)
+
+    def put(key: Any, value: Any) -> None:
+        for view in table.cow or ():
+            view.preserve(table, key)
+        store(key, value)
+
+    return get, put, table.changed.update
 
 
 def cut(tables: Mapping[str, TrackedTable]) -> dict[str, set[Any]]:
@@ -332,8 +353,7 @@ def _lock_batches(
         piece = everything[lo : lo + GROUP_SLICE]
         refs = list(map(lookup, piece, itertools.repeat(_ABSENT)))
         piece_kgs = kgs[lo - hashed_from : lo - hashed_from + len(piece)]
-        ordered, runs = group_keys(piece, piece_kgs)
-        values, _ = group_keys(refs, piece_kgs)
+        (ordered, values), runs = group_by_key_group(piece_kgs, piece, refs)
         yield [(kg, ordered[a:b], values[a:b]) for kg, a, b in runs]
 
 

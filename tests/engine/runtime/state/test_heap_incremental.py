@@ -514,8 +514,7 @@ def test_a_batch_written_through_batch_access_is_in_the_next_delta_with_its_barr
     put(3, (3, 2))
     record([3])  # changed after checkpoint 1: in checkpoint 2 with this value
     plan, read = b.begin_incremental_snapshot(2)
-    get, put, record = batch_access(t)  # a view is attached: the table's own methods
-    assert put == t.__setitem__
+    get, put, record = batch_access(t)  # a view is attached: each write saves the barrier value first
     put(3, (3, 3))  # after the barrier: must not reach checkpoint 2
     put(4, (4, 2))
     record([3, 4])
@@ -523,4 +522,6 @@ def test_a_batch_written_through_batch_access_is_in_the_next_delta_with_its_barr
     assert replay_tables((*chain, delta), lambda name, index: store[name])["_reduce"][3] == (3, 2)
     assert replay_tables((*chain, delta), lambda name, index: store[name])["_reduce"][4] == (4, 1)
     assert t.changed == {3, 4}  # in the next delta
+    get, put, record = batch_access(t)
+    assert get(3) == (3, 3) and put == dict.__setitem__.__get__(t)  # the view is gone with its delta
     assert batch_access({})[2]([1]) is None  # a plain dict: nothing to record
