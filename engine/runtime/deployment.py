@@ -49,6 +49,11 @@ class TaskDeploymentDescriptor:
     # as it would have after that savepoint completed.
     finish_barrier: tuple[Any, ...] | None = None
 
+    @property
+    def periodic_checkpoints(self) -> bool:
+        """Whether the job takes periodic checkpoints (not only savepoints)."""
+        return int((self.config.get("execution.checkpointing") or {}).get("interval_ms", -1)) != -1
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

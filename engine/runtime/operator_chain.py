@@ -142,6 +142,5 @@ def _keyed_backend(tdd: TaskDeploymentDescriptor, env: "TaskEnvironment", key_sp
         # One directory per attempt: an LMDB environment must never be opened twice.
         directory = os.path.join(env.state_dir, tdd.job_id, f"{tdd.vertex_id}-{tdd.subtask}-{tdd.attempt}")
     # Tracking what changed costs memory, and pays only with periodic checkpoints to take deltas.
-    periodic = int((tdd.config.get("execution.checkpointing") or {}).get("interval_ms", -1)) != -1
-    incremental = periodic and str(tdd.config.get("state.backend.incremental", "false")).strip().lower() == "true"
+    incremental = tdd.periodic_checkpoints and str(tdd.config.get("state.backend.incremental", "false")).strip().lower() == "true"
     return create_keyed_backend(kind, tdd.max_parallelism, directory, key_spec=key_spec, incremental=incremental)

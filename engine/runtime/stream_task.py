@@ -183,6 +183,8 @@ class StreamTask:
                 tdd.job_id, tdd.vertex_id, tdd.subtask, env.checkpoint_ack, env.checkpoint_decline
             )
             self.checkpointer.chain_written = self._base_written
+            if tdd.periodic_checkpoints:
+                self.checkpointer.prestart()
         self.reader: Any = None
         self.restored_position: Any = None
         self.restored_checkpoint_id: int | None = None

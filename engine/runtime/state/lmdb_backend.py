@@ -60,6 +60,12 @@ from millstream.engine.runtime.state.state_records import (
 )
 
 MAX_STATES = 128  # LMDB named databases; each costs a little in every transaction
+#: Deltas an incremental chain of this backend holds before its next checkpoint is a base. A base reads
+#: every record through a read transaction and writes all the state: under a stream of new keys it was
+#: most of the writer's work at 3 M keys (a tenth of the slot's interpreter time at 10 deltas). The
+#: chain's entries are counted, so a restore never replays more than twice the live entries whatever
+#: this says (``ChangeTracker._due_for_base``); the bound is on files per chain (a restore opens each).
+MAX_DELTAS = 32
 _LMDB_FILES = ("data.mdb", "lock.mdb")
 _TOMB = object()  # a cached entry that knows its key has no value
 _UNLOGGED = object()
@@ -135,7 +141,7 @@ class LmdbKeyedStateBackend(StateFactory):
         self._last_key: Any = _TOMB
         self._last_encoded: tuple[bytes, bool] = (b"", False)
         # Incremental checkpoints: the keys written back since the last snapshot (``incremental``).
-        self.changes: ChangeTracker | None = ChangeTracker() if incremental else None
+        self.changes: ChangeTracker | None = ChangeTracker(max_deltas=MAX_DELTAS) if incremental else None
 
     # -- the backend interface (as HeapKeyedStateBackend) ------------------------------
     def table(self, name: str, kind: str) -> "LmdbTable":

@@ -188,3 +188,22 @@ def test_the_synchronous_duration_counts_the_operators_snapshots(tmp_path) -> No
         assert sink and sink[0].sync_ms >= 80, [(t, a.sync_ms) for t, a in h.acks[1].items()]
     finally:
         h.cancel()
+
+
+@pytest.mark.parametrize("periodic", [True, False])
+def test_a_task_of_a_checkpointed_job_starts_its_writer_before_the_first_barrier(tmp_path, periodic: bool) -> None:
+    """Started by the first checkpoint, the writer thread's start (it waits for the new thread to run)
+    was in that checkpoint's synchronous part: the slowest pause of the large-state runs."""
+    env = StreamExecutionEnvironment.get_execution_environment()
+    if periodic:
+        env.enable_checkpointing(60_000)
+    env.add_source(Numbers(), "numbers").add_sink(SlowSnapshot()).set_parallelism(1)
+    h = TaskHarness(env, str(tmp_path / "chk"))
+    try:
+        writers = [t.checkpointer._writer for t in h.tasks.values()]
+        assert all((w is not None) is periodic for w in writers)
+        if periodic:  # the thread runs already, not only the executor
+            assert all(len(w._threads) == 1 for w in writers)
+    finally:
+        for t in h.tasks.values():
+            t.checkpointer.close()
