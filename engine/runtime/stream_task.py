@@ -537,6 +537,8 @@ class StreamTask:
             if self.tdd.restore:
                 self._restore()
             self._initialize_functions()
+            for op in opened:
+                op.initialized()
             head = self.graph.transformations[self.tdd.operators[0]]
             if head.kind is OperatorKind.SOURCE:
                 self._run_source(head)

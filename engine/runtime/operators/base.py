@@ -193,6 +193,10 @@ class StreamOperator:
     def restore_state(self, state: Any) -> None:
         """The inverse of ``snapshot_state``, called after ``open`` (None: nothing to restore)."""
 
+    def initialized(self) -> None:
+        """After ``open`` and any restore, before the first record or barrier (Flink's operators are
+        open and their state initialised at this point too)."""
+
     def timer_services(self) -> dict[str, Any]:
         """The keyed operator's InternalTimerServices by name: the task snapshots their timers inside
         the keyed state, by key group, and restores each key group's timers where the key group goes."""

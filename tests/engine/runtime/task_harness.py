@@ -45,6 +45,7 @@ class TaskHarness:
         self.cancelled = threading.Event()
         self.lock = threading.Lock()
         self.results: list[Any] = []
+        self.collect_kinds: list[int] = []  # the kind of every entry the collect sinks published, in order
         self.results_by_task: dict[tuple[str, int], list[Any]] = {}
         self.cuts: dict[int, dict[tuple[str, int], int]] = {}  # checkpoint -> task -> results before it
         self.acks: dict[int, dict[tuple[str, int], TaskAck]] = {}
@@ -209,6 +210,8 @@ class _HarnessCollect:
         self.task = task
 
     def publish(self, entries: list[Any]) -> None:
+        with self.harness.lock:
+            self.harness.collect_kinds.extend(e.kind for e in entries)
         for e in entries:
             if e.kind == collect.RECORDS:
                 self.harness._collect(self.task, e.values)

@@ -140,3 +140,35 @@ def test_a_job_restored_from_a_savepoint_does_not_replay_the_old_jobs_records() 
     new.restore_state(state)
     new.process_batch([4], None)
     assert gw.entries[0] == collect.start(0, 3, True, 3) and not new.kept[0][0] < 3
+
+
+def test_the_sink_starts_its_attempt_once_initialised_not_at_its_first_barrier() -> None:
+    """START goes out when the task has opened and restored its operators: published at the first
+    barrier, it was a Redis write inside that checkpoint's synchronous part."""
+    gw = Recording(gated=True)
+    op = sink(gw, attempt=2)
+    op.restore_state({"seq": 7, "kept": []})
+    op.initialized()
+    assert [(e.kind, e.attempt, e.seq) for e in gw.entries] == [(collect.START, 2, 7)]
+    op.prepare_snapshot_pre_barrier(1)
+    op.process_batch([7], None)
+    assert [e.kind for e in gw.entries] == [collect.START, collect.RECORDS]
+
+
+def test_a_task_initialises_its_collect_sink_before_any_record_or_barrier(tmp_path) -> None:
+    from millstream.engine.datastream.stream_execution_environment import StreamExecutionEnvironment
+    from tests.engine.progress import until
+    from tests.engine.runtime.task_harness import TaskHarness, collect_sink
+    from tests.engine.runtime.test_operator_state_tasks import N, Numbers
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.enable_checkpointing(60_000)
+    env.set_parallelism(1)
+    numbers = Numbers()
+    numbers.next = N  # emits nothing, idles until cancelled
+    collect_sink(env.add_source(numbers, "numbers").set_parallelism(1))
+    h = TaskHarness(env, str(tmp_path / "chk")).start()
+    try:
+        until(lambda: h.collect_kinds == [collect.START], what="the sink's START without a record or barrier")
+    finally:
+        h.cancel()
