@@ -183,8 +183,6 @@ class StreamTask:
                 tdd.job_id, tdd.vertex_id, tdd.subtask, env.checkpoint_ack, env.checkpoint_decline
             )
             self.checkpointer.chain_written = self._base_written
-            if tdd.periodic_checkpoints:
-                self.checkpointer.prestart()
         self.reader: Any = None
         self.restored_position: Any = None
         self.restored_checkpoint_id: int | None = None
@@ -525,6 +523,8 @@ class StreamTask:
         opened: list[StreamOperator] = []
         opened_partitions: list[Any] = []
         try:
+            if self.checkpointer is not None and self.tdd.periodic_checkpoints:
+                self.checkpointer.prestart()  # closed with the task, in the finally below
             self._build()
             for node_id in self.tdd.operators:
                 op = self.operators.get(node_id)

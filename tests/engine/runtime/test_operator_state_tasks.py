@@ -194,16 +194,21 @@ def test_the_synchronous_duration_counts_the_operators_snapshots(tmp_path) -> No
 def test_a_task_of_a_checkpointed_job_starts_its_writer_before_the_first_barrier(tmp_path, periodic: bool) -> None:
     """Started by the first checkpoint, the writer thread's start (it waits for the new thread to run)
     was in that checkpoint's synchronous part: the slowest pause of the large-state runs."""
+    from tests.engine.progress import until
+
     env = StreamExecutionEnvironment.get_execution_environment()
     if periodic:
         env.enable_checkpointing(60_000)
     env.add_source(Numbers(), "numbers").add_sink(SlowSnapshot()).set_parallelism(1)
-    h = TaskHarness(env, str(tmp_path / "chk"))
+    h = TaskHarness(env, str(tmp_path / "chk")).start()
     try:
-        writers = [t.checkpointer._writer for t in h.tasks.values()]
-        assert all((w is not None) is periodic for w in writers)
+        tasks = list(h.tasks.values())
         if periodic:  # the thread runs already, not only the executor
-            assert all(len(w._threads) == 1 for w in writers)
+            until(lambda: all(t.checkpointer._writer is not None and len(t.checkpointer._writer._threads) == 1 for t in tasks),
+                  what="the writer threads")
+        else:
+            time.sleep(0.3)
+            assert all(t.checkpointer._writer is None for t in tasks)
+        assert not h.acks  # no checkpoint was taken
     finally:
-        for t in h.tasks.values():
-            t.checkpointer.close()
+        h.cancel()
