@@ -9,9 +9,11 @@ import random
 from abc import ABC, abstractmethod
 from typing import Any, Callable
 
+from millstream.engine.runtime.key_group_batch import assign_to_key_groups
 from millstream.engine.runtime.key_groups import KeySpec, assign_key_to_operator
 
 Batch = tuple[list[Any], list[int] | None]
+_CACHED_TYPES = frozenset({str, int})  # key types the HASH partitioner's cache answers in one C loop
 
 
 def rescale_targets(src: int, src_parallelism: int, dst_parallelism: int) -> list[int]:
@@ -132,21 +134,55 @@ class KeyGroupStreamPartitioner(StreamPartitioner):
                 pass
         return i
 
+    #: keys of a batch not in the cache from which one numpy pass (``key_group_batch``) hashes them:
+    #: below it the scalar hash of each is cheaper than the pass's fixed cost
+    BATCH_MISSES = 64
+
     def split(self, values, timestamps):
-        ks, n, get, channel = self.key_selector, self.n, self.cache.get, self.channel
+        if len(values) >= self.BATCH_MISSES:
+            keys = list(map(self.key_selector, values))
+            if set(map(type, keys)) <= _CACHED_TYPES:
+                return self._split_keys(keys, values, timestamps)
+            return self._split_each(keys, values, timestamps)
+        return self._split_each(None, values, timestamps)
+
+    def _split_keys(self, keys: list[Any], values, timestamps):
+        """Exact str and int keys: looked up in the cache in one C loop; a batch with many misses
+        (state with many keys: every key is new) hashes them in one numpy pass, as Flink's
+        KeyGroupRangeAssignment would one by one (``key_group_batch`` gives the same key groups)."""
+        cache, n, max_p = self.cache, self.n, self.max_parallelism
+        picks = list(map(cache.get, keys))
+        if None in picks:
+            missed = [i for i, p in enumerate(picks) if p is None]
+            new = [keys[i] for i in missed]
+            if len(new) >= self.BATCH_MISSES:
+                groups = assign_to_key_groups(new, max_p, self.key_spec)
+                channels = (groups * n // max_p).tolist()  # operator_index_for_key_group, vectorised
+            else:
+                channels = [assign_key_to_operator(k, max_p, n, self.key_spec) for k in new]
+            for i, c in zip(missed, channels):
+                picks[i] = c
+            room = self.CACHE_KEYS - len(cache)
+            if room > 0:
+                cache.update(zip(new[:room], channels[:room]))
+        return _group(picks, values, timestamps, n)
+
+    def _split_each(self, keys: list[Any] | None, values, timestamps):
+        """Any keys, one at a time; ``keys``: the batch's keys if already selected (not again: a key
+        selector may have effects)."""
+        n, get, channel = self.n, self.cache.get, self.channel
+        selected = map(self.key_selector, values) if keys is None else keys
         buckets: list[list[Any]] = [[] for _ in range(n)]
         add = [b.append for b in buckets]
         if timestamps is None:
-            for v in values:
-                k = ks(v)
+            for v, k in zip(values, selected):
                 t = type(k)
                 i = get(k) if t is str or t is int else None
                 add[channel(k) if i is None else i](v)
             return [(i, b, None) for i, b in enumerate(buckets) if b]
         tbuckets: list[list[int]] = [[] for _ in range(n)]
         tadd = [b.append for b in tbuckets]
-        for v, ts in zip(values, timestamps):
-            k = ks(v)
+        for v, k, ts in zip(values, selected, timestamps):
             t = type(k)
             i = get(k) if t is str or t is int else None
             if i is None:
@@ -158,12 +194,16 @@ class KeyGroupStreamPartitioner(StreamPartitioner):
 
 def _group(picks: list[int], values, timestamps, n: int):
     buckets: list[list[Any]] = [[] for _ in range(n)]
-    tb: list[list[int]] | None = [[] for _ in range(n)] if timestamps is not None else None
-    for idx, (p, v) in enumerate(zip(picks, values)):
-        buckets[p].append(v)
-        if tb is not None:
-            tb[p].append(timestamps[idx])
-    return [(i, b, tb[i] if tb is not None else None) for i, b in enumerate(buckets) if b]
+    add = [b.append for b in buckets]
+    for p, v in zip(picks, values):
+        add[p](v)
+    if timestamps is None:
+        return [(i, b, None) for i, b in enumerate(buckets) if b]
+    tb: list[list[int]] = [[] for _ in range(n)]
+    tadd = [b.append for b in tb]
+    for p, ts in zip(picks, timestamps):
+        tadd[p](ts)
+    return [(i, b, tb[i]) for i, b in enumerate(buckets) if b]
 
 
 class CustomPartitionerWrapper(StreamPartitioner):

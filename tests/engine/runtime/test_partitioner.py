@@ -243,3 +243,65 @@ def test_custom_partitioner_routes_by_the_users_partition_and_refuses_a_bad_inde
     bad = create_partitioner("CUSTOM", 3, custom=CustomPartition(lambda k, n: n, lambda v: v))
     with pytest.raises(ValueError, match="returned 3 for a record, but the stream has 3 partitions"):
         bad.split([1], None)
+
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+_SPEC_KEYS = {
+    None: st.one_of(st.integers(-(2**70), 2**70), st.text(max_size=6)),
+    "LONG": st.integers(-(2**63), 2**63 - 1),
+    "INT": st.integers(-(2**31), 2**31 - 1),
+    "STRING": st.text(max_size=6),
+}
+
+
+@st.composite
+def _batches(draw):
+    spec = draw(st.sampled_from(list(_SPEC_KEYS)))
+    size = draw(st.sampled_from([0, 5, 63, 64, 65, 200, 300]))  # around the one-pass threshold (64)
+    keys = draw(st.lists(_SPEC_KEYS[spec], min_size=size, max_size=size))
+    if draw(st.booleans()):  # a key its declared type cannot hash, somewhere: refused either way
+        keys.insert(draw(st.integers(0, len(keys))), draw(st.sampled_from([1.5, 2**80, "x", 7])))
+    return spec, keys
+
+
+@settings(max_examples=80, deadline=None)
+@given(batch=_batches(), n=st.sampled_from([1, 2, 3, 5]), cached=st.integers(0, 100), stamped=st.booleans())
+def test_a_batch_of_new_keys_hashed_at_once_goes_where_each_key_alone_goes(batch, n, cached, stamped) -> None:
+    """The HASH partitioner hashes a batch's cache misses in one numpy pass (state with millions of
+    keys: every key is new): each record must still reach the subtask Flink's assignment gives its key
+    alone, in order, with its timestamp, whether or not its key was cached."""
+    spec, keys = batch
+
+    def expected(k):
+        try:
+            return ("ok", assign_key_to_operator(k, 128, n, spec))
+        except Exception as e:
+            return ("error", type(e))
+
+    want = [expected(k) for k in keys]
+    p = KeyGroupStreamPartitioner(n, lambda v: v[1], 128, spec)
+    values = list(enumerate(keys))
+    warm = [v for v, w in zip(values[:cached], want) if w[0] == "ok"]
+    if warm:
+        p.split(warm, None)  # some keys cached already
+    stamps = [10 * i for i in range(len(values))] if stamped else None
+    if any(w[0] == "error" for w in want):
+        with pytest.raises(Exception):
+            p.split(values, stamps)
+        return
+    routed = p.split(values, stamps)
+    assert sum(len(vs) for _, vs, _ in routed) == len(values)
+    for ch, vs, ts in routed:
+        assert all(want[i] == ("ok", ch) for i, _ in vs), (spec, n, ch)
+        assert [i for i, _ in vs] == sorted(i for i, _ in vs)
+        assert ts == ([10 * i for i, _ in vs] if stamped else None)
+
+
+def test_a_batch_of_many_new_keys_is_hashed_in_one_pass_and_cached() -> None:
+    p = KeyGroupStreamPartitioner(3, lambda v: v, 128, "LONG")
+    keys = list(range(10_000, 10_000 + 2 * p.BATCH_MISSES))
+    routed = p.split(keys, None)
+    assert all(assign_key_to_operator(k, 128, 3, "LONG") == ch for ch, vs, _ in routed for k in vs)
+    assert set(p.cache) == set(keys)
