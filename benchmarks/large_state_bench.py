@@ -146,7 +146,7 @@ def _slowest(samples: list["CheckpointSampler"]) -> str:
     return f" (checkpoint {cid}, {c['slowest'][1]}, {c['written']:,} bytes written)"
 
 
-def measure(keys: int, backends: list[str], pairs: int) -> list[str]:
+def measure(keys: int, backends: list[str], pairs: int, passes: int = 1) -> list[str]:
     """Per backend: the job without checkpoints and with checkpoints every 2 s, in rotated rounds on
     one cluster. ``rocksdb`` and ``rocksdb-incremental`` together run as one A/B: without, full and
     incremental checkpoints in each round."""
@@ -159,9 +159,9 @@ def measure(keys: int, backends: list[str], pairs: int) -> list[str]:
     with local_cluster(2, slots=1) as submit:
         for group in groups:
             samples: dict[str, list[CheckpointSampler]] = {b: [] for b in group}
-            variants: list[Callable[[], str]] = [lambda: _run(submit, keys, group[0], 0)]
+            variants: list[Callable[[], str]] = [lambda: _run(submit, keys, group[0], 0, passes=passes)]
             for b in group:
-                variants.append(lambda b=b: _run(submit, keys, b, INTERVAL_MS, samples[b]))
+                variants.append(lambda b=b: _run(submit, keys, b, INTERVAL_MS, samples[b], passes))
             variants[0]()  # warm-up, not counted
             rounds = _rotated(pairs, variants)
             for k, b in enumerate(group, start=1):
@@ -169,7 +169,8 @@ def measure(keys: int, backends: list[str], pairs: int) -> list[str]:
                 each = ", ".join(f"{x:.2f}" for x in ratios)
                 cpus = [cpu(r[k]) / cpu(r[0]) for r in rounds if cpu(r[0]) and cpu(r[k])]
                 lines.append(
-                    f"large state, {b}, {keys:,} keys, checkpoints every {INTERVAL_MS // 1000} s: "
+                    f"large state, {b}, {keys:,} keys" + (f" x {passes} passes" if passes > 1 else "")
+                    + f", checkpoints every {INTERVAL_MS // 1000} s: "
                     + (f"throughput ratio median {statistics.median(ratios):.2f} of {len(ratios)} rounds ({each})" if ratios else "failed")
                     + (f", cluster CPU seconds ratio median {statistics.median(cpus):.2f} ({', '.join(f'{x:.2f}' for x in cpus)})" if cpus else "")
                     + "; " + _figures(samples[b])
@@ -254,15 +255,17 @@ def cpu(line: str) -> float | None:
     return float(m.group(1)) if m else None
 
 
-def _run(submit: Submit, keys: int, backend: str, interval_ms: int, samples: list | None = None) -> str:
+def _run(submit: Submit, keys: int, backend: str, interval_ms: int, samples: list | None = None, passes: int = 1) -> str:
+    """``passes``: records per key (the job counts ``keys * passes`` records): a run long enough to
+    hold several checkpoints where one pass over the keys takes little more than an interval."""
     extra = (str(keys), backend, str(interval_ms))
     before = cluster_cpu()
     if samples is None:
-        line = submit(keys, 2, JOB, extra)
+        line = submit(keys * passes, 2, JOB, extra)
     else:
         sampler = CheckpointSampler(submit.url)  # type: ignore[attr-defined]
         with sampler:
-            line = submit(keys, 2, JOB, extra)
+            line = submit(keys * passes, 2, JOB, extra)
         samples.append(sampler)
     return f"{line} cluster_cpu_s={cluster_cpu() - before:.1f}"
 
@@ -272,13 +275,14 @@ def main() -> None:
     ap.add_argument("--keys", type=int, default=1_000_000, help="records = distinct keys (the issue: 3,000,000)")
     ap.add_argument("--backends", default="hashmap,hashmap-incremental,rocksdb,rocksdb-incremental")
     ap.add_argument("--pairs", type=int, default=2)
+    ap.add_argument("--passes", type=int, default=1, help="records per key (1: the issue's workload, every record a new key)")
     ap.add_argument("--updates-keys", type=int, default=1_000_000, help="keys of the 1 %%-per-interval workload (0: skip it)")
     ap.add_argument("--updates-seconds", type=float, default=20.0, help="how long that workload updates")
     ap.add_argument("--updates-backends", default="rocksdb,hashmap", help="backends of that workload, each full against incremental")
     args = ap.parse_args()
     print(f"machine: {machine()}", flush=True)
     if args.keys:
-        for line in measure(args.keys, args.backends.split(","), args.pairs):
+        for line in measure(args.keys, args.backends.split(","), args.pairs, args.passes):
             print(line, flush=True)
     if args.updates_keys:
         per_s = args.updates_keys / 100 / (INTERVAL_MS / 1000)  # 1 % of the keys per checkpoint interval
