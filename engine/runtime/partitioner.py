@@ -135,7 +135,8 @@ class KeyGroupStreamPartitioner(StreamPartitioner):
         return i
 
     #: keys of a batch not in the cache from which one numpy pass (``key_group_batch``) hashes them:
-    #: below it the scalar hash of each is cheaper than the pass's fixed cost
+    #: below it the scalar hash of each is cheaper than the pass's fixed cost (so a smaller batch
+    #: goes the per-record way at once)
     BATCH_MISSES = 64
 
     def split(self, values, timestamps):
@@ -155,16 +156,16 @@ class KeyGroupStreamPartitioner(StreamPartitioner):
         if None in picks:
             missed = [i for i, p in enumerate(picks) if p is None]
             new = [keys[i] for i in missed]
-            if len(new) >= self.BATCH_MISSES:
+            if len(new) < self.BATCH_MISSES:
+                channels = list(map(self.channel, new))  # one at a time, cached as they go
+            else:
                 groups = assign_to_key_groups(new, max_p, self.key_spec)
                 channels = (groups * n // max_p).tolist()  # operator_index_for_key_group, vectorised
-            else:
-                channels = [assign_key_to_operator(k, max_p, n, self.key_spec) for k in new]
+                room = self.CACHE_KEYS - len(cache)
+                if room > 0:
+                    cache.update(zip(new[:room], channels[:room]))
             for i, c in zip(missed, channels):
                 picks[i] = c
-            room = self.CACHE_KEYS - len(cache)
-            if room > 0:
-                cache.update(zip(new[:room], channels[:room]))
         return _group(picks, values, timestamps, n)
 
     def _split_each(self, keys: list[Any] | None, values, timestamps):

@@ -224,14 +224,14 @@ def batch_access(table: Any) -> tuple[Callable[..., Any], Callable[[Any, Any], N
 
     # A snapshot in flight: a key's barrier value is saved before it is handed out (a reduce function
     # may change what it is given in place) or replaced, as TrackedTable's own methods do.
+    preserve = table._preserve
+
     def get(key: Any, default: Any = None) -> Any:
-        for view in table.cow or ():
-            view.preserve(table, key)
+        preserve(key)
         return lookup(key, default)
 
     def put(key: Any, value: Any) -> None:
-        for view in table.cow or ():
-            view.preserve(table, key)
+        preserve(key)
         store(key, value)
 
     return get, put, table.changed.update
