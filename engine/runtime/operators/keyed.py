@@ -35,33 +35,33 @@ class ReduceOperator(StreamOperator):
         self.scoped = may_use_keyed_state(f)  # a rich function may read and write keyed state of its own
 
     def process_batch(self, values, timestamps):
-        fn, ks, missing = self.fn, self.key_selector, _MISSING
+        fn, missing = self.fn, _MISSING
         out: list[Any] = []
         append = out.append
+        keys = list(map(self.key_selector, values))
         # The table's fastest access for this batch; with incremental checkpoints the keys written
         # are recorded as changed once, after the loop (heap_incremental.batch_access).
-        get, put, record = batch_access(self.values)
-        keys: list[Any] = []
-        written = keys.append
+        get, put, record = batch_access(self.values, keys)
         # A key Python cannot hash (PyFlink keys a list by its pickle) is held as its stand-in
         # (engine.runtime.state_keys); the try costs nothing until a lookup raises.
         backend = self.ctx.keyed_backend if self.scoped else None
+        written = 0
         try:
-            for v in values:
-                k = ks(v)
+            for k, v in zip(keys, values):
                 try:
                     cur = get(k, missing)
                 except TypeError:
-                    k = hashable_key(k)
+                    k = keys[written] = hashable_key(k)
                     cur = get(k, missing)
                 if backend is not None:
                     backend.current_key = k
                 nv = v if cur is missing else fn(cur, v)
                 put(k, nv)
-                written(k)
+                written += 1
                 append(nv)
         finally:
-            record(keys)  # a failing function's batch too: what it wrote before failing is a change
+            # a failing function's batch too: what it wrote before failing is a change
+            record(keys if written == len(keys) else keys[:written])
         if self.emit_updates:
             self.output.emit(out, timestamps)
 

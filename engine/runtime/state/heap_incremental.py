@@ -57,6 +57,7 @@ BASE_CHUNK = 50_000  # entries per part of a base: a few ms to pickle or unpickl
 GROUP_SLICE = 4_096  # changed keys a delta's writer sorts by key group and pickles at a time (``_lock_batches``)
 _ABSENT = object()
 _SCALARS = frozenset({int, float, str, bytes, bool, complex, type(None)})
+_SCALARS_OR_TUPLE = _SCALARS | {tuple}
 
 
 def immutable(value: Any) -> bool:
@@ -97,6 +98,40 @@ class CopyOnWrite:
             if value is not _ABSENT and not immutable(value):  # it may be changed in place from now on
                 value = pickle.loads(pickle.dumps(value, pickle.HIGHEST_PROTOCOL))
             self.saved[key] = value
+
+    def preserve_many(self, table: dict[Any, Any], keys: set[Any]) -> None:
+        """``preserve`` for each of ``keys`` (a batch about to be read and written), in set operations:
+        a few C loops over the batch instead of a Python call per access."""
+        fresh = keys - self.done
+        if not fresh:
+            return
+        if len(self.pending) == 1:
+            need = fresh & self.pending[0]
+        else:
+            need = set().union(*(fresh & pending for pending in self.pending))
+        if not need:
+            return
+        with self.lock:
+            need -= self.done
+            if not need:
+                return
+            self.done |= need
+            values = list(map(dict.get.__get__(table), need, itertools.repeat(_ABSENT)))
+            self.saved.update(zip(need, _detached(values)))
+
+
+def _detached(values: list[Any]) -> list[Any]:
+    """``values`` with each one that may be changed in place replaced by a deep copy (``_ABSENT`` kept).
+    The type checks run as C loops over the batch: scalars, and tuples of scalars, need no copy."""
+    types = set(map(type, values))
+    types.discard(object)  # _ABSENT (a bare object() holds nothing that can change)
+    if types <= _SCALARS:
+        return values
+    if types <= _SCALARS_OR_TUPLE:
+        inner = set(map(type, itertools.chain.from_iterable(v for v in values if type(v) is tuple)))
+        if inner <= _SCALARS:
+            return values
+    return [v if v is _ABSENT or immutable(v) else pickle.loads(pickle.dumps(v, pickle.HIGHEST_PROTOCOL)) for v in values]
 
 
 class TrackedTable(dict):
@@ -203,24 +238,39 @@ def _untracked(keys: list[Any]) -> None:
     """Nothing to record: the table is not tracked, or recorded each write itself."""
 
 
-def batch_access(table: Any) -> tuple[Callable[..., Any], Callable[[Any, Any], None], Callable[[list[Any]], None]]:
+def batch_access(
+    table: Any, keys: list[Any] | None = None
+) -> tuple[Callable[..., Any], Callable[[Any, Any], None], Callable[[list[Any]], None]]:
     """``(get, put, record)`` for one batch of reads and whole-value writes on the task thread (a
     reduce's loop, with no barrier inside it: a barrier swaps the change set): ``record(keys)`` after
-    the batch, with every key ``put``, even if it ended early.
+    the batch, with every key ``put``, even if it ended early. ``keys``: the batch's keys, when the
+    caller knows them beforehand.
 
     A TrackedTable of whole values with no snapshot in flight is read and written through the dict's
     own C methods, and the keys written go into its change set in one C-level update by ``record``:
     its Python ``get`` and ``__setitem__`` cost a heap count at 3 M keys about a tenth of its
     throughput. Nothing can attach a snapshot's copy-on-write view during the batch, since only the
     task thread does, at a barrier; a view may be detached meanwhile (the writer thread), which asks
-    nothing of the writes. With views attached, each read and write first lets them save the key's
-    barrier value, and the keys are still recorded by ``record``. Any other table (a ``deep`` one, a
-    plain dict, an on-disk table) is used through its own methods, and ``record`` does nothing."""
+    nothing of the writes. With views attached, the barrier values of the batch's ``keys`` are saved
+    up front (``CopyOnWrite.preserve_many``) and the batch goes through the C methods too; without
+    ``keys`` (or with a key Python cannot hash), each read and write first lets the views save its
+    key's barrier value. The keys are recorded by ``record`` either way. Any other table (a ``deep``
+    one, a plain dict, an on-disk table) is used through its own methods, and ``record`` does nothing."""
     if type(table) is not TrackedTable or table.deep:
         return table.get, table.__setitem__, _untracked
     lookup, store = dict.get.__get__(table), dict.__setitem__.__get__(table)
-    if table.cow is None:
+    views = table.cow
+    if views is None:
         return lookup, store, table.changed.update
+    if keys is not None:
+        try:
+            batch = set(keys)
+        except TypeError:  # a key held by its stand-in (state_keys.hashable_key): key by key below
+            pass
+        else:
+            for view in views:
+                view.preserve_many(table, batch)
+            return lookup, store, table.changed.update
 
     # A snapshot in flight: a key's barrier value is saved before it is handed out (a reduce function
     # may change what it is given in place) or replaced, as TrackedTable's own methods do.

@@ -525,3 +525,41 @@ def test_a_batch_written_through_batch_access_is_in_the_next_delta_with_its_barr
     get, put, record = batch_access(t)
     assert get(3) == (3, 3) and put == dict.__setitem__.__get__(t)  # the view is gone with its delta
     assert batch_access({})[2]([1]) is None  # a plain dict: nothing to record
+
+
+def test_a_batch_whose_keys_are_known_saves_their_barrier_values_up_front() -> None:
+    """With a snapshot in flight and the batch's keys given, ``batch_access`` saves the barrier
+    values of those keys first (``CopyOnWrite.preserve_many``) and hands out the dict's C methods: the
+    delta still holds every barrier value, a value changed in place included, and keys the writer
+    never had (written after the barrier) or a batch of unhashable keys change nothing in it."""
+    from millstream.engine.runtime.state.heap_incremental import batch_access
+
+    b = HeapKeyedStateBackend(128, incremental=True)
+    t = b.table("_reduce", "value")
+    store, write = _files()
+    for k in range(6):
+        t[k] = (k, 1)
+    t[6] = [6]  # a value a reduce function may append to
+    t[7] = ((7,), frozenset({1}))  # nested, immutable
+    chain = _base(b, 1, write, first=True)
+    for k in (1, 2, 6, 7):
+        t[k] = t[k] if k != 6 else [6, 1]
+    del t[5]
+    plan, read = b.begin_incremental_snapshot(2)
+    keys = [1, 2, 6, 7, 5, 9]
+    get, put, record = batch_access(t, keys)
+    assert get == dict.get.__get__(t) and put == dict.__setitem__.__get__(t)
+    get(6).append(2)  # in place, after the barrier
+    put(1, (1, 9))
+    put(2, (2, 9))
+    put(5, (5, 9))  # deleted before the barrier: the delta deletes it
+    put(9, (9, 9))  # new since the barrier
+    record(keys)
+    get, put, record = batch_access(t, [[1]])  # unhashable: key by key, through the views
+    with pytest.raises(TypeError):
+        put([1], 0)
+    delta = write("d2", DELTA, read())
+    got = replay_tables((*chain, delta), lambda name, index: store[name])["_reduce"]
+    assert got == {0: (0, 1), 1: (1, 1), 2: (2, 1), 3: (3, 1), 4: (4, 1), 6: [6, 1], 7: ((7,), frozenset({1}))}
+    assert dict(t)[6] == [6, 1, 2] and t.changed >= {1, 2, 5, 6, 9}
+
