@@ -94,11 +94,13 @@ def test_a_delta_holds_the_values_of_its_barrier_whatever_the_task_does_before_i
     assert value.value() == 999 and list(items.get())[-1] == 999
 
 
-@pytest.mark.parametrize("slow", ["_chunk_part", "_refs_part", "group_keys"])
-def test_the_task_thread_changing_keys_while_the_writer_reads_them_in_chunks(monkeypatch, slow) -> None:
+@pytest.mark.parametrize("batched", [False, True], ids=["key-by-key", "batch_access"])
+@pytest.mark.parametrize("slow", ["_chunk_part", "_refs_part", "group_by_key_group"])
+def test_the_task_thread_changing_keys_while_the_writer_reads_them_in_chunks(monkeypatch, slow, batched) -> None:
     """``_chunk_part``: the ungrouped writer; ``_refs_part``: the grouped writer slowed under the lock
-    before it pickles; ``group_keys``: slowed between looking a slice's values up and taking the lock
-    (a value looked up then changed by the task must not be written)."""
+    before it pickles (each run of a key group); ``group_by_key_group``: slowed between looking a slice's values up and taking the lock
+    (a value looked up then changed by the task must not be written). ``batched``: the task writes
+    as the reduce does, a batch at a time through ``batch_access`` with the batch's keys."""
     import time
 
     from millstream.engine.runtime.state import heap_incremental
@@ -106,7 +108,7 @@ def test_the_task_thread_changing_keys_while_the_writer_reads_them_in_chunks(mon
     part = getattr(heap_incremental, slow)
 
     def slow_part(*args):  # a slow writer: the task's changes overlap every chunk
-        time.sleep(0.05 if slow != "group_keys" else 0.01)  # a key marked taken before now would be read changed
+        time.sleep({"_chunk_part": 0.05, "_refs_part": 0.002}.get(slow, 0.01))  # a key marked taken before now would be read changed
         return part(*args)
 
     monkeypatch.setattr(heap_incremental, slow, slow_part)
@@ -124,9 +126,18 @@ def test_the_task_thread_changing_keys_while_the_writer_reads_them_in_chunks(mon
     reader = threading.Thread(target=lambda: out.append(read()))
     reader.start()
     time.sleep(0.01)
-    for k in range(n):  # races the writer: every key's barrier value must survive
-        t[k] = (k, 2)
-        t[n + k] = (n + k, 1)
+    if batched:
+        for lo in range(0, n, 500):  # races the writer: every key's barrier value must survive
+            keys = [*range(lo, lo + 500), *range(n + lo, n + lo + 500)]
+            get, put, record = heap_incremental.batch_access(t, keys)
+            for k in keys:
+                cur = get(k)
+                put(k, (k, 1) if cur is None else (k, cur[1] + 1))
+            record(keys)
+    else:
+        for k in range(n):  # races the writer: every key's barrier value must survive
+            t[k] = (k, 2)
+            t[n + k] = (n + k, 1)
     reader.join()
     delta = write("d2", DELTA, out[0])
     assert replay_tables((*chain, delta), lambda name, index: store[name]) == {"_reduce": {k: (k, 1) for k in range(n)}}
