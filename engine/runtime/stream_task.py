@@ -351,7 +351,9 @@ class StreamTask:
 
     def _incremental_snapshot(self, op: StreamOperator, op_id: str, barrier: Barrier) -> Callable[[], dict[str, Any]]:
         cid = barrier.checkpoint_id
-        finish = snapshot_keyed_incremental(self.keyed_backend, op, cid, self._shared_file_writer(op_id, barrier))
+        finish = snapshot_keyed_incremental(
+            self.keyed_backend, op, cid, self._shared_file_writer(op_id, barrier), self._shared_file_reader(barrier)
+        )
         return self._counting_shared_bytes(cid, finish, "chain")
 
     def _counting_shared_bytes(self, cid: int, finish: Callable[[], dict[str, Any]], field: str) -> Callable[[], dict[str, Any]]:

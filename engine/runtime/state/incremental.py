@@ -11,8 +11,10 @@ and are reference-counted by the coordinator (``millstream.engine.checkpoint.sha
 A file is one part per key group (``encode_parts``), and its handle lists each part's offset, so a
 restore, rescaled or not, reads only the key groups its subtask owns and replays them in chain order:
 ``replay_into`` a part at a time straight into a backend (issue 16: a restore holds one key group's
-records, never a file or the state), ``replay`` into lists. Everything here is pure: the files are
-written and read by the caller (checkpoint storage).
+records, never a file or the state), ``replay`` into lists. A chain that reached its length merges
+its newest deltas into one (``merge_groups``, as an LSM tree's size-tiered compaction does) rather
+than writing every record again as a base. Everything here is pure: the files are written and read
+by the caller (checkpoint storage).
 """
 from __future__ import annotations
 
@@ -49,6 +51,35 @@ def encode_groups(groups: Iterable[tuple[int, Mapping[str, list[Record]]]]) -> I
     ``begin_incremental_snapshot_parts``), pickled one at a time as they are drawn."""
     for kg, tables in groups:
         yield kg, pickle.dumps(dict(tables), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+# Key groups a merge of delta files reads at a time: what it holds is their records across the files.
+MERGE_KEY_GROUPS = 16
+
+
+def merge_groups(
+    files: Sequence[SharedFile], read_parts: Callable[[str, list[tuple[int, int, int]]], Iterable[tuple[int, bytes]]]
+) -> Iterator[tuple[int, dict[str, list[Record]]]]:
+    """The records of one delta equivalent to ``files`` (consecutive deltas of a chain, never its
+    base) replayed in order, a key group at a time in key-group order as ``encode_groups`` takes
+    them: per state, each key's newest record, sorted by LMDB key. Tombstones (None) stay, as a key
+    deleted here may have a record in a file before these. ``MERGE_KEY_GROUPS`` key groups are read
+    from every file at a time, so a merge never holds the files whole."""
+    present = sorted({r[0] for f in files for r in f.index})
+    for lo in range(0, len(present), MERGE_KEY_GROUPS):
+        owned = frozenset(present[lo : lo + MERGE_KEY_GROUPS])
+        merged: dict[int, dict[str, dict[bytes, bytes | None]]] = {}
+        for f in files:
+            ranges = [r for r in f.index if r[0] in owned]
+            if not ranges:
+                continue
+            for kg, payload in read_parts(f.name, ranges):
+                part: dict[str, list[Record]] = pickle.loads(payload)
+                tables = merged.setdefault(kg, {})
+                for name, rows in part.items():
+                    tables.setdefault(name, {}).update(rows)
+        for kg in sorted(merged):
+            yield kg, {name: sorted(records.items()) for name, records in merged[kg].items()}
 
 
 def replay(

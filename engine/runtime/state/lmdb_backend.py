@@ -214,18 +214,19 @@ class LmdbKeyedStateBackend(StateFactory):
         return plan, lambda: dict(_changed_records(changed))
 
     def begin_incremental_snapshot_parts(
-        self, checkpoint_id: int
+        self, checkpoint_id: int, merge: bool = False
     ) -> tuple[SnapshotPlan, Callable[[Callable[[Iterator[tuple[int, dict[str, list]]]], Any]], Any]]:
         """As ``begin_incremental_snapshot``, its records handed over as ``begin_snapshot_parts``
         does: a base is read off the read transaction a key group at a time, never whole, with the
         cache's dirty records laid over it; a delta comes from the records the change tracker kept
         (``ChangeTracker.record``; the barrier adds the dirty cache entries' records to them without
-        writing them back), grouped by key group, with no read of LMDB."""
+        writing them back), grouped by key group, with no read of LMDB. ``merge``: the caller merges
+        the chain's newest files when it is long (``ChangeTracker.plan``, ``SnapshotPlan.merge_from``)."""
         if self.changes is None:
             raise ValueError("this LMDB state backend was not opened for incremental checkpoints")
         barrier = self._barrier_records(self.changes)
         # the dirty entries not written yet count as live: an upper bound (some are on disk too)
-        plan = self.changes.plan(checkpoint_id, self._live_entries() + sum(map(len, barrier.values())))
+        plan = self.changes.plan(checkpoint_id, self._live_entries() + sum(map(len, barrier.values())), merge=merge)
         if plan.changed is None:
             overlay = _by_key_group_prefix(barrier)
             tables = [(name, t.db) for name, t in self.tables.items()]

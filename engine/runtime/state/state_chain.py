@@ -168,27 +168,41 @@ class ChangeTracker:
     def table_cleared(self) -> None:
         self._drops += 1
 
-    def plan(self, checkpoint_id: int, live: int | None = None) -> SnapshotPlan:
+    def plan(self, checkpoint_id: int, live: int | None = None, merge: bool = False) -> SnapshotPlan:
         """The snapshot to take now; the keys changed since the previous snapshot are cut off, with
-        their records (``record``). ``live``: entries in the backend now, for the base rule."""
+        their records (``record``). ``live``: entries in the backend now, for the base rule.
+
+        ``merge``: the writer can merge the newest files of the chain from the files themselves (the
+        on-disk backend's, ``incremental.merge_parts``). A chain that reached ``max_deltas`` then
+        merges its newest files (``merge_start``, ``SnapshotPlan.merge_from``) instead of writing
+        every record again as a base; a base is still taken, from the backend, when a restore would
+        replay more than twice the live entries (or an uncounted chain is due), which ``merge_start``
+        answers with 0."""
         cut, self.changes, self._tracked, self._tracked_bytes = self.changes, {}, 0, 0
         overflow, self._overflow = self._overflow, False
         with self._lock:
             # An overflowed interval's keys are unknown: no later delta may rest on a chain before it.
             self._taken[checkpoint_id] = _Taken(None if overflow else cut, self._drops)
             parent = self._confirmed
-            if parent is None or self._drops != self._confirmed_drops or self._due_for_base(parent, live):
+            if parent is None or self._drops != self._confirmed_drops:
+                return SnapshotPlan(checkpoint_id, (), None, self._drops)
+            start = None
+            if merge:
+                start = merge_start(parent, live, self.max_deltas + 1, self._due_for_base(parent, live))
+                if start == 0:
+                    return SnapshotPlan(checkpoint_id, (), None, self._drops)
+            elif self._due_for_base(parent, live):
                 return SnapshotPlan(checkpoint_id, (), None, self._drops)
             taken = [t.changed for _, t in sorted(self._taken.items())]
             if any(c is None for c in taken):
                 return SnapshotPlan(checkpoint_id, (), None, self._drops)
             if len(taken) == 1:  # the usual case: only this interval's changes, handed over as they are
-                return SnapshotPlan(checkpoint_id, parent, taken[0], self._drops)
+                return SnapshotPlan(checkpoint_id, parent, taken[0], self._drops, merge_from=start)
             changed: dict[str, dict[bytes, bytes | None]] = {}
             for c in taken:  # in checkpoint order: a later record of a key wins
                 for name, records in c.items():  # type: ignore[union-attr]
                     changed.setdefault(name, {}).update(records)
-            return SnapshotPlan(checkpoint_id, parent, changed, self._drops)
+            return SnapshotPlan(checkpoint_id, parent, changed, self._drops, merge_from=start)
 
     def plan_cut(
         self, checkpoint_id: int, cut: dict[str, set[Any]], compact: bool = False, live: int | None = None

@@ -44,7 +44,7 @@ from millstream.engine.checkpoint.rescale import (
 from millstream.engine.runtime.key_group_batch import assign_to_key_groups, key_grouper
 from millstream.engine.runtime.key_groups import KEY_ENCODING_VERSION, assign_to_key_group, key_group_range
 from millstream.engine.runtime.state.heap_incremental import base_parts, merge, replay_key_groups
-from millstream.engine.runtime.state.incremental import encode_groups, encode_parts, replay, replay_into
+from millstream.engine.runtime.state.incremental import encode_groups, encode_parts, merge_groups, replay, replay_into
 from millstream.engine.runtime.state.key_grouped_state import RECORD_GROUPS
 from millstream.engine.runtime.state.state_chain import BASE, DELTA, SharedFile, chain_from_wire, chain_to_wire, extend
 from millstream.engine.runtime.state.operator_state import UNION, redistribute_operator_state
@@ -115,39 +115,63 @@ def snapshot_keyed_async(backend: Any, operator: Any, streamed: bool = False) ->
 
 
 def snapshot_keyed_incremental(
-    backend: Any, operator: Any, checkpoint_id: int, write_file: Callable[[str, list[tuple[int, bytes]]], SharedFile]
+    backend: Any,
+    operator: Any,
+    checkpoint_id: int,
+    write_file: Callable[[str, list[tuple[int, bytes]]], SharedFile],
+    read_file: Callable[[str, list[tuple[int, int, int]]], Iterable[tuple[int, bytes]]] | None = None,
 ) -> Callable[[], dict[str, Any]]:
     """As ``snapshot_keyed_async`` for an incremental backend (``begin_incremental_snapshot``): the
     callable, on the writer thread, reads the base or delta, hands it to ``write_file(kind, parts)``
-    (a new file in the job's shared directory) and returns ``{"keyed", "kinds", "chain"}``."""
+    (a new file in the job's shared directory) and returns ``{"keyed", "kinds", "chain"}``. With
+    ``read_file(name, index)`` (the job's shared files) a chain that reached its length first merges
+    its newest deltas into one file (``SnapshotPlan.merge_from``, ``incremental.merge_groups``)
+    instead of the backend writing every record again as a base."""
     import pickle
 
     streamed = hasattr(backend, "begin_incremental_snapshot_parts")
-    plan, read = (backend.begin_incremental_snapshot_parts if streamed else backend.begin_incremental_snapshot)(checkpoint_id)
+    if streamed:
+        plan, read = backend.begin_incremental_snapshot_parts(checkpoint_id, merge=read_file is not None)
+    else:
+        plan, read = backend.begin_incremental_snapshot(checkpoint_id)
     own = pickle.dumps(_operator_keyed(backend, operator), protocol=pickle.HIGHEST_PROTOCOL)
     kinds = dict(backend.kinds)
     kinds[KEY_ENCODING_FIELD] = str(KEY_ENCODING_VERSION)
     kind = BASE if plan.is_base else DELTA
 
+    def counting(groups: Iterable[tuple[int, Mapping[str, list]]], counted: list[int]) -> Iterator[tuple[int, Mapping[str, list]]]:
+        # records and deletions, for the base rule (``ChangeTracker._due_for_base``)
+        for kg, tables in groups:
+            counted[0] += sum(len(rows) for rows in tables.values())
+            yield kg, tables
+
     def finish() -> dict[str, Any]:
         keyed, kinds_own = pickle.loads(own)
-        counted = [0]  # records and deletions, for the base rule (``ChangeTracker._due_for_base``)
-
-        def count(groups: Iterable[tuple[int, Mapping[str, list]]]) -> Iterator[tuple[int, Mapping[str, list]]]:
-            for kg, tables in groups:
-                counted[0] += sum(len(rows) for rows in tables.values())
-                yield kg, tables
-
+        out: dict[str, Any] = {"keyed": keyed, "kinds": {**kinds, **kinds_own}}
+        start = plan.merge_from if read_file is not None else None
+        merged = None
+        if start is not None:
+            # Read before this delta is written, so a file of the chain already deleted (its checkpoint
+            # subsumed meanwhile) fails this checkpoint with only the merged file's attempt behind.
+            n = [0]
+            merged = write_file(DELTA, encode_groups(counting(merge_groups(plan.parent[start:], read_file), n)))  # type: ignore[arg-type]
+            merged = replace(merged, entries=n[0])
+        counted = [0]
         if streamed:  # written a key group at a time inside the read transaction, never whole
-            new = read(lambda groups: write_file(kind, encode_groups(count(groups))))
+            new = read(lambda groups: write_file(kind, encode_groups(counting(groups, counted))))
         else:
             records = read()
             counted[0] = sum(len(rows) for rows in records.values())
             new = write_file(kind, encode_parts(records))
         new = replace(new, entries=counted[0])
-        chain = extend(plan, new)
+        if merged is not None:
+            chain: tuple[SharedFile, ...] = (*plan.parent[:start], merged, new)
+            out["_written"] = merged.size + new.size
+        else:
+            chain = extend(plan, new)
         backend.changes.written(checkpoint_id, chain)
-        return {"keyed": keyed, "kinds": {**kinds, **kinds_own}, "chain": chain_to_wire(chain)}
+        out["chain"] = chain_to_wire(chain)
+        return out
 
     return finish
 

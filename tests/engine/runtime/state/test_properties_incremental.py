@@ -99,7 +99,10 @@ class Job:
         """The snapshot at the barrier: a callable finishing it later. A heap base is taken in a forked
         child now (as the checkpointer does), a delta read later through its copy-on-write view."""
         if not self.heap:
-            return snapshot_keyed_incremental(backend, _Operator(), cid, self.write_file(cid, i))
+            # with a reader of this job's files: a chain that reached max_deltas merges its newest deltas
+            return snapshot_keyed_incremental(
+                backend, _Operator(), cid, self.write_file(cid, i), lambda name, index: read_shared_file(self.shared, name, index, JOB_ID)
+            )
         # with a reader of this job's files: a due base is compacted from the chain's files, not forked
         is_base, complete = snapshot_heap_incremental(
             backend, _Operator(), cid, self.write_file(cid, i), lambda name, index: read_shared_file(self.shared, name, index, JOB_ID)

@@ -1,0 +1,98 @@
+"""The on-disk backend's incremental chains merge their newest deltas once they reach their length
+(``ChangeTracker.plan(merge=True)``, ``incremental.merge_groups``) instead of writing every record
+again as a base, and the merged chains restore exactly, at the same parallelism and rescaled.
+
+Real LMDB, real sealed files in the checkpoint layout, written by ``snapshot_keyed_incremental`` and
+read back through the task's restore path."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from millstream.engine.checkpoint import storage as storage_module
+from millstream.engine.checkpoint.shared_state_registry import SHARED_DIR
+from millstream.engine.checkpoint.storage import METADATA_FILE, read_shared_file, write_shared_file
+from millstream.engine.runtime.state.lmdb_backend import LmdbKeyedStateBackend
+from millstream.engine.runtime.state.state_chain import ChangeTracker, SharedFile, merge_start
+from millstream.engine.runtime.state.task_state_manager import snapshot_keyed_incremental
+from tests.engine.runtime.state.test_properties_snapshots import _Operator
+from tests.engine.runtime.state.test_streamed_restore import JOB, MAX_P, SECRET, _restore_chain
+
+
+def _files(shared: Path) -> tuple[Any, Any]:
+    names = iter(range(1_000_000))
+
+    def write_file(kind: str, parts: Any) -> SharedFile:
+        name = f"op-{next(names)}.{kind}"
+        size, index = write_shared_file(str(shared), name, parts, JOB)
+        return SharedFile(name, kind, size, tuple(index))
+
+    def read_file(name: str, index: list) -> Any:
+        return read_shared_file(str(shared), name, index, JOB)
+
+    return write_file, read_file
+
+
+def test_a_long_on_disk_chain_merges_its_newest_deltas_and_restores_the_same_state(tmp_path, monkeypatch) -> None:
+    monkeypatch.setitem(storage_module._sealing, "secret", SECRET)
+    shared = tmp_path / "job" / SHARED_DIR
+    write_file, read_file = _files(shared)
+    backend = LmdbKeyedStateBackend(MAX_P, tmp_path / "db", incremental=True)
+    backend.changes.max_deltas = 3  # type: ignore[union-attr]
+    counts = backend.table("counts", "value")
+    expected: dict[str, Any] = {}
+    for i in range(2_000):
+        counts[f"k{i}"] = i
+        expected[f"k{i}"] = i
+    chains = []
+    for cid in range(1, 16):
+        if cid > 1:  # a few updates, a deletion of a key the base holds, a new key: far less than the state
+            for j in range(5):
+                key = f"k{(cid * 7 + j) % 2_000}"
+                counts[key] = expected[key] = cid * 1_000 + j
+            gone = f"k{cid * 13}"
+            if gone in expected:
+                del counts[gone]
+                del expected[gone]
+            counts[f"new{cid}"] = expected[f"new{cid}"] = cid
+        out = snapshot_keyed_incremental(backend, _Operator(), cid, write_file, read_file)()
+        out.pop("_written", None)
+        backend.notify_checkpoint_complete(cid)
+        chains.append(out)
+    backend.close()
+    kinds = [[f["kind"] for f in out["chain"]] for out in chains]
+    # one base, the first checkpoint's; the chain stays at the base and at most max_deltas deltas
+    assert all(k[0] == "base" and "base" not in k[1:] for k in kinds)
+    assert {out["chain"][0]["name"] for out in chains} == {chains[0]["chain"][0]["name"]}
+    assert max(map(len, kinds)) == 4 and len(kinds[-1]) < len(kinds) + 1
+    # a merged delta holds the records of the deltas it replaced, tombstones included
+    assert any(out["chain"][-2]["entries"] > chains[1]["chain"][-1]["entries"] for out in chains[4:])
+
+    chk = tmp_path / "job" / "chk-1"
+    chk.mkdir()
+    handle = str(chk / "op.state")
+    Path(handle).write_bytes(b"")
+    (chk / METADATA_FILE).write_bytes(b"{}")  # completed: its chain may be read
+    for parallelism in (1, 2):
+        got: dict[str, Any] = {}
+        for subtask in range(parallelism):
+            restored = LmdbKeyedStateBackend(MAX_P, tmp_path / f"restored-{parallelism}-{subtask}")
+            _restore_chain(restored, chains[-1], handle, subtask, parallelism)
+            got.update(restored.table("counts", "value").items())
+            restored.close()
+        assert got == expected
+
+
+def test_the_tracker_merges_instead_of_a_base_only_for_a_writer_that_can_merge() -> None:
+    """At ``max_deltas`` a tracker asked with ``merge`` plans a delta on the parent that merges its
+    newest files first; without, a base; and with ``merge``, still a base when a restore would replay
+    more than twice the live entries."""
+    files = (SharedFile("b", "base", 1_000, (), entries=100),) + tuple(SharedFile(f"d{i}", "delta", 10, (), entries=1) for i in range(3))
+    for merge, live, expect_base in ((True, 100, False), (False, 100, True), (True, 50, True)):
+        tracker = ChangeTracker(max_deltas=3)
+        tracker.resume(files)
+        tracker.record("s", b"k", b"v")
+        plan = tracker.plan(1, live, merge=merge)
+        assert plan.is_base is expect_base
+        if not expect_base:
+            assert plan.parent == files and plan.merge_from == merge_start(files, live, 4) == 1
