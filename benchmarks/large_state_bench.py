@@ -187,11 +187,15 @@ def measure(keys: int, backends: list[str], pairs: int, passes: int = 1) -> list
 UPDATES_JOB = Path(__file__).with_name("large_state_updates_job.py")
 
 
-def measure_updates(keys: int, pairs: int, updates_per_s: float, seconds: float, family: str = "rocksdb") -> list[str]:
+def measure_updates(
+    keys: int, pairs: int, updates_per_s: float, seconds: float, family: str = "rocksdb", tail: int = 5
+) -> list[str]:
     """The 1 %-per-interval workload: bytes each checkpoint writes, full against incremental, set
     against the bytes of state that changed since the checkpoint before. Changed bytes: the keys
     updated between the two checkpoints' triggers (updates_per_s x the time between them, each a
-    different key) times the bytes per entry of a full checkpoint of the same state."""
+    different key) times the bytes per entry of a full checkpoint of the same state. ``tail``: the
+    last checkpoints of each run counted (all in the update phase); with more of them than a chain's
+    length the mean and max show what the periodic rewrites (bases, merges) add."""
     lines: list[str] = []
     full_b, inc_b = family, f"{family}-incremental"  # rocksdb or hashmap, full against incremental
     samples: dict[str, list[CheckpointSampler]] = {full_b: [], inc_b: []}
@@ -213,7 +217,7 @@ def measure_updates(keys: int, pairs: int, updates_per_s: float, seconds: float,
         for s in ss:
             cps = sorted(s.seen.items())
             # Checkpoints of the update phase only: the last ones, each after the one before it.
-            for (_, prev), (_, cur) in list(zip(cps, cps[1:]))[-5:]:
+            for (_, prev), (_, cur) in list(zip(cps, cps[1:]))[-tail:]:
                 updated = updates_per_s * max(0, cur["trigger"] - prev["trigger"]) / 1000
                 written.append(cur["written"])
                 changed.append(updated * per_entry)
@@ -222,8 +226,8 @@ def measure_updates(keys: int, pairs: int, updates_per_s: float, seconds: float,
             f"large state, 1 % of {keys:,} keys updated per {INTERVAL_MS // 1000} s interval ({updates_per_s:,.0f} updates/s), {backend}: "
             + (
                 f"bytes written per checkpoint p50 {statistics.median(written):,.0f}, state changed per interval p50 "
-                f"{statistics.median(changed):,.0f} ({per_entry:.0f} bytes per entry), written / changed p50 {statistics.median(ratio):.2f} "
-                f"over {len(written)} checkpoints"
+                f"{statistics.median(changed):,.0f} ({per_entry:.0f} bytes per entry), written / changed p50 {statistics.median(ratio):.2f}, "
+                f"mean {sum(written) / sum(changed):.2f}, max {max(ratio):.2f} over {len(written)} checkpoints"
                 if ratio
                 else "no checkpoints in the update phase"
             )
@@ -278,6 +282,7 @@ def main() -> None:
     ap.add_argument("--passes", type=int, default=1, help="records per key (1: the issue's workload, every record a new key)")
     ap.add_argument("--updates-keys", type=int, default=1_000_000, help="keys of the 1 %%-per-interval workload (0: skip it)")
     ap.add_argument("--updates-seconds", type=float, default=20.0, help="how long that workload updates")
+    ap.add_argument("--updates-tail", type=int, default=5, help="the last checkpoints of each run that workload counts")
     ap.add_argument("--updates-backends", default="rocksdb,hashmap", help="backends of that workload, each full against incremental")
     args = ap.parse_args()
     print(f"machine: {machine()}", flush=True)
@@ -287,7 +292,7 @@ def main() -> None:
     if args.updates_keys:
         per_s = args.updates_keys / 100 / (INTERVAL_MS / 1000)  # 1 % of the keys per checkpoint interval
         for family in args.updates_backends.split(","):
-            for line in measure_updates(args.updates_keys, args.pairs, per_s, args.updates_seconds, family):
+            for line in measure_updates(args.updates_keys, args.pairs, per_s, args.updates_seconds, family, args.updates_tail):
                 print(line, flush=True)
 
 

@@ -9,6 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from millstream.engine.checkpoint import storage as storage_module
 from millstream.engine.checkpoint.shared_state_registry import SHARED_DIR
 from millstream.engine.checkpoint.storage import METADATA_FILE, read_shared_file, write_shared_file
@@ -96,3 +99,54 @@ def test_the_tracker_merges_instead_of_a_base_only_for_a_writer_that_can_merge()
         assert plan.is_base is expect_base
         if not expect_base:
             assert plan.parent == files and plan.merge_from == merge_start(files, live, 4) == 1
+
+
+_examples = iter(range(1_000_000))
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("put"), st.integers(0, 299), st.integers()),
+        st.tuples(st.just("delete"), st.integers(0, 299)),
+        st.tuples(st.just("checkpoint")),
+    ),
+    min_size=30,
+    max_size=150,
+)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=OPS, max_deltas=st.integers(2, 4), restore_at=st.floats(0, 1))
+def test_random_updates_through_merged_chains_restore_as_a_dict(tmp_path, monkeypatch, ops, max_deltas, restore_at) -> None:
+    """Random puts and deletes over a filled table, checkpoints every few operations, chains short
+    enough to merge often: the last chain and one from a random point restore the dict's state then."""
+    monkeypatch.setitem(storage_module._sealing, "secret", SECRET)
+    root = tmp_path / f"ex-{next(_examples)}"
+    write_file, read_file = _files(root / "job" / SHARED_DIR)
+    backend = LmdbKeyedStateBackend(MAX_P, root / "db", incremental=True)
+    backend.changes.max_deltas = max_deltas  # type: ignore[union-attr]
+    table = backend.table("v", "value")
+    model = {}
+    for k in range(300):
+        table[k] = model[k] = -k
+    taken = []
+    for op in [("checkpoint",), *ops, ("checkpoint",)]:
+        if op[0] == "put":
+            table[op[1]] = model[op[1]] = op[2]
+        elif op[0] == "delete" and op[1] in model:
+            del table[op[1]]
+            del model[op[1]]
+        elif op[0] == "checkpoint":
+            cid = len(taken) + 1
+            out = snapshot_keyed_incremental(backend, _Operator(), cid, write_file, read_file)()
+            backend.notify_checkpoint_complete(cid)
+            taken.append((out, dict(model)))
+    backend.close()
+    chk = root / "job" / "chk-1"
+    chk.mkdir()
+    handle = str(chk / "op.state")
+    Path(handle).write_bytes(b"")
+    (chk / METADATA_FILE).write_bytes(b"{}")
+    for out, then in (taken[-1], taken[int(restore_at * (len(taken) - 1))]):
+        restored = LmdbKeyedStateBackend(MAX_P, root / f"restored-{next(_examples)}")
+        _restore_chain(restored, out, handle, 0, 1)
+        assert dict(restored.table("v", "value").items()) == then
+        restored.close()
