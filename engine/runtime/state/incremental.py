@@ -19,7 +19,7 @@ by the caller (checkpoint storage).
 from __future__ import annotations
 
 import pickle
-from typing import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Callable, Container, Iterable, Iterator, Mapping, Sequence
 
 from millstream.engine.runtime.state.state_chain import BASE, Chain, SharedFile
 from millstream.engine.runtime.state.state_records import KG_BYTES
@@ -67,28 +67,18 @@ def merge_groups(
     from every file at a time, so a merge never holds the files whole."""
     present = sorted({r[0] for f in files for r in f.index})
     for lo in range(0, len(present), MERGE_KEY_GROUPS):
-        owned = frozenset(present[lo : lo + MERGE_KEY_GROUPS])
-        merged: dict[int, dict[str, dict[bytes, bytes | None]]] = {}
-        for f in files:
-            ranges = [r for r in f.index if r[0] in owned]
-            if not ranges:
-                continue
-            for kg, payload in read_parts(f.name, ranges):
-                part: dict[str, list[Record]] = pickle.loads(payload)
-                tables = merged.setdefault(kg, {})
-                for name, rows in part.items():
-                    tables.setdefault(name, {}).update(rows)
+        merged = _laid_over(files, frozenset(present[lo : lo + MERGE_KEY_GROUPS]), read_parts)
         for kg in sorted(merged):
             yield kg, {name: sorted(records.items()) for name, records in merged[kg].items()}
 
 
-def replay(
-    chain: Chain, key_groups: range, read_parts: Callable[[str, list[tuple[int, int, int]]], list[tuple[int, bytes]]]
-) -> dict[str, list[tuple[bytes, bytes]]]:
-    """The state of ``key_groups`` after base and deltas, in order: {state name: [(LMDB key, record)]}
-    sorted by key. Only the parts of those key groups are read (``read_parts(name, ranges)``)."""
+def _laid_over(
+    files: Iterable[SharedFile], key_groups: Container[int], read_parts: Callable[[str, list[tuple[int, int, int]]], Iterable[tuple[int, bytes]]]
+) -> dict[int, dict[str, dict[bytes, bytes | None]]]:
+    """{key group: {state name: {LMDB key: record or None}}} of ``key_groups``, the parts of ``files``
+    laid over each other in order: a base's records replace what came before, a delta's overwrite."""
     merged: dict[int, dict[str, dict[bytes, bytes | None]]] = {}
-    for f in chain:
+    for f in files:
         ranges = [r for r in f.index if r[0] in key_groups]
         if not ranges:
             continue
@@ -100,6 +90,15 @@ def replay(
                     tables[name] = dict(rows)
                 else:
                     tables.setdefault(name, {}).update(rows)
+    return merged
+
+
+def replay(
+    chain: Chain, key_groups: range, read_parts: Callable[[str, list[tuple[int, int, int]]], list[tuple[int, bytes]]]
+) -> dict[str, list[tuple[bytes, bytes]]]:
+    """The state of ``key_groups`` after base and deltas, in order: {state name: [(LMDB key, record)]}
+    sorted by key. Only the parts of those key groups are read (``read_parts(name, ranges)``)."""
+    merged = _laid_over(chain, key_groups, read_parts)
     out: dict[str, list[tuple[bytes, bytes]]] = {}
     for kg in sorted(merged):
         for name, records in merged[kg].items():
