@@ -96,7 +96,7 @@ class CopyOnWrite:
             self.done.add(key)
             value = dict.get(table, key, _ABSENT)
             if value is not _ABSENT and not immutable(value):  # it may be changed in place from now on
-                value = pickle.loads(pickle.dumps(value, pickle.HIGHEST_PROTOCOL))
+                value = _deep_copy(value)
             self.saved[key] = value
 
     def preserve_many(self, table: dict[Any, Any], keys: set[Any]) -> None:
@@ -131,7 +131,12 @@ def _detached(values: list[Any]) -> list[Any]:
         inner = set(map(type, itertools.chain.from_iterable(v for v in values if type(v) is tuple)))
         if inner <= _SCALARS:
             return values
-    return [v if v is _ABSENT or immutable(v) else pickle.loads(pickle.dumps(v, pickle.HIGHEST_PROTOCOL)) for v in values]
+    return [v if v is _ABSENT or immutable(v) else _deep_copy(v) for v in values]
+
+
+def _deep_copy(value: Any) -> Any:
+    # through pickle: what a checkpoint writes must survive it anyway, and it is the fastest deep copy
+    return pickle.loads(pickle.dumps(value, pickle.HIGHEST_PROTOCOL))
 
 
 class TrackedTable(dict):

@@ -3,9 +3,10 @@
 A checkpoint of an incremental backend writes a *base* (all its state) or a *delta* (what changed
 since the last *completed* checkpoint) as a file in the job's ``shared/`` directory, and its state
 handle lists the chain ``[base, delta, ...]`` it is rebuilt from (``SharedFile``: name, kind, size
-and where each part is). ``ChangeTracker`` decides base or delta at each barrier (a new base after
-``max_deltas`` deltas, once the deltas outweigh the base, after a table was cleared or an aborted
-checkpoint, and when there is no completed chain yet), remembers the chain each snapshot wrote, and
+and where each part is). ``ChangeTracker`` decides base or delta at each barrier (a new base once a
+restore would replay too much, after a table was cleared or an aborted checkpoint, and when there is
+no completed chain yet; a chain of ``max_deltas`` deltas gets a base, or, where the writer can read
+the chain's files, merges its newest ones: ``merge_start``), remembers the chain each snapshot wrote, and
 moves the parent on when the completion notification arrives. The coordinator's
 ``SharedStateRegistry`` counts references to the files. What a file holds is each backend's own:
 ``incremental`` (the on-disk backend's records, a part per key group) and ``heap_incremental``.
@@ -173,7 +174,7 @@ class ChangeTracker:
         their records (``record``). ``live``: entries in the backend now, for the base rule.
 
         ``merge``: the writer can merge the newest files of the chain from the files themselves (the
-        on-disk backend's, ``incremental.merge_parts``). A chain that reached ``max_deltas`` then
+        on-disk backend's, ``incremental.merge_groups``). A chain that reached ``max_deltas`` then
         merges its newest files (``merge_start``, ``SnapshotPlan.merge_from``) instead of writing
         every record again as a base; a base is still taken, from the backend, when a restore would
         replay more than twice the live entries (or an uncounted chain is due), which ``merge_start``
@@ -309,9 +310,14 @@ def merge_start(parent: Chain, live: int | None, max_files: int = DEFAULT_MAX_DE
     return min(start, max(0, max_files - 2))
 
 
-def extend(plan: SnapshotPlan, new: SharedFile) -> Chain:
-    """The chain a snapshot of ``plan`` leaves once it wrote ``new``: a base starts a chain of its own."""
-    return (new,) if plan.is_base else (*plan.parent, new)
+def extend(plan: SnapshotPlan, new: SharedFile, merged: SharedFile | None = None) -> Chain:
+    """The chain a snapshot of ``plan`` leaves once it wrote ``new``: a base starts a chain of its own;
+    ``merged``, the file its writer merged ``parent[merge_from:]`` into, takes their place."""
+    if plan.is_base:
+        return (new,)
+    if merged is not None:
+        return (*plan.parent[: plan.merge_from], merged, new)
+    return (*plan.parent, new)
 
 
 def chain_sizes(chain: Iterable[Mapping[str, Any]]) -> tuple[int, int]:

@@ -151,8 +151,9 @@ def snapshot_keyed_incremental(
         start = plan.merge_from if read_file is not None else None
         merged = None
         if start is not None:
-            # Read before this delta is written, so a file of the chain already deleted (its checkpoint
-            # subsumed meanwhile) fails this checkpoint with only the merged file's attempt behind.
+            # Merged before this delta is written: a file of the chain already deleted (its checkpoint
+            # subsumed meanwhile) fails this checkpoint before any file is complete (the atomic write
+            # removes the merged file's unfinished copy).
             n = [0]
             merged = write_file(DELTA, encode_groups(counting(merge_groups(plan.parent[start:], read_file), n)))  # type: ignore[arg-type]
             merged = replace(merged, entries=n[0])
@@ -164,11 +165,9 @@ def snapshot_keyed_incremental(
             counted[0] = sum(len(rows) for rows in records.values())
             new = write_file(kind, encode_parts(records))
         new = replace(new, entries=counted[0])
+        chain = extend(plan, new, merged)
         if merged is not None:
-            chain: tuple[SharedFile, ...] = (*plan.parent[:start], merged, new)
             out["_written"] = merged.size + new.size
-        else:
-            chain = extend(plan, new)
         backend.changes.written(checkpoint_id, chain)
         out["chain"] = chain_to_wire(chain)
         return out
@@ -222,12 +221,11 @@ def snapshot_heap_incremental(
         merged = merge(plan.parent[start:], read_file, start == 0, key_groups) if start is not None else None  # type: ignore[arg-type]
         parts = read()  # detaches the copy-on-write views
         new = replace(write_file(DELTA, parts), entries=getattr(parts, "entries", -1), grouped=getattr(parts, "grouped", False))
+        one = None
         if merged is not None:
             one = replace(write_file(BASE if start == 0 else DELTA, merged), entries=merged.entries, grouped=merged.grouped)
-            chain: tuple[SharedFile, ...] = (*plan.parent[:start], one, new)
             out["_written"] = one.size + new.size
-        else:
-            chain = extend(plan, new)
+        chain = extend(plan, new, one)
         backend.changes.written(checkpoint_id, chain)
         out["heap_chain"] = chain_to_wire(chain)
         return out
