@@ -41,7 +41,7 @@ import itertools
 import operator
 import pickle
 import threading
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from millstream.engine.runtime.key_group_batch import group_by_key_group, group_keys
 from millstream.engine.runtime.state.state_chain import BASE, Chain
@@ -53,8 +53,12 @@ KeyGroups = Callable[[Sequence[Any]], Any]
 # appends to the list ``setdefault`` returned; the window operator mutates its per-key dicts).
 MUTABLE_KINDS = frozenset({"list", "map", "window", "ttl-list", "ttl-map"})
 CHUNK = 2_000  # keys per part: what the writer thread pickles while it holds the interpreter lock
-BASE_CHUNK = 50_000  # entries per part of a base: a few ms to pickle or unpickle
+# Entries per part of a base or merged file: a reader unpickles, and a compaction pickles, one part per
+# hold of the interpreter lock. 50,000 took 24 ms to unpickle on a slow 2-core machine, and a barrier
+# arriving meanwhile waited that long; 10,000 about 5 ms.
+BASE_CHUNK = 10_000
 GROUP_SLICE = 8_192  # changed keys a delta's writer sorts by key group and pickles at a time (``_lock_batches``)
+HASH_BLOCK = 8 * GROUP_SLICE  # changed keys the writer takes from the change sets and hashes at a time
 _ABSENT = object()
 _SCALARS = frozenset({int, float, str, bytes, bool, complex, type(None)})
 _SCALARS_OR_TUPLE = _SCALARS | {tuple}
@@ -406,21 +410,31 @@ def _lock_batches(
             if not taken:
                 return
             yield [(next(seq), taken, None)], None, True
-    # overlapping checkpoints' sets may share keys: each is written once (``done`` would skip it anyway)
-    everything = list(pending[0]) if len(pending) == 1 else list(set().union(*pending))
+    keys = _distinct(pending)
     lookup = dict.get.__get__(table)  # the dict's own get: not a read the change tracking counts
-    hashed = 0
-    kgs: Any = None
-    for lo in range(0, len(everything), GROUP_SLICE):
-        if lo >= hashed:  # hashed a few slices at a time: numpy's calls cost per call
-            kgs, hashed = key_groups(everything[lo : lo + 64 * GROUP_SLICE]), lo + 64 * GROUP_SLICE
-            hashed_from = lo
-        piece = everything[lo : lo + GROUP_SLICE]
-        refs = list(map(lookup, piece, itertools.repeat(_ABSENT)))
-        piece_kgs = kgs[lo - hashed_from : lo - hashed_from + len(piece)]
-        (ordered, values), runs = group_by_key_group(piece_kgs, piece, refs)
-        absent = any(map(operator.is_, refs, itertools.repeat(_ABSENT)))
-        yield [(kg, ordered[a:b], values[a:b]) for kg, a, b in runs], piece, absent
+    while block := list(itertools.islice(keys, HASH_BLOCK)):
+        kgs = key_groups(block)  # a few slices at a time: numpy's calls cost per call
+        for lo in range(0, len(block), GROUP_SLICE):
+            piece = block[lo : lo + GROUP_SLICE]
+            refs = list(map(lookup, piece, itertools.repeat(_ABSENT)))
+            (ordered, values), runs = group_by_key_group(kgs[lo : lo + GROUP_SLICE], piece, refs)
+            absent = any(map(operator.is_, refs, itertools.repeat(_ABSENT)))
+            yield [(kg, ordered[a:b], values[a:b]) for kg, a, b in runs], piece, absent
+
+
+def _distinct(pending: tuple[set[Any], ...]) -> Iterator[Any]:
+    """The keys of ``pending`` (change sets nobody changes any more), each once, as an iterator the
+    writer takes a block at a time. Not ``list(set)`` of them all: a single C call that holds the
+    interpreter lock for as long as it runs (54 ms for 1.5 M keys on a slow 2-core machine, and a
+    barrier arriving meanwhile waited that long). Overlapping checkpoints' sets may share keys: a
+    later set's keys are filtered against the earlier ones, in C."""
+    streams: list[Iterator[Any]] = []
+    for i, keys in enumerate(pending):
+        stream: Iterator[Any] = iter(keys)
+        for earlier in pending[:i]:
+            stream = itertools.filterfalse(earlier.__contains__, stream)
+        streams.append(stream)
+    return itertools.chain.from_iterable(streams)
 
 
 def _refs_part(

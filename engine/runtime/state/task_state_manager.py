@@ -213,13 +213,15 @@ def snapshot_heap_incremental(
     def delta() -> dict[str, Any]:
         keyed, kinds_own = pickle.loads(own)
         out: dict[str, Any] = {"keyed": keyed, "kinds": {**kinds, **kinds_own}}
+        # The delta first: until it is read, the task thread saves the barrier value of each changed
+        # key it touches (copy-on-write), so it is read before anything slower runs.
+        parts = read()  # detaches the copy-on-write views
         # Some of the parent chain's files as one, from the files themselves: the chain stays short
         # without forking the task process. Read before anything is written, so a missing file (the
         # chain's checkpoint subsumed meanwhile) fails this checkpoint leaving no file behind; the
         # tracker then starts a forked base.
         start = plan.merge_from if read_file is not None else None
         merged = merge(plan.parent[start:], read_file, start == 0, key_groups) if start is not None else None  # type: ignore[arg-type]
-        parts = read()  # detaches the copy-on-write views
         new = replace(write_file(DELTA, parts), entries=getattr(parts, "entries", -1), grouped=getattr(parts, "grouped", False))
         one = None
         if merged is not None:

@@ -574,3 +574,15 @@ def test_a_batch_whose_keys_are_known_saves_their_barrier_values_up_front() -> N
     assert got == {0: (0, 1), 1: (1, 1), 2: (2, 1), 3: (3, 1), 4: (4, 1), 6: [6, 1], 7: ((7,), frozenset({1}))}
     assert dict(t)[6] == [6, 1, 2] and t.changed >= {1, 2, 5, 6, 9}
 
+
+
+def test_the_writer_takes_each_key_of_overlapping_change_sets_once_without_copying_them_whole() -> None:
+    from millstream.engine.runtime.state.heap_incremental import _distinct
+
+    first, second, third = set(range(0, 100_000)), set(range(50_000, 150_000)), {7, 149_999, 200_000}
+    keys = _distinct((first, second, third))
+    assert not isinstance(keys, (list, set, tuple))  # an iterator taken a block at a time
+    taken = list(keys)
+    assert len(taken) == len(set(taken)) == 150_001
+    assert set(taken) == first | second | third
+    assert (first, second, third) == (set(range(0, 100_000)), set(range(50_000, 150_000)), {7, 149_999, 200_000})
