@@ -25,8 +25,8 @@ from tests.integration.process_pause import pause_outside_sqlite_write
 from tests.integration.test_launcher import _role_pids
 from tests.integration.test_recovery import committed_counts
 
-N = 12_000
-RATE = 300  # records per second: 40 s of input, enough for four faults to land midway
+N = 24_000
+RATE = 300  # records per second: 80 s of input; on a slow 2-core machine four faults took over 40 s to land
 LEASE_MS = 3000
 HEARTBEAT_TIMEOUT_MS = 3000
 JOBMANAGERS = 3

@@ -53,8 +53,9 @@ def encode_groups(groups: Iterable[tuple[int, Mapping[str, list[Record]]]]) -> I
         yield kg, pickle.dumps(dict(tables), protocol=pickle.HIGHEST_PROTOCOL)
 
 
-# Key groups a merge of delta files reads at a time: what it holds is their records across the files.
-MERGE_KEY_GROUPS = 16
+# Key groups a merge of delta files reads at a time: what it holds is their records across the files,
+# freed in one go (one hold of the interpreter lock) when the next key groups start.
+MERGE_KEY_GROUPS = 4
 
 
 def merge_groups(
