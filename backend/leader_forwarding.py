@@ -134,9 +134,12 @@ class LeaderForwarding:
             async for chunk in r.aiter_bytes():
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
-        except httpx.TransportError as e:  # the leader went away mid-answer: end ours; the browser retries
-            log.info("the leader %s broke off its answer to %s %s (%s)", leader, method, path, e)
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except httpx.TransportError as e:
+            # The leader went away mid-answer. Ours is left unfinished, so the server drops the connection
+            # and the client sees a broken answer and asks again (an event stream reconnects). Ended
+            # cleanly, a cut-off body would reach it as a whole one: a client reading results got half a
+            # msgpack document as a complete 200 and failed the program.
+            log.info("the leader %s broke off its answer to %s %s (%s): the connection is dropped", leader, method, path, e)
         finally:
             await r.aclose()
 
