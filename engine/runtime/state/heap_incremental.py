@@ -44,7 +44,7 @@ import threading
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from millstream.engine.runtime.key_group_batch import group_by_key_group, group_keys
-from millstream.engine.runtime.state.state_chain import BASE, Chain
+from millstream.engine.runtime.state.state_chain import BASE, MERGE_KEY_GROUPS, Chain
 
 # The key group of each of a list of keys (the backend's ``key_groups_of``: the batch key-group hash).
 KeyGroups = Callable[[Sequence[Any]], Any]
@@ -565,12 +565,6 @@ def compact(chain: Chain, read_file: ReadFile, key_groups: KeyGroups | None = No
     chain's files rather than from the live tables: on the writer thread, nothing forked, nothing the
     task thread changes is touched. Each part read or written is one short hold of the lock."""
     return merge(chain, read_file, True, key_groups)
-
-
-# Key groups merged at a time when every file is grouped: what a merge holds is this share of the state,
-# freed in one go when the next key groups start. 16 of a slot's 64 at 1.5 M keys were 375,000 entries,
-# whose freeing held the interpreter lock 54 ms on a slow 2-core machine (a barrier waited that long); 4: 7 ms.
-MERGE_KEY_GROUPS = 4
 
 
 def merge(files: Chain, read_file: ReadFile, base: bool, key_groups: KeyGroups | None = None) -> Parts:

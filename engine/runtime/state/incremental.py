@@ -21,7 +21,7 @@ from __future__ import annotations
 import pickle
 from typing import Callable, Container, Iterable, Iterator, Mapping, Sequence
 
-from millstream.engine.runtime.state.state_chain import BASE, Chain, SharedFile
+from millstream.engine.runtime.state.state_chain import BASE, MERGE_KEY_GROUPS, Chain, SharedFile
 from millstream.engine.runtime.state.state_records import KG_BYTES
 
 Record = tuple[bytes, "bytes | None"]  # (LMDB key, stored record or None: deleted)
@@ -51,11 +51,6 @@ def encode_groups(groups: Iterable[tuple[int, Mapping[str, list[Record]]]]) -> I
     ``begin_incremental_snapshot_parts``), pickled one at a time as they are drawn."""
     for kg, tables in groups:
         yield kg, pickle.dumps(dict(tables), protocol=pickle.HIGHEST_PROTOCOL)
-
-
-# Key groups a merge of delta files reads at a time: what it holds is their records across the files,
-# freed in one go (one hold of the interpreter lock) when the next key groups start.
-MERGE_KEY_GROUPS = 4
 
 
 def merge_groups(
