@@ -18,6 +18,11 @@ one concatenated buffer: 31 is odd, so it has an inverse mod 2^32, and with glob
 
 Any other key (a bool, a float, a tuple, an int out of the type's range, ``None``...) is hashed by the
 scalar function, in place: the result does not depend on which path a key took.
+
+Without numpy (``BATCHED`` false) every function here still answers, with the scalar hash and lists:
+the executors of a Spark standalone cluster may run a bare Python that has only ``pyspark.zip`` and the
+job's code shipped by ``addPyFile``, and a compiled package cannot be shipped that way. They import
+the state backends (keyed functions keep state there) but never write a checkpoint.
 """
 from __future__ import annotations
 
@@ -26,7 +31,10 @@ from itertools import repeat
 from operator import itemgetter
 from typing import Any, Callable, Sequence
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError:  # a bare Python on a Spark executor (module docstring)
+    np = None
 
 from millstream.engine.common.key_spec import KeySpec
 from millstream.engine.runtime.key_hash import PICKLE_PROTOCOL, key_group_hash
@@ -34,11 +42,13 @@ from millstream.engine.runtime.key_hash import PICKLE_PROTOCOL, key_group_hash
 # Keys hashed per numpy pass: np.fromiter and the pickling hold the interpreter lock throughout,
 # so a slice bounds what another thread (the task thread) waits for, a few ms.
 SLICE = 32_768
-_U32 = np.uint32
+BATCHED = np is not None
 _INV31 = pow(31, -1, 1 << 32)
-# 31^i and 31^-i mod 2^32 for the positions of one slice's buffer, grown as needed.
-_pow = np.ones(1, dtype=np.uint32)
-_invpow = np.ones(1, dtype=np.uint32)
+if BATCHED:
+    _U32 = np.uint32
+    # 31^i and 31^-i mod 2^32 for the positions of one slice's buffer, grown as needed.
+    _pow = np.ones(1, dtype=np.uint32)
+    _invpow = np.ones(1, dtype=np.uint32)
 
 
 _KEEP_POWERS = 1 << 22  # positions whose powers stay cached (2 x 16 MiB); a longer buffer computes its own
@@ -132,6 +142,8 @@ def _int_codes(values: list[int], spec: KeySpec) -> np.ndarray | None:
 
 def key_group_hashes(keys: Sequence[Any], spec: KeySpec = None) -> list[int]:
     """``[key_group_hash(k, spec) for k in keys]``, a slice of keys at a time in numpy."""
+    if not BATCHED:
+        return [key_group_hash(k, spec) for k in keys]
     out: list[int] = []
     for lo in range(0, len(keys), SLICE):
         out.extend(_slice_hashes(keys[lo : lo + SLICE], spec).tolist())
@@ -139,7 +151,10 @@ def key_group_hashes(keys: Sequence[Any], spec: KeySpec = None) -> list[int]:
 
 
 def assign_to_key_groups(keys: Sequence[Any], max_parallelism: int, spec: KeySpec = None) -> np.ndarray:
-    """The key group of each key (``key_groups.assign_to_key_group``), as an int64 array."""
+    """The key group of each key (``key_groups.assign_to_key_group``), as an int64 array (a list
+    without numpy)."""
+    if not BATCHED:
+        return [key_group_hash(k, spec) % max_parallelism for k in keys]
     parts = [_slice_hashes(keys[lo : lo + SLICE], spec) % max_parallelism for lo in range(0, len(keys), SLICE)]
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
@@ -199,6 +214,8 @@ def group_by_key_group(key_groups: np.ndarray, *columns: Sequence[Any]) -> tuple
     order (sorted once: keys and their values together), and the runs [(key group, start, end)]."""
     if not len(key_groups):
         return [[] for _ in columns], []
+    if not BATCHED:
+        return _group_by_key_group_scalar(list(key_groups), columns)
     # a stable sort of small integers is a radix sort in numpy: linear in the keys
     kgs = key_groups.astype(np.uint16) if int(key_groups.max()) < 1 << 16 else key_groups
     order = np.argsort(kgs, kind="stable")
@@ -209,6 +226,18 @@ def group_by_key_group(key_groups: np.ndarray, *columns: Sequence[Any]) -> tuple
     runs = [(int(ordered[s]), s, e) for s, e in zip(starts, ends)]
     idx = order.tolist()
     return [_take(column, idx) for column in columns], runs
+
+
+def _group_by_key_group_scalar(kgs: list[int], columns: tuple[Sequence[Any], ...]) -> tuple[list[list[Any]], list[tuple[int, int, int]]]:
+    order = sorted(range(len(kgs)), key=kgs.__getitem__)  # sorted() is stable
+    ordered = [kgs[i] for i in order]
+    runs: list[tuple[int, int, int]] = []
+    start = 0
+    for i in range(1, len(ordered) + 1):
+        if i == len(ordered) or ordered[i] != ordered[start]:
+            runs.append((ordered[start], start, i))
+            start = i
+    return [_take(column, order) for column in columns], runs
 
 
 def _take(items: Sequence[Any], idx: list[int]) -> list[Any]:

@@ -9,7 +9,7 @@ import random
 from abc import ABC, abstractmethod
 from typing import Any, Callable
 
-from millstream.engine.runtime.key_group_batch import assign_to_key_groups
+from millstream.engine.runtime.key_group_batch import BATCHED, assign_to_key_groups
 from millstream.engine.runtime.key_groups import KeySpec, assign_key_to_operator
 
 Batch = tuple[list[Any], list[int] | None]
@@ -156,7 +156,7 @@ class KeyGroupStreamPartitioner(StreamPartitioner):
         if None in picks:
             missed = [i for i, p in enumerate(picks) if p is None]
             new = [keys[i] for i in missed]
-            if len(new) < self.BATCH_MISSES:
+            if len(new) < self.BATCH_MISSES or not BATCHED:
                 channels = list(map(self.channel, new))  # one at a time, cached as they go
             else:
                 groups = assign_to_key_groups(new, max_p, self.key_spec)
