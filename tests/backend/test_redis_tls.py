@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -16,17 +15,12 @@ import redis
 from fastapi.testclient import TestClient
 
 from millstream.backend.app import create_app
+from millstream.backend.free_ports import free_port
 from millstream.backend.settings import Settings
 
 REDIS_SERVER = shutil.which("redis-server")
 OPENSSL = shutil.which("openssl")
 pytestmark = pytest.mark.skipif(not (REDIS_SERVER and OPENSSL), reason="needs Debian's redis-server and openssl")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _run(*args: str, cwd: Path) -> None:
@@ -43,7 +37,7 @@ def tls_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, P
     (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
     _run("openssl", "x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
          "-out", "server.crt", "-days", "1", "-extfile", "san.ext", cwd=d)
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen(
         [REDIS_SERVER, "--port", "0", "--tls-port", str(port), "--bind", "127.0.0.1",
          "--tls-cert-file", "server.crt", "--tls-key-file", "server.key", "--tls-ca-cert-file", "ca.crt",

@@ -4,7 +4,6 @@ from __future__ import annotations
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,14 +13,11 @@ from typing import Any
 import httpx
 
 from millstream.backend.embedded_redis import redis_url_of, start_embedded_redis
+from millstream.backend.free_ports import consecutive_free_ports, free_port  # noqa: F401  (tests import them from here)
 
 TERMINAL = ("FINISHED", "FAILED", "CANCELED")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Cluster:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,7 +18,7 @@ from pathlib import Path
 import httpx
 import psutil
 
-from tests.integration.cluster import Cluster, free_port
+from tests.integration.cluster import Cluster, consecutive_free_ports, free_port
 from tests.integration.chaos import PROGRAM, all_running as _all_running, attempt as _attempt
 from tests.integration.process_pause import pause_outside_sqlite_write
 from tests.integration.test_launcher import _role_pids
@@ -33,24 +32,7 @@ JOBMANAGERS = 3
 KILLS = 3
 
 
-def _consecutive_free_ports(n: int) -> int:
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            first = s.getsockname()[1]
-        if first + n > 65535:
-            continue
-        ok = True
-        for port in range(first, first + n):
-            with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", port))
-                except OSError:
-                    ok = False
-                    break
-        if ok:
-            return first
-    raise RuntimeError("no consecutive free ports")
+_consecutive_free_ports = consecutive_free_ports  # the other HA tests import it from here
 
 
 class HACluster:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ from typing import Iterator
 
 import pytest
 
+from millstream.backend.free_ports import free_port
 from millstream.engine.executiongraph.states import JobStatus
 from millstream.engine.resourcemanager.slot_pool import SlotPool
 from tests.spark.test_spark_job_master import collected, make_master, run_until_terminal
@@ -25,10 +25,6 @@ from tests.spark.test_spark_job_master import collected, make_master, run_until_
 pyspark = pytest.importorskip("pyspark")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _wait_for_worker(ui_port: int, timeout_s: float = 60) -> None:
