@@ -586,3 +586,47 @@ def test_the_writer_takes_each_key_of_overlapping_change_sets_once_without_copyi
     assert len(taken) == len(set(taken)) == 150_001
     assert set(taken) == first | second | third
     assert (first, second, third) == (set(range(0, 100_000)), set(range(50_000, 150_000)), {7, 149_999, 200_000})
+
+
+@pytest.mark.parametrize("grouped", [True, False], ids=["grouped", "ungrouped"])
+def test_keys_the_task_changes_after_the_writer_wrote_them_are_in_the_delta_once(monkeypatch, grouped) -> None:
+    """The writer keeps no set of the keys it wrote: a key the task changes after that is saved with
+    the same barrier value, and the writer leaves it out of the delta at the end (twice the bytes for
+    every key written and then changed again before the writer was done, otherwise)."""
+    from millstream.engine.runtime.state import heap_incremental
+
+    batches = heap_incremental._lock_batches
+    written_all, changed = threading.Event(), threading.Event()
+
+    def then_wait(*args):
+        yield from batches(*args)
+        written_all.set()  # every key written: the task changes them all before the writer ends
+        assert changed.wait(30)
+
+    monkeypatch.setattr(heap_incremental, "_lock_batches", then_wait)
+    if not grouped:
+        monkeypatch.setattr("millstream.engine.runtime.state.heap_backend.key_grouper", lambda *a: None)
+    b = HeapKeyedStateBackend(128, incremental=True)
+    t = b.table("_reduce", "value")
+    store, write = _files()
+    chain = _base(b, 1, write, first=True)
+    n = 3 * CHUNK
+    for k in range(n):
+        t[k] = (k, 1)
+    plan, read = b.begin_incremental_snapshot(2)
+    out: list = []
+    reader = threading.Thread(target=lambda: out.append(read()))
+    reader.start()
+    assert written_all.wait(30)
+    view = t.cow[0]
+    for k in range(n):
+        t[k] = (k, 2)
+    assert len(view.saved) == n  # each saved once, with its barrier value
+    changed.set()
+    reader.join()
+    parts = out[0]
+    assert parts.entries == n
+    assert sum(len(live) + len(gone) for _, p in parts for _, live, gone in frames(p)) == n
+    delta = write("d2", DELTA, parts)
+    assert replay_tables((*chain, delta), lambda name, index: store[name]) == {"_reduce": {k: (k, 1) for k in range(n)}}
+    assert t[5] == (5, 2)
