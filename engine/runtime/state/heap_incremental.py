@@ -77,21 +77,17 @@ class CopyOnWrite:
     """The values of one table's changed keys as of the barrier, for the writer thread to read while
     the task thread goes on changing the table."""
 
-    __slots__ = ("lock", "pending", "saved")
+    __slots__ = ("lock", "pending", "done", "saved")
 
     def __init__(self, lock: threading.Lock, pending: Iterable[set[Any]]) -> None:
         self.lock = lock
         self.pending = tuple(pending)  # never changed: the tracker has swapped in new sets
-        # key -> value at the barrier (_ABSENT: it had none), saved by the task before it changed the key.
-        # The writer keeps no set of the keys it has read: a key it read and the task changes later is
-        # saved here too, with the same barrier value, and the writer leaves it out at the end. A set of
-        # every key read cost the writer a tenth of its time and the task thread a single call of up
-        # to tens of ms to free it once the checkpoint completed; a key is still saved at most once.
-        self.saved: dict[Any, Any] = {}
+        self.done: set[Any] = set()  # keys the writer has read or the task has saved
+        self.saved: dict[Any, Any] = {}  # key -> value at the barrier (_ABSENT: it had none)
 
     def preserve(self, table: dict[Any, Any], key: Any) -> None:
         """On the task thread, before ``key`` of ``table`` changes (or is handed out to be changed)."""
-        if key in self.saved:
+        if key in self.done:
             return
         for pending in self.pending:  # a loop, not any() over a generator: this runs on every write
             if key in pending:
@@ -99,6 +95,9 @@ class CopyOnWrite:
         else:
             return
         with self.lock:
+            if key in self.done:
+                return
+            self.done.add(key)
             value = dict.get(table, key, _ABSENT)
             if value is not _ABSENT and not immutable(value):  # it may be changed in place from now on
                 value = _deep_copy(value)
@@ -107,7 +106,7 @@ class CopyOnWrite:
     def preserve_many(self, table: dict[Any, Any], keys: set[Any]) -> None:
         """``preserve`` for each of ``keys`` (a batch about to be read and written), in set operations:
         a few C loops over the batch instead of a Python call per access."""
-        fresh = keys.difference(self.saved)  # walks the smaller of the two (a dict is looked up, not copied)
+        fresh = keys - self.done
         if not fresh:
             return
         if len(self.pending) == 1:
@@ -116,7 +115,11 @@ class CopyOnWrite:
             need = set().union(*(fresh & pending for pending in self.pending))
         if not need:
             return
-        with self.lock:  # only the task saves: nothing it did not see above is saved meanwhile
+        with self.lock:
+            need -= self.done
+            if not need:
+                return
+            self.done |= need
             values = list(map(dict.get.__get__(table), need, itertools.repeat(_ABSENT)))
             self.saved.update(zip(need, _detached(values)))
 
@@ -328,17 +331,17 @@ def begin_delta(
         try:
             for name, view in views.items():
                 table = tables[name]
-                written: list[Iterable[Any]] = []  # the keys the writer wrote, a slice or a run at a time
                 for batch, piece, absent in _lock_batches(table, view.pending, key_groups, seq):
                     with lock:  # one slice of keys at a time: the task thread waits at most this long
-                        # Keys the task saved (under this lock) before the writer got to them go with
-                        # ``saved``; with none among the slice's keys, its runs are pickled unfiltered.
-                        clean = piece is not None and (not view.saved or view.saved.keys().isdisjoint(piece))
+                        # Only the task's saves (under this lock) mark keys done before the writer does:
+                        # with none among the slice's keys, its runs are pickled unfiltered and marked
+                        # done in one update at the end.
+                        clean = piece is not None and (not view.saved or view.done.isdisjoint(piece))
                         for kg, keys, refs in batch:
                             if refs is None:
-                                # Set operations, each one loop in C over the chunk (``difference`` walks the
-                                # chunk and looks it up in ``saved``; ``keys() & fresh`` looks it up in the table).
-                                fresh = set(keys).difference(view.saved)
+                                # Set operations, each one loop in C over the chunk (``fresh - done`` walks the
+                                # chunk, not the done set; ``keys() & fresh`` looks the chunk up in the table).
+                                fresh = set(keys) - view.done
                                 if fresh:
                                     parts.append((kg, _chunk_part(name, table, fresh)))
                             else:
@@ -346,19 +349,18 @@ def begin_delta(
                                 if part is not None:
                                     frames.setdefault(kg, []).append(part)
                             if not clean:
-                                written.append(fresh)
+                                # Only now, with the values pickled: ``preserve`` lets the task change a key in
+                                # ``done`` without taking the lock, so a key marked before its value was read
+                                # could hand the writer a value from after the barrier (a checkpoint counting
+                                # a record twice once restored).
+                                view.done.update(fresh)
                                 entries += len(fresh)
                         if clean:
-                            written.append(piece)
+                            view.done.update(piece)
                             entries += len(piece)
-                with lock:  # every pending key is written or saved now: nothing more is saved
+                with lock:  # every pending key is done now: nothing more is saved
                     _detach(table, view)
                     saved = list(view.saved.items())
-                if saved and written:
-                    # keys the task saved after the writer had written them: the same barrier values again
-                    wrote = set(itertools.chain.from_iterable(written))
-                    saved = [(k, v) for k, v in saved if k not in wrote]
-                del written
                 if saved:
                     entries += len(saved)
                     if key_groups is None:
@@ -397,9 +399,9 @@ def _lock_batches(
     was three to four times slower at 64 Ki keys a slice than in the set's order; 1.5 M changed int
     keys took 0.51 s at 4 Ki, 0.48 s at 8 Ki and 0.49 s at 16 Ki keys a slice). The values are
     looked up before the slice is sorted, in the set's order and without the lock: a value looked up
-    early is still the barrier's when the writer pickles it under the lock unless the task has saved
-    its key by then (it saves the value before it writes or hands it out), and such keys are left
-    out (``_refs_part``)."""
+    early is still the barrier's when the writer pickles it under the lock unless its key is ``done``
+    by then (the task saves the value, marking its key done, before it writes or hands it out), and
+    such keys are left out (``_refs_part``)."""
     seq = iter(seq)
     if key_groups is None:
         keys = itertools.chain.from_iterable(pending)
@@ -438,12 +440,13 @@ def _distinct(pending: tuple[set[Any], ...]) -> Iterator[Any]:
 def _refs_part(
     name: str, keys: list[Any], values: list[Any], view: CopyOnWrite | None, absent: bool = True
 ) -> tuple[list[Any], bytes | None]:
-    """Under the lock: (the keys the task has not saved, the pickle of them and their ``values`` looked
-    up earlier, ``_ABSENT`` for a key the table did not hold) or None if it saved every one. ``view``
-    None: the caller knows it saved none; ``absent`` False: it knows every key had a value."""
-    if view is not None and view.saved and not view.saved.keys().isdisjoint(keys):  # the task saved some meanwhile: they go with ``saved``
-        saved = view.saved
-        kept = [(k, v) for k, v in zip(keys, values) if k not in saved]
+    """Under the lock: (the keys not yet ``done``, the pickle of them and their ``values`` looked up
+    earlier, ``_ABSENT`` for a key the table did not hold) or None if every key is done. Keys are
+    written once per delta, so only a key the task saved can be done already. ``view`` None: the
+    caller knows none is; ``absent`` False: it knows every key had a value."""
+    if view is not None and view.saved and not view.done.isdisjoint(keys):  # the task saved some meanwhile: they go with ``saved``
+        done = view.done
+        kept = [(k, v) for k, v in zip(keys, values) if k not in done]
         if not kept:
             return [], None
         keys, values = [k for k, _ in kept], [v for _, v in kept]
