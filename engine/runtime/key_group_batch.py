@@ -27,7 +27,7 @@ the state backends (keyed functions keep state there) but never write a checkpoi
 from __future__ import annotations
 
 import pickle
-from itertools import repeat
+from itertools import groupby, repeat
 from operator import itemgetter
 from typing import Any, Callable, Sequence
 
@@ -230,13 +230,12 @@ def group_by_key_group(key_groups: np.ndarray, *columns: Sequence[Any]) -> tuple
 
 def _group_by_key_group_scalar(kgs: list[int], columns: tuple[Sequence[Any], ...]) -> tuple[list[list[Any]], list[tuple[int, int, int]]]:
     order = sorted(range(len(kgs)), key=kgs.__getitem__)  # sorted() is stable
-    ordered = [kgs[i] for i in order]
     runs: list[tuple[int, int, int]] = []
     start = 0
-    for i in range(1, len(ordered) + 1):
-        if i == len(ordered) or ordered[i] != ordered[start]:
-            runs.append((ordered[start], start, i))
-            start = i
+    for kg, run in groupby(kgs[i] for i in order):
+        end = start + sum(1 for _ in run)
+        runs.append((kg, start, end))
+        start = end
     return [_take(column, order) for column in columns], runs
 
 

@@ -18,8 +18,6 @@ from millstream.backend.free_ports import consecutive_free_ports, free_port  # n
 TERMINAL = ("FINISHED", "FAILED", "CANCELED")
 
 
-
-
 class Cluster:
     def __init__(self, workdir: Path, heartbeat_timeout_ms: int = 3000, database_url: str | None = None) -> None:
         self.workdir = workdir

@@ -32,9 +32,6 @@ JOBMANAGERS = 3
 KILLS = 3
 
 
-_consecutive_free_ports = consecutive_free_ports  # the other HA tests import it from here
-
-
 class HACluster:
     """The launched cluster's JobManagers, asked with short timeouts (one of them may be paused)."""
 
@@ -91,7 +88,7 @@ def _wait(predicate, timeout: float, what: str):
 
 
 def test_leader_kills_and_a_pause_lose_no_update_and_a_paused_leader_changes_nothing(tmp_path: Path) -> None:
-    port = _consecutive_free_ports(JOBMANAGERS)
+    port = consecutive_free_ports(JOBMANAGERS)
     c = Cluster(tmp_path, heartbeat_timeout_ms=HEARTBEAT_TIMEOUT_MS)  # its environment and helpers only
     c.redis.stop()  # the launcher starts its own embedded Redis
     urls = [f"http://127.0.0.1:{port + i}" for i in range(JOBMANAGERS)]

@@ -19,9 +19,8 @@ from pathlib import Path
 import httpx
 import psutil
 
-from tests.integration.cluster import Cluster
+from tests.integration.cluster import Cluster, consecutive_free_ports
 from tests.integration.chaos import all_running as _all_running, subtasks as _subtasks
-from tests.integration.test_jobmanager_ha import _consecutive_free_ports
 from tests.integration.test_recovery import committed_counts
 
 PROGRAM = Path(__file__).parent / "programs" / "recovering_count.py"
@@ -48,7 +47,7 @@ def _slot_pids(tm: subprocess.Popen) -> set[int]:
 
 def test_a_takeover_adopts_the_running_tasks_and_restarts_only_when_a_taskmanager_died(tmp_path: Path) -> None:
     c = Cluster(tmp_path, heartbeat_timeout_ms=3000)
-    port = _consecutive_free_ports(3)
+    port = consecutive_free_ports(3)
     urls = [f"http://127.0.0.1:{port + i}" for i in range(3)]
     c.env.update(MILLSTREAM_HIGH_AVAILABILITY="true", MILLSTREAM_LEADER_LEASE_MS=str(LEASE_MS),
                  MILLSTREAM_JOBMANAGER=",".join(urls))

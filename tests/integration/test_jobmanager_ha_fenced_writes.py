@@ -19,9 +19,8 @@ from pathlib import Path
 import httpx
 from sqlalchemy import create_engine, text
 
-from tests.integration.cluster import Cluster
+from tests.integration.cluster import Cluster, consecutive_free_ports
 from tests.integration.process_pause import pause_outside_sqlite_write
-from tests.integration.test_jobmanager_ha import _consecutive_free_ports
 from tests.integration.test_jobmanager_ha_adoption import _role
 
 LEASE_MS = 2000
@@ -58,7 +57,7 @@ def _multipart(name: str, content: bytes) -> bytes:
 
 def test_a_paused_leader_woken_with_requests_in_hand_writes_no_audit_session_or_program(tmp_path: Path) -> None:
     c = Cluster(tmp_path, heartbeat_timeout_ms=3000)
-    port = _consecutive_free_ports(2)
+    port = consecutive_free_ports(2)
     urls = [f"http://127.0.0.1:{port + i}" for i in range(2)]
     c.env.update(MILLSTREAM_HIGH_AVAILABILITY="true", MILLSTREAM_LEADER_LEASE_MS=str(LEASE_MS),
                  MILLSTREAM_JOBMANAGER=",".join(urls), MILLSTREAM_AUTH_TOKEN=TOKEN)

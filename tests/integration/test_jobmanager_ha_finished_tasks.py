@@ -16,8 +16,7 @@ from pathlib import Path
 import httpx
 
 from tests.integration.chaos import subtasks as _subtasks
-from tests.integration.cluster import Cluster
-from tests.integration.test_jobmanager_ha import _consecutive_free_ports
+from tests.integration.cluster import Cluster, consecutive_free_ports
 from tests.integration.test_jobmanager_ha_adoption import _latest_completed, _role
 from tests.integration.test_recovery import committed_counts
 
@@ -29,7 +28,7 @@ LEASE_MS = 5000
 
 def test_tasks_that_finish_while_no_jobmanager_leads_finish_the_job_without_a_restart(tmp_path: Path) -> None:
     c = Cluster(tmp_path, heartbeat_timeout_ms=3000)
-    port = _consecutive_free_ports(2)
+    port = consecutive_free_ports(2)
     urls = [f"http://127.0.0.1:{port + i}" for i in range(2)]
     c.env.update(MILLSTREAM_HIGH_AVAILABILITY="true", MILLSTREAM_LEADER_LEASE_MS=str(LEASE_MS),
                  MILLSTREAM_JOBMANAGER=",".join(urls))

@@ -450,21 +450,26 @@ def _refs_part(
         if not kept:
             return [], None
         keys, values = [k for k, _ in kept], [v for _, v in kept]
+    return keys, _columns_frame(name, keys, values, absent)
+
+
+def _columns_frame(name: str, keys: list[Any], values: list[Any], absent: bool = True) -> bytes:
+    """The pickle of ``(name, [key], [value], [deleted key])``, a key whose value is ``_ABSENT`` deleted.
+    Two lists, not a dict: building the dict and pickling it cost the writer a third more per key; a
+    reader builds it (``frames``). ``absent`` False: the caller knows no value is ``_ABSENT``."""
     if absent and any(map(operator.is_, values, itertools.repeat(_ABSENT))):
-        kept = [(k, v) for k, v in zip(keys, values) if v is not _ABSENT]
         gone = [k for k, v in zip(keys, values) if v is _ABSENT]
-        live_keys, live_values = [k for k, _ in kept], [v for _, v in kept]
+        keys = [k for k, v in zip(keys, values) if v is not _ABSENT]
+        values = [v for v in values if v is not _ABSENT]
     else:
-        live_keys, live_values, gone = keys, values, []
-    # keys and values as two lists (a columns frame), not a dict: building the dict and pickling it cost
-    # the writer a third more per key; a restore builds it (``frames``)
-    return keys, pickle.dumps((name, live_keys, live_values, gone), pickle.HIGHEST_PROTOCOL)
+        gone = []
+    return pickle.dumps((name, keys, values, gone), pickle.HIGHEST_PROTOCOL)
 
 
 def frames(payload: bytes) -> Iterable[tuple[str, Any, list[Any]]]:
     """The ``(state name, {key: value}, [deleted key])`` of the pickles of a part: one, or (a grouped
     delta's part) a key group's pickles one after the other. A delta writer's pickle is a columns
-    frame, ``(name, [key], [value], [deleted key])`` (``_refs_part``), read here as the same triple."""
+    frame, ``(name, [key], [value], [deleted key])`` (``_columns_frame``), read here as the same triple."""
     buf = io.BytesIO(payload)
     end = len(payload)
     while buf.tell() < end:
@@ -503,9 +508,7 @@ def _detach(table: TrackedTable, view: CopyOnWrite) -> None:
 
 
 def _part(name: str, rows: list[tuple[Any, Any]]) -> bytes:
-    live = {k: v for k, v in rows if v is not _ABSENT}
-    gone = [k for k, v in rows if v is _ABSENT]
-    return pickle.dumps((name, live, gone), pickle.HIGHEST_PROTOCOL)
+    return _columns_frame(name, [k for k, _ in rows], [v for _, v in rows])
 
 
 def _chunk_part(name: str, table: dict[Any, Any], keys: set[Any]) -> bytes:
