@@ -19,7 +19,7 @@ import json
 import os
 import re
 import tempfile
-from typing import Any, Iterable, Iterator, Mapping, Protocol
+from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol
 
 from millstream.engine.checkpoint.filesystem import is_remote, local_path, storage_fs
 from millstream.engine.checkpoint.messages import TaskId
@@ -437,10 +437,16 @@ class FileSystemCheckpointStorage:
 
 
 def write_shared_file(
-    shared_dir: str, name: str, parts: list[tuple[int, bytes]], job_id: str
+    shared_dir: str,
+    name: str,
+    parts: list[tuple[int, bytes]],
+    job_id: str,
+    footer: tuple[int, Callable[[list[tuple[int, int, int]]], bytes]] | None = None,
 ) -> tuple[int, list[tuple[int, int, int]]]:
     """Write ``parts`` ([(key group, payload)]) as shared file ``name`` of job ``job_id`` (whose
-    shared directory it is); returns (bytes written, [(key group, offset, length)])."""
+    shared directory it is); returns (bytes written, [(key group, offset, length)]). ``footer``:
+    (key group, encode): the file ends with ``encode(index)`` of the parts before it, sealed as a part
+    of that key group, whose entry ends the index returned (the file carries its own index)."""
     if not is_shared_name(name):
         raise CheckpointStorageError(f"not a shared state file name: {name!r}")
     index: list[tuple[int, int, int]] = []
@@ -451,6 +457,11 @@ def write_shared_file(
             sealed = _seal(_shared_context(job_id, name, kg), payload)
             index.append((kg, offset, len(sealed)))
             offset += len(sealed)
+            yield sealed
+        if footer is not None:
+            kg, encode = footer
+            sealed = _seal(_shared_context(job_id, name, kg), encode(list(index)))
+            index.append((kg, offset, len(sealed)))
             yield sealed
 
     path = storage_fs(shared_dir).join(shared_dir, name)

@@ -73,7 +73,7 @@ from millstream.engine.runtime.state.task_state_manager import (
     snapshot_keyed_tables,
 )
 from millstream.engine.checkpoint.filesystem import is_remote
-from millstream.engine.runtime.state.state_chain import SharedFile, chain_from_wire, chain_sizes
+from millstream.engine.runtime.state.state_chain import FOOTER, SharedFile, chain_from_wire, chain_sizes, encode_index, written_file
 from millstream.engine.runtime.state.key_grouped_state import decode_state, decode_state_parts
 from millstream.engine.runtime.task_metrics import TaskIOMetrics
 from millstream.engine.runtime.user_code_class_loader import activate_user_code
@@ -307,7 +307,11 @@ class StreamTask:
         """Checkpoints in the job's checkpoint directory may share files; a savepoint is always whole."""
         return barrier.checkpoint_type == "CHECKPOINT" and barrier.location is not None and not is_remote(barrier.location)
 
-    def _shared_file_writer(self, op_id: str, barrier: Barrier) -> Callable[[str, list[tuple[int, bytes]]], SharedFile]:
+    def _shared_file_writer(
+        self, op_id: str, barrier: Barrier, footer: bool = False
+    ) -> Callable[[str, list[tuple[int, bytes]]], SharedFile]:
+        """Writes a file of this subtask's chain in the job's shared directory; ``footer``: with its index
+        in it (``SharedFile.footer``), so the checkpoint's state file lists the chain without them."""
         cid = barrier.checkpoint_id
         # next to chk-<n>: <dir>/<job>/shared, where the SharedStateRegistry counts references
         shared_dir = os.path.join(os.path.dirname(os.path.abspath(barrier.location)), SHARED_DIR)  # type: ignore[arg-type]
@@ -320,8 +324,8 @@ class StreamTask:
         def write_file(kind: str, parts: list[tuple[int, bytes]]) -> SharedFile:
             n = next(written)
             name = f"{safe}-{cid}-{suffix}{f'-{n}' if n else ''}.{kind}"
-            size, index = write_shared_file(shared_dir, name, parts, self.tdd.job_id)
-            return SharedFile(name, kind, size, tuple(index))
+            size, index = write_shared_file(shared_dir, name, parts, self.tdd.job_id, (FOOTER, encode_index) if footer else None)
+            return written_file(name, kind, size, index)
 
         return write_file
 
@@ -337,7 +341,7 @@ class StreamTask:
     def _heap_incremental_snapshot(self, op: StreamOperator, op_id: str, barrier: Barrier) -> tuple[bool, Callable[[], dict[str, Any]]]:
         cid = barrier.checkpoint_id
         is_base, finish = snapshot_heap_incremental(
-            self.keyed_backend, op, cid, self._shared_file_writer(op_id, barrier), self._shared_file_reader(barrier)
+            self.keyed_backend, op, cid, self._shared_file_writer(op_id, barrier, footer=True), self._shared_file_reader(barrier)
         )
         if is_base:
             return True, finish  # in the forked child; the checkpointer reports the chain back (chain_written)

@@ -24,6 +24,7 @@ from millstream.engine.datastream.state import (
 )
 from millstream.engine.runtime.key_group_batch import assign_to_key_groups, group_keys, key_grouper
 from millstream.engine.runtime.state.heap_incremental import MUTABLE_KINDS, TrackedTable, begin_delta, cut
+from millstream.engine.runtime.state.rolled_compaction import RolledCompaction
 from millstream.engine.runtime.state.state_chain import ChangeTracker, SnapshotPlan
 
 
@@ -77,6 +78,7 @@ class HeapKeyedStateBackend(StateFactory):
         # Incremental checkpoints: tables record changed keys, and the tracker the chain they extend.
         # Its tables record every write from empty, so the first checkpoint is a delta on the empty chain.
         self.changes: ChangeTracker | None = ChangeTracker(from_empty=True) if incremental else None
+        self.rolled = RolledCompaction()  # which key groups each checkpoint rebases (rolled_compaction)
         # Deltas whose copy-on-write views may still be attached, by checkpoint id: a view never read
         # (its checkpoint was declined before the writer ran) would tax every write, so views are
         # dropped once their checkpoint is aborted or a later one completed (the writer runs in order).
@@ -121,6 +123,7 @@ class HeapKeyedStateBackend(StateFactory):
         if self.changes is not None:
             cut({n: t for n, t in self.tables.items() if isinstance(t, TrackedTable)})
             self.changes.resume(chain)
+            self.rolled.reset()
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         if self.changes is not None:

@@ -16,13 +16,16 @@ around the interpreter lock:
   (``CopyOnWrite.preserve``: the old object for a write, a deep copy before handing out a mutable
   value). The writer holds the snapshot's lock, and so the interpreter lock, for one chunk at a time,
   so the task thread waits at most one chunk's pickling.
-* **Bases** (materialisation). The tables record every write from empty, so the first checkpoint
-  is a delta on the empty chain. When a base is due (``max_deltas`` deltas, or the deltas outweigh
-  the base) the writer thread compacts the last completed chain from its files into a new base
-  (``compact``), after the delta: nothing forked, no live state read. Only when no sound chain is
-  left (an aborted checkpoint, a cleared table, no local directory to read from) is a base taken from
-  the live tables, pickled in a forked copy-on-write child as the full heap snapshot is
-  (``forked_snapshot``).
+* **Bases** (materialisation), **rolled over the key groups**. The tables record every write from
+  empty, so the first checkpoint is a delta on the empty chain. After that each checkpoint's writer
+  may rebase a few key groups (``rebase``): a *partial base* of their state, read from the chain's
+  files and the new delta on the writer thread, which replaces their parts of every older file
+  (``rolled_compaction.rolled_due`` chooses them, paid for by the delta's bytes, so a checkpoint writes
+  about twice what changed and no checkpoint rewrites all the state; ``rolled_compaction.prune`` drops a
+  file once no key group reads it). Only when no sound chain is left (an aborted checkpoint, a
+  cleared table, no local directory to read from) is a whole base taken from the live tables,
+  pickled in a forked copy-on-write child as the full heap snapshot is (``forked_snapshot``).
+  Chains written before partial bases (ungrouped files) are still compacted whole (``merge``).
 
 The files go to the job's ``shared/`` directory and are reference-counted by the coordinator's
 ``SharedStateRegistry``, exactly as the on-disk backend's (``incremental``). A pickle here is
@@ -44,7 +47,7 @@ import threading
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from millstream.engine.runtime.key_group_batch import group_by_key_group, group_keys
-from millstream.engine.runtime.state.state_chain import BASE, MERGE_KEY_GROUPS, Chain
+from millstream.engine.runtime.state.state_chain import DELTA, MERGE_KEY_GROUPS, Chain, SharedFile, replay_reads
 
 # The key group of each of a list of keys (the backend's ``key_groups_of``: the batch key-group hash).
 KeyGroups = Callable[[Sequence[Any]], Any]
@@ -587,6 +590,9 @@ def merge(files: Chain, read_file: ReadFile, base: bool, key_groups: KeyGroups |
     With ``key_groups`` the merged file is grouped. When every file is grouped already the merge goes
     a few key groups at a time (``MERGE_KEY_GROUPS``), reading only their parts of each file and
     hashing nothing; a chain with a file in the older format is replayed whole and then grouped."""
+    if not base and any(f.partial for f in files):
+        # a key group's partial base drops its earlier parts, which a delta merged from here cannot say
+        raise ValueError("a merge of files with partial bases must start the chain")
     if key_groups is not None and files and all(f.grouped for f in files):
         present = sorted({r[0] for f in files for r in f.index})
         parts: list[tuple[int, bytes]] = []
@@ -616,16 +622,12 @@ def _by_part_key_group(
 
 
 def _replay(files: Chain, read_file: ReadFile, base: bool, owned: frozenset[int] | None) -> tuple[dict, dict]:
-    """Replay ``files`` in order. ``owned`` None: everything, as {name: {key: value}} and {name: {deleted
-    key}}; else only those key groups' parts of (grouped) files, kept apart as {(key group, name): ...}."""
+    """Replay ``files`` in order, each key group from its newest base on (``replay_reads``). ``owned``
+    None: everything, as {name: {key: value}} and {name: {deleted key}}; else only those key groups'
+    parts of (grouped) files, kept apart as {(key group, name): ...}."""
     tables: dict[Any, dict[Any, Any]] = {}
     gone: dict[Any, set[Any]] = {}
-    for f in files:
-        if f.kind == BASE:
-            tables, gone = {}, {}
-        index = list(f.index) if owned is None else [r for r in f.index if r[0] in owned]
-        if not index:
-            continue
+    for _, f, index in replay_reads(files, owned):
         for kg, payload in read_file(f.name, index):
             for name, live, dead in frames(payload):
                 slot = name if owned is None else (kg, name)
@@ -641,29 +643,60 @@ def _replay(files: Chain, read_file: ReadFile, base: bool, owned: frozenset[int]
     return tables, gone
 
 
+_PENDING = "(the delta being written)"
+
+
+def rebase(parent: Chain, delta: Parts, read_file: ReadFile, key_groups: Iterable[int]) -> Parts:
+    """The parts of a partial base (``SharedFile.partial``) of ``key_groups``: their state after
+    ``parent`` and then ``delta`` (the grouped parts of the delta this checkpoint writes, read from
+    memory), read from the chain's files on the writer thread as ``merge`` does. A key group with no
+    state gets an empty part, which still makes the file its base (a rolled compaction,
+    ``rolled_compaction.rolled_due``)."""
+    owned = frozenset(key_groups)
+    pending = SharedFile(_PENDING, DELTA, 0, tuple((kg, i, len(p)) for i, (kg, p) in enumerate(delta) if kg in owned), grouped=True)
+
+    def read(name: str, index: list[tuple[int, int, int]]) -> Iterable[tuple[int, bytes]]:
+        if name == _PENDING:
+            return [(kg, delta[i][1]) for kg, i, _ in index]
+        return read_file(name, index)
+
+    tables, _ = _replay((*parent, pending), read, True, owned)
+    parts: list[tuple[int, bytes]] = []
+    entries = 0
+    held = {kg for kg, _ in tables}
+    for kg in sorted(owned):
+        if kg not in held:
+            parts.append((kg, b""))
+    for kg, name in sorted(tables):
+        t = tables[(kg, name)]
+        entries += len(t)
+        items = iter(t.items())
+        while chunk := dict(itertools.islice(items, BASE_CHUNK)):
+            parts.append((kg, pickle.dumps((name, chunk, []), pickle.HIGHEST_PROTOCOL)))
+        if not t:
+            parts.append((kg, b""))
+    parts.sort(key=operator.itemgetter(0))  # stable: a key group's parts stay in order
+    return Parts(parts, entries, True)
+
+
 def replay_tables(chain: Chain, read_file: ReadFile) -> dict[str, dict[Any, Any]]:
     """The tables after the chain's base and deltas, in order; ``read_file(name, index)`` reads a file's parts."""
     return replay_key_groups(chain, read_file, None)[0]
 
 
 def replay_key_groups(chain: Chain, read_file: ReadFile, key_groups: range | None) -> tuple[dict[str, dict[Any, Any]], bool]:
-    """As ``replay_tables``, reading of grouped files only the parts of ``key_groups`` (None: all).
-    Returns the tables and whether they hold those key groups only (every file was grouped); a file in
-    the older format is read whole, and then the caller must still sort its keys by key group."""
-    start = max((i for i, f in enumerate(chain) if f.kind == BASE), default=0)
-    files = chain[start:]
+    """As ``replay_tables``, reading of grouped files only the parts of ``key_groups`` (None: all), each
+    key group from its newest base on (``replay_reads``). Returns the tables and whether they hold
+    those key groups only (every file was grouped); a file in the older format is read whole, and
+    then the caller must still sort its keys by key group."""
     tables: dict[str, dict[Any, Any]] = {}
-    for f in files:
-        index = list(f.index)
-        if key_groups is not None and f.grouped:
-            index = [r for r in index if r[0] in key_groups]
-        if not index:
-            continue
+    only = key_groups is not None
+    for _, f, index in replay_reads(chain, key_groups):
+        only = only and f.grouped
         for _, payload in read_file(f.name, index):
             for name, live, gone in frames(payload):
                 t = tables.setdefault(name, {})
                 t.update(live)
                 for k in gone:
                     t.pop(k, None)
-    only = key_groups is not None and all(f.grouped for f in files)
     return {name: t for name, t in tables.items() if t}, only

@@ -43,10 +43,20 @@ from millstream.engine.checkpoint.rescale import (
 )
 from millstream.engine.runtime.key_group_batch import assign_to_key_groups, key_grouper
 from millstream.engine.runtime.key_groups import KEY_ENCODING_VERSION, assign_to_key_group, key_group_range
-from millstream.engine.runtime.state.heap_incremental import base_parts, merge, replay_key_groups
+from millstream.engine.runtime.state.heap_incremental import base_parts, merge, rebase, replay_key_groups
 from millstream.engine.runtime.state.incremental import encode_groups, encode_parts, merge_groups, replay, replay_into
 from millstream.engine.runtime.state.key_grouped_state import RECORD_GROUPS
-from millstream.engine.runtime.state.state_chain import BASE, DELTA, SharedFile, chain_from_wire, chain_to_wire, extend
+from millstream.engine.runtime.state.state_chain import (
+    BASE,
+    DELTA,
+    Chain,
+    SharedFile,
+    chain_from_wire,
+    chain_to_wire,
+    extend,
+    with_indexes,
+)
+from millstream.engine.runtime.state.rolled_compaction import roll
 from millstream.engine.runtime.state.operator_state import UNION, redistribute_operator_state
 from millstream.engine.runtime.state.state_records import decode_record, key_group_prefix
 
@@ -216,18 +226,42 @@ def snapshot_heap_incremental(
         # The delta first: until it is read, the task thread saves the barrier value of each changed
         # key it touches (copy-on-write), so it is read before anything slower runs.
         parts = read()  # detaches the copy-on-write views
+        # the parent's indexes, where only their files hold them (``SharedFile.footer``); read before
+        # anything is written, as what follows is
+        here = replace(plan, parent=with_indexes(plan.parent, read_file)) if read_file is not None else plan
+        if here.rolled and read_file is not None and getattr(parts, "grouped", False):
+            return rolled(here.parent, parts, out)
         # Some of the parent chain's files as one, from the files themselves: the chain stays short
         # without forking the task process. Read before anything is written, so a missing file (the
         # chain's checkpoint subsumed meanwhile) fails this checkpoint leaving no file behind; the
         # tracker then starts a forked base.
-        start = plan.merge_from if read_file is not None else None
-        merged = merge(plan.parent[start:], read_file, start == 0, key_groups) if start is not None else None  # type: ignore[arg-type]
+        start = here.merge_from if read_file is not None else None
+        merged = merge(here.parent[start:], read_file, start == 0, key_groups) if start is not None else None  # type: ignore[arg-type]
         new = replace(write_file(DELTA, parts), entries=getattr(parts, "entries", -1), grouped=getattr(parts, "grouped", False))
         one = None
         if merged is not None:
             one = replace(write_file(BASE if start == 0 else DELTA, merged), entries=merged.entries, grouped=merged.grouped)
             out["_written"] = one.size + new.size
-        chain = extend(plan, new, one)
+        chain = extend(here, new, one)
+        backend.changes.written(checkpoint_id, chain)
+        out["heap_chain"] = chain_to_wire(chain)
+        return out
+
+    def rolled(parent: Chain, parts: Any, out: dict[str, Any]) -> dict[str, Any]:
+        # The delta, and a partial base of the key groups due (``rolled_compaction.rolled_due``), read from
+        # the parent's files and the delta's parts before either file is written: a file of the chain
+        # deleted meanwhile fails this checkpoint leaving nothing behind.
+        size = sum(len(p) for _, p in parts)
+        pending = SharedFile("", DELTA, size, tuple((kg, 0, len(p)) for kg, p in parts), parts.entries, grouped=True)
+        due = backend.rolled.choose((*parent, pending), size, live)
+        based = rebase(parent, parts, read_file, due) if due else None  # type: ignore[arg-type]
+        new = replace(write_file(DELTA, parts), entries=parts.entries, grouped=True)
+        one = None
+        if based is not None:
+            one = replace(write_file(BASE, based), entries=based.entries, grouped=True, partial=True)
+            backend.rolled.written(one.size)
+            out["_written"] = one.size + new.size
+        chain = roll(parent, new, one)
         backend.changes.written(checkpoint_id, chain)
         out["heap_chain"] = chain_to_wire(chain)
         return out
@@ -283,9 +317,10 @@ def restore_keyed(
         mine = key_group_range(spec.max_parallelism, spec.parallelism, spec.subtask)
         for old, st in loaded.items():
             if st.get("heap_chain"):
-                chain = chain_from_wire(st["heap_chain"])
+                read = lambda name, index, old=old: read_shared(old, name, index)  # noqa: E731
+                chain = with_indexes(chain_from_wire(st["heap_chain"]), read)
                 # a grouped chain: only the parts of the key groups this subtask owns are read
-                tables, only_mine = replay_key_groups(chain, lambda name, index, old=old: read_shared(old, name, index), mine)
+                tables, only_mine = replay_key_groups(chain, read, mine)
                 st = {**st, "tables": tables, _TABLES_OWNED: only_mine}
                 if spec.parallelism == spec.old_parallelism and old == spec.subtask and set(loaded) == {old}:
                     resumable = chain
@@ -299,8 +334,8 @@ def restore_keyed(
             continue
         if read_shared is None:
             raise StateRestoreError("this state refers to incremental checkpoint files, and nothing reads them here")
-        chain = chain_from_wire(st["chain"])
         read = lambda name, ranges, old=old: read_shared(old, name, ranges)  # noqa: E731
+        chain = with_indexes(chain_from_wire(st["chain"]), read)
         if put_records is not None:
             # The on-disk backend: each part goes into LMDB as it is read, deltas applied over the base
             # in order, so no more than a key group's records is in memory (issue 16)

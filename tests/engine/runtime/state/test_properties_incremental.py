@@ -25,7 +25,7 @@ from millstream.engine.runtime.state.heap_backend import HeapKeyedStateBackend
 from millstream.engine.runtime.state.state_chain import SharedFile
 from millstream.engine.runtime.state.lmdb_backend import LmdbKeyedStateBackend
 from millstream.engine.runtime import forked_snapshot
-from millstream.engine.runtime.state.state_chain import chain_from_wire
+from millstream.engine.runtime.state.state_chain import FOOTER, chain_from_wire, encode_index, written_file
 from millstream.engine.runtime.state.task_state_manager import (
     restore_keyed,
     shared_files_of,
@@ -90,6 +90,7 @@ class Job:
         if self.heap:
             h = HeapKeyedStateBackend(MAX_P, incremental=True)
             h.changes.max_deltas = self.max_deltas  # type: ignore[union-attr]
+            h.rolled.cycle = self.max_deltas  # a short cycle: partial bases and dropped files often
             return h
         b = LmdbKeyedStateBackend(MAX_P, os.path.join(self.root, f"lmdb-{next(_dirs)}"), cache_entries=self.cache, incremental=True)
         b.changes.max_deltas = self.max_deltas  # type: ignore[union-attr]
@@ -126,8 +127,9 @@ class Job:
 
         def write(kind: str, parts: list[tuple[int, bytes]]) -> SharedFile:
             name = f"op-{i}-{cid}-{next(written)}.{kind}"
-            size, index = write_shared_file(self.shared, name, parts, JOB_ID)
-            return SharedFile(name, kind, size, tuple(index))
+            # the heap's files carry their index (as the task's writer makes them): state files list only names
+            size, index = write_shared_file(self.shared, name, parts, JOB_ID, (FOOTER, encode_index) if self.heap else None)
+            return written_file(name, kind, size, index)
 
         return write
 
@@ -249,7 +251,7 @@ def _run(job: Job, ops: list) -> None:
                 asked: list = []  # the key groups of every part read
 
                 def read_shared(old: int, name: str, ranges: list, handles: dict = handles, asked: list = asked) -> list:
-                    asked.extend(r[0] for r in ranges)
+                    asked.extend(r[0] for r in ranges if r[0] != FOOTER)  # a file's own index is read whole
                     return read_shared_parts(handles[old], name, ranges)
 
                 subtasks = []

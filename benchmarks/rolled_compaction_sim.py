@@ -1,0 +1,94 @@
+"""What rolled compaction costs over a long run: bytes written per checkpoint against bytes changed,
+and what a restore replays.
+
+A model, not a cluster run, of the heap backend's chains under ``rolled_compaction.rolled_due`` and
+``rolled_compaction.prune`` (the functions the writer calls): ``L`` live keys spread over ``K`` key groups (a
+subtask's share), filled by a few big deltas, then ``u`` random keys updated per checkpoint interval
+(the 1 %-per-interval job of ``large_state_updates_job.py``: at 1 % each interval's keys are almost
+all distinct). A delta holds each key group's updated keys; a partial base holds a key group's live
+keys; a key costs ``B`` bytes in every file. Printed: written / changed (mean, p50, p99, max) over the
+steady state, the longest chain, and the most a restore replays against the live bytes; the same for
+``merge_start`` (the rule before) is in ``merge_policy_sim.py``.
+
+``python benchmarks/rolled_compaction_sim.py [--steps 1000] [--updates 0.01]``
+"""
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from millstream.engine.runtime.state.rolled_compaction import DEFAULT_ROLLED_CYCLE, RolledCredit, prune, rolled_due  # noqa: E402
+from millstream.engine.runtime.state.state_chain import BASE, DELTA, SharedFile, replay_reads  # noqa: E402
+
+B = 50  # bytes per key in a file
+FILL = (0.3, 0.3, 0.3, 0.1)  # the fill phase's deltas, shares of the live keys: every key new
+
+
+def _file(name: str, kind: str, entries: dict[int, int], partial: bool = False) -> SharedFile:
+    index, offset = [], 0
+    for kg in sorted(entries):
+        index.append((kg, offset, entries[kg] * B))
+        offset += entries[kg] * B
+    return SharedFile(name, kind, offset, tuple(index), sum(entries.values()), grouped=True, partial=partial)
+
+
+def simulate(live_keys: int, key_groups: int, updates: float, steps: int, cycle: int, seed: int = 1) -> dict[str, float]:
+    rng = random.Random(seed)
+    per_group = live_keys // key_groups
+    chain: tuple[SharedFile, ...] = ()
+    credit = RolledCredit()
+    held = [0] * key_groups  # live keys per key group
+    rows: list[tuple[int, int, int, float]] = []  # (written, changed, chain length, replay / live)
+    for step in range(len(FILL) + steps):
+        if step < len(FILL):
+            new = {kg: int(per_group * FILL[step]) for kg in range(key_groups)}
+            for kg, n in new.items():
+                held[kg] += n
+        else:
+            new = {}
+            for _ in range(int(live_keys * updates)):
+                kg = rng.randrange(key_groups)
+                new[kg] = new.get(kg, 0) + 1
+        delta = _file(f"d{step}", DELTA, new)
+        due = rolled_due((*chain, delta), credit, delta.size, cycle, sum(held))
+        rebased = _file(f"p{step}", BASE, {kg: held[kg] for kg in due}, partial=True) if due else None
+        if rebased is not None:
+            credit.spend(rebased.size)
+        chain = prune((*chain, delta) if rebased is None else (*chain, delta, rebased))
+        written = delta.size + (rebased.size if rebased else 0)
+        replay = sum(length for _, _, index in replay_reads(chain) for _, _, length in index)
+        rows.append((written, delta.size, len(chain), replay / (sum(held) * B)))
+    steady = rows[len(FILL) + 2 * cycle :]
+    ratios = sorted(w / c for w, c, _, _ in steady)
+    return {
+        "mean": sum(r[0] for r in steady) / sum(r[1] for r in steady),
+        "p50": statistics.median(ratios),
+        "p99": ratios[int(0.99 * (len(ratios) - 1))],
+        "max": ratios[-1],
+        "chain": max(r[2] for r in steady),
+        "replay": max(r[3] for r in steady),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=1000, help="checkpoints after the fill phase")
+    ap.add_argument("--keys", type=int, default=500_000, help="live keys of one subtask")
+    ap.add_argument("--key-groups", type=int, default=64, help="key groups of one subtask (128 / 2 subtasks)")
+    args = ap.parse_args()
+    for updates in (0.001, 0.01, 0.05, 0.2):
+        f = simulate(args.keys, args.key_groups, updates, args.steps, DEFAULT_ROLLED_CYCLE)
+        print(
+            f"{updates:.1%} of the keys per interval: written / changed mean {f['mean']:.2f}, p50 {f['p50']:.2f}, "
+            f"p99 {f['p99']:.2f}, max {f['max']:.2f}; chain <= {f['chain']} files, restore <= {f['replay']:.2f}x live",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
