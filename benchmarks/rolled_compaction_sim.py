@@ -75,6 +75,14 @@ def simulate(live_keys: int, key_groups: int, updates: float, steps: int, cycle:
     }
 
 
+def describe(updates: float, keys: int = 500_000, key_groups: int = 64, steps: int = 1000) -> str:
+    f = simulate(keys, key_groups, updates, steps, DEFAULT_ROLLED_CYCLE)
+    return (
+        f"{updates:.1%} of {keys:,} keys ({key_groups} key groups) per interval: written / changed mean {f['mean']:.2f}, "
+        f"p50 {f['p50']:.2f}, p99 {f['p99']:.2f}, max {f['max']:.2f}; chain <= {f['chain']} files, restore <= {f['replay']:.2f}x live"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=1000, help="checkpoints after the fill phase")
@@ -82,12 +90,7 @@ def main() -> None:
     ap.add_argument("--key-groups", type=int, default=64, help="key groups of one subtask (128 / 2 subtasks)")
     args = ap.parse_args()
     for updates in (0.001, 0.01, 0.05, 0.2):
-        f = simulate(args.keys, args.key_groups, updates, args.steps, DEFAULT_ROLLED_CYCLE)
-        print(
-            f"{updates:.1%} of the keys per interval: written / changed mean {f['mean']:.2f}, p50 {f['p50']:.2f}, "
-            f"p99 {f['p99']:.2f}, max {f['max']:.2f}; chain <= {f['chain']} files, restore <= {f['replay']:.2f}x live",
-            flush=True,
-        )
+        print(describe(updates, args.keys, args.key_groups, args.steps), flush=True)
 
 
 if __name__ == "__main__":

@@ -251,6 +251,14 @@ def main() -> None:
         for family in ("rocksdb", "hashmap"):
             for line in measure_updates(keys, 1, keys / 100 / 2, 20.0, family):
                 print(line, flush=True)
+        # The heap's rolled compaction over a long run (about 95 checkpoints): the mean, not only the
+        # typical checkpoint, and the model of many more (rolled_compaction_sim).
+        for line in measure_updates(keys, 1, keys / 100 / 2, 190.0, "hashmap", tail=90):
+            print(line, flush=True)
+        import rolled_compaction_sim
+
+        for updates in (0.001, 0.01, 0.05):
+            print(f"rolled compaction model: {rolled_compaction_sim.describe(updates, steps=400)}", flush=True)
         # A rescaled restore 2 -> 3 of that state, from files in the format before and after
         # key-grouped state files (the restore step alone, both formats in this run).
         from large_state_restore_bench import measure as measure_restore
