@@ -356,7 +356,7 @@ class StreamTask:
     def _incremental_snapshot(self, op: StreamOperator, op_id: str, barrier: Barrier) -> Callable[[], dict[str, Any]]:
         cid = barrier.checkpoint_id
         finish = snapshot_keyed_incremental(
-            self.keyed_backend, op, cid, self._shared_file_writer(op_id, barrier), self._shared_file_reader(barrier)
+            self.keyed_backend, op, cid, self._shared_file_writer(op_id, barrier, footer=True), self._shared_file_reader(barrier)
         )
         return self._counting_shared_bytes(cid, finish, "chain")
 

@@ -19,9 +19,10 @@ by the caller (checkpoint storage).
 from __future__ import annotations
 
 import pickle
+from dataclasses import replace
 from typing import Callable, Container, Iterable, Iterator, Mapping, Sequence
 
-from millstream.engine.runtime.state.state_chain import BASE, MERGE_KEY_GROUPS, Chain, SharedFile
+from millstream.engine.runtime.state.state_chain import BASE, MERGE_KEY_GROUPS, Chain, SharedFile, replay_reads
 from millstream.engine.runtime.state.state_records import KG_BYTES
 
 Record = tuple[bytes, "bytes | None"]  # (LMDB key, stored record or None: deleted)
@@ -61,32 +62,57 @@ def merge_groups(
     them: per state, each key's newest record, sorted by LMDB key. Tombstones (None) stay, as a key
     deleted here may have a record in a file before these. ``MERGE_KEY_GROUPS`` key groups are read
     from every file at a time, so a merge never holds the files whole."""
+    if any(f.partial for f in files):
+        # a key group's partial base drops its earlier parts, which a merged delta cannot say
+        raise ValueError("files with partial bases are compacted by key group, not merged")
     present = sorted({r[0] for f in files for r in f.index})
     for lo in range(0, len(present), MERGE_KEY_GROUPS):
-        merged = _laid_over(files, frozenset(present[lo : lo + MERGE_KEY_GROUPS]), read_parts)
+        merged = _laid_over(tuple(files), frozenset(present[lo : lo + MERGE_KEY_GROUPS]), read_parts)
         for kg in sorted(merged):
             yield kg, {name: sorted(records.items()) for name, records in merged[kg].items()}
 
 
 def _laid_over(
-    files: Iterable[SharedFile], key_groups: Container[int], read_parts: Callable[[str, list[tuple[int, int, int]]], Iterable[tuple[int, bytes]]]
+    files: Chain, key_groups: Container[int], read_parts: Callable[[str, list[tuple[int, int, int]]], Iterable[tuple[int, bytes]]]
 ) -> dict[int, dict[str, dict[bytes, bytes | None]]]:
     """{key group: {state name: {LMDB key: record or None}}} of ``key_groups``, the parts of ``files``
-    laid over each other in order: a base's records replace what came before, a delta's overwrite."""
+    laid over each other in order, each key group from its newest base on (``replay_reads``): a
+    base's records are where it starts, a delta's overwrite."""
     merged: dict[int, dict[str, dict[bytes, bytes | None]]] = {}
-    for f in files:
-        ranges = [r for r in f.index if r[0] in key_groups]
-        if not ranges:
-            continue
+    for _, f, ranges in replay_reads(grouped(files), key_groups):
         for kg, payload in read_parts(f.name, ranges):
             part: dict[str, list[Record]] = pickle.loads(payload)
             tables = merged.setdefault(kg, {})
             for name, rows in part.items():
-                if f.kind == BASE:
-                    tables[name] = dict(rows)
-                else:
-                    tables.setdefault(name, {}).update(rows)
+                tables.setdefault(name, {}).update(rows)
     return merged
+
+
+def grouped(chain: Iterable[SharedFile]) -> Chain:
+    """``chain`` with every file marked ``grouped``: this backend's files always hold a part per key
+    group, also those written before the flag was (a replay then reads only the key groups asked for)."""
+    return tuple(f if f.grouped else replace(f, grouped=True) for f in chain)
+
+
+def rebase_groups(
+    parent: Chain,
+    delta: Mapping[int, Mapping[str, list[Record]]],
+    read_parts: Callable[[str, list[tuple[int, int, int]]], Iterable[tuple[int, bytes]]],
+    key_groups: Sequence[int],
+) -> Iterator[tuple[int, dict[str, list[Record]]]]:
+    """A partial base of ``key_groups`` (``rolled_compaction``): their live records after ``parent`` and
+    then ``delta`` (this checkpoint's records by key group, in memory), a key group at a time in
+    key-group order as ``encode_groups`` takes them; a key group with no records still gets a part
+    (an empty one), which makes the file its base. ``MERGE_KEY_GROUPS`` key groups read at a time."""
+    ordered = sorted(key_groups)
+    for lo in range(0, len(ordered), MERGE_KEY_GROUPS):
+        some = ordered[lo : lo + MERGE_KEY_GROUPS]
+        merged = _laid_over(parent, frozenset(some), read_parts)
+        for kg in some:
+            tables = merged.get(kg, {})
+            for name, rows in (delta.get(kg) or {}).items():
+                tables.setdefault(name, {}).update(rows)
+            yield kg, {name: sorted((lk, vb) for lk, vb in records.items() if vb is not None) for name, records in tables.items()}
 
 
 def replay(
@@ -112,16 +138,12 @@ def replay_into(
 ) -> None:
     """Replay the parts of ``key_groups`` of ``chain`` in order, one part at a time, as
     ``put(state name, records, is_delta)``: a base's records are values, a delta's are values or
-    None (deleted), to be applied over what came before. The chain is replayed from its last base,
-    which holds every record (an on-disk chain has one, first). ``read_parts(name, ranges)`` may be
+    None (deleted), to be applied over what came before. Each key group is replayed from its newest
+    base, whole or partial (``state_chain.replay_reads``). ``read_parts(name, ranges)`` may be
     a generator: a part is dropped before the next is drawn, so what is in memory is one part's
     records and what the reader reads ahead."""
-    start = max((i for i, f in enumerate(chain) if f.kind == BASE), default=0)
-    for f in chain[start:]:
-        ranges = [r for r in f.index if r[0] in key_groups]
-        if not ranges:
-            continue
-        delta = f.kind != BASE
+    for _, f, ranges in replay_reads(grouped(chain), key_groups):
+        delta = f.kind != BASE  # a base (whole or of these key groups) is where they start
         for _kg, payload in read_parts(f.name, ranges):
             part: dict[str, list[Record]] = pickle.loads(payload)
             del payload

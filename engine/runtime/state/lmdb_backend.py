@@ -51,6 +51,7 @@ from millstream.engine.runtime.key_encoding import EXT_BIGINT, canonical
 from millstream.engine.runtime.key_groups import assign_to_key_group
 from millstream.engine.runtime.state.heap_backend import StateFactory, StateTypeMismatch
 from millstream.engine.runtime.state.record_stream import by_key_group
+from millstream.engine.runtime.state.rolled_compaction import RolledCompaction
 from millstream.engine.runtime.state.state_chain import ChangeTracker, SnapshotPlan
 from millstream.engine.runtime.state.state_records import (
     KG_BYTES,
@@ -142,6 +143,7 @@ class LmdbKeyedStateBackend(StateFactory):
         self._last_encoded: tuple[bytes, bool] = (b"", False)
         # Incremental checkpoints: the keys written back since the last snapshot (``incremental``).
         self.changes: ChangeTracker | None = ChangeTracker(max_deltas=MAX_DELTAS) if incremental else None
+        self.rolled = RolledCompaction()  # which key groups each checkpoint rebases (rolled_compaction)
 
     # -- the backend interface (as HeapKeyedStateBackend) ------------------------------
     def table(self, name: str, kind: str) -> "LmdbTable":
@@ -220,13 +222,13 @@ class LmdbKeyedStateBackend(StateFactory):
         does: a base is read off the read transaction a key group at a time, never whole, with the
         cache's dirty records laid over it; a delta comes from the records the change tracker kept
         (``ChangeTracker.record``; the barrier adds the dirty cache entries' records to them without
-        writing them back), grouped by key group, with no read of LMDB. ``merge``: the caller merges
-        the chain's newest files when it is long (``ChangeTracker.plan``, ``SnapshotPlan.merge_from``)."""
+        writing them back), grouped by key group, with no read of LMDB. ``merge``: the caller can read
+        the chain's files, and compacts a few key groups of it per checkpoint (``SnapshotPlan.rolled``)."""
         if self.changes is None:
             raise ValueError("this LMDB state backend was not opened for incremental checkpoints")
         barrier = self._barrier_records(self.changes)
         # the dirty entries not written yet count as live: an upper bound (some are on disk too)
-        plan = self.changes.plan(checkpoint_id, self._live_entries() + sum(map(len, barrier.values())), merge=merge)
+        plan = self.changes.plan(checkpoint_id, self._live_entries() + sum(map(len, barrier.values())), merge=merge, rolled=merge)
         if plan.changed is None:
             overlay = _by_key_group_prefix(barrier)
             tables = [(name, t.db) for name, t in self.tables.items()]
@@ -292,6 +294,7 @@ class LmdbKeyedStateBackend(StateFactory):
         """Restored exactly from ``chain``: the next checkpoint may be a delta on it."""
         if self.changes is not None:
             self.changes.resume(chain)
+            self.rolled.reset()
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         """The next delta rests on this checkpoint's chain (incremental backends only)."""

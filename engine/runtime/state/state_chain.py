@@ -156,6 +156,7 @@ class SnapshotPlan:
     # A delta whose writer then rebases a few key groups (``rolled_compaction``) in a partial base: the chain
     # is compacted a few key groups per checkpoint instead of all at once (the heap backend's).
     rolled: bool = False
+    live: int | None = None  # entries in the backend at the barrier, where the planner counted them
 
     @property
     def is_base(self) -> bool:
@@ -244,12 +245,13 @@ class ChangeTracker:
     def table_cleared(self) -> None:
         self._drops += 1
 
-    def plan(self, checkpoint_id: int, live: int | None = None, merge: bool = False) -> SnapshotPlan:
+    def plan(self, checkpoint_id: int, live: int | None = None, merge: bool = False, rolled: bool = False) -> SnapshotPlan:
         """The snapshot to take now; the keys changed since the previous snapshot are cut off, with
         their records (``record``). ``live``: entries in the backend now, for the base rule.
 
         ``merge``: the writer can merge the newest files of the chain from the files themselves (the
-        on-disk backend's, ``incremental.merge_groups``). A chain that reached ``max_deltas`` then
+        on-disk backend's, ``incremental.merge_groups``); with ``rolled`` it compacts a few key groups
+        per checkpoint instead (``SnapshotPlan.rolled``), and no base is due while the chain is sound. A chain that reached ``max_deltas`` then
         merges its newest files (``merge_start``, ``SnapshotPlan.merge_from``) instead of writing
         every record again as a base; a base is still taken, from the backend, when a restore would
         replay more than twice the live entries (or an uncounted chain is due), which ``merge_start``
@@ -263,7 +265,9 @@ class ChangeTracker:
             if parent is None or self._drops != self._confirmed_drops:
                 return SnapshotPlan(checkpoint_id, (), None, self._drops)
             start = None
-            if merge:
+            if merge and rolled:  # compacted a few key groups at a time by the writer (rolled_compaction)
+                pass
+            elif merge:
                 start = merge_start(parent, live, self.max_deltas + 1, self._due_for_base(parent, live))
                 if start == 0:
                     return SnapshotPlan(checkpoint_id, (), None, self._drops)
@@ -272,13 +276,14 @@ class ChangeTracker:
             taken = [t.changed for _, t in sorted(self._taken.items())]
             if any(c is None for c in taken):
                 return SnapshotPlan(checkpoint_id, (), None, self._drops)
+            rolls = merge and rolled
             if len(taken) == 1:  # the usual case: only this interval's changes, handed over as they are
-                return SnapshotPlan(checkpoint_id, parent, taken[0], self._drops, merge_from=start)
+                return SnapshotPlan(checkpoint_id, parent, taken[0], self._drops, merge_from=start, rolled=rolls, live=live)
             changed: dict[str, dict[bytes, bytes | None]] = {}
             for c in taken:  # in checkpoint order: a later record of a key wins
                 for name, records in c.items():  # type: ignore[union-attr]
                     changed.setdefault(name, {}).update(records)
-            return SnapshotPlan(checkpoint_id, parent, changed, self._drops, merge_from=start)
+            return SnapshotPlan(checkpoint_id, parent, changed, self._drops, merge_from=start, rolled=rolls, live=live)
 
     def plan_cut(
         self, checkpoint_id: int, cut: dict[str, set[Any]], compact: bool = False, live: int | None = None

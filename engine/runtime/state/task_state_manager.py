@@ -44,7 +44,15 @@ from millstream.engine.checkpoint.rescale import (
 from millstream.engine.runtime.key_group_batch import assign_to_key_groups, key_grouper
 from millstream.engine.runtime.key_groups import KEY_ENCODING_VERSION, assign_to_key_group, key_group_range
 from millstream.engine.runtime.state.heap_incremental import base_parts, merge, rebase, replay_key_groups
-from millstream.engine.runtime.state.incremental import encode_groups, encode_parts, merge_groups, replay, replay_into
+from millstream.engine.runtime.state.incremental import (
+    encode_groups,
+    encode_parts,
+    grouped,
+    merge_groups,
+    rebase_groups,
+    replay,
+    replay_into,
+)
 from millstream.engine.runtime.state.key_grouped_state import RECORD_GROUPS
 from millstream.engine.runtime.state.state_chain import (
     BASE,
@@ -158,6 +166,8 @@ def snapshot_keyed_incremental(
     def finish() -> dict[str, Any]:
         keyed, kinds_own = pickle.loads(own)
         out: dict[str, Any] = {"keyed": keyed, "kinds": {**kinds, **kinds_own}}
+        if plan.rolled and streamed and read_file is not None:
+            return rolled(out)
         start = plan.merge_from if read_file is not None else None
         merged = None
         if start is not None:
@@ -178,6 +188,30 @@ def snapshot_keyed_incremental(
         chain = extend(plan, new, merged)
         if merged is not None:
             out["_written"] = merged.size + new.size
+        backend.changes.written(checkpoint_id, chain)
+        out["chain"] = chain_to_wire(chain)
+        return out
+
+    def rolled(out: dict[str, Any]) -> dict[str, Any]:
+        # The delta (the tracker's records, in memory), and a partial base of the key groups due
+        # (``rolled_compaction``) from the parent's files and those records, both read before either
+        # file is written: a file of the chain deleted meanwhile fails this checkpoint leaving nothing.
+        parent = grouped(with_indexes(plan.parent, read_file))  # type: ignore[arg-type]
+        counted = [0]
+        groups = read(list)
+        parts = list(encode_groups(counting(groups, counted)))
+        size = sum(len(p) for _, p in parts)
+        pending = SharedFile("", DELTA, size, tuple((kg, 0, len(p)) for kg, p in parts), counted[0], grouped=True)
+        due = backend.rolled.choose((*parent, pending), size, plan.live)
+        based = list(rebase_groups(parent, dict(groups), read_file, due)) if due else None  # type: ignore[arg-type]
+        new = replace(write_file(DELTA, parts), entries=counted[0], grouped=True)
+        one = None
+        if based is not None:
+            n = sum(len(rows) for _, tables in based for rows in tables.values())
+            one = replace(write_file(BASE, encode_groups(based)), entries=n, grouped=True, partial=True)  # type: ignore[arg-type]
+            backend.rolled.written(one.size)
+            out["_written"] = one.size + new.size
+        chain = roll(parent, new, one)
         backend.changes.written(checkpoint_id, chain)
         out["chain"] = chain_to_wire(chain)
         return out

@@ -1,6 +1,7 @@
-"""The on-disk backend's incremental chains merge their newest deltas once they reach their length
-(``ChangeTracker.plan(merge=True)``, ``incremental.merge_groups``) instead of writing every record
-again as a base, and the merged chains restore exactly, at the same parallelism and rescaled.
+"""The on-disk backend's incremental chains are compacted from their files by a writer that can read
+them (``rolled_compaction``: a few key groups per checkpoint; the tracker's merge rule,
+``merge_start``, for a plan that asks only to merge) instead of writing every record again as a base,
+and the compacted chains restore exactly, at the same parallelism and rescaled.
 
 Real LMDB, real sealed files in the checkpoint layout, written by ``snapshot_keyed_incremental`` and
 read back through the task's restore path."""
@@ -36,12 +37,15 @@ def _files(shared: Path) -> tuple[Any, Any]:
     return write_file, read_file
 
 
-def test_a_long_on_disk_chain_merges_its_newest_deltas_and_restores_the_same_state(tmp_path, monkeypatch) -> None:
+def test_a_long_on_disk_chain_is_compacted_a_few_key_groups_at_a_time_and_restores_the_same_state(tmp_path, monkeypatch) -> None:
+    """With a writer that reads the chain's files, no base is written after the first: each
+    checkpoint rebases a few key groups in a partial base (``rolled_compaction``), the first base
+    leaves the chain once every key group has a newer one, and the chain restores exactly."""
     monkeypatch.setitem(storage_module._sealing, "secret", SECRET)
     shared = tmp_path / "job" / SHARED_DIR
     write_file, read_file = _files(shared)
     backend = LmdbKeyedStateBackend(MAX_P, tmp_path / "db", incremental=True)
-    backend.changes.max_deltas = 3  # type: ignore[union-attr]
+    backend.rolled.cycle = 4  # every key group rebased within about 4 checkpoints
     counts = backend.table("counts", "value")
     expected: dict[str, Any] = {}
     for i in range(2_000):
@@ -63,13 +67,12 @@ def test_a_long_on_disk_chain_merges_its_newest_deltas_and_restores_the_same_sta
         backend.notify_checkpoint_complete(cid)
         chains.append(out)
     backend.close()
-    kinds = [[f["kind"] for f in out["chain"]] for out in chains]
-    # one base, the first checkpoint's; the chain stays at the base and at most max_deltas deltas
-    assert all(k[0] == "base" and "base" not in k[1:] for k in kinds)
-    assert {out["chain"][0]["name"] for out in chains} == {chains[0]["chain"][0]["name"]}
-    assert max(map(len, kinds)) == 4 and len(kinds[-1]) < len(kinds) + 1
-    # a merged delta holds the records of the deltas it replaced, tombstones included
-    assert any(out["chain"][-2]["entries"] > chains[1]["chain"][-1]["entries"] for out in chains[4:])
+    first = chains[0]["chain"][0]
+    assert first["kind"] == "base" and not first.get("partial")
+    later = [f for out in chains[1:] for f in out["chain"] if f["kind"] == "base" and f["name"] != first["name"]]
+    assert later and all(f.get("partial") for f in later)  # never a whole base again
+    assert first["name"] not in {f["name"] for f in chains[-1]["chain"]}
+    assert max(len(out["chain"]) for out in chains) <= 12
 
     chk = tmp_path / "job" / "chk-1"
     chk.mkdir()

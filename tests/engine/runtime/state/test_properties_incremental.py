@@ -94,6 +94,7 @@ class Job:
             return h
         b = LmdbKeyedStateBackend(MAX_P, os.path.join(self.root, f"lmdb-{next(_dirs)}"), cache_entries=self.cache, incremental=True)
         b.changes.max_deltas = self.max_deltas  # type: ignore[union-attr]
+        b.rolled.cycle = self.max_deltas  # a short cycle: partial bases and dropped files often
         return b
 
     def snapshot(self, backend: Any, cid: int, i: int) -> Any:
@@ -127,8 +128,8 @@ class Job:
 
         def write(kind: str, parts: list[tuple[int, bytes]]) -> SharedFile:
             name = f"op-{i}-{cid}-{next(written)}.{kind}"
-            # the heap's files carry their index (as the task's writer makes them): state files list only names
-            size, index = write_shared_file(self.shared, name, parts, JOB_ID, (FOOTER, encode_index) if self.heap else None)
+            # files carry their index (as the task's writer makes them): state files list only names
+            size, index = write_shared_file(self.shared, name, parts, JOB_ID, (FOOTER, encode_index))
             return written_file(name, kind, size, index)
 
         return write
