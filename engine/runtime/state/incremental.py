@@ -11,10 +11,12 @@ and are reference-counted by the coordinator (``millstream.engine.checkpoint.sha
 A file is one part per key group (``encode_parts``), and its handle lists each part's offset, so a
 restore, rescaled or not, reads only the key groups its subtask owns and replays them in chain order:
 ``replay_into`` a part at a time straight into a backend (issue 16: a restore holds one key group's
-records, never a file or the state), ``replay`` into lists. A chain that reached its length merges
-its newest deltas into one (``merge_groups``, as an LSM tree's size-tiered compaction does) rather
-than writing every record again as a base. Everything here is pure: the files are written and read
-by the caller (checkpoint storage).
+records, never a file or the state), ``replay`` into lists, each key group from its newest base.
+A writer that can read the chain's files compacts it a few key groups per checkpoint: a partial base
+of their live records (``rebase_groups``, ``rolled_compaction``) rather than every record again as a
+base; ``merge_groups`` merges a chain's newest deltas into one (as an LSM tree's size-tiered
+compaction does) for a plan that asks for it. Everything here is pure: the files are written and
+read by the caller (checkpoint storage).
 """
 from __future__ import annotations
 

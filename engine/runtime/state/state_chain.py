@@ -6,10 +6,10 @@ handle lists the chain ``[base, delta, ...]`` it is rebuilt from (``SharedFile``
 and where each part is). ``ChangeTracker`` decides base or delta at each barrier (a new base once a
 restore would replay too much, after a table was cleared or an aborted checkpoint, and when there is
 no completed chain yet; a chain of ``max_deltas`` deltas gets a base, or, where the writer can read
-the chain's files, merges its newest ones: ``merge_start``; or, the heap backend's grouped chains, rebases
-a few key groups per checkpoint in a *partial base*: ``rolled_compaction``), remembers the chain each
-snapshot wrote, and moves the parent on when the completion notification arrives. A heap file carries
-its own index (``SharedFile.footer``), so a checkpoint's state file lists a long chain in a few KB. The coordinator's
+the chain's files, rebases a few key groups per checkpoint in a *partial base*: ``rolled_compaction``;
+``merge_start`` is the older rule, merging its newest files), remembers the chain each snapshot wrote,
+and moves the parent on when the completion notification arrives. A task's files carry their own
+index (``SharedFile.footer``), so a checkpoint's state file lists a long chain in a few KB. The coordinator's
 ``SharedStateRegistry`` counts references to the files. What a file holds is each backend's own:
 ``incremental`` (the on-disk backend's records, a part per key group) and ``heap_incremental``.
 """
