@@ -25,7 +25,7 @@ DEFAULT_ROLLED_CYCLE = 128
 @dataclass
 class RolledCredit:
     """What a rolled compaction may still spend: bytes (each delta's, less the bases written for them)
-    and key groups (``rolled_cycle``'s pace, less those rebased), each kept within bounds so that a
+    and key groups (``cycle``'s pace, less those rebased), each kept within bounds so that a
     quiet spell does not become a burst."""
 
     bytes: float = 0.0
@@ -49,9 +49,10 @@ def rolled_due(
     *replay* what it reads after that. Chosen, in this order:
 
     * while the byte credit (each delta's bytes, less the bases written) covers their cost (base and
-      replay), the key groups whose replay passed their base, the largest ratio first: under overwrites a checkpoint
-      writes its delta and about as much again, and a restore reads two to three times the state
-      (under a stream of new keys it reads what is live whatever is rebased);
+      replay, scaled by the live entries against those replayed), the key groups whose replay passed
+      their base, the largest ratio first: under overwrites a checkpoint writes its delta and about as
+      much again, and a restore reads one to two times the state (under a stream of new keys it reads
+      what is live whatever is rebased);
     * while the key-group credit (the key groups / ``cycle`` each checkpoint, less every key group
       rebased) is a whole one, the key group rebased longest ago, so every file is dropped within
       about ``cycle`` checkpoints however little changes.
