@@ -193,25 +193,17 @@ def snapshot_keyed_incremental(
         return out
 
     def rolled(out: dict[str, Any]) -> dict[str, Any]:
-        # The delta (the tracker's records, in memory), and a partial base of the key groups due
-        # (``rolled_compaction``) from the parent's files and those records, both read before either
-        # file is written: a file of the chain deleted meanwhile fails this checkpoint leaving nothing.
+        # the delta from the tracker's records (in memory), and the partial base from them and the files
         parent = grouped(with_indexes(plan.parent, read_file))  # type: ignore[arg-type]
         counted = [0]
         groups = read(list)
         parts = list(encode_groups(counting(groups, counted)))
-        size = sum(len(p) for _, p in parts)
-        pending = SharedFile("", DELTA, size, tuple((kg, 0, len(p)) for kg, p in parts), counted[0], grouped=True)
-        due = backend.rolled.choose((*parent, pending), size, plan.live)
-        based = list(rebase_groups(parent, dict(groups), read_file, due)) if due else None  # type: ignore[arg-type]
-        new = replace(write_file(DELTA, parts), entries=counted[0], grouped=True)
-        one = None
-        if based is not None:
-            n = sum(len(rows) for _, tables in based for rows in tables.values())
-            one = replace(write_file(BASE, encode_groups(based)), entries=n, grouped=True, partial=True)  # type: ignore[arg-type]
-            backend.rolled.written(one.size)
-            out["_written"] = one.size + new.size
-        chain = roll(parent, new, one)
+
+        def based(due: list[int]) -> tuple[list[tuple[int, bytes]], int]:
+            records = list(rebase_groups(parent, dict(groups), read_file, due))  # type: ignore[arg-type]
+            return list(encode_groups(records)), sum(len(rows) for _, tables in records for rows in tables.values())
+
+        chain = _write_rolled(backend, parent, parts, counted[0], plan.live, based, write_file, out)
         backend.changes.written(checkpoint_id, chain)
         out["chain"] = chain_to_wire(chain)
         return out
@@ -282,25 +274,44 @@ def snapshot_heap_incremental(
         return out
 
     def rolled(parent: Chain, parts: Any, out: dict[str, Any]) -> dict[str, Any]:
-        # The delta, and a partial base of the key groups due (``rolled_compaction.rolled_due``), read from
-        # the parent's files and the delta's parts before either file is written: a file of the chain
-        # deleted meanwhile fails this checkpoint leaving nothing behind.
-        size = sum(len(p) for _, p in parts)
-        pending = SharedFile("", DELTA, size, tuple((kg, 0, len(p)) for kg, p in parts), parts.entries, grouped=True)
-        due = backend.rolled.choose((*parent, pending), size, live)
-        based = rebase(parent, parts, read_file, due) if due else None  # type: ignore[arg-type]
-        new = replace(write_file(DELTA, parts), entries=parts.entries, grouped=True)
-        one = None
-        if based is not None:
-            one = replace(write_file(BASE, based), entries=based.entries, grouped=True, partial=True)
-            backend.rolled.written(one.size)
-            out["_written"] = one.size + new.size
-        chain = roll(parent, new, one)
+        def based(due: list[int]) -> tuple[list[tuple[int, bytes]], int]:
+            rebased = rebase(parent, parts, read_file, due)  # type: ignore[arg-type]
+            return rebased, rebased.entries
+
+        chain = _write_rolled(backend, parent, parts, parts.entries, live, based, write_file, out)
         backend.changes.written(checkpoint_id, chain)
         out["heap_chain"] = chain_to_wire(chain)
         return out
 
     return False, delta
+
+
+def _write_rolled(
+    backend: Any,
+    parent: Chain,
+    parts: list[tuple[int, bytes]],
+    entries: int,
+    live: int | None,
+    based: Callable[[list[int]], tuple[list[tuple[int, bytes]], int]],
+    write_file: Callable[[str, list[tuple[int, bytes]]], SharedFile],
+    out: dict[str, Any],
+) -> Chain:
+    """A rolled snapshot's files (either backend's): the delta ``parts`` (``entries`` of them) and, for
+    the key groups due (``backend.rolled``, ``rolled_compaction``), the partial base ``based(due)``
+    (its parts and entries), built from the parent's files before either file is written: a file of
+    the chain deleted meanwhile fails this checkpoint leaving nothing behind. Returns the new chain;
+    ``"_written"`` in ``out`` is the bytes of both files when there are two."""
+    size = sum(len(p) for _, p in parts)
+    pending = SharedFile("", DELTA, size, tuple((kg, 0, len(p)) for kg, p in parts), entries, grouped=True)
+    due = backend.rolled.choose((*parent, pending), size, live)
+    rebased = based(due) if due else None
+    new = replace(write_file(DELTA, parts), entries=entries, grouped=True)
+    one = None
+    if rebased is not None:
+        one = replace(write_file(BASE, rebased[0]), entries=rebased[1], grouped=True, partial=True)
+        backend.rolled.written(one.size)
+        out["_written"] = one.size + new.size
+    return roll(parent, new, one)
 
 
 def shared_files_of(state: Mapping[str, Any]) -> tuple[str, ...]:
