@@ -63,7 +63,7 @@ def simulate(live_keys: int, key_groups: int, updates: float, steps: int, cycle:
         written = delta.size + (rebased.size if rebased else 0)
         replay = sum(length for _, _, index in replay_reads(chain) for _, _, length in index)
         rows.append((written, delta.size, len(chain), replay / (sum(held) * B)))
-    steady = rows[len(FILL) + 2 * cycle :]
+    steady = rows[len(FILL) + min(2 * cycle, steps // 2) :]  # after a warm-up of two cycles where the run allows
     ratios = sorted(w / c for w, c, _, _ in steady)
     return {
         "mean": sum(r[0] for r in steady) / sum(r[1] for r in steady),
