@@ -307,11 +307,9 @@ class StreamTask:
         """Checkpoints in the job's checkpoint directory may share files; a savepoint is always whole."""
         return barrier.checkpoint_type == "CHECKPOINT" and barrier.location is not None and not is_remote(barrier.location)
 
-    def _shared_file_writer(
-        self, op_id: str, barrier: Barrier, footer: bool = False
-    ) -> Callable[[str, list[tuple[int, bytes]]], SharedFile]:
-        """Writes a file of this subtask's chain in the job's shared directory; ``footer``: with its index
-        in it (``SharedFile.footer``), so the checkpoint's state file lists the chain without them."""
+    def _shared_file_writer(self, op_id: str, barrier: Barrier) -> Callable[[str, list[tuple[int, bytes]]], SharedFile]:
+        """Writes a file of this subtask's chain in the job's shared directory, with its index in it
+        (``SharedFile.footer``), so the checkpoint's state file lists the chain without them."""
         cid = barrier.checkpoint_id
         # next to chk-<n>: <dir>/<job>/shared, where the SharedStateRegistry counts references
         shared_dir = os.path.join(os.path.dirname(os.path.abspath(barrier.location)), SHARED_DIR)  # type: ignore[arg-type]
@@ -324,7 +322,7 @@ class StreamTask:
         def write_file(kind: str, parts: list[tuple[int, bytes]]) -> SharedFile:
             n = next(written)
             name = f"{safe}-{cid}-{suffix}{f'-{n}' if n else ''}.{kind}"
-            size, index = write_shared_file(shared_dir, name, parts, self.tdd.job_id, (FOOTER, encode_index) if footer else None)
+            size, index = write_shared_file(shared_dir, name, parts, self.tdd.job_id, (FOOTER, encode_index))
             return written_file(name, kind, size, index)
 
         return write_file
@@ -341,7 +339,7 @@ class StreamTask:
     def _heap_incremental_snapshot(self, op: StreamOperator, op_id: str, barrier: Barrier) -> tuple[bool, Callable[[], dict[str, Any]]]:
         cid = barrier.checkpoint_id
         is_base, finish = snapshot_heap_incremental(
-            self.keyed_backend, op, cid, self._shared_file_writer(op_id, barrier, footer=True), self._shared_file_reader(barrier)
+            self.keyed_backend, op, cid, self._shared_file_writer(op_id, barrier), self._shared_file_reader(barrier)
         )
         if is_base:
             return True, finish  # in the forked child; the checkpointer reports the chain back (chain_written)
@@ -356,7 +354,7 @@ class StreamTask:
     def _incremental_snapshot(self, op: StreamOperator, op_id: str, barrier: Barrier) -> Callable[[], dict[str, Any]]:
         cid = barrier.checkpoint_id
         finish = snapshot_keyed_incremental(
-            self.keyed_backend, op, cid, self._shared_file_writer(op_id, barrier, footer=True), self._shared_file_reader(barrier)
+            self.keyed_backend, op, cid, self._shared_file_writer(op_id, barrier), self._shared_file_reader(barrier)
         )
         return self._counting_shared_bytes(cid, finish, "chain")
 

@@ -598,19 +598,26 @@ def merge(files: Chain, read_file: ReadFile, base: bool, key_groups: KeyGroups |
         parts: list[tuple[int, bytes]] = []
         entries = 0
         for i in range(0, len(present), MERGE_KEY_GROUPS):
-            owned = frozenset(present[i : i + MERGE_KEY_GROUPS])
-            tables, gone = _replay(files, read_file, base, owned)
-            for kg, name, t, g in _by_part_key_group(tables, gone):
-                entries += len(t) + len(g)
-                items = iter(t.items())
-                while chunk := dict(itertools.islice(items, BASE_CHUNK)):
-                    parts.append((kg, pickle.dumps((name, chunk, []), pickle.HIGHEST_PROTOCOL)))
-                if g:
-                    parts.append((kg, pickle.dumps((name, {}, list(g)), pickle.HIGHEST_PROTOCOL)))
+            tables, gone = _replay(files, read_file, base, frozenset(present[i : i + MERGE_KEY_GROUPS]))
+            entries += _replayed_parts(tables, gone, parts)
             del tables, gone
         return Parts(parts, entries, True)
     tables, gone = _replay(files, read_file, base, None)
     return base_parts({n: t for n, t in tables.items() if t}, None if base else gone, key_groups)
+
+
+def _replayed_parts(tables: dict[tuple[int, str], dict[Any, Any]], gone: dict[tuple[int, str], set[Any]], parts: list[tuple[int, bytes]]) -> int:
+    """Append a grouped replay's entries to ``parts`` as a key group's parts of at most ``BASE_CHUNK``
+    entries each, in key-group order; returns how many entries (values and deletions)."""
+    entries = 0
+    for kg, name, t, g in _by_part_key_group(tables, gone):
+        entries += len(t) + len(g)
+        items = iter(t.items())
+        while chunk := dict(itertools.islice(items, BASE_CHUNK)):
+            parts.append((kg, pickle.dumps((name, chunk, []), pickle.HIGHEST_PROTOCOL)))
+        if g:
+            parts.append((kg, pickle.dumps((name, {}, list(g)), pickle.HIGHEST_PROTOCOL)))
+    return entries
 
 
 def _by_part_key_group(
@@ -660,21 +667,10 @@ def rebase(parent: Chain, delta: Parts, read_file: ReadFile, key_groups: Iterabl
             return [(kg, delta[i][1]) for kg, i, _ in index]
         return read_file(name, index)
 
-    tables, _ = _replay((*parent, pending), read, True, owned)
+    tables, gone = _replay((*parent, pending), read, True, owned)
     parts: list[tuple[int, bytes]] = []
-    entries = 0
-    held = {kg for kg, _ in tables}
-    for kg in sorted(owned):
-        if kg not in held:
-            parts.append((kg, b""))
-    for kg, name in sorted(tables):
-        t = tables[(kg, name)]
-        entries += len(t)
-        items = iter(t.items())
-        while chunk := dict(itertools.islice(items, BASE_CHUNK)):
-            parts.append((kg, pickle.dumps((name, chunk, []), pickle.HIGHEST_PROTOCOL)))
-        if not t:
-            parts.append((kg, b""))
+    entries = _replayed_parts(tables, gone, parts)
+    parts.extend((kg, b"") for kg in owned - {kg for kg, _ in parts})  # key groups left empty
     parts.sort(key=operator.itemgetter(0))  # stable: a key group's parts stay in order
     return Parts(parts, entries, True)
 

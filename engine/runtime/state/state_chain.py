@@ -265,18 +265,16 @@ class ChangeTracker:
             if parent is None or self._drops != self._confirmed_drops:
                 return SnapshotPlan(checkpoint_id, (), None, self._drops)
             start = None
-            if merge and rolled:  # compacted a few key groups at a time by the writer (rolled_compaction)
-                pass
-            elif merge:
+            rolls = merge and rolled  # compacted a few key groups at a time by the writer (rolled_compaction)
+            if merge and not rolls:
                 start = merge_start(parent, live, self.max_deltas + 1, self._due_for_base(parent, live))
                 if start == 0:
                     return SnapshotPlan(checkpoint_id, (), None, self._drops)
-            elif self._due_for_base(parent, live):
+            elif not merge and self._due_for_base(parent, live):
                 return SnapshotPlan(checkpoint_id, (), None, self._drops)
             taken = [t.changed for _, t in sorted(self._taken.items())]
             if any(c is None for c in taken):
                 return SnapshotPlan(checkpoint_id, (), None, self._drops)
-            rolls = merge and rolled
             if len(taken) == 1:  # the usual case: only this interval's changes, handed over as they are
                 return SnapshotPlan(checkpoint_id, parent, taken[0], self._drops, merge_from=start, rolled=rolls, live=live)
             changed: dict[str, dict[bytes, bytes | None]] = {}
