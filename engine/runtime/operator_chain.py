@@ -143,4 +143,8 @@ def _keyed_backend(tdd: TaskDeploymentDescriptor, env: "TaskEnvironment", key_sp
         directory = os.path.join(env.state_dir, tdd.job_id, f"{tdd.vertex_id}-{tdd.subtask}-{tdd.attempt}")
     # Tracking what changed costs memory, and pays only with periodic checkpoints to take deltas.
     incremental = tdd.periodic_checkpoints and str(tdd.config.get("state.backend.incremental", "false")).strip().lower() == "true"
-    return create_keyed_backend(kind, tdd.max_parallelism, directory, key_spec=key_spec, incremental=incremental)
+    backend = create_keyed_backend(kind, tdd.max_parallelism, directory, key_spec=key_spec, incremental=incremental)
+    # the operator's subtasks compact their chains in turns, so that no checkpoint rewrites several
+    # subtasks' key groups at once (rolled_compaction)
+    backend.rolled.take_turns(tdd.subtask, tdd.parallelism)
+    return backend

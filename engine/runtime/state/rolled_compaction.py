@@ -11,6 +11,15 @@ files and the new delta (``heap_incremental.rebase``, ``incremental.rebase_group
 ``RolledCompaction`` (one per backend, on the writer thread) chooses the key groups (``rolled_due``),
 paid for by the deltas' bytes, so a checkpoint writes about twice what changed and a restore replays
 one to two times the state; ``benchmarks/rolled_compaction_sim.py`` models long runs of it.
+
+The subtasks of an operator take turns (``turns``): a subtask rebases only in the checkpoints of its
+turn, with the credit its deltas earned since its last one. A key group's base is larger than one
+subtask's delta at the update rates this is for (1 % of the state per interval over 2 subtasks: a
+delta of 0.5 % of the state, a key group 0.8 %), so when every subtask could rebase in every
+checkpoint some checkpoints had two of them rebase together and wrote 2.6-2.9x what changed, though
+the mean was under 2x. Taking turns, a checkpoint holds every subtask's delta and at most the bases
+of the subtasks whose turn it is, paid for by what they changed over the turn: about the operator's
+delta again (as FLIP-158 spreads the subtasks' materialisations over time).
 """
 from __future__ import annotations
 
@@ -20,6 +29,16 @@ from dataclasses import dataclass, field
 from millstream.engine.runtime.state.state_chain import Chain, SharedFile, key_group_starts, replay_reads
 
 DEFAULT_ROLLED_CYCLE = 128
+# At most this many checkpoints between a subtask's turns (``turns``): with more subtasks, several share
+# a turn, each with fewer key groups and less credit, and no key group waits long for its base.
+MAX_TURNS = 8
+
+
+def turns(subtask: int, parallelism: int) -> tuple[int, int]:
+    """(position, every): subtask ``subtask`` of ``parallelism`` may rebase in the checkpoints whose id
+    is ``position`` modulo ``every``."""
+    every = max(1, min(parallelism, MAX_TURNS))
+    return subtask % every, every
 
 
 @dataclass
@@ -30,14 +49,20 @@ class RolledCredit:
 
     bytes: float = 0.0
     key_groups: float = 0.0
-    limit: float = 0.0  # the bound of ``bytes`` either way: the costliest key group's base and a delta
+    limit: float = 0.0  # the bound of ``bytes`` either way: a round's deltas, or the costliest key group and a delta
 
     def spend(self, written: int) -> None:
         self.bytes = max(self.bytes - written, -self.limit)
 
 
 def rolled_due(
-    chain: Chain, credit: RolledCredit, delta_bytes: int, cycle: int = DEFAULT_ROLLED_CYCLE, live: int | None = None
+    chain: Chain,
+    credit: RolledCredit,
+    delta_bytes: int,
+    cycle: int = DEFAULT_ROLLED_CYCLE,
+    live: int | None = None,
+    turn: bool = True,
+    every: int = 1,
 ) -> list[int]:
     """The key groups a rolled compaction rebases now, for ``chain`` (the parent and the new delta, of
     ``delta_bytes``), spending ``credit``; the writer then charges what it wrote (``RolledCredit.spend``).
@@ -58,7 +83,11 @@ def rolled_due(
       about ``cycle`` checkpoints however little changes.
 
     No rule forces a key group past the credit: under a stream of new keys every key group's replay
-    keeps passing its base, and such a rule rebased most of them in the same checkpoint."""
+    keeps passing its base, and such a rule rebased most of them in the same checkpoint. Out of its
+    ``turn`` (module docstring) a subtask earns both credits and rebases nothing; the byte credit
+    is bounded by what it earns in a round of ``every`` checkpoints, or by the costliest key group
+    and a delta if more (else a key group larger than a round's deltas were never paid for), so that
+    a turn's bases come to about the operator's delta."""
     default, own = key_group_starts(chain)
     base: dict[int, int] = {}
     later: dict[int, int] = {}
@@ -81,10 +110,12 @@ def rolled_due(
     # state as a whole; the writer charges what it wrote.
     share = min(1.0, live / replayed) if live is not None and counted and replayed > 0 else 1.0
     cost = {kg: (base.get(kg, 0) + later.get(kg, 0)) * share for kg in groups}
-    credit.limit = max(cost.values()) + delta_bytes
+    credit.limit = max(max(cost.values()) + delta_bytes, every * delta_bytes)
     credit.bytes = min(credit.bytes + delta_bytes, credit.limit)
     pace = len(groups) / max(1, cycle)
     credit.key_groups = min(credit.key_groups + pace, max(2.0, 2 * pace))
+    if not turn:
+        return []
     due = sorted((kg for kg, n in later.items() if n >= base.get(kg, 0)), key=lambda kg: (-later[kg] / max(1, base.get(kg, 0)), kg))
     chosen: list[int] = []
     spent = 0
@@ -130,13 +161,21 @@ class RolledCompaction:
 
     cycle: int = DEFAULT_ROLLED_CYCLE
     credit: RolledCredit = field(default_factory=RolledCredit)
+    position: int = 0  # this subtask's turn: checkpoints whose id is ``position`` modulo ``every`` (``turns``)
+    every: int = 1
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def choose(self, chain: Chain, delta_bytes: int, live: int | None = None) -> list[int]:
+    def take_turns(self, subtask: int, parallelism: int) -> None:
+        """Rebase only in this subtask's turns among its operator's ``parallelism`` subtasks."""
+        self.position, self.every = turns(subtask, parallelism)
+
+    def choose(self, chain: Chain, delta_bytes: int, live: int | None = None, checkpoint_id: int | None = None) -> list[int]:
         """Writer thread: the key groups to rebase now, ``chain`` being the parent and the new delta
-        (``delta_bytes`` of it), ``live`` the entries at the barrier (``rolled_due``)."""
+        (``delta_bytes`` of it), ``live`` the entries at the barrier (``rolled_due``), in checkpoint
+        ``checkpoint_id`` (None: a turn whatever the subtask's)."""
+        turn = checkpoint_id is None or checkpoint_id % self.every == self.position
         with self._lock:
-            return rolled_due(chain, self.credit, delta_bytes, self.cycle, live)
+            return rolled_due(chain, self.credit, delta_bytes, self.cycle, live, turn, self.every)
 
     def written(self, size: int) -> None:
         """Writer thread: a partial base of ``size`` bytes was written."""

@@ -203,7 +203,7 @@ def snapshot_keyed_incremental(
             records = list(rebase_groups(parent, dict(groups), read_file, due))  # type: ignore[arg-type]
             return list(encode_groups(records)), sum(len(rows) for _, tables in records for rows in tables.values())
 
-        chain = _write_rolled(backend, parent, parts, counted[0], plan.live, based, write_file, out)
+        chain = _write_rolled(backend, checkpoint_id, parent, parts, counted[0], plan.live, based, write_file, out)
         backend.changes.written(checkpoint_id, chain)
         out["chain"] = chain_to_wire(chain)
         return out
@@ -278,7 +278,7 @@ def snapshot_heap_incremental(
             rebased = rebase(parent, parts, read_file, due)  # type: ignore[arg-type]
             return rebased, rebased.entries
 
-        chain = _write_rolled(backend, parent, parts, parts.entries, live, based, write_file, out)
+        chain = _write_rolled(backend, checkpoint_id, parent, parts, parts.entries, live, based, write_file, out)
         backend.changes.written(checkpoint_id, chain)
         out["heap_chain"] = chain_to_wire(chain)
         return out
@@ -288,6 +288,7 @@ def snapshot_heap_incremental(
 
 def _write_rolled(
     backend: Any,
+    checkpoint_id: int,
     parent: Chain,
     parts: list[tuple[int, bytes]],
     entries: int,
@@ -297,13 +298,14 @@ def _write_rolled(
     out: dict[str, Any],
 ) -> Chain:
     """A rolled snapshot's files (either backend's): the delta ``parts`` (``entries`` of them) and, for
-    the key groups due (``backend.rolled``, ``rolled_compaction``), the partial base ``based(due)``
+    the key groups due in checkpoint ``checkpoint_id`` (``backend.rolled``, ``rolled_compaction``: in
+    this subtask's turn), the partial base ``based(due)``
     (its parts and entries), built from the parent's files before either file is written: a file of
     the chain deleted meanwhile fails this checkpoint leaving nothing behind. Returns the new chain;
     ``"_written"`` in ``out`` is the bytes of both files when there are two."""
     size = sum(len(p) for _, p in parts)
     pending = SharedFile("", DELTA, size, tuple((kg, 0, len(p)) for kg, p in parts), entries, grouped=True)
-    due = backend.rolled.choose((*parent, pending), size, live)
+    due = backend.rolled.choose((*parent, pending), size, live, checkpoint_id)
     rebased = based(due) if due else None
     new = replace(write_file(DELTA, parts), entries=entries, grouped=True)
     one = None

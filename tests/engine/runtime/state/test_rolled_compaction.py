@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from millstream.engine.runtime.state.rolled_compaction import RolledCredit, prune, rolled_due
+from millstream.engine.runtime.state.rolled_compaction import MAX_TURNS, RolledCompaction, RolledCredit, prune, rolled_due, turns
 from millstream.engine.runtime.state.state_chain import BASE, DELTA, SharedFile, key_group_starts, replay_reads
 
 
@@ -108,6 +108,59 @@ def test_a_stream_of_new_keys_is_rebased_at_the_pace_of_its_deltas_not_all_at_on
         chain = prune(chain)
     assert rebased_bytes <= deltas + 10 * 200
     assert len(chain) <= 128 + 64
+
+
+def test_subtasks_take_turns_and_no_checkpoint_of_the_job_writes_more_than_twice_what_changed() -> None:
+    """1 % of the state per interval over 2 subtasks: a key group's base (1/128 of the state) is larger
+    than one subtask's delta (1/200). When each subtask could rebase in every checkpoint, some
+    checkpoints had both rebase and wrote 2.6x what changed; in turns, every checkpoint of the job
+    writes its deltas and at most one subtask's bases."""
+    import random
+
+    rng = random.Random(7)
+    subtasks, key_groups, per_group, updates = 2, 128, 100, 128  # entries of one byte each: bytes = entries
+    owned = [range(i * key_groups // subtasks, (i + 1) * key_groups // subtasks) for i in range(subtasks)]
+    compactions = [RolledCompaction() for _ in owned]
+    for i, c in enumerate(compactions):
+        c.take_turns(i, subtasks)
+    chains = [(_file("b", BASE, {kg: per_group for kg in groups}),) for groups in owned]
+    ratios = []
+    for cid in range(1, 700):
+        changed = {}
+        for _ in range(updates):  # 1 % of the 12,800 keys
+            kg = rng.randrange(key_groups)
+            changed[kg] = changed.get(kg, 0) + 1
+        written = 0
+        for i, groups in enumerate(owned):
+            delta = _file(f"d{cid}", DELTA, {kg: n for kg, n in changed.items() if kg in groups})
+            due = compactions[i].choose((*chains[i], delta), delta.size, len(groups) * per_group, cid)
+            assert not due or cid % 2 == i  # only in its turn
+            chains[i] = (*chains[i], delta)
+            written += delta.size
+            if due:
+                rebased = _file(f"p{cid}", BASE, {kg: per_group for kg in due}, partial=True)
+                compactions[i].written(rebased.size)
+                written += rebased.size
+                chains[i] = (*chains[i], rebased)
+            chains[i] = prune(chains[i])
+        if cid > 256:  # two cycles: past the first base's files
+            ratios.append(written / updates)
+    assert max(ratios) <= 2.0
+    assert sum(ratios) / len(ratios) >= 1.5  # and the chains are still compacted: about a key group per checkpoint
+    assert max(map(len, chains)) <= 2 * 128 + 64
+
+
+def test_turns_repeat_every_few_checkpoints_however_many_subtasks() -> None:
+    assert [turns(i, 2) for i in range(2)] == [(0, 2), (1, 2)]
+    assert turns(0, 1) == (0, 1)
+    assert {turns(i, 32) for i in range(32)} == {(p, MAX_TURNS) for p in range(MAX_TURNS)}
+    # out of its turn a subtask earns credit and rebases nothing; in its turn it spends it
+    chain = (_file("b", BASE, {0: 100, 1: 100}), _file("d1", DELTA, {0: 120, 1: 10}))
+    c = RolledCompaction()
+    c.take_turns(1, 2)
+    assert c.choose(chain, 130, None, 4) == []
+    assert c.credit.bytes == 130
+    assert c.choose(chain, 130, None, 5) == [0]
 
 
 def test_only_a_grouped_base_can_be_partial() -> None:
