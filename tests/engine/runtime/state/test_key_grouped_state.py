@@ -107,6 +107,29 @@ def test_state_without_keyed_parts_stays_a_plain_pickle_and_old_files_still_read
     assert decode_state(FileSystemCheckpointStorage.read_state_file_key_groups(handle, range(0, 3), ORIGIN)) == {"operator": [1, 2], "keyed": {}}
 
 
+def test_an_incremental_chain_is_compressed_in_the_head_and_reads_back_the_same(tmp_path) -> None:
+    """A rolled chain lists ~200 files in every checkpoint's state file; their names share most of
+    their characters. Compressed, the head costs a tenth; read back, by a whole or a partial read,
+    it is the same list, and a file written before (the chain as a plain list) still reads."""
+    import pickle
+    import uuid
+
+    chain = [
+        {"name": f"{'c' * 32}-3-1-0-{cid}-{uuid.uuid4().hex[:8]}.delta", "kind": "delta", "size": 140_000 + cid,
+         "footer": [139_000, 700], "entries": 5000, "grouped": True}
+        for cid in range(200)
+    ]
+    for state in ({"operator": [], "heap_chain": chain}, {"operator": [], "chain": chain, "keyed": {5: {"t": [(1, 2)]}}}):
+        data = encode_state(state)
+        assert len(data) < len(pickle.dumps(chain)) // 4
+        back = decode_state(data)
+        assert {k: back[k] for k in state if k != "keyed"} == {k: state[k] for k in state if k != "keyed"}
+        handle = _write(str(tmp_path / str(len(state))), state)
+        read = decode_state(FileSystemCheckpointStorage.read_state_file_key_groups(handle, range(0, 3), ORIGIN))
+        assert read.get("chain", read.get("heap_chain")) == chain
+    assert decode_state(pickle.dumps({"operator": [], "heap_chain": chain})) == {"operator": [], "heap_chain": chain}
+
+
 def _snapshot(backend: Any) -> dict:
     """A savepoint's snapshot, by the backend's real path (a forked child grouping by key group; LMDB's
     read transaction)."""
