@@ -12,7 +12,10 @@ machine or container dies. Three instants are measured from the kill:
   job itself with its attempt number and processing time (the REST records-in
   metrics are sampled only once a second, too coarse for this figure).
 
-Run alone: ``python benchmarks/recovery_bench.py [heartbeat timeout ms ...]``.
+Run alone: ``python benchmarks/recovery_bench.py [heartbeat timeout ms ...]``; large state:
+``--keys N BACKEND...`` (a kill and a rescale each), or ``--keys N --rate R --linger S BACKEND...`` (a
+kill only, S seconds after every key is in a checkpoint, the job still updating R keys a second: a
+restore from a long incremental chain; the chain's bytes and files at the kill are printed).
 """
 from __future__ import annotations
 
@@ -62,11 +65,17 @@ def _job_state(http: httpx.Client, jid: str, finished_ok: bool = False) -> tuple
 
 
 def measure_recovery(
-    heartbeat_timeout_ms: int | None, n: int = 10_000_000, rate: int = 20_000, keys: int = 0, backend: str = "hashmap"
+    heartbeat_timeout_ms: int | None,
+    n: int = 10_000_000,
+    rate: int = 20_000,
+    keys: int = 0,
+    backend: str = "hashmap",
+    linger_s: float = 0.0,
 ) -> dict[str, Any]:
     """Seconds from the SIGKILL to detection, to RUNNING again and to the first record processed.
     ``keys``: the job counts that many distinct keys (large state, issue 16), and the kill comes once
-    a checkpoint completed after every key was seen."""
+    a checkpoint completed after every key was seen, and ``linger_s`` later (the chain's length and
+    bytes at the kill are in the result as ``chain_files`` and ``chain_bytes``)."""
     from millstream.backend.cluster_launcher import LocalCluster
     from millstream.backend.settings import Settings
     from run import free_port  # benchmarks/run.py
@@ -112,6 +121,12 @@ def measure_recovery(
                     _wait("every key", lambda: top[0] >= keys - 1000, 900, 0.5)
                     seen = http.get(f"/jobs/{jid}/checkpoints").json()["counts"]["completed"]
                     _wait("a checkpoint of every key", lambda: http.get(f"/jobs/{jid}/checkpoints").json()["counts"]["completed"] >= seen + 1, 300, 0.2)
+                chain: dict[str, Any] = {}
+                if linger_s:
+                    time.sleep(linger_s)
+                    latest = http.get(f"/jobs/{jid}/checkpoints").json()["latest"]["completed"]
+                    shared = next(Path(tmp).rglob("shared"), None)
+                    chain = {"chain_bytes": latest["state_size"], "shared_files": len(list(shared.iterdir())) if shared else 0}
                 victim = next(c for c in cluster.children if c.name == "taskmanager-0")
                 killed_at = _now_ms()
                 os.killpg(victim.proc.pid, signal.SIGKILL)  # the TaskManager and its slot processes
@@ -123,6 +138,7 @@ def measure_recovery(
                     "detected_s": (detected_at - killed_at) / 1000,
                     "running_s": (running_at - killed_at) / 1000,
                     "processing_s": (first - killed_at) / 1000,
+                    **chain,
                 }
             finally:
                 if job is not None:
@@ -223,14 +239,32 @@ def describe(r: dict[str, Any]) -> str:
             f"stop-with-savepoint {r['savepoint_s']:.2f} s; resubmitted at parallelism 3: RUNNING after "
             f"{r['running_s']:.2f} s, processing records after {r['processing_s']:.2f} s"
         )
+    chain = (
+        f" (at the kill: the last checkpoint referred to {r['chain_bytes']:,} bytes; {r['shared_files']} files in the shared directory)"
+        if "chain_bytes" in r
+        else ""
+    )
     return (
         f"kill -> detected {r['detected_s']:.2f} s, RUNNING again {r['running_s']:.2f} s, "
-        f"processing records {r['processing_s']:.2f} s"
+        f"processing records {r['processing_s']:.2f} s" + chain
     )
 
 
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parent))
+    if sys.argv[1:2] == ["--keys"] and "--linger" in sys.argv:
+        import argparse
+
+        ap = argparse.ArgumentParser()
+        ap.add_argument("--keys", type=int, required=True)
+        ap.add_argument("--rate", type=int, default=5_000, help="records a second (5,000 over 1 M keys: 1 % per 2 s interval)")
+        ap.add_argument("--linger", type=float, required=True, help="seconds between every key checkpointed and the kill")
+        ap.add_argument("backends", nargs="+")
+        a = ap.parse_args()
+        for b in a.backends:
+            r = measure_recovery(3000, n=100 * a.keys, rate=a.rate, keys=a.keys, backend=b, linger_s=a.linger)
+            print(f"{a.keys:,} keys, {b}, {a.rate:,} records/s, kill {a.linger:.0f} s after every key was checkpointed: {describe(r)}", flush=True)
+        sys.exit(0)
     if sys.argv[1:2] == ["--keys"]:  # --keys N BACKEND...: a large-state job, 3000 ms heartbeat timeout
         k = int(sys.argv[2])
         for b in sys.argv[3:]:
