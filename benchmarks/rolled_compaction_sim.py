@@ -1,7 +1,7 @@
 """What rolled compaction costs over a long run: bytes written per checkpoint against bytes changed,
 and what a restore replays.
 
-A model, not a cluster run, of the heap backend's chains under ``rolled_compaction.rolled_due`` and
+A model, not a cluster run, of the heap backend's chains under ``rolled_compaction.RolledCompaction`` and
 ``rolled_compaction.prune`` (the functions the writer calls): ``L`` live keys spread over ``K`` key groups,
 owned by ``P`` subtasks that rebase in turns (``rolled_compaction.turns``), filled by a few big deltas, then ``u`` random keys updated per checkpoint interval
 (the 1 %-per-interval job of ``large_state_updates_job.py``: at 1 % each interval's keys are almost
@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from millstream.engine.runtime.state.rolled_compaction import DEFAULT_ROLLED_CYCLE, RolledCredit, prune, rolled_due, turns  # noqa: E402
+from millstream.engine.runtime.state.rolled_compaction import DEFAULT_ROLLED_CYCLE, RolledCompaction, prune  # noqa: E402
 from millstream.engine.runtime.state.state_chain import BASE, DELTA, SharedFile, replay_reads  # noqa: E402
 
 B = 50  # bytes per key in a file
@@ -47,7 +47,10 @@ def simulate(
     per_group = live_keys // key_groups
     own = [range(i * key_groups // subtasks, (i + 1) * key_groups // subtasks) for i in range(subtasks)]
     chains: list[tuple[SharedFile, ...]] = [() for _ in own]
-    credits = [RolledCredit() for _ in own]
+    compactions = [RolledCompaction(cycle=cycle) for _ in own]  # what each subtask's writer asks (``choose``)
+    if take_turns:
+        for i, c in enumerate(compactions):
+            c.take_turns(i, subtasks)
     held = [0] * key_groups  # live keys per key group
     rows: list[tuple[int, int, int, float]] = []  # (written, changed, longest chain, replay / live)
     for step in range(len(FILL) + steps):
@@ -65,11 +68,10 @@ def simulate(
         replay = 0
         for i, groups in enumerate(own):
             delta = _file(f"d{step}.{i}", DELTA, {kg: n for kg, n in new.items() if kg in groups})
-            position, every = turns(i, subtasks) if take_turns else (0, 1)
-            due = rolled_due((*chains[i], delta), credits[i], delta.size, cycle, sum(held[kg] for kg in groups), checkpoint % every == position, every)
+            due = compactions[i].choose((*chains[i], delta), delta.size, sum(held[kg] for kg in groups), checkpoint)
             rebased = _file(f"p{step}.{i}", BASE, {kg: held[kg] for kg in due}, partial=True) if due else None
             if rebased is not None:
-                credits[i].spend(rebased.size)
+                compactions[i].written(rebased.size)
             chains[i] = prune((*chains[i], delta) if rebased is None else (*chains[i], delta, rebased))
             written += delta.size + (rebased.size if rebased else 0)
             changed += delta.size
