@@ -5,13 +5,11 @@ path): Millstream is not installed there, so the engine reaches the executors by
 a standalone Spark cluster on other hosts."""
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 from typing import Iterator
 
@@ -27,17 +25,19 @@ pyspark = pytest.importorskip("pyspark")
 
 
 
-def _wait_for_worker(ui_port: int, timeout_s: float = 60) -> None:
+def _wait_for_worker(work: Path, timeout_s: float = 90) -> None:
+    """Until the worker says the master registered it.
+
+    Read from the worker's log, not the master's web UI: a CI run once got the UI's HTML page for
+    ``/json/`` (status 200), and the UI answers on another port than asked when its own is taken."""
     deadline = time.monotonic() + timeout_s
+    log = work / "worker.log"
     while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=2) as r:
-                if json.load(r).get("aliveworkers", 0) >= 1:
-                    return
-        except OSError:
-            pass
+        if log.exists() and "Successfully registered with master" in log.read_text(errors="replace"):
+            return
         time.sleep(0.5)
-    raise TimeoutError("the Spark worker did not register with the master")
+    tails = {name: (work / name).read_text(errors="replace")[-3000:] for name in ("master.log", "worker.log")}
+    raise TimeoutError(f"the Spark worker did not register with the master: {tails}")
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +65,7 @@ def spark_master_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
              "--webui-port", str(worker_ui), "--work-dir", str(work / "worker")],
             env=env, stdout=open(work / "worker.log", "wb"), stderr=subprocess.STDOUT, start_new_session=True,
         ))
-        _wait_for_worker(ui_port)
+        _wait_for_worker(work)
         yield url, str(bare)
     finally:
         for p in procs:
