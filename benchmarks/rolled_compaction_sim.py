@@ -64,21 +64,27 @@ def simulate(
             for _ in range(int(live_keys * updates)):
                 kg = rng.randrange(key_groups)
                 new[kg] = new.get(kg, 0) + 1
-        written = changed = 0
+        written = changed = read = 0
         replay = 0
         for i, groups in enumerate(own):
             delta = _file(f"d{step}.{i}", DELTA, {kg: n for kg, n in new.items() if kg in groups})
             due = compactions[i].choose((*chains[i], delta), delta.size, sum(held[kg] for kg in groups), checkpoint)
             rebased = _file(f"p{step}.{i}", BASE, {kg: held[kg] for kg in due}, partial=True) if due else None
+            if due:  # a rebase reads its key groups' replay: their parts from their newest base on
+                owned = frozenset(due)
+                read += sum(length for _, _, index in replay_reads((*chains[i], delta), owned) for _, _, length in index)
             if rebased is not None:
                 compactions[i].written(rebased.size)
-            chains[i] = prune((*chains[i], delta) if rebased is None else (*chains[i], delta, rebased))
-            written += delta.size + (rebased.size if rebased else 0)
             changed += delta.size
+            if rebased is not None:  # the runtime's delta file leaves out the key groups rebased with it
+                delta = _file(delta.name, DELTA, {kg: n for kg, n in new.items() if kg in groups and kg not in due})
+            files = (delta,) if rebased is None else (delta, rebased) if delta.index else (rebased,)
+            chains[i] = prune((*chains[i], *files))
+            written += delta.size + (rebased.size if rebased else 0)
             replay += sum(length for _, _, index in replay_reads(chains[i]) for _, _, length in index)
-        rows.append((written, changed, max(map(len, chains)), replay / (sum(held) * B)))
+        rows.append((written, changed, max(map(len, chains)), replay / (sum(held) * B), read))
     steady = rows[len(FILL) + min(2 * cycle, steps // 2) :]  # after a warm-up of two cycles where the run allows
-    ratios = sorted(w / c for w, c, _, _ in steady)
+    ratios = sorted(w / c for w, c, _, _, _ in steady)
     return {
         "mean": sum(r[0] for r in steady) / sum(r[1] for r in steady),
         "p50": statistics.median(ratios),
@@ -86,6 +92,7 @@ def simulate(
         "max": ratios[-1],
         "chain": max(r[2] for r in steady),
         "replay": max(r[3] for r in steady),
+        "read": sum(r[4] for r in steady) / sum(r[1] for r in steady),
     }
 
 
@@ -94,7 +101,7 @@ def describe(updates: float, keys: int = 1_000_000, key_groups: int = 128, steps
     return (
         f"{updates:.1%} of {keys:,} keys ({key_groups} key groups, {subtasks} subtasks{'' if take_turns else ', no turns'}) per interval: "
         f"written / changed mean {f['mean']:.2f}, p50 {f['p50']:.2f}, p99 {f['p99']:.2f}, max {f['max']:.2f}; "
-        f"chain <= {f['chain']} files, restore <= {f['replay']:.2f}x live"
+        f"chain <= {f['chain']} files, restore <= {f['replay']:.2f}x live; compaction read / changed {f['read']:.2f}"
     )
 
 
@@ -105,8 +112,9 @@ def main() -> None:
     ap.add_argument("--key-groups", type=int, default=128, help="key groups (the max parallelism)")
     ap.add_argument("--subtasks", type=int, default=2, help="the operator's parallelism")
     ap.add_argument("--no-turns", action="store_true", help="every subtask may rebase in every checkpoint (the rule before)")
+    ap.add_argument("--rates", type=float, nargs="+", default=[0.001, 0.01, 0.05, 0.2, 0.8], help="shares of the keys updated per interval")
     args = ap.parse_args()
-    for updates in (0.001, 0.01, 0.05, 0.2):
+    for updates in args.rates:
         print(describe(updates, args.keys, args.key_groups, args.steps, args.subtasks, not args.no_turns), flush=True)
 
 

@@ -302,17 +302,28 @@ def _write_rolled(
     this subtask's turn), the partial base ``based(due)``
     (its parts and entries), built from the parent's files before either file is written: a file of
     the chain deleted meanwhile fails this checkpoint leaving nothing behind. Returns the new chain;
-    ``"_written"`` in ``out`` is the bytes of both files when there are two."""
+    ``"_written"`` in ``out`` is the bytes of both files when there are two.
+
+    The delta file leaves out the parts of the key groups rebased: the partial base follows it in the
+    chain and holds their state after the delta, so no replay would read them (where much changes per
+    interval, a turn rebases most of a subtask's key groups and those parts were a third of the bytes)."""
     size = sum(len(p) for _, p in parts)
     pending = SharedFile("", DELTA, size, tuple((kg, 0, len(p)) for kg, p in parts), entries, grouped=True)
     due = backend.rolled.choose((*parent, pending), size, live, checkpoint_id)
     rebased = based(due) if due else None
-    new = replace(write_file(DELTA, parts), entries=entries, grouped=True)
+    if due:
+        covered = frozenset(due)
+        parts = [(kg, p) for kg, p in parts if kg not in covered]
+        kept = sum(len(p) for _, p in parts)
+        entries = entries if entries < 0 or kept == size else round(entries * kept / max(1, size))  # by bytes: a guess, as the chain's policy weighs them
+    new = replace(write_file(DELTA, parts), entries=entries, grouped=True) if parts or rebased is None else None
     one = None
     if rebased is not None:
         one = replace(write_file(BASE, rebased[0]), entries=rebased[1], grouped=True, partial=True)
         backend.rolled.written(one.size)
-        out["_written"] = one.size + new.size
+        out["_written"] = one.size + (new.size if new is not None else 0)
+    if new is None:  # every key group it changed was rebased: the partial base alone
+        return roll(parent, one, None)  # type: ignore[arg-type]
     return roll(parent, new, one)
 
 

@@ -17,7 +17,8 @@ from millstream.engine.checkpoint import storage as storage_module
 from millstream.engine.checkpoint.shared_state_registry import SHARED_DIR
 from millstream.engine.checkpoint.storage import METADATA_FILE, read_shared_file, write_shared_file
 from millstream.engine.runtime.state.lmdb_backend import LmdbKeyedStateBackend
-from millstream.engine.runtime.state.state_chain import ChangeTracker, SharedFile, merge_start
+from millstream.engine.runtime.key_groups import assign_to_key_group
+from millstream.engine.runtime.state.state_chain import ChangeTracker, SharedFile, merge_start, with_indexes
 from millstream.engine.runtime.state.task_state_manager import snapshot_keyed_incremental
 from tests.engine.runtime.state.test_properties_snapshots import _Operator
 from tests.engine.runtime.state.test_streamed_restore import JOB, MAX_P, SECRET, _restore_chain
@@ -52,21 +53,33 @@ def test_a_long_on_disk_chain_is_compacted_a_few_key_groups_at_a_time_and_restor
         counts[f"k{i}"] = i
         expected[f"k{i}"] = i
     chains = []
+    changed: set[str] = set()
+    overlapped = False
     for cid in range(1, 16):
         if cid > 1:  # a few updates, a deletion of a key the base holds, a new key: far less than the state
             for j in range(5):
                 key = f"k{(cid * 7 + j) % 2_000}"
                 counts[key] = expected[key] = cid * 1_000 + j
+                changed.add(key)
             gone = f"k{cid * 13}"
             if gone in expected:
                 del counts[gone]
                 del expected[gone]
+                changed.add(gone)
             counts[f"new{cid}"] = expected[f"new{cid}"] = cid
+            changed.add(f"new{cid}")
         out = snapshot_keyed_incremental(backend, _Operator(), cid, write_file, read_file)()
         out.pop("_written", None)
         backend.notify_checkpoint_complete(cid)
         chains.append(out)
+        # A key group this checkpoint rebased is left out of its delta (the partial base follows it).
+        mine = with_indexes(tuple(SharedFile.from_wire(f) for f in out["chain"][-2:]), read_file)
+        based = {kg for f in mine if f.partial for kg, _, _ in f.index}
+        assert not based & {kg for f in mine if f.kind == "delta" for kg, _, _ in f.index}
+        overlapped |= bool(based & {assign_to_key_group(k, MAX_P) for k in changed})
+        changed.clear()
     backend.close()
+    assert overlapped  # some checkpoint rebased a key group it had changed
     first = chains[0]["chain"][0]
     assert first["kind"] == "base" and not first.get("partial")
     later = [f for out in chains[1:] for f in out["chain"] if f["kind"] == "base" and f["name"] != first["name"]]
