@@ -141,6 +141,27 @@ class LocalFileSystem:
 
 _T = TypeVar("_T")
 
+#: Ranges of a file at most this far apart are read in one request: a request to a remote store costs
+#: a round trip (tens of milliseconds there), in which more than this many bytes arrive. A restore's
+#: key groups are consecutive in a grouped file, so its parts of a file are usually one request.
+RANGE_GAP = 512 * 1024
+
+
+def coalesced(ranges: list[tuple[int, int]], max_gap: int = RANGE_GAP) -> list[tuple[int, int, list[int]]]:
+    """Spans ``(start, end, [indexes into ranges])`` covering every (offset, length) of ``ranges``,
+    in file order, each range inside the span that lists it; ranges no more than ``max_gap`` bytes
+    apart share a span."""
+    spans: list[tuple[int, int, list[int]]] = []
+    for i in sorted(range(len(ranges)), key=lambda i: ranges[i][0]):
+        offset, length = ranges[i]
+        if spans and offset <= spans[-1][1] + max_gap:
+            start, end, members = spans[-1]
+            members.append(i)
+            spans[-1] = (start, max(end, offset + length), members)
+        else:
+            spans.append((offset, offset + length, [i]))
+    return spans
+
 
 def _serialised(method: Callable[..., _T]) -> Callable[..., _T]:
     """One call at a time per file system: some fsspec implementations (FTP, SFTP) hold one
@@ -271,8 +292,23 @@ class RemoteFileSystem:
 
     @_serialised
     def read_ranges(self, path: str, ranges: list[tuple[int, int]]) -> list[bytes]:
+        """The bytes of each (offset, length) of ``path``, in as few requests as ``coalesced`` allows,
+        sent together (concurrently on the stores fsspec reaches asynchronously, such as S3): each
+        request to a store is a round trip, and a restore reads a few parts of every file of a chain."""
+        if not ranges:
+            return []
         p = self._path(path)
-        return [bytes(self.fs.cat_file(p, start=offset, end=offset + length)) for offset, length in ranges]
+        spans = coalesced(ranges)
+        if len(spans) == 1:
+            blobs = [self.fs.cat_file(p, start=spans[0][0], end=spans[0][1])]
+        else:
+            blobs = self.fs.cat_ranges([p] * len(spans), [a for a, _, _ in spans], [b for _, b, _ in spans], on_error="raise")
+        out = [b""] * len(ranges)
+        for (start, _, members), blob in zip(spans, blobs):
+            for i in members:
+                offset, length = ranges[i]
+                out[i] = bytes(blob[offset - start : offset - start + length])  # short if the file is
+        return out
 
     @_serialised
     def write_atomic(self, path: str, data: bytes) -> None:
