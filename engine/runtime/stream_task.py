@@ -72,7 +72,7 @@ from millstream.engine.runtime.state.task_state_manager import (
     snapshot_keyed_incremental,
     snapshot_keyed_tables,
 )
-from millstream.engine.checkpoint.filesystem import is_remote
+from millstream.engine.checkpoint.filesystem import is_remote, storage_fs
 from millstream.engine.runtime.state.state_chain import FOOTER, SharedFile, chain_from_wire, chain_sizes, encode_index, written_file
 from millstream.engine.runtime.state.key_grouped_state import decode_state, decode_state_parts
 from millstream.engine.runtime.task_metrics import TaskIOMetrics
@@ -304,15 +304,25 @@ class StreamTask:
             self._savepoint_stop = barrier
 
     def _incremental_ok(self, barrier: Barrier) -> bool:
-        """Checkpoints in the job's checkpoint directory may share files; a savepoint is always whole."""
-        return barrier.checkpoint_type == "CHECKPOINT" and barrier.location is not None and not is_remote(barrier.location)
+        """Checkpoints in the job's checkpoint directory may share files; a savepoint is always whole.
+        At a URL only a backend whose snapshots run on the writer thread (on-disk): the heap backend's
+        bases are written by a forked child, which must not open connections to a store."""
+        if barrier.checkpoint_type != "CHECKPOINT" or barrier.location is None:
+            return False
+        return not is_remote(barrier.location) or not getattr(self.keyed_backend, "snapshot_in_fork", False)
+
+    @staticmethod
+    def _shared_dir(barrier: Barrier) -> str:
+        """The job's shared directory, next to chk-<n> (``<dir>/<job>/shared``), where the
+        SharedStateRegistry counts references: a local path or a URL, as the checkpoint's."""
+        fs = storage_fs(barrier.location)  # type: ignore[arg-type]
+        return fs.join(fs.dirname(fs.absolute(barrier.location)), SHARED_DIR)  # type: ignore[arg-type]
 
     def _shared_file_writer(self, op_id: str, barrier: Barrier) -> Callable[[str, list[tuple[int, bytes]]], SharedFile]:
         """Writes a file of this subtask's chain in the job's shared directory, with its index in it
         (``SharedFile.footer``), so the checkpoint's state file lists the chain without them."""
         cid = barrier.checkpoint_id
-        # next to chk-<n>: <dir>/<job>/shared, where the SharedStateRegistry counts references
-        shared_dir = os.path.join(os.path.dirname(os.path.abspath(barrier.location)), SHARED_DIR)  # type: ignore[arg-type]
+        shared_dir = self._shared_dir(barrier)
         safe = re.sub(r"[^0-9A-Za-z_-]", "_", f"{op_id}-{self.tdd.vertex_id}-{self.tdd.subtask}-{self.tdd.attempt}")
         # unique: a retried checkpoint id never overwrites (drawn here: a forked child must not share the parent's)
         suffix = uuid.uuid4().hex[:8]
@@ -329,7 +339,7 @@ class StreamTask:
 
     def _shared_file_reader(self, barrier: Barrier) -> Callable[[str, list[tuple[int, int, int]]], list[tuple[int, bytes]]]:
         """Reads the parts of a file in this job's shared directory (a chain a compaction rebuilds)."""
-        shared_dir = os.path.join(os.path.dirname(os.path.abspath(barrier.location)), SHARED_DIR)  # type: ignore[arg-type]
+        shared_dir = self._shared_dir(barrier)
 
         def read_file(name: str, index: list[tuple[int, int, int]]) -> list[tuple[int, bytes]]:
             return read_shared_file(shared_dir, name, index, self.tdd.job_id)
