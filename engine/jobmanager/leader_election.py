@@ -143,6 +143,13 @@ class FencedRedis:
     def delete(self, *keys: str) -> Any:
         return self._fenced("DEL", list(keys), [])
 
+    def lpop(self, key: str, count: int | None = None) -> Any:
+        """Taking from a list is a write too: a leader woken from a pause past its lease would take
+        reports and acknowledgements meant for its successor and drop them as it steps down (a CI run's
+        successor then waited for acknowledgements that never came). Its blocking first read (BLPOP)
+        cannot run in a script; it is bounded by its timeout, inside the lease's safety margin."""
+        return self._fenced("LPOP", [key], [] if count is None else [count])
+
     def __getattr__(self, name: str) -> Any:
         # Reads (scan_iter, get, hgetall...) and pipelines for short-lived data are not fenced.
         return getattr(self._client, name)

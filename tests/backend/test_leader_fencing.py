@@ -124,6 +124,13 @@ def test_a_jobmanager_that_lost_the_lease_cannot_write_to_redis_or_sql(client, s
         old_writes.delete("ms:tm:x:slot:0:inbox")
     with pytest.raises(FencedOut):
         old_store.save_job(_job("CANCELED"))
+    # ... nor take the reports meant for B from the JobManager inbox
+    client.rpush(redis_keys.JOBMANAGER_INBOX, b"ack-1", b"ack-2")
+    with pytest.raises(FencedOut):
+        old_writes.lpop(redis_keys.JOBMANAGER_INBOX, 500)
+    assert client.lrange(redis_keys.JOBMANAGER_INBOX, 0, -1) == [b"ack-1", b"ack-2"]
+    assert FencedRedis(client, new).lpop(redis_keys.JOBMANAGER_INBOX, 500) == [b"ack-1", b"ack-2"]
+    assert FencedRedis(client, new).lpop(redis_keys.JOBMANAGER_INBOX, 500) is None
     assert client.lrange("ms:tm:x:slot:0:inbox", 0, -1) == [b"deploy-1"]
     assert client.get(redis_keys.job_user_code("a" * 32)) is None
     assert new_store.get_job("a" * 32).state == "RUNNING"
