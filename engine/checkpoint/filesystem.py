@@ -299,10 +299,7 @@ class RemoteFileSystem:
             return []
         p = self._path(path)
         spans = coalesced(ranges)
-        if len(spans) == 1:
-            blobs = [self.fs.cat_file(p, start=spans[0][0], end=spans[0][1])]
-        else:
-            blobs = self.fs.cat_ranges([p] * len(spans), [a for a, _, _ in spans], [b for _, b, _ in spans], on_error="raise")
+        blobs = self.fs.cat_ranges([p] * len(spans), [a for a, _, _ in spans], [b for _, b, _ in spans], on_error="raise")
         out = [b""] * len(ranges)
         for (start, _, members), blob in zip(spans, blobs):
             for i in members:

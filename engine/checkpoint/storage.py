@@ -475,7 +475,14 @@ def write_shared_file(
 def shared_dir_of(handle: str) -> str:
     """The shared directory of the checkpoint that holds state file ``handle`` (checked by the caller)."""
     fs = storage_fs(handle)
-    return fs.join(fs.dirname(fs.dirname(fs.resolve(handle))), SHARED_DIR)
+    return shared_dir_of_checkpoint(fs.dirname(fs.resolve(handle)))
+
+
+def shared_dir_of_checkpoint(location: str) -> str:
+    """The shared directory next to checkpoint directory ``location`` (``<dir>/<job>/chk-<n>``): a
+    local path or a URL, as the checkpoint's."""
+    fs = storage_fs(location)
+    return fs.join(fs.dirname(fs.resolve(location)), SHARED_DIR)
 
 
 def read_shared_parts(

@@ -30,12 +30,12 @@ from millstream.engine.runtime.deployment import TaskDeploymentDescriptor
 from millstream.engine.runtime.io.channel import ChannelFactory, ChannelId, TaskCancelled
 from millstream.engine.checkpoint.messages import TaskAck
 from millstream.engine.checkpoint.rescale import TaskRestore
-from millstream.engine.checkpoint.shared_state_registry import SHARED_DIR
 from millstream.engine.checkpoint.state_origin import StateOrigin
 from millstream.engine.checkpoint.storage import (
     FileSystemCheckpointStorage,
     iter_shared_parts,
     read_shared_file,
+    shared_dir_of_checkpoint,
     write_shared_file,
 )
 from millstream.engine.runtime.batch_slicer import BatchSlicer
@@ -72,7 +72,7 @@ from millstream.engine.runtime.state.task_state_manager import (
     snapshot_keyed_incremental,
     snapshot_keyed_tables,
 )
-from millstream.engine.checkpoint.filesystem import is_remote, storage_fs
+from millstream.engine.checkpoint.filesystem import is_remote
 from millstream.engine.runtime.state.state_chain import FOOTER, SharedFile, chain_from_wire, chain_sizes, encode_index, written_file
 from millstream.engine.runtime.state.key_grouped_state import decode_state, decode_state_parts
 from millstream.engine.runtime.task_metrics import TaskIOMetrics
@@ -311,18 +311,11 @@ class StreamTask:
             return False
         return not is_remote(barrier.location) or not getattr(self.keyed_backend, "snapshot_in_fork", False)
 
-    @staticmethod
-    def _shared_dir(barrier: Barrier) -> str:
-        """The job's shared directory, next to chk-<n> (``<dir>/<job>/shared``), where the
-        SharedStateRegistry counts references: a local path or a URL, as the checkpoint's."""
-        fs = storage_fs(barrier.location)  # type: ignore[arg-type]
-        return fs.join(fs.dirname(fs.absolute(barrier.location)), SHARED_DIR)  # type: ignore[arg-type]
-
     def _shared_file_writer(self, op_id: str, barrier: Barrier) -> Callable[[str, list[tuple[int, bytes]]], SharedFile]:
         """Writes a file of this subtask's chain in the job's shared directory, with its index in it
         (``SharedFile.footer``), so the checkpoint's state file lists the chain without them."""
         cid = barrier.checkpoint_id
-        shared_dir = self._shared_dir(barrier)
+        shared_dir = shared_dir_of_checkpoint(barrier.location)  # type: ignore[arg-type]
         safe = re.sub(r"[^0-9A-Za-z_-]", "_", f"{op_id}-{self.tdd.vertex_id}-{self.tdd.subtask}-{self.tdd.attempt}")
         # unique: a retried checkpoint id never overwrites (drawn here: a forked child must not share the parent's)
         suffix = uuid.uuid4().hex[:8]
@@ -339,7 +332,7 @@ class StreamTask:
 
     def _shared_file_reader(self, barrier: Barrier) -> Callable[[str, list[tuple[int, int, int]]], list[tuple[int, bytes]]]:
         """Reads the parts of a file in this job's shared directory (a chain a compaction rebuilds)."""
-        shared_dir = self._shared_dir(barrier)
+        shared_dir = shared_dir_of_checkpoint(barrier.location)  # type: ignore[arg-type]
 
         def read_file(name: str, index: list[tuple[int, int, int]]) -> list[tuple[int, bytes]]:
             return read_shared_file(shared_dir, name, index, self.tdd.job_id)

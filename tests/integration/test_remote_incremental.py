@@ -6,8 +6,6 @@ which must not open connections to a store: at a URL its checkpoints are full (R
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 from tests.integration.cluster import Cluster
@@ -23,13 +21,8 @@ def test_an_on_disk_job_restores_from_an_incremental_chain_on_s3_after_a_taskman
     c.env.update(MILLSTREAM_CHECKPOINT_DIR=checkpoints)
     try:
         c.start(taskmanagers=2, slots=1)
-        run = subprocess.Popen(
-            [sys.executable, "-m", "millstream.backend.cli", "run", "-p", "2", str(PROGRAM), str(n), "3000", str(KEYS),
-             str(tmp_path / "out"), checkpoints, "rocksdb"],
-            env=c.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )
-        c.wait_for(lambda: c.http.get("/jobs/overview").json()["jobs"], 60, "the job to be submitted")
-        jid = c.http.get("/jobs/overview").json()["jobs"][0]["jid"]
+        run = c.start_run(PROGRAM, str(n), "3000", str(KEYS), str(tmp_path / "out"), checkpoints, "rocksdb", options=("-p", "2"))
+        jid = c.wait_new_job(set())
 
         def deltas() -> list[str]:
             s3.fs.invalidate_cache()
@@ -48,7 +41,7 @@ def test_an_on_disk_job_restores_from_an_incremental_chain_on_s3_after_a_taskman
         victim.send_signal(signal.SIGKILL)
         victim.wait()
         c.start_taskmanager(slots=1)
-        out, err = run.communicate(timeout=240)
+        _, err = c.finish(run, 240)
         assert run.returncode == 0, err[-3000:]
         _exact(tmp_path, n)
         stats = c.http.get(f"/jobs/{jid}/checkpoints").json()
