@@ -47,6 +47,7 @@ import threading
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from millstream.engine.runtime.key_group_batch import group_by_key_group, group_keys
+from millstream.engine.runtime.state import state_columns
 from millstream.engine.runtime.state.state_chain import DELTA, MERGE_KEY_GROUPS, Chain, SharedFile, replay_reads
 
 # The key group of each of a list of keys (the backend's ``key_groups_of``: the batch key-group hash).
@@ -334,12 +335,21 @@ def begin_delta(
         try:
             for name, view in views.items():
                 table = tables[name]
-                for batch, piece, absent in _lock_batches(table, view.pending, key_groups, seq):
+                typed: list[tuple[Any, state_columns.Columns]] = []  # (key groups, columns) of slices
+                for batch, piece, absent, cols in _lock_batches(name, table, view.pending, key_groups, seq):
                     with lock:  # one slice of keys at a time: the task thread waits at most this long
                         # Only the task's saves (under this lock) mark keys done before the writer does:
                         # with none among the slice's keys, its runs are pickled unfiltered and marked
                         # done in one update at the end.
                         clean = piece is not None and (not view.saved or view.done.isdisjoint(piece))
+                        if cols is not None and clean:
+                            # numbers, copied out before the lock as columns: none of the keys was saved
+                            # meanwhile, so each value looked up was the barrier's
+                            typed.append(cols)
+                            view.done.update(piece)
+                            entries += len(piece)
+                            continue
+                        batch = batch()
                         for kg, keys, refs in batch:
                             if refs is None:
                                 # Set operations, each one loop in C over the chunk (``fresh - done`` walks the
@@ -361,6 +371,9 @@ def begin_delta(
                         if clean:
                             view.done.update(piece)
                             entries += len(piece)
+                for kg, frame in state_columns.by_key_group(typed):
+                    frames.setdefault(kg, []).append(frame)
+                del typed
                 with lock:  # every pending key is done now: nothing more is saved
                     _detach(table, view)
                     saved = list(view.saved.items())
@@ -387,11 +400,13 @@ def begin_delta(
 
 
 def _lock_batches(
-    table: dict[Any, Any], pending: tuple[set[Any], ...], key_groups: KeyGroups | None, seq: Iterable[int]
-) -> Iterable[tuple[list[tuple[int, list[Any], list[Any] | None]], list[Any] | None, bool]]:
+    name: str, table: dict[Any, Any], pending: tuple[set[Any], ...], key_groups: KeyGroups | None, seq: Iterable[int]
+) -> Iterable[tuple[Callable[[], list[tuple[int, list[Any], list[Any] | None]]], list[Any] | None, bool, Any]]:
     """The changed keys of one table as the writer takes them: batches (one hold of the lock each)
-    of [(key group or sequence number, keys, their values or None)], each with (grouped) the slice's
-    keys and whether any of them had no value in the table (``_ABSENT``), else None and True.
+    of [(key group or sequence number, keys, their values or None)] (a callable that makes the list),
+    each with (grouped) the slice's keys, whether any of them had no value in the table (``_ABSENT``)
+    and, where every key and value is a number or a tuple of numbers, (the keys' key groups, the
+    slice as ``state_columns.Columns``); else None, True and None.
 
     Ungrouped: ``CHUNK`` keys in the set's order, one part each. Grouped: a ``GROUP_SLICE`` of keys
     in the set's order, sorted by key group (hashed beforehand, outside the lock: keys never change,
@@ -404,7 +419,8 @@ def _lock_batches(
     looked up before the slice is sorted, in the set's order and without the lock: a value looked up
     early is still the barrier's when the writer pickles it under the lock unless its key is ``done``
     by then (the task saves the value, marking its key done, before it writes or hands it out), and
-    such keys are left out (``_refs_part``)."""
+    such keys are left out (``_refs_part``). Numbers are copied into columns here, outside the lock,
+    and sorted by key group once per table (``state_columns.by_key_group``)."""
     seq = iter(seq)
     if key_groups is None:
         keys = itertools.chain.from_iterable(pending)
@@ -412,7 +428,7 @@ def _lock_batches(
             taken = list(itertools.islice(keys, CHUNK))
             if not taken:
                 return
-            yield [(next(seq), taken, None)], None, True
+            yield (lambda taken=taken, n=next(seq): [(n, taken, None)]), None, True, None
     keys = _distinct(pending)
     lookup = dict.get.__get__(table)  # the dict's own get: not a read the change tracking counts
     while block := list(itertools.islice(keys, HASH_BLOCK)):
@@ -420,9 +436,18 @@ def _lock_batches(
         for lo in range(0, len(block), GROUP_SLICE):
             piece = block[lo : lo + GROUP_SLICE]
             refs = list(map(lookup, piece, itertools.repeat(_ABSENT)))
-            (ordered, values), runs = group_by_key_group(kgs[lo : lo + GROUP_SLICE], piece, refs)
             absent = any(map(operator.is_, refs, itertools.repeat(_ABSENT)))
-            yield [(kg, ordered[a:b], values[a:b]) for kg, a, b in runs], piece, absent
+            cols = None if absent else state_columns.columns(name, piece, refs)
+            kg_slice = kgs[lo : lo + GROUP_SLICE]
+            yield _runs_of(kg_slice, piece, refs), piece, absent, None if cols is None else (kg_slice, cols)
+
+
+def _runs_of(kgs: Any, piece: list[Any], refs: list[Any]) -> Callable[[], list[tuple[int, list[Any], list[Any] | None]]]:
+    def runs() -> list[tuple[int, list[Any], list[Any] | None]]:
+        (ordered, values), spans = group_by_key_group(kgs, piece, refs)
+        return [(kg, ordered[a:b], values[a:b]) for kg, a, b in spans]
+
+    return runs
 
 
 def _distinct(pending: tuple[set[Any], ...]) -> Iterator[Any]:
@@ -466,6 +491,9 @@ def _columns_frame(name: str, keys: list[Any], values: list[Any], absent: bool =
         values = [v for v in values if v is not _ABSENT]
     else:
         gone = []
+    typed = state_columns.columns(name, keys, values, gone)
+    if typed is not None:
+        return state_columns.encode(typed)
     return pickle.dumps((name, keys, values, gone), pickle.HIGHEST_PROTOCOL)
 
 
@@ -473,15 +501,26 @@ def frames(payload: bytes) -> Iterable[tuple[str, Any, list[Any]]]:
     """The ``(state name, {key: value}, [deleted key])`` of the pickles of a part: one, or (a grouped
     delta's part) a key group's pickles one after the other. A delta writer's pickle is a columns
     frame, ``(name, [key], [value], [deleted key])`` (``_columns_frame``), read here as the same triple."""
+    for frame in _raw_frames(payload):
+        if state_columns.is_columns(frame):
+            yield state_columns.decode(frame).as_dict()
+        else:
+            yield _triple(frame)
+
+
+def _raw_frames(payload: bytes) -> Iterator[tuple[Any, ...]]:
     buf = io.BytesIO(payload)
     end = len(payload)
     while buf.tell() < end:
-        frame = pickle.load(buf)
-        if len(frame) == 4:
-            name, keys, values, gone = frame
-            yield name, dict(zip(keys, values)), gone
-        else:
-            yield frame
+        yield pickle.load(buf)
+
+
+def _triple(frame: tuple[Any, ...]) -> tuple[str, Any, list[Any]]:
+    """A pickled frame (not columns) as ``(name, {key: value}, [deleted key])``."""
+    if len(frame) == 4:
+        name, keys, values, gone = frame
+        return name, dict(zip(keys, values)), gone
+    return frame  # type: ignore[return-value]
 
 
 class Parts(list):
@@ -563,7 +602,7 @@ def _grouped_parts(name: str, table: dict[Any, Any], deleted: list[Any], key_gro
     for kg, lo, hi in runs:
         for start in range(lo, hi, BASE_CHUNK):
             piece = ordered[start : min(hi, start + BASE_CHUNK)]
-            out.append((kg, pickle.dumps((name, dict(zip(piece, map(value, piece))), []), pickle.HIGHEST_PROTOCOL)))
+            out.append((kg, _columns_frame(name, piece, list(map(value, piece)), False)))
     if deleted:
         ordered, runs = group_keys(deleted, key_groups(deleted))
         for kg, lo, hi in runs:
@@ -598,55 +637,115 @@ def merge(files: Chain, read_file: ReadFile, base: bool, key_groups: KeyGroups |
         parts: list[tuple[int, bytes]] = []
         entries = 0
         for i in range(0, len(present), MERGE_KEY_GROUPS):
-            tables, gone = _replay(files, read_file, base, frozenset(present[i : i + MERGE_KEY_GROUPS]))
-            entries += _replayed_parts(tables, gone, parts)
-            del tables, gone
+            slots = _replay_grouped(files, read_file, base, frozenset(present[i : i + MERGE_KEY_GROUPS]))
+            entries += _replayed_parts(slots, parts)
+            del slots
         return Parts(parts, entries, True)
-    tables, gone = _replay(files, read_file, base, None)
+    tables, gone = _replay(files, read_file, base)
     return base_parts({n: t for n, t in tables.items() if t}, None if base else gone, key_groups)
 
 
-def _replayed_parts(tables: dict[tuple[int, str], dict[Any, Any]], gone: dict[tuple[int, str], set[Any]], parts: list[tuple[int, bytes]]) -> int:
+def _replayed_parts(slots: dict[tuple[int, str], "_Slot"], parts: list[tuple[int, bytes]]) -> int:
     """Append a grouped replay's entries to ``parts`` as a key group's parts of at most ``BASE_CHUNK``
     entries each, in key-group order; returns how many entries (values and deletions)."""
     entries = 0
-    for kg, name, t, g in _by_part_key_group(tables, gone):
+    for (kg, name), slot in sorted(slots.items(), key=operator.itemgetter(0)):
+        typed = slot.columns()
+        if typed is not None:
+            entries += len(typed)
+            parts.extend((kg, frame) for frame in state_columns.encode_chunks(typed, BASE_CHUNK))
+            continue
+        t, g = slot.table or {}, slot.gone
         entries += len(t) + len(g)
         items = iter(t.items())
         while chunk := dict(itertools.islice(items, BASE_CHUNK)):
-            parts.append((kg, pickle.dumps((name, chunk, []), pickle.HIGHEST_PROTOCOL)))
+            parts.append((kg, _columns_frame(name, list(chunk), list(chunk.values()), False)))
         if g:
             parts.append((kg, pickle.dumps((name, {}, list(g)), pickle.HIGHEST_PROTOCOL)))
     return entries
 
 
-def _by_part_key_group(
-    tables: dict[tuple[int, str], dict[Any, Any]], gone: dict[tuple[int, str], set[Any]]
-) -> Iterable[tuple[int, str, dict[Any, Any], set[Any]]]:
-    """(key group, name, live, deleted) of a grouped replay, in key-group order."""
-    for kg, name in sorted({*tables, *gone}):
-        yield kg, name, tables.get((kg, name)) or {}, gone.get((kg, name)) or set()
+class _Slot:
+    """One key group's entries of one table, replayed frame after frame: kept as columns while every
+    frame is columns of one value spec (``state_columns.merge`` picks each key's newest entry at the
+    end, no Python object per entry), else replayed into a dict, as a chain in the older format is."""
+
+    __slots__ = ("base", "typed", "spec", "table", "gone")
+
+    def __init__(self, base: bool) -> None:
+        self.base = base
+        self.typed: list[state_columns.Columns] = []
+        self.spec: Any = None
+        self.table: dict[Any, Any] | None = None  # None while the entries are kept as columns
+        self.gone: set[Any] = set()
+
+    def add(self, frame: tuple[Any, ...]) -> None:
+        if state_columns.is_columns(frame):
+            c = state_columns.decode(frame)
+            if self.table is None and (c.spec is None or self.spec is None or c.spec == self.spec):
+                self.spec = self.spec if c.spec is None else c.spec
+                self.typed.append(c)
+                return
+            triple = c.as_dict()
+        else:
+            triple = _triple(frame)
+        if self.table is None:
+            self.table = {}
+            typed, self.typed = self.typed, []
+            for c in typed:
+                self._apply(c.as_dict())
+        self._apply(triple)
+
+    def _apply(self, triple: tuple[str, Any, list[Any]]) -> None:
+        _, live, dead = triple
+        t = self.table
+        t.update(live)  # type: ignore[union-attr]
+        if self.gone:  # a value written after the deletion
+            self.gone.difference_update(live.keys() if isinstance(live, dict) else (k for k, _ in live))
+        for k in dead:
+            t.pop(k, None)  # type: ignore[union-attr]
+        if dead and not self.base:
+            self.gone.update(dead)
+
+    def columns(self) -> state_columns.Columns | None:
+        """The replayed entries as columns, if they were kept so."""
+        if self.table is not None or not self.typed:
+            return None
+        return state_columns.merge(self.typed, self.base)
 
 
-def _replay(files: Chain, read_file: ReadFile, base: bool, owned: frozenset[int] | None) -> tuple[dict, dict]:
-    """Replay ``files`` in order, each key group from its newest base on (``replay_reads``). ``owned``
-    None: everything, as {name: {key: value}} and {name: {deleted key}}; else only those key groups'
-    parts of (grouped) files, kept apart as {(key group, name): ...}."""
-    tables: dict[Any, dict[Any, Any]] = {}
-    gone: dict[Any, set[Any]] = {}
+def _replay_grouped(files: Chain, read_file: ReadFile, base: bool, owned: frozenset[int]) -> dict[tuple[int, str], _Slot]:
+    """Replay the parts of key groups ``owned`` of grouped ``files`` in order, each key group from its
+    newest base on (``replay_reads``), kept apart as {(key group, name): ...}."""
+    slots: dict[tuple[int, str], _Slot] = {}
     for _, f, index in replay_reads(files, owned):
         for kg, payload in read_file(f.name, index):
+            for frame in _raw_frames(payload):
+                name = frame[1] if state_columns.is_columns(frame) else frame[0]
+                slot = slots.get((kg, name))
+                if slot is None:
+                    slot = slots[(kg, name)] = _Slot(base)
+                slot.add(frame)
+    return slots
+
+
+def _replay(files: Chain, read_file: ReadFile, base: bool) -> tuple[dict, dict]:
+    """Replay ``files`` in order, each key group from its newest base on (``replay_reads``), as
+    {name: {key: value}} and {name: {deleted key}}."""
+    tables: dict[Any, dict[Any, Any]] = {}
+    gone: dict[Any, set[Any]] = {}
+    for _, f, index in replay_reads(files, None):
+        for _, payload in read_file(f.name, index):
             for name, live, dead in frames(payload):
-                slot = name if owned is None else (kg, name)
-                t = tables.setdefault(slot, {})
+                t = tables.setdefault(name, {})
                 t.update(live)
-                g = gone.get(slot)
+                g = gone.get(name)
                 if g:  # a value written after the deletion
                     g.difference_update(live.keys() if isinstance(live, dict) else (k for k, _ in live))
                 for k in dead:
                     t.pop(k, None)
                 if dead and not base:
-                    gone.setdefault(slot, set()).update(dead)
+                    gone.setdefault(name, set()).update(dead)
     return tables, gone
 
 
@@ -667,9 +766,9 @@ def rebase(parent: Chain, delta: Parts, read_file: ReadFile, key_groups: Iterabl
             return [(kg, delta[i][1]) for kg, i, _ in index]
         return read_file(name, index)
 
-    tables, gone = _replay((*parent, pending), read, True, owned)
+    slots = _replay_grouped((*parent, pending), read, True, owned)
     parts: list[tuple[int, bytes]] = []
-    entries = _replayed_parts(tables, gone, parts)
+    entries = _replayed_parts(slots, parts)
     parts.extend((kg, b"") for kg in owned - {kg for kg, _ in parts})  # key groups left empty
     parts.sort(key=operator.itemgetter(0))  # stable: a key group's parts stay in order
     return Parts(parts, entries, True)

@@ -36,20 +36,35 @@ from millstream.engine.runtime.state.task_state_manager import (
 MAX_P = 16
 RETAINED = 2
 KEYS = st.one_of(st.integers(-5, 40), st.sampled_from(["a", "b", "long-" + "x" * 600, ("t", 1)]))
-_ARGS = {
-    "put": lambda: st.tuples(st.just("put"), KEYS, st.integers()),
-    "delete": lambda: st.tuples(st.just("delete"), KEYS),
-    "fill": lambda: st.tuples(st.just("fill"), st.integers()),
-    "append": lambda: st.tuples(st.just("append"), KEYS, st.integers(0, 9)),
-    "clear-table": lambda: st.tuples(st.just("clear-table")),
-    "checkpoint": lambda: st.tuples(st.just("checkpoint")),
-    "complete": lambda: st.tuples(st.just("complete"), st.integers(0, 3)),
-    "fail": lambda: st.tuples(st.just("fail"), st.integers(0, 3)),
-    "restore": lambda: st.tuples(st.just("restore"), st.integers(0, RETAINED - 1), st.integers(1, 3)),
-}
+# Numbers keyed by numbers: the heap backend writes them as typed columns (state_columns), and what
+# reads back must be the very types written (a bool is not an int, 2**70 is not in int64).
+NUMBER_KEYS = st.one_of(st.integers(-5, 40), st.sampled_from([2**40, -(2**63), 2**63 - 1]))
+_SMALL = st.integers(-300, 70_000)
+NUMBERS = st.one_of(
+    _SMALL, _SMALL, _SMALL, st.integers(), st.booleans(), st.floats(allow_nan=False),
+    st.tuples(st.integers(-3, 9), st.integers(-(2**40), 2**40)), st.tuples(st.floats(allow_nan=False), _SMALL),
+)
+
+
+def _ops(keys: Any, values: Any) -> Any:
+    args = {
+        "put": lambda: st.tuples(st.just("put"), keys, values),
+        "delete": lambda: st.tuples(st.just("delete"), keys),
+        "fill": lambda: st.tuples(st.just("fill"), st.integers()),
+        "append": lambda: st.tuples(st.just("append"), keys, st.integers(0, 9)),
+        "clear-table": lambda: st.tuples(st.just("clear-table")),
+        "checkpoint": lambda: st.tuples(st.just("checkpoint")),
+        "complete": lambda: st.tuples(st.just("complete"), st.integers(0, 3)),
+        "fail": lambda: st.tuples(st.just("fail"), st.integers(0, 3)),
+        "restore": lambda: st.tuples(st.just("restore"), st.integers(0, RETAINED - 1), st.integers(1, 3)),
+    }
+    return st.lists(st.sampled_from(_KINDS).flatmap(lambda kind: args[kind]()), min_size=40, max_size=120)
+
+
 # Weighted, so that chains of several deltas build up between restores (which start a new base).
 _KINDS = ["fill"] * 2 + ["put"] * 14 + ["delete"] * 4 + ["append"] * 6 + ["checkpoint"] * 8 + ["complete"] * 8 + ["fail"] * 2 + ["restore"] * 3 + ["clear-table"]
-OPS = st.lists(st.sampled_from(_KINDS).flatmap(lambda kind: _ARGS[kind]()), min_size=40, max_size=120)
+OPS = _ops(KEYS, st.integers())
+NUMBER_OPS = _ops(NUMBER_KEYS, NUMBERS)
 _dirs = itertools.count()
 
 JOB_ID = "job"  # the job whose shared files these are (their seals name it)
@@ -170,6 +185,18 @@ def test_heap_incremental_chains_restore_the_state_of_any_retained_checkpoint(tm
     _run(Job(str(tmp_path / f"job-{next(_dirs)}"), 0, max_deltas, heap=True), ops)
 
 
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=NUMBER_OPS, max_deltas=st.integers(1, 6))
+def test_heap_incremental_chains_of_numbers_restore_exact_types(tmp_path, ops, max_deltas) -> None:
+    """Numbers keyed by numbers go as typed columns: restored, every value is of the type it was
+    written with (the dicts are compared with the types, since 1 == True == 1.0)."""
+    _run(Job(str(tmp_path / f"job-{next(_dirs)}"), 0, max_deltas, heap=True), ops)
+
+
+def _typed(d: dict) -> dict:
+    return {k: (type(v), tuple(map(type, v)) if type(v) is tuple else (), v) for k, v in d.items()}
+
+
 def _close(backend: Any) -> None:
     close = getattr(backend, "close", None)
     if close is not None:
@@ -271,7 +298,7 @@ def _run(job: Job, ops: list) -> None:
                     got_values.update(v)
                     got_lists.update(l)
                     subtasks.append(s)
-                assert got_values == values_then
+                assert _typed(got_values) == _typed(values_then)
                 assert got_lists == lists_then
                 # the same chain restores on the other backend
                 other = Subtask(
@@ -279,7 +306,8 @@ def _run(job: Job, ops: list) -> None:
                 )
                 spec = OperatorRestore("op", 0, 1, len(loaded), MAX_P, dict(handles))
                 restore_keyed(other.backend, _Operator(), loaded, spec, read_shared=read_shared)
-                assert other.state() == (values_then, lists_then)
+                got_other = other.state()
+                assert (_typed(got_other[0]), got_other[1]) == (_typed(values_then), lists_then)
                 _close(other.backend)
                 values, lists = dict(values_then), {k: list(v) for k, v in lists_then.items()}
             # Retention: the shared directory holds exactly what the retained checkpoints refer to.
