@@ -28,8 +28,10 @@ around the interpreter lock:
   Chains written before partial bases (ungrouped files) are still compacted whole (``merge``).
 
 The files go to the job's ``shared/`` directory and are reference-counted by the coordinator's
-``SharedStateRegistry``, exactly as the on-disk backend's (``incremental``). A pickle here is
-``(state name, {key: value}, [deleted key])`` (``[(key, value)]`` in files written before). Files are
+``SharedStateRegistry``, exactly as the on-disk backend's (``incremental``). A frame here is typed
+columns where keys and values are numbers (``state_columns``: compaction merges those in numpy,
+``_Slot``), else a pickle of ``(state name, {key: value}, [deleted key])`` or of its columns form
+(``_columns_frame``; ``[(key, value)]`` in files written before). Files are
 grouped by key group (``SharedFile.grouped``, issue 16's change 8): each part holds keys of the key
 group its index entry names, as one or more such pickles one after the other (``frames``), the keys
 hashed in batches on the writer thread (``key_group_batch``); a restore reads only the parts of the
@@ -482,7 +484,9 @@ def _refs_part(
 
 
 def _columns_frame(name: str, keys: list[Any], values: list[Any], absent: bool = True) -> bytes:
-    """The pickle of ``(name, [key], [value], [deleted key])``, a key whose value is ``_ABSENT`` deleted.
+    """The frame of ``keys`` and ``values``, a key whose value is ``_ABSENT`` deleted: typed columns
+    (``state_columns``) where every key and value is a number, else the pickle of ``(name, [key],
+    [value], [deleted key])``.
     Two lists, not a dict: building the dict and pickling it cost the writer a third more per key; a
     reader builds it (``frames``). ``absent`` False: the caller knows no value is ``_ABSENT``."""
     if absent and any(map(operator.is_, values, itertools.repeat(_ABSENT))):
