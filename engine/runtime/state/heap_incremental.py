@@ -344,12 +344,15 @@ def begin_delta(
                         # with none among the slice's keys, its runs are pickled unfiltered and marked
                         # done in one update at the end.
                         clean = piece is not None and (not view.saved or view.done.isdisjoint(piece))
-                        if cols is not None and clean:
-                            # numbers, copied out before the lock as columns: none of the keys was saved
-                            # meanwhile, so each value looked up was the barrier's
+                        if cols is not None:
+                            # Numbers, copied out before the lock as columns. A key the task saved
+                            # meanwhile goes with ``saved`` (its value looked up may be from after the
+                            # barrier), so it is left out; every other value looked up was the barrier's.
+                            if not clean:
+                                cols = state_columns.leave_out(*cols, piece, view.done)
                             typed.append(cols)
                             view.done.update(piece)
-                            entries += len(piece)
+                            entries += len(cols[1])
                             continue
                         batch = batch()
                         for kg, keys, refs in batch:

@@ -199,6 +199,12 @@ def encode_chunks(c: Columns, size: int) -> list[bytes]:
 _EMPTY = np.empty(0, dtype=np.int64) if np is not None else None
 
 
+def leave_out(kgs: Any, c: Columns, keys: Sequence[Any], done: set[Any]) -> tuple[Any, Columns]:
+    """A slice (its keys' key groups, its columns of ``keys``, values only) without the keys in ``done``."""
+    keep = ~np.fromiter(map(done.__contains__, keys), dtype=bool, count=len(keys))
+    return kgs[keep], Columns(c.name, c.keys[keep], c.spec, tuple(col[keep] for col in c.cols), _EMPTY)
+
+
 def by_key_group(slices: Sequence[tuple[Any, Columns]]) -> list[tuple[int, bytes]]:
     """[(key group, frame)] of a table's slices [(their keys' key groups, columns)], disjoint keys of
     one delta: sorted by key group once (a stable radix sort in numpy), one frame per key group and
@@ -206,7 +212,8 @@ def by_key_group(slices: Sequence[tuple[Any, Columns]]) -> list[tuple[int, bytes
     out: list[tuple[int, bytes]] = []
     by_spec: dict[Spec, list[tuple[Any, Columns]]] = {}
     for kgs, c in slices:
-        by_spec.setdefault(c.spec, []).append((kgs, c))
+        if len(c.keys):  # a slice whose keys the task saved, all of them
+            by_spec.setdefault(c.spec, []).append((kgs, c))
     for spec, group in by_spec.items():
         kgs = np.concatenate([np.asarray(k) for k, _ in group])
         kgs = kgs.astype(np.uint16 if int(kgs.max()) < 1 << 16 else np.int64)  # uint16: a radix sort
