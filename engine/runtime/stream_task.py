@@ -305,11 +305,8 @@ class StreamTask:
 
     def _incremental_ok(self, barrier: Barrier) -> bool:
         """Checkpoints in the job's checkpoint directory may share files; a savepoint is always whole.
-        At a URL only a backend whose snapshots run on the writer thread (on-disk): the heap backend's
-        bases are written by a forked child, which must not open connections to a store."""
-        if barrier.checkpoint_type != "CHECKPOINT" or barrier.location is None:
-            return False
-        return not is_remote(barrier.location) or not getattr(self.keyed_backend, "snapshot_in_fork", False)
+        At a URL too: the heap backend then forks no base (``_heap_incremental_snapshot``)."""
+        return barrier.checkpoint_type == "CHECKPOINT" and barrier.location is not None
 
     def _shared_file_writer(self, op_id: str, barrier: Barrier) -> Callable[[str, list[tuple[int, bytes]]], SharedFile]:
         """Writes a file of this subtask's chain in the job's shared directory, with its index in it
@@ -341,8 +338,11 @@ class StreamTask:
 
     def _heap_incremental_snapshot(self, op: StreamOperator, op_id: str, barrier: Barrier) -> tuple[bool, Callable[[], dict[str, Any]]]:
         cid = barrier.checkpoint_id
+        # At a URL no base is forked (a forked child must not open connections to a store): a delta of
+        # every key on the writer thread instead.
         is_base, finish = snapshot_heap_incremental(
-            self.keyed_backend, op, cid, self._shared_file_writer(op_id, barrier), self._shared_file_reader(barrier)
+            self.keyed_backend, op, cid, self._shared_file_writer(op_id, barrier), self._shared_file_reader(barrier),
+            fork_bases=not is_remote(barrier.location or ""),
         )
         if is_base:
             return True, finish  # in the forked child; the checkpointer reports the chain back (chain_written)

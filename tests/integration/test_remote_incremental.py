@@ -1,19 +1,22 @@
-"""Incremental checkpoints at a URL: the on-disk backend's chains on a real S3-compatible server (moto's
-server mode, through s3fs as a deployment reaches S3). The job's shared files are written there, a
+"""Incremental checkpoints at a URL: both backends' chains on a real S3-compatible server (moto's server
+mode, through s3fs as a deployment reaches S3). The job's shared files are written there, a
 TaskManager SIGKILL restores from a chain read back from there with exact output, and when the job
-ends its checkpoints and every shared file go. The heap backend's bases are written by a forked child,
-which must not open connections to a store: at a URL its checkpoints are full (README)."""
+ends its checkpoints and every shared file go. The heap backend forks no base at a URL (a forked
+child must not open connections to a store): where one is due it writes a delta of every key."""
 from __future__ import annotations
 
 import signal
 from pathlib import Path
+
+import pytest
 
 from tests.integration.cluster import Cluster
 from tests.integration.stores import Store, s3  # noqa: F401 (fixture)
 from tests.integration.test_incremental_checkpoints import KEYS, PROGRAM, _exact
 
 
-def test_an_on_disk_job_restores_from_an_incremental_chain_on_s3_after_a_taskmanager_kill(tmp_path: Path, s3: Store) -> None:  # noqa: F811
+@pytest.mark.parametrize("backend", ["rocksdb", "hashmap"])
+def test_a_job_restores_from_an_incremental_chain_on_s3_after_a_taskmanager_kill(tmp_path: Path, s3: Store, backend: str) -> None:  # noqa: F811
     n = 60_000
     c = Cluster(tmp_path, heartbeat_timeout_ms=3000)
     c.env.update(s3.env)
@@ -21,7 +24,7 @@ def test_an_on_disk_job_restores_from_an_incremental_chain_on_s3_after_a_taskman
     c.env.update(MILLSTREAM_CHECKPOINT_DIR=checkpoints)
     try:
         c.start(taskmanagers=2, slots=1)
-        run = c.start_run(PROGRAM, str(n), "3000", str(KEYS), str(tmp_path / "out"), checkpoints, "rocksdb", options=("-p", "2"))
+        run = c.start_run(PROGRAM, str(n), "3000", str(KEYS), str(tmp_path / "out"), checkpoints, backend, options=("-p", "2"))
         jid = c.wait_new_job(set())
 
         def deltas() -> list[str]:

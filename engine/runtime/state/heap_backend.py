@@ -23,7 +23,7 @@ from millstream.engine.datastream.state import (
     ValueStateDescriptor,
 )
 from millstream.engine.runtime.key_group_batch import assign_to_key_groups, group_keys, key_grouper
-from millstream.engine.runtime.state.heap_incremental import MUTABLE_KINDS, TrackedTable, begin_delta, cut
+from millstream.engine.runtime.state.heap_incremental import EVERYTHING, MUTABLE_KINDS, TrackedTable, begin_delta, cut
 from millstream.engine.runtime.state.rolled_compaction import RolledCompaction
 from millstream.engine.runtime.state.state_chain import ChangeTracker, SnapshotPlan
 
@@ -100,19 +100,25 @@ class HeapKeyedStateBackend(StateFactory):
 
     # -- incremental checkpoints (heap_incremental) ------------------------------------------
     def begin_incremental_snapshot(
-        self, checkpoint_id: int, compact: bool = False, live: int | None = None
+        self, checkpoint_id: int, compact: bool = False, live: int | None = None, fork_bases: bool = True
     ) -> tuple[SnapshotPlan, Callable[[], list[tuple[int, bytes]]] | None]:
         """On the task thread, at the barrier: the plan (a base, or a delta on the last completed
         checkpoint's chain) and, for a delta, the callable that reads the changed entries as of now on
         the writer thread (parts of a shared file). A base has no callable: it is pickled whole in a
         forked child (the caller's business). ``compact``: the caller can compact a chain from its
         files, so no base is forked while the chain is sound: the plan is a delta, and its writer merges
-        the chain's files as ``SnapshotPlan.merge_from`` says (``live``: entries in the tables now)."""
+        the chain's files as ``SnapshotPlan.merge_from`` says (``live``: entries in the tables now).
+        ``fork_bases`` False (a checkpoint directory at a URL, where a forked child must not open a
+        connection): where a base is due, a delta of every key on the empty chain instead, read on
+        the writer thread like any delta (``heap_incremental.EVERYTHING``)."""
         if self.changes is None:
             raise ValueError("this heap state backend was not opened for incremental checkpoints")
         tables = {n: t for n, t in self.tables.items() if isinstance(t, TrackedTable)}
         plan, sets = self.changes.plan_cut(checkpoint_id, cut(tables), compact, live)
-        if plan.is_base:
+        if plan.is_base and not fork_bases:
+            plan = SnapshotPlan(checkpoint_id, (), {}, plan.drops, rolled=compact, live=live)
+            sets = [dict.fromkeys(tables, EVERYTHING)]
+        elif plan.is_base:
             return plan, None
         read, discard = begin_delta(tables, sets, key_grouper(self.max_parallelism, self.key_spec))
         self._views[checkpoint_id] = discard

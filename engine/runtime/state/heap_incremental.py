@@ -70,6 +70,22 @@ _SCALARS = frozenset({int, float, str, bytes, bool, complex, type(None)})
 _SCALARS_OR_TUPLE = _SCALARS | {tuple}
 
 
+class _Everything:
+    """The change set of a delta of every key (``EVERYTHING``): taken where a base is due but cannot be
+    forked. Every key is pending: the task saves the barrier value of any key it touches before the
+    writer has read it (a key added since saves "absent", written as a deletion, harmless on a chain
+    that starts here), and the writer reads the keys the table holds when it starts."""
+
+    def __contains__(self, key: Any) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return "EVERYTHING"
+
+
+EVERYTHING: Any = _Everything()
+
+
 def immutable(value: Any) -> bool:
     t = type(value)
     if t in _SCALARS:
@@ -115,7 +131,9 @@ class CopyOnWrite:
         fresh = keys - self.done
         if not fresh:
             return
-        if len(self.pending) == 1:
+        if any(pending is EVERYTHING for pending in self.pending):
+            need = fresh
+        elif len(self.pending) == 1:
             need = fresh & self.pending[0]
         else:
             need = set().union(*(fresh & pending for pending in self.pending))
@@ -428,13 +446,13 @@ def _lock_batches(
     and sorted by key group once per table (``state_columns.by_key_group``)."""
     seq = iter(seq)
     if key_groups is None:
-        keys = itertools.chain.from_iterable(pending)
+        keys = _distinct(pending, table)
         while True:
             taken = list(itertools.islice(keys, CHUNK))
             if not taken:
                 return
             yield (lambda taken=taken, n=next(seq): [(n, taken, None)]), None, True, None
-    keys = _distinct(pending)
+    keys = _distinct(pending, table)
     lookup = dict.get.__get__(table)  # the dict's own get: not a read the change tracking counts
     while block := list(itertools.islice(keys, HASH_BLOCK)):
         kgs = key_groups(block)  # a few slices at a time: numpy's calls cost per call
@@ -455,12 +473,16 @@ def _runs_of(kgs: Any, piece: list[Any], refs: list[Any]) -> Callable[[], list[t
     return runs
 
 
-def _distinct(pending: tuple[set[Any], ...]) -> Iterator[Any]:
+def _distinct(pending: tuple[set[Any], ...], table: dict[Any, Any]) -> Iterator[Any]:
     """The keys of ``pending`` (change sets nobody changes any more), each once, as an iterator the
     writer takes a block at a time. Not ``list(set)`` of them all: a single C call that holds the
     interpreter lock for as long as it runs (54 ms for 1.5 M keys on a slow 2-core machine, and a
     barrier arriving meanwhile waited that long). Overlapping checkpoints' sets may share keys: a
-    later set's keys are filtered against the earlier ones, in C."""
+    later set's keys are filtered against the earlier ones, in C. ``EVERYTHING``: the keys ``table``
+    holds now, listed in one C call (the task's changes since the barrier are saved values, left out
+    by the writer as ``done``)."""
+    if any(keys is EVERYTHING for keys in pending):
+        return iter(list(dict.keys(table)))
     streams: list[Iterator[Any]] = []
     for i, keys in enumerate(pending):
         stream: Iterator[Any] = iter(keys)

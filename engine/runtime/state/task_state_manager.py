@@ -217,6 +217,7 @@ def snapshot_heap_incremental(
     checkpoint_id: int,
     write_file: Callable[[str, list[tuple[int, bytes]]], SharedFile],
     read_file: Callable[[str, list[tuple[int, int, int]]], list[tuple[int, bytes]]] | None = None,
+    fork_bases: bool = True,
 ) -> tuple[bool, Callable[[], dict[str, Any]]]:
     """The heap backend's incremental snapshot (``begin_incremental_snapshot``): ``(is_base, complete)``.
     ``complete()`` returns ``{"keyed", "kinds", "heap_chain"}``; for a delta it runs on the writer
@@ -230,7 +231,7 @@ def snapshot_heap_incremental(
     import pickle
 
     live = sum(len(t) for t in backend.tables.values())
-    plan, read = backend.begin_incremental_snapshot(checkpoint_id, compact=read_file is not None, live=live)
+    plan, read = backend.begin_incremental_snapshot(checkpoint_id, compact=read_file is not None, live=live, fork_bases=fork_bases)
     kinds = dict(backend.kinds)
     kinds[KEY_ENCODING_FIELD] = str(KEY_ENCODING_VERSION)
     key_groups = key_grouper(backend.max_parallelism, getattr(backend, "key_spec", None))  # files grouped by key group (change 8)

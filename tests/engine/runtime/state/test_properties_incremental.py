@@ -93,8 +93,9 @@ class Subtask:
 class Job:
     """The checkpoint directory of one job and the coordinator's bookkeeping of it."""
 
-    def __init__(self, root: str, cache: int, max_deltas: int, heap: bool = False) -> None:
+    def __init__(self, root: str, cache: int, max_deltas: int, heap: bool = False, fork_bases: bool = True) -> None:
         self.root, self.cache, self.max_deltas, self.heap = root, cache, max_deltas, heap
+        self.fork_bases = fork_bases  # False: as at a URL, a due base is a delta of every key instead
         self.shared = os.path.join(root, "shared")
         self.registry = SharedStateRegistry()
         self.retained: list[tuple[int, dict[int, str], dict, dict]] = []  # (id, handles, values, lists)
@@ -122,10 +123,12 @@ class Job:
             )
         # with a reader of this job's files: a due base is compacted from the chain's files, not forked
         is_base, complete = snapshot_heap_incremental(
-            backend, _Operator(), cid, self.write_file(cid, i), lambda name, index: read_shared_file(self.shared, name, index, JOB_ID)
+            backend, _Operator(), cid, self.write_file(cid, i), lambda name, index: read_shared_file(self.shared, name, index, JOB_ID),
+            fork_bases=self.fork_bases,
         )
         if not is_base:
             return complete
+        assert self.fork_bases, "a base forked where none may be"
         # the child's image is of this instant; it is waited for now, so no half-written file is ever seen
         state = forked_snapshot.ForkedSnapshot.start(complete).result()
         early = set(shared_files_of(state))
@@ -191,6 +194,14 @@ def test_heap_incremental_chains_of_numbers_restore_exact_types(tmp_path, ops, m
     """Numbers keyed by numbers go as typed columns: restored, every value is of the type it was
     written with (the dicts are compared with the types, since 1 == True == 1.0)."""
     _run(Job(str(tmp_path / f"job-{next(_dirs)}"), 0, max_deltas, heap=True), ops)
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=st.one_of(OPS, NUMBER_OPS), max_deltas=st.integers(1, 6))
+def test_heap_incremental_chains_without_forked_bases(tmp_path, ops, max_deltas) -> None:
+    """At a URL no base is forked: where one is due (a failed checkpoint, a cleared table) the writer
+    takes a delta of every key on the empty chain, while the task goes on writing."""
+    _run(Job(str(tmp_path / f"job-{next(_dirs)}"), 0, max_deltas, heap=True, fork_bases=False), ops)
 
 
 def _typed(d: dict) -> dict:
