@@ -130,6 +130,10 @@ def _int_codes(values: list[int], spec: KeySpec) -> np.ndarray | None:
         a = np.fromiter(values, dtype=np.int64, count=len(values))
     except OverflowError:
         return None
+    return _int_array_codes(a, spec)
+
+
+def _int_array_codes(a: np.ndarray, spec: KeySpec) -> np.ndarray | None:
     if spec == "INT":
         if len(a) and (a.min() < -(1 << 31) or a.max() >= 1 << 31):
             return None
@@ -253,6 +257,30 @@ def _take(items: Sequence[Any], idx: list[int]) -> list[Any]:
     return out
 
 
-def key_grouper(max_parallelism: int, spec: KeySpec = None) -> Callable[[Sequence[Any]], np.ndarray]:
+class KeyGrouper:
     """``assign_to_key_groups`` of a backend's max parallelism and key type, for many calls."""
-    return lambda keys: assign_to_key_groups(keys, max_parallelism, spec)
+
+    __slots__ = ("max_parallelism", "spec")
+
+    def __init__(self, max_parallelism: int, spec: KeySpec = None) -> None:
+        self.max_parallelism = max_parallelism
+        self.spec = spec
+
+    def __call__(self, keys: Sequence[Any]) -> np.ndarray:
+        return assign_to_key_groups(keys, self.max_parallelism, self.spec)
+
+    def of_ints(self, a: np.ndarray) -> np.ndarray | None:
+        """The key groups of int keys given as an int64 array (a caller that has them so already: the
+        heap writer's typed columns), or None where the key type hashes them otherwise (by pickle)."""
+        if self.spec not in ("LONG", "INT"):
+            return None
+        with np.errstate(over="ignore"):
+            codes = _int_array_codes(a, self.spec)
+            if codes is None:
+                return None
+            return murmur_hashes(codes + _U32(62)) % self.max_parallelism
+
+
+def key_grouper(max_parallelism: int, spec: KeySpec = None) -> KeyGrouper:
+    """``assign_to_key_groups`` of a backend's max parallelism and key type, for many calls."""
+    return KeyGrouper(max_parallelism, spec)

@@ -454,13 +454,19 @@ def _lock_batches(
             yield (lambda taken=taken, n=next(seq): [(n, taken, None)]), None, True, None
     keys = _distinct(pending, table)
     lookup = dict.get.__get__(table)  # the dict's own get: not a read the change tracking counts
+    of_ints = getattr(key_groups, "of_ints", None)
     while block := list(itertools.islice(keys, HASH_BLOCK)):
-        kgs = key_groups(block)  # a few slices at a time: numpy's calls cost per call
+        # int keys as an array once: the key groups' hash and the typed columns both take it
+        ints = state_columns.int_array(block)
+        kgs = of_ints(ints) if ints is not None and of_ints is not None else None
+        if kgs is None:
+            kgs = key_groups(block)  # a few slices at a time: numpy's calls cost per call
         for lo in range(0, len(block), GROUP_SLICE):
             piece = block[lo : lo + GROUP_SLICE]
             refs = list(map(lookup, piece, itertools.repeat(_ABSENT)))
-            absent = any(map(operator.is_, refs, itertools.repeat(_ABSENT)))
-            cols = None if absent else state_columns.columns(name, piece, refs)
+            # an absent value (a deleted key) is no number: columns refuses it, and only then is it looked for
+            cols = None if ints is None else state_columns.columns(name, piece, refs, key_array=ints[lo : lo + GROUP_SLICE])
+            absent = cols is None and any(map(operator.is_, refs, itertools.repeat(_ABSENT)))
             kg_slice = kgs[lo : lo + GROUP_SLICE]
             yield _runs_of(kg_slice, piece, refs), piece, absent, None if cols is None else (kg_slice, cols)
 
@@ -473,7 +479,7 @@ def _runs_of(kgs: Any, piece: list[Any], refs: list[Any]) -> Callable[[], list[t
     return runs
 
 
-def _distinct(pending: tuple[set[Any], ...], table: dict[Any, Any]) -> Iterator[Any]:
+def _distinct(pending: tuple[set[Any], ...], table: dict[Any, Any] | None = None) -> Iterator[Any]:
     """The keys of ``pending`` (change sets nobody changes any more), each once, as an iterator the
     writer takes a block at a time. Not ``list(set)`` of them all: a single C call that holds the
     interpreter lock for as long as it runs (54 ms for 1.5 M keys on a slow 2-core machine, and a
@@ -482,7 +488,7 @@ def _distinct(pending: tuple[set[Any], ...], table: dict[Any, Any]) -> Iterator[
     holds now, listed in one C call (the task's changes since the barrier are saved values, left out
     by the writer as ``done``)."""
     if any(keys is EVERYTHING for keys in pending):
-        return iter(list(dict.keys(table)))
+        return iter(list(dict.keys(table or {})))
     streams: list[Iterator[Any]] = []
     for i, keys in enumerate(pending):
         stream: Iterator[Any] = iter(keys)

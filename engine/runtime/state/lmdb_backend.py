@@ -201,13 +201,13 @@ class LmdbKeyedStateBackend(StateFactory):
         )
 
     def begin_incremental_snapshot(
-        self, checkpoint_id: int, compact: bool = False, live: int | None = None
+        self, checkpoint_id: int, compact: bool = False, live: int | None = None, fork_bases: bool = True
     ) -> tuple[SnapshotPlan, Callable[[], dict[str, list[tuple[bytes, bytes | None]]]]]:
         """As ``begin_snapshot`` for checkpoint ``checkpoint_id`` of an incremental backend: the plan
         (a base, or a delta on the last completed checkpoint's chain) and the callable reading its
         records off the task thread: every record for a base; for a delta, each changed key's record
-        at the barrier, or None where it was deleted, sorted by LMDB key. ``compact`` and ``live`` are the
-        heap backend's (chains merged from their files); ignored here: a base is read from LMDB's own read transaction,
+        at the barrier, or None where it was deleted, sorted by LMDB key. ``compact``, ``live`` and
+        ``fork_bases`` are the heap backend's (chains merged from their files, no forked base); ignored here: a base is read from LMDB's own read transaction,
         which costs the task thread nothing."""
         plan, tables = self._plan_incremental(checkpoint_id)
         if plan.changed is None:

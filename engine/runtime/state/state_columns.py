@@ -66,8 +66,10 @@ class Columns:
         return self.name, dict(zip(self.keys.tolist(), self.values())), self.gone.tolist()
 
 
-def _ints(items: Sequence[Any]) -> Any:
-    """``items`` as int64 if each is exactly an ``int`` in range, else None."""
+def int_array(items: Sequence[Any]) -> Any:
+    """``items`` as int64 if each is exactly an ``int`` in range, else None (always None without numpy)."""
+    if np is None:
+        return None
     if not items:
         return np.empty(0, dtype=np.int64)
     if set(map(type, items)) != {int}:
@@ -91,14 +93,15 @@ def _column(items: Sequence[Any]) -> tuple[str, Any] | None:
         return None
 
 
-def columns(name: str, keys: Sequence[Any], values: Sequence[Any], gone: Sequence[Any] = ()) -> Columns | None:
-    """The entries as columns, or None where some key or value is not of the types above."""
+def columns(name: str, keys: Sequence[Any], values: Sequence[Any], gone: Sequence[Any] = (), key_array: Any = None) -> Columns | None:
+    """The entries as columns, or None where some key or value is not of the types above.
+    ``key_array``: the keys as ``int_array`` made them already."""
     if np is None:
         return None
     if len(keys) != len(values):
         raise ValueError(f"{len(keys)} keys and {len(values)} values")
-    k = _ints(keys)
-    g = _ints(gone)
+    k = int_array(keys) if key_array is None else key_array
+    g = int_array(gone)
     if k is None or g is None:
         return None
     if not values:

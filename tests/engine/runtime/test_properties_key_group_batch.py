@@ -70,3 +70,26 @@ def test_more_keys_than_one_slice():
     keys: list[Any] = list(range(SLICE + 5)) + [f"k{i}" for i in range(300)] + [True, 2.0, None]
     for spec in (None, "LONG", "INT", "STRING"):
         assert key_group_hashes(keys, spec) == [key_group_hash(k, spec) for k in keys]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    keys=st.lists(st.integers(-(2**63), 2**63 - 1) | st.sampled_from([0, -1, 2**31 - 1, -(2**31), 2**31]), max_size=200),
+    spec=st.sampled_from([None, "LONG", "INT", "STRING"]),
+    max_parallelism=st.sampled_from([1, 7, 128, 32768]),
+)
+def test_key_groups_of_an_int_array_are_those_of_the_keys(keys, spec, max_parallelism) -> None:
+    """The heap writer hashes int keys it holds as an int64 array (``KeyGrouper.of_ints``): the same
+    key groups as the keys themselves get, or None where the key type hashes them another way."""
+    import numpy as np
+
+    from millstream.engine.runtime.key_group_batch import key_grouper
+
+    grouper = key_grouper(max_parallelism, spec)
+    got = grouper.of_ints(np.array(keys, dtype=np.int64))
+    if spec not in ("LONG", "INT") or (spec == "INT" and any(not -(2**31) <= k < 2**31 for k in keys)):
+        assert got is None
+        return
+    assert got is not None
+    assert got.tolist() == [assign_to_key_group(k, max_parallelism, spec) for k in keys]
+    assert got.tolist() == list(grouper(keys))
