@@ -5,7 +5,7 @@ change 15) cost one checkpoint all the state, and merging the newest files rewro
 times (a long-run mean of 2.5x the bytes changed at 1 % per interval). Files are grouped by key group,
 so compaction can go a key group at a time instead: a checkpoint's writer writes its delta and, for
 the key groups due, a *partial base* (``SharedFile.partial``) of their state, read from the chain's
-files and the new delta (``heap_incremental.rebase``, ``incremental.rebase_groups``). A restore starts each key group at its newest base
+files and the new delta (``heap_state_files.rebase``, ``incremental.rebase_groups``). A restore starts each key group at its newest base
 (``state_chain.replay_reads``), and a file leaves the chain once no key group reads it (``prune``).
 
 ``RolledCompaction`` (one per backend, on the writer thread) chooses the key groups (``rolled_due``),

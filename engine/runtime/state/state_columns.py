@@ -2,7 +2,7 @@
 
 Most keyed state in stream jobs is numbers keyed by numbers: counts, sums, ``(key, count)`` tuples
 of a ``reduce``. Pickled, each entry is a few Python objects that a reader must build again, and
-rolled compaction (``heap_incremental.rebase``) reads a key group's base and every delta after it to
+rolled compaction (``heap_state_files.rebase``) reads a key group's base and every delta after it to
 write it once more: at 3 M keys with most of them changing per interval, unpickling was most of the
 checkpoint cost (issue 16, change 18). Here such a frame is stored as columns of fixed-width numbers,
 and a rebase of files in this form is a few numpy calls per key group (``merge``): no Python object
@@ -62,7 +62,7 @@ class Columns:
         return self.cols[0].tolist()
 
     def as_dict(self) -> tuple[str, dict[Any, Any], list[Any]]:
-        """``(name, {key: value}, [deleted key])``: how ``heap_incremental.frames`` yields a frame."""
+        """``(name, {key: value}, [deleted key])``: how ``heap_state_files.frames`` yields a frame."""
         return self.name, dict(zip(self.keys.tolist(), self.values())), self.gone.tolist()
 
 

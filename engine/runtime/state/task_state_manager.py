@@ -43,7 +43,7 @@ from millstream.engine.checkpoint.rescale import (
 )
 from millstream.engine.runtime.key_group_batch import assign_to_key_groups, key_grouper
 from millstream.engine.runtime.key_groups import KEY_ENCODING_VERSION, assign_to_key_group, key_group_range
-from millstream.engine.runtime.state.heap_incremental import base_parts, merge, rebase, replay_key_groups
+from millstream.engine.runtime.state.heap_state_files import base_parts, merge, rebase, replay_key_groups
 from millstream.engine.runtime.state.incremental import (
     encode_groups,
     encode_parts,

@@ -12,7 +12,8 @@ import pytest
 
 from millstream.engine.datastream.state import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
 from millstream.engine.runtime.state.heap_backend import HeapKeyedStateBackend
-from millstream.engine.runtime.state.heap_incremental import CHUNK, TrackedTable, frames, replay_tables
+from millstream.engine.runtime.state.heap_incremental import CHUNK, TrackedTable
+from millstream.engine.runtime.state.heap_state_files import frames, replay_tables
 from millstream.engine.runtime.state.state_chain import replay_reads
 from millstream.engine.runtime.state.state_chain import BASE, DELTA, SharedFile
 
@@ -43,7 +44,7 @@ def _base(backend: HeapKeyedStateBackend, cid: int, write, first: bool = False) 
     """A checkpoint that starts a chain: a base, or (``first``: the backend's first checkpoint, its
     tables tracked since they were empty) a delta on the empty chain."""
     plan, read = backend.begin_incremental_snapshot(cid)
-    from millstream.engine.runtime.state.heap_incremental import base_parts
+    from millstream.engine.runtime.state.heap_state_files import base_parts
 
     if first:
         assert not plan.is_base and plan.parent == () and read is not None
@@ -494,7 +495,7 @@ def test_heap_chains_of_the_older_format_still_restore_rescaled(tmp_path, monkey
     from millstream.engine.checkpoint.rescale import OperatorRestore
     from millstream.engine.checkpoint.storage import read_shared_parts
     from millstream.engine.runtime.key_groups import assign_key_to_operator
-    from millstream.engine.runtime.state.heap_incremental import base_parts
+    from millstream.engine.runtime.state.heap_state_files import base_parts
     from millstream.engine.checkpoint.storage import write_shared_file
     from millstream.engine.runtime.state.task_state_manager import restore_keyed
 

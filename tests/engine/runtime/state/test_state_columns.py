@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from millstream.engine.runtime.state import state_columns
-from millstream.engine.runtime.state.heap_incremental import _ABSENT, _columns_frame, _raw_frames, _Slot, frames
+from millstream.engine.runtime.state.heap_state_files import ABSENT, _raw_frames, _Slot, columns_frame, frames
 
 
 def _round_trip(keys: list, values: list, gone: list = ()) -> tuple:
@@ -77,7 +77,7 @@ Pair = namedtuple("Pair", "a b")
 def test_other_types_are_refused_and_pickled(keys, values) -> None:
     assert state_columns.columns("s", keys, values) is None
     # the writer's frame falls back to a pickle that reads back the same
-    (name, got, gone), = frames(_columns_frame("s", keys, values))
+    (name, got, gone), = frames(columns_frame("s", keys, values))
     assert _typed(got) == _typed(dict(zip(keys, values))) and gone == []
 
 
@@ -126,7 +126,7 @@ def test_merge_of_columns_equals_a_dict_replay(spec, data, base) -> None:
     slot = _Slot(base)
     for puts, gone in sequence:
         # a deletion is a key whose value the writer found absent
-        for frame in _raw_frames(_columns_frame("s", [*puts, *gone], [*puts.values(), *[_ABSENT] * len(gone)])):
+        for frame in _raw_frames(columns_frame("s", [*puts, *gone], [*puts.values(), *[ABSENT] * len(gone)])):
             slot.add(frame)
     merged = slot.columns()
     if merged is not None:
