@@ -9,11 +9,12 @@ and a rebase of files in this form is a few numpy calls per key group (``merge``
 per entry is built, and the newest value of each key is picked by a sort.
 
 A frame is a pickle of ``(MARKER, state name, keys, value spec, (column, ...), deleted keys)``, each
-array as ``(numpy type, bytes)`` in the narrowest integer type that holds it (``_narrow``): int64 keys, and values that are all ``int`` (spec ``"q"``, int64), all ``float`` (``"d"``,
-float64) or all tuples of one length whose fields are each all ``int`` or all ``float`` (a tuple of
-those codes). Exactly those types, so a value reads back as what was written: a ``bool``, an int
-outside int64, an ``IntEnum`` or a ``Row`` makes the frame a plain pickle (``encode`` returns None).
-Spec None: the frame deletes keys only.
+array as ``(numpy type, bytes)``. Keys are ints in int64; values are all ``int`` in int64 (spec
+``"q"``), all ``float`` (``"d"``), or all tuples of one length whose fields are each all ``int`` or all
+``float`` (a tuple of those codes); spec None: the frame deletes keys only. Exactly those types, so a
+value reads back as what was written: a ``bool``, an int beyond int64, an ``IntEnum``, a named tuple
+or a ``Row`` makes the frame a plain pickle (``columns`` returns None). An integer array is stored in
+the narrowest width that holds its values (``_narrow``): counts take a byte, most keys four.
 
 Without numpy (a bare Python on a Spark executor, which never writes or reads a checkpoint) nothing
 is encoded this way.
@@ -33,6 +34,8 @@ MARKER = "millstream.columns/1"
 _DTYPES = {"q": "<i8", "d": "<f8"}
 _TYPES = {int: "q", float: "d"}
 _MAX_ARITY = 16
+_INT_WIDTHS = (("<i1", 1 << 7), ("<i2", 1 << 15), ("<i4", 1 << 31))
+_EMPTY = np.empty(0, dtype=np.int64) if np is not None else None
 
 Spec = Any  # None | "q" | "d" | tuple of "q"/"d"
 
@@ -140,8 +143,6 @@ def _narrow(a: Any) -> tuple[str, bytes]:
     return a.dtype.str, a.tobytes()
 
 
-_INT_WIDTHS = (("<i1", 1 << 7), ("<i2", 1 << 15), ("<i4", 1 << 31))
-
 
 def encode(c: Columns) -> bytes:
     payload = (MARKER, c.name, _narrow(c.keys), c.spec, tuple(map(_narrow, c.cols)), _narrow(c.gone))
@@ -159,21 +160,15 @@ def decode(frame: tuple[Any, ...]) -> Columns:
     return Columns(name, np.frombuffer(kb, dtype=kt), spec, cols, np.frombuffer(gb, dtype=gt))
 
 
-def compatible(frames: Sequence[Columns]) -> bool:
-    """Whether ``merge`` can take these frames: every value has the same spec (deletions go with any)."""
-    specs = {f.spec for f in frames if f.spec is not None}
-    return len(specs) <= 1
-
-
 def merge(frames: Sequence[Columns], base: bool) -> Columns:
-    """One frame equal to ``frames`` (one table's, one key group's, ``compatible``) replayed in order:
+    """One frame equal to ``frames`` (one table's, one key group's, all values of one spec) replayed in order:
     each key's newest entry wins, a value or a deletion. ``base``: the result starts a chain, so its
     deletions are dropped; else they are kept (the key may have a value in an earlier file). The keys
     come out sorted."""
     name = frames[0].name
     spec = next((f.spec for f in frames if f.spec is not None), None)
     width = 0 if spec is None else len(spec) if isinstance(spec, tuple) else 1
-    keys = np.concatenate([a for f in frames for a in (f.keys, f.gone)]) if frames else np.empty(0, np.int64)
+    keys = np.concatenate([a for f in frames for a in (f.keys, f.gone)])
     deleted = np.concatenate([np.repeat(np.array([False, True]), [len(f.keys), len(f.gone)]) for f in frames])
     # an entry's row in the concatenated value columns (meaningful for values only)
     row = np.cumsum(~deleted) - 1
@@ -198,8 +193,6 @@ def encode_chunks(c: Columns, size: int) -> list[bytes]:
         out.append(encode(Columns(c.name, _EMPTY, None, (), c.gone[lo : lo + size])))
     return out
 
-
-_EMPTY = np.empty(0, dtype=np.int64) if np is not None else None
 
 
 def leave_out(kgs: Any, c: Columns, keys: Sequence[Any], done: set[Any]) -> tuple[Any, Columns]:
