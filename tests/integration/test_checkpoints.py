@@ -52,10 +52,10 @@ def test_every_completed_checkpoint_is_a_consistent_cut(cluster: Cluster) -> Non
     assert detail["id"] == done[0]["id"]
 
     job_dir = Path(cluster.env["MILLSTREAM_DATA_DIR"]) / "checkpoints" / jid
-    # Retained: the newest 3, older ones deleted. Waited for rather than raced: a CI run under load once
-    # listed a fourth directory just after the job finished (cause not found: each task acknowledges
-    # before it reports FINISHED; a declined last checkpoint whose dir a late writer recreated would
-    # stay, and fail below).
+    # Retained: the newest 3, older ones deleted. Waited for rather than raced: a checkpoint still in
+    # flight when the job finishes is aborted and its directory deleted just after the job's status
+    # turns FINISHED (JobMaster.check_completion, then JobCheckpointing.on_terminal), and a CI run under
+    # load once listed that fourth directory in between.
     cluster.wait_for(lambda: len(list(job_dir.glob("chk-*"))) <= 3, 15, "retention to delete the oldest checkpoints")
     kept = sorted(job_dir.glob("chk-*"))
     assert 1 <= len(kept) <= 3, kept
