@@ -243,39 +243,45 @@ class _Slot:
         return state_columns.merge(self.typed, self.base)
 
 
-def _replay_grouped(files: Chain, read_file: ReadFile, base: bool, owned: frozenset[int]) -> dict[tuple[int, str], _Slot]:
-    """Replay the parts of key groups ``owned`` of grouped ``files`` in order, each key group from its
-    newest base on (``replay_reads``), kept apart as {(key group, name): ...}."""
-    slots: dict[tuple[int, str], _Slot] = {}
+    def as_table(self) -> tuple[dict[Any, Any], set[Any]]:
+        """The replayed entries as a dict, and the keys deleted (kept only where not ``base``)."""
+        if self.table is not None:
+            return self.table, self.gone
+        if not self.typed:
+            return {}, set()
+        _, table, gone = state_columns.merge(self.typed, self.base).as_dict()
+        return table, set(gone)
+
+
+def _replay_slots(files: Chain, read_file: ReadFile, base: bool, owned: Iterable[int] | None, by_key_group: bool) -> tuple[dict[Any, _Slot], bool]:
+    """Replay ``files`` in order, each key group from its newest base on (``replay_reads``), reading of
+    grouped files only the parts of key groups ``owned`` (None: all), into a ``_Slot`` per table, or
+    per (key group, table) ``by_key_group``. Also returns whether every file read was grouped."""
+    slots: dict[Any, _Slot] = {}
+    grouped = True
     for _, f, index in replay_reads(files, owned):
+        grouped = grouped and f.grouped
         for kg, payload in read_file(f.name, index):
             for frame in _raw_frames(payload):
                 name = frame[1] if state_columns.is_columns(frame) else frame[0]
-                slot = slots.get((kg, name))
+                at = (kg, name) if by_key_group else name
+                slot = slots.get(at)
                 if slot is None:
-                    slot = slots[(kg, name)] = _Slot(base)
+                    slot = slots[at] = _Slot(base)
                 slot.add(frame)
-    return slots
+    return slots, grouped
+
+
+def _replay_grouped(files: Chain, read_file: ReadFile, base: bool, owned: frozenset[int]) -> dict[tuple[int, str], _Slot]:
+    """The parts of key groups ``owned`` of grouped ``files`` replayed, kept apart as {(key group, name): ...}."""
+    return _replay_slots(files, read_file, base, owned, True)[0]
 
 
 def _replay(files: Chain, read_file: ReadFile, base: bool) -> tuple[dict, dict]:
-    """Replay ``files`` in order, each key group from its newest base on (``replay_reads``), as
-    {name: {key: value}} and {name: {deleted key}}."""
-    tables: dict[Any, dict[Any, Any]] = {}
-    gone: dict[Any, set[Any]] = {}
-    for _, f, index in replay_reads(files, None):
-        for _, payload in read_file(f.name, index):
-            for name, live, dead in frames(payload):
-                t = tables.setdefault(name, {})
-                t.update(live)
-                g = gone.get(name)
-                if g:  # a value written after the deletion
-                    g.difference_update(live.keys() if isinstance(live, dict) else (k for k, _ in live))
-                for k in dead:
-                    t.pop(k, None)
-                if dead and not base:
-                    gone.setdefault(name, set()).update(dead)
-    return tables, gone
+    """Replay ``files`` in order, as {name: {key: value}} and {name: {deleted key}}."""
+    slots, _ = _replay_slots(files, read_file, base, None, False)
+    replayed = {name: slot.as_table() for name, slot in slots.items()}
+    return {n: t for n, (t, _) in replayed.items()}, {n: g for n, (_, g) in replayed.items() if g}
 
 
 _PENDING = "(the delta being written)"
@@ -313,14 +319,6 @@ def replay_key_groups(chain: Chain, read_file: ReadFile, key_groups: range | Non
     key group from its newest base on (``replay_reads``). Returns the tables and whether they hold
     those key groups only (every file was grouped); a file in the older format is read whole, and
     then the caller must still sort its keys by key group."""
-    tables: dict[str, dict[Any, Any]] = {}
-    only = key_groups is not None
-    for _, f, index in replay_reads(chain, key_groups):
-        only = only and f.grouped
-        for _, payload in read_file(f.name, index):
-            for name, live, gone in frames(payload):
-                t = tables.setdefault(name, {})
-                t.update(live)
-                for k in gone:
-                    t.pop(k, None)
-    return {name: t for name, t in tables.items() if t}, only
+    slots, grouped = _replay_slots(chain, read_file, True, key_groups, False)
+    tables = {name: slot.as_table()[0] for name, slot in slots.items()}
+    return {name: t for name, t in tables.items() if t}, key_groups is not None and grouped
