@@ -132,14 +132,21 @@ def columns(name: str, keys: Sequence[Any], values: Sequence[Any], gone: Sequenc
     return Columns(name, k, got[0], (got[1],), g)
 
 
-def _narrow(a: Any) -> tuple[str, bytes]:
-    """An array's bytes in the narrowest little-endian type that holds its values exactly: counts and
-    ids are mostly small, and int64 would write more than their pickles (1-5 bytes an int)."""
+def _narrowed(a: Any) -> Any:
+    """``a`` in the narrowest little-endian type that holds its values exactly (``a`` itself if none is
+    narrower)."""
     if a.dtype.kind == "i" and len(a):
         lo, hi = int(a.min()), int(a.max())
         for dtype, bound in _INT_WIDTHS:
             if -bound <= lo and hi < bound:
-                return dtype, a.astype(dtype, copy=False).tobytes()
+                return a.astype(dtype, copy=False)
+    return a
+
+
+def _narrow(a: Any) -> tuple[str, bytes]:
+    """An array's bytes in the narrowest little-endian type that holds its values exactly: counts and
+    ids are mostly small, and int64 would write more than their pickles (1-5 bytes an int)."""
+    a = _narrowed(a)
     return a.dtype.str, a.tobytes()
 
 
@@ -215,8 +222,10 @@ def by_key_group(slices: Sequence[tuple[Any, Columns]]) -> list[tuple[int, bytes
         kgs = kgs.astype(np.uint16 if int(kgs.max()) < 1 << 16 else np.int64)  # uint16: a radix sort
         order = np.argsort(kgs, kind="stable")
         kgs = kgs[order]
-        keys = np.concatenate([c.keys for _, c in group])[order]
-        cols = tuple(np.concatenate([c.cols[i] for _, c in group])[order] for i in range(len(group[0][1].cols)))
+        # narrowed before the gather by ``order`` (random: a key group is a hash), which then moves a
+        # half to an eighth of the bytes; each key group's frame narrows its own slice again
+        keys = _narrowed(np.concatenate([c.keys for _, c in group]))[order]
+        cols = tuple(_narrowed(np.concatenate([c.cols[i] for _, c in group]))[order] for i in range(len(group[0][1].cols)))
         cuts = np.flatnonzero(kgs[1:] != kgs[:-1]) + 1
         starts = [0, *cuts.tolist()]
         ends = [*cuts.tolist(), len(kgs)]
