@@ -132,21 +132,28 @@ def columns(name: str, keys: Sequence[Any], values: Sequence[Any], gone: Sequenc
     return Columns(name, k, got[0], (got[1],), g)
 
 
-def _narrowed(a: Any) -> Any:
-    """``a`` in the narrowest little-endian type that holds its values exactly (``a`` itself if none is
-    narrower)."""
+def _narrowest(a: Any) -> str | None:
+    """The narrowest little-endian integer type that holds ``a``'s values exactly, or None (not ints,
+    or none narrower than int64)."""
     if a.dtype.kind == "i" and len(a):
         lo, hi = int(a.min()), int(a.max())
         for dtype, bound in _INT_WIDTHS:
             if -bound <= lo and hi < bound:
-                return a.astype(dtype, copy=False)
-    return a
+                return dtype
+    return None
+
+
+def _narrowed(a: Any) -> Any:
+    dtype = _narrowest(a)
+    return a if dtype is None else a.astype(dtype, copy=False)
 
 
 def _narrow(a: Any) -> tuple[str, bytes]:
     """An array's bytes in the narrowest little-endian type that holds its values exactly: counts and
     ids are mostly small, and int64 would write more than their pickles (1-5 bytes an int)."""
-    a = _narrowed(a)
+    dtype = _narrowest(a)
+    if dtype is not None:
+        return dtype, a.astype(dtype, copy=False).tobytes()
     return a.dtype.str, a.tobytes()
 
 
