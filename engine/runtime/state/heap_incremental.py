@@ -39,6 +39,7 @@ The files, their frames and what reads them back (replays, merges, rebases) are
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import operator
 import pickle
@@ -57,6 +58,8 @@ GROUP_SLICE = 8_192  # changed keys a delta's writer encodes (and, for pickled v
 HASH_BLOCK = 8 * GROUP_SLICE  # changed keys the writer takes from the change logs and hashes at a time
 _SCALARS = frozenset({int, float, str, bytes, bool, complex, type(None)})
 _SCALARS_OR_TUPLE = _SCALARS | {tuple}
+_TUPLE = frozenset({tuple})
+_present = functools.partial(operator.is_not, ABSENT)
 _UNLOGGED = object()  # a key no pending change log holds
 
 
@@ -90,11 +93,15 @@ def _all_immutable(values: list[Any]) -> bool:
     """Whether no value of ``values`` (``ABSENT`` allowed) can change in place: scalars, and tuples of
     scalars, told in C loops over the list; anything else says False (the caller then asks ``immutable``
     value by value)."""
-    types = set(map(type, values))
-    types.discard(object)  # ABSENT (a bare object() holds nothing that can change)
-    if types <= _SCALARS:
+    kinds = set(map(type, values))
+    absent = object in kinds  # ABSENT (a bare object() holds nothing that can change)
+    kinds.discard(object)
+    if kinds <= _SCALARS:
         return True
-    if types <= _SCALARS_OR_TUPLE:
+    if kinds == _TUPLE:  # a reduce's usual state: the tuples' fields in one C loop
+        fields = itertools.chain.from_iterable(filter(_present, values) if absent else values)
+        return set(map(type, fields)) <= _SCALARS
+    if kinds <= _SCALARS_OR_TUPLE:
         return set(map(type, itertools.chain.from_iterable(v for v in values if type(v) is tuple))) <= _SCALARS
     return False
 
@@ -152,6 +159,8 @@ class CopyOnWrite:
     def preserve_many(self, table: dict[Any, Any], keys: set[Any]) -> None:
         """``preserve`` for each of ``keys`` (a batch about to be read and written), in C loops over the
         batch where it can: a batch of numbers (the usual reduce) asks only for its values' types."""
+        if not self.everything and not getattr(table, "mutable", True):
+            return  # hand-outs of immutable values change nothing
         fresh = keys - self.done if self.done else keys
         if not fresh:
             return
@@ -187,12 +196,17 @@ class TrackedTable(dict):
     """A state table that logs the keys written (and, for ``deep`` tables, read) since the last cut,
     each with its value after the change (``changed``)."""
 
-    __slots__ = ("name", "changed", "cow", "cow_writes", "deep", "on_clear")
+    __slots__ = ("name", "changed", "cow", "cow_writes", "deep", "mutable", "on_clear")
 
     def __init__(self, name: str, deep: bool, on_clear: Callable[[], None] | None = None) -> None:
         super().__init__()
         self.name = name
         self.deep = deep  # values are changed in place: reads count as changes
+        # False: every value in the table is immutable (scalars, tuples of them), so handing one out
+        # can never change a snapshot's barrier value, and no view needs to see hand-outs. Checked
+        # where it costs little (a batch's new values, hot in the cache; a scalar written); a write
+        # of anything else sets it, for good.
+        self.mutable = deep
         self.changed: dict[Any, Any] = {}  # key -> value after its last change (ABSENT: deleted)
         # The views of the snapshots in flight (several, when checkpoints overlap); None when none is.
         self.cow: tuple[CopyOnWrite, ...] | None = None
@@ -214,6 +228,8 @@ class TrackedTable(dict):
     def __setitem__(self, key: Any, value: Any) -> None:
         if self.cow_writes is not None:
             self._writing(key)
+        if type(value) not in _SCALARS:
+            self.mutable = True
         dict.__setitem__(self, key, value)
         self.changed[key] = value
 
@@ -234,12 +250,14 @@ class TrackedTable(dict):
 
     def setdefault(self, key: Any, default: Any = None) -> Any:
         if dict.__contains__(self, key):
-            if self.cow is not None:
+            if self.cow is not None and self.mutable:
                 self._handing_out(key)
             value = dict.__getitem__(self, key)
         else:
             if self.cow_writes is not None:
                 self._writing(key)
+            if type(default) not in _SCALARS:
+                self.mutable = True
             value = dict.setdefault(self, key, default)
         self.changed[key] = value
         return value
@@ -247,7 +265,7 @@ class TrackedTable(dict):
     # A read hands out the value object: one that is changed in place must be saved first (``preserve``
     # copies only values that are not immutable), and for ``deep`` tables the read counts as a change.
     def get(self, key: Any, default: Any = None) -> Any:
-        if self.cow is not None:
+        if self.cow is not None and self.mutable:
             self._handing_out(key)
         if self.deep and dict.__contains__(self, key):
             value = self.changed[key] = dict.__getitem__(self, key)
@@ -255,7 +273,7 @@ class TrackedTable(dict):
         return dict.get(self, key, default)
 
     def __getitem__(self, key: Any) -> Any:
-        if self.cow is not None:
+        if self.cow is not None and self.mutable:
             self._handing_out(key)
         value = dict.__getitem__(self, key)
         if self.deep:
@@ -267,6 +285,8 @@ class TrackedTable(dict):
         if self.cow_writes is not None:
             for k in other:
                 self._writing(k)
+        if not self.mutable and not _all_immutable(list(other.values())):
+            self.mutable = True
         dict.update(self, other)
         self.changed.update(other)  # C loops: a restore puts millions of keys back this way
 
@@ -275,7 +295,7 @@ class TrackedTable(dict):
         return key, self.pop(key)
 
     def _touch_all(self) -> None:
-        if self.cow is not None:
+        if self.cow is not None:  # deep: always ``mutable``
             for key in list(dict.keys(self)):
                 self._handing_out(key)
         self.changed.update(dict.items(self))
@@ -330,10 +350,16 @@ def batch_access(
     log = table.changed.update
 
     def record(keys: list[Any], values: list[Any] | None = None) -> None:
-        log(zip(keys, map(lookup, keys) if values is None else values))
+        if values is None:
+            values = list(map(lookup, keys))
+        log(zip(keys, values))
+        if not table.mutable and not _all_immutable(values):  # the batch's new values, still in the cache
+            table.mutable = True
 
     views = table.cow
-    if views is None:
+    # Immutable values only (the usual reduce of numbers and tuples), so hand-outs need no view,
+    # and writes need one only for a delta of every key (``cow_writes``).
+    if views is None or (not table.mutable and table.cow_writes is None):
         return lookup, store, record
     if keys is not None:
         try:
@@ -350,7 +376,8 @@ def batch_access(
     handing_out, writing = table._handing_out, table._writing
 
     def get(key: Any, default: Any = None) -> Any:
-        handing_out(key)
+        if table.mutable:
+            handing_out(key)
         return lookup(key, default)
 
     def put(key: Any, value: Any) -> None:
