@@ -159,17 +159,20 @@ class CopyOnWrite:
     def preserve_many(self, table: dict[Any, Any], keys: set[Any]) -> None:
         """``preserve`` for each of ``keys`` (a batch about to be read and written), in C loops over the
         batch where it can: a batch of numbers (the usual reduce) asks only for its values' types."""
-        if not self.everything and not getattr(table, "mutable", True):
-            return  # hand-outs of immutable values change nothing
         fresh = keys - self.done if self.done else keys
-        if not fresh:
-            return
-        values = list(map(dict.get.__get__(table), fresh, itertools.repeat(ABSENT)))
         if not self.everything:
-            if not _all_immutable(values):
+            # only keys of the pending logs have barrier values (dict views intersect in C)
+            if len(self.pending) == 1:
+                fresh = fresh & self.pending[0].keys()
+            else:
+                fresh = set().union(*(fresh & log.keys() for log in self.pending))
+            if fresh and not _all_immutable(list(map(dict.get.__get__(table), fresh, itertools.repeat(ABSENT)))):
                 for key in fresh:
                     self.preserve(table, key)
             return
+        if not fresh:
+            return
+        values = list(map(dict.get.__get__(table), fresh, itertools.repeat(ABSENT)))
         with self.lock:
             need = fresh - self.done
             if not need:
@@ -196,17 +199,12 @@ class TrackedTable(dict):
     """A state table that logs the keys written (and, for ``deep`` tables, read) since the last cut,
     each with its value after the change (``changed``)."""
 
-    __slots__ = ("name", "changed", "cow", "cow_writes", "deep", "mutable", "on_clear")
+    __slots__ = ("name", "changed", "cow", "cow_writes", "deep", "on_clear")
 
     def __init__(self, name: str, deep: bool, on_clear: Callable[[], None] | None = None) -> None:
         super().__init__()
         self.name = name
         self.deep = deep  # values are changed in place: reads count as changes
-        # False: every value in the table is immutable (scalars, tuples of them), so handing one out
-        # can never change a snapshot's barrier value, and no view needs to see hand-outs. Checked
-        # where it costs little (a batch's new values, hot in the cache; a scalar written); a write
-        # of anything else sets it, for good.
-        self.mutable = deep
         self.changed: dict[Any, Any] = {}  # key -> value after its last change (ABSENT: deleted)
         # The views of the snapshots in flight (several, when checkpoints overlap); None when none is.
         self.cow: tuple[CopyOnWrite, ...] | None = None
@@ -228,8 +226,6 @@ class TrackedTable(dict):
     def __setitem__(self, key: Any, value: Any) -> None:
         if self.cow_writes is not None:
             self._writing(key)
-        if type(value) not in _SCALARS:
-            self.mutable = True
         dict.__setitem__(self, key, value)
         self.changed[key] = value
 
@@ -250,14 +246,12 @@ class TrackedTable(dict):
 
     def setdefault(self, key: Any, default: Any = None) -> Any:
         if dict.__contains__(self, key):
-            if self.cow is not None and self.mutable:
+            if self.cow is not None:
                 self._handing_out(key)
             value = dict.__getitem__(self, key)
         else:
             if self.cow_writes is not None:
                 self._writing(key)
-            if type(default) not in _SCALARS:
-                self.mutable = True
             value = dict.setdefault(self, key, default)
         self.changed[key] = value
         return value
@@ -265,7 +259,7 @@ class TrackedTable(dict):
     # A read hands out the value object: one that is changed in place must be saved first (``preserve``
     # copies only values that are not immutable), and for ``deep`` tables the read counts as a change.
     def get(self, key: Any, default: Any = None) -> Any:
-        if self.cow is not None and self.mutable:
+        if self.cow is not None:
             self._handing_out(key)
         if self.deep and dict.__contains__(self, key):
             value = self.changed[key] = dict.__getitem__(self, key)
@@ -273,7 +267,7 @@ class TrackedTable(dict):
         return dict.get(self, key, default)
 
     def __getitem__(self, key: Any) -> Any:
-        if self.cow is not None and self.mutable:
+        if self.cow is not None:
             self._handing_out(key)
         value = dict.__getitem__(self, key)
         if self.deep:
@@ -285,8 +279,6 @@ class TrackedTable(dict):
         if self.cow_writes is not None:
             for k in other:
                 self._writing(k)
-        if not self.mutable and not _all_immutable(list(other.values())):
-            self.mutable = True
         dict.update(self, other)
         self.changed.update(other)  # C loops: a restore puts millions of keys back this way
 
@@ -295,7 +287,7 @@ class TrackedTable(dict):
         return key, self.pop(key)
 
     def _touch_all(self) -> None:
-        if self.cow is not None:  # deep: always ``mutable``
+        if self.cow is not None:
             for key in list(dict.keys(self)):
                 self._handing_out(key)
         self.changed.update(dict.items(self))
@@ -350,16 +342,10 @@ def batch_access(
     log = table.changed.update
 
     def record(keys: list[Any], values: list[Any] | None = None) -> None:
-        if values is None:
-            values = list(map(lookup, keys))
-        log(zip(keys, values))
-        if not table.mutable and not _all_immutable(values):  # the batch's new values, still in the cache
-            table.mutable = True
+        log(zip(keys, map(lookup, keys) if values is None else values))
 
     views = table.cow
-    # Immutable values only (the usual reduce of numbers and tuples), so hand-outs need no view,
-    # and writes need one only for a delta of every key (``cow_writes``).
-    if views is None or (not table.mutable and table.cow_writes is None):
+    if views is None:
         return lookup, store, record
     if keys is not None:
         try:
@@ -376,8 +362,7 @@ def batch_access(
     handing_out, writing = table._handing_out, table._writing
 
     def get(key: Any, default: Any = None) -> Any:
-        if table.mutable:
-            handing_out(key)
+        handing_out(key)
         return lookup(key, default)
 
     def put(key: Any, value: Any) -> None:
