@@ -60,9 +60,8 @@ class ReduceOperator(StreamOperator):
                 written += 1
                 append(nv)
         finally:
-            # a failing function's batch too: what it wrote before failing is a change (``out`` holds
-            # the values put, in the keys' order)
-            record(keys, out) if written == len(keys) else record(keys[:written], out[:written])
+            # a failing function's batch too: what it wrote before failing is a change
+            record(keys if written == len(keys) else keys[:written])
         if self.emit_updates:
             self.output.emit(out, timestamps)
 

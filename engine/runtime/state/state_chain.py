@@ -286,8 +286,8 @@ class ChangeTracker:
     def plan_cut(
         self, checkpoint_id: int, cut: dict[str, set[Any]], compact: bool = False, live: int | None = None
     ) -> tuple[SnapshotPlan, list[Mapping[str, set[Any]]]]:
-        """As ``plan``, for change logs kept by the caller (the heap backend's tables): ``cut`` holds the
-        keys changed since the previous snapshot (with their values). Returns the plan and, for a delta, the change logs of
+        """As ``plan``, for change sets kept by the caller (the heap backend's tables): ``cut`` holds the
+        keys changed since the previous snapshot. Returns the plan and, for a delta, the change sets of
         every snapshot since the last completed one, not merged (merging would copy every key on the
         task thread). ``compact``: the writer can merge files of a chain that is still sound from the
         files themselves, so no base is ever due; the plan is a delta, and ``merge_start`` says which
