@@ -45,6 +45,7 @@ class CheckpointSampler:
         # checkpoint id -> {"size": state bytes, "written": checkpointed bytes, "trigger": ms, "sync": [ms per subtask]}
         self.seen: dict[int, dict[str, Any]] = {}
         self._names: dict[str, str] = {}  # vertex id -> name
+        self.failed = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -86,11 +87,13 @@ class CheckpointSampler:
             if entry["status"] != "COMPLETED" or cid in self.seen:
                 continue
             syncs: list[int] = []
+            asyncs: list[int] = []
             slowest = (-1, "")  # (sync ms, vertex): which task paused longest, to tell a backend from a sink
             for vid in entry.get("tasks", {}):
                 sub = self.http.get(f"/jobs/{jid}/checkpoints/details/{cid}/subtasks/{vid}").json()
                 done = [s["checkpoint"]["sync"] for s in sub.get("subtasks", ()) if s.get("status") == "completed"]
                 syncs += done
+                asyncs += [s["checkpoint"]["async"] for s in sub.get("subtasks", ()) if s.get("status") == "completed"]
                 if done and max(done) > slowest[0]:
                     slowest = (max(done), self._vertex_name(jid, vid))
             self.seen[cid] = {
@@ -98,8 +101,11 @@ class CheckpointSampler:
                 "written": entry.get("checkpointed_size", entry["state_size"]),
                 "trigger": entry["trigger_timestamp"],
                 "sync": syncs,
+                "async": asyncs,
+                "duration": entry.get("end_to_end_duration"),
                 "slowest": slowest,
             }
+        self.failed = stats.get("counts", {}).get("failed", 0)
 
 
 def p99(xs: list[float]) -> float:
@@ -137,6 +143,20 @@ def _figures(samples: list["CheckpointSampler"]) -> str:
     )
 
 
+def _detail(samples: list["CheckpointSampler"]) -> list[str]:
+    """One line per completed checkpoint of each run (``--detail``): where a round's cost went."""
+    lines = []
+    for i, s in enumerate(samples):
+        t0 = min((c["trigger"] for c in s.seen.values()), default=0)
+        lines.append(f"    run {i + 1}: {len(s.seen)} completed, {s.failed} failed")
+        for cid, c in sorted(s.seen.items()):
+            lines.append(
+                f"      checkpoint {cid} at +{(c['trigger'] - t0) / 1000:.1f} s: {c['duration']} ms end to end, "
+                f"written {c['written']:,} of {c['size']:,} bytes, sync {c['sync']} ms, async {c['async']} ms"
+            )
+    return lines
+
+
 def _slowest(samples: list["CheckpointSampler"]) -> str:
     """Where the longest pause was: its checkpoint's number, task and bytes written."""
     done = [(c["slowest"][0], cid, c) for s in samples for cid, c in s.seen.items() if c["sync"]]
@@ -146,7 +166,7 @@ def _slowest(samples: list["CheckpointSampler"]) -> str:
     return f" (checkpoint {cid}, {c['slowest'][1]}, {c['written']:,} bytes written)"
 
 
-def measure(keys: int, backends: list[str], pairs: int, passes: int = 1) -> list[str]:
+def measure(keys: int, backends: list[str], pairs: int, passes: int = 1, detail: bool = False) -> list[str]:
     """Per backend: the job without checkpoints and with checkpoints every 2 s, in rotated rounds on
     one cluster. ``rocksdb`` and ``rocksdb-incremental`` together run as one A/B: without, full and
     incremental checkpoints in each round."""
@@ -175,6 +195,8 @@ def measure(keys: int, backends: list[str], pairs: int, passes: int = 1) -> list
                     + (f", cluster CPU seconds ratio median {statistics.median(cpus):.2f} ({', '.join(f'{x:.2f}' for x in cpus)})" if cpus else "")
                     + "; " + _figures(samples[b])
                 )
+                if detail:
+                    lines += _detail(samples[b])
             if len(group) == 2:
                 ab = [rate(r[2]) / rate(r[1]) for r in rounds if rate(r[1]) and rate(r[2])]
                 if ab:
@@ -284,10 +306,11 @@ def main() -> None:
     ap.add_argument("--updates-seconds", type=float, default=20.0, help="how long that workload updates")
     ap.add_argument("--updates-tail", type=int, default=5, help="the last checkpoints of each run that workload counts")
     ap.add_argument("--updates-backends", default="rocksdb,hashmap", help="backends of that workload, each full against incremental")
+    ap.add_argument("--detail", action="store_true", help="print every completed checkpoint's figures")
     args = ap.parse_args()
     print(f"machine: {machine()}", flush=True)
     if args.keys:
-        for line in measure(args.keys, args.backends.split(","), args.pairs, args.passes):
+        for line in measure(args.keys, args.backends.split(","), args.pairs, args.passes, args.detail):
             print(line, flush=True)
     if args.updates_keys:
         per_s = args.updates_keys / 100 / (INTERVAL_MS / 1000)  # 1 % of the keys per checkpoint interval
