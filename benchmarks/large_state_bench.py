@@ -15,7 +15,9 @@ as an A/B in the same rounds. The 1 %-per-interval workload (``large_state_updat
 the bytes each checkpoint writes, full and incremental, against the bytes of state that changed.
 
 Run alone: ``python benchmarks/large_state_bench.py [--keys 1000000] [--backends hashmap,rocksdb,rocksdb-incremental]
-[--updates-keys 1000000]``; ``--keys 3000000`` is the issue's size (minutes per run on the on-disk backend here).
+[--updates-keys 1000000] [--passes 4] [--key-type string] [--detail]``; ``--keys 3000000`` is the issue's size
+(minutes per run on the on-disk backend here). ``--key-type string`` keys the count by strings
+(``user-<n>``) instead of ints; ``--detail`` prints every completed checkpoint's figures.
 """
 from __future__ import annotations
 
@@ -166,7 +168,9 @@ def _slowest(samples: list["CheckpointSampler"]) -> str:
     return f" (checkpoint {cid}, {c['slowest'][1]}, {c['written']:,} bytes written)"
 
 
-def measure(keys: int, backends: list[str], pairs: int, passes: int = 1, detail: bool = False) -> list[str]:
+def measure(
+    keys: int, backends: list[str], pairs: int, passes: int = 1, detail: bool = False, key_type: str = "long"
+) -> list[str]:
     """Per backend: the job without checkpoints and with checkpoints every 2 s, in rotated rounds on
     one cluster. ``rocksdb`` and ``rocksdb-incremental`` together run as one A/B: without, full and
     incremental checkpoints in each round."""
@@ -179,9 +183,9 @@ def measure(keys: int, backends: list[str], pairs: int, passes: int = 1, detail:
     with local_cluster(2, slots=1) as submit:
         for group in groups:
             samples: dict[str, list[CheckpointSampler]] = {b: [] for b in group}
-            variants: list[Callable[[], str]] = [lambda: _run(submit, keys, group[0], 0, passes=passes)]
+            variants: list[Callable[[], str]] = [lambda: _run(submit, keys, group[0], 0, passes=passes, key_type=key_type)]
             for b in group:
-                variants.append(lambda b=b: _run(submit, keys, b, INTERVAL_MS, samples[b], passes))
+                variants.append(lambda b=b: _run(submit, keys, b, INTERVAL_MS, samples[b], passes, key_type))
             variants[0]()  # warm-up, not counted
             rounds = _rotated(pairs, variants)
             for k, b in enumerate(group, start=1):
@@ -189,7 +193,8 @@ def measure(keys: int, backends: list[str], pairs: int, passes: int = 1, detail:
                 each = ", ".join(f"{x:.2f}" for x in ratios)
                 cpus = [cpu(r[k]) / cpu(r[0]) for r in rounds if cpu(r[0]) and cpu(r[k])]
                 lines.append(
-                    f"large state, {b}, {keys:,} keys" + (f" x {passes} passes" if passes > 1 else "")
+                    f"large state, {b}, {keys:,} {'string ' if key_type == 'string' else ''}keys"
+                    + (f" x {passes} passes" if passes > 1 else "")
                     + f", checkpoints every {INTERVAL_MS // 1000} s: "
                     + (f"throughput ratio median {statistics.median(ratios):.2f} of {len(ratios)} rounds ({each})" if ratios else "failed")
                     + (f", cluster CPU seconds ratio median {statistics.median(cpus):.2f} ({', '.join(f'{x:.2f}' for x in cpus)})" if cpus else "")
@@ -281,10 +286,12 @@ def cpu(line: str) -> float | None:
     return float(m.group(1)) if m else None
 
 
-def _run(submit: Submit, keys: int, backend: str, interval_ms: int, samples: list | None = None, passes: int = 1) -> str:
+def _run(
+    submit: Submit, keys: int, backend: str, interval_ms: int, samples: list | None = None, passes: int = 1, key_type: str = "long"
+) -> str:
     """``passes``: records per key (the job counts ``keys * passes`` records): a run long enough to
     hold several checkpoints where one pass over the keys takes little more than an interval."""
-    extra = (str(keys), backend, str(interval_ms))
+    extra = (str(keys), backend, str(interval_ms), key_type)
     before = cluster_cpu()
     if samples is None:
         line = submit(keys * passes, 2, JOB, extra)
@@ -307,10 +314,11 @@ def main() -> None:
     ap.add_argument("--updates-tail", type=int, default=5, help="the last checkpoints of each run that workload counts")
     ap.add_argument("--updates-backends", default="rocksdb,hashmap", help="backends of that workload, each full against incremental")
     ap.add_argument("--detail", action="store_true", help="print every completed checkpoint's figures")
+    ap.add_argument("--key-type", choices=("long", "string"), default="long", help="string: keys as 'user-<n>' strings")
     args = ap.parse_args()
     print(f"machine: {machine()}", flush=True)
     if args.keys:
-        for line in measure(args.keys, args.backends.split(","), args.pairs, args.passes, args.detail):
+        for line in measure(args.keys, args.backends.split(","), args.pairs, args.passes, args.detail, args.key_type):
             print(line, flush=True)
     if args.updates_keys:
         per_s = args.updates_keys / 100 / (INTERVAL_MS / 1000)  # 1 % of the keys per checkpoint interval

@@ -1,8 +1,9 @@
 """The large-state workload (issue 16): a keyed count over N records with K distinct keys.
 
-``python large_state_job.py N P KEYS BACKEND CHECKPOINT_MS`` (BACKEND: hashmap, hashmap-incremental,
+``python large_state_job.py N P KEYS BACKEND CHECKPOINT_MS [KEY_TYPE]`` (BACKEND: hashmap, hashmap-incremental,
 rocksdb or rocksdb-incremental: ``-incremental`` sets ``state.backend.incremental: true``;
-CHECKPOINT_MS 0: no checkpoints). Every key is counted N // KEYS times, so the job holds KEYS
+CHECKPOINT_MS 0: no checkpoints; KEY_TYPE ``long``, the default, or ``string``: the keys as strings
+``user-<n>``, as a job keyed by user ids or words holds them). Every key is counted N // KEYS times, so the job holds KEYS
 entries of keyed state at the end; only key 0's final count reaches the collect sink, which keeps
 the sink out of the measurement. Prints one line:
 ``large-state N=.. keys=.. P=.. backend=.. seconds=.. records_per_s=..``.
@@ -20,6 +21,7 @@ P = int(sys.argv[2])
 KEYS = int(sys.argv[3])
 BACKEND = sys.argv[4]
 CHECKPOINT_MS = int(sys.argv[5])
+STRING_KEYS = len(sys.argv) > 6 and sys.argv[6] == "string"
 
 env = StreamExecutionEnvironment.get_execution_environment()
 env.set_parallelism(P)
@@ -32,12 +34,17 @@ else:
 if CHECKPOINT_MS:
     env.enable_checkpointing(CHECKPOINT_MS)  # exactly-once
 numbers = env.from_source(NumberSequenceSource(0, N - 1), WatermarkStrategy.no_watermarks(), "seq")
-pairs = numbers.map(lambda n: (n % KEYS, 1), output_type=Types.TUPLE([Types.LONG(), Types.LONG()]))
-counts = pairs.key_by(lambda t: t[0], key_type=Types.LONG()).reduce(lambda a, b: (a[0], a[1] + b[1]))
-final = counts.filter(lambda t: t[0] == 0 and t[1] == N // KEYS)
+if STRING_KEYS:
+    key_type, first = Types.STRING(), "user-0"
+    pairs = numbers.map(lambda n: (f"user-{n % KEYS}", 1), output_type=Types.TUPLE([key_type, Types.LONG()]))
+else:
+    key_type, first = Types.LONG(), 0
+    pairs = numbers.map(lambda n: (n % KEYS, 1), output_type=Types.TUPLE([key_type, Types.LONG()]))
+counts = pairs.key_by(lambda t: t[0], key_type=key_type).reduce(lambda a, b: (a[0], a[1] + b[1]))
+final = counts.filter(lambda t: t[0] == first and t[1] == N // KEYS)
 started = time.time()
 with final.execute_and_collect("large-state") as it:
     results = list(it)
 elapsed = time.time() - started
-assert results == [(0, N // KEYS)], f"expected [(0, {N // KEYS})], got {results[:5]}"
-print(f"large-state N={N} keys={KEYS} P={P} backend={BACKEND} seconds={elapsed:.2f} records_per_s={N / elapsed:.0f}")
+assert results == [(first, N // KEYS)], f"expected [({first!r}, {N // KEYS})], got {results[:5]}"
+print(f"large-state N={N} keys={KEYS}{' (strings)' if STRING_KEYS else ''} P={P} backend={BACKEND} seconds={elapsed:.2f} records_per_s={N / elapsed:.0f}")

@@ -247,6 +247,9 @@ def main() -> None:
         backends = ["hashmap", "hashmap-incremental", "rocksdb", "rocksdb-incremental"]
         for line in measure_large_state(args.large_state_keys, backends, 1):
             print(line, flush=True)
+        # Keys as strings (user ids, words): the state the typed columns do not hold, pickled
+        for line in measure_large_state(args.large_state_keys, ["hashmap-incremental", "rocksdb-incremental"], 1, key_type="string"):
+            print(line, flush=True)
         keys = args.large_state_keys  # 1 % of them per checkpoint interval, for 20 s
         for family in ("rocksdb", "hashmap"):
             for line in measure_updates(keys, 1, keys / 100 / 2, 20.0, family):

@@ -75,7 +75,9 @@ def immutable(value: Any) -> bool:
     if t in _SCALARS:
         return True
     if t is tuple or t is frozenset:
-        return all(immutable(v) for v in value)
+        # every element a scalar (a reduce's (key, count)) in C loops, without a generator: about a
+        # third less per value than the recursion alone, which nested values still take
+        return all(map(_SCALARS.__contains__, map(type, value))) or all(map(immutable, value))
     return False
 
 

@@ -186,9 +186,10 @@ def _replayed_parts(slots: dict[tuple[int, str], "_Slot"], parts: list[tuple[int
             continue
         t, g = slot.table or {}, slot.gone
         entries += len(t) + len(g)
-        items = iter(t.items())
-        while chunk := dict(itertools.islice(items, BASE_CHUNK)):
-            parts.append((kg, columns_frame(name, list(chunk), list(chunk.values()), False)))
+        keys, values = list(t), list(t.values())  # no dict per chunk: its lists are what is pickled
+        for lo in range(0, len(keys), BASE_CHUNK):
+            parts.append((kg, columns_frame(name, keys[lo : lo + BASE_CHUNK], values[lo : lo + BASE_CHUNK], False)))
+        del keys, values
         if g:
             parts.append((kg, pickle.dumps((name, {}, list(g)), pickle.HIGHEST_PROTOCOL)))
     return entries
@@ -215,22 +216,23 @@ class _Slot:
                 self.spec = self.spec if c.spec is None else c.spec
                 self.typed.append(c)
                 return
-            triple = c.as_dict()
-        else:
-            triple = _triple(frame)
+            entries = c.keys.tolist(), c.values(), c.gone.tolist()
+        elif len(frame) == 4:  # a delta writer's (name, [key], [value], [deleted key]): no dict built
+            entries = frame[1], frame[2], frame[3]
+        else:  # (name, {key: value}, [deleted key])
+            entries = frame[1].keys(), frame[1].values(), frame[2]
         if self.table is None:
             self.table = {}
             typed, self.typed = self.typed, []
             for c in typed:
-                self._apply(c.as_dict())
-        self._apply(triple)
+                self._apply(c.keys.tolist(), c.values(), c.gone.tolist())
+        self._apply(*entries)
 
-    def _apply(self, triple: tuple[str, Any, list[Any]]) -> None:
-        _, live, dead = triple
+    def _apply(self, keys: Iterable[Any], values: Iterable[Any], dead: list[Any]) -> None:
         t = self.table
-        t.update(live)  # type: ignore[union-attr]
+        t.update(zip(keys, values))  # type: ignore[union-attr]
         if self.gone:  # a value written after the deletion
-            self.gone.difference_update(live.keys() if isinstance(live, dict) else (k for k, _ in live))
+            self.gone.difference_update(keys)
         for k in dead:
             t.pop(k, None)  # type: ignore[union-attr]
         if dead and not self.base:

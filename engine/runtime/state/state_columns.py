@@ -75,6 +75,8 @@ def int_array(items: Sequence[Any]) -> Any:
         return None
     if not items:
         return np.empty(0, dtype=np.int64)
+    if type(items[0]) is not int:  # string keys, say: no pass over them all
+        return None
     if set(map(type, items)) != {int}:
         return None
     try:

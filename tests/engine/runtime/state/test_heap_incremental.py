@@ -628,3 +628,25 @@ def test_the_writer_takes_each_key_of_overlapping_change_sets_once_without_copyi
     assert len(taken) == len(set(taken)) == 150_001
     assert set(taken) == first | second | third
     assert (first, second, third) == (set(range(0, 100_000)), set(range(50_000, 150_000)), {7, 149_999, 200_000})
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (("user-1", 7), True),
+        ((1, 2.5, None, b"x", True), True),
+        (((7,), frozenset({1, ("a", 2)})), True),
+        ((1, [2]), False),
+        ((1, (2, {3: 4})), False),
+        (frozenset({(1, 2)}), True),
+        ([1], False),
+        ((), True),
+    ],
+)
+def test_immutable_values_are_told_apart_from_values_that_may_change_in_place(value, expected) -> None:
+    """What needs no copy before it is handed out (heap) or written back (on-disk): scalars and tuples
+    or frozensets of them, nested or not; anything holding a list or a dict does."""
+    from millstream.engine.runtime.state.heap_incremental import immutable
+    from millstream.engine.runtime.state.lmdb_backend import _immutable
+
+    assert immutable(value) is expected and _immutable(value) is expected
