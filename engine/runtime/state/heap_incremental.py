@@ -38,11 +38,12 @@ import itertools
 import operator
 import pickle
 import threading
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from millstream.engine.runtime.key_group_batch import group_by_key_group, group_keys
 from millstream.engine.runtime.state import state_columns
 from millstream.engine.runtime.state.heap_state_files import ABSENT, KeyGroups, Parts, columns_frame
+from millstream.engine.runtime.state.immutability import SCALARS, immutable
 
 # Kinds of state whose values callers change in place after reading them (``HeapListState.add``
 # appends to the list ``setdefault`` returned; the window operator mutates its per-key dicts).
@@ -50,8 +51,7 @@ MUTABLE_KINDS = frozenset({"list", "map", "window", "ttl-list", "ttl-map"})
 CHUNK = 2_000  # keys per part: what the writer thread pickles while it holds the interpreter lock
 GROUP_SLICE = 8_192  # changed keys a delta's writer sorts by key group and pickles at a time (``_lock_batches``)
 HASH_BLOCK = 8 * GROUP_SLICE  # changed keys the writer takes from the change sets and hashes at a time
-_SCALARS = frozenset({int, float, str, bytes, bool, complex, type(None)})
-_SCALARS_OR_TUPLE = _SCALARS | {tuple}
+_SCALARS_OR_TUPLE = SCALARS | {tuple}
 
 
 class _Everything:
@@ -68,17 +68,6 @@ class _Everything:
 
 
 EVERYTHING: Any = _Everything()
-
-
-def immutable(value: Any) -> bool:
-    t = type(value)
-    if t in _SCALARS:
-        return True
-    if t is tuple or t is frozenset:
-        # every element a scalar (a reduce's (key, count)) in C loops, without a generator: about a
-        # third less per value than the recursion alone, which nested values still take
-        return all(map(_SCALARS.__contains__, map(type, value))) or all(map(immutable, value))
-    return False
 
 
 class CopyOnWrite:
@@ -139,11 +128,11 @@ def _detached(values: list[Any]) -> list[Any]:
     The type checks run as C loops over the batch: scalars, and tuples of scalars, need no copy."""
     types = set(map(type, values))
     types.discard(object)  # ABSENT (a bare object() holds nothing that can change)
-    if types <= _SCALARS:
+    if types <= SCALARS:
         return values
     if types <= _SCALARS_OR_TUPLE:
         inner = set(map(type, itertools.chain.from_iterable(v for v in values if type(v) is tuple)))
-        if inner <= _SCALARS:
+        if inner <= SCALARS:
             return values
     return [v if v is ABSENT or immutable(v) else _deep_copy(v) for v in values]
 

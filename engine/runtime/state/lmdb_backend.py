@@ -42,7 +42,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import ItemsView, MutableMapping, ValuesView
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import lmdb
 import msgpack
@@ -50,6 +50,7 @@ import msgpack
 from millstream.engine.runtime.key_encoding import EXT_BIGINT, canonical
 from millstream.engine.runtime.key_groups import assign_to_key_group
 from millstream.engine.runtime.state.heap_backend import StateFactory, StateTypeMismatch
+from millstream.engine.runtime.state.immutability import immutable
 from millstream.engine.runtime.state.record_stream import by_key_group
 from millstream.engine.runtime.state.rolled_compaction import RolledCompaction
 from millstream.engine.runtime.state.state_chain import ChangeTracker, SnapshotPlan
@@ -72,20 +73,6 @@ _TOMB = object()  # a cached entry that knows its key has no value
 _UNLOGGED = object()
 _HASHED = b"#"  # LMDB key of a pickled key longer than LMDB allows: a digest of it
 _PACKED = b"~"  # LMDB key of a key stored as its packed canonical form (pickles start with 0x80)
-_SCALARS = frozenset({int, float, str, bytes, bool, complex, type(None)})
-
-
-def _immutable(value: Any) -> bool:
-    t = type(value)
-    if t in _SCALARS:
-        return True
-    if t is tuple or t is frozenset:
-        # every element a scalar (a reduce's (key, count)) in C loops, without a generator: about a
-        # third less per value than the recursion alone, which nested values still take
-        return all(map(_SCALARS.__contains__, map(type, value))) or all(map(_immutable, value))
-    return False
-
-
 class _Entry:
     # ``logged``: the value object whose record the change tracker already holds (a barrier took it
     # without writing it back); a later write-back of that same immutable value is not a change.
@@ -280,7 +267,7 @@ class LmdbKeyedStateBackend(StateFactory):
             # A mutable value recorded before may have been changed in place since: recorded again.
             fresh = [
                 (e, vb) for e, vb in zip(dirty, records)
-                if e.logged is not e.value or not (e.value is tomb or _immutable(e.value))
+                if e.logged is not e.value or not (e.value is tomb or immutable(e.value))
             ]
             if len(fresh) == len(dirty):
                 for name, recs in out.items():
@@ -463,7 +450,7 @@ class LmdbKeyedStateBackend(StateFactory):
         for ck in victims:
             del cache[ck]
         for e in ahead:
-            e.dirty = e.value is not _TOMB and not _immutable(e.value)
+            e.dirty = e.value is not _TOMB and not immutable(e.value)
 
     def _forget_dirty(self, table: "LmdbTable") -> None:
         """Drop the entries of ``table`` (about to leave the cache) from the dirty order."""
@@ -473,7 +460,7 @@ class LmdbKeyedStateBackend(StateFactory):
         entries = [e for e in self._cache.values() if e.dirty and (table is None or e.table is table)]
         self._commit(entries)
         for e in entries:
-            e.dirty = e.value is not _TOMB and not _immutable(e.value)
+            e.dirty = e.value is not _TOMB and not immutable(e.value)
         self._dirty = OrderedDict((ck, e) for ck, e in self._dirty.items() if e.dirty)
 
     # -- LMDB ------------------------------------------------------------------------------
@@ -503,7 +490,7 @@ class LmdbKeyedStateBackend(StateFactory):
             record = self.changes.record
             for e, (_, lk, vb) in zip(dirty, ops):
                 # else a barrier recorded this very value already, and nothing can have changed it in place
-                if e.logged is not e.value or not (e.value is _TOMB or _immutable(e.value)):
+                if e.logged is not e.value or not (e.value is _TOMB or immutable(e.value)):
                     record(e.table.name, lk, vb)
         env = self._open_env()
         self._end_read()
@@ -576,10 +563,10 @@ class LmdbTable(MutableMapping):
             e = _Entry(self, lk, key, _TOMB, False, wrapped)
         elif vb[:1] == _WRAPPED:
             k, v = pickle.loads(vb[1:])
-            e = _Entry(self, lk, k, v, not _immutable(v), True)
+            e = _Entry(self, lk, k, v, not immutable(v), True)
         else:  # a plain record was written with its canonical key: that key, not the equal one asked for
             v = pickle.loads(vb)
-            e = _Entry(self, lk, pickle.loads(lk[KG_BYTES:]) if wrapped else key, v, not _immutable(v), False)
+            e = _Entry(self, lk, pickle.loads(lk[KG_BYTES:]) if wrapped else key, v, not immutable(v), False)
         b._admit(ck, e)
         if e.dirty:  # a mutable value: the caller may change it in place
             b._dirty[ck] = e

@@ -646,7 +646,6 @@ def test_the_writer_takes_each_key_of_overlapping_change_sets_once_without_copyi
 def test_immutable_values_are_told_apart_from_values_that_may_change_in_place(value, expected) -> None:
     """What needs no copy before it is handed out (heap) or written back (on-disk): scalars and tuples
     or frozensets of them, nested or not; anything holding a list or a dict does."""
-    from millstream.engine.runtime.state.heap_incremental import immutable
-    from millstream.engine.runtime.state.lmdb_backend import _immutable
+    from millstream.engine.runtime.state import heap_incremental, lmdb_backend
 
-    assert immutable(value) is expected and _immutable(value) is expected
+    assert heap_incremental.immutable(value) is expected and lmdb_backend.immutable(value) is expected
