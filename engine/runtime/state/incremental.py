@@ -20,6 +20,7 @@ read by the caller (checkpoint storage).
 """
 from __future__ import annotations
 
+import operator
 import pickle
 from dataclasses import replace
 from typing import Callable, Container, Iterable, Iterator, Mapping, Sequence
@@ -28,6 +29,7 @@ from millstream.engine.runtime.state.state_chain import BASE, MERGE_KEY_GROUPS, 
 from millstream.engine.runtime.state.state_records import KG_BYTES
 
 Record = tuple[bytes, "bytes | None"]  # (LMDB key, stored record or None: deleted)
+_LIVE = operator.itemgetter(1)  # a record that is not a tombstone (a record is a pickle, never b"")
 
 
 # -- files: one part per key group -------------------------------------------------------
@@ -114,7 +116,10 @@ def rebase_groups(
             tables = merged.get(kg, {})
             for name, rows in (delta.get(kg) or {}).items():
                 tables.setdefault(name, {}).update(rows)
-            yield kg, {name: sorted((lk, vb) for lk, vb in records.items() if vb is not None) for name, records in tables.items()}
+            # Live records in the order laid over, not sorted: a restore puts a key group's records back in
+            # any order, and sorting bytes (plus a generator step per record) was most of a rebase's time.
+            # ``filter`` drops the tombstones (None) in C; a stored record is never empty.
+            yield kg, {name: list(filter(_LIVE, records.items())) for name, records in tables.items()}
 
 
 def replay(

@@ -36,6 +36,8 @@ backend is used by one thread.
 from __future__ import annotations
 
 import hashlib
+import itertools
+import operator
 import os
 import pickle
 import threading
@@ -47,7 +49,13 @@ from typing import Any, Callable, Iterator, Mapping
 import lmdb
 import msgpack
 
+try:
+    import numpy as np
+except ImportError:  # a bare Python on a Spark executor, which never writes a checkpoint (key_group_batch)
+    np = None
+
 from millstream.engine.runtime.key_encoding import EXT_BIGINT, canonical
+from millstream.engine.runtime.key_group_batch import take as _take
 from millstream.engine.runtime.key_groups import assign_to_key_group
 from millstream.engine.runtime.state.heap_backend import StateFactory, StateTypeMismatch
 from millstream.engine.runtime.state.immutability import immutable
@@ -73,6 +81,9 @@ _TOMB = object()  # a cached entry that knows its key has no value
 _UNLOGGED = object()
 _HASHED = b"#"  # LMDB key of a pickled key longer than LMDB allows: a digest of it
 _PACKED = b"~"  # LMDB key of a key stored as its packed canonical form (pickles start with 0x80)
+# Changed records a delta's writer reorders by key group at a time (``_changed_groups``): each C call
+# holds the interpreter lock for one block, a few ms at most, while the task thread may wait for it.
+_GROUP_BLOCK = 65_536
 class _Entry:
     # ``logged``: the value object whose record the change tracker already holds (a barrier took it
     # without writing it back); a later write-back of that same immutable value is not a change.
@@ -682,26 +693,68 @@ def _changed_records(changed: Mapping[str, Mapping[bytes, bytes | None]]) -> Ite
 
 def _changed_groups(changed: Mapping[str, Mapping[bytes, bytes | None]]) -> Iterator[tuple[int, dict[str, list[tuple[bytes, bytes | None]]]]]:
     """A delta's records as ``by_key_group`` hands a base's over: ``(key group, {state: records})`` in
-    key-group order. Bucketed by their key-group prefix rather than sorted: a restore needs the key
+    key-group order. Grouped by their key-group prefix rather than sorted: a restore needs the key
     groups apart, not the keys in order, and sorting bytes in Python costs several times more
-    (no fast comparison for bytes in ``list.sort``). The buckets hold the keys only; a key group's
-    records are paired up as it is handed over, so the writer adds a reference per changed key and
-    one key group's records to what the tracker holds."""
-    groups: dict[bytes, dict[str, list[bytes]]] = {}
+    (no fast comparison for bytes in ``list.sort``). The keys and records are listed side by side in
+    the tracker's order, their prefixes read into numpy and ordered by key group there (a stable
+    sort of small integers); a key group's records are taken from the two lists in C as it is
+    handed over. A Python loop per record, and then a lookup per record in a dict of a million keys,
+    were a third of the writer's time with string keys (offline, 850,000 string-keyed records:
+    0.35-0.43 s against 0.88-0.91 s). The writer adds two references and a 4-byte position per
+    changed key, and one key group's records, to what the tracker holds."""
+    if np is None:
+        yield from _changed_groups_scalar(changed)
+        return
+    listed: list[tuple[str, list[bytes], list[bytes | None]]] = []
+    runs: dict[int, list[tuple[int, Any]]] = {}  # key group -> [(table, positions in its lists)]
+    for t, (name, records) in enumerate(changed.items()):
+        n = len(records)
+        keys = _listed(iter(records), n)
+        kgs = np.concatenate([_prefixes(keys[lo : lo + _GROUP_BLOCK]) for lo in range(0, n, _GROUP_BLOCK)]) if n else np.zeros(0, np.uint16)
+        order = np.argsort(kgs, kind="stable").astype(np.int32)  # kept until handed over: half the bytes
+        ordered = kgs[order]
+        del kgs
+        cuts = [0, *(np.flatnonzero(ordered[1:] != ordered[:-1]) + 1).tolist(), n] if n else []
+        for lo, hi in zip(cuts, cuts[1:]):
+            runs.setdefault(int(ordered[lo]), []).append((t, order[lo:hi]))
+        del ordered
+        # listed after the sort, so the sort's scratch and both lists are never held at once
+        listed.append((name, keys, _listed(iter(records.values()), n)))  # the keys' order: nobody changes the dict now
+    for kg in sorted(runs):
+        tables: dict[str, list[tuple[bytes, bytes | None]]] = {}
+        for t, positions in runs.pop(kg):
+            name, keys, values = listed[t]
+            idx = positions.tolist()
+            tables[name] = list(zip(_take(keys, idx), _take(values, idx)))
+        yield kg, tables
+
+
+def _changed_groups_scalar(changed: Mapping[str, Mapping[bytes, bytes | None]]) -> Iterator[tuple[int, dict[str, list[tuple[bytes, bytes | None]]]]]:
+    """``_changed_groups`` without numpy: a bare Python on a Spark executor, which has no checkpoint to
+    write; kept so that the backend answers the same everywhere."""
+    groups: dict[int, dict[str, list[tuple[bytes, bytes | None]]]] = {}
     for name, records in changed.items():
-        for lk in records:
-            prefix = lk[:KG_BYTES]
-            tables = groups.get(prefix)
-            if tables is None:
-                tables = groups[prefix] = {}
-            keys = tables.get(name)
-            if keys is None:
-                keys = tables[name] = []
-            keys.append(lk)
-    for prefix in sorted(groups):
-        tables = groups.pop(prefix)
-        # zip and map pair the records up from C: no Python code per record
-        yield int.from_bytes(prefix, "big"), {name: list(zip(keys, map(changed[name].__getitem__, keys))) for name, keys in tables.items()}
+        for lk, vb in records.items():
+            groups.setdefault(int.from_bytes(lk[:KG_BYTES], "big"), {}).setdefault(name, []).append((lk, vb))
+    for kg in sorted(groups):
+        yield kg, groups.pop(kg)
+
+
+def _listed(items: Iterator[Any], n: int) -> list[Any]:
+    """The ``n`` items of ``items`` as a list, filled a block at a time: one C call over a million
+    entries holds the interpreter lock for milliseconds, which a barrier on the task thread would
+    wait for. Allocated whole at the start, so it takes no more memory than ``list(items)``."""
+    out: list[Any] = [None] * n
+    for lo in range(0, n, _GROUP_BLOCK):
+        out[lo : lo + _GROUP_BLOCK] = itertools.islice(items, _GROUP_BLOCK)
+    return out
+
+
+def _prefixes(keys: list[bytes]) -> Any:
+    """The key group of each LMDB key (its first ``KG_BYTES`` bytes, big-endian) as a numpy array, read
+    a byte column at a time in C."""
+    high = np.frombuffer(bytes(map(operator.itemgetter(0), keys)), dtype=np.uint8).astype(np.uint16)
+    return (high << 8) | np.frombuffer(bytes(map(operator.itemgetter(1), keys)), dtype=np.uint8)
 
 
 def _by_key_group_prefix(records: Mapping[str, Mapping[bytes, bytes | None]]) -> dict[int, dict[str, dict[bytes, bytes | None]]]:

@@ -788,3 +788,26 @@ class Sessionize(KeyedProcessFunction):
 def test_keyed_process_operator(tmp_path, cache):
     steps = [(batch, None) for batch, _ in _stream(17, timestamps=False)]
     _assert_same_on_both(tmp_path, KeyedProcessOperator, Sessionize(), steps, cache)
+
+
+def test_a_deltas_records_are_handed_over_by_key_group_with_or_without_numpy(monkeypatch) -> None:
+    """The writer groups a delta's records by their key-group prefix in numpy; the scalar way (a bare
+    Python without numpy) hands over the same records, and both in key-group order."""
+    import random
+
+    from millstream.engine.runtime.state import lmdb_backend
+
+    rng = random.Random(7)
+    changed = {
+        name: {rng.randrange(300).to_bytes(2, "big") + rng.randbytes(rng.randrange(1, 12)): rng.choice([None, b"\x80v"]) for _ in range(5_000)}
+        for name in ("a", "b")
+    }
+    monkeypatch.setattr(lmdb_backend, "_GROUP_BLOCK", 1_000)  # several blocks
+    grouped = list(lmdb_backend._changed_groups(changed))
+    monkeypatch.setattr(lmdb_backend, "np", None)
+    scalar = list(lmdb_backend._changed_groups(changed))
+    assert [kg for kg, _ in grouped] == [kg for kg, _ in scalar] == sorted({int.from_bytes(lk[:2], "big") for t in changed.values() for lk in t})
+    for (kg, tables), (_, other) in zip(grouped, scalar):
+        assert {n: sorted(r) for n, r in tables.items()} == {n: sorted(r) for n, r in other.items()}
+        assert all(int.from_bytes(lk[:2], "big") == kg for rows in tables.values() for lk, _ in rows)
+    assert sum(len(r) for _, t in grouped for r in t.values()) == sum(map(len, changed.values()))
