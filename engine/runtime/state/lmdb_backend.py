@@ -84,6 +84,8 @@ _PACKED = b"~"  # LMDB key of a key stored as its packed canonical form (pickles
 # Changed records a delta's writer reorders by key group at a time (``_changed_groups``): each C call
 # holds the interpreter lock for one block, a few ms at most, while the task thread may wait for it.
 _GROUP_BLOCK = 65_536
+
+
 class _Entry:
     # ``logged``: the value object whose record the change tracker already holds (a barrier took it
     # without writing it back); a later write-back of that same immutable value is not a change.
