@@ -265,6 +265,9 @@ def batch_access(
     key's barrier value. The keys are recorded by ``record`` either way. Any other table (a ``deep``
     one, a plain dict, an on-disk table) is used through its own methods, and ``record`` does nothing."""
     if type(table) is not TrackedTable or table.deep:
+        prepare = getattr(table, "prepare_keys", None)  # an on-disk table encodes the batch's keys at once
+        if prepare is not None and keys is not None:
+            prepare(keys)
         return table.get, table.__setitem__, _untracked
     lookup, store = dict.get.__get__(table), dict.__setitem__.__get__(table)
     views = table.cow

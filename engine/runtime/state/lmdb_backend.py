@@ -55,7 +55,7 @@ except ImportError:  # a bare Python on a Spark executor, which never writes a c
     np = None
 
 from millstream.engine.runtime.key_encoding import EXT_BIGINT, canonical
-from millstream.engine.runtime.key_group_batch import take as _take
+from millstream.engine.runtime.key_group_batch import assign_to_key_groups, take as _take
 from millstream.engine.runtime.key_groups import assign_to_key_group
 from millstream.engine.runtime.state.heap_backend import StateFactory, StateTypeMismatch
 from millstream.engine.runtime.state.immutability import immutable
@@ -84,6 +84,7 @@ _PACKED = b"~"  # LMDB key of a key stored as its packed canonical form (pickles
 # Changed records a delta's writer reorders by key group at a time (``_changed_groups``): each C call
 # holds the interpreter lock for one block, a few ms at most, while the task thread may wait for it.
 _GROUP_BLOCK = 65_536
+_PREPARED_TYPES = {str, int}  # keys ``prepare_keys`` encodes ahead: their pickle is the LMDB key
 
 
 class _Entry:
@@ -142,6 +143,7 @@ class LmdbKeyedStateBackend(StateFactory):
         self._reading = 0  # of which being read now
         self._open_snapshots: list[dict[str, Any]] = []
         self._last_key: Any = _TOMB
+        self._prepared: dict[Any, tuple[bytes, bool]] = {}  # a batch's str and int keys, encoded ahead (``prepare_keys``)
         self._last_encoded: tuple[bytes, bool] = (b"", False)
         # Incremental checkpoints: the keys written back since the last snapshot (``incremental``).
         self.changes: ChangeTracker | None = ChangeTracker(max_deltas=MAX_DELTAS) if incremental else None
@@ -407,11 +409,33 @@ class LmdbKeyedStateBackend(StateFactory):
         self.close()
 
     # -- keys ----------------------------------------------------------------------------
+    def prepare_keys(self, keys: list[Any]) -> None:
+        """Encode a batch's keys ahead of its reads and writes (a reduce's batch, ``batch_access``) when
+        each is a str or an int: their key groups hashed in numpy at once (``key_group_batch``, exactly
+        the scalar hash), where ``_encode`` hashes a key at a time in Python (a string key's Java hash:
+        4.4 us against 0.25 us in batches of 512, of a record path of about 15 us)."""
+        self._prepared = {}
+        if not keys or not set(map(type, keys)) <= _PREPARED_TYPES:
+            return
+        limit = self._max_key - KG_BYTES
+        kgs = assign_to_key_groups(keys, self.max_parallelism, self.key_spec)
+        kgs = kgs.tolist() if hasattr(kgs, "tolist") else kgs
+        self._prepared = {
+            k: (kg.to_bytes(KG_BYTES, "big") + kb, False)
+            for k, kg, kb in zip(keys, kgs, map(pickle.dumps, keys, itertools.repeat(5)))
+            if len(kb) <= limit  # longer: a digest, as _encode makes it
+        }
+
     def _encode(self, key: Any) -> tuple[bytes, bool]:
         """(LMDB key, whether records must carry the original key)."""
         if key is self._last_key:  # a read then a write of one key (keys are immutable)
             return self._last_encoded
         t = type(key)
+        if t is str or t is int:  # a bool or a float equal to a prepared int is not that int's entry
+            encoded = self._prepared.get(key)
+            if encoded is not None:
+                self._last_key, self._last_encoded = key, encoded
+                return encoded
         if t is str or t is int or t is bytes:  # one object: memoization cannot vary
             kb, wrapped = pickle.dumps(key, 5), False
         else:
@@ -561,6 +585,10 @@ class LmdbTable(MutableMapping):
         self.name = name
         self.tid = tid
         self.db = db
+
+    def prepare_keys(self, keys: list[Any]) -> None:
+        """A batch's keys are about to be read and written: encode them ahead (``LmdbKeyedStateBackend.prepare_keys``)."""
+        self.backend.prepare_keys(keys)
 
     def _entry(self, key: Any) -> _Entry:
         """The cached entry of ``key``; on a miss it is read from LMDB, or cached as known to be absent."""

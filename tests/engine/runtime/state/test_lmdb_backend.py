@@ -811,3 +811,27 @@ def test_a_deltas_records_are_handed_over_by_key_group_with_or_without_numpy(mon
         assert {n: sorted(r) for n, r in tables.items()} == {n: sorted(r) for n, r in other.items()}
         assert all(int.from_bytes(lk[:2], "big") == kg for rows in tables.values() for lk, _ in rows)
     assert sum(len(r) for _, t in grouped for r in t.values()) == sum(map(len, changed.values()))
+
+
+@pytest.mark.parametrize("spec", [None, "STRING", "LONG"])
+def test_a_batchs_keys_encoded_ahead_are_the_keys_encoded_one_by_one(tmp_path, spec) -> None:
+    """``prepare_keys`` (a reduce's batch) encodes str and int keys with the batch key-group hash: the
+    same LMDB keys as ``_encode`` makes one at a time, a key too long for LMDB still as its digest, and
+    a bool or float equal to a prepared int still as itself (its own, wrapped entry)."""
+    keys = ["user-1", "é€😀", "", 0, 1, -5, 2**63 - 1, 2**64 + 3, "x" * 600]
+    with LmdbKeyedStateBackend(128, tmp_path / "one", key_spec=spec) as one, LmdbKeyedStateBackend(128, tmp_path / "ahead", key_spec=spec) as ahead:
+        ahead.prepare_keys(keys)
+        assert ahead._prepared  # the batch was taken
+        for k in keys:
+            one._last_key = ahead._last_key = None
+            assert ahead._encode(k) == one._encode(k), k
+        for k in (True, 1.0):
+            ahead._last_key = one._last_key = None
+            assert ahead._encode(k) == one._encode(k) and ahead._encode(k)[1]  # wrapped: not the int's entry
+        ahead.prepare_keys(["a", (1, 2)])  # not every key a str or an int: nothing is prepared
+        assert ahead._prepared == {}
+        table = ahead.table("counts", "value")
+        ahead.prepare_keys(["user-1", 7])
+        table["user-1"], table[7] = 1, 2
+        ahead.flush()
+        assert dict(table.items()) == {"user-1": 1, 7: 2}

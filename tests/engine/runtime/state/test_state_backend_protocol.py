@@ -41,11 +41,12 @@ def test_the_lmdb_backend_has_the_heap_backends_methods_with_the_same_signatures
     # the heap backend may gain no-op ones; the snapshot pair is how the on-disk one snapshots off the task
     # thread (the heap backend's snapshot is taken in a forked child instead); the incremental trio
     # is the on-disk backend's alone (Flink's HashMap backend has no incremental checkpoints either);
-    # the *_parts variants hand a snapshot to its writer a key group at a time (state larger than memory)
+    # the *_parts variants hand a snapshot to its writer a key group at a time (state larger than memory);
+    # prepare_keys encodes a batch's keys ahead (the heap backend has no encoding to do)
     assert set(disk) - set(heap) <= {
         "flush", "close", "begin_snapshot", "restore_records",
         "begin_incremental_snapshot", "notify_checkpoint_complete", "notify_checkpoint_aborted",
-        "begin_snapshot_parts", "begin_incremental_snapshot_parts",
+        "begin_snapshot_parts", "begin_incremental_snapshot_parts", "prepare_keys",
     }
 
 
