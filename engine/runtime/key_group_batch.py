@@ -220,16 +220,20 @@ def group_by_key_group(key_groups: np.ndarray, *columns: Sequence[Any]) -> tuple
         return [[] for _ in columns], []
     if not BATCHED:
         return _group_by_key_group_scalar(list(key_groups), columns)
+    order, runs = key_group_order(key_groups)
+    idx = order.tolist()
+    return [take(column, idx) for column in columns], runs
+
+
+def key_group_order(key_groups: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int, int]]]:
+    """The stable order that sorts ``key_groups`` (a non-empty numpy array), and the runs [(key group,
+    start, end)] of the sorted order: ``group_by_key_group``'s, for a caller that takes the items later."""
     # a stable sort of small integers is a radix sort in numpy: linear in the keys
     kgs = key_groups.astype(np.uint16) if int(key_groups.max()) < 1 << 16 else key_groups
     order = np.argsort(kgs, kind="stable")
     ordered = kgs[order]
-    cuts = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
-    starts = [0, *cuts.tolist()]
-    ends = [*cuts.tolist(), len(key_groups)]
-    runs = [(int(ordered[s]), s, e) for s, e in zip(starts, ends)]
-    idx = order.tolist()
-    return [take(column, idx) for column in columns], runs
+    cuts = (np.flatnonzero(ordered[1:] != ordered[:-1]) + 1).tolist()
+    return order, [(int(ordered[s]), s, e) for s, e in zip([0, *cuts], [*cuts, len(key_groups)])]
 
 
 def _group_by_key_group_scalar(kgs: list[int], columns: tuple[Sequence[Any], ...]) -> tuple[list[list[Any]], list[tuple[int, int, int]]]:

@@ -55,7 +55,7 @@ except ImportError:  # a bare Python on a Spark executor, which never writes a c
     np = None
 
 from millstream.engine.runtime.key_encoding import EXT_BIGINT, canonical
-from millstream.engine.runtime.key_group_batch import assign_to_key_groups, take as _take
+from millstream.engine.runtime.key_group_batch import assign_to_key_groups, key_group_order, take as _take
 from millstream.engine.runtime.key_groups import assign_to_key_group
 from millstream.engine.runtime.state.heap_backend import StateFactory, StateTypeMismatch
 from millstream.engine.runtime.state.immutability import immutable
@@ -735,21 +735,19 @@ def _changed_groups(changed: Mapping[str, Mapping[bytes, bytes | None]]) -> Iter
     if np is None:
         yield from _changed_groups_scalar(changed)
         return
-    listed: list[tuple[str, list[bytes], list[bytes | None]]] = []
+    listed: dict[int, tuple[str, list[bytes], list[bytes | None]]] = {}  # the tables with changes, by position
     runs: dict[int, list[tuple[int, Any]]] = {}  # key group -> [(table, positions in its lists)]
     for t, (name, records) in enumerate(changed.items()):
         n = len(records)
+        if not n:
+            continue
         keys = _listed(iter(records), n)
-        kgs = np.concatenate([_prefixes(keys[lo : lo + _GROUP_BLOCK]) for lo in range(0, n, _GROUP_BLOCK)]) if n else np.zeros(0, np.uint16)
-        order = np.argsort(kgs, kind="stable").astype(np.int32)  # kept until handed over: half the bytes
-        ordered = kgs[order]
-        del kgs
-        cuts = [0, *(np.flatnonzero(ordered[1:] != ordered[:-1]) + 1).tolist(), n] if n else []
-        for lo, hi in zip(cuts, cuts[1:]):
-            runs.setdefault(int(ordered[lo]), []).append((t, order[lo:hi]))
-        del ordered
+        order, spans = key_group_order(np.concatenate([_prefixes(keys[lo : lo + _GROUP_BLOCK]) for lo in range(0, n, _GROUP_BLOCK)]))
+        order = order.astype(np.int32)  # kept until handed over: half the bytes
+        for kg, lo, hi in spans:
+            runs.setdefault(kg, []).append((t, order[lo:hi]))
         # listed after the sort, so the sort's scratch and both lists are never held at once
-        listed.append((name, keys, _listed(iter(records.values()), n)))  # the keys' order: nobody changes the dict now
+        listed[t] = name, keys, _listed(iter(records.values()), n)  # the keys' order: nobody changes the dict now
     for kg in sorted(runs):
         tables: dict[str, list[tuple[bytes, bytes | None]]] = {}
         for t, positions in runs.pop(kg):
