@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import machine  # noqa: E402
 
 from millstream.engine.runtime.state.heap_backend import HeapKeyedStateBackend  # noqa: E402
+from millstream.engine.runtime.state import heap_incremental  # noqa: E402
 from millstream.engine.runtime.state.heap_incremental import batch_access  # noqa: E402
 from millstream.engine.runtime.state.state_chain import DELTA, SharedFile  # noqa: E402
 from millstream.engine.taskexecutor.slot_process import GC_THRESHOLDS, SWITCH_INTERVAL_S  # noqa: E402
@@ -56,6 +57,9 @@ def run(keys: int, passes: int, interval: int) -> tuple[float, int]:
         index = tuple((kg, 0, len(p)) for kg, p in parts)
         return cid, SharedFile(f"d{cid}", DELTA, sum(len(p) for _, p in parts), index, parts.entries, True)
 
+    # the values written go with the keys, as ReduceOperator records them (a tree before the change
+    # log, change 22, records the keys alone)
+    with_values = hasattr(heap_incremental, "ChangeLog")
     gc.collect()
     started = time.process_time()
     for _ in range(passes):
@@ -64,10 +68,16 @@ def run(keys: int, passes: int, interval: int) -> tuple[float, int]:
             values = [(int(str(k)), 1) for k in range(lo, min(lo + BATCH, keys))]
             batch = [v[0] for v in values]
             get, put, record = batch_access(table, batch)
+            out = []
             for k, v in zip(batch, values):
                 cur = get(k, _MISSING)
-                put(k, v if cur is _MISSING else _count(cur, v))
-            record(batch)
+                nv = v if cur is _MISSING else _count(cur, v)
+                put(k, nv)
+                out.append(nv)
+            if with_values:
+                record(batch, out)
+            else:
+                record(batch)
             since += len(batch)
             while pending and pending[0].done():  # completed once read: no JobManager round trip here
                 cid, file = pending.pop(0).result()

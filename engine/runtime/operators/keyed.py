@@ -60,8 +60,12 @@ class ReduceOperator(StreamOperator):
                 written += 1
                 append(nv)
         finally:
-            # a failing function's batch too: what it wrote before failing is a change
-            record(keys if written == len(keys) else keys[:written])
+            # a failing function's batch too: what it wrote before failing is a change; with the
+            # values written (``out``), which a heap table may log instead of looking them up later
+            if written == len(keys):
+                record(keys, out)
+            else:
+                record(keys[:written], out[:written])
         if self.emit_updates:
             self.output.emit(out, timestamps)
 

@@ -7,7 +7,10 @@ around the interpreter lock:
   dicts, which add a key to their table's change set on every write (``t[k] = v``, ``pop``,
   ``setdefault``, ...). Tables whose values are changed in place (list, map and window state: the
   ``MUTABLE_KINDS``) count a read too, since the caller may append to what it read. Value, reducing
-  and aggregating state is written back whole (``t[k] = v``), so its reads cost nothing extra.
+  and aggregating state is written back whole (``t[k] = v``), so its reads cost nothing extra. A
+  table written by a reduce's batches of numbers keeps a change log instead (``change_log``): the
+  batches' keys and values copied into columns while they are in cache, which the writer reads
+  without touching the table.
 * **At the barrier** (task thread) the change sets are swapped for empty ones (``ChangeTracker.plan``
   and ``cut``): O(tables), whatever the state's size.
 * **Off the task thread** the writer thread reads the changed keys' values in chunks and pickles each
@@ -41,7 +44,8 @@ import threading
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from millstream.engine.runtime.key_group_batch import group_by_key_group, group_keys
-from millstream.engine.runtime.state import state_columns
+from millstream.engine.runtime.state import change_log, state_columns
+from millstream.engine.runtime.state.change_log import ChangeLog
 from millstream.engine.runtime.state.heap_state_files import ABSENT, KeyGroups, Parts, columns_frame
 from millstream.engine.runtime.state.immutability import SCALARS, immutable
 
@@ -145,7 +149,7 @@ def _deep_copy(value: Any) -> Any:
 class TrackedTable(dict):
     """A state table that records the keys written (and, for ``deep`` tables, read) since the last cut."""
 
-    __slots__ = ("name", "changed", "cow", "deep", "on_clear")
+    __slots__ = ("name", "changed", "cow", "deep", "on_clear", "log", "logs", "records", "distinct")
 
     def __init__(self, name: str, deep: bool, on_clear: Callable[[], None] | None = None) -> None:
         super().__init__()
@@ -155,12 +159,57 @@ class TrackedTable(dict):
         # The views of the snapshots in flight (several, when checkpoints overlap); None when none is.
         self.cow: tuple[CopyOnWrite, ...] | None = None
         self.on_clear = on_clear
+        # This interval's change log (``change_log``), or None: the change set records the changes.
+        self.log: ChangeLog | None = None
+        self.logs: bool | None = None  # None: no batch of values written yet; False: never log
+        self.records = 0  # records written through batches into the change set this interval
+        self.distinct = 1.0  # distinct keys per record changed, as last measured
+
+    def _unlog(self) -> None:
+        """Before any write that is not a logged batch: the log's keys go into the change set and the
+        rest of the interval is recorded there, so that a key's newest change is in one place."""
+        log, self.log = self.log, None
+        if log is not None and log.entries:
+            self.changed.update(log.keys())
+
+    def recorder(self) -> Callable[..., None]:
+        """``record(keys, values=None)`` for one batch (``batch_access``): into the log where one is
+        kept and the batch's values are given and are numbers keyed by ints, else into the change set."""
+        log = self.log
+        if log is None:
+            changed = self.changed
+
+            def record_set(keys: list[Any], values: list[Any] | None = None) -> None:
+                if values is not None and self.logs is None:
+                    self.logs = True  # batches of values: the next cut may start a log
+                changed.update(keys)
+                self.records += len(keys)
+
+            return record_set
+
+        def record_log(keys: list[Any], values: list[Any] | None = None) -> None:
+            if self.log is log and values is not None:
+                columns = change_log.batch(self.name, keys, values)
+                if columns is not None and log.entries + len(keys) <= len(self) + change_log.MIN_KEYS:
+                    log.add(columns)
+                    return
+                if columns is None:
+                    self.logs = False  # not numbers keyed by ints: this table is tracked by its set
+                else:
+                    self.distinct = 0.0  # more records than keys: repeats, cheaper in the set
+            self._unlog()
+            self.changed.update(keys)
+            self.records += len(keys)
+
+        return record_log
 
     def __reduce__(self) -> Any:
         # A snapshot or savepoint holds a plain dict: backend-neutral, and without the change set.
         return dict, (), None, None, iter(dict.items(self))
 
     def _touch(self, key: Any) -> None:
+        if self.log is not None:
+            self._unlog()
         self.changed.add(key)
         if self.cow is not None:
             self._preserve(key)
@@ -170,6 +219,8 @@ class TrackedTable(dict):
             view.preserve(self, key)
 
     def __setitem__(self, key: Any, value: Any) -> None:
+        if self.log is not None:
+            self._unlog()
         self.changed.add(key)
         if self.cow is not None:
             self._preserve(key)
@@ -211,6 +262,8 @@ class TrackedTable(dict):
         if self.cow is not None:
             for k in other:
                 self._preserve(k)
+        if self.log is not None:
+            self._unlog()
         self.changed.update(other)  # C loops: a restore puts millions of keys back this way
         dict.update(self, other)
 
@@ -242,17 +295,18 @@ class TrackedTable(dict):
             self.on_clear()
 
 
-def _untracked(keys: list[Any]) -> None:
+def _untracked(keys: list[Any], values: list[Any] | None = None) -> None:
     """Nothing to record: the table is not tracked, or recorded each write itself."""
 
 
 def batch_access(
     table: Any, keys: list[Any] | None = None
-) -> tuple[Callable[..., Any], Callable[[Any, Any], None], Callable[[list[Any]], None]]:
+) -> tuple[Callable[..., Any], Callable[[Any, Any], None], Callable[..., None]]:
     """``(get, put, record)`` for one batch of reads and whole-value writes on the task thread (a
-    reduce's loop, with no barrier inside it: a barrier swaps the change set): ``record(keys)`` after
-    the batch, with every key ``put``, even if it ended early. ``keys``: the batch's keys, when the
-    caller knows them beforehand.
+    reduce's loop, with no barrier inside it: a barrier swaps the change set): ``record(keys,
+    values)`` after the batch, with every key ``put`` and the value last put for it, in order, even
+    if it ended early (``values`` may be left out, and then the keys go into the change set).
+    ``keys``: the batch's keys, when the caller knows them beforehand.
 
     A TrackedTable of whole values with no snapshot in flight is read and written through the dict's
     own C methods, and the keys written go into its change set in one C-level update by ``record``:
@@ -262,8 +316,10 @@ def batch_access(
     nothing of the writes. With views attached, the barrier values of the batch's ``keys`` are saved
     up front (``CopyOnWrite.preserve_many``) and the batch goes through the C methods too; without
     ``keys`` (or with a key Python cannot hash), each read and write first lets the views save its
-    key's barrier value. The keys are recorded by ``record`` either way. Any other table (a ``deep``
-    one, a plain dict, an on-disk table) is used through its own methods, and ``record`` does nothing."""
+    key's barrier value. The keys are recorded by ``record`` either way, in the table's change log
+    where it keeps one (``change_log``: the batch's values copied into columns while they are in
+    cache), else in its change set. Any other table (a ``deep`` one, a plain dict, an on-disk table)
+    is used through its own methods, and ``record`` does nothing."""
     if type(table) is not TrackedTable or table.deep:
         prepare = getattr(table, "prepare_keys", None)  # an on-disk table encodes the batch's keys at once
         if prepare is not None and keys is not None:
@@ -272,7 +328,7 @@ def batch_access(
     lookup, store = dict.get.__get__(table), dict.__setitem__.__get__(table)
     views = table.cow
     if views is None:
-        return lookup, store, table.changed.update
+        return lookup, store, table.recorder()
     if keys is not None:
         try:
             batch = set(keys)
@@ -281,7 +337,7 @@ def batch_access(
         else:
             for view in views:
                 view.preserve_many(table, batch)
-            return lookup, store, table.changed.update
+            return lookup, store, table.recorder()
 
     # A snapshot in flight: a key's barrier value is saved before it is handed out (a reduce function
     # may change what it is given in place) or replaced, as TrackedTable's own methods do.
@@ -295,14 +351,25 @@ def batch_access(
         preserve(key)
         store(key, value)
 
-    return get, put, table.changed.update
+    return get, put, table.recorder()
 
 
-def cut(tables: Mapping[str, TrackedTable]) -> dict[str, set[Any]]:
-    """Task thread, at the barrier: each table's keys changed since the previous cut; new empty sets."""
-    out = {}
+def cut(tables: Mapping[str, TrackedTable]) -> dict[str, set[Any] | ChangeLog]:
+    """Task thread, at the barrier: each table's changes since the previous cut (its change log where
+    it kept one and logged anything, else its change set: never both, ``TrackedTable._unlog``); new
+    empty ones, and whether the next interval keeps a log (``change_log``)."""
+    out: dict[str, set[Any] | ChangeLog] = {}
     for name, t in tables.items():
-        out[name], t.changed = t.changed, set()
+        log = t.log
+        if log is not None and log.entries:
+            out[name] = log
+        else:
+            out[name] = t.changed
+            if t.records:
+                t.distinct = len(t.changed) / t.records
+        t.changed, t.records = set(), 0
+        keeps = t.logs and t.distinct >= change_log.MIN_DISTINCT and len(t) >= change_log.MIN_KEYS
+        t.log = ChangeLog() if keeps else None
     return out
 
 
@@ -317,10 +384,14 @@ def begin_delta(
     it is listed under (``Parts.grouped``); without, numbered in order as before."""
     lock = threading.Lock()
     sets: dict[str, list[set[Any]]] = {}
+    logs: dict[str, list[ChangeLog]] = {}  # read without the lock or a view: a log is never changed
     for snapshot in changed:
         for name, keys in snapshot.items():
             if keys and name in tables:
-                sets.setdefault(name, []).append(keys)
+                if type(keys) is ChangeLog:
+                    logs.setdefault(name, []).append(keys)
+                else:
+                    sets.setdefault(name, []).append(keys)
     views = {name: CopyOnWrite(lock, pending) for name, pending in sets.items()}
     for name, view in views.items():
         _attach(tables[name], view)
@@ -386,6 +457,20 @@ def begin_delta(
                         ordered, runs = group_keys(saved, key_groups([k for k, _ in saved]))
                         for kg, lo, hi in runs:
                             frames.setdefault(kg, []).append(_part(name, ordered[lo:hi]))
+            # The logs last: they need no view, and the views above are detached sooner.
+            for name, table_logs in logs.items():
+                pending = sets.get(name, ())
+                if any(keys is EVERYTHING for keys in pending):
+                    continue  # every key was read from the table above
+                table = tables[name]
+                for cols in _logged(table, table_logs, pending):
+                    entries += len(cols.keys)
+                    if key_groups is None:
+                        parts.extend((next(seq), frame) for frame in state_columns.encode_chunks(cols, CHUNK))
+                    else:
+                        kgs = _key_groups_of_ints(key_groups, cols.keys)
+                        for kg, frame in state_columns.by_key_group([(kgs, cols)]):
+                            frames.setdefault(kg, []).append(frame)
         finally:
             for name, view in views.items():
                 _detach(tables[name], view)
@@ -398,6 +483,26 @@ def begin_delta(
             _detach(tables[name], view)
 
     return read, discard
+
+
+def _logged(table: TrackedTable, logs: list[ChangeLog], pending: tuple[set[Any], ...] | list[set[Any]]) -> list[state_columns.Columns]:
+    """The newest entry of each key of ``logs`` (a table's, oldest first), one ``Columns`` per value
+    spec, less the keys in ``pending``: the change sets of the same delta's other snapshots, whose
+    keys the writer reads from the table (with the copy-on-write view), which holds their values at
+    the barrier whichever snapshot changed them last. On the writer thread, in numpy."""
+    keys, out = change_log.newest(logs)
+    entries = sum(log.entries for log in logs)
+    if len(logs) == 1:  # this interval's own: how many records hit a key again, for the next cut
+        table.distinct = len(keys) / entries
+    if pending:
+        out = [change_log.without(c, pending) for c in out]
+    return [c for c in out if len(c.keys)]
+
+
+def _key_groups_of_ints(key_groups: KeyGroups, keys: Any) -> Any:
+    of_ints = getattr(key_groups, "of_ints", None)
+    kgs = of_ints(keys) if of_ints is not None else None
+    return kgs if kgs is not None else key_groups(keys.tolist())
 
 
 def _lock_batches(

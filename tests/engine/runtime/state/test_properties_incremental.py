@@ -21,7 +21,9 @@ from millstream.engine.checkpoint.shared_state_registry import SharedStateRegist
 from millstream.engine.checkpoint.storage import discard_shared, read_shared_file, read_shared_parts, write_shared_file
 from millstream.engine.datastream.state import ListStateDescriptor, ValueStateDescriptor
 from millstream.engine.runtime.key_groups import assign_key_to_operator, key_group_range
+from millstream.engine.runtime.state import change_log
 from millstream.engine.runtime.state.heap_backend import HeapKeyedStateBackend
+from millstream.engine.runtime.state.heap_incremental import batch_access
 from millstream.engine.runtime.state.state_chain import SharedFile
 from millstream.engine.runtime.state.lmdb_backend import LmdbKeyedStateBackend
 from millstream.engine.runtime import forked_snapshot
@@ -46,10 +48,16 @@ NUMBERS = st.one_of(
 )
 
 
-def _ops(keys: Any, values: Any) -> Any:
+def _ops(keys: Any, values: Any, kinds: list[str] | None = None, batch_values: list[Any] | None = None) -> Any:
+    # a batch's values are of one kind (one of ``batch_values``), as a reduce's are
     args = {
         "put": lambda: st.tuples(st.just("put"), keys, values),
         "delete": lambda: st.tuples(st.just("delete"), keys),
+        # a reduce's batch: written through batch_access, recorded with its values (a heap table's change log)
+        "batch": lambda: st.tuples(
+            st.just("batch"),
+            st.sampled_from(batch_values or [values]).flatmap(lambda vs: st.lists(st.tuples(keys, vs), min_size=1, max_size=12)),
+        ),
         "fill": lambda: st.tuples(st.just("fill"), st.integers()),
         "append": lambda: st.tuples(st.just("append"), keys, st.integers(0, 9)),
         "clear-table": lambda: st.tuples(st.just("clear-table")),
@@ -58,13 +66,19 @@ def _ops(keys: Any, values: Any) -> Any:
         "fail": lambda: st.tuples(st.just("fail"), st.integers(0, 3)),
         "restore": lambda: st.tuples(st.just("restore"), st.integers(0, RETAINED - 1), st.integers(1, 3)),
     }
-    return st.lists(st.sampled_from(_KINDS).flatmap(lambda kind: args[kind]()), min_size=40, max_size=120)
+    return st.lists(st.sampled_from(kinds or _KINDS).flatmap(lambda kind: args[kind]()), min_size=40, max_size=120)
 
 
 # Weighted, so that chains of several deltas build up between restores (which start a new base).
-_KINDS = ["fill"] * 2 + ["put"] * 14 + ["delete"] * 4 + ["append"] * 6 + ["checkpoint"] * 8 + ["complete"] * 8 + ["fail"] * 2 + ["restore"] * 3 + ["clear-table"]
+_KINDS = ["fill"] * 2 + ["batch"] * 6 + ["put"] * 10 + ["delete"] * 4 + ["append"] * 6 + ["checkpoint"] * 8 + ["complete"] * 8 + ["fail"] * 2 + ["restore"] * 3 + ["clear-table"]
 OPS = _ops(KEYS, st.integers())
 NUMBER_OPS = _ops(NUMBER_KEYS, NUMBERS)
+# A reduce's workload: batches, and now and then a delete (which moves a change log into the set).
+BATCH_OPS = _ops(
+    NUMBER_KEYS, _SMALL,
+    ["batch"] * 14 + ["delete"] + ["checkpoint"] * 8 + ["complete"] * 8 + ["fail"] * 2 + ["restore"] * 3,
+    [_SMALL, _SMALL, _SMALL, st.tuples(st.integers(-3, 9), _SMALL), st.floats(allow_nan=False)],
+)
 _dirs = itertools.count()
 
 JOB_ID = "job"  # the job whose shared files these are (their seals name it)
@@ -183,25 +197,38 @@ def test_incremental_chains_restore_the_state_of_any_retained_checkpoint(tmp_pat
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=OPS, max_deltas=st.integers(1, 6))
-def test_heap_incremental_chains_restore_the_state_of_any_retained_checkpoint(tmp_path, ops, max_deltas) -> None:
+def test_heap_incremental_chains_restore_the_state_of_any_retained_checkpoint(tmp_path, monkeypatch, ops, max_deltas) -> None:
     """The heap backend's changelog: deltas finished after later writes still hold the barrier's values."""
+    monkeypatch.setattr(change_log, "MIN_KEYS", 0)  # a change log from the first cut (change_log)
     _run(Job(str(tmp_path / f"job-{next(_dirs)}"), 0, max_deltas, heap=True), ops)
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=NUMBER_OPS, max_deltas=st.integers(1, 6))
-def test_heap_incremental_chains_of_numbers_restore_exact_types(tmp_path, ops, max_deltas) -> None:
+def test_heap_incremental_chains_of_numbers_restore_exact_types(tmp_path, monkeypatch, ops, max_deltas) -> None:
     """Numbers keyed by numbers go as typed columns: restored, every value is of the type it was
     written with (the dicts are compared with the types, since 1 == True == 1.0)."""
+    monkeypatch.setattr(change_log, "MIN_KEYS", 0)  # a change log from the first cut (change_log)
     _run(Job(str(tmp_path / f"job-{next(_dirs)}"), 0, max_deltas, heap=True), ops)
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=st.one_of(OPS, NUMBER_OPS), max_deltas=st.integers(1, 6))
-def test_heap_incremental_chains_without_forked_bases(tmp_path, ops, max_deltas) -> None:
+def test_heap_incremental_chains_without_forked_bases(tmp_path, monkeypatch, ops, max_deltas) -> None:
     """At a URL no base is forked: where one is due (a failed checkpoint, a cleared table) the writer
     takes a delta of every key on the empty chain, while the task goes on writing."""
+    monkeypatch.setattr(change_log, "MIN_KEYS", 0)
     _run(Job(str(tmp_path / f"job-{next(_dirs)}"), 0, max_deltas, heap=True, fork_bases=False), ops)
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=BATCH_OPS, max_deltas=st.integers(1, 6))
+def test_heap_change_logs_of_batches_restore_the_newest_value_at_each_barrier(tmp_path, monkeypatch, ops, max_deltas) -> None:
+    """Tables written by batches keep change logs (``change_log``): each key's newest logged value
+    is its value at the barrier, across failed checkpoints (several logs in one delta), tables that
+    fall back to their change set mid-interval (a delete, more records than keys) and restores."""
+    monkeypatch.setattr(change_log, "MIN_KEYS", 8)
+    _run(Job(str(tmp_path / f"job-{next(_dirs)}"), 0, max_deltas, heap=True), ops)
 
 
 def _typed(d: dict) -> dict:
@@ -237,6 +264,18 @@ def _run(job: Job, ops: list) -> None:
                 else:
                     owner.list.add(op[2])
                     lists.setdefault(key, []).append(op[2])
+            elif op[0] == "batch":
+                by_owner: dict[int, list] = {}
+                for key, value in op[1]:
+                    by_owner.setdefault(assign_key_to_operator(key, MAX_P, len(subtasks)), []).append((key, value))
+                    values[key] = value
+                for i, pairs in by_owner.items():
+                    keys = [k for k, _ in pairs]
+                    get, put, record = batch_access(subtasks[i].backend.table("v", "value"), keys)
+                    for k, v in pairs:
+                        get(k, None)
+                        put(k, v)
+                    record(keys, [v for _, v in pairs])
             elif op[0] == "fill":  # many keys at once, so a base outweighs a few deltas
                 for key in range(60):
                     owner = subtasks[assign_key_to_operator(key, MAX_P, len(subtasks))]

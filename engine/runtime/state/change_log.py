@@ -1,0 +1,115 @@
+"""The change log of a heap table written a batch at a time: the batches' keys and values as columns.
+
+A heap table tracked for incremental checkpoints records its written keys in a change set, and the
+delta's writer looks each changed key's value up in the table after the barrier
+(``heap_incremental``). With millions of keys changing per interval both halves are memory misses: a
+key added to a set of millions lands on a cold line, and the writer touches every key's dict entry
+and value object again, long after the reduce that wrote them (issue 16: 1.6-2.1 us a key on the
+writer on a slow 2-core VM, 250 ns a record on the task thread for the set).
+
+A reduce writes whole values a batch at a time (``heap_incremental.batch_access``) and has the
+batch's keys and new values in hand, in cache. When they are numbers (``state_columns``), the
+batch is copied into columns there and appended to the table's log: the values are the ones the
+keys hold at the end of the batch, and no barrier falls inside a batch, so each key's newest entry
+in the log is its value at the barrier. The writer then needs no lookup, no copy-on-write and no
+lock: it concatenates the columns, keeps each key's newest entry with a sort (``newest``), and
+hashes the keys to their key groups, all in numpy.
+
+A log is kept only where it pays: for a table with many keys (``MIN_KEYS``), written by batches of
+numbers keyed by ints, whose records mostly hit distinct keys (a few hot keys are cheaper in a set:
+their set entries stay in cache, while a log grows with every record). Any other write to the table
+(``TrackedTable.__setitem__``, ``pop``, a batch of other types) first moves the log's keys into the
+change set and the interval goes on with the set, so a key's newest change is never split between
+the two (``TrackedTable._unlog``).
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from millstream.engine.runtime.state import state_columns
+from millstream.engine.runtime.state.state_columns import Columns
+
+try:
+    import numpy as np
+except ImportError:  # a bare Python on a Spark executor: no log is ever kept (state_columns is off too)
+    np = None
+
+# A table logs from the cut after it holds this many keys: below, its change set is small enough to
+# stay in cache and costs less than copying each batch into columns.
+MIN_KEYS = 65_536
+# Records per distinct key changed, at most, for the next interval to log: more repeats than this
+# and the set (one entry per key) is cheaper than the log (one entry per record).
+MIN_DISTINCT = 0.5
+
+
+class ChangeLog:
+    """One interval's batches of one table, as ``Columns`` in the order written. Never changed once
+    cut: a snapshot's writer (and a later one's, if that checkpoint fails) reads it as it is."""
+
+    __slots__ = ("batches", "entries")
+
+    def __init__(self) -> None:
+        self.batches: list[Columns] = []
+        self.entries = 0
+
+    def __len__(self) -> int:
+        return self.entries
+
+    def add(self, batch: Columns) -> None:
+        self.batches.append(batch)
+        self.entries += len(batch.keys)
+
+    def keys(self) -> list[int]:
+        """Every key logged, as Python ints (for the change set the log is moved into)."""
+        if not self.batches:
+            return []
+        return np.concatenate([c.keys for c in self.batches]).tolist()
+
+
+def batch(name: str, keys: Sequence[Any], values: Sequence[Any]) -> Columns | None:
+    """A batch's keys and values as columns for the log, or None where they are not numbers keyed by ints."""
+    if np is None:
+        return None
+    return state_columns.columns(name, keys, values)
+
+
+def newest(logs: Sequence[ChangeLog]) -> tuple[Any, list[Columns]]:
+    """The keys of ``logs`` (one table's, oldest first) each with its newest entry: (the keys, sorted,
+    as int64; one ``Columns`` per value spec, each with its keys in sorted order)."""
+    batches = [c for log in logs for c in log.batches]
+    name = batches[0].name
+    keys = np.concatenate([c.keys for c in batches])
+    uniq, first = np.unique(keys[::-1], return_index=True)
+    at = len(keys) - 1 - first  # each key's newest entry, as a position in ``keys``
+    specs = list(dict.fromkeys(c.spec for c in batches))
+    width = {s: len(s) if isinstance(s, tuple) else 1 for s in specs}
+    if len(specs) == 1:
+        spec = specs[0]
+        cols = tuple(np.concatenate([c.cols[i] for c in batches])[at] for i in range(width[spec]))
+        return uniq, [Columns(name, uniq, spec, cols, state_columns._EMPTY)]
+    # Batches of several specs (ints in some, floats in others): each position's spec, and its row
+    # among the positions of that spec, to take the newest entries of each spec from its own columns.
+    sizes = [len(c.keys) for c in batches]
+    spec_ids = np.repeat(np.array([specs.index(c.spec) for c in batches]), sizes)
+    row = np.empty(len(keys), dtype=np.int64)
+    for s in range(len(specs)):
+        mine = spec_ids == s
+        row[mine] = np.arange(int(mine.sum()))
+    out = []
+    for s, spec in enumerate(specs):
+        take = at[spec_ids[at] == s]
+        if not len(take):
+            continue
+        mine = [c for c in batches if c.spec == spec]
+        cols = tuple(np.concatenate([c.cols[i] for c in mine])[row[take]] for i in range(width[spec]))
+        out.append(Columns(name, keys[take], spec, cols, state_columns._EMPTY))
+    return uniq, out
+
+
+def without(c: Columns, sets: Sequence[set[Any]]) -> Columns:
+    """``c`` without the keys in any of ``sets`` (a Python lookup per key: only where a delta holds
+    change sets and logs of one table, after a checkpoint failed or the table stopped logging)."""
+    keys = c.keys.tolist()
+    drop = np.fromiter((any(k in s for s in sets) for k in keys), dtype=bool, count=len(keys))
+    keep = ~drop
+    return Columns(c.name, c.keys[keep], c.spec, tuple(col[keep] for col in c.cols), c.gone)

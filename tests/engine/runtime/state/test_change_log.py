@@ -1,0 +1,131 @@
+"""A heap table's change log (engine/runtime/state/change_log.py): batches of numbers copied into columns
+on the task thread stand for the change set, and the delta's writer keeps each key's newest entry."""
+from __future__ import annotations
+
+import pytest
+
+from millstream.engine.runtime.state import change_log
+from millstream.engine.runtime.state.change_log import ChangeLog
+from millstream.engine.runtime.state.heap_backend import HeapKeyedStateBackend
+from millstream.engine.runtime.state.heap_incremental import batch_access
+from millstream.engine.runtime.state.heap_state_files import replay_tables
+from millstream.engine.runtime.state.state_chain import DELTA
+
+from tests.engine.runtime.state.test_heap_incremental import _base, _files
+
+
+def _batch(t, pairs, values=True) -> None:
+    keys = [k for k, _ in pairs]
+    get, put, record = batch_access(t, keys)
+    for k, v in pairs:
+        put(k, v)
+    record(keys, [v for _, v in pairs] if values else None)
+
+
+def _logging_table(monkeypatch):
+    """A backend whose "_reduce" table keeps a change log from its second interval on."""
+    monkeypatch.setattr(change_log, "MIN_KEYS", 4)
+    b = HeapKeyedStateBackend(128, incremental=True)
+    t = b.table("_reduce", "value")
+    store, write = _files()
+    _batch(t, [(k, (k, 1)) for k in range(10)])  # batches of values: the next cut starts a log
+    assert t.log is None and t.changed == set(range(10))
+    chain = _base(b, 1, write, first=True)
+    assert isinstance(t.log, ChangeLog) and not t.changed
+    return b, t, store, write, chain
+
+
+def _replay(store, chain):
+    return replay_tables(chain, lambda name, index: store[name])["_reduce"]
+
+
+def test_a_logged_batch_is_in_the_next_delta_with_its_newest_values(monkeypatch) -> None:
+    b, t, store, write, chain = _logging_table(monkeypatch)
+    _batch(t, [(3, (3, 2)), (4, (4, 2)), (3, (3, 3))])  # a key twice in a batch: the later value wins
+    _batch(t, [(4, (4, 5))])
+    assert not t.changed and t.log.entries == 4
+    plan, read = b.begin_incremental_snapshot(2)
+    assert isinstance(t.log, ChangeLog) and t.log.entries == 0  # a new log for the next interval
+    _batch(t, [(3, (3, 9))])  # after the barrier: not in checkpoint 2, and no copy-on-write needed
+    parts = read()
+    assert parts.entries == 2
+    assert _replay(store, (*chain, write("d2", DELTA, parts))) == {**{k: (k, 1) for k in range(10)}, 3: (3, 3), 4: (4, 5)}
+    assert t.distinct == 0.5  # 2 keys over 4 records
+
+
+def test_a_delete_moves_the_log_into_the_change_set_and_a_failed_log_yields_to_a_later_set(monkeypatch) -> None:
+    """Checkpoint 2 (a log) never completes (no notification: its keys stay in the next delta); in the next interval a key of that log is deleted and another
+    written through the table's own methods: checkpoint 3 holds both logs' keys, the set's keys from
+    the table at its barrier (not the older logged values), and its deletion."""
+    b, t, store, write, chain = _logging_table(monkeypatch)
+    _batch(t, [(k, (k, 2)) for k in range(6)])
+    b.begin_incremental_snapshot(2)  # never read nor confirmed
+    _batch(t, [(7, (7, 3))])  # logged in interval 3
+    del t[0]  # the log so far goes into the set, and the interval goes on there
+    assert t.log is None and t.changed == {0, 7}
+    t[1] = (1, 30)
+    _batch(t, [(2, (2, 30))])  # recorded in the set now
+    assert t.changed == {0, 1, 2, 7}
+    plan, read3 = b.begin_incremental_snapshot(3)
+    got = _replay(store, (*chain, write("d3", DELTA, read3())))
+    assert got == {1: (1, 30), 2: (2, 30), 3: (3, 2), 4: (4, 2), 5: (5, 2), 6: (6, 1), 7: (7, 3), 8: (8, 1), 9: (9, 1)}
+
+
+def test_two_logs_in_one_delta_and_values_of_several_specs(monkeypatch) -> None:
+    b, t, store, write, chain = _logging_table(monkeypatch)
+    _batch(t, [(1, 1.5), (2, 7)])
+    _batch(t, [(2, 2.5)])  # floats after ints in one log: each key's newest, whatever its spec
+    b.begin_incremental_snapshot(2)  # never read nor confirmed
+    _batch(t, [(1, (1, 2)), (3, 4)])
+    plan, read = b.begin_incremental_snapshot(3)
+    got = _replay(store, (*chain, write("d3", DELTA, read())))
+    assert got == {**{k: (k, 1) for k in range(10)}, 1: (1, 2), 2: 2.5, 3: 4}
+    assert type(got[3]) is int and type(got[2]) is float
+
+
+@pytest.mark.parametrize(
+    "pairs",
+    [[("a", 1)], [(1, "x")], [(1, True)], [(1, 2**70)], [(1, [1])]],
+    ids=["str-key", "str-value", "bool", "big-int", "list"],
+)
+def test_a_batch_that_is_not_numbers_keyed_by_ints_stops_the_log_for_good(monkeypatch, pairs) -> None:
+    """A mutable value (a list a reduce may append to later) never goes into a log: its barrier
+    value is kept by the copy-on-write view of the change set."""
+    b, t, store, write, chain = _logging_table(monkeypatch)
+    expected = {k: list(v) if type(v) is list else v for k, v in pairs}  # as at the barrier
+    _batch(t, [(5, (5, 2))])
+    _batch(t, pairs)
+    assert t.log is None and t.logs is False and t.changed == {5, *(k for k, _ in pairs)}
+    plan, read = b.begin_incremental_snapshot(2)
+    assert t.log is None  # and no log from now on
+    if pairs == [(1, [1])]:
+        t[1].append(2)  # in place, after the barrier (through the table: the view saves it first)
+    got = _replay(store, (*chain, write("d2", DELTA, read())))
+    assert got[5] == (5, 2) and all(got[k] == v and type(got[k]) is type(v) for k, v in expected.items())
+
+
+def test_repeated_keys_go_back_to_the_change_set(monkeypatch) -> None:
+    """More records than keys in one interval (a few hot keys): the log gives way to the set, and
+    the next interval starts with the set."""
+    b, t, store, write, chain = _logging_table(monkeypatch)
+    for i in range(20):
+        _batch(t, [(1, (1, i))])  # the cap: the table's keys and MIN_KEYS
+    assert t.log is None and t.changed == {1} and t.distinct == 0.0
+    plan, read = b.begin_incremental_snapshot(2)
+    assert t.log is None
+    assert _replay(store, (*chain, write("d2", DELTA, read())))[1] == (1, 19)
+
+
+def test_a_small_table_or_a_batch_without_values_keeps_the_set(monkeypatch) -> None:
+    monkeypatch.setattr(change_log, "MIN_KEYS", 100)
+    b = HeapKeyedStateBackend(128, incremental=True)
+    t = b.table("_reduce", "value")
+    _, write = _files()
+    _batch(t, [(k, k) for k in range(10)])
+    _base(b, 1, write, first=True)
+    assert t.log is None  # 10 keys: a set that stays in cache is cheaper
+    monkeypatch.setattr(change_log, "MIN_KEYS", 4)
+    b.begin_incremental_snapshot(2)
+    assert isinstance(t.log, ChangeLog)
+    _batch(t, [(1, 5)], values=False)  # a caller without the values: into the set
+    assert t.log is None and t.changed == {1}
