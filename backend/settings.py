@@ -189,6 +189,8 @@ def get_settings() -> Settings:
 #: MILLSTREAM_* variables read outside this class; none configures a running cluster.
 OTHER_VARIABLES = {
     "MILLSTREAM_TEST_POSTGRES_URL": "the PostgreSQL server the test suite uses when one is reachable",
+    # read by engine/runtime/state/change_log.py in every slot process; a tuning knob, not a setting
+    "MILLSTREAM_CHANGE_LOG_MIN_KEYS": "keys a heap state table holds before it logs a reduce's batches as columns (65536)",
 }
 
 

@@ -24,6 +24,7 @@ the two (``TrackedTable._unlog``).
 """
 from __future__ import annotations
 
+import os
 from typing import Any, Sequence
 
 from millstream.engine.runtime.state import state_columns
@@ -35,8 +36,9 @@ except ImportError:  # a bare Python on a Spark executor: no log is ever kept (s
     np = None
 
 # A table logs from the cut after it holds this many keys: below, its change set is small enough to
-# stay in cache and costs less than copying each batch into columns.
-MIN_KEYS = 65_536
+# stay in cache and costs less than copying each batch into columns. The variable lets a test run a
+# small job on real processes through the log.
+MIN_KEYS = int(os.environ.get("MILLSTREAM_CHANGE_LOG_MIN_KEYS", "65536"))
 # Records per distinct key changed, at most, for the next interval to log: more repeats than this
 # and the set (one entry per key) is cheaper than the log (one entry per record).
 MIN_DISTINCT = 0.5
