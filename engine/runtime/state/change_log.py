@@ -58,8 +58,9 @@ class ChangeLog:
         return self.entries
 
     def add(self, batch: Columns) -> None:
-        self.batches.append(batch)
-        self.entries += len(batch.keys)
+        if len(batch.keys):  # an empty batch has no value spec to merge by
+            self.batches.append(batch)
+            self.entries += len(batch.keys)
 
     def keys(self) -> list[int]:
         """Every key logged, as Python ints (for the change set the log is moved into)."""

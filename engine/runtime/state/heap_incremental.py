@@ -188,6 +188,8 @@ class TrackedTable(dict):
             return record_set
 
         def record_log(keys: list[Any], values: list[Any] | None = None) -> None:
+            if not keys:  # a batch whose function failed at its first record: nothing written
+                return
             if self.log is log and values is not None:
                 columns = change_log.batch(self.name, keys, values)
                 if columns is not None and log.entries + len(keys) <= len(self) + change_log.MIN_KEYS:

@@ -129,3 +129,17 @@ def test_a_small_table_or_a_batch_without_values_keeps_the_set(monkeypatch) -> N
     assert isinstance(t.log, ChangeLog)
     _batch(t, [(1, 5)], values=False)  # a caller without the values: into the set
     assert t.log is None and t.changed == {1}
+
+
+def test_a_batch_whose_function_failed_at_its_first_record_logs_nothing(monkeypatch) -> None:
+    """The reduce records ``keys[:0], out[:0]`` when its function fails on a batch's first record."""
+    from millstream.engine.runtime.state.state_columns import columns
+
+    b, t, store, write, chain = _logging_table(monkeypatch)
+    _batch(t, [(2, (2, 5))])
+    get, put, record = batch_access(t, [3])
+    record([], [])
+    t.log.add(columns("_reduce", [], []))  # and an empty batch handed to the log directly
+    assert t.log.entries == 1 and len(t.log.batches) == 1
+    plan, read = b.begin_incremental_snapshot(2)
+    assert _replay(store, (*chain, write("d2", DELTA, read())))[2] == (2, 5)
