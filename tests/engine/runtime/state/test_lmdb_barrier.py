@@ -124,3 +124,25 @@ def test_a_mutable_value_changed_in_place_after_a_barrier_is_in_the_next_delta(t
     third = snapshot_keyed_incremental(b, _Operator(), 3, write)()
     assert _chain_state(shared, third["chain"]) == {"a": [0, 0]}
     b.close()
+
+
+def test_a_mutable_value_written_ahead_then_changed_in_place_reaches_the_barrier(tmp_path: Path) -> None:
+    """Evictions write the oldest dirty entries back ahead and keep them cached; a list stays dirty
+    (it can change in place without a write through the table), so the barrier, which takes the
+    dirty entries it is told of rather than scanning the cache, must still find it."""
+    shared = tmp_path / "job" / "shared"
+    b = LmdbKeyedStateBackend(MAX_P, tmp_path / "lmdb", cache_entries=20, incremental=True)  # 3 dirty at most
+    t = b.table("v", "list")
+    write = _writer(shared)
+    snapshot_keyed_incremental(b, _Operator(), 1, write)()
+    b.notify_checkpoint_complete(1)
+    t.setdefault("a", []).append(0)
+    for k in range(40):  # evictions, and more dirty entries than the budget: "a", the oldest dirty
+        t[k] = [k]       # one, is written ahead ...
+        t.get("a")  # ... but recently used, so not evicted
+    ck = next(ck for ck, e in b._cache.items() if e.key == "a")
+    assert ck not in b._dirty and b._cache[ck].dirty  # ... and stays cached, and dirty
+    t.get("a").append(1)  # in place: no write through the table
+    second = snapshot_keyed_incremental(b, _Operator(), 2, write)()
+    assert _chain_state(shared, second["chain"])["a"] == [0, 1]
+    b.close()
