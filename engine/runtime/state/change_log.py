@@ -69,27 +69,19 @@ class ChangeLog:
         return np.concatenate([c.keys for c in self.batches]).tolist()
 
 
-def batch(name: str, keys: Sequence[Any], values: Sequence[Any]) -> Columns | None:
-    """A batch's keys and values as columns for the log, or None where they are not numbers keyed by ints."""
-    if np is None:
-        return None
-    return state_columns.columns(name, keys, values)
-
-
 def newest(logs: Sequence[ChangeLog]) -> tuple[Any, list[Columns]]:
     """The keys of ``logs`` (one table's, oldest first) each with its newest entry: (the keys, sorted,
     as int64; one ``Columns`` per value spec, each with its keys in sorted order)."""
     batches = [c for log in logs for c in log.batches]
+    specs = list(dict.fromkeys(c.spec for c in batches))
+    if len(specs) == 1:  # the usual case: a chain's merge of one spec's frames, no deletions among them
+        merged = state_columns.merge(batches, base=True)
+        return merged.keys, [merged]
     name = batches[0].name
     keys = np.concatenate([c.keys for c in batches])
     uniq, first = np.unique(keys[::-1], return_index=True)
     at = len(keys) - 1 - first  # each key's newest entry, as a position in ``keys``
-    specs = list(dict.fromkeys(c.spec for c in batches))
     width = {s: len(s) if isinstance(s, tuple) else 1 for s in specs}
-    if len(specs) == 1:
-        spec = specs[0]
-        cols = tuple(np.concatenate([c.cols[i] for c in batches])[at] for i in range(width[spec]))
-        return uniq, [Columns(name, uniq, spec, cols, state_columns._EMPTY)]
     # Batches of several specs (ints in some, floats in others): each position's spec, and its row
     # among the positions of that spec, to take the newest entries of each spec from its own columns.
     sizes = [len(c.keys) for c in batches]
@@ -105,7 +97,7 @@ def newest(logs: Sequence[ChangeLog]) -> tuple[Any, list[Columns]]:
             continue
         mine = [c for c in batches if c.spec == spec]
         cols = tuple(np.concatenate([c.cols[i] for c in mine])[row[take]] for i in range(width[spec]))
-        out.append(Columns(name, keys[take], spec, cols, state_columns._EMPTY))
+        out.append(Columns(name, keys[take], spec, cols, np.empty(0, dtype=np.int64)))
     return uniq, out
 
 
@@ -114,5 +106,4 @@ def without(c: Columns, sets: Sequence[set[Any]]) -> Columns:
     change sets and logs of one table, after a checkpoint failed or the table stopped logging)."""
     keys = c.keys.tolist()
     drop = np.fromiter((any(k in s for s in sets) for k in keys), dtype=bool, count=len(keys))
-    keep = ~drop
-    return Columns(c.name, c.keys[keep], c.spec, tuple(col[keep] for col in c.cols), c.gone)
+    return state_columns.rows(c, ~drop)

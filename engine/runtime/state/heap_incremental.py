@@ -191,7 +191,7 @@ class TrackedTable(dict):
             if not keys:  # a batch whose function failed at its first record: nothing written
                 return
             if self.log is log and values is not None:
-                columns = change_log.batch(self.name, keys, values)
+                columns = state_columns.columns(self.name, keys, values)  # None without numpy too
                 if columns is not None and log.entries + len(keys) <= len(self) + change_log.MIN_KEYS:
                     log.add(columns)
                     return

@@ -211,10 +211,15 @@ def encode_chunks(c: Columns, size: int) -> list[bytes]:
 
 
 
+def rows(c: Columns, keep: Any) -> Columns:
+    """The entries of ``c`` (values only) where the bool array ``keep`` is set."""
+    return Columns(c.name, c.keys[keep], c.spec, tuple(col[keep] for col in c.cols), _EMPTY)
+
+
 def leave_out(kgs: Any, c: Columns, keys: Sequence[Any], done: set[Any]) -> tuple[Any, Columns]:
     """A slice (its keys' key groups, its columns of ``keys``, values only) without the keys in ``done``."""
     keep = ~np.fromiter(map(done.__contains__, keys), dtype=bool, count=len(keys))
-    return kgs[keep], Columns(c.name, c.keys[keep], c.spec, tuple(col[keep] for col in c.cols), _EMPTY)
+    return kgs[keep], rows(c, keep)
 
 
 def by_key_group(slices: Sequence[tuple[Any, Columns]]) -> list[tuple[int, bytes]]:
