@@ -75,7 +75,7 @@ class SharedFileWatch:
 
 def _start(c: Cluster, tmp_path: Path, n: int, rate: int, backend: str = "rocksdb") -> tuple[subprocess.Popen, str, Path]:
     checkpoints = tmp_path / "checkpoints"
-    backend, _, keys = backend.partition("-")  # "hashmap-logged": int keys, which the change log takes
+    backend, _, keys = backend.partition("-")  # "hashmap-logged": int keys, logged as columns
     run = subprocess.Popen(
         [sys.executable, "-m", "millstream.backend.cli", "run", "-p", "2", str(PROGRAM), str(n), str(rate), str(KEYS),
          str(tmp_path / "out"), str(checkpoints), backend, "int" if keys == "logged" else "str"],
@@ -97,13 +97,14 @@ def _exact(tmp_path: Path, n: int) -> None:
     assert not bad, {k: (len(v), len(set(v))) for k, v in list(bad.items())[:5]}
 
 
-@pytest.mark.parametrize("backend", ["rocksdb", "hashmap", "hashmap-logged"])
+@pytest.mark.parametrize("backend", ["rocksdb", "hashmap", "hashmap-logged", "hashmap-objects"])
 def test_a_job_restores_from_an_incremental_chain_after_a_taskmanager_kill(tmp_path: Path, backend: str) -> None:
-    """``hashmap-logged``: int keys, and the heap tables keep change logs from their first cut on
-    (engine/runtime/state/change_log.py, which otherwise waits for 65,536 keys)."""
+    """``hashmap-logged`` and ``hashmap-objects``: the heap tables keep change logs from their first cut
+    on (engine/runtime/state/change_log.py, which otherwise waits for 65,536 keys), of columns (int
+    keys) and of the batches' objects (string keys, ``(str, int)`` values)."""
     n = 100_000
     c = Cluster(tmp_path, heartbeat_timeout_ms=3000)
-    if backend == "hashmap-logged":
+    if backend.startswith("hashmap-"):
         c.env["MILLSTREAM_CHANGE_LOG_MIN_KEYS"] = "0"
     try:
         c.start(taskmanagers=2, slots=1)

@@ -1,4 +1,4 @@
-"""The change log of a heap table written a batch at a time: the batches' keys and values as columns.
+"""The change log of a heap table written a batch at a time: the batches' keys and values, kept.
 
 A heap table tracked for incremental checkpoints records its written keys in a change set, and the
 delta's writer looks each changed key's value up in the table after the barrier
@@ -15,15 +15,23 @@ in the log is its value at the barrier. The writer then needs no lookup, no copy
 lock: it concatenates the columns, keeps each key's newest entry with a sort (``newest``), and
 hashes the keys to their key groups, all in numpy.
 
+Other values that cannot change in place (strings, tuples of strings and numbers: a reduce keyed by
+a string; ``immutability.flat_immutable``) are logged as the batch's two lists themselves (``Refs``),
+copied, which is cheaper on the task thread than adding the keys to a set of millions. The writer
+takes each key's newest value with a dict built a batch at a time (``newest_objects``) and pickles
+them, still with no lookup in the table, no copy-on-write view and no lock. A mutable value (a list
+a reduce appends to) is never logged: its barrier value is the copy-on-write view's to keep.
+
 A log is kept only where it pays: for a table with many keys (``MIN_KEYS``), written by batches of
-numbers keyed by ints, whose records mostly hit distinct keys (a few hot keys are cheaper in a set:
+immutable values, whose records mostly hit distinct keys (a few hot keys are cheaper in a set:
 their set entries stay in cache, while a log grows with every record). Any other write to the table
-(``TrackedTable.__setitem__``, ``pop``, a batch of other types) first moves the log's keys into the
+(``TrackedTable.__setitem__``, ``pop``, a batch of mutable values) first moves the log's keys into the
 change set and the interval goes on with the set, so a key's newest change is never split between
 the two (``TrackedTable._unlog``).
 """
 from __future__ import annotations
 
+import itertools
 import os
 from typing import Any, Sequence
 
@@ -45,14 +53,17 @@ MIN_DISTINCT = 0.5
 
 
 class ChangeLog:
-    """One interval's batches of one table, as ``Columns`` in the order written. Never changed once
-    cut: a snapshot's writer (and a later one's, if that checkpoint fails) reads it as it is."""
+    """One interval's batches of one table in the order written: ``Columns`` of numbers keyed by ints,
+    or the batch's keys and values themselves (``Refs``) where they are other immutable objects. Never
+    changed once cut: a snapshot's writer (and a later one's, if that checkpoint fails) reads it as
+    it is."""
 
-    __slots__ = ("batches", "entries")
+    __slots__ = ("batches", "entries", "refs")
 
     def __init__(self) -> None:
-        self.batches: list[Columns] = []
+        self.batches: list[Columns | Refs] = []
         self.entries = 0
+        self.refs = False  # any batch held as objects: the log is read back as objects (``newest_objects``)
 
     def __len__(self) -> int:
         return self.entries
@@ -62,11 +73,50 @@ class ChangeLog:
             self.batches.append(batch)
             self.entries += len(batch.keys)
 
-    def keys(self) -> list[int]:
-        """Every key logged, as Python ints (for the change set the log is moved into)."""
-        if not self.batches:
-            return []
-        return np.concatenate([c.keys for c in self.batches]).tolist()
+    def add_refs(self, keys: list[Any], values: list[Any]) -> None:
+        """A batch of immutable values (``immutability.flat_immutable``), as the lists given: the
+        caller's own copies, which nobody changes."""
+        if keys:
+            self.batches.append(Refs(keys, values))
+            self.entries += len(keys)
+            self.refs = True
+
+    def keys(self) -> list[Any]:
+        """Every key logged, as Python objects (for the change set the log is moved into)."""
+        if not self.refs:
+            return np.concatenate([c.keys for c in self.batches]).tolist() if self.batches else []
+        return list(itertools.chain.from_iterable(_objects(b)[0] for b in self.batches))
+
+
+class Refs:
+    """A logged batch of objects: its keys and the values written for them, in order. Holding them
+    costs two list copies on the task thread; the objects are shared with the table, which is safe
+    since none of them can change in place."""
+
+    __slots__ = ("keys", "values")
+
+    def __init__(self, keys: list[Any], values: list[Any]) -> None:
+        self.keys = keys
+        self.values = values
+
+
+def _objects(batch: Columns | Refs) -> tuple[list[Any], list[Any]]:
+    if type(batch) is Refs:
+        return batch.keys, batch.values
+    return batch.keys.tolist(), batch.values()
+
+
+def newest_objects(logs: Sequence[ChangeLog]) -> dict[Any, Any]:
+    """Each key of ``logs`` (one table's, oldest first) with its newest value, as a dict in the order
+    the keys were first logged: for logs holding objects (``ChangeLog.refs``); a log of columns among
+    them is read as objects too. Built a batch at a time: each update is a short C call, so the
+    writer never holds the interpreter lock for long, however many keys changed."""
+    newest: dict[Any, Any] = {}
+    for log in logs:
+        for batch in log.batches:
+            keys, values = _objects(batch)
+            newest.update(zip(keys, values))
+    return newest
 
 
 def newest(logs: Sequence[ChangeLog]) -> tuple[Any, list[Columns]]:

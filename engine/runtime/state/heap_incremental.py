@@ -8,9 +8,10 @@ around the interpreter lock:
   ``setdefault``, ...). Tables whose values are changed in place (list, map and window state: the
   ``MUTABLE_KINDS``) count a read too, since the caller may append to what it read. Value, reducing
   and aggregating state is written back whole (``t[k] = v``), so its reads cost nothing extra. A
-  table written by a reduce's batches of numbers keeps a change log instead (``change_log``): the
-  batches' keys and values copied into columns while they are in cache, which the writer reads
-  without touching the table.
+  table written by a reduce's batches of immutable values keeps a change log instead
+  (``change_log``): the batches' keys and values, copied into columns while they are in cache where
+  they are numbers keyed by ints, else kept as the batches' objects, which the writer reads without
+  touching the table.
 * **At the barrier** (task thread) the change sets are swapped for empty ones (``ChangeTracker.plan``
   and ``cut``): O(tables), whatever the state's size.
 * **Off the task thread** the writer thread reads the changed keys' values in chunks and pickles each
@@ -43,11 +44,11 @@ import pickle
 import threading
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from millstream.engine.runtime.key_group_batch import group_by_key_group, group_keys
+from millstream.engine.runtime.key_group_batch import group_by_key_group, group_keys, take
 from millstream.engine.runtime.state import change_log, state_columns
 from millstream.engine.runtime.state.change_log import ChangeLog
 from millstream.engine.runtime.state.heap_state_files import ABSENT, KeyGroups, Parts, columns_frame
-from millstream.engine.runtime.state.immutability import SCALARS, immutable
+from millstream.engine.runtime.state.immutability import flat_immutable, immutable
 
 # Kinds of state whose values callers change in place after reading them (``HeapListState.add``
 # appends to the list ``setdefault`` returned; the window operator mutates its per-key dicts).
@@ -55,7 +56,6 @@ MUTABLE_KINDS = frozenset({"list", "map", "window", "ttl-list", "ttl-map"})
 CHUNK = 2_000  # keys per part: what the writer thread pickles while it holds the interpreter lock
 GROUP_SLICE = 8_192  # changed keys a delta's writer sorts by key group and pickles at a time (``_lock_batches``)
 HASH_BLOCK = 8 * GROUP_SLICE  # changed keys the writer takes from the change sets and hashes at a time
-_SCALARS_OR_TUPLE = SCALARS | {tuple}
 
 
 class _Everything:
@@ -130,14 +130,8 @@ class CopyOnWrite:
 def _detached(values: list[Any]) -> list[Any]:
     """``values`` with each one that may be changed in place replaced by a deep copy (``ABSENT`` kept).
     The type checks run as C loops over the batch: scalars, and tuples of scalars, need no copy."""
-    types = set(map(type, values))
-    types.discard(object)  # ABSENT (a bare object() holds nothing that can change)
-    if types <= SCALARS:
+    if flat_immutable(values, also=(object,)):  # ABSENT (a bare object() holds nothing that can change)
         return values
-    if types <= _SCALARS_OR_TUPLE:
-        inner = set(map(type, itertools.chain.from_iterable(v for v in values if type(v) is tuple)))
-        if inner <= SCALARS:
-            return values
     return [v if v is ABSENT or immutable(v) else _deep_copy(v) for v in values]
 
 
@@ -174,7 +168,7 @@ class TrackedTable(dict):
 
     def recorder(self) -> Callable[..., None]:
         """``record(keys, values=None)`` for one batch (``batch_access``): into the log where one is
-        kept and the batch's values are given and are numbers keyed by ints, else into the change set."""
+        kept and the batch's values are given and cannot change in place, else into the change set."""
         log = self.log
         if log is None:
             changed = self.changed
@@ -191,14 +185,19 @@ class TrackedTable(dict):
             if not keys:  # a batch whose function failed at its first record: nothing written
                 return
             if self.log is log and values is not None:
-                columns = state_columns.columns(self.name, keys, values)  # None without numpy too
-                if columns is not None and log.entries + len(keys) <= len(self) + change_log.MIN_KEYS:
-                    log.add(columns)
-                    return
-                if columns is None:
-                    self.logs = False  # not numbers keyed by ints: this table is tracked by its set
-                else:
+                if log.entries + len(keys) > len(self) + change_log.MIN_KEYS:
                     self.distinct = 0.0  # more records than keys: repeats, cheaper in the set
+                else:
+                    # numbers keyed by ints as columns (None without numpy too); once the log holds
+                    # objects it takes no more columns: the writer would read them back as objects
+                    columns = None if log.refs else state_columns.columns(self.name, keys, values)
+                    if columns is not None:
+                        log.add(columns)
+                        return
+                    if flat_immutable(values):
+                        log.add_refs(list(keys), list(values))  # the caller's lists may change later
+                        return
+                    self.logs = False  # values that may change in place: tracked by the set for good
             self._unlog()
             self.changed.update(keys)
             self.records += len(keys)
@@ -465,6 +464,9 @@ def begin_delta(
                 if any(keys is EVERYTHING for keys in pending):
                     continue  # every key was read from the table above
                 table = tables[name]
+                if any(log.refs for log in table_logs):
+                    entries += _logged_objects(name, table, table_logs, pending, key_groups, seq, parts, frames)
+                    continue
                 for cols in _logged(table, table_logs, pending):
                     entries += len(cols.keys)
                     if key_groups is None:
@@ -499,6 +501,45 @@ def _logged(table: TrackedTable, logs: list[ChangeLog], pending: tuple[set[Any],
     if pending:
         out = [change_log.without(c, pending) for c in out]
     return [c for c in out if len(c.keys)]
+
+
+def _logged_objects(
+    name: str,
+    table: TrackedTable,
+    logs: list[ChangeLog],
+    pending: tuple[set[Any], ...] | list[set[Any]],
+    key_groups: KeyGroups | None,
+    seq: Iterator[int],
+    parts: list[tuple[int, bytes]],
+    frames: dict[int, list[bytes]],
+) -> int:
+    """``_logged`` for logs holding objects: the newest value of each key (less the keys in
+    ``pending``) pickled into ``parts`` (ungrouped, ``CHUNK`` keys a part) or into ``frames`` (grouped:
+    a ``GROUP_SLICE`` of keys at a time sorted by key group, a frame per run, as ``_lock_batches``
+    gives the change sets' keys). Returns the entries written."""
+    newest = change_log.newest_objects(logs)
+    if len(logs) == 1:
+        table.distinct = len(newest) / logs[0].entries
+    entries = 0
+    # keys and values taken side by side, a slice at a time: no (key, value) pair is built
+    all_keys, all_values = iter(newest), iter(newest.values())
+    while keys := list(itertools.islice(all_keys, GROUP_SLICE)):
+        values = list(itertools.islice(all_values, len(keys)))
+        if pending:
+            kept = [i for i, k in enumerate(keys) if not any(k in changed for changed in pending)]
+            if len(kept) < len(keys):
+                keys, values = take(keys, kept), take(values, kept)
+                if not keys:
+                    continue
+        entries += len(keys)
+        if key_groups is None:
+            for lo in range(0, len(keys), CHUNK):
+                parts.append((next(seq), columns_frame(name, keys[lo : lo + CHUNK], values[lo : lo + CHUNK], absent=False)))
+            continue
+        (keys, values), runs = group_by_key_group(key_groups(keys), keys, values)
+        for kg, lo, hi in runs:
+            frames.setdefault(kg, []).append(columns_frame(name, keys[lo:hi], values[lo:hi], absent=False))
+    return entries
 
 
 def _key_groups_of_ints(key_groups: KeyGroups, keys: Any) -> Any:

@@ -85,23 +85,105 @@ def test_two_logs_in_one_delta_and_values_of_several_specs(monkeypatch) -> None:
 
 @pytest.mark.parametrize(
     "pairs",
-    [[("a", 1)], [(1, "x")], [(1, True)], [(1, 2**70)], [(1, [1])]],
-    ids=["str-key", "str-value", "bool", "big-int", "list"],
+    [[(1, [1])], [(1, {"a": 1})], [(1, (1, (2, 3)))]],
+    ids=["list", "dict", "nested-tuple"],
 )
-def test_a_batch_that_is_not_numbers_keyed_by_ints_stops_the_log_for_good(monkeypatch, pairs) -> None:
+def test_a_batch_of_values_that_may_change_in_place_stops_the_log_for_good(monkeypatch, pairs) -> None:
     """A mutable value (a list a reduce may append to later) never goes into a log: its barrier
-    value is kept by the copy-on-write view of the change set."""
+    value is kept by the copy-on-write view of the change set. (A nested tuple cannot change, but
+    the batch's type check looks one level deep and refuses it.)"""
     b, t, store, write, chain = _logging_table(monkeypatch)
-    expected = {k: list(v) if type(v) is list else v for k, v in pairs}  # as at the barrier
+    expected = {k: list(v) if type(v) is list else dict(v) if type(v) is dict else v for k, v in pairs}  # at the barrier
     _batch(t, [(5, (5, 2))])
     _batch(t, pairs)
     assert t.log is None and t.logs is False and t.changed == {5, *(k for k, _ in pairs)}
     plan, read = b.begin_incremental_snapshot(2)
     assert t.log is None  # and no log from now on
-    if pairs == [(1, [1])]:
+    if type(pairs[0][1]) is list:
         t[1].append(2)  # in place, after the barrier (through the table: the view saves it first)
+    elif type(pairs[0][1]) is dict:
+        t[1]["b"] = 2
     got = _replay(store, (*chain, write("d2", DELTA, read())))
     assert got[5] == (5, 2) and all(got[k] == v and type(got[k]) is type(v) for k, v in expected.items())
+
+
+@pytest.mark.parametrize(
+    "pairs",
+    [[("a", 1)], [(1, "x")], [(1, True)], [(1, 2**70)], [(b"k", None)], [("w", ("w", 2.5, None, b"x"))]],
+    ids=["str-key", "str-value", "bool", "big-int", "bytes-none", "mixed-tuple"],
+)
+def test_other_immutable_values_are_logged_as_objects_after_columns(monkeypatch, pairs) -> None:
+    """Values that are no numbers for columns but cannot change in place are logged as the batch's
+    objects; a log that held columns before is read back as objects too, each key's newest value of
+    the exact type written, and changes after the barrier are not in the delta."""
+    b, t, store, write, chain = _logging_table(monkeypatch)
+    _batch(t, [(5, (5, 2)), (6, (6, 2))])  # columns
+    _batch(t, pairs)  # objects
+    _batch(t, [(6, (6, 3))])  # the log holds objects now: no more columns
+    assert t.log.refs and t.log.entries == 4 and not t.changed and t.logs
+    plan, read = b.begin_incremental_snapshot(2)
+    for k, _ in pairs:
+        _batch(t, [(k, "after the barrier")])
+    parts = read()
+    assert parts.entries == 2 + len(pairs)
+    got = _replay(store, (*chain, write("d2", DELTA, parts)))
+    expected = {**{k: (k, 1) for k in range(10)}, 5: (5, 2), 6: (6, 3), **dict(pairs)}
+    assert got == expected and all(type(got[k]) is type(v) for k, v in expected.items())
+    assert got[pairs[0][0]] is not None or pairs[0][1] is None
+    assert t.distinct == 3 / 4
+
+
+def _string_table(monkeypatch):
+    """A "_reduce" table of a reduce keyed by strings, logging from its second interval on."""
+    monkeypatch.setattr(change_log, "MIN_KEYS", 4)
+    b = HeapKeyedStateBackend(128, key_spec="STRING", incremental=True)
+    t = b.table("_reduce", "value")
+    store, write = _files()
+    _batch(t, [(f"user-{k}", (f"user-{k}", 1)) for k in range(10)])
+    chain = _base(b, 1, write, first=True)
+    assert isinstance(t.log, ChangeLog)
+    return b, t, store, write, chain
+
+
+def test_a_reduce_keyed_by_strings_logs_its_batches_and_falls_back_to_the_set(monkeypatch) -> None:
+    """Checkpoint 2 (a log of strings) never completes; in interval 3 a key is deleted after a
+    logged batch: the log's keys go into the set, and checkpoint 3 holds both intervals' keys with
+    their values at its barrier, and the deletion."""
+    b, t, store, write, chain = _string_table(monkeypatch)
+    _batch(t, [("user-1", ("user-1", 2)), ("user-2", ("user-2", 2)), ("user-1", ("user-1", 3))])
+    assert t.log.refs and t.log.entries == 3 and not t.changed
+    b.begin_incremental_snapshot(2)  # never read nor confirmed
+    _batch(t, [("user-3", ("user-3", 2)), ("user-new", ("user-new", 1))])
+    del t["user-2"]
+    assert t.log is None and t.changed == {"user-2", "user-3", "user-new"}
+    _batch(t, [("user-4", ("user-4", 2))])  # into the set now
+    plan, read = b.begin_incremental_snapshot(3)
+    _batch(t, [("user-1", ("user-1", 99))])  # after the barrier
+    parts = read()
+    got = _replay(store, (*chain, write("d3", DELTA, parts)))
+    expected = {f"user-{k}": (f"user-{k}", 1) for k in range(10)}
+    expected.update({"user-1": ("user-1", 3), "user-3": ("user-3", 2), "user-4": ("user-4", 2), "user-new": ("user-new", 1)})
+    del expected["user-2"]
+    assert got == expected
+
+
+def test_a_delta_of_logged_objects_is_grouped_by_key_group(monkeypatch) -> None:
+    """Every part of the delta holds the keys of the one key group it is listed under, as the
+    backend's own hash assigns them (a rescaled restore reads only its key groups' parts)."""
+    from millstream.engine.runtime.key_groups import assign_to_key_group
+    from millstream.engine.runtime.state.heap_state_files import frames
+
+    b, t, store, write, chain = _string_table(monkeypatch)
+    _batch(t, [(f"user-{k}", (f"user-{k}", 5)) for k in range(0, 300, 3)])
+    plan, read = b.begin_incremental_snapshot(2)
+    parts = read()
+    assert parts.grouped and parts.entries == 100
+    seen = set()
+    for kg, payload in parts:
+        for name, entries, gone in frames(payload):
+            assert not gone and all(assign_to_key_group(k, 128, "STRING") == kg for k in entries)
+            seen.update(entries)
+    assert seen == {f"user-{k}" for k in range(0, 300, 3)}
 
 
 def test_repeated_keys_go_back_to_the_change_set(monkeypatch) -> None:

@@ -79,6 +79,13 @@ BATCH_OPS = _ops(
     ["batch"] * 14 + ["delete"] + ["checkpoint"] * 8 + ["complete"] * 8 + ["fail"] * 2 + ["restore"] * 3,
     [_SMALL, _SMALL, _SMALL, st.tuples(st.integers(-3, 9), _SMALL), st.floats(allow_nan=False)],
 )
+# A reduce keyed by strings, ints and tuples, its values of immutable objects (logged as the batches'
+# objects) and now and then numbers keyed by ints (columns, in the same log).
+OBJECT_BATCH_OPS = _ops(
+    st.one_of(KEYS, st.sampled_from(["user-1", "user-2", "user-3"])), _SMALL,
+    ["batch"] * 14 + ["delete"] + ["put"] + ["checkpoint"] * 8 + ["complete"] * 8 + ["fail"] * 2 + ["restore"] * 3,
+    [_SMALL, st.tuples(st.sampled_from(["a", "b"]), _SMALL), st.text(max_size=3), st.tuples(st.integers(-3, 9), _SMALL)],
+)
 _dirs = itertools.count()
 
 JOB_ID = "job"  # the job whose shared files these are (their seals name it)
@@ -227,6 +234,15 @@ def test_heap_change_logs_of_batches_restore_the_newest_value_at_each_barrier(tm
     """Tables written by batches keep change logs (``change_log``): each key's newest logged value
     is its value at the barrier, across failed checkpoints (several logs in one delta), tables that
     fall back to their change set mid-interval (a delete, more records than keys) and restores."""
+    monkeypatch.setattr(change_log, "MIN_KEYS", 8)
+    _run(Job(str(tmp_path / f"job-{next(_dirs)}"), 0, max_deltas, heap=True), ops)
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=OBJECT_BATCH_OPS, max_deltas=st.integers(1, 6))
+def test_heap_change_logs_of_objects_restore_the_newest_value_at_each_barrier(tmp_path, monkeypatch, ops, max_deltas) -> None:
+    """Change logs of batches of immutable objects (strings, tuples of them: ``ChangeLog.refs``),
+    with batches of columns among them, through failed checkpoints, deletes and restores."""
     monkeypatch.setattr(change_log, "MIN_KEYS", 8)
     _run(Job(str(tmp_path / f"job-{next(_dirs)}"), 0, max_deltas, heap=True), ops)
 
