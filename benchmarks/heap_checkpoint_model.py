@@ -1,7 +1,7 @@
 """The heap backend's incremental checkpoints in one process: what the state path costs, without a cluster.
 
-A model of one reduce subtask (issue 16): ``--passes`` passes over ``--keys`` LONG keys, the records'
-``(key, 1)`` tuples reduced to ``(key, count)`` in batches of 512 through ``heap_incremental.batch_access``
+A model of one reduce subtask (issue 16): ``--passes`` passes over ``--keys`` LONG keys (``--key-type
+string``: STRING keys ``user-<n>``), the records' ``(key, 1)`` tuples reduced to ``(key, count)`` in batches of 512 through ``heap_incremental.batch_access``
 as ``ReduceOperator`` does, with an incremental checkpoint every ``--interval`` records whose delta a
 writer thread reads while the task goes on, completed as soon as it is read (no files are written and
 no chain is compacted). The slot's interpreter settings (switch interval, collector thresholds) are
@@ -13,7 +13,7 @@ network and the other subtasks, so it moves far less between rounds, and it over
 a task thread that never waits for input, the case where the task's copy-on-write work weighs most.
 Run with two checkouts to compare them (docs/large-state.md, change 19).
 
-``python benchmarks/heap_checkpoint_model.py [--keys 1500000] [--passes 6] [--interval 1300000] [--rounds 2]``
+``python benchmarks/heap_checkpoint_model.py [--keys 1500000] [--passes 6] [--interval 1300000] [--rounds 2] [--key-type string]``
 """
 from __future__ import annotations
 
@@ -43,9 +43,9 @@ def _count(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int]:
     return a[0], a[1] + b[1]
 
 
-def run(keys: int, passes: int, interval: int) -> tuple[float, int]:
+def run(keys: int, passes: int, interval: int, strings: bool = False) -> tuple[float, int]:
     """(CPU seconds of the process, checkpoints taken) for one model run; ``interval`` 0: none."""
-    backend = HeapKeyedStateBackend(128, key_spec="LONG", incremental=interval > 0)
+    backend = HeapKeyedStateBackend(128, key_spec="STRING" if strings else "LONG", incremental=interval > 0)
     table = backend.table("_reduce", "value")
     writer = ThreadPoolExecutor(1, thread_name_prefix="checkpoint-writer")
     pending: list[Future] = []
@@ -65,7 +65,10 @@ def run(keys: int, passes: int, interval: int) -> tuple[float, int]:
     for _ in range(passes):
         for lo in range(0, keys, BATCH):
             # fresh objects per record, as a deserialized batch has them
-            values = [(int(str(k)), 1) for k in range(lo, min(lo + BATCH, keys))]
+            if strings:
+                values = [("user-" + str(k), 1) for k in range(lo, min(lo + BATCH, keys))]
+            else:
+                values = [(int(str(k)), 1) for k in range(lo, min(lo + BATCH, keys))]
             batch = [v[0] for v in values]
             get, put, record = batch_access(table, batch)
             out = []
@@ -102,18 +105,20 @@ def main() -> None:
     ap.add_argument("--passes", type=int, default=6)
     ap.add_argument("--interval", type=int, default=1_300_000, help="records between checkpoints")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--key-type", choices=("long", "string"), default="long")
     args = ap.parse_args()
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     gc.set_threshold(*GC_THRESHOLDS)
     print(machine())
     ratios = []
     for _ in range(args.rounds):
-        without, _ = run(args.keys, args.passes, 0)
-        with_cp, taken = run(args.keys, args.passes, args.interval)
+        strings = args.key_type == "string"
+        without, _ = run(args.keys, args.passes, 0, strings)
+        with_cp, taken = run(args.keys, args.passes, args.interval, strings)
         ratios.append(with_cp / without)
         print(f"  without checkpoints {without:.2f} s CPU; with {taken} checkpoints {with_cp:.2f} s CPU")
     print(
-        f"heap checkpoint model, {args.keys:,} keys x {args.passes} passes, a delta every {args.interval:,} records: "
+        f"heap checkpoint model, {args.keys:,} {args.key_type.upper()} keys x {args.passes} passes, a delta every {args.interval:,} records: "
         f"CPU with / without median {statistics.median(ratios):.2f} ({', '.join(f'{r:.2f}' for r in ratios)})"
     )
 
