@@ -85,7 +85,7 @@ class ChangeLog:
         """Every key logged, as Python objects (for the change set the log is moved into)."""
         if not self.refs:
             return np.concatenate([c.keys for c in self.batches]).tolist() if self.batches else []
-        return list(itertools.chain.from_iterable(_objects(b)[0] for b in self.batches))
+        return list(itertools.chain.from_iterable(b.keys if type(b) is Refs else b.keys.tolist() for b in self.batches))
 
 
 class Refs:
