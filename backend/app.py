@@ -110,6 +110,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 max_parallelism=settings.max_parallelism,
                 max_concurrent_jobs=settings.max_concurrent_jobs,
                 archive_after_ms=settings.job_archive_after_ms,
+                checkpoints_history=settings.checkpoints_history,
                 latency_interval_ms=settings.latency_interval_ms,
                 data_redis_urls=tuple(settings.data_redis_url_list),
                 data_server_check_interval_ms=settings.data_redis_check_interval_ms,

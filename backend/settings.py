@@ -85,6 +85,8 @@ class Settings(BaseSettings):
     max_parallelism: int = 128  # per operator, cluster-wide cap on top of each job's own: the default max-parallelism bound (raise it for bigger jobs)
     max_concurrent_jobs: int | None = None  # jobs not yet in a terminal state; unset: no limit
     job_archive_after_ms: int = 60_000  # an ended job leaves JobManager memory for SQL this long after its end
+    # Flink's web.checkpoints.history: the checkpoints each job's REST history and dashboard list (SQL keeps all)
+    checkpoints_history: int = Field(default=10, ge=1)
     max_request_bytes: int = 64 * 1024 * 1024  # any request body; uploads also obey max_upload_bytes
     spark_master: str = Field(default="local[*]", validation_alias=AliasChoices("SPARK_MASTER", "MILLSTREAM_SPARK_MASTER"))
     # The address Spark executors reach the driver at (spark.driver.host): the driver runs on the

@@ -42,7 +42,7 @@ from millstream.engine.executiongraph.states import JobStatus
 from millstream.engine.graph.job_graph import JobGraph
 from millstream.engine.graph.stream_graph import UPPER_MAX_PARALLELISM
 from millstream.engine.checkpoint.rescale import StateRestoreError
-from millstream.engine.checkpoint.stats_tracker import CheckpointStatsTracker
+from millstream.engine.checkpoint.stats_tracker import DEFAULT_HISTORY_SIZE, CheckpointStatsTracker
 from millstream.engine.checkpoint.filesystem import storage_fs
 from millstream.engine.checkpoint.storage import InvalidSavepoint
 from millstream.engine.jobmanager.checkpointing import JobCheckpointing
@@ -108,6 +108,7 @@ class DispatcherConfig:
     cluster_secret: str | None = None  # signs user code in Redis; TaskManagers refuse anything else
     max_concurrent_jobs: int | None = None  # jobs not yet in a terminal state; None: no limit
     archive_after_ms: int = 60_000  # an ended job leaves memory for the JobStore this long after its end
+    checkpoints_history: int = DEFAULT_HISTORY_SIZE  # Flink's web.checkpoints.history: checkpoints a job's REST history lists
     latency_interval_ms: int = 0  # Flink's metrics.latency.interval for jobs that set none; 0: off
     data_redis_urls: tuple[str, ...] = ()  # data servers channels are sharded over; empty: the control Redis
     slot_request_timeout_ms: int = 300_000  # Flink's slot.request.timeout for jobs that set none
@@ -293,7 +294,8 @@ class Dispatcher(SavepointOperations):
     def _history(self, jid: str) -> CheckpointStatsTracker:
         """Checkpoint statistics from SQL; checkpoints in flight when the old JobManager died count as failed."""
         return CheckpointStatsTracker.from_records(
-            self.store.list_checkpoints(jid), self.store.list_checkpoint_restores(jid), now_ms=int(self.clock() * 1000)
+            self.store.list_checkpoints(jid), self.store.list_checkpoint_restores(jid),
+            history_size=self.config.checkpoints_history, now_ms=int(self.clock() * 1000),
         )
 
     def _gather_task_offers(self) -> TaskOffers:
@@ -625,7 +627,8 @@ class Dispatcher(SavepointOperations):
                 raise JobSubmissionError(f"{e}; run it with --engine native to use the streaming runtime") from e
         jm = JobMaster(
             job_graph, user_code, self.gateway, self.store, self.clock, self.read_metrics, self.config.checkpoint_dir,
-            self.config.savepoint_dir, slot_request_timeout_ms=self.config.slot_request_timeout_ms,
+            self.config.savepoint_dir, checkpoint_stats=CheckpointStatsTracker(self.config.checkpoints_history),
+            slot_request_timeout_ms=self.config.slot_request_timeout_ms,
         )
         jm.restart_hold = self._restart_hold
         return jm
@@ -724,7 +727,7 @@ class Dispatcher(SavepointOperations):
         record = self.store.get_job(job_id)
         if record is None:
             return None
-        stats = CheckpointStatsTracker.from_records(records, restores)
+        stats = CheckpointStatsTracker.from_records(records, restores, history_size=self.config.checkpoints_history)
         return JobCheckpointing.archived(JobGraph.from_dict(record.job_graph), stats, self.config.checkpoint_dir)
 
     def read_metrics(self, job_id: str, attempt: int) -> dict[tuple[str, int], dict[str, Any]]:

@@ -93,3 +93,33 @@ def test_periodic_readers_see_only_unfinished_jobs_and_the_overview_counts_the_r
     assert d.cancel(jid)
     assert d.job_records(unfinished_only=True) == []
     assert d.overview()["jobs-cancelled"] == 1
+
+
+def test_the_checkpoint_history_keeps_as_many_as_configured_live_after_a_restart_and_once_archived(client, tmp_path) -> None:
+    """Flink's web.checkpoints.history (MILLSTREAM_CHECKPOINTS_HISTORY): a benchmark reading every
+    checkpoint's details once its job ended needs more than the default 10, and each of the three ways a
+    Dispatcher builds a job's statistics must take the setting."""
+    from millstream.engine.checkpoint.stats_tracker import CheckpointStats, CheckpointStatsStatus, CheckpointType
+
+    clock = Clock()
+    store = InMemoryJobStore()
+    config = DispatcherConfig(archive_after_ms=0, checkpoint_dir=str(tmp_path), checkpoints_history=3)
+    d = Dispatcher(client, store, config, clock)
+    jid = d.submit(graph(config={"execution.checkpointing": {"interval_ms": 100}}), b"user code")
+    live = d.jobs[jid].checkpointing.coordinator.stats
+    assert live.history_size == 3
+    for cid in range(1, 6):
+        live.report_pending(CheckpointStats(cid, CheckpointType.CHECKPOINT, 1000 * cid, {"v-src": 2, "v-agg": 2}))
+        live.report_completed(cid, None)
+    assert [e["id"] for e in d.checkpointing(jid).overview()["history"]] == [5, 4, 3]
+    d.jobs[jid].checkpointing.flush_history()
+    assert len(store.list_checkpoints(jid)) == 5  # the store keeps every one
+    assert d._history(jid).history_size == 3  # a restarted JobManager's rebuild
+    assert d.cancel(jid)
+    clock.advance(1_000)
+    d._archive_ended()
+    assert jid not in d.jobs
+    archived = d.checkpointing(jid).overview()
+    assert [e["id"] for e in archived["history"]] == [5, 4, 3] and archived["counts"]["completed"] == 5
+    default = Dispatcher(client, store, DispatcherConfig(checkpoint_dir=str(tmp_path)), clock)
+    assert [e["id"] for e in default.checkpointing(jid).overview()["history"]] == [5, 4, 3, 2, 1]
