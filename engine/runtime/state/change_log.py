@@ -9,11 +9,12 @@ writer on a slow 2-core VM, 250 ns a record on the task thread for the set).
 
 A reduce writes whole values a batch at a time (``heap_incremental.batch_access``) and has the
 batch's keys and new values in hand, in cache. When they are numbers (``state_columns``), the
-batch is copied into columns there and appended to the table's log: the values are the ones the
-keys hold at the end of the batch, and no barrier falls inside a batch, so each key's newest entry
-in the log is its value at the barrier. The writer then needs no lookup, no copy-on-write and no
-lock: it concatenates the columns, keeps each key's newest entry with a sort (``newest``), and
-hashes the keys to their key groups, all in numpy.
+batch is copied there and appended to the table's log: as marshal's bytes where every int fits in
+int32 (``marshalled_batch``: one C pass, read as columns by the writer), else into columns. The
+values are the ones the keys hold at the end of the batch, and no barrier falls inside a batch, so
+each key's newest entry in the log is its value at the barrier. The writer then needs no lookup, no
+copy-on-write and no lock: it reads the columns, keeps each key's newest entry with a sort
+(``newest``), and hashes the keys to their key groups, all in numpy.
 
 Other values that cannot change in place (strings, tuples of strings and numbers: a reduce keyed by
 a string; ``immutability.flat_immutable``) are logged as the batch's two lists themselves (``Refs``),
@@ -35,7 +36,8 @@ import itertools
 import os
 from typing import Any, Sequence
 
-from millstream.engine.runtime.state import state_columns
+from millstream.engine.runtime.state import marshalled_batch, state_columns
+from millstream.engine.runtime.state.marshalled_batch import Marshalled
 from millstream.engine.runtime.state.state_columns import Columns
 
 try:
@@ -53,15 +55,16 @@ MIN_DISTINCT = 0.5
 
 
 class ChangeLog:
-    """One interval's batches of one table in the order written: ``Columns`` of numbers keyed by ints,
-    or the batch's keys and values themselves (``Refs``) where they are other immutable objects. Never
+    """One interval's batches of one table in the order written: numbers keyed by ints as marshal's
+    bytes (``Marshalled``) or ``Columns``, or the batch's keys and values themselves (``Refs``) where
+    they are other immutable objects. Never
     changed once cut: a snapshot's writer (and a later one's, if that checkpoint fails) reads it as
     it is."""
 
     __slots__ = ("batches", "entries", "refs")
 
     def __init__(self) -> None:
-        self.batches: list[Columns | Refs] = []
+        self.batches: list[Columns | Marshalled | Refs] = []
         self.entries = 0
         self.refs = False  # any batch held as objects: the log is read back as objects (``newest_objects``)
 
@@ -73,6 +76,11 @@ class ChangeLog:
             self.batches.append(batch)
             self.entries += len(batch.keys)
 
+    def add_marshalled(self, batch: Marshalled) -> None:
+        """A batch of numbers keyed by ints as marshal's bytes (``marshalled_batch``): read as columns."""
+        self.batches.append(batch)
+        self.entries += batch.count
+
     def add_refs(self, keys: list[Any], values: list[Any]) -> None:
         """A batch of immutable values (``immutability.flat_immutable``), as the lists given: the
         caller's own copies, which nobody changes."""
@@ -83,9 +91,7 @@ class ChangeLog:
 
     def keys(self) -> list[Any]:
         """Every key logged, as Python objects (for the change set the log is moved into)."""
-        if not self.refs:
-            return np.concatenate([c.keys for c in self.batches]).tolist() if self.batches else []
-        return list(itertools.chain.from_iterable(b.keys if type(b) is Refs else b.keys.tolist() for b in self.batches))
+        return list(itertools.chain.from_iterable(_keys(b) for b in self.batches))
 
 
 class Refs:
@@ -100,9 +106,19 @@ class Refs:
         self.values = values
 
 
-def _objects(batch: Columns | Refs) -> tuple[list[Any], list[Any]]:
+def _keys(batch: Columns | Marshalled | Refs) -> list[Any]:
+    if type(batch) is Refs:
+        return batch.keys
+    if type(batch) is Marshalled:
+        return marshalled_batch.objects(batch)[0]
+    return batch.keys.tolist()
+
+
+def _objects(batch: Columns | Marshalled | Refs) -> tuple[list[Any], list[Any]]:
     if type(batch) is Refs:
         return batch.keys, batch.values
+    if type(batch) is Marshalled:
+        return marshalled_batch.objects(batch)
     return batch.keys.tolist(), batch.values()
 
 
@@ -122,7 +138,7 @@ def newest_objects(logs: Sequence[ChangeLog]) -> dict[Any, Any]:
 def newest(logs: Sequence[ChangeLog]) -> tuple[Any, list[Columns]]:
     """The keys of ``logs`` (one table's, oldest first) each with its newest entry: (the keys, sorted,
     as int64; one ``Columns`` per value spec, each with its keys in sorted order)."""
-    batches = [c for log in logs for c in log.batches]
+    batches = marshalled_batch.decoded([c for log in logs for c in log.batches])
     specs = list(dict.fromkeys(c.spec for c in batches))
     if len(specs) == 1:  # the usual case: a chain's merge of one spec's frames, no deletions among them
         merged = state_columns.merge(batches, base=True)

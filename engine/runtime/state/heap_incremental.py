@@ -9,9 +9,9 @@ around the interpreter lock:
   ``MUTABLE_KINDS``) count a read too, since the caller may append to what it read. Value, reducing
   and aggregating state is written back whole (``t[k] = v``), so its reads cost nothing extra. A
   table written by a reduce's batches of immutable values keeps a change log instead
-  (``change_log``): the batches' keys and values, copied into columns while they are in cache where
-  they are numbers keyed by ints, else kept as the batches' objects, which the writer reads without
-  touching the table.
+  (``change_log``): the batches' keys and values, copied while they are in cache where they are
+  numbers keyed by ints (as marshal's bytes, ``marshalled_batch``, or columns), else kept as the
+  batches' objects, which the writer reads without touching the table.
 * **At the barrier** (task thread) the change sets are swapped for empty ones (``ChangeTracker.plan``
   and ``cut``): O(tables), whatever the state's size.
 * **Off the task thread** the writer thread reads the changed keys' values in chunks and pickles each
@@ -45,7 +45,7 @@ import threading
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from millstream.engine.runtime.key_group_batch import group_by_key_group, group_keys, take
-from millstream.engine.runtime.state import change_log, state_columns
+from millstream.engine.runtime.state import change_log, marshalled_batch, state_columns
 from millstream.engine.runtime.state.change_log import ChangeLog
 from millstream.engine.runtime.state.heap_state_files import ABSENT, KeyGroups, Parts, columns_frame
 from millstream.engine.runtime.state.immutability import flat_immutable, immutable
@@ -188,12 +188,18 @@ class TrackedTable(dict):
                 if log.entries + len(keys) > len(self) + change_log.MIN_KEYS:
                     self.distinct = 0.0  # more records than keys: repeats, cheaper in the set
                 else:
-                    # numbers keyed by ints as columns (None without numpy too); once the log holds
-                    # objects it takes no more columns: the writer would read them back as objects
-                    columns = None if log.refs else state_columns.columns(self.name, keys, values)
-                    if columns is not None:
-                        log.add(columns)
-                        return
+                    # numbers keyed by ints as marshal's bytes, else as columns (None without numpy
+                    # too); once the log holds objects it takes no more of either: the writer would
+                    # read them back as objects
+                    if not log.refs:
+                        batch = marshalled_batch.dump(self.name, keys, values)
+                        if batch is not None:
+                            log.add_marshalled(batch)
+                            return
+                        columns = state_columns.columns(self.name, keys, values)
+                        if columns is not None:
+                            log.add(columns)
+                            return
                     if flat_immutable(values):
                         log.add_refs(list(keys), list(values))  # the caller's lists may change later
                         return
@@ -318,7 +324,7 @@ def batch_access(
     up front (``CopyOnWrite.preserve_many``) and the batch goes through the C methods too; without
     ``keys`` (or with a key Python cannot hash), each read and write first lets the views save its
     key's barrier value. The keys are recorded by ``record`` either way, in the table's change log
-    where it keeps one (``change_log``: the batch's values copied into columns while they are in
+    where it keeps one (``change_log``: the batch's values copied while they are in
     cache), else in its change set. Any other table (a ``deep`` one, a plain dict, an on-disk table)
     is used through its own methods, and ``record`` does nothing."""
     if type(table) is not TrackedTable or table.deep:
