@@ -110,7 +110,7 @@ def _keys(batch: Columns | Marshalled | Refs) -> list[Any]:
     if type(batch) is Refs:
         return batch.keys
     if type(batch) is Marshalled:
-        return marshalled_batch.objects(batch)[0]
+        return marshalled_batch.keys(batch)
     return batch.keys.tolist()
 
 

@@ -191,3 +191,8 @@ def _columns(run: list[Marshalled]) -> Columns:
 def objects(b: Marshalled) -> tuple[list[Any], list[Any]]:
     """The batch as the Python objects it was made of: exactly those types (the layout says so)."""
     return marshal.loads(b.keys), marshal.loads(b.values)
+
+
+def keys(b: Marshalled) -> list[Any]:
+    """The batch's keys as the ints they were (``objects`` without building the values)."""
+    return marshal.loads(b.keys)
