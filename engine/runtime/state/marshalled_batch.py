@@ -20,10 +20,11 @@ process: the interpreter that wrote them reads them back, within one checkpoint 
 """
 from __future__ import annotations
 
+import itertools
 import marshal
 from typing import Any, Sequence
 
-from millstream.engine.runtime.state.state_columns import _MAX_ARITY, Columns
+from millstream.engine.runtime.state.state_columns import _DTYPES, _MAX_ARITY, Columns
 
 try:
     import numpy as np
@@ -37,7 +38,6 @@ _HEADER = 5  # a list's code "[" and its length, an int32
 _LIST, _TUPLE, _INT = ord("["), ord("("), ord("i")
 # a number's code -> (its spec in state_columns, its width in the bytes, its numpy type there)
 _LEAVES = {_INT: ("q", 4, "<i4"), ord("g"): ("d", 8, "<f8")}
-_KEYS = np.dtype([("c", "S1"), ("v", "<i4")]) if np is not None else None
 _runs: dict[tuple[int, int], bytes] = {}  # (byte, n) -> that byte n times, what a strided slice must equal
 
 
@@ -46,17 +46,16 @@ class Layout:
     takes (``stride``), the code bytes every item has at fixed offsets (``checks``), and a structured
     numpy type that reads an item's numbers (fields ``v0``, ``v1``, ...)."""
 
-    __slots__ = ("spec", "stride", "checks", "dtype", "fields")
+    __slots__ = ("spec", "stride", "checks", "dtype")
 
-    def __init__(self, spec: Any, stride: int, checks: tuple[tuple[int, int], ...], dtype: Any, fields: int) -> None:
+    def __init__(self, spec: Any, stride: int, checks: tuple[tuple[int, int], ...], dtype: Any) -> None:
         self.spec = spec
         self.stride = stride
         self.checks = checks
         self.dtype = dtype
-        self.fields = fields
 
 
-_layouts: dict[tuple[int, ...], Layout | None] = {}
+_layouts: dict[tuple[int, ...], Layout] = {}  # a value shape -> its layout, made once
 
 
 def _layout(vb: bytes) -> Layout | None:
@@ -87,7 +86,7 @@ def _make_layout(shape: tuple[int, ...]) -> Layout:
     if shape[0] != _TUPLE:
         spec, width, fmt = _LEAVES[shape[0]]
         dtype = np.dtype([("c0", "S1"), ("v0", fmt)])
-        return Layout(spec, 1 + width, ((0, shape[0]),), dtype, 1)
+        return Layout(spec, 1 + width, ((0, shape[0]),), dtype)
     leaves = shape[1:]
     n = len(leaves)
     checks = [(0, _TUPLE), *((1 + i, b) for i, b in enumerate(n.to_bytes(4, "little")))]
@@ -99,7 +98,7 @@ def _make_layout(shape: tuple[int, ...]) -> Layout:
         fields += [(f"c{i}", "S1"), (f"v{i}", fmt)]
         at += 1 + width
     spec = tuple(_LEAVES[leaf][0] for leaf in leaves)
-    return Layout(spec, at, tuple(checks), np.dtype(fields), n)
+    return Layout(spec, at, tuple(checks), np.dtype(fields))
 
 
 def _run(byte: int, n: int) -> bytes:
@@ -123,6 +122,9 @@ def _fits(b: bytes, n: int, stride: int, checks: Sequence[tuple[int, int]]) -> b
     return True
 
 
+_KEY_LAYOUT = _make_layout((_INT,)) if np is not None else None  # keys: ints in int32's range
+
+
 class Marshalled:
     """A logged batch: its keys' and values' bytes, and the values' layout."""
 
@@ -144,7 +146,7 @@ def dump(name: str, keys: list[Any], values: list[Any]) -> Marshalled | None:
     n = len(keys)
     try:
         kb = marshal.dumps(keys, _VERSION)
-        if not _fits(kb, n, 5, ((0, _INT),)):
+        if not _fits(kb, n, _KEY_LAYOUT.stride, _KEY_LAYOUT.checks):
             return None
         vb = marshal.dumps(values, _VERSION)
     except ValueError:  # not marshal's: class instances, IntEnums, deep nesting
@@ -158,34 +160,28 @@ def dump(name: str, keys: list[Any], values: list[Any]) -> Marshalled | None:
 
 
 def decoded(batches: Sequence[Any]) -> list[Any]:
-    """``batches`` with each run of ``Marshalled`` batches of one layout read as one ``Columns`` (in
-    order; other batches as they are). Writer thread: a few numpy calls a run."""
+    """``batches`` with each run of ``Marshalled`` batches of one table and layout read as one
+    ``Columns`` (in order; other batches as they are). Writer thread: a few numpy calls a run."""
     out: list[Any] = []
-    run: list[Marshalled] = []
-    for b in batches:
-        if type(b) is Marshalled and (not run or (b.layout is run[0].layout and b.name == run[0].name)):
-            run.append(b)
-            continue
-        if run:
-            out.append(_columns(run))
-            run = []
-        if type(b) is Marshalled:
-            run.append(b)
+    for kind, run in itertools.groupby(batches, lambda b: (b.name, b.layout) if type(b) is Marshalled else None):
+        if kind is None:
+            out.extend(run)
         else:
-            out.append(b)
-    if run:
-        out.append(_columns(run))
+            out.append(_columns(list(run)))
     return out
 
 
+def _numbers(parts: list[bytes], layout: Layout) -> list[Any]:
+    """The number fields of a run's items (each part a batch's bytes), in the columns' own types."""
+    items = np.frombuffer(b"".join(memoryview(b)[_HEADER:] for b in parts), dtype=layout.dtype)
+    codes = layout.spec if isinstance(layout.spec, tuple) else (layout.spec,)
+    return [items[f"v{i}"].astype(_DTYPES[code]) for i, code in enumerate(codes)]
+
+
 def _columns(run: list[Marshalled]) -> Columns:
-    layout = run[0].layout
-    keys = np.frombuffer(b"".join(memoryview(b.keys)[_HEADER:] for b in run), dtype=_KEYS)["v"].astype(np.int64)
-    values = np.frombuffer(b"".join(memoryview(b.values)[_HEADER:] for b in run), dtype=layout.dtype)
-    cols = tuple(
-        values[f"v{i}"].astype(np.int64 if values.dtype[f"v{i}"].kind == "i" else np.float64) for i in range(layout.fields)
-    )
-    return Columns(run[0].name, keys, layout.spec, cols, np.empty(0, dtype=np.int64))
+    (keys,) = _numbers([b.keys for b in run], _KEY_LAYOUT)
+    cols = _numbers([b.values for b in run], run[0].layout)
+    return Columns(run[0].name, keys, run[0].layout.spec, tuple(cols), np.empty(0, dtype=np.int64))
 
 
 def objects(b: Marshalled) -> tuple[list[Any], list[Any]]:
