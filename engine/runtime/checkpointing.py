@@ -256,7 +256,7 @@ class SubtaskCheckpointer:
         self, barrier: Barrier, op_id: str, state: dict[str, Any], read_groups: Callable[..., Any]
     ) -> tuple[str, int]:
         """Write one operator's state whose records ``read_groups(consume)`` hands over a key group
-        at a time inside its read transaction (``begin_snapshot_parts``): each part is encoded,
+        at a time from the barrier's view of the state (``begin_snapshot_parts``): each part is encoded,
         sealed and appended as it is read, so the state is never whole in memory. (handle, bytes)."""
         if barrier.location is None:
             raise OSError("no checkpoint storage is configured")
