@@ -92,8 +92,9 @@ _PREPARED_TYPES = {str, int}  # keys ``prepare_keys`` encodes ahead: their pickl
 
 
 class _Entry:
-    # ``logged``: the value object whose record the change tracker already holds (a barrier took it
-    # without writing it back); a later write-back of that same immutable value is not a change.
+    # ``logged``: the value object whose record the change tracker recorded last (a barrier took it
+    # without writing it back, or a write-back); writing that same immutable value back again, or
+    # finding it at a barrier, is not a change.
     __slots__ = ("table", "lk", "key", "value", "dirty", "wrapped", "logged")
 
     def __init__(self, table: "LmdbTable", lk: bytes, key: Any, value: Any, dirty: bool, wrapped: bool) -> None:
@@ -566,9 +567,12 @@ class LmdbKeyedStateBackend(StateFactory):
         if self.changes is not None:
             record = self.changes.record
             for e, (_, lk, vb) in zip(dirty, ops):
-                # else a barrier recorded this very value already, and nothing can have changed it in place
+                # else this very value was recorded last, and nothing can have changed it in place
                 if e.logged is not e.value or not (e.value is _TOMB or immutable(e.value)):
                     record(e.table.name, lk, vb)
+                    # now the tracker's newest record of the key: a barrier that finds the value
+                    # changed back to the object recorded before must record it again
+                    e.logged = e.value
         env = self._open_env()
         self._end_read()
         while True:

@@ -146,3 +146,31 @@ def test_a_mutable_value_written_ahead_then_changed_in_place_reaches_the_barrier
     second = snapshot_keyed_incremental(b, _Operator(), 2, write)()
     assert _chain_state(shared, second["chain"])["a"] == [0, 1]
     b.close()
+
+
+@pytest.mark.parametrize("write_back", ["flush", "written ahead"])
+def test_a_value_changed_and_changed_back_across_a_write_back_reaches_the_next_delta(tmp_path: Path, write_back: str) -> None:
+    """The property test found it (rarely: it needs the very same value object twice): "a" is 1 at
+    a barrier, which records it (``logged``); then 0, written back, which records 0; then 1 again,
+    the same int object the barrier recorded. The next barrier took it as unchanged since it was
+    recorded, while the change tracker's newest record of "a" was the 0: restored, "a" was 0."""
+    shared = tmp_path / "job" / "shared"
+    b = LmdbKeyedStateBackend(MAX_P, tmp_path / "lmdb", cache_entries=20, incremental=True)  # 3 dirty at most
+    t = b.table("v", "value")
+    write = _writer(shared)
+    t["a"] = 1
+    snapshot_keyed_incremental(b, _Operator(), 1, write)()
+    b.notify_checkpoint_complete(1)
+    t["a"] = 0
+    if write_back == "flush":
+        b.flush()
+    else:
+        for k in range(40):  # more dirty entries than the budget: "a", the oldest, is written ahead
+            t[k] = k
+            t.get("a")  # ... and kept cached (recently used)
+        ck = next(ck for ck, e in b._cache.items() if e.key == "a")
+        assert not b._cache[ck].dirty  # written back, still cached
+    t["a"] = 1
+    second = snapshot_keyed_incremental(b, _Operator(), 2, write)()
+    assert _chain_state(shared, second["chain"])["a"] == 1
+    b.close()
