@@ -164,22 +164,37 @@ def coalesced(ranges: list[tuple[int, int]], max_gap: int = RANGE_GAP) -> list[t
 
 
 def _serialised(method: Callable[..., _T]) -> Callable[..., _T]:
-    """One call at a time per file system: some fsspec implementations (FTP, SFTP) hold one
-    connection that concurrent task threads would interleave on. A call that fails on the
-    connection itself (timed out, reset, closed by the server) is tried once more on a new one."""
+    """One call at a time per file system where the store needs it: some fsspec implementations
+    (FTP, SFTP) hold one connection that concurrent task threads would interleave on. The stores
+    fsspec reaches asynchronously (S3, GCS, Azure: ``async_impl``) take calls from several threads
+    at once, each on a connection of its pool, so a restore's reads ahead (``state_downloader``)
+    overlap their round trips. A call that fails on the connection itself (timed out, reset, closed
+    by the server) is tried once more on a new one."""
 
     @functools.wraps(method)
     def call(self: "RemoteFileSystem", *args: Any, **kwargs: Any) -> _T:
+        if getattr(self.fs, "async_impl", False):
+            try:
+                return method(self, *args, **kwargs)
+            except _NOT_THE_CONNECTION:
+                raise
+            except (OSError, EOFError):
+                with self.lock:
+                    self.reconnect()
+                return method(self, *args, **kwargs)
         with self.lock:
             try:
                 return method(self, *args, **kwargs)
-            except (FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError, NotADirectoryError):
+            except _NOT_THE_CONNECTION:
                 raise
             except (OSError, EOFError):
                 self.reconnect()
                 return method(self, *args, **kwargs)
 
     return call
+
+
+_NOT_THE_CONNECTION = (FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError, NotADirectoryError)
 
 
 class RemoteFileSystem:

@@ -55,7 +55,12 @@ class EmbeddedRocksDBStateBackend(StateBackend):
         return getattr(self, "options", None)
 
     def set_number_of_transfer_threads(self, number_of_transfering_threads: int) -> None:
-        self.transfer_threads = int(number_of_transfering_threads)
+        """Reads of an incremental chain's files at once when a subtask restores (Flink's
+        ``state.backend.rocksdb.checkpoint.transfer.thread.num``, default 4; 1 reads them one after another)."""
+        threads = int(number_of_transfering_threads)
+        if threads < 1:
+            raise ValueError(f"the number of transfer threads must be at least 1, got {threads}")
+        self.transfer_threads = threads
 
     def get_number_of_transfer_threads(self) -> int:
         return getattr(self, "transfer_threads", 4)

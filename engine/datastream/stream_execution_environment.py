@@ -127,6 +127,9 @@ class StreamExecutionEnvironment:
         self._config.set_string("state.backend", state_backend.kind)
         if state_backend.is_incremental_checkpoints_enabled():
             self._config.set_string("state.backend.incremental", "true")
+        threads = getattr(state_backend, "transfer_threads", None)
+        if threads is not None:  # EmbeddedRocksDBStateBackend.set_number_of_transfer_threads
+            self._config.set_string("state.backend.rocksdb.checkpoint.transfer.thread.num", str(threads))
         return self
 
     def get_config(self) -> ExecutionConfig:

@@ -74,6 +74,7 @@ from millstream.engine.runtime.state.task_state_manager import (
 )
 from millstream.engine.checkpoint.filesystem import is_remote
 from millstream.engine.runtime.state.state_chain import FOOTER, SharedFile, chain_from_wire, chain_sizes, encode_index, written_file
+from millstream.engine.runtime.state.state_downloader import transfer_threads
 from millstream.engine.runtime.state.key_grouped_state import decode_state, decode_state_parts
 from millstream.engine.runtime.task_metrics import TaskIOMetrics
 from millstream.engine.runtime.user_code_class_loader import activate_user_code
@@ -445,7 +446,8 @@ class StreamTask:
                     and not origin.legacy
                 )
                 restore_keyed(
-                    self.keyed_backend, op, loaded, spec, read_peer=read_peer, read_shared=read_shared, may_resume=same_job
+                    self.keyed_backend, op, loaded, spec, read_peer=read_peer, read_shared=read_shared, may_resume=same_job,
+                    transfer_threads=transfer_threads(self.tdd.config, handles.values()),
                 )
             op.restore_state(restore_operator_state(loaded, spec))
 

@@ -65,6 +65,7 @@ from millstream.engine.runtime.state.state_chain import (
     with_indexes,
 )
 from millstream.engine.runtime.state.rolled_compaction import roll
+from millstream.engine.runtime.state.state_downloader import StateDownloader, planned_reads, with_indexes_ahead
 from millstream.engine.runtime.state.operator_state import UNION, redistribute_operator_state
 from millstream.engine.runtime.state.state_records import decode_record, key_group_prefix
 
@@ -360,6 +361,7 @@ def restore_keyed(
     read_peer: Callable[[Any], Mapping[str, Any]] | None = None,
     read_shared: Callable[[int, str, list[tuple[int, int, int]]], list[tuple[int, bytes]]] | None = None,
     may_resume: bool = False,
+    transfer_threads: int = 1,
 ) -> None:
     """Fill an opened keyed head's backend and timer services with this subtask's key groups.
     State grouped by an older key encoding is regrouped key by key, from every old subtask's file:
@@ -367,7 +369,8 @@ def restore_keyed(
     snapshot's chain is replayed for the key groups owned, its parts read by
     ``read_shared(old subtask, file name, [(key group, offset, length)])``. ``may_resume``: the state
     comes from this job's own checkpoint directory, so an incremental backend that got back exactly
-    one chain may extend it with its next delta."""
+    one chain may extend it with its next delta. ``transfer_threads``: reads of a chain's files at
+    once (``state_downloader``: for files at a URL; 1, the default: one after another)."""
     resumable = None  # the chain this subtask's next delta may extend: its own, restored exactly
     if any(st.get("heap_chain") for st in loaded.values()):
         if read_shared is None:
@@ -377,9 +380,11 @@ def restore_keyed(
         for old, st in loaded.items():
             if st.get("heap_chain"):
                 read = lambda name, index, old=old: read_shared(old, name, index)  # noqa: E731
-                chain = with_indexes(chain_from_wire(st["heap_chain"]), read)
-                # a grouped chain: only the parts of the key groups this subtask owns are read
-                tables, only_mine = replay_key_groups(chain, read, mine)
+                with StateDownloader(read, transfer_threads) as download:
+                    chain = with_indexes_ahead(chain_from_wire(st["heap_chain"]), download)
+                    # a grouped chain: only the parts of the key groups this subtask owns are read
+                    download.plan(planned_reads(chain, mine))
+                    tables, only_mine = replay_key_groups(chain, download, mine)
                 st = {**st, "tables": tables, _TABLES_OWNED: only_mine}
                 if spec.parallelism == spec.old_parallelism and old == spec.subtask and set(loaded) == {old}:
                     resumable = chain
@@ -394,14 +399,16 @@ def restore_keyed(
         if read_shared is None:
             raise StateRestoreError("this state refers to incremental checkpoint files, and nothing reads them here")
         read = lambda name, ranges, old=old: read_shared(old, name, ranges)  # noqa: E731
-        chain = with_indexes(chain_from_wire(st["chain"]), read)
-        if put_records is not None:
-            # The on-disk backend: each part goes into LMDB as it is read, deltas applied over the base
-            # in order, so no more than a key group's records is in memory (issue 16)
-            kinds_of = st.get("kinds") or {}
-            replay_into(chain, owned, read, lambda name, rows, delta: put_records(name, kinds_of.get(name, "value"), rows, delta))
-        else:
-            records.extend(replay(chain, owned, read).items())
+        with StateDownloader(read, transfer_threads) as download:
+            chain = with_indexes_ahead(chain_from_wire(st["chain"]), download)
+            download.plan(planned_reads(grouped(chain), owned))
+            if put_records is not None:
+                # The on-disk backend: each part goes into LMDB as it is read, deltas applied over the base
+                # in order, so no more than a key group's records (and what is read ahead) is in memory (issue 16)
+                kinds_of = st.get("kinds") or {}
+                replay_into(chain, owned, download, lambda name, rows, delta: put_records(name, kinds_of.get(name, "value"), rows, delta))
+            else:
+                records.extend(replay(chain, owned, download).items())
         if spec.parallelism == spec.old_parallelism and old == spec.subtask and set(loaded) == {old}:
             resumable = chain
     if any(key_encoding_of(st) < KEY_ENCODING_VERSION for st in loaded.values()):

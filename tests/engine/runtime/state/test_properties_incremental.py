@@ -356,7 +356,8 @@ def _run(job: Job, ops: list) -> None:
                     spec = OperatorRestore("op", j, parallelism, len(loaded), MAX_P, dict(handles))
                     # may_resume: at an unchanged parallelism the next delta extends the restored chain
                     asked.clear()
-                    restore_keyed(s.backend, _Operator(), loaded, spec, read_shared=read_shared, may_resume=True)
+                    # every other subtask reads its chain's files ahead, several at a time (state_downloader)
+                    restore_keyed(s.backend, _Operator(), loaded, spec, read_shared=read_shared, may_resume=True, transfer_threads=1 + 3 * (j % 2))
                     # both backends' chains are grouped by key group: a subtask reads only its own parts
                     assert set(asked) <= set(key_group_range(MAX_P, parallelism, j))
                     v, l = s.state()
