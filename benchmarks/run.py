@@ -6,7 +6,8 @@ records/s for Millstream, for Millstream's in-process mini-cluster, and for
 Bytewax and PyFlink when their virtual environments exist (see shared/bench).
 It adds the windowed job, the checkpoint overhead and checkpoint durations
 (p50/p99 from ``/jobs/{id}/checkpoints``), recovery time after a TaskManager
-SIGKILL (``recovery_bench.py``), the cost of checkpoints with large keyed state
+SIGKILL (``recovery_bench.py``) and of an incremental chain restored from S3 with a round trip per
+request (``remote_restore_bench.py``), the cost of checkpoints with large keyed state
 (``large_state_bench.py``), state larger than memory on TaskManagers confined by a memory cgroup
 (``larger_than_memory.py``; needs root), end-to-end latency from latency markers at 100k and 300k
 records/s and their throughput cost (``latency_bench.py``), unless ``--skip-spark`` the Spark word count
@@ -288,6 +289,8 @@ def main() -> None:
         for timeout in (None, 3000):
             label = "default (10 s)" if timeout is None else f"{timeout} ms"
             print(f"recovery, heartbeat timeout {label}: {describe(measure_recovery(timeout))}", flush=True)
+        # a chain restored from S3 with a round trip per request: its files one after another and together
+        subprocess.run([sys.executable, str(Path(__file__).with_name("remote_restore_bench.py"))], timeout=1800)
     if not args.skip_spark:
         # The Spark helper's benchmark prints its own figures and ratios.
         subprocess.run([sys.executable, str(Path(__file__).with_name("spark_wordcount.py"))], timeout=3600)
