@@ -136,3 +136,18 @@ def test_the_job_option_is_flinks_and_read_ahead_is_for_files_at_a_url() -> None
     assert transfer_threads({TRANSFER_THREADS: "0"}, at_s3) == 1
     assert transfer_threads({TRANSFER_THREADS: "many"}, at_s3) == DEFAULT_THREADS
     assert transfer_threads({TRANSFER_THREADS: "8"}, ["/var/ckpts/job/chk-3/op-0.state"]) == 1
+
+
+def test_a_programs_transfer_threads_reach_the_jobs_configuration() -> None:
+    from millstream.engine.datastream.state_backend import EmbeddedRocksDBStateBackend
+    from millstream.engine.datastream.stream_execution_environment import StreamExecutionEnvironment
+
+    backend = EmbeddedRocksDBStateBackend(True)
+    backend.set_number_of_transfer_threads(8)
+    assert backend.get_number_of_transfer_threads() == 8
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_state_backend(backend)
+    config = env._job_config()
+    assert transfer_threads(config, ["s3://b/job/chk-1/op-0.state"]) == 8
+    with pytest.raises(ValueError, match="at least 1"):
+        backend.set_number_of_transfer_threads(0)
