@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import logging
 import operator
 import os
 import pickle
@@ -79,6 +80,7 @@ MAX_STATES = 128  # LMDB named databases; each costs a little in every transacti
 #: chain's entries are counted, so a restore never replays more than twice the live entries whatever
 #: this says (``ChangeTracker._due_for_base``); the bound is on files per chain (a restore opens each).
 MAX_DELTAS = 32
+_log = logging.getLogger(__name__)
 _LMDB_FILES = ("data.mdb", "lock.mdb")
 _SNAPSHOT_COPIES = "snapshots"  # in the directory: the copies snapshots are read from (``_open_snapshot``)
 _TOMB = object()  # a cached entry that knows its key has no value
@@ -346,8 +348,14 @@ class LmdbKeyedStateBackend(StateFactory):
             directory = os.path.join(self.directory, _SNAPSHOT_COPIES, uuid.uuid4().hex)
             copy: lmdb.Environment | None = None
             try:
-                os.makedirs(directory)
-                env.copy(directory, compact=True, txn=txn)
+                try:
+                    os.makedirs(directory)
+                    env.copy(directory, compact=True, txn=txn)
+                except (OSError, lmdb.Error) as e:
+                    # No room for the copy (or no copy here): read the transaction itself, as before
+                    # copies, at the cost of the file's growth while it is read.
+                    _log.warning("LMDB state snapshot read without a copy (%s): the file may grow while it is written", e)
+                    return reader(txn, {name: self.tables[name].db for name in names}, *args)
                 with self._snapshot_cond:
                     self._end_snapshot(state)
                 # read in order, once: readahead (the live file's random reads go without; here

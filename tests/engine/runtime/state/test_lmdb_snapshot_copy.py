@@ -125,3 +125,21 @@ def test_a_snapshot_of_a_closed_backend_fails_clearly_and_leaves_no_copy(tmp_pat
     else:
         raise AssertionError("a snapshot read after close() must fail")
     assert not directory.exists()
+
+
+def test_without_room_for_a_copy_a_snapshot_reads_the_transaction_itself(tmp_path: Path, caplog: Any) -> None:
+    directory = tmp_path / "lmdb"
+    backend = LmdbKeyedStateBackend(MAX_P, directory, cache_entries=100)
+    table = backend.table("v", "value")
+    for k in range(1_000):
+        table[k] = k
+    (directory / "snapshots").write_bytes(b"")  # a file where the copies go: no copy can be made
+    read = backend.begin_snapshot_parts()
+    for k in range(1_000):
+        table[k] = -k  # after the barrier
+    backend.flush()
+    got: dict = {}
+    read(lambda groups: [got.update(decode_record(lk, vb) for rows in t.values() for lk, vb in rows) for _, t in groups])
+    assert got == {k: k for k in range(1_000)}
+    assert "without a copy" in caplog.text
+    backend.close()
