@@ -236,17 +236,23 @@ class Outcome:
     file_cache_max: list[int] = field(default_factory=list)
     anon_max: list[int] = field(default_factory=list)
     lmdb_bytes_max: int = 0
+    copies_bytes_max: int = 0
 
 
-def _lmdb_bytes(data_dir: Path) -> int:
-    """Bytes on disk (allocated blocks) of the LMDB working copies under the cluster's state dir."""
-    total = 0
+def _lmdb_bytes(data_dir: Path) -> tuple[int, int]:
+    """Bytes on disk (allocated blocks) of the LMDB working copies under the cluster's state dir, and
+    of the copies snapshots are read from (``<working copy>/snapshots/``, there while one is written)."""
+    live = copies = 0
     for f in (data_dir / "state").rglob("data.mdb"):
         try:
-            total += f.stat().st_blocks * 512
+            size = f.stat().st_blocks * 512
         except OSError:
-            pass
-    return total
+            continue
+        if "snapshots" in f.parts:
+            copies += size
+        else:
+            live += size
+    return live, copies
 
 
 def run_job(c: Limited, keys: int, backend: str, interval_ms: int, timeout: float, stop_at_oom: bool = False) -> Outcome:
@@ -264,7 +270,9 @@ def run_job(c: Limited, keys: int, backend: str, interval_ms: int, timeout: floa
                 cg.current()
                 out.file_cache_max[i] = max(out.file_cache_max[i], cg.file_cache())
                 out.anon_max[i] = max(out.anon_max[i], cg.anon())
-            out.lmdb_bytes_max = max(out.lmdb_bytes_max, _lmdb_bytes(c.data_dir))
+            live, copies = _lmdb_bytes(c.data_dir)
+            out.lmdb_bytes_max = max(out.lmdb_bytes_max, live)
+            out.copies_bytes_max = max(out.copies_bytes_max, copies)
             try:
                 if jid is None:
                     running = [j["jid"] for j in http.get("/jobs/overview").json()["jobs"] if j["state"] in ("RUNNING", "RESTARTING")]
@@ -327,7 +335,8 @@ def describe(o: Outcome, limit: int) -> str:
         f"cgroup limit {lim} per TaskManager, peak {', '.join(f'{p / MB:.0f}' for p in o.peaks)} MiB "
         f"(sampled each second: page cache at most {', '.join(f'{p / MB:.0f}' for p in o.file_cache_max)} MiB, "
         f"anonymous at most {', '.join(f'{p / MB:.0f}' for p in o.anon_max)} MiB), "
-        f"oom_kill {', '.join(map(str, o.oom_kills))}; LMDB files {o.lmdb_bytes_max / MB:.0f} MiB on disk; "
+        f"oom_kill {', '.join(map(str, o.oom_kills))}; LMDB files {o.lmdb_bytes_max / MB:.0f} MiB on disk "
+        f"(at most, and at most {o.copies_bytes_max / MB:.0f} MiB of copies that snapshots were read from); "
         f"last completed checkpoint {o.last_state_size / MB:.0f} MiB; job restarts {o.restarts}"
     )
 
