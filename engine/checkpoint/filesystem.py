@@ -14,6 +14,7 @@ small set of operations, so ``engine/checkpoint/storage.py`` is written once for
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import posixpath
@@ -174,24 +175,23 @@ def _serialised(method: Callable[..., _T]) -> Callable[..., _T]:
     @functools.wraps(method)
     def call(self: "RemoteFileSystem", *args: Any, **kwargs: Any) -> _T:
         if getattr(self.fs, "async_impl", False):
-            try:
-                return method(self, *args, **kwargs)
-            except _NOT_THE_CONNECTION:
-                raise
-            except (OSError, EOFError):
-                with self.lock:
-                    self.reconnect()
-                return method(self, *args, **kwargs)
+            return _retried(self, method, args, kwargs, self.lock)  # only a reconnection takes the lock
         with self.lock:
-            try:
-                return method(self, *args, **kwargs)
-            except _NOT_THE_CONNECTION:
-                raise
-            except (OSError, EOFError):
-                self.reconnect()
-                return method(self, *args, **kwargs)
+            return _retried(self, method, args, kwargs, contextlib.nullcontext())
 
     return call
+
+
+def _retried(fs: "RemoteFileSystem", method: Callable[..., _T], args: Any, kwargs: Any, reconnecting: Any) -> _T:
+    """``method``, once more on a new connection if it failed on the connection itself."""
+    try:
+        return method(fs, *args, **kwargs)
+    except _NOT_THE_CONNECTION:
+        raise
+    except (OSError, EOFError):
+        with reconnecting:
+            fs.reconnect()
+        return method(fs, *args, **kwargs)
 
 
 _NOT_THE_CONNECTION = (FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError, NotADirectoryError)

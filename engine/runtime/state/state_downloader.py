@@ -120,8 +120,7 @@ class StateDownloader:
 
 
 def _read_all(read: ReadParts, name: str, ranges: Ranges) -> list[tuple[int, bytes]]:
-    parts: Iterator[tuple[int, bytes]] = iter(read(name, ranges))
-    return list(parts)
+    return list(read(name, ranges))
 
 
 def with_indexes_ahead(chain: Chain, download: StateDownloader) -> Chain:
