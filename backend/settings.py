@@ -193,6 +193,8 @@ OTHER_VARIABLES = {
     "MILLSTREAM_TEST_POSTGRES_URL": "the PostgreSQL server the test suite uses when one is reachable",
     # read by engine/runtime/state/change_log.py in every slot process; a tuning knob, not a setting
     "MILLSTREAM_CHANGE_LOG_MIN_KEYS": "keys a heap state table holds before it logs a reduce's batches as columns (65536)",
+    # read by engine/runtime/state/string_columns.py in every slot process; a tuning knob, not a setting
+    "MILLSTREAM_TEXT_COLUMNS_MIN_ENTRIES": "entries a heap state file's frame of string keys holds before it is written as text columns (512)",
 }
 
 

@@ -46,6 +46,8 @@ class SharedFileWatch:
         # file, after its delta, named <operator>-<id>-<uuid>-1.base
         self.partial_bases: dict[int, int] = {}
         self.checks = 0
+        self.text_columns = False  # a shared file holding text columns (string_columns) was seen
+        self._read: set[str] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -71,6 +73,12 @@ class SharedFileWatch:
                 deltas = [n for n in refs if n.endswith(".delta")]
                 self.max_deltas_seen = max(self.max_deltas_seen, len(deltas))
                 self.partial_bases[int(chk.name.split("-")[1])] = sum(n.endswith("-1.base") for n in refs)
+                for n in refs - self._read:
+                    self._read.add(n)
+                    try:
+                        self.text_columns |= b"millstream.text-columns/1" in (self.job_dir / "shared" / n).read_bytes()
+                    except OSError:
+                        pass
 
 
 def _start(c: Cluster, tmp_path: Path, n: int, rate: int, backend: str = "rocksdb") -> tuple[subprocess.Popen, str, Path]:
@@ -101,11 +109,14 @@ def _exact(tmp_path: Path, n: int) -> None:
 def test_a_job_restores_from_an_incremental_chain_after_a_taskmanager_kill(tmp_path: Path, backend: str) -> None:
     """``hashmap-logged`` and ``hashmap-objects``: the heap tables keep change logs from their first cut
     on (engine/runtime/state/change_log.py, which otherwise waits for 65,536 keys), of columns (int
-    keys) and of the batches' objects (string keys, ``(str, int)`` values)."""
+    keys) and of the batches' objects (string keys, ``(str, int)`` values); the latter's bases are written
+    as text columns (engine/runtime/state/string_columns.py, which otherwise waits for frames of 512
+    entries) and read back in the restore."""
     n = 100_000
     c = Cluster(tmp_path, heartbeat_timeout_ms=3000)
     if backend.startswith("hashmap-"):
         c.env["MILLSTREAM_CHANGE_LOG_MIN_KEYS"] = "0"
+        c.env["MILLSTREAM_TEXT_COLUMNS_MIN_ENTRIES"] = "0"
     try:
         c.start(taskmanagers=2, slots=1)
         run, jid, job_dir = _start(c, tmp_path, n, 4000, backend)
@@ -137,6 +148,7 @@ def test_a_job_restores_from_an_incremental_chain_after_a_taskmanager_kill(tmp_p
         # exact: once a chain has one it keeps one (a partial base goes when newer ones replace it)
         restored = stats["latest"]["restored"]["id"]
         assert restored > sp and watch.partial_bases.get(restored), (restored, sp, watch.partial_bases)
+        assert watch.text_columns == (backend == "hashmap-objects")
         # What a delta costs: the checkpointed size (new bytes) of some checkpoint is below its full size.
         sizes = [(h["checkpointed_size"], h["state_size"]) for h in stats["history"] if h["status"] == "COMPLETED"]
         assert any(0 < new < full for new, full in sizes), sizes

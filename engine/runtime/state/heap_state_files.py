@@ -7,7 +7,8 @@ The files go to the job's ``shared/`` directory and are reference-counted by the
 ``SharedStateRegistry``, exactly as the on-disk backend's (``incremental``). A frame here is typed
 columns where keys and values are numbers (``state_columns``: compaction merges those in numpy,
 ``_Slot``), else a pickle of ``(state name, {key: value}, [deleted key])`` or of its columns form
-(``columns_frame``; ``[(key, value)]`` in files written before). Files are
+(``columns_frame``; ``[(key, value)]`` in files written before), or text columns where keys and values
+are strings and numbers (``string_columns``). Files are
 grouped by key group (``SharedFile.grouped``, issue 16's change 8): each part holds keys of the key
 group its index entry names, as one or more such pickles one after the other (``frames``), the keys
 hashed in batches on the writer thread (``key_group_batch``); a restore reads only the parts of the
@@ -24,7 +25,7 @@ import pickle
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from millstream.engine.runtime.key_group_batch import group_keys
-from millstream.engine.runtime.state import state_columns
+from millstream.engine.runtime.state import state_columns, string_columns
 from millstream.engine.runtime.state.state_chain import DELTA, MERGE_KEY_GROUPS, Chain, SharedFile, replay_reads
 
 # The key group of each of a list of keys (the backend's ``key_groups_of``: the batch key-group hash).
@@ -51,6 +52,9 @@ def columns_frame(name: str, keys: list[Any], values: list[Any], absent: bool = 
     typed = state_columns.columns(name, keys, values, gone)
     if typed is not None:
         return state_columns.encode(typed)
+    text = string_columns.encode(name, keys, values, gone)
+    if text is not None:
+        return text
     return pickle.dumps((name, keys, values, gone), pickle.HIGHEST_PROTOCOL)
 
 
@@ -66,10 +70,13 @@ def frames(payload: bytes) -> Iterable[tuple[str, Any, list[Any]]]:
 
 
 def _raw_frames(payload: bytes) -> Iterator[tuple[Any, ...]]:
+    """The frames of a part as unpickled, a text-columns frame as the ``(name, [key], [value], [deleted
+    key])`` it stands for."""
     buf = io.BytesIO(payload)
     end = len(payload)
     while buf.tell() < end:
-        yield pickle.load(buf)
+        frame = pickle.load(buf)
+        yield string_columns.decode(frame) if string_columns.is_frame(frame) else frame
 
 
 def _triple(frame: tuple[Any, ...]) -> tuple[str, Any, list[Any]]:
