@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from millstream.engine.runtime.state import marshalled_batch, state_columns
 from millstream.engine.runtime.state.marshalled_batch import Marshalled
@@ -133,6 +133,23 @@ def newest_objects(logs: Sequence[ChangeLog]) -> dict[Any, Any]:
             keys, values = _objects(batch)
             newest.update(zip(keys, values))
     return newest
+
+
+def slices(logs: Sequence[ChangeLog], size: int) -> Iterator[tuple[list[Any], list[Any]]]:
+    """The keys and values of ``logs`` (one table's, oldest first) in the order logged, as lists of
+    whole batches, about ``size`` entries each (a log of columns read as objects)."""
+    keys: list[Any] = []
+    values: list[Any] = []
+    for log in logs:
+        for batch in log.batches:
+            k, v = _objects(batch)
+            keys.extend(k)
+            values.extend(v)
+            if len(keys) >= size:
+                yield keys, values
+                keys, values = [], []
+    if keys:
+        yield keys, values
 
 
 def newest(logs: Sequence[ChangeLog]) -> tuple[Any, list[Columns]]:

@@ -56,6 +56,11 @@ MUTABLE_KINDS = frozenset({"list", "map", "window", "ttl-list", "ttl-map"})
 CHUNK = 2_000  # keys per part: what the writer thread pickles while it holds the interpreter lock
 GROUP_SLICE = 8_192  # changed keys a delta's writer sorts by key group and pickles at a time (``_lock_batches``)
 HASH_BLOCK = 8 * GROUP_SLICE  # changed keys the writer takes from the change sets and hashes at a time
+# A log of objects whose records hit at least this share of distinct keys (``TrackedTable.distinct``)
+# is written as logged, without a dict of the newest values (``_logged_objects``); one in
+# ``MEASURE_EVERY`` is read through the dict, which measures the share again.
+ALL_DISTINCT = 0.98
+MEASURE_EVERY = 4
 
 
 class _Everything:
@@ -143,7 +148,7 @@ def _deep_copy(value: Any) -> Any:
 class TrackedTable(dict):
     """A state table that records the keys written (and, for ``deep`` tables, read) since the last cut."""
 
-    __slots__ = ("name", "changed", "cow", "deep", "on_clear", "log", "logs", "records", "distinct")
+    __slots__ = ("name", "changed", "cow", "deep", "on_clear", "log", "logs", "records", "distinct", "unmeasured")
 
     def __init__(self, name: str, deep: bool, on_clear: Callable[[], None] | None = None) -> None:
         super().__init__()
@@ -158,6 +163,7 @@ class TrackedTable(dict):
         self.logs: bool | None = None  # None: no batch of values written yet; False: never log
         self.records = 0  # records written through batches into the change set this interval
         self.distinct = 1.0  # distinct keys per record changed, as last measured
+        self.unmeasured = 0  # logs of objects written since ``distinct`` was last measured (writer thread)
 
     def _unlog(self) -> None:
         """Before any write that is not a logged batch: the log's keys go into the change set and the
@@ -522,30 +528,54 @@ def _logged_objects(
     """``_logged`` for logs holding objects: the newest value of each key (less the keys in
     ``pending``) pickled into ``parts`` (ungrouped, ``CHUNK`` keys a part) or into ``frames`` (grouped:
     a ``GROUP_SLICE`` of keys at a time sorted by key group, a frame per run, as ``_lock_batches``
-    gives the change sets' keys). Returns the entries written."""
-    newest = change_log.newest_objects(logs)
-    if len(logs) == 1:
-        table.distinct = len(newest) / logs[0].entries
+    gives the change sets' keys). Returns the entries written.
+
+    Where the table's records hit distinct keys, as last measured (``ALL_DISTINCT``), the entries go
+    as logged, with no dict of each key's newest value: its inserts were a memory miss a key, 9 % of a
+    slot's time at 3 M string keys (issue 16, change 26). Were a key logged twice after all, its
+    entries go in the order written (a key group's frames keep the log's order) and every reader
+    applies a part's entries in order (``heap_state_files``), so the later one wins as in the dict;
+    the delta is only that entry larger. Every ``MEASURE_EVERY``-th such log is read through the dict
+    again, to measure."""
+    if len(logs) == 1 and table.distinct >= ALL_DISTINCT and table.unmeasured < MEASURE_EVERY:
+        table.unmeasured += 1
+        slices = change_log.slices(logs, GROUP_SLICE)
+    else:
+        table.unmeasured = 0
+        newest = change_log.newest_objects(logs)
+        if len(logs) == 1:
+            table.distinct = len(newest) / logs[0].entries
+        slices = _slices_of(newest)
     entries = 0
-    # keys and values taken side by side, a slice at a time: no (key, value) pair is built
-    all_keys, all_values = iter(newest), iter(newest.values())
-    while keys := list(itertools.islice(all_keys, GROUP_SLICE)):
-        values = list(itertools.islice(all_values, len(keys)))
-        if pending:
-            kept = [i for i, k in enumerate(keys) if not any(k in changed for changed in pending)]
-            if len(kept) < len(keys):
-                keys, values = take(keys, kept), take(values, kept)
-                if not keys:
-                    continue
+    for keys, values in slices:
+        keys, values = _without_pending(keys, values, pending)
         entries += len(keys)
         if key_groups is None:
             for lo in range(0, len(keys), CHUNK):
                 parts.append((next(seq), columns_frame(name, keys[lo : lo + CHUNK], values[lo : lo + CHUNK], absent=False)))
-            continue
-        (keys, values), runs = group_by_key_group(key_groups(keys), keys, values)
-        for kg, lo, hi in runs:
-            frames.setdefault(kg, []).append(columns_frame(name, keys[lo:hi], values[lo:hi], absent=False))
+        elif keys:
+            (keys, values), runs = group_by_key_group(key_groups(keys), keys, values)
+            for kg, lo, hi in runs:
+                frames.setdefault(kg, []).append(columns_frame(name, keys[lo:hi], values[lo:hi], absent=False))
     return entries
+
+
+def _slices_of(newest: dict[Any, Any]) -> Iterator[tuple[list[Any], list[Any]]]:
+    """A dict's keys and values side by side, a ``GROUP_SLICE`` at a time: no (key, value) pair built."""
+    all_keys, all_values = iter(newest), iter(newest.values())
+    while keys := list(itertools.islice(all_keys, GROUP_SLICE)):
+        yield keys, list(itertools.islice(all_values, len(keys)))
+
+
+def _without_pending(keys: list[Any], values: list[Any], pending: tuple[set[Any], ...] | list[set[Any]]) -> tuple[list[Any], list[Any]]:
+    """``keys`` and their ``values`` less the keys in ``pending`` (the change sets of the same delta's
+    other snapshots, whose keys the writer reads from the table with the copy-on-write view)."""
+    if not pending:
+        return keys, values
+    kept = [i for i, k in enumerate(keys) if not any(k in changed for changed in pending)]
+    if len(kept) == len(keys):
+        return keys, values
+    return take(keys, kept), take(values, kept)
 
 
 def _key_groups_of_ints(key_groups: KeyGroups, keys: Any) -> Any:

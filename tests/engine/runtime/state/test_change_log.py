@@ -117,6 +117,7 @@ def test_other_immutable_values_are_logged_as_objects_after_columns(monkeypatch,
     objects; a log that held columns before is read back as objects too, each key's newest value of
     the exact type written, and changes after the barrier are not in the delta."""
     b, t, store, write, chain = _logging_table(monkeypatch)
+    t.distinct = 0.5  # repeats, as last measured: read through the dict of each key's newest value
     _batch(t, [(5, (5, 2)), (6, (6, 2))])  # columns
     _batch(t, pairs)  # objects
     _batch(t, [(6, (6, 3))])  # the log holds objects now: no more columns
@@ -225,3 +226,43 @@ def test_a_batch_whose_function_failed_at_its_first_record_logs_nothing(monkeypa
     assert t.log.entries == 1 and len(t.log.batches) == 1
     plan, read = b.begin_incremental_snapshot(2)
     assert _replay(store, (*chain, write("d2", DELTA, read())))[2] == (2, 5)
+
+
+def test_a_log_of_distinct_keys_goes_as_written_and_a_key_logged_twice_still_reads_back_its_newest(monkeypatch) -> None:
+    """While the records hit distinct keys (as last measured) a log of objects is written as logged,
+    with no dict of the newest values: a key logged twice after all has both entries in the delta,
+    in order, and the restore holds the later. Every MEASURE_EVERY-th log goes through the dict again
+    and measures the share of distinct keys, which then decides."""
+    from millstream.engine.runtime.state import heap_incremental
+
+    b, t, store, write, chain = _string_table(monkeypatch)
+    expected = {f"user-{k}": (f"user-{k}", 1) for k in range(10)}
+
+    def checkpoint(cid: int, pairs: list) -> int:
+        nonlocal chain
+        for lo in range(0, len(pairs), 2):  # two records a batch: a key's entries may span batches
+            _batch(t, pairs[lo : lo + 2])
+        expected.update(pairs)
+        plan, read = b.begin_incremental_snapshot(cid, compact=True, live=len(t))  # always a delta
+        parts = read()
+        chain = (*chain, write(f"d{cid}", DELTA, parts))
+        b.changes.written(cid, chain)
+        b.notify_checkpoint_complete(cid)
+        assert _replay(store, chain) == expected
+        return parts.entries
+
+    twice = [("user-1", ("user-1", 2)), ("user-2", ("user-2", 2)), ("user-1", ("user-1", 3))]
+    for cid in range(2, 2 + heap_incremental.MEASURE_EVERY):
+        assert t.distinct == 1.0
+        assert checkpoint(cid, twice) == 3  # as written: user-1 twice
+        assert t.unmeasured == cid - 1
+    # the next log is measured: 2 keys over 3 records, and written through the dict
+    assert checkpoint(6, twice) == 2
+    assert t.unmeasured == 0 and t.distinct == pytest.approx(2 / 3)
+    # below ALL_DISTINCT every log is read through the dict (and measured again)
+    assert checkpoint(7, [("user-5", ("user-5", 7)), ("user-5", ("user-5", 8))]) == 1
+    assert t.distinct == 0.5 and t.unmeasured == 0
+    assert checkpoint(8, [("user-6", ("user-6", 9)), ("user-7", ("user-7", 9))]) == 2
+    assert t.distinct == 1.0 and t.unmeasured == 0
+    assert checkpoint(9, [("user-6", ("user-6", 10)), ("user-6", ("user-6", 11))]) == 2  # as written again
+    assert t.unmeasured == 1
