@@ -20,7 +20,9 @@ Other values that cannot change in place (strings, tuples of strings and numbers
 a string; ``immutability.flat_immutable``) are logged as the batch's two lists themselves (``Refs``),
 copied, which is cheaper on the task thread than adding the keys to a set of millions. The writer
 takes each key's newest value with a dict built a batch at a time (``newest_objects``) and pickles
-them, still with no lookup in the table, no copy-on-write view and no lock. A mutable value (a list
+them, still with no lookup in the table, no copy-on-write view and no lock; where the records hit
+distinct keys, as last measured, it writes the batches as logged, with no dict (``slices``,
+``heap_incremental._logged_objects``). A mutable value (a list
 a reduce appends to) is never logged: its barrier value is the copy-on-write view's to keep.
 
 A log is kept only where it pays: for a table with many keys (``MIN_KEYS``), written by batches of
