@@ -21,7 +21,7 @@ from millstream.engine.checkpoint.shared_state_registry import SharedStateRegist
 from millstream.engine.checkpoint.storage import discard_shared, read_shared_file, read_shared_parts, write_shared_file
 from millstream.engine.datastream.state import ListStateDescriptor, ValueStateDescriptor
 from millstream.engine.runtime.key_groups import assign_key_to_operator, key_group_range
-from millstream.engine.runtime.state import change_log
+from millstream.engine.runtime.state import change_log, string_columns
 from millstream.engine.runtime.state.heap_backend import HeapKeyedStateBackend
 from millstream.engine.runtime.state.heap_incremental import batch_access
 from millstream.engine.runtime.state.state_chain import SharedFile
@@ -230,6 +230,7 @@ def test_incremental_chains_restore_values_changed_back_across_write_backs(tmp_p
 def test_heap_incremental_chains_restore_the_state_of_any_retained_checkpoint(tmp_path, monkeypatch, ops, max_deltas) -> None:
     """The heap backend's changelog: deltas finished after later writes still hold the barrier's values."""
     monkeypatch.setattr(change_log, "MIN_KEYS", 0)  # a change log from the first cut (change_log)
+    monkeypatch.setattr(string_columns, "MIN_ENTRIES", 0)  # frames of strings as text columns, however small
     _run(Job(str(tmp_path / f"job-{next(_dirs)}"), 0, max_deltas, heap=True), ops)
 
 
@@ -265,8 +266,11 @@ def test_heap_change_logs_of_batches_restore_the_newest_value_at_each_barrier(tm
 @given(ops=OBJECT_BATCH_OPS, max_deltas=st.integers(1, 6))
 def test_heap_change_logs_of_objects_restore_the_newest_value_at_each_barrier(tmp_path, monkeypatch, ops, max_deltas) -> None:
     """Change logs of batches of immutable objects (strings, tuples of them: ``ChangeLog.refs``),
-    with batches of columns among them, through failed checkpoints, deletes and restores."""
+    with batches of columns among them, through failed checkpoints, deletes and restores; frames of
+    strings as text columns (``string_columns``), however small, and logs of distinct keys (as last
+    measured) written as logged, a key logged twice after all included."""
     monkeypatch.setattr(change_log, "MIN_KEYS", 8)
+    monkeypatch.setattr(string_columns, "MIN_ENTRIES", 0)
     _run(Job(str(tmp_path / f"job-{next(_dirs)}"), 0, max_deltas, heap=True), ops)
 
 
