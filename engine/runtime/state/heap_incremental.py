@@ -57,8 +57,8 @@ CHUNK = 2_000  # keys per part: what the writer thread pickles while it holds th
 GROUP_SLICE = 8_192  # changed keys a delta's writer sorts by key group and pickles at a time (``_lock_batches``)
 HASH_BLOCK = 8 * GROUP_SLICE  # changed keys the writer takes from the change sets and hashes at a time
 # A log of objects whose records hit at least this share of distinct keys (``TrackedTable.distinct``)
-# is written as logged, without a dict of the newest values (``_logged_objects``); one in
-# ``MEASURE_EVERY`` is read through the dict, which measures the share again.
+# is written as logged, without a dict of the newest values (``_logged_objects``); after
+# ``MEASURE_EVERY`` such logs the next is read through the dict, which measures the share again.
 ALL_DISTINCT = 0.98
 MEASURE_EVERY = 4
 
@@ -535,8 +535,8 @@ def _logged_objects(
     slot's time at 3 M string keys (issue 16, change 26). Were a key logged twice after all, its
     entries go in the order written (a key group's frames keep the log's order) and every reader
     applies a part's entries in order (``heap_state_files``), so the later one wins as in the dict;
-    the delta is only that entry larger. Every ``MEASURE_EVERY``-th such log is read through the dict
-    again, to measure."""
+    the delta is only that entry larger. After ``MEASURE_EVERY`` such logs the next is read through
+    the dict again, to measure."""
     if len(logs) == 1 and table.distinct >= ALL_DISTINCT and table.unmeasured < MEASURE_EVERY:
         table.unmeasured += 1
         slices = change_log.slices(logs, GROUP_SLICE)

@@ -111,27 +111,34 @@ def columns(name: str, keys: Sequence[Any], values: Sequence[Any], gone: Sequenc
         return None
     if not values:
         return Columns(name, k, None, (), g)
+    shape = value_fields(values)
+    if shape is None:
+        return None
+    is_tuple, fields = shape
+    codes, cols = [], []
+    for field in fields:
+        got = _column(field)
+        if got is None:
+            return None
+        codes.append(got[0])
+        cols.append(got[1])
+    return Columns(name, k, tuple(codes) if is_tuple else codes[0], tuple(cols), g)
+
+
+def value_fields(values: Sequence[Any]) -> tuple[bool, list[list[Any]]] | None:
+    """The columns a frame's (non-empty) ``values`` would be stored as: (False, [the values]) where
+    they are all of one type other than ``tuple``, (True, [each field's values]) where they are all
+    tuples of one length (1 to 16), else None. The types within a column are the caller's to check."""
     kinds = set(map(type, values))
     if len(kinds) != 1:
         return None
-    kind = kinds.pop()
-    if kind is tuple:
-        arity = set(map(len, values))
-        n = arity.pop()
-        if arity or not 0 < n <= _MAX_ARITY:
-            return None
-        codes, cols = [], []
-        for i in range(n):
-            got = _column(list(map(operator.itemgetter(i), values)))
-            if got is None:
-                return None
-            codes.append(got[0])
-            cols.append(got[1])
-        return Columns(name, k, tuple(codes), tuple(cols), g)
-    got = _column(values)
-    if got is None:
+    if kinds.pop() is not tuple:
+        return False, [list(values)]
+    arity = set(map(len, values))
+    n = arity.pop()
+    if arity or not 0 < n <= _MAX_ARITY:
         return None
-    return Columns(name, k, got[0], (got[1],), g)
+    return True, [list(map(operator.itemgetter(i), values)) for i in range(n)]
 
 
 def _narrowest(a: Any) -> str | None:

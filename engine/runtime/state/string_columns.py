@@ -26,7 +26,6 @@ the same CPU (the dict of the replay is most of it).
 """
 from __future__ import annotations
 
-import operator
 import os
 import pickle
 from typing import Any, Sequence
@@ -40,7 +39,6 @@ except ImportError:  # a bare Python on a Spark executor: nothing is encoded thi
 
 MARKER = "millstream.text-columns/1"
 _SEP = "\0"
-_ARITY = 16
 # Fewer entries than this stay a pickle: a frame's own cost (a few numpy calls, a set of types per
 # column) is tens of microseconds, and a delta writer's frames are a key group's run of a slice,
 # tens of keys each (``heap_incremental._lock_batches``), where text columns cost twice the pickle.
@@ -98,34 +96,23 @@ def encode(name: str, keys: Sequence[Any], values: Sequence[Any], gone: Sequence
     spec: Any = None
     cols: list[tuple[Any, ...]] = []
     if values:
-        kinds = set(map(type, values))
-        if len(kinds) != 1:
+        shape = state_columns.value_fields(values)
+        if shape is None:
             return None
-        kind = kinds.pop()
-        if kind is tuple:
-            arity = set(map(len, values))
-            n = arity.pop()
-            if arity or not 0 < n <= _ARITY:
-                return None
-            codes = []
-            for i in range(n):
-                field = list(map(operator.itemgetter(i), values))
-                # a field that repeats the key: checked with its type too, as a str subclass equals a str
-                if field == keys and (type(field[0]) is str or type(field[0]) is int) and set(map(type, field)) == {type(keys[0])}:
-                    codes.append("k")
-                    continue
-                got = _column(field)
-                if got is None:
-                    return None
-                codes.append(got[0])
-                cols.append(got[1])
-            spec = tuple(codes)
-        else:
-            got = _column(values)
+        is_tuple, fields = shape
+        codes = []
+        for field in fields:
+            # a tuple field that repeats the key (the keys are exactly str or int, checked above): its
+            # types checked too, as 1 == True and a str subclass equals a str
+            if is_tuple and field == keys and set(map(type, field)) == {type(keys[0])}:
+                codes.append("k")
+                continue
+            got = _column(field)
             if got is None:
                 return None
-            spec = got[0]
+            codes.append(got[0])
             cols.append(got[1])
+        spec = tuple(codes) if is_tuple else codes[0]
     return pickle.dumps((MARKER, name, len(keys), k, spec, tuple(cols), g), pickle.HIGHEST_PROTOCOL)
 
 
