@@ -291,6 +291,23 @@ def cluster_cpu() -> float:
     return total
 
 
+def cpu_by_process() -> dict[str, float]:
+    """``cluster_cpu`` per process, labelled by its role (JobManager, TaskManager, slot, Redis...)."""
+    import psutil
+
+    out: dict[str, float] = {}
+    for p in psutil.Process().children(recursive=True):
+        try:
+            t = p.cpu_times()
+            args = p.cmdline()
+        except psutil.Error:
+            continue
+        role = next((a for a in args if a in ("jobmanager", "taskmanager")), None) or ("slot" if any("spawn_main" in a for a in args) else p.name())
+        label = f"{role}:{p.pid}"
+        out[label] = t.user + t.system + t.children_user + t.children_system
+    return out
+
+
 def cpu(line: str) -> float | None:
     m = re.search(r"cluster_cpu_s=([0-9.]+)", line)
     return float(m.group(1)) if m else None
@@ -303,6 +320,7 @@ def _run(
     hold several checkpoints where one pass over the keys takes little more than an interval."""
     extra = (str(keys), backend, str(interval_ms), key_type)
     before = cluster_cpu()
+    by_process = cpu_by_process()
     if samples is None:
         line = submit(keys * passes, 2, JOB, extra)
     else:
@@ -310,7 +328,9 @@ def _run(
         with sampler:
             line = submit(keys * passes, 2, JOB, extra)
         samples.append(sampler)
-    return f"{line} cluster_cpu_s={cluster_cpu() - before:.1f}"
+    spent = {k: v - by_process.get(k, 0.0) for k, v in cpu_by_process().items()}
+    shares = " ".join(f"{k}={v:.1f}" for k, v in sorted(spent.items(), key=lambda kv: -kv[1]) if v >= 0.1)
+    return f"{line} cluster_cpu_s={cluster_cpu() - before:.1f} ({shares})"
 
 
 def main() -> None:

@@ -92,13 +92,19 @@ def murmur_hashes(codes: np.ndarray) -> np.ndarray:
 def polynomial_hashes(units: np.ndarray, lengths: np.ndarray, init: int) -> np.ndarray:
     """Per key, ``h = init; h = 31*h + u`` over its units (mod 2^32, uint32): the keys' units are
     ``units`` (uint32, wrapped) concatenated, ``lengths`` long each."""
+    ends = np.cumsum(lengths, dtype=np.int64)
+    return polynomial_hashes_at(units, ends - lengths, lengths, init)
+
+
+def polynomial_hashes_at(units: np.ndarray, starts: np.ndarray, lengths: np.ndarray, init: int) -> np.ndarray:
+    """``polynomial_hashes`` of keys lying anywhere in ``units``: key i is ``units[starts[i]:
+    starts[i] + lengths[i]]`` (a text column's buffer, with separators between the keys)."""
     n = len(units)
     pw, inv = _powers(n)
-    ends = np.cumsum(lengths, dtype=np.int64)
+    ends = starts + lengths
     csum = np.empty(n + 1, dtype=np.uint32)
     csum[0] = 0
     np.cumsum(units * inv[:n], dtype=np.uint32, out=csum[1:])
-    starts = ends - lengths
     total = csum[ends] - csum[starts]  # sum of u_p * 31^-p over the key's positions
     # times 31^(e-1); an empty key (e == start) contributes nothing, whatever pw[e-1] is
     h = total * pw[np.maximum(ends - 1, 0)]
@@ -283,6 +289,17 @@ class KeyGrouper:
             codes = _int_array_codes(a, self.spec)
             if codes is None:
                 return None
+            return murmur_hashes(codes + _U32(62)) % self.max_parallelism
+
+
+    def of_ascii(self, data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray | None:
+        """The key groups of ASCII string keys given as bytes (a text column's buffer ``data``, uint8,
+        key i at ``starts[i]``, ``lengths[i]`` bytes: its UTF-16 code units), or None where the key
+        type hashes strings otherwise (by pickle)."""
+        if self.spec != "STRING":
+            return None
+        with np.errstate(over="ignore"):
+            codes = polynomial_hashes_at(data.astype(np.uint32), starts, lengths, 0)
             return murmur_hashes(codes + _U32(62)) % self.max_parallelism
 
 

@@ -291,6 +291,8 @@ def main(argv: list[str] | None = None) -> int:
             watcher.join(5)
             if cancel.is_set() and sc is not None:
                 _await_killed_tasks(sc, ns.job_id)
+            elif sc is not None:
+                _await_jobs_ended(sc, ns.job_id)
             watcher.publish()  # the final figures, kept after the context is gone
         if sc is not None:
             sc.stop()
@@ -310,6 +312,22 @@ def _await_killed_tasks(sc: Any, job_group: str, timeout_s: float = 10.0) -> Non
         except Exception:
             return
         if all(s["numActiveTasks"] == 0 for s in stages):
+            return
+        time.sleep(0.1)
+
+
+def _await_jobs_ended(sc: Any, job_group: str, timeout_s: float = 10.0) -> None:
+    """Wait (briefly) until Spark's status tracker has seen every Spark job of the group end. It is
+    fed by Spark's listener bus, asynchronously: on a loaded machine the action has returned while
+    the tracker still counts the last tasks as running, and the final progress (what the dashboard
+    and REST keep once the job ended) would show a finished stage unfinished."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            jobs = progress_snapshot(sc, job_group)["jobs"]
+        except Exception:
+            return
+        if all(j["status"] not in ("RUNNING", "UNKNOWN") for j in jobs):
             return
         time.sleep(0.1)
 

@@ -16,8 +16,13 @@ each key's newest entry in the log is its value at the barrier. The writer then 
 copy-on-write and no lock: it reads the columns, keeps each key's newest entry with a sort
 (``newest``), and hashes the keys to their key groups, all in numpy.
 
-Other values that cannot change in place (strings, tuples of strings and numbers: a reduce keyed by
-a string; ``immutability.flat_immutable``) are logged as the batch's two lists themselves (``Refs``),
+String keys with values of strings and numbers (a reduce's ``(word, count)``) are encoded as text
+columns while the batch is in cache (``string_columns.batch``: the joined UTF-8 bytes of each string
+column and the numbers as arrays, about 200 ns a record), so the log holds bytes and the batch's
+objects are freed at once; the writer sorts them by key group and keeps each key's newest entry in
+numpy (``heap_incremental._logged_text``), never meeting the objects cold (issue 16, change 27).
+Other values that cannot change in place (tuples holding None, bytes, nested tuples;
+``immutability.flat_immutable``) are logged as the batch's two lists themselves (``Refs``),
 copied, which is cheaper on the task thread than adding the keys to a set of millions. The writer
 takes each key's newest value with a dict built a batch at a time (``newest_objects``) and pickles
 them, still with no lookup in the table, no copy-on-write view and no lock; where the records hit
@@ -38,7 +43,7 @@ import itertools
 import os
 from typing import Any, Iterator, Sequence
 
-from millstream.engine.runtime.state import marshalled_batch, state_columns
+from millstream.engine.runtime.state import marshalled_batch, state_columns, string_columns
 from millstream.engine.runtime.state.marshalled_batch import Marshalled
 from millstream.engine.runtime.state.state_columns import Columns
 
@@ -58,17 +63,19 @@ MIN_DISTINCT = 0.5
 
 class ChangeLog:
     """One interval's batches of one table in the order written: numbers keyed by ints as marshal's
-    bytes (``Marshalled``) or ``Columns``, or the batch's keys and values themselves (``Refs``) where
-    they are other immutable objects. Never
+    bytes (``Marshalled``) or ``Columns``, string keys as text columns (an unpickled
+    ``string_columns`` frame), or the batch's keys and values themselves (``Refs``) where they are
+    other immutable objects. Never
     changed once cut: a snapshot's writer (and a later one's, if that checkpoint fails) reads it as
     it is."""
 
-    __slots__ = ("batches", "entries", "refs")
+    __slots__ = ("batches", "entries", "refs", "text")
 
     def __init__(self) -> None:
-        self.batches: list[Columns | Marshalled | Refs] = []
+        self.batches: list[Columns | Marshalled | Refs | tuple[Any, ...]] = []
         self.entries = 0
         self.refs = False  # any batch held as objects: the log is read back as objects (``newest_objects``)
+        self.text = False  # any batch held as text columns: no numbers may follow (``newest`` reads those)
 
     def __len__(self) -> int:
         return self.entries
@@ -82,6 +89,12 @@ class ChangeLog:
         """A batch of numbers keyed by ints as marshal's bytes (``marshalled_batch``): read as columns."""
         self.batches.append(batch)
         self.entries += batch.count
+
+    def add_text(self, frame: tuple[Any, ...]) -> None:
+        """A batch of string keys as text columns (``string_columns.batch``: an unpickled frame)."""
+        self.batches.append(frame)
+        self.entries += frame[2]
+        self.text = True
 
     def add_refs(self, keys: list[Any], values: list[Any]) -> None:
         """A batch of immutable values (``immutability.flat_immutable``), as the lists given: the
@@ -108,17 +121,22 @@ class Refs:
         self.values = values
 
 
-def _keys(batch: Columns | Marshalled | Refs) -> list[Any]:
+def _keys(batch: Columns | Marshalled | Refs | tuple[Any, ...]) -> list[Any]:
     if type(batch) is Refs:
         return batch.keys
+    if type(batch) is tuple:
+        return string_columns.decode(batch)[1]
     if type(batch) is Marshalled:
         return marshalled_batch.keys(batch)
     return batch.keys.tolist()
 
 
-def _objects(batch: Columns | Marshalled | Refs) -> tuple[list[Any], list[Any]]:
+def _objects(batch: Columns | Marshalled | Refs | tuple[Any, ...]) -> tuple[list[Any], list[Any]]:
     if type(batch) is Refs:
         return batch.keys, batch.values
+    if type(batch) is tuple:
+        _, keys, values, _ = string_columns.decode(batch)
+        return keys, values
     if type(batch) is Marshalled:
         return marshalled_batch.objects(batch)
     return batch.keys.tolist(), batch.values()

@@ -45,10 +45,15 @@ import threading
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from millstream.engine.runtime.key_group_batch import group_by_key_group, group_keys, take
-from millstream.engine.runtime.state import change_log, marshalled_batch, state_columns
+from millstream.engine.runtime.state import change_log, marshalled_batch, state_columns, string_arrays, string_columns
 from millstream.engine.runtime.state.change_log import ChangeLog
 from millstream.engine.runtime.state.heap_state_files import ABSENT, KeyGroups, Parts, columns_frame
 from millstream.engine.runtime.state.immutability import flat_immutable, immutable
+
+try:
+    import numpy as np
+except ImportError:  # a bare Python on a Spark executor: no log of text columns is ever kept
+    np = None
 
 # Kinds of state whose values callers change in place after reading them (``HeapListState.add``
 # appends to the list ``setdefault`` returned; the window operator mutates its per-key dicts).
@@ -197,7 +202,7 @@ class TrackedTable(dict):
                     # numbers keyed by ints as marshal's bytes, else as columns (None without numpy
                     # too); once the log holds objects it takes no more of either: the writer would
                     # read them back as objects
-                    if not log.refs:
+                    if not log.refs and not log.text:
                         batch = marshalled_batch.dump(self.name, keys, values)
                         if batch is not None:
                             log.add_marshalled(batch)
@@ -205,6 +210,13 @@ class TrackedTable(dict):
                         columns = state_columns.columns(self.name, keys, values)
                         if columns is not None:
                             log.add(columns)
+                            return
+                    if not log.refs and (log.text or not log.batches):
+                        # string keys as text columns: encoded here, where the batch is in cache (the
+                        # writer would meet every object cold), and the log keeps bytes, not objects
+                        text = string_columns.batch(self.name, keys, values)
+                        if text is not None:
+                            log.add_text(text)
                             return
                     if flat_immutable(values):
                         log.add_refs(list(keys), list(values))  # the caller's lists may change later
@@ -476,7 +488,7 @@ def begin_delta(
                 if any(keys is EVERYTHING for keys in pending):
                     continue  # every key was read from the table above
                 table = tables[name]
-                if any(log.refs for log in table_logs):
+                if any(log.refs or log.text for log in table_logs):
                     entries += _logged_objects(name, table, table_logs, pending, key_groups, seq, parts, frames)
                     continue
                 for cols in _logged(table, table_logs, pending):
@@ -537,6 +549,10 @@ def _logged_objects(
     applies a part's entries in order (``heap_state_files``), so the later one wins as in the dict;
     the delta is only that entry larger. After ``MEASURE_EVERY`` such logs the next is read through
     the dict again, to measure."""
+    if key_groups is not None and not any(log.refs for log in logs):
+        written = _logged_text(table, logs, pending, key_groups, frames)
+        if written is not None:
+            return written
     if len(logs) == 1 and table.distinct >= ALL_DISTINCT and table.unmeasured < MEASURE_EVERY:
         table.unmeasured += 1
         slices = change_log.slices(logs, GROUP_SLICE)
@@ -547,6 +563,13 @@ def _logged_objects(
             table.distinct = len(newest) / logs[0].entries
         slices = _slices_of(newest)
     entries = 0
+    texts: list[tuple[Any, string_columns.TextColumns]] = []  # string keys' slices, as text columns
+
+    def flush_texts() -> None:
+        for kg, frame in string_columns.by_key_group(texts):
+            frames.setdefault(kg, []).append(frame)
+        texts.clear()
+
     for keys, values in slices:
         keys, values = _without_pending(keys, values, pending)
         entries += len(keys)
@@ -554,10 +577,78 @@ def _logged_objects(
             for lo in range(0, len(keys), CHUNK):
                 parts.append((next(seq), columns_frame(name, keys[lo : lo + CHUNK], values[lo : lo + CHUNK], absent=False)))
         elif keys:
+            text = string_columns.batch(name, keys, values)
+            if text is not None:
+                columns = string_columns.held(text)
+                texts.append((_text_key_groups(key_groups, columns.keys, string_columns.ascii_keys(text), keys), columns))
+                continue
+            if texts:  # a key group's frames keep the log's order
+                flush_texts()
             (keys, values), runs = group_by_key_group(key_groups(keys), keys, values)
             for kg, lo, hi in runs:
                 frames.setdefault(kg, []).append(columns_frame(name, keys[lo:hi], values[lo:hi], absent=False))
+    flush_texts()
     return entries
+
+
+def _logged_text(
+    table: TrackedTable, logs: list[ChangeLog], pending: tuple[set[Any], ...] | list[set[Any]], key_groups: KeyGroups, frames: dict[int, list[bytes]]
+) -> int | None:
+    """``_logged_objects`` for logs of text columns only (string keys, ``string_columns.batch``), in
+    numpy with no Python object per entry: the batches concatenated, each key's newest entry kept by
+    a hash of its bytes (``string_arrays.newest``; written as logged where the keys were distinct,
+    as there), hashed to key groups from their bytes, and one frame per key group. Returns the
+    entries written, or None (nothing written) where the objects path must take the logs: batches
+    of several value specs, or two keys whose hashes collide."""
+    batches = [b for log in logs for b in log.batches]
+    if not batches or any(type(b) is not tuple for b in batches) or len({b[4] for b in batches}) != 1:
+        return None
+    whole = string_columns.held_batches(batches)
+    if len(logs) == 1 and table.distinct >= ALL_DISTINCT and table.unmeasured < MEASURE_EVERY:
+        table.unmeasured += 1
+    else:
+        newest = string_arrays.newest(whole.keys)
+        if newest is None:
+            return None
+        if len(logs) == 1:
+            table.unmeasured = 0
+            table.distinct = len(newest) / len(whole.keys)
+        whole = string_columns.take(whole, newest)
+    objects: list[Any] | None = None
+    if pending:
+        objects = whole.objects()[1]
+        keep = [i for i, k in enumerate(objects) if not any(k in changed for changed in pending)]
+        if len(keep) != len(objects):
+            whole = string_columns.take(whole, np.asarray(keep, dtype=np.int64))
+            objects = take(objects, keep)
+    if not len(whole.keys):
+        return 0
+    ascii_keys = all(map(string_columns.ascii_keys, batches))
+    kgs = _text_key_groups(key_groups, whole.keys, ascii_keys, objects)
+    for kg, frame in string_columns.by_key_group([(kgs, whole)]):
+        frames.setdefault(kg, []).append(frame)
+    return len(whole.keys)
+
+
+def _text_key_groups(key_groups: KeyGroups, keys: Any, ascii_keys: bool, objects: list[Any] | None) -> Any:
+    """The key groups of string keys held as bytes (``string_arrays.Strings``): from the bytes where
+    they are ASCII and the key type hashes strings by their code units (``KeyGrouper.of_ascii``), a
+    slice at a time; else from the keys as objects (``objects``, or decoded)."""
+    of_ascii = getattr(key_groups, "of_ascii", None) if ascii_keys else None
+    out = []
+    for lo in range(0, len(keys) if of_ascii is not None else 0, HASH_BLOCK):
+        s = keys.slice(lo, lo + HASH_BLOCK)
+        a, b = int(s.starts[0]), int(s.starts[-1] + s.lengths[-1])
+        got = of_ascii(keys.data[a:b], s.starts - a, s.lengths)
+        if got is None:
+            break
+        out.append(got)
+    else:
+        if out:
+            return np.concatenate(out)
+    if objects is None:
+        objects = keys.joined().decode("utf-8", "surrogatepass").split("\0")
+    return key_groups(objects)
 
 
 def _slices_of(newest: dict[Any, Any]) -> Iterator[tuple[list[Any], list[Any]]]:

@@ -69,14 +69,14 @@ def frames(payload: bytes) -> Iterable[tuple[str, Any, list[Any]]]:
             yield _triple(frame)
 
 
-def _raw_frames(payload: bytes) -> Iterator[tuple[Any, ...]]:
+def _raw_frames(payload: bytes, text: bool = False) -> Iterator[tuple[Any, ...]]:
     """The frames of a part as unpickled, a text-columns frame as the ``(name, [key], [value], [deleted
-    key])`` it stands for."""
+    key])`` it stands for (``text``: as unpickled too, for a ``_Slot`` to hold as arrays)."""
     buf = io.BytesIO(payload)
     end = len(payload)
     while buf.tell() < end:
         frame = pickle.load(buf)
-        yield string_columns.decode(frame) if string_columns.is_frame(frame) else frame
+        yield string_columns.decode(frame) if not text and string_columns.is_frame(frame) else frame
 
 
 def _triple(frame: tuple[Any, ...]) -> tuple[str, Any, list[Any]]:
@@ -186,10 +186,14 @@ def _replayed_parts(slots: dict[tuple[int, str], "_Slot"], parts: list[tuple[int
     entries each, in key-group order; returns how many entries (values and deletions)."""
     entries = 0
     for (kg, name), slot in sorted(slots.items(), key=operator.itemgetter(0)):
-        typed = slot.columns()
-        if typed is not None:
-            entries += len(typed)
-            parts.extend((kg, frame) for frame in state_columns.encode_chunks(typed, BASE_CHUNK))
+        merged = slot.columns()
+        if type(merged) is state_columns.Columns:
+            entries += len(merged)
+            parts.extend((kg, frame) for frame in state_columns.encode_chunks(merged, BASE_CHUNK))
+            continue
+        if merged is not None:
+            entries += len(merged)
+            parts.extend((kg, frame) for frame in string_columns.encode_chunks(merged, BASE_CHUNK))
             continue
         t, g = slot.table or {}, slot.gone
         entries += len(t) + len(g)
@@ -202,38 +206,67 @@ def _replayed_parts(slots: dict[tuple[int, str], "_Slot"], parts: list[tuple[int
     return entries
 
 
-class _Slot:
-    """One key group's entries of one table, replayed frame after frame: kept as columns while every
-    frame is columns of one value spec (``state_columns.merge`` picks each key's newest entry at the
-    end, no Python object per entry), else replayed into a dict, as a chain in the older format is."""
+Held = Any  # state_columns.Columns | string_columns.TextColumns
 
-    __slots__ = ("base", "typed", "spec", "table", "gone")
+
+def _held(frame: tuple[Any, ...]) -> Held | None:
+    """A frame as arrays a slot can merge without objects: typed columns, or text columns of string keys."""
+    if state_columns.is_columns(frame):
+        return state_columns.decode(frame)
+    if string_columns.is_frame(frame):
+        return string_columns.held(frame)
+    return None
+
+
+def _objects(frame: tuple[Any, ...]) -> tuple[Iterable[Any], Iterable[Any], list[Any]]:
+    """A frame's (keys, values, deleted keys) as Python objects."""
+    if state_columns.is_columns(frame):
+        c = state_columns.decode(frame)
+        return c.keys.tolist(), c.values(), c.gone.tolist()
+    if string_columns.is_frame(frame):
+        frame = string_columns.decode(frame)
+    if len(frame) == 4:  # a delta writer's (name, [key], [value], [deleted key]): no dict built
+        return frame[1], frame[2], frame[3]
+    return frame[1].keys(), frame[1].values(), frame[2]  # (name, {key: value}, [deleted key])
+
+
+def _held_objects(h: Held) -> tuple[Iterable[Any], Iterable[Any], list[Any]]:
+    if type(h) is state_columns.Columns:
+        return h.keys.tolist(), h.values(), h.gone.tolist()
+    _, keys, values, gone = h.objects()
+    return keys, values, gone
+
+
+class _Slot:
+    """One key group's entries of one table, replayed frame after frame: held as arrays while every
+    frame is columns of one kind and value spec, typed (``state_columns.merge``) or text
+    (``string_columns.merge``), which pick each key's newest entry at the end with no Python object
+    per entry; else replayed into a dict, as a chain in the older format is."""
+
+    __slots__ = ("base", "held", "spec", "table", "gone")
 
     def __init__(self, base: bool) -> None:
         self.base = base
-        self.typed: list[state_columns.Columns] = []
+        self.held: list[Held] = []
         self.spec: Any = None
-        self.table: dict[Any, Any] | None = None  # None while the entries are kept as columns
+        self.table: dict[Any, Any] | None = None  # None while the entries are held as arrays
         self.gone: set[Any] = set()
 
     def add(self, frame: tuple[Any, ...]) -> None:
-        if state_columns.is_columns(frame):
-            c = state_columns.decode(frame)
-            if self.table is None and (c.spec is None or self.spec is None or c.spec == self.spec):
-                self.spec = self.spec if c.spec is None else c.spec
-                self.typed.append(c)
-                return
-            entries = c.keys.tolist(), c.values(), c.gone.tolist()
-        elif len(frame) == 4:  # a delta writer's (name, [key], [value], [deleted key]): no dict built
-            entries = frame[1], frame[2], frame[3]
-        else:  # (name, {key: value}, [deleted key])
-            entries = frame[1].keys(), frame[1].values(), frame[2]
         if self.table is None:
-            self.table = {}
-            typed, self.typed = self.typed, []
-            for c in typed:
-                self._apply(c.keys.tolist(), c.values(), c.gone.tolist())
-        self._apply(*entries)
+            h = _held(frame)
+            if h is not None and (not self.held or type(h) is type(self.held[0])) and (h.spec is None or self.spec is None or h.spec == self.spec):
+                self.spec = self.spec if h.spec is None else h.spec
+                self.held.append(h)
+                return
+            self._to_table()
+        self._apply(*_objects(frame))
+
+    def _to_table(self) -> None:
+        self.table = {}
+        held, self.held = self.held, []
+        for h in held:
+            self._apply(*_held_objects(h))
 
     def _apply(self, keys: Iterable[Any], values: Iterable[Any], dead: list[Any]) -> None:
         t = self.table
@@ -245,21 +278,28 @@ class _Slot:
         if dead and not self.base:
             self.gone.update(dead)
 
-    def columns(self) -> state_columns.Columns | None:
-        """The replayed entries as columns, if they were kept so."""
-        if self.table is not None or not self.typed:
+    def columns(self) -> Held | None:
+        """The replayed entries as one frame of arrays, if they were held so (typed or text columns);
+        None, and the entries replayed into ``table``, if not (or two text keys hashed equal)."""
+        if self.table is not None or not self.held:
             return None
-        return state_columns.merge(self.typed, self.base)
-
+        if type(self.held[0]) is state_columns.Columns:
+            return state_columns.merge(self.held, self.base)
+        merged = string_columns.merge(self.held, self.base)
+        if merged is None:
+            self._to_table()
+        return merged
 
     def as_table(self) -> tuple[dict[Any, Any], set[Any]]:
         """The replayed entries as a dict, and the keys deleted (kept only where not ``base``)."""
-        if self.table is not None:
-            return self.table, self.gone
-        if not self.typed:
-            return {}, set()
-        _, table, gone = state_columns.merge(self.typed, self.base).as_dict()
-        return table, set(gone)
+        merged = self.columns()
+        if merged is None:
+            return self.table or {}, self.gone
+        if type(merged) is state_columns.Columns:
+            _, table, gone = merged.as_dict()
+            return table, set(gone)
+        _, keys, values, gone = merged.objects()
+        return dict(zip(keys, values)), set(gone)
 
 
 def _replay_slots(files: Chain, read_file: ReadFile, base: bool, owned: Iterable[int] | None, by_key_group: bool) -> tuple[dict[Any, _Slot], bool]:
@@ -271,8 +311,8 @@ def _replay_slots(files: Chain, read_file: ReadFile, base: bool, owned: Iterable
     for _, f, index in replay_reads(files, owned):
         grouped = grouped and f.grouped
         for kg, payload in read_file(f.name, index):
-            for frame in _raw_frames(payload):
-                name = frame[1] if state_columns.is_columns(frame) else frame[0]
+            for frame in _raw_frames(payload, text=True):
+                name = frame[1] if state_columns.is_columns(frame) or string_columns.is_frame(frame) else frame[0]
                 at = (kg, name) if by_key_group else name
                 slot = slots.get(at)
                 if slot is None:

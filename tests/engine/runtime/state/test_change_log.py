@@ -152,7 +152,7 @@ def test_a_reduce_keyed_by_strings_logs_its_batches_and_falls_back_to_the_set(mo
     their values at its barrier, and the deletion."""
     b, t, store, write, chain = _string_table(monkeypatch)
     _batch(t, [("user-1", ("user-1", 2)), ("user-2", ("user-2", 2)), ("user-1", ("user-1", 3))])
-    assert t.log.refs and t.log.entries == 3 and not t.changed
+    assert t.log.text and not t.log.refs and t.log.entries == 3 and not t.changed  # as text columns
     b.begin_incremental_snapshot(2)  # never read nor confirmed
     _batch(t, [("user-3", ("user-3", 2)), ("user-new", ("user-new", 1))])
     del t["user-2"]
@@ -166,6 +166,21 @@ def test_a_reduce_keyed_by_strings_logs_its_batches_and_falls_back_to_the_set(mo
     expected.update({"user-1": ("user-1", 3), "user-3": ("user-3", 2), "user-4": ("user-4", 2), "user-new": ("user-new", 1)})
     del expected["user-2"]
     assert got == expected
+
+
+def test_a_log_of_text_columns_then_objects_reads_back_each_keys_newest_value(monkeypatch) -> None:
+    """A batch whose values text columns cannot hold (a None in a tuple) after batches that went as
+    text columns: the log keeps it as objects and the writer reads the whole log as objects, in order."""
+    b, t, store, write, chain = _string_table(monkeypatch)
+    _batch(t, [("user-1", ("user-1", 2)), ("user-2", ("user-2", 2))])
+    _batch(t, [("user-1", ("user-1", None)), ("user-3", ("user-3", 4))])
+    _batch(t, [("user-2", ("user-2", 7))])
+    assert t.log.text and t.log.refs and t.log.entries == 5
+    plan, read = b.begin_incremental_snapshot(2)
+    parts = read()
+    expected = {f"user-{k}": (f"user-{k}", 1) for k in range(10)}
+    expected.update({"user-1": ("user-1", None), "user-2": ("user-2", 7), "user-3": ("user-3", 4)})
+    assert _replay(store, (*chain, write("d2", DELTA, parts))) == expected
 
 
 def test_a_delta_of_logged_objects_is_grouped_by_key_group(monkeypatch) -> None:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import pickle
 from collections import namedtuple
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from millstream.engine.runtime.state import string_columns
+from millstream.engine.runtime.state import string_arrays, string_columns
 from millstream.engine.runtime.state.heap_state_files import ABSENT, _raw_frames, _Slot, columns_frame, frames
 from millstream.engine.common.row import Row
 
@@ -133,14 +134,20 @@ _text = st.text(alphabet=st.characters(blacklist_characters="\0"), max_size=6)
 _field = st.one_of(st.just("k"), st.sampled_from(["s", "q", "d"]))
 
 
+@pytest.mark.parametrize("collide", [False, True])
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     st.lists(_text, max_size=30, unique=True),
     st.lists(_field, min_size=0, max_size=3),
+    st.booleans(),
     st.data(),
 )
-def test_frames_replay_like_a_dict_whatever_the_entries(keys, shape, data) -> None:
-    """A slot replaying text-column frames gives what a dict replay of the same entries gives."""
+def test_frames_replay_like_a_dict_whatever_the_entries(monkeypatch, collide, keys, shape, base, data) -> None:
+    """A slot holding text-column frames as arrays (merged in numpy) gives what a dict replay of the
+    same entries gives, values, types and deletions; and so it does where every key hashes alike
+    (``collide``: it falls back to the dict)."""
+    if collide:
+        monkeypatch.setattr(string_arrays, "hashes", lambda s: np.zeros(len(s), dtype=np.uint64))
     draw = {"s": _text, "q": st.integers(-(2**63), 2**63 - 1), "d": st.floats(allow_nan=False)}
 
     def value(k: str) -> object:
@@ -155,13 +162,51 @@ def test_frames_replay_like_a_dict_whatever_the_entries(keys, shape, data) -> No
         gone = [k for k in gone if k not in ks]
         batches.append((ks, [value(k) for k in ks], gone))
     expected: dict = {}
-    slot = _Slot(True)
+    deleted: set = set()
+    slot, again = _Slot(base), _Slot(base)
     for ks, vs, gone in batches:
-        for frame in _raw_frames(columns_frame("t", ks + gone, vs + [ABSENT] * len(gone))):
+        for frame in _raw_frames(columns_frame("t", ks + gone, vs + [ABSENT] * len(gone)), text=True):
             slot.add(frame)
+            again.add(frame)
         expected.update(zip(ks, vs))
+        deleted.difference_update(ks)
         for k in gone:
             expected.pop(k, None)
-    table, _ = slot.as_table()
+        deleted.update(gone)
+    table, gone = slot.as_table()
     assert table == expected
-    assert _typed(list(table.values())) == _typed(list(expected.values()))
+    assert _typed([table[k] for k in expected]) == _typed(list(expected.values()))
+    assert gone == (set() if base else deleted)
+    # what compaction writes (``_replayed_parts``) reads back the same
+    merged = again.columns()
+    if merged is not None:
+        replay = _Slot(base)
+        for data_ in string_columns.encode_chunks(merged, 7):
+            for frame in _raw_frames(data_):
+                replay.add(frame)
+        assert replay.as_table() == (expected, set() if base else deleted)
+
+
+def test_the_writers_batches_sorted_by_key_group_keep_each_key_groups_order() -> None:
+    from millstream.engine.runtime.key_group_batch import key_grouper
+
+    grouper = key_grouper(128, "STRING")
+    batches = [[f"user-{i}" for i in range(lo, lo + 300)] for lo in (0, 300)]
+    batches.append(["user-5", "ünï-1"])  # user-5 again, later; a key that is not ASCII
+    slices = []
+    for keys in batches:
+        frame = string_columns.batch("t", keys, [(k, i) for i, k in enumerate(keys)])
+        assert frame is not None and string_columns.decode(frame) == ("t", keys, [(k, i) for i, k in enumerate(keys)], [])
+        text, ascii_keys = string_columns.held(frame), string_columns.ascii_keys(frame)
+        assert ascii_keys == all(k.isascii() for k in keys)
+        kgs = grouper.of_ascii(text.keys.data, text.keys.starts, text.keys.lengths) if ascii_keys else grouper(keys)
+        slices.append((kgs, text))
+    seen: dict = {}
+    for kg, data_ in string_columns.by_key_group(slices):
+        (name, keys, values, gone), = _raw_frames(data_)
+        assert name == "t" and not gone and set(grouper(keys).tolist()) == {kg}
+        for k, v in zip(keys, values):
+            seen.setdefault(k, []).append(v)
+    assert seen["user-5"] == [("user-5", 5), ("user-5", 0)]  # in the order logged
+    assert seen["ünï-1"] == [("ünï-1", 1)] and len(seen) == 601
+    assert string_columns.batch("t", [1, 2], [("a", 1), ("b", 2)]) is None  # int keys: not this path
