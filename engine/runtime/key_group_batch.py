@@ -292,15 +292,56 @@ class KeyGrouper:
             return murmur_hashes(codes + _U32(62)) % self.max_parallelism
 
 
-    def of_ascii(self, data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray | None:
-        """The key groups of ASCII string keys given as bytes (a text column's buffer ``data``, uint8,
-        key i at ``starts[i]``, ``lengths[i]`` bytes: its UTF-16 code units), or None where the key
-        type hashes strings otherwise (by pickle)."""
-        if self.spec != "STRING":
-            return None
+    def of_text(self, data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, ascii_only: bool) -> np.ndarray | None:
+        """The key groups of string keys given as UTF-8 bytes (a text column's buffer ``data``, uint8;
+        key i at ``starts[i]``, ``lengths[i]`` bytes long; ``ascii_only``: every byte is ASCII), or
+        None where no batch form of this key type's hash takes them. ``STRING`` hashes a key's UTF-16
+        code units, which are its bytes when it is ASCII; no key type (``None``) hashes the key's
+        pickle, which for a string under 256 bytes is a fixed header, its UTF-8 bytes and a fixed
+        trailer (``_pickled_str_codes``)."""
         with np.errstate(over="ignore"):
-            codes = polynomial_hashes_at(data.astype(np.uint32), starts, lengths, 0)
+            if self.spec == "STRING" and ascii_only:
+                codes = polynomial_hashes_at(data.astype(np.uint32), starts, lengths, 0)
+            elif self.spec is None and (not len(lengths) or int(lengths.max()) < 252):
+                codes = _pickled_str_codes(data, starts, lengths)
+            else:
+                return None
             return murmur_hashes(codes + _U32(62)) % self.max_parallelism
+
+
+# pickle.dumps(s, PICKLE_PROTOCOL) of a str of L < 252 UTF-8 bytes (surrogatepass, as pickle encodes):
+# PROTO 5, FRAME and its length L + 4 (8 bytes little-endian: one byte, then zeros), SHORT_BINUNICODE,
+# L, the bytes, MEMOIZE, STOP
+_PICKLE_HEAD = (0x80, PICKLE_PROTOCOL, 0x95)
+_PICKLE_TAIL = (0x94, 0x2E)
+
+
+def _signed(b: int) -> np.uint32:
+    """A byte as Java's signed byte, wrapped into uint32 (the hash's arithmetic)."""
+    return _U32((b - 256 if b >= 128 else b) % (1 << 32))
+
+
+def _pickled_str_codes(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """``java.util.Arrays.hashCode`` (signed bytes) of the pickle of each string, the strings given as
+    their UTF-8 bytes in ``data``, each under 252 bytes: the header's hash (it holds the length),
+    continued over the string's bytes and the trailer, as over the whole pickle."""
+    n = len(lengths)
+    length = lengths.astype(np.uint32)
+    h = np.full(n, 1, dtype=np.uint32)
+    for b in _PICKLE_HEAD:
+        h = h * _U32(31) + _signed(b)
+    for field in (length + _U32(4), None, None, None, None, None, None, None):  # the frame's length
+        h = h * _U32(31)
+        if field is not None:
+            h = h + field - np.where(field >= 128, _U32(256), _U32(0))
+    h = h * _U32(31) + _signed(0x8C)  # SHORT_BINUNICODE
+    h = h * _U32(31) + length - np.where(length >= 128, _U32(256), _U32(0))
+    body = polynomial_hashes_at(data.view(np.int8).astype(np.uint32), starts, lengths, 0)
+    pw, _ = _powers(int(lengths.max()) + 1 if n else 1)
+    h = h * pw[lengths] + body  # the hash so far, continued over the string's bytes
+    for b in _PICKLE_TAIL:
+        h = h * _U32(31) + _signed(b)
+    return h
 
 
 def key_grouper(max_parallelism: int, spec: KeySpec = None) -> KeyGrouper:

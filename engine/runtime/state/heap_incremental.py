@@ -631,15 +631,16 @@ def _logged_text(
 
 
 def _text_key_groups(key_groups: KeyGroups, keys: Any, ascii_keys: bool, objects: list[Any] | None) -> Any:
-    """The key groups of string keys held as bytes (``string_arrays.Strings``): from the bytes where
-    they are ASCII and the key type hashes strings by their code units (``KeyGrouper.of_ascii``), a
-    slice at a time; else from the keys as objects (``objects``, or decoded)."""
-    of_ascii = getattr(key_groups, "of_ascii", None) if ascii_keys else None
+    """The key groups of string keys held as bytes (``string_arrays.Strings``): from the bytes, a
+    slice at a time, where the key type's hash has a batch form for them (``KeyGrouper.of_text``:
+    ``STRING`` keys that are ASCII, and strings with no key type); else from the keys as objects
+    (``objects``, or decoded)."""
+    of_text = getattr(key_groups, "of_text", None)
     out = []
-    for lo in range(0, len(keys) if of_ascii is not None else 0, HASH_BLOCK):
+    for lo in range(0, len(keys) if of_text is not None else 0, HASH_BLOCK):
         s = keys.slice(lo, lo + HASH_BLOCK)
         a, b = int(s.starts[0]), int(s.starts[-1] + s.lengths[-1])
-        got = of_ascii(keys.data[a:b], s.starts - a, s.lengths)
+        got = of_text(keys.data[a:b], s.starts - a, s.lengths, ascii_keys)
         if got is None:
             break
         out.append(got)

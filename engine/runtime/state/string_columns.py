@@ -257,7 +257,7 @@ def batch(name: str, keys: list[Any], values: list[Any]) -> tuple[Any, ...] | No
 
 def ascii_keys(frame: tuple[Any, ...]) -> bool:
     """Whether every key of a frame of string keys is ASCII: its UTF-8 bytes are then its UTF-16 code
-    units, which the key-group hash reads (``KeyGrouper.of_ascii``)."""
+    units, which the key-group hash of ``STRING`` keys reads (``KeyGrouper.of_text``)."""
     return frame[3][2].isascii()
 
 

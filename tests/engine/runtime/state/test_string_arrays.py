@@ -58,14 +58,36 @@ def test_a_collision_is_caught_by_comparing_the_bytes(monkeypatch) -> None:
     assert string_arrays.newest(_strings(["ab", "ba"])) is None  # same length, same bytes, other order
 
 
-@pytest.mark.parametrize("spec", ["STRING"])
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(keys=st.lists(st.text(alphabet=st.characters(min_codepoint=1, max_codepoint=127), max_size=12), min_size=1, max_size=50))
-def test_key_groups_of_ascii_bytes_are_the_scalar_hashs(spec, keys) -> None:
+def test_key_groups_of_ascii_string_keys_from_their_bytes_are_the_scalar_hashs(keys) -> None:
     s = _strings(keys)
-    got = key_grouper(128, spec).of_ascii(s.data, s.starts, s.lengths)
-    assert got.tolist() == [key_group_hash(k, spec) % 128 for k in keys]
-    assert key_grouper(128, None).of_ascii(s.data, s.starts, s.lengths) is None  # hashed by pickle
+    got = key_grouper(128, "STRING").of_text(s.data, s.starts, s.lengths, True)
+    assert got.tolist() == [key_group_hash(k, "STRING") % 128 for k in keys]
+    assert key_grouper(128, "STRING").of_text(s.data, s.starts, s.lengths, False) is None  # UTF-16 units differ
+    assert key_grouper(128, "LONG").of_text(s.data, s.starts, s.lengths, True) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(keys=st.lists(st.one_of(_text, st.text(alphabet=st.characters(blacklist_characters="\0"), min_size=40, max_size=130)), min_size=1, max_size=40))
+def test_key_groups_of_strings_with_no_key_type_are_their_pickles_hashs(keys) -> None:
+    """No key type: the hash of each key's pickle (any text, non-ASCII and lone surrogates too),
+    computed from its UTF-8 bytes; 252 bytes or more: no batch form."""
+    s = _strings(keys)
+    got = key_grouper(128, None).of_text(s.data, s.starts, s.lengths, all(k.isascii() for k in keys))
+    if int(s.lengths.max()) >= 252:
+        assert got is None
+    else:
+        assert got.tolist() == [key_group_hash(k, None) % 128 for k in keys]
+
+
+def test_the_pickled_hash_at_the_length_bounds() -> None:
+    keys = ["", "a" * 123, "b" * 124, "é" * 62, "c" * 127, "d" * 128, "e" * 251, "\ud800" * 3]
+    s = _strings(keys)
+    got = key_grouper(4096, None).of_text(s.data, s.starts, s.lengths, False)
+    assert got.tolist() == [key_group_hash(k, None) % 4096 for k in keys]
+    s = _strings(["f" * 252])
+    assert key_grouper(4096, None).of_text(s.data, s.starts, s.lengths, True) is None
 
 
 def test_hashes_do_not_depend_on_the_slices_they_are_computed_in(monkeypatch) -> None:

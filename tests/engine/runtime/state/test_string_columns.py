@@ -199,7 +199,8 @@ def test_the_writers_batches_sorted_by_key_group_keep_each_key_groups_order() ->
         assert frame is not None and string_columns.decode(frame) == ("t", keys, [(k, i) for i, k in enumerate(keys)], [])
         text, ascii_keys = string_columns.held(frame), string_columns.ascii_keys(frame)
         assert ascii_keys == all(k.isascii() for k in keys)
-        kgs = grouper.of_ascii(text.keys.data, text.keys.starts, text.keys.lengths) if ascii_keys else grouper(keys)
+        kgs = grouper.of_text(text.keys.data, text.keys.starts, text.keys.lengths, ascii_keys)
+        kgs = grouper(keys) if kgs is None else kgs
         slices.append((kgs, text))
     seen: dict = {}
     for kg, data_ in string_columns.by_key_group(slices):
