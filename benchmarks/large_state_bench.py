@@ -203,7 +203,7 @@ def measure(
                 each = ", ".join(f"{x:.2f}" for x in ratios)
                 cpus = [cpu(r[k]) / cpu(r[0]) for r in rounds if cpu(r[0]) and cpu(r[k])]
                 lines.append(
-                    f"large state, {b}, {keys:,} {'string ' if key_type == 'string' else ''}keys"
+                    f"large state, {b}, {keys:,} {key_type.replace('-', ' ') + ' ' if key_type != 'long' else ''}keys"
                     + (f" x {passes} passes" if passes > 1 else "")
                     + f", checkpoints every {INTERVAL_MS // 1000} s: "
                     + (f"throughput ratio median {statistics.median(ratios):.2f} of {len(ratios)} rounds ({each})" if ratios else "failed")
@@ -344,7 +344,10 @@ def main() -> None:
     ap.add_argument("--updates-tail", type=int, default=5, help="the last checkpoints of each run that workload counts")
     ap.add_argument("--updates-backends", default="rocksdb,hashmap", help="backends of that workload, each full against incremental")
     ap.add_argument("--detail", action="store_true", help="print every completed checkpoint's figures")
-    ap.add_argument("--key-type", choices=("long", "string"), default="long", help="string: keys as 'user-<n>' strings")
+    ap.add_argument(
+        "--key-type", choices=("long", "string", "string-untyped"), default="long",
+        help="string: keys as 'user-<n>' strings; string-untyped: the same, keyed with no key type",
+    )
     args = ap.parse_args()
     print(f"machine: {machine()}", flush=True)
     if args.keys:

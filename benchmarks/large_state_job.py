@@ -3,7 +3,8 @@
 ``python large_state_job.py N P KEYS BACKEND CHECKPOINT_MS [KEY_TYPE]`` (BACKEND: hashmap, hashmap-incremental,
 rocksdb or rocksdb-incremental: ``-incremental`` sets ``state.backend.incremental: true``;
 CHECKPOINT_MS 0: no checkpoints; KEY_TYPE ``long``, the default, or ``string``: the keys as strings
-``user-<n>``, as a job keyed by user ids or words holds them). Every key is counted N // KEYS times, so the job holds KEYS
+``user-<n>``, as a job keyed by user ids or words holds them; ``string-untyped``: the same keys with
+no key type given to ``key_by``, as most PyFlink programs key). Every key is counted N // KEYS times, so the job holds KEYS
 entries of keyed state at the end; only key 0's final count reaches the collect sink, which keeps
 the sink out of the measurement. Prints one line:
 ``large-state N=.. keys=.. P=.. backend=.. seconds=.. records_per_s=..``.
@@ -21,7 +22,8 @@ P = int(sys.argv[2])
 KEYS = int(sys.argv[3])
 BACKEND = sys.argv[4]
 CHECKPOINT_MS = int(sys.argv[5])
-STRING_KEYS = len(sys.argv) > 6 and sys.argv[6] == "string"
+KEY_TYPE = sys.argv[6] if len(sys.argv) > 6 else "long"
+STRING_KEYS = KEY_TYPE in ("string", "string-untyped")
 
 env = StreamExecutionEnvironment.get_execution_environment()
 env.set_parallelism(P)
@@ -40,11 +42,13 @@ if STRING_KEYS:
 else:
     key_type, first = Types.LONG(), 0
     pairs = numbers.map(lambda n: (n % KEYS, 1), output_type=Types.TUPLE([key_type, Types.LONG()]))
-counts = pairs.key_by(lambda t: t[0], key_type=key_type).reduce(lambda a, b: (a[0], a[1] + b[1]))
+# string-untyped: key_by without a key type, as most PyFlink programs write it (keys hashed by pickle)
+keyed = pairs.key_by(lambda t: t[0]) if KEY_TYPE == "string-untyped" else pairs.key_by(lambda t: t[0], key_type=key_type)
+counts = keyed.reduce(lambda a, b: (a[0], a[1] + b[1]))
 final = counts.filter(lambda t: t[0] == first and t[1] == N // KEYS)
 started = time.time()
 with final.execute_and_collect("large-state") as it:
     results = list(it)
 elapsed = time.time() - started
 assert results == [(first, N // KEYS)], f"expected [({first!r}, {N // KEYS})], got {results[:5]}"
-print(f"large-state N={N} keys={KEYS}{' (strings)' if STRING_KEYS else ''} P={P} backend={BACKEND} seconds={elapsed:.2f} records_per_s={N / elapsed:.0f}")
+print(f"large-state N={N} keys={KEYS}{' (strings)' if KEY_TYPE == 'string' else ' (untyped strings)' if STRING_KEYS else ''} P={P} backend={BACKEND} seconds={elapsed:.2f} records_per_s={N / elapsed:.0f}")
