@@ -10,8 +10,9 @@ around the interpreter lock:
   and aggregating state is written back whole (``t[k] = v``), so its reads cost nothing extra. A
   table written by a reduce's batches of immutable values keeps a change log instead
   (``change_log``): the batches' keys and values, copied while they are in cache where they are
-  numbers keyed by ints (as marshal's bytes, ``marshalled_batch``, or columns), else kept as the
-  batches' objects, which the writer reads without touching the table.
+  numbers keyed by ints (as marshal's bytes, ``marshalled_batch``, or columns) or string keys
+  (as text columns, ``string_columns``), else kept as the batches' objects; the writer reads any of
+  them without touching the table.
 * **At the barrier** (task thread) the change sets are swapped for empty ones (``ChangeTracker.plan``
   and ``cut``): O(tables), whatever the state's size.
 * **Off the task thread** the writer thread reads the changed keys' values in chunks and pickles each

@@ -6,8 +6,8 @@ rolled compaction (``rebase``, ``merge``) and restores (``replay_key_groups``) r
 The files go to the job's ``shared/`` directory and are reference-counted by the coordinator's
 ``SharedStateRegistry``, exactly as the on-disk backend's (``incremental``). A frame here is typed
 columns where keys and values are numbers (``state_columns``: compaction merges those in numpy,
-``_Slot``), text columns where they are strings and numbers (``string_columns``, frames of 512 entries
-or more), else a pickle of ``(state name, {key: value}, [deleted key])`` or of its columns form
+``_Slot``), text columns where they are strings and numbers (``string_columns``: merged in numpy too
+where the keys are strings), else a pickle of ``(state name, {key: value}, [deleted key])`` or of its columns form
 (``columns_frame``; ``[(key, value)]`` in files written before). Files are
 grouped by key group (``SharedFile.grouped``, issue 16's change 8): each part holds keys of the key
 group its index entry names, as one or more such pickles one after the other (``frames``), the keys

@@ -17,12 +17,19 @@ keys)``; keys and deleted keys are a column each. A column is ``("s", count, byt
 ``"d"`` (every value an ``int`` in int64 or a ``float``), or a tuple of those and ``"k"`` (a field
 equal to the key) for tuples of one length. Exactly those types, so what is read back is what was
 written: a ``str`` subclass, a string holding NUL, a ``bool`` or a ``Row`` leaves the frame a pickle
-(``encode`` returns None), as does a small frame (``MIN_ENTRIES``). Keys are strings or ints;
-frames whose keys and values are all numbers are ``state_columns``' and never come here.
+(``encode`` returns None), as does a small frame written from objects (``MIN_ENTRIES``). Keys are
+strings or ints; frames whose keys and values are all numbers are ``state_columns``' and never come here.
+
+Frames of string keys are also worked on as arrays (``TextColumns``, over ``string_arrays``), with no
+Python object per entry (issue 16, change 27): a reduce's batch is encoded on the task thread while
+its objects are in cache (``batch``) and kept so in the change log; the delta writer sorts a log's
+batches by key group into one frame per key group (``by_key_group``); and rolled compaction merges a
+key group's frames by each key's newest entry (``merge``) and writes the result as frames again
+(``encode_chunks``).
 
 Measured offline (a 2-core VM, ``user-<n>`` keys with ``(key, count)`` values): a key group's file
-2.2x smaller than its pickles, restores decode it in 190 ns an entry against 240, and a rebase costs
-the same CPU (the dict of the replay is most of it).
+2.2x smaller than its pickles, restores decode it in 190 ns an entry against 240; a delta of 1.3 M
+changed keys 17.3 MB against 43.1 MB pickled, written in about half the writer's time.
 """
 from __future__ import annotations
 
