@@ -62,7 +62,6 @@ MUTABLE_KINDS = frozenset({"list", "map", "window", "ttl-list", "ttl-map"})
 CHUNK = 2_000  # keys per part: what the writer thread pickles while it holds the interpreter lock
 GROUP_SLICE = 8_192  # changed keys a delta's writer sorts by key group and pickles at a time (``_lock_batches``)
 HASH_BLOCK = 8 * GROUP_SLICE  # changed keys the writer takes from the change sets and hashes at a time
-TEXT_SLICE = 65_536  # logged string keys the writer sorts by key group at a time (``_logged_text``)
 # A log of objects whose records hit at least this share of distinct keys (``TrackedTable.distinct``)
 # is written as logged, without a dict of the newest values (``_logged_objects``); after
 # ``MEASURE_EVERY`` such logs the next is read through the dict, which measures the share again.
@@ -599,8 +598,7 @@ def _logged_text(
     """``_logged_objects`` for logs of text columns only (string keys, ``string_columns.batch``), in
     numpy with no Python object per entry: the batches concatenated, each key's newest entry kept by
     a hash of its bytes (``string_arrays.newest``; written as logged where the keys were distinct,
-    as there), hashed to key groups from their bytes, and a frame per key group and ``TEXT_SLICE``
-    entries. Returns the
+    as there), hashed to key groups from their bytes, and one frame per key group. Returns the
     entries written, or None (nothing written) where the objects path must take the logs: batches
     of several value specs, or two keys whose hashes collide."""
     batches = [b for log in logs for b in log.batches]
@@ -624,17 +622,13 @@ def _logged_text(
         if len(keep) != len(objects):
             whole = string_columns.take(whole, np.asarray(keep, dtype=np.int64))
             objects = take(objects, keep)
-    n = len(whole.keys)
+    if not len(whole.keys):
+        return 0
     ascii_keys = all(map(string_columns.ascii_keys, batches))
-    # A slice at a time, each sorted by key group within itself: a key group's gather then reads
-    # the slice's bytes (under a MB), not the whole delta's, which the task threads' data shares the
-    # caches with; a key group gets a frame per slice, in order.
-    for lo in range(0, n, TEXT_SLICE):
-        part = string_columns.rows(whole, lo, lo + TEXT_SLICE)
-        kgs = _text_key_groups(key_groups, part.keys, ascii_keys, None if objects is None else objects[lo : lo + TEXT_SLICE])
-        for kg, frame in string_columns.by_key_group([(kgs, part)]):
-            frames.setdefault(kg, []).append(frame)
-    return n
+    kgs = _text_key_groups(key_groups, whole.keys, ascii_keys, objects)
+    for kg, frame in string_columns.by_key_group([(kgs, whole)]):
+        frames.setdefault(kg, []).append(frame)
+    return len(whole.keys)
 
 
 def _text_key_groups(key_groups: KeyGroups, keys: Any, ascii_keys: bool, objects: list[Any] | None) -> Any:

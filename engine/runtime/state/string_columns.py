@@ -334,7 +334,7 @@ def merge(frames: Sequence[TextColumns], base: bool) -> TextColumns | None:
     return TextColumns(frames[0].name, string_arrays.take(keys, live), spec if len(live) else None, cols, gone)
 
 
-def rows(t: TextColumns, lo: int, hi: int) -> TextColumns:
+def _slice(t: TextColumns, lo: int, hi: int) -> TextColumns:
     """The values ``lo`` to ``hi`` of ``t`` (no deletions)."""
     cols = tuple(c.slice(lo, hi) if code == "s" else c[lo:hi] for code, c in zip(_stored(t.spec), t.cols))
     return TextColumns(t.name, t.keys.slice(lo, hi), t.spec, cols, string_arrays.EMPTY)
@@ -344,7 +344,7 @@ def encode_chunks(t: TextColumns, size: int) -> list[bytes]:
     """``t`` as frames of at most ``size`` entries: values first, then deletions."""
     out = []
     for lo in range(0, len(t.keys), size):
-        out.append(encode_held(rows(t, lo, lo + size)))
+        out.append(encode_held(_slice(t, lo, lo + size)))
     for lo in range(0, len(t.gone), size):
         out.append(encode_held(TextColumns(t.name, string_arrays.EMPTY, None, (), t.gone.slice(lo, lo + size))))
     return out
