@@ -60,15 +60,20 @@ def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
     if len(_pow) > n:
         return _pow, _invpow
     size = max(n + 1, min(2 * len(_pow), _KEEP_POWERS))
-    # uint32 products wrap mod 2^32, which is the arithmetic wanted
-    pw = np.full(size, 31, dtype=np.uint32)
-    pw[0] = 1
-    inv = np.full(size, _INV31, dtype=np.uint32)
-    inv[0] = 1
-    pw, inv = np.cumprod(pw, dtype=np.uint32), np.cumprod(inv, dtype=np.uint32)
+    pw, inv = power_tables(size, 31, _INV31, np.uint32)
     if size <= _KEEP_POWERS:
         _pow, _invpow = pw, inv
     return pw, inv
+
+
+def power_tables(size: int, mul: int, inv: int, dtype: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(mul^i, inv^i) for i in [0, size), in ``dtype``, whose products wrap modulo 2^bits: the
+    arithmetic a polynomial hash wants (``inv`` is mul's inverse modulo 2^bits)."""
+    pw = np.full(size, mul, dtype=dtype)
+    pw[0] = 1
+    back = np.full(size, inv, dtype=dtype)
+    back[0] = 1
+    return np.cumprod(pw, dtype=dtype), np.cumprod(back, dtype=dtype)
 
 
 def murmur_hashes(codes: np.ndarray) -> np.ndarray:

@@ -302,32 +302,28 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(shipped, ignore_errors=True)
 
 
-def _await_killed_tasks(sc: Any, job_group: str, timeout_s: float = 10.0) -> None:
+def _await_killed_tasks(sc: Any, job_group: str) -> None:
     """After cancelJobGroup, wait (briefly) until Spark has counted the killed tasks as ended,
     so the final progress does not show tasks of a cancelled job as still active."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            stages = progress_snapshot(sc, job_group)["stages"]
-        except Exception:
-            return
-        if all(s["numActiveTasks"] == 0 for s in stages):
-            return
-        time.sleep(0.1)
+    _await_progress(sc, job_group, lambda p: all(s["numActiveTasks"] == 0 for s in p["stages"]))
 
 
-def _await_jobs_ended(sc: Any, job_group: str, timeout_s: float = 10.0) -> None:
+def _await_jobs_ended(sc: Any, job_group: str) -> None:
     """Wait (briefly) until Spark's status tracker has seen every Spark job of the group end. It is
     fed by Spark's listener bus, asynchronously: on a loaded machine the action has returned while
     the tracker still counts the last tasks as running, and the final progress (what the dashboard
     and REST keep once the job ended) would show a finished stage unfinished."""
+    _await_progress(sc, job_group, lambda p: all(j["status"] not in ("RUNNING", "UNKNOWN") for j in p["jobs"]))
+
+
+def _await_progress(sc: Any, job_group: str, settled: Any, timeout_s: float = 10.0) -> None:
+    """Poll the group's progress until ``settled(progress)``, for at most ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
-            jobs = progress_snapshot(sc, job_group)["jobs"]
-        except Exception:
-            return
-        if all(j["status"] not in ("RUNNING", "UNKNOWN") for j in jobs):
+            if settled(progress_snapshot(sc, job_group)):
+                return
+        except Exception:  # the context is going away: the final progress is what it is
             return
         time.sleep(0.1)
 

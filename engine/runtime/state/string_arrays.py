@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from millstream.engine.runtime.key_group_batch import power_tables
+
 try:
     import numpy as np
 except ImportError:  # a bare Python on a Spark executor: no text column is ever held (string_columns)
@@ -25,10 +27,9 @@ except ImportError:  # a bare Python on a Spark executor: no text column is ever
 
 SEP = 0  # the NUL byte that joins a column's strings
 _MUL_INT = 0x100000001B3  # odd: it has an inverse mod 2^64, which the prefix-sum form needs
+_INV_INT = pow(_MUL_INT, -1, 1 << 64)
 if np is not None:
     _U64 = np.uint64
-    _MUL = _U64(_MUL_INT)
-    _INV = _U64(pow(_MUL_INT, -1, 1 << 64))
     _pow = np.ones(1, dtype=np.uint64)
     _invpow = np.ones(1, dtype=np.uint64)
 _HASH_SLICE = 65_536  # strings hashed at a time: their bytes' powers stay cached (ids and words: ~1 MB)
@@ -118,11 +119,7 @@ def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
     if len(_pow) >= n:
         return _pow, _invpow
     size = max(n, min(2 * len(_pow), _KEEP_POWERS))
-    pw = np.full(size, _MUL, dtype=np.uint64)
-    pw[0] = 1
-    inv = np.full(size, _INV, dtype=np.uint64)
-    inv[0] = 1
-    pw, inv = np.cumprod(pw, dtype=np.uint64), np.cumprod(inv, dtype=np.uint64)
+    pw, inv = power_tables(size, _MUL_INT, _INV_INT, np.uint64)
     if size <= _KEEP_POWERS:
         _pow, _invpow = pw, inv
     return pw, inv
