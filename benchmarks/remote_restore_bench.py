@@ -1,6 +1,7 @@
 """Restore of an incremental chain from S3 with a round trip to pay on every request (issue 16):
 the chain's files read one after another against several at a time (``state_downloader``,
-``state.backend.rocksdb.checkpoint.transfer.thread.num``).
+``state.backend.rocksdb.checkpoint.transfer.thread.num``); and checkpoints written there, their files
+uploaded one after another against several at a time (``state_uploader``, the same option).
 
 An S3-compatible server (moto's server mode) runs behind a TCP proxy that hands on every chunk,
 each way, ``--delay-ms`` after it arrived: a round trip of twice that, as a region's S3 has 10-30 ms
@@ -64,6 +65,16 @@ asyncio.run(main())
 """
 
 
+class _Operator:
+    """An operator with no timers and no tables of its own: the backend's state is all there is."""
+
+    def timer_services(self) -> dict:
+        return {}
+
+    def keyed_tables(self) -> dict:
+        return {}
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -90,6 +101,7 @@ def main() -> None:
     ap.add_argument("--delay-ms", type=float, default=10.0, help="delay each way (a round trip is twice this)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", default="1,4,8")
+    ap.add_argument("--write-checkpoints", type=int, default=20, help="checkpoints written per round, 5 %% of the keys each")
     args = ap.parse_args()
 
     port, proxied = _free_port(), _free_port()
@@ -137,13 +149,6 @@ def _run(args: Any, work: str) -> None:
     from millstream.engine.runtime.state.state_chain import FOOTER, SharedFile, encode_index, written_file
     from millstream.engine.runtime.state.task_state_manager import restore_keyed, snapshot_keyed_incremental
 
-    class _Operator:
-        def timer_services(self) -> dict:
-            return {}
-
-        def keyed_tables(self) -> dict:
-            return {}
-
     seal_state_files("b" * 32)
     root = f"s3://{BUCKET}/{JOB}"
     shared = f"{root}/shared"
@@ -183,6 +188,7 @@ def _run(args: Any, work: str) -> None:
     )
     origin = StateOrigin(JOB, 1 + args.deltas)
     threads = [int(t) for t in args.threads.split(",")]
+    _writes(args, work, threads)
     times: dict[int, list[float]] = {t: [] for t in threads}
     for r in range(args.rounds):
         for t in threads if r % 2 == 0 else reversed(threads):
@@ -198,12 +204,67 @@ def _run(args: Any, work: str) -> None:
             restored = target.table("counts", "value")
             assert len(restored) == args.keys and restored[args.keys - 1] is not None
             target.close()
-    base = statistics.median(times[threads[0]])
-    for t in threads:
-        med = statistics.median(times[t])
+    _report("restore", times)
+
+
+
+def _writes(args: Any, work: str, threads: list[int]) -> None:
+    """Checkpoints written at the URL as a TaskManager writes them: an on-disk backend's rolled
+    snapshots (a delta and, in its turns, a partial base of a few key groups rebased from the chain's
+    files), their uploads handed to ``Uploads`` and waited for before the next checkpoint."""
+    from millstream.engine.checkpoint.storage import read_shared_file, write_shared_file
+    from millstream.engine.runtime.state.lmdb_backend import LmdbKeyedStateBackend
+    from millstream.engine.runtime.state.state_chain import FOOTER, SharedFile, encode_index, written_file
+    from millstream.engine.runtime.state.state_uploader import Uploads
+    from millstream.engine.runtime.state.task_state_manager import snapshot_keyed_incremental
+
+    keys, checkpoints = args.keys, args.write_checkpoints
+    times: dict[int, list[float]] = {t: [] for t in threads}
+    files: dict[int, int] = {}
+    for r in range(args.rounds):
+        for t in threads if r % 2 == 0 else reversed(threads):
+            job = f"{r:02d}{t:02d}" + "ef" * 14
+            shared = f"s3://{BUCKET}/{job}/shared"
+            names = iter(range(1 << 30))
+            uploads = Uploads(t)
+
+            def write(kind: str, parts: Any) -> SharedFile:
+                name = f"op-0-{next(names)}.{kind}"
+                size, index = write_shared_file(shared, name, parts, job, (FOOTER, encode_index), uploads.submit)
+                return written_file(name, kind, size, index)
+
+            def read(name: str, index: Any) -> Any:
+                return read_shared_file(shared, name, index, job)
+
+            backend = LmdbKeyedStateBackend(MAX_P, os.path.join(work, f"write-{r}-{t}"), incremental=True, key_spec="LONG")
+            table = backend.table("counts", "value")
+            elapsed = 0.0
+            for c in range(1, checkpoints + 1):
+                for k in range(c % 20, keys, 20):  # 5 % of the keys per checkpoint; all of them at the first
+                    table[k] = (k, c)
+                if c == 1:
+                    for k in range(keys):
+                        table[k] = (k, 0)
+                w0 = time.perf_counter()
+                snapshot_keyed_incremental(backend, _Operator(), c, write, read)()
+                uploads.wait()
+                elapsed += time.perf_counter() - w0
+                backend.notify_checkpoint_complete(c)
+            backend.close()
+            times[t].append(elapsed)
+            files[t] = next(names)
+    _report(f"{checkpoints} checkpoints written ({max(files.values())} files)", times)
+
+
+def _report(what: str, times: dict[int, list[float]]) -> None:
+    """Each thread count's median, and its ratio to the first count's (the baseline, same run)."""
+    first = next(iter(times))
+    base = statistics.median(times[first])
+    for t, runs in times.items():
+        med = statistics.median(runs)
         print(
-            f"restore, {t} transfer thread{'s' if t > 1 else ''}: median {med:.2f} s ({', '.join(f'{x:.2f}' for x in times[t])}); "
-            f"{med / base:.2f} of {threads[0]}",
+            f"{what}, {t} transfer thread{'s' if t > 1 else ''}: median {med:.2f} s ({', '.join(f'{x:.2f}' for x in runs)}); "
+            f"{med / base:.2f} of {first}",
             flush=True,
         )
 

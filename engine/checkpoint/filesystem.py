@@ -5,9 +5,11 @@ and rename, and confinement by resolving symlinks. Any other URL (``s3://bucket/
 ``gs://...``, ``hdfs://...``, ``ftp://...``) goes through fsspec, which picks the implementation from
 the scheme; the package that provides it (s3fs, gcsfs, ...) must be installed in every JobManager and
 TaskManager, and credentials come from the URL or that package's usual environment variables. On
-such a store an object appears whole when written, so a file is written under a temporary name and
-moved into place, and nothing is ever resolved through symlinks: paths are normalised and a ``..``
-is refused instead.
+an object store (S3, GCS, Azure) an object appears whole when its upload completes (a failed
+multipart upload is aborted and leaves nothing), so a file is written straight to its name; on other
+stores (FTP, SFTP, HDFS show a file as it grows) it is written under a temporary name and moved into
+place. Nothing is ever resolved through symlinks: paths are normalised and a ``..`` is refused
+instead.
 
 ``storage_fs(path)`` returns the object that does the I/O for ``path``; both kinds offer the same
 small set of operations, so ``engine/checkpoint/storage.py`` is written once for both.
@@ -100,9 +102,10 @@ class LocalFileSystem:
             raise
         _fsync_dir(directory)
 
-    def write_atomic_stream(self, path: str, chunks: Iterable[bytes]) -> int:
+    def write_atomic_stream(self, path: str, chunks: Iterable[bytes], upload: Callable[[Callable[[], None]], None] | None = None) -> int:
         """As ``write_atomic`` for a file given in pieces, written as they come (never all in memory);
-        returns its size."""
+        returns its size. ``upload`` is for stores at a URL: here the file is on disk when this
+        returns (there is no round trip to hide)."""
         directory = os.path.dirname(path)
         os.makedirs(directory, exist_ok=True)
         tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
@@ -197,6 +200,10 @@ def _retried(fs: "RemoteFileSystem", method: Callable[..., _T], args: Any, kwarg
 _NOT_THE_CONNECTION = (FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError, NotADirectoryError)
 
 
+# Schemes of object stores (fsspec's s3fs, gcsfs and adlfs): an object appears whole once written.
+OBJECT_STORE_SCHEMES = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss"})
+
+
 class RemoteFileSystem:
     """An fsspec file system for one URL scheme and location (``protocol://netloc``); paths handed
     to it and returned by it are whole URLs, so handles in ``_metadata`` name where they live."""
@@ -207,6 +214,7 @@ class RemoteFileSystem:
         parts = urlsplit(url)
         self.prefix = f"{parts.scheme}://{parts.netloc}"
         self.url = url
+        self.whole_objects = parts.scheme in OBJECT_STORE_SCHEMES
         self.lock = threading.Lock()
         self._fs: Any = None  # connected at the first I/O: path arithmetic never needs the store
 
@@ -327,9 +335,14 @@ class RemoteFileSystem:
         self._write_then_move(path, lambda tmp: self.fs.pipe_file(tmp, data))
 
     def _write_then_move(self, path: str, write: Callable[[str], None]) -> None:
-        # Written under a temporary name and moved: a reader never sees half a file, on stores whose
-        # objects appear whole (the move is then a copy) and on those that show a file as it grows.
         p = self._path(path)
+        if self.whole_objects:
+            # One request: the object is there whole or not at all. A temporary name and a move
+            # would be a copy and a delete more, each a round trip (and the move copies every byte).
+            write(p)
+            return
+        # Written under a temporary name and moved: a reader never sees half a file on a store that
+        # shows a file as it grows.
         directory = posixpath.dirname(p)
         self._makedirs(directory)
         tmp = posixpath.join(directory, f".{posixpath.basename(p)}.{uuid.uuid4().hex}.tmp")
@@ -343,19 +356,33 @@ class RemoteFileSystem:
                 pass
             raise
 
-    def write_atomic_stream(self, path: str, chunks: Iterable[bytes]) -> int:
+    def write_atomic_stream(self, path: str, chunks: Iterable[bytes], upload: Callable[[Callable[[], None]], None] | None = None) -> int:
         """As ``write_atomic`` for a file given in pieces: spooled to a local temporary file (the
         store's client wants a whole object, and the pieces must not all be in memory), then uploaded
-        under a temporary name and moved. Returns its size."""
+        under a temporary name and moved. Returns its size. With ``upload`` the upload is handed to
+        it (``state_uploader.Uploads.submit``) once the file is spooled, and may still be running when
+        this returns; the spool is removed when it ends."""
         import tempfile
 
         size = 0
-        with tempfile.NamedTemporaryFile(prefix="millstream-upload-", suffix=".tmp") as spool:
+        spool = tempfile.NamedTemporaryFile(prefix="millstream-upload-", suffix=".tmp")
+        try:
             for chunk in chunks:
                 spool.write(chunk)
                 size += len(chunk)
             spool.flush()
-            self._upload_atomic(path, spool.name)
+        except BaseException:
+            spool.close()
+            raise
+
+        def send() -> None:
+            with spool:
+                self._upload_atomic(path, spool.name)
+
+        if upload is None:
+            send()
+        else:
+            upload(send)
         return size
 
     @_serialised

@@ -442,11 +442,14 @@ def write_shared_file(
     parts: list[tuple[int, bytes]],
     job_id: str,
     footer: tuple[int, Callable[[list[tuple[int, int, int]]], bytes]] | None = None,
+    upload: Callable[[Callable[[], None]], None] | None = None,
 ) -> tuple[int, list[tuple[int, int, int]]]:
     """Write ``parts`` ([(key group, payload)]) as shared file ``name`` of job ``job_id`` (whose
     shared directory it is); returns (bytes written, [(key group, offset, length)]). ``footer``:
     (key group, encode): the file ends with ``encode(index)`` of the parts before it, sealed as a part
-    of that key group, whose entry ends the index returned (the file carries its own index)."""
+    of that key group, whose entry ends the index returned (the file carries its own index).
+    ``upload`` (at a URL; ``state_uploader.Uploads.submit``): the upload is handed to it once the file
+    is spooled, and its failure raises where that is waited for."""
     if not is_shared_name(name):
         raise CheckpointStorageError(f"not a shared state file name: {name!r}")
     index: list[tuple[int, int, int]] = []
@@ -465,8 +468,21 @@ def write_shared_file(
             yield sealed
 
     path = storage_fs(shared_dir).join(shared_dir, name)
+
+    def failing_as_storage(send: Callable[[], None]) -> Callable[[], None]:
+        def checked() -> None:
+            try:
+                send()
+            except OSError as e:
+                raise CheckpointStorageError(f"cannot write '{path}': {e.strerror or e}") from e
+
+        return checked
+
     try:
-        size = storage_fs(path).write_atomic_stream(path, chunks())
+        handed = None if upload is None else (lambda send: upload(failing_as_storage(send)))
+        size = storage_fs(path).write_atomic_stream(path, chunks(), handed)
+    except CheckpointStorageError:
+        raise  # an upload run here (one transfer thread), already said
     except OSError as e:
         raise CheckpointStorageError(f"cannot write '{path}': {e.strerror or e}") from e
     return size, index

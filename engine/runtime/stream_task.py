@@ -14,6 +14,7 @@ completes, ending event time only when asked to drain.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import re
@@ -75,6 +76,7 @@ from millstream.engine.runtime.state.task_state_manager import (
 from millstream.engine.checkpoint.filesystem import is_remote
 from millstream.engine.runtime.state.state_chain import FOOTER, SharedFile, chain_from_wire, chain_sizes, encode_index, written_file
 from millstream.engine.runtime.state.state_downloader import transfer_threads
+from millstream.engine.runtime.state.state_uploader import Uploads
 from millstream.engine.runtime.state.key_grouped_state import decode_state, decode_state_parts
 from millstream.engine.runtime.task_metrics import TaskIOMetrics
 from millstream.engine.runtime.user_code_class_loader import activate_user_code
@@ -309,9 +311,12 @@ class StreamTask:
         At a URL too: the heap backend then forks no base (``_heap_incremental_snapshot``)."""
         return barrier.checkpoint_type == "CHECKPOINT" and barrier.location is not None
 
-    def _shared_file_writer(self, op_id: str, barrier: Barrier) -> Callable[[str, list[tuple[int, bytes]]], SharedFile]:
+    def _shared_file_writer(
+        self, op_id: str, barrier: Barrier, uploads: Uploads | None = None
+    ) -> Callable[[str, list[tuple[int, bytes]]], SharedFile]:
         """Writes a file of this subtask's chain in the job's shared directory, with its index in it
-        (``SharedFile.footer``), so the checkpoint's state file lists the chain without them."""
+        (``SharedFile.footer``), so the checkpoint's state file lists the chain without them. At a URL
+        the upload goes to ``uploads``, which the snapshot waits for (``_counting_shared_bytes``)."""
         cid = barrier.checkpoint_id
         shared_dir = shared_dir_of_checkpoint(barrier.location)  # type: ignore[arg-type]
         safe = re.sub(r"[^0-9A-Za-z_-]", "_", f"{op_id}-{self.tdd.vertex_id}-{self.tdd.subtask}-{self.tdd.attempt}")
@@ -323,7 +328,9 @@ class StreamTask:
         def write_file(kind: str, parts: list[tuple[int, bytes]]) -> SharedFile:
             n = next(written)
             name = f"{safe}-{cid}-{suffix}{f'-{n}' if n else ''}.{kind}"
-            size, index = write_shared_file(shared_dir, name, parts, self.tdd.job_id, (FOOTER, encode_index))
+            size, index = write_shared_file(
+                shared_dir, name, parts, self.tdd.job_id, (FOOTER, encode_index), None if uploads is None else uploads.submit
+            )
             return written_file(name, kind, size, index)
 
         return write_file
@@ -339,15 +346,16 @@ class StreamTask:
 
     def _heap_incremental_snapshot(self, op: StreamOperator, op_id: str, barrier: Barrier) -> tuple[bool, Callable[[], dict[str, Any]]]:
         cid = barrier.checkpoint_id
+        uploads = self._uploads(barrier)
         # At a URL no base is forked (a forked child must not open connections to a store): a delta of
         # every key on the writer thread instead.
         is_base, finish = snapshot_heap_incremental(
-            self.keyed_backend, op, cid, self._shared_file_writer(op_id, barrier), self._shared_file_reader(barrier),
-            fork_bases=not is_remote(barrier.location or ""),
+            self.keyed_backend, op, cid, self._shared_file_writer(op_id, barrier, uploads), self._shared_file_reader(barrier),
+            fork_bases=uploads is None,
         )
         if is_base:
             return True, finish  # in the forked child; the checkpointer reports the chain back (chain_written)
-        return False, self._counting_shared_bytes(cid, finish, "heap_chain")
+        return False, self._counting_shared_bytes(cid, finish, "heap_chain", uploads)
 
     def _base_written(self, checkpoint_id: int, op_id: str, chain: list[dict[str, Any]]) -> None:
         """A forked child wrote the heap backend's incremental base (on the writer thread)."""
@@ -357,17 +365,35 @@ class StreamTask:
 
     def _incremental_snapshot(self, op: StreamOperator, op_id: str, barrier: Barrier) -> Callable[[], dict[str, Any]]:
         cid = barrier.checkpoint_id
+        uploads = self._uploads(barrier)
         finish = snapshot_keyed_incremental(
-            self.keyed_backend, op, cid, self._shared_file_writer(op_id, barrier), self._shared_file_reader(barrier)
+            self.keyed_backend, op, cid, self._shared_file_writer(op_id, barrier, uploads), self._shared_file_reader(barrier)
         )
-        return self._counting_shared_bytes(cid, finish, "chain")
+        return self._counting_shared_bytes(cid, finish, "chain", uploads)
 
-    def _counting_shared_bytes(self, cid: int, finish: Callable[[], dict[str, Any]], field: str) -> Callable[[], dict[str, Any]]:
+    def _uploads(self, barrier: Barrier) -> Uploads | None:
+        """A snapshot's uploads at a URL, several at a time (``TRANSFER_THREADS``); None locally."""
+        if not is_remote(barrier.location or ""):
+            return None
+        return Uploads(transfer_threads(self.tdd.config, [barrier.location]))
+
+    def _counting_shared_bytes(
+        self, cid: int, finish: Callable[[], dict[str, Any]], field: str, uploads: Uploads | None = None
+    ) -> Callable[[], dict[str, Any]]:
         """``finish`` (an incremental snapshot, on the writer thread), telling the checkpointer the bytes
-        of the new shared file and of the whole chain in ``field`` of its result."""
+        of the new shared file and of the whole chain in ``field`` of its result; it returns once its
+        ``uploads`` have all landed (and raises if one failed)."""
 
         def complete() -> dict[str, Any]:
-            out = finish()
+            try:
+                out = finish()
+            except BaseException:
+                if uploads is not None:
+                    with contextlib.suppress(Exception):
+                        uploads.wait()  # none may land once the checkpoint was declined; finish's error is the one said
+                raise
+            if uploads is not None:
+                uploads.wait()
             written = out.pop("_written", None)  # a compaction wrote a base too
             if self.checkpointer is not None:
                 new, whole = chain_sizes(out[field])
