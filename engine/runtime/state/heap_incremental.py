@@ -177,6 +177,7 @@ class TrackedTable(dict):
         log, self.log = self.log, None
         if log is not None and log.entries:
             self.changed.update(log.keys())
+            self.records += log.entries  # the interval's records, for the next cut's measure
 
     def recorder(self) -> Callable[..., None]:
         """``record(keys, values=None)`` for one batch (``batch_access``): into the log where one is
@@ -197,8 +198,13 @@ class TrackedTable(dict):
             if not keys:  # a batch whose function failed at its first record: nothing written
                 return
             if self.log is log and values is not None:
-                if log.entries + len(keys) > len(self) + change_log.MIN_KEYS:
-                    self.distinct = 0.0  # more records than keys: repeats, cheaper in the set
+                # More records than MIN_DISTINCT allows for the table's keys: repeats, cheaper in the
+                # set. Not at one record a key: a task that writes every key about one and a half
+                # times an interval (3 M keys at 2 M records/s) then fell back to the set midway
+                # through every other interval, each costing the writer 1.7x a logged one and the
+                # task its copy-on-write saves (docs/large-state.md, change 28).
+                if log.entries + len(keys) > len(self) / change_log.MIN_DISTINCT + change_log.MIN_KEYS:
+                    self.distinct = 0.0
                 else:
                     # numbers keyed by ints as marshal's bytes, else as columns (None without numpy
                     # too); once the log holds objects it takes no more of either: the writer would

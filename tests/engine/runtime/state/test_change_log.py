@@ -203,15 +203,18 @@ def test_a_delta_of_logged_objects_is_grouped_by_key_group(monkeypatch) -> None:
 
 
 def test_repeated_keys_go_back_to_the_change_set(monkeypatch) -> None:
-    """More records than keys in one interval (a few hot keys): the log gives way to the set, and
-    the next interval starts with the set."""
+    """More than two records a key of the table in one interval (a few hot keys): the log gives way
+    to the set, and the next interval starts with the set. Up to two, it keeps logging (a fast task
+    writing every key about one and a half times an interval stays on the log)."""
     b, t, store, write, chain = _logging_table(monkeypatch)
-    for i in range(20):
-        _batch(t, [(1, (1, i))])  # the cap: the table's keys and MIN_KEYS
+    for i in range(24):
+        _batch(t, [(1, (1, i))])  # the cap: twice the table's 10 keys (1 / MIN_DISTINCT), and MIN_KEYS
+    assert isinstance(t.log, ChangeLog) and t.log.entries == 24 and not t.changed
+    _batch(t, [(1, (1, 24))])
     assert t.log is None and t.changed == {1} and t.distinct == 0.0
     plan, read = b.begin_incremental_snapshot(2)
     assert t.log is None
-    assert _replay(store, (*chain, write("d2", DELTA, read())))[1] == (1, 19)
+    assert _replay(store, (*chain, write("d2", DELTA, read())))[1] == (1, 24)
 
 
 def test_a_small_table_or_a_batch_without_values_keeps_the_set(monkeypatch) -> None:
