@@ -469,18 +469,17 @@ def write_shared_file(
 
     path = storage_fs(shared_dir).join(shared_dir, name)
 
-    def failing_as_storage(send: Callable[[], None]) -> Callable[[], None]:
-        def checked() -> None:
+    def handed(send: Callable[[], None]) -> None:
+        def checked() -> None:  # a failed upload says which file, as a failed write does
             try:
                 send()
             except OSError as e:
                 raise CheckpointStorageError(f"cannot write '{path}': {e.strerror or e}") from e
 
-        return checked
+        upload(checked)  # type: ignore[misc]
 
     try:
-        handed = None if upload is None else (lambda send: upload(failing_as_storage(send)))
-        size = storage_fs(path).write_atomic_stream(path, chunks(), handed)
+        size = storage_fs(path).write_atomic_stream(path, chunks(), None if upload is None else handed)
     except CheckpointStorageError:
         raise  # an upload run here (one transfer thread), already said
     except OSError as e:

@@ -32,7 +32,7 @@ import tempfile
 import threading
 import time
 import traceback
-from typing import Any
+from typing import Any, Callable
 
 import cloudpickle
 import redis
@@ -316,7 +316,7 @@ def _await_jobs_ended(sc: Any, job_group: str) -> None:
     _await_progress(sc, job_group, lambda p: all(j["status"] not in ("RUNNING", "UNKNOWN") for j in p["jobs"]))
 
 
-def _await_progress(sc: Any, job_group: str, settled: Any, timeout_s: float = 10.0) -> None:
+def _await_progress(sc: Any, job_group: str, settled: Callable[[dict[str, Any]], bool], timeout_s: float = 10.0) -> None:
     """Poll the group's progress until ``settled(progress)``, for at most ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
