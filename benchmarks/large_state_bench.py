@@ -183,13 +183,13 @@ def measure(
 ) -> list[str]:
     """Per backend: the job without checkpoints and with checkpoints every 2 s, in rotated rounds on
     one cluster. ``rocksdb`` and ``rocksdb-incremental`` together run as one A/B: without, full and
-    incremental checkpoints in each round."""
+    incremental checkpoints in each round (and ``hashmap-forked`` with ``hashmap``)."""
     lines: list[str] = []
     groups: list[list[str]] = []
     for b in backends:
-        if b.endswith("-incremental") and b[: -len("-incremental")] in backends:
+        if any(b.endswith(v) and b[: -len(v)] in backends for v in _VARIANTS):
             continue  # runs with its full-checkpoint backend's group
-        groups.append([b, f"{b}-incremental"] if f"{b}-incremental" in backends else [b])
+        groups.append([b, *(b + v for v in _VARIANTS if b + v in backends)])
     with _cluster() as submit:
         for group in groups:
             samples: dict[str, list[CheckpointSampler]] = {b: [] for b in group}
@@ -212,10 +212,10 @@ def measure(
                 )
                 if detail:
                     lines += _detail(samples[b])
-            if len(group) == 2:
-                ab = [rate(r[2]) / rate(r[1]) for r in rounds if rate(r[1]) and rate(r[2])]
+            for i, b in enumerate(group[1:], start=2):  # each variant against the group's first
+                ab = [rate(r[i]) / rate(r[1]) for r in rounds if rate(r[1]) and rate(r[i])]
                 if ab:
-                    lines.append(f"large state, {keys:,} keys: incremental / full checkpoints throughput, median {statistics.median(ab):.2f} ({', '.join(f'{x:.2f}' for x in ab)})")
+                    lines.append(f"large state, {keys:,} keys: {b} / {group[0]} checkpoints throughput, median {statistics.median(ab):.2f} ({', '.join(f'{x:.2f}' for x in ab)})")
             for r in rounds:
                 lines.append("    without: " + r[0] + "".join(f"\n    {b}: {x}" for b, x in zip(group, r[1:])))
     return lines
@@ -290,6 +290,8 @@ def cluster_cpu() -> float:
         total += t.user + t.system + t.children_user + t.children_system
     return total
 
+
+_VARIANTS = ("-forked", "-incremental")  # of a backend's checkpoints, run in its group
 
 def cpu_by_process() -> dict[str, float]:
     """``cluster_cpu`` per process, labelled by its role (JobManager, TaskManager, slot, Redis...)."""

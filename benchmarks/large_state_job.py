@@ -1,7 +1,8 @@
 """The large-state workload (issue 16): a keyed count over N records with K distinct keys.
 
 ``python large_state_job.py N P KEYS BACKEND CHECKPOINT_MS [KEY_TYPE]`` (BACKEND: hashmap, hashmap-incremental,
-rocksdb or rocksdb-incremental: ``-incremental`` sets ``state.backend.incremental: true``;
+hashmap-forked, rocksdb or rocksdb-incremental: ``-incremental`` sets ``state.backend.incremental: true``,
+``hashmap-forked`` ``state.backend.hashmap.full-checkpoints-from-changes: false``;
 CHECKPOINT_MS 0: no checkpoints; KEY_TYPE ``long``, the default, or ``string``: the keys as strings
 ``user-<n>``, as a job keyed by user ids or words holds them; ``string-untyped``: the same keys with
 no key type given to ``key_by``, as most PyFlink programs key). Every key is counted N // KEYS times, so the job holds KEYS
@@ -31,6 +32,8 @@ if BACKEND.startswith("hashmap"):
     env.set_state_backend(HashMapStateBackend())
     if BACKEND == "hashmap-incremental":
         env.configure(Configuration().set_string("state.backend.incremental", "true"))
+    elif BACKEND == "hashmap-forked":  # full checkpoints pickled whole in a forked child, as before issue 16's change 29
+        env.configure(Configuration().set_string("state.backend.hashmap.full-checkpoints-from-changes", "false"))
 else:
     env.set_state_backend(EmbeddedRocksDBStateBackend(enable_incremental_checkpointing=BACKEND == "rocksdb-incremental"))
 if CHECKPOINT_MS:

@@ -22,7 +22,7 @@ from millstream.engine.runtime.operators.base import ChainingOutput, FanOut, Ope
 from millstream.engine.runtime.operators.factory import create_operator
 from millstream.engine.runtime.operators.sinks import PrintSinkOperator
 from millstream.engine.runtime.partitioner import create_partitioner
-from millstream.engine.runtime.state.backend import create_keyed_backend
+from millstream.engine.runtime.state.backend import WHOLE_FROM_CHANGES, create_keyed_backend
 from millstream.engine.runtime.state.operator_state import FunctionStateHandler
 from millstream.engine.runtime.task_metrics import TaskIOMetrics
 
@@ -133,6 +133,10 @@ def build_operator_chain(
     return OperatorChain(backend, operators, function_states, writers, outputs, custom_partitions)
 
 
+def _flag(config: Any, key: str, default: bool = False) -> bool:
+    return str(config.get(key, str(default))).strip().lower() == "true"
+
+
 def _keyed_backend(tdd: TaskDeploymentDescriptor, env: "TaskEnvironment", key_spec: Any) -> Any:
     kind = str(tdd.config.get("state.backend", "hashmap"))
     directory = None
@@ -142,8 +146,12 @@ def _keyed_backend(tdd: TaskDeploymentDescriptor, env: "TaskEnvironment", key_sp
         # One directory per attempt: an LMDB environment must never be opened twice.
         directory = os.path.join(env.state_dir, tdd.job_id, f"{tdd.vertex_id}-{tdd.subtask}-{tdd.attempt}")
     # Tracking what changed costs memory, and pays only with periodic checkpoints to take deltas.
-    incremental = tdd.periodic_checkpoints and str(tdd.config.get("state.backend.incremental", "false")).strip().lower() == "true"
-    backend = create_keyed_backend(kind, tdd.max_parallelism, directory, key_spec=key_spec, incremental=incremental)
+    incremental = tdd.periodic_checkpoints and _flag(tdd.config, "state.backend.incremental")
+    # Whole heap checkpoints built from the previous one and the changes, not from a forked child.
+    whole = tdd.periodic_checkpoints and not incremental and _flag(tdd.config, WHOLE_FROM_CHANGES, default=True)
+    backend = create_keyed_backend(
+        kind, tdd.max_parallelism, directory, key_spec=key_spec, incremental=incremental, whole_from_changes=whole
+    )
     # the operator's subtasks compact their chains in turns, so that no checkpoint rewrites several
     # subtasks' key groups at once (rolled_compaction)
     backend.rolled.take_turns(tdd.subtask, tdd.parallelism)

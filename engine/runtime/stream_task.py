@@ -351,7 +351,7 @@ class StreamTask:
         # every key on the writer thread instead.
         is_base, finish = snapshot_heap_incremental(
             self.keyed_backend, op, cid, self._shared_file_writer(op_id, barrier, uploads), self._shared_file_reader(barrier),
-            fork_bases=uploads is None,
+            fork_bases=uploads is None, whole=getattr(self.keyed_backend, "whole", False),
         )
         if is_base:
             return True, finish  # in the forked child; the checkpointer reports the chain back (chain_written)

@@ -5,6 +5,7 @@ tests' jobs leave too few free slots."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,18 @@ from tests.integration.cluster import Cluster
 pytestmark = pytest.mark.integration
 
 PROGRAMS = Path(__file__).resolve().parents[1] / "integration" / "programs"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A history longer than Flink's default 10: at a checkpoint every 300 ms, 10 rows scroll the row
+    this test opens out of the list within 3 s, which a loaded machine takes to get to closing it."""
+    c = Cluster(tmp_path_factory.mktemp("cpcluster"))
+    c.env["MILLSTREAM_CHECKPOINTS_HISTORY"] = "200"
+    try:
+        yield c.start(taskmanagers=2, slots=2)
+    finally:
+        c.stop()
 
 
 def test_checkpoints_arrive_live_and_a_row_opens_to_its_subtasks(cluster: Cluster, page) -> None:

@@ -84,6 +84,8 @@ class SharedFileWatch:
 def _start(c: Cluster, tmp_path: Path, n: int, rate: int, backend: str = "rocksdb") -> tuple[subprocess.Popen, str, Path]:
     checkpoints = tmp_path / "checkpoints"
     backend, _, keys = backend.partition("-")  # "hashmap-logged": int keys, logged as columns
+    if keys == "whole":  # the heap backend's whole checkpoints built from the changes (string keys)
+        backend, keys = "hashmap-whole", ""
     run = subprocess.Popen(
         [sys.executable, "-m", "millstream.backend.cli", "run", "-p", "2", str(PROGRAM), str(n), str(rate), str(KEYS),
          str(tmp_path / "out"), str(checkpoints), backend, "int" if keys == "logged" else "str"],
@@ -158,6 +160,50 @@ def test_a_job_restores_from_an_incremental_chain_after_a_taskmanager_kill(tmp_p
         # acknowledged (swept at the failover) and any it left half-written.
         assert sorted(p.name for p in (job_dir / "shared").iterdir()) == []
         assert (savepoint / "_metadata").is_file() and list(savepoint.glob("*.state"))
+    finally:
+        c.stop()
+
+
+def test_whole_heap_checkpoints_built_from_the_changes_restore_after_a_taskmanager_kill(tmp_path: Path) -> None:
+    """``state.backend.hashmap.full-checkpoints-from-changes`` (checkpoints not incremental): every
+    checkpoint refers to one whole file per subtask, none shared with another checkpoint (each was
+    merged on the writer thread from the previous one and the keys changed since), every one holds the
+    whole state (its checkpointed size is its full size), and a restore after a SIGKILL is exact."""
+    n = 100_000
+    c = Cluster(tmp_path, heartbeat_timeout_ms=3000)
+    c.env["MILLSTREAM_CHANGE_LOG_MIN_KEYS"] = "0"
+    c.env["MILLSTREAM_TEXT_COLUMNS_MIN_ENTRIES"] = "0"
+    try:
+        c.start(taskmanagers=2, slots=1)
+        run, jid, job_dir = _start(c, tmp_path, n, 4000, "hashmap-whole")
+        seen: dict[int, set[str]] = {}
+
+        def whole_checkpoints() -> int:
+            for chk in job_dir.glob("chk-*"):
+                meta = _metadata(chk)
+                if meta is not None:
+                    seen[int(chk.name.split("-")[1])] = _references(meta)
+            return len(seen)
+
+        with SharedFileWatch(job_dir) as watch:
+            c.wait_for(lambda: whole_checkpoints() >= 4, 90, "four completed checkpoints")
+            victim = c.taskmanagers[0]
+            victim.send_signal(signal.SIGKILL)
+            victim.wait()
+            c.start_taskmanager(slots=1)
+            out, err = run.communicate(timeout=240)
+        assert run.returncode == 0, err[-3000:]
+        assert not watch.violations, watch.violations[:3]
+        _exact(tmp_path, n)
+        for cid, refs in seen.items():
+            # one whole base per subtask of the keyed operator, no delta, no file of another checkpoint
+            assert len(refs) == 2 and all(r.endswith(".base") and f"-{cid}-" in r for r in refs), (cid, refs)
+        stats = c.http.get(f"/jobs/{jid}/checkpoints").json()
+        assert stats["counts"]["restored"] >= 1, stats["counts"]
+        sizes = [(h["checkpointed_size"], h["state_size"]) for h in stats["history"] if h["status"] == "COMPLETED"]
+        assert sizes and all(new == full for new, full in sizes), sizes
+        assert watch.text_columns  # the merged files hold the string keys as text columns
+        assert sorted(p.name for p in (job_dir / "shared").iterdir()) == []
     finally:
         c.stop()
 

@@ -70,6 +70,12 @@ class KeyedStateBackend(Protocol):
         ...
 
 
+# Millstream's own option (no Flink equivalent): heap checkpoints that are not incremental are each one
+# whole file, built on the writer thread from the previous checkpoint's file and the keys changed since
+# (``HeapKeyedStateBackend.whole``), instead of pickled whole in a forked child.
+WHOLE_FROM_CHANGES = "state.backend.hashmap.full-checkpoints-from-changes"
+
+
 def create_keyed_backend(
     kind: str,
     max_parallelism: int,
@@ -79,15 +85,19 @@ def create_keyed_backend(
     cache_entries: int = 10_000,
     key_spec: Any = None,
     incremental: bool = False,
+    whole_from_changes: bool = False,
 ) -> KeyedStateBackend:
     """A backend by its configured name; ``directory`` is only used, and then required, by the on-disk one.
     ``incremental`` (Flink's ``state.backend.incremental``): checkpoints write what changed since the
-    last completed one (the heap backend through a changelog of keys, as Flink's changelog backend)."""
+    last completed one (the heap backend through a changelog of keys, as Flink's changelog backend).
+    ``whole_from_changes`` (the heap backend, checkpoints not incremental): each checkpoint is still one
+    whole file, built on the writer thread from the previous one and what changed since (no fork)."""
     name = kind.strip().lower()
     if name == HASHMAP:
         from millstream.engine.runtime.state.heap_backend import HeapKeyedStateBackend
 
-        return HeapKeyedStateBackend(max_parallelism, clock, key_spec, incremental=incremental)
+        tracked = incremental or whole_from_changes  # whole checkpoints built from the changes track them too
+        return HeapKeyedStateBackend(max_parallelism, clock, key_spec, incremental=tracked, whole=whole_from_changes)
     if name in ON_DISK:
         if directory is None:
             raise ValueError(f"the '{name}' state backend keeps state on disk and needs a directory")

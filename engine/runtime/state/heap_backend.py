@@ -67,7 +67,12 @@ class HeapKeyedStateBackend(StateFactory):
     snapshot_in_fork = True
 
     def __init__(
-        self, max_parallelism: int, clock: Callable[[], int] | None = None, key_spec: Any = None, incremental: bool = False
+        self,
+        max_parallelism: int,
+        clock: Callable[[], int] | None = None,
+        key_spec: Any = None,
+        incremental: bool = False,
+        whole: bool = False,
     ) -> None:
         self.max_parallelism = max_parallelism
         self.key_spec = key_spec  # the declared key type, which decides each key's key group
@@ -78,6 +83,9 @@ class HeapKeyedStateBackend(StateFactory):
         # Incremental checkpoints: tables record changed keys, and the tracker the chain they extend.
         # Its tables record every write from empty, so the first checkpoint is a delta on the empty chain.
         self.changes: ChangeTracker | None = ChangeTracker(from_empty=True) if incremental else None
+        # Checkpoints that are not incremental but tracked all the same: each is one whole file, the
+        # previous one's key groups merged with what changed, on the writer thread (no fork; issue 16).
+        self.whole = whole and incremental
         self.rolled = RolledCompaction()  # which key groups each checkpoint rebases (rolled_compaction)
         # Deltas whose copy-on-write views may still be attached, by checkpoint id: a view never read
         # (its checkpoint was declined before the writer ran) would tax every write, so views are

@@ -219,6 +219,7 @@ def snapshot_heap_incremental(
     write_file: Callable[[str, list[tuple[int, bytes]]], SharedFile],
     read_file: Callable[[str, list[tuple[int, int, int]]], list[tuple[int, bytes]]] | None = None,
     fork_bases: bool = True,
+    whole: bool = False,
 ) -> tuple[bool, Callable[[], dict[str, Any]]]:
     """The heap backend's incremental snapshot (``begin_incremental_snapshot``): ``(is_base, complete)``.
     ``complete()`` returns ``{"keyed", "kinds", "heap_chain"}``; for a delta it runs on the writer
@@ -228,7 +229,12 @@ def snapshot_heap_incremental(
     the chain is sound: the writer thread merges the newest files of the last completed chain (or all
     of them, into a new base) from the files, as ``SnapshotPlan.merge_from`` says, before it writes the
     delta: the chain is [..., merged, delta], and ``"_written"`` in the result is the bytes of both
-    new files."""
+    new files.
+
+    ``whole`` (checkpoints that are not incremental, ``HeapKeyedStateBackend.whole``): the snapshot is
+    one whole base, every key group of the last completed chain merged with the delta on the writer
+    thread (``rebase``), not pickled from the tables in a forked child; a base is forked only where
+    no completed chain is there to merge (after a savepoint restore, or an aborted checkpoint)."""
     import pickle
 
     live = sum(len(t) for t in backend.tables.values())
@@ -258,7 +264,9 @@ def snapshot_heap_incremental(
         # anything is written, as what follows is
         here = replace(plan, parent=with_indexes(plan.parent, read_file)) if read_file is not None else plan
         if here.rolled and read_file is not None and getattr(parts, "grouped", False):
-            return rolled(here.parent, parts, out)
+            # (``whole`` past here only on a restored chain of files not grouped by key group, written
+            # before issue 16's change 8: this checkpoint is then a delta on it, as an incremental one)
+            return (whole_base if whole else rolled)(here.parent, parts, out)
         # Some of the parent chain's files as one, from the files themselves: the chain stays short
         # without forking the task process. Read before anything is written, so a missing file (the
         # chain's checkpoint subsumed meanwhile) fails this checkpoint leaving no file behind; the
@@ -283,6 +291,15 @@ def snapshot_heap_incremental(
         chain = _write_rolled(backend, checkpoint_id, parent, parts, parts.entries, live, based, write_file, out)
         backend.changes.written(checkpoint_id, chain)
         out["heap_chain"] = chain_to_wire(chain)
+        return out
+
+    def whole_base(parent: Chain, parts: Any, out: dict[str, Any]) -> dict[str, Any]:
+        # every key group the parent or the delta holds: the new file alone is the checkpoint's state
+        due = sorted({r[0] for f in parent for r in f.index if r[0] >= 0} | {kg for kg, _ in parts})
+        merged = rebase(parent, parts, read_file, due)  # type: ignore[arg-type]
+        new = replace(write_file(BASE, merged), entries=merged.entries, grouped=True)
+        backend.changes.written(checkpoint_id, (new,))
+        out["heap_chain"] = chain_to_wire((new,))
         return out
 
     return False, delta

@@ -125,9 +125,12 @@ class Subtask:
 class Job:
     """The checkpoint directory of one job and the coordinator's bookkeeping of it."""
 
-    def __init__(self, root: str, cache: int, max_deltas: int, heap: bool = False, fork_bases: bool = True) -> None:
+    def __init__(
+        self, root: str, cache: int, max_deltas: int, heap: bool = False, fork_bases: bool = True, whole: bool = False
+    ) -> None:
         self.root, self.cache, self.max_deltas, self.heap = root, cache, max_deltas, heap
         self.fork_bases = fork_bases  # False: as at a URL, a due base is a delta of every key instead
+        self.whole = whole  # heap checkpoints not incremental: each one whole file, built from the changes
         self.shared = os.path.join(root, "shared")
         self.registry = SharedStateRegistry()
         self.retained: list[tuple[int, dict[int, str], dict, dict]] = []  # (id, handles, values, lists)
@@ -136,7 +139,7 @@ class Job:
 
     def backend(self) -> Any:
         if self.heap:
-            h = HeapKeyedStateBackend(MAX_P, incremental=True)
+            h = HeapKeyedStateBackend(MAX_P, incremental=True, whole=self.whole)
             h.changes.max_deltas = self.max_deltas  # type: ignore[union-attr]
             h.rolled.cycle = self.max_deltas  # a short cycle: partial bases and dropped files often
             return h
@@ -156,7 +159,7 @@ class Job:
         # with a reader of this job's files: a due base is compacted from the chain's files, not forked
         is_base, complete = snapshot_heap_incremental(
             backend, _Operator(), cid, self.write_file(cid, i), lambda name, index: read_shared_file(self.shared, name, index, JOB_ID),
-            fork_bases=self.fork_bases,
+            fork_bases=self.fork_bases, whole=self.whole,
         )
         if not is_base:
             return complete
@@ -272,6 +275,27 @@ def test_heap_change_logs_of_objects_restore_the_newest_value_at_each_barrier(tm
     monkeypatch.setattr(change_log, "MIN_KEYS", 8)
     monkeypatch.setattr(string_columns, "MIN_ENTRIES", 0)
     _run(Job(str(tmp_path / f"job-{next(_dirs)}"), 0, max_deltas, heap=True), ops)
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=st.one_of(OPS, OBJECT_BATCH_OPS), fork_bases=st.booleans())
+def test_whole_heap_checkpoints_built_from_the_changes_restore_and_share_no_file(tmp_path, monkeypatch, ops, fork_bases) -> None:
+    """Heap checkpoints that are not incremental, built from the changes (``HeapKeyedStateBackend.whole``):
+    every completed checkpoint refers to one whole base per subtask written by that checkpoint, so
+    retention deletes a checkpoint's file with it, and any retained one restores exactly, at any
+    parallelism and on either backend."""
+    monkeypatch.setattr(change_log, "MIN_KEYS", 8)
+    monkeypatch.setattr(string_columns, "MIN_ENTRIES", 0)
+    job = Job(str(tmp_path / f"job-{next(_dirs)}"), 0, 3, heap=True, fork_bases=fork_bases, whole=True)
+    completed = job.complete
+
+    def one_file_each(cid: int, handles: dict, names: set, values: dict, lists: dict) -> None:
+        assert all(n.startswith(f"op-{i}-{cid}-") and n.endswith(".base") for n in names for i in [int(n.split("-")[1])]), (cid, names)
+        assert len(names) <= len(handles), names
+        completed(cid, handles, names, values, lists)
+
+    job.complete = one_file_each  # type: ignore[method-assign]
+    _run(job, ops)
 
 
 def _typed(d: dict) -> dict:
