@@ -234,7 +234,8 @@ def snapshot_heap_incremental(
     ``whole`` (checkpoints that are not incremental, ``HeapKeyedStateBackend.whole``): the snapshot is
     one whole base, every key group of the last completed chain merged with the delta on the writer
     thread (``rebase``), not pickled from the tables in a forked child; a base is forked only where
-    no completed chain is there to merge (after a savepoint restore, or an aborted checkpoint)."""
+    no completed chain is there to merge (after an aborted checkpoint or a cleared table; after a
+    restore the restored keys are tracked changes of the first delta, merged on the empty chain)."""
     import pickle
 
     live = sum(len(t) for t in backend.tables.values())
