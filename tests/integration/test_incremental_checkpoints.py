@@ -45,6 +45,7 @@ class SharedFileWatch:
         # checkpoint id -> the partial bases (rolled compaction) it referred to: a checkpoint's second
         # file, after its delta, named <operator>-<id>-<uuid>-1.base
         self.partial_bases: dict[int, int] = {}
+        self.references: dict[int, set[str]] = {}  # checkpoint id -> the shared files it referred to
         self.checks = 0
         self.text_columns = False  # a shared file holding text columns (string_columns) was seen
         self._read: set[str] = set()
@@ -73,6 +74,7 @@ class SharedFileWatch:
                 deltas = [n for n in refs if n.endswith(".delta")]
                 self.max_deltas_seen = max(self.max_deltas_seen, len(deltas))
                 self.partial_bases[int(chk.name.split("-")[1])] = sum(n.endswith("-1.base") for n in refs)
+                self.references[int(chk.name.split("-")[1])] = refs
                 for n in refs - self._read:
                     self._read.add(n)
                     try:
@@ -98,6 +100,16 @@ def _start(c: Cluster, tmp_path: Path, n: int, rate: int, backend: str = "rocksd
 
 def _wait_for_a_delta_chain(c: Cluster, watch: SharedFileWatch, jid: str) -> None:
     c.wait_for(lambda: watch.max_deltas_seen >= 2, 90, "a completed checkpoint referring to two deltas")
+
+
+def _kill_a_taskmanager_and_finish(c: Cluster, run: subprocess.Popen) -> None:
+    """SIGKILL the first TaskManager, start another, and wait for the job to finish (restored)."""
+    victim = c.taskmanagers[0]
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    c.start_taskmanager(slots=1)
+    _, err = run.communicate(timeout=240)
+    assert run.returncode == 0, err[-3000:]
 
 
 def _exact(tmp_path: Path, n: int) -> None:
@@ -136,12 +148,7 @@ def test_a_job_restores_from_an_incremental_chain_after_a_taskmanager_kill(tmp_p
             # such a chain is what is restored (checked below).
             sp = c.http.get(f"/jobs/{jid}/checkpoints").json()["latest"]["savepoint"]["id"]
             c.wait_for(lambda: any(count for i, count in list(watch.partial_bases.items()) if i > sp), 90, "a checkpoint after the savepoint with a partial base")
-            victim = c.taskmanagers[0]
-            victim.send_signal(signal.SIGKILL)
-            victim.wait()
-            c.start_taskmanager(slots=1)
-            out, err = run.communicate(timeout=240)
-        assert run.returncode == 0, err[-3000:]
+            _kill_a_taskmanager_and_finish(c, run)
         assert not watch.violations, watch.violations[:3]
         _exact(tmp_path, n)
         stats = c.http.get(f"/jobs/{jid}/checkpoints").json()
@@ -176,26 +183,12 @@ def test_whole_heap_checkpoints_built_from_the_changes_restore_after_a_taskmanag
     try:
         c.start(taskmanagers=2, slots=1)
         run, jid, job_dir = _start(c, tmp_path, n, 4000, "hashmap-whole")
-        seen: dict[int, set[str]] = {}
-
-        def whole_checkpoints() -> int:
-            for chk in job_dir.glob("chk-*"):
-                meta = _metadata(chk)
-                if meta is not None:
-                    seen[int(chk.name.split("-")[1])] = _references(meta)
-            return len(seen)
-
         with SharedFileWatch(job_dir) as watch:
-            c.wait_for(lambda: whole_checkpoints() >= 4, 90, "four completed checkpoints")
-            victim = c.taskmanagers[0]
-            victim.send_signal(signal.SIGKILL)
-            victim.wait()
-            c.start_taskmanager(slots=1)
-            out, err = run.communicate(timeout=240)
-        assert run.returncode == 0, err[-3000:]
+            c.wait_for(lambda: len(watch.references) >= 4, 90, "four completed checkpoints")
+            _kill_a_taskmanager_and_finish(c, run)
         assert not watch.violations, watch.violations[:3]
         _exact(tmp_path, n)
-        for cid, refs in seen.items():
+        for cid, refs in list(watch.references.items()):
             # one whole base per subtask of the keyed operator, no delta, no file of another checkpoint
             assert len(refs) == 2 and all(r.endswith(".base") and f"-{cid}-" in r for r in refs), (cid, refs)
         stats = c.http.get(f"/jobs/{jid}/checkpoints").json()
