@@ -270,11 +270,16 @@ class LmdbKeyedStateBackend(StateFactory):
         value is still that object and immutable (``_commit`` checks). This runs on the task thread
         at the barrier, so it is kept to list comprehensions and ``map``."""
         # Exactly the dirty entries, not a scan of the cache (a cache miss an entry: 6-7 ms for
-        # 10,000 on a slow 2-core machine, at every barrier).
-        candidates = self._sticky.copy() if self._sticky else {}
-        candidates.update(self._dirty)
-        cached = self._cache.get
-        dirty = [e for ck, e in candidates.items() if e.dirty and cached(ck) is e]
+        # 10,000 on a slow 2-core machine, at every barrier). Every entry of ``_dirty`` and
+        # ``_sticky`` is in the cache (whatever leaves the cache leaves them too), so no lookup
+        # checks it: a dict of (table, key) tuples built and probed here was a third of the
+        # barrier's time (1-2.7 ms of 3.5-8 for 1,700 entries at 1.5 M string keys, offline).
+        if self._sticky:  # an entry may be in both: merged by key
+            candidates = self._sticky.copy()
+            candidates.update(self._dirty)
+            dirty = [e for e in candidates.values() if e.dirty]
+        else:
+            dirty = [e for e in self._dirty.values() if e.dirty]
         dumps, tomb, wrapped = pickle.dumps, _TOMB, _WRAPPED
         try:  # ``_record`` inlined: a call per entry is a third of the time here
             records = [

@@ -174,3 +174,55 @@ def test_a_value_changed_and_changed_back_across_a_write_back_reaches_the_next_d
     second = snapshot_keyed_incremental(b, _Operator(), 2, write)()
     assert _chain_state(shared, second["chain"])["a"] == 1
     b.close()
+
+
+def test_every_dirty_entry_the_barrier_is_told_of_is_the_cached_entry_of_its_key(tmp_path: Path) -> None:
+    """The barrier takes ``_dirty`` and ``_sticky`` as they are, without looking each entry up in the
+    cache again: whatever leaves the cache (evictions, a table cleared, a restore) must leave them
+    too. Random writes, in-place changes, deletes and clears on a small cache, two tables
+    (one of lists, one of numbers); after each step every entry they hold is the cache's own entry
+    for its key, and every delta restores to the dict the same steps built."""
+    import random
+
+    rnd = random.Random(7)
+    shared = tmp_path / "job" / "shared"
+    b = LmdbKeyedStateBackend(MAX_P, tmp_path / "lmdb", cache_entries=12, incremental=True)
+    write = _writer(shared)
+    lists, nums = b.table("l", "list"), b.table("n", "value")
+    model: dict[str, dict[Any, Any]] = {"l": {}, "n": {}}
+
+    def check() -> None:
+        for ck, e in [*b._dirty.items(), *b._sticky.items()]:
+            assert b._cache.get(ck) is e
+
+    cid = 0
+    for step in range(600):
+        k = rnd.randrange(40)
+        op = rnd.random()
+        if op < 0.35:
+            nums[k] = model["n"][k] = rnd.randrange(5)
+        elif op < 0.6:
+            lists.setdefault(k, []).append(step)
+            model["l"].setdefault(k, []).append(step)
+        elif op < 0.7:
+            nums.pop(k, None)
+            model["n"].pop(k, None)
+        elif op < 0.72:
+            nums.clear()
+            model["n"].clear()
+        elif op < 0.8:
+            cid += 1
+            snapshot_keyed_incremental(b, _Operator(), cid, write)()
+            b.notify_checkpoint_complete(cid)
+        check()
+    cid += 1
+    state = snapshot_keyed_incremental(b, _Operator(), cid, write)()
+    chk = shared.parent / "chk-1"
+    chk.mkdir(exist_ok=True)
+    (chk / "op-0.state").write_bytes(b"")
+    (chk / METADATA_FILE).write_bytes(b"{}")
+    files = tuple(SharedFile.from_wire(f) for f in state["chain"])
+    out = replay(files, range(MAX_P), lambda name, ranges: read_shared_parts(str(chk / "op-0.state"), name, ranges, StateOrigin(JOB, 1)))
+    restored = {name: dict(decode_record(lk, vb) for lk, vb in out.get(name, [])) for name in ("l", "n")}
+    assert restored == model
+    b.close()
