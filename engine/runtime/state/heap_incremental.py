@@ -620,7 +620,8 @@ def _logged_text(
         if len(logs) == 1:
             table.unmeasured = 0
             table.distinct = len(newest) / len(whole.keys)
-        whole = string_columns.take(whole, newest)
+        # not gathered here: ``by_key_group`` gathers each key group's entries from the buffers
+        whole = string_columns.pick(whole, newest)
     objects: list[Any] | None = None
     if pending:
         objects = whole.objects()[1]

@@ -273,6 +273,13 @@ def take(t: TextColumns, idx: Any) -> TextColumns:
     return TextColumns(t.name, string_arrays.take(t.keys, idx), t.spec, cols, string_arrays.EMPTY)
 
 
+def pick(t: TextColumns, idx: Any) -> TextColumns:
+    """``take`` with the strings left in their buffers (``string_arrays.pick``): for entries a later
+    ``take`` gathers anyway (``by_key_group``)."""
+    cols = tuple(string_arrays.pick(c, idx) if code == "s" else c[idx] for code, c in zip(_stored(t.spec), t.cols))
+    return TextColumns(t.name, string_arrays.pick(t.keys, idx), t.spec, cols, string_arrays.EMPTY)
+
+
 def concat(group: Sequence[TextColumns]) -> TextColumns:
     """The values of ``group`` (one table's, one spec, no deletions) one after the other."""
     first = group[0]
