@@ -116,7 +116,9 @@ def take(s: Strings, idx: np.ndarray) -> Strings:
 def pick(s: Strings, idx: np.ndarray) -> Strings:
     """The strings at ``idx`` as a view of the same buffer: their starts and lengths only, no byte
     moved. For a selection that a later ``take`` gathers anyway (the delta writer's newest entries,
-    gathered a key group at a time): one gather of the bytes instead of two."""
+    gathered a key group at a time): one gather of the bytes instead of two. ``idx`` ascending, as
+    ``newest`` gives it: readers that take a slice's bytes from its first start to its last end
+    (``heap_incremental._text_key_groups``) then still find every string inside that span."""
     return Strings(s.data, s.starts[idx], s.lengths[idx])
 
 
