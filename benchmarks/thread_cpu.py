@@ -118,8 +118,12 @@ def report(path: str, t0: float | None = None, t1: float | None = None) -> list[
         s = r["series"]
         lo = s[0][0] if t0 is None else t0
         hi = s[-1][0] if t1 is None else t1
-        # a thread first seen inside the window was born there: its CPU counts from 0
-        start = 0.0 if s[0][0] >= lo and r["tid"] != r["pid"] else _at(s, lo) if s[0][0] < lo else s[0][1]
+        if s[0][0] < lo:
+            start = _at(s, lo)
+        elif r["tid"] != r["pid"]:
+            start = 0.0  # a thread first seen inside the window was born there: its CPU counts from 0
+        else:
+            start = s[0][1]  # a process's main thread, first seen here: what it spent before is unknown
         spent = (_at(s, hi) - start) / _HZ
         if spent > 0:
             key = f"{r['role']} | {re.sub(r'[0-9]+', '#', r['name'])}"
