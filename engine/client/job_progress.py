@@ -119,7 +119,9 @@ class JobWatcher(threading.Thread):
         """Act on one look at the job; True when there is nothing left to watch."""
         state = job.get("state", "")
         message = job.get("status-message") if state == "CREATED" else None
-        if message != self._message:
+        if message is None and state == "CREATED" and self._message:
+            pass  # the slots came, the tasks are not deployed yet: said once the job runs (or ends)
+        elif message != self._message:
             if message:
                 self._say(f"Job {self.job_id} is waiting for slots: {message.removeprefix('waiting for resources: ')}")
             elif self._message and (state not in TERMINAL or state == "FINISHED"):

@@ -2,7 +2,11 @@
 the Spark progress line."""
 from __future__ import annotations
 
-from millstream.engine.client.job_progress import SlotWait, render_spark_progress
+import io
+
+import httpx
+
+from millstream.engine.client.job_progress import JobWatcher, SlotWait, render_spark_progress
 
 
 def test_the_slot_timeout_counts_only_an_unbroken_wait() -> None:
@@ -20,6 +24,27 @@ def test_a_created_job_without_a_message_is_not_waiting_for_slots() -> None:
     wait = SlotWait(timeout_s=1)
     assert not wait.observe("CREATED", None, now=0)
     assert not wait.observe("CREATED", None, now=50)
+
+
+def test_a_job_that_got_its_slots_is_said_to_run_only_once_it_left_created() -> None:
+    """Between its slots arriving and its tasks being deployed a job is still CREATED, with no status
+    message: the client says nothing until it runs (it once said "got its slots and is CREATED")."""
+    err = io.StringIO()
+    watcher = JobWatcher(httpx.Client(base_url="http://127.0.0.1:9"), "j1", slot_timeout_s=60, err=err, tty=False)
+    waiting = "waiting for resources: 5 slots needed, 4 available"
+    for job in (
+        {"state": "CREATED", "status-message": waiting},
+        {"state": "CREATED", "status-message": waiting},
+        {"state": "CREATED"},
+        {"state": "RUNNING"},
+        {"state": "RUNNING"},
+    ):
+        assert not watcher._look(job)
+    assert err.getvalue().splitlines() == [
+        "Job j1 is waiting for slots: 5 slots needed, 4 available",
+        "Job j1 got its slots and is RUNNING",
+    ]
+    watcher.http.close()
 
 
 def stage(stage_id: int, done: int, active: int, total: int) -> dict:
