@@ -61,6 +61,13 @@ class Cluster:
         self.taskmanagers.append(p)
         return p
 
+    def replace_taskmanager(self, victim: subprocess.Popen, slots: int = 2) -> subprocess.Popen:
+        """SIGKILL ``victim`` (a TaskManager of this cluster), wait until it is gone, and start a fresh
+        one in its place, as a supervisor would; the job restores onto it."""
+        victim.send_signal(signal.SIGKILL)
+        victim.wait()
+        return self.start_taskmanager(slots)
+
     def start(self, taskmanagers: int = 2, slots: int = 2) -> "Cluster":
         self.start_jobmanager()
         for _ in range(taskmanagers):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import random
-import signal
 import time
 from collections import Counter
 from pathlib import Path
@@ -42,9 +41,7 @@ def test_ordered_wait_is_exactly_once_across_taskmanager_kills(tmp_path: Path) -
             completed_before = c.http.get(f"/jobs/{jid}/checkpoints").json()["counts"]["completed"]
             time.sleep(rng.uniform(0.1, 0.9))  # between checkpoints: calls in flight, results uncommitted
             victim = rng.choice([p for p in c.taskmanagers if p.poll() is None])
-            victim.send_signal(signal.SIGKILL)
-            victim.wait()
-            c.start_taskmanager(slots=2)
+            c.replace_taskmanager(victim, slots=2)
         stdout, stderr = c.finish(run, timeout=200)  # inside pytest-timeout's 300 s, so a hang says where
         assert run.returncode == 0, stderr[-3000:]
         received = [tuple(r) for r in json.loads(out.read_text())]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import random
-import signal
 import subprocess
 import sys
 import time
@@ -55,9 +54,7 @@ def test_every_collected_update_reaches_the_client_exactly_once_across_taskmanag
             # A random point between checkpoints: updates are in flight, some not yet committed.
             time.sleep(rng.uniform(0.1, 0.9))
             victim = rng.choice([p for p in c.taskmanagers if p.poll() is None])
-            victim.send_signal(signal.SIGKILL)
-            victim.wait()
-            c.start_taskmanager(slots=2)
+            c.replace_taskmanager(victim, slots=2)
         stdout, stderr = run.communicate(timeout=300)
         assert run.returncode == 0, stderr[-3000:]
         received = [tuple(u) for u in json.loads(out.read_text())]

@@ -4,7 +4,6 @@ from __future__ import annotations
 import os
 import random
 import re
-import signal
 import subprocess
 import sys
 from collections import Counter
@@ -50,9 +49,7 @@ def test_a_file_copy_restored_mid_file_writes_every_line_exactly_once(tmp_path: 
         before = len(committed_lines(out))
         assert before < len(expected) // 2
         victim = random.Random(3).choice(c.taskmanagers)
-        victim.send_signal(signal.SIGKILL)
-        victim.wait()
-        c.start_taskmanager(slots=2)
+        c.replace_taskmanager(victim, slots=2)
         stdout, stderr = run.communicate(timeout=240)
         assert run.returncode == 0, stderr[-3000:]
         assert c.job(jid)["state"] == "FINISHED"
@@ -212,9 +209,7 @@ def test_a_failover_after_one_sink_subtask_finished_writes_nothing_twice(tmp_pat
         tm = subtasks()[1]["taskmanager-id"]
         pid = int(tm.split(":")[-1].split("-")[0])
         (victim,) = [p for p in c.taskmanagers if p.pid == pid]
-        victim.send_signal(signal.SIGKILL)
-        victim.wait()
-        c.start_taskmanager(slots=2)
+        c.replace_taskmanager(victim, slots=2)
         stdout, stderr = run.communicate(timeout=240)
         assert run.returncode == 0, stderr[-3000:]
         assert c.http.get(f"/jobs/{jid}/checkpoints").json()["counts"]["restored"] >= 1

@@ -105,9 +105,7 @@ def _wait_for_a_delta_chain(c: Cluster, watch: SharedFileWatch, jid: str) -> Non
 def _kill_a_taskmanager_and_finish(c: Cluster, run: subprocess.Popen) -> None:
     """SIGKILL the first TaskManager, start another, and wait for the job to finish (restored)."""
     victim = c.taskmanagers[0]
-    victim.send_signal(signal.SIGKILL)
-    victim.wait()
-    c.start_taskmanager(slots=1)
+    c.replace_taskmanager(victim, slots=1)
     _, err = run.communicate(timeout=240)
     assert run.returncode == 0, err[-3000:]
 

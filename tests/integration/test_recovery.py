@@ -68,10 +68,8 @@ def test_exactly_once_keyed_count_survives_repeated_taskmanager_kills(tmp_path: 
             time.sleep(rng.uniform(0.2, 1.5))  # a random point of the run
             live = [p for p in c.taskmanagers if p.poll() is None]
             victim = rng.choice(live)
-            victim.send_signal(signal.SIGKILL)
-            victim.wait()
+            c.replace_taskmanager(victim, slots=2)  # the supervisor's part: a fresh TaskManager replaces it
             kills += 1
-            c.start_taskmanager(slots=2)  # the supervisor's part: a fresh TaskManager replaces it
         out, err = run.communicate(timeout=240)
         assert run.returncode == 0, err[-3000:]
         assert kills == KILLS
@@ -148,9 +146,7 @@ def test_at_least_once_mode_recovers_without_loss(tmp_path: Path) -> None:
         assert c.http.get(f"/jobs/{jid}/checkpoints/config").json()["mode"] == "at_least_once"
         c.wait_for(lambda: c.http.get(f"/jobs/{jid}/checkpoints").json()["counts"]["completed"] >= 2, 60, "checkpoints")
         victim = c.taskmanagers[0]
-        victim.send_signal(signal.SIGKILL)
-        victim.wait()
-        c.start_taskmanager(slots=2)
+        c.replace_taskmanager(victim, slots=2)
         out, err = run.communicate(timeout=240)
         assert run.returncode == 0, err[-3000:]
         assert c.job(jid)["state"] == "FINISHED"

@@ -1,7 +1,6 @@
 """Redis Streams source and sink on a real cluster: a SIGKILL mid-stream, exactly-once output in the sink stream."""
 from __future__ import annotations
 
-import signal
 import subprocess
 import sys
 from collections import Counter
@@ -39,9 +38,7 @@ def test_a_redis_stream_copy_killed_mid_stream_writes_every_entry_exactly_once(t
         jid = c.http.get("/jobs/overview").json()["jobs"][0]["jid"]
         assert client.xlen("out") < PER_STREAM  # both readers are part-way through their stream
         victim = c.taskmanagers[1]
-        victim.send_signal(signal.SIGKILL)
-        victim.wait()
-        c.start_taskmanager(slots=2)
+        c.replace_taskmanager(victim, slots=2)
         stdout, stderr = run.communicate(timeout=240)
         assert run.returncode == 0, stderr[-3000:]
         assert c.job(jid)["state"] == "FINISHED"

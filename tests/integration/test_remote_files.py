@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import random
 import re
-import signal
 import subprocess
 import sys
 from collections import Counter
@@ -56,9 +55,7 @@ def test_a_file_copy_between_urls_restored_mid_file_writes_every_line_exactly_on
         c.wait_for(lambda: len(committed_lines(store)) >= LINES_PER_FILE // 4, 120, "a quarter of a file committed")
         assert len(committed_lines(store)) < len(expected) // 2
         victim = random.Random(3).choice(c.taskmanagers)
-        victim.send_signal(signal.SIGKILL)
-        victim.wait()
-        c.start_taskmanager(slots=2)
+        c.replace_taskmanager(victim, slots=2)
         stdout, stderr = run.communicate(timeout=300)
         assert run.returncode == 0, stderr[-3000:]
         assert c.job(jid)["state"] == "FINISHED"

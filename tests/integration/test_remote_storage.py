@@ -7,7 +7,6 @@ restored from there, exactly once; its savepoint lands there too and a job resum
 from __future__ import annotations
 
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -52,9 +51,7 @@ def test_checkpoints_and_savepoints_at_a_url_survive_a_taskmanager_kill(tmp_path
 
         assert c.http.get(f"/jobs/{jid}").json()["state"] == "RUNNING", "the job ended before the kill: nothing to restore"
         victim = c.taskmanagers[0]
-        victim.send_signal(signal.SIGKILL)
-        victim.wait()
-        c.start_taskmanager(slots=2)
+        c.replace_taskmanager(victim, slots=2)
         out, err = run.communicate(timeout=240)
         assert run.returncode == 0, err[-3000:]
         written = committed_counts(out_dir)
