@@ -169,9 +169,6 @@ class SubtaskCheckpointer:
         # chain), set on the writer thread; the checkpoint's state size is its chain, what it wrote
         # (Flink's checkpointed size) only the new file.
         self.shared_bytes: dict[int, tuple[int, int]] = {}
-        # Told (checkpoint id, operator id, chain) when a forked child wrote an incremental base (the
-        # heap backend's), on the writer thread: the task's tracker then knows the chain it started.
-        self.chain_written: Callable[[int, str, list[dict[str, Any]]], None] | None = None
 
     def snapshot(
         self,
@@ -205,16 +202,8 @@ class SubtaskCheckpointer:
         except Exception as e:  # unpicklable user state: this checkpoint fails, the job goes on
             self.decline(barrier.checkpoint_id, f"state of subtask {self.task} could not be serialised: {e}")
             return
-        # an incremental base taken here, as no child could be forked: the files it refers to
-        bases = {op: st["heap_chain"] for op, st in full.items() if st.get("heap_chain")}
-        if bases:
-            size = sum(f["size"] for chain in bases.values() for f in chain)
-            self.shared_bytes[barrier.checkpoint_id] = (size, size)
         sync_ms = int((time.monotonic() - t0) * 1000)
-        self._submit(
-            self._write, barrier, blobs, source_offsets, sync_ms, alignment_ms, start_delay_ms, background,
-            {op: tuple(f["name"] for f in chain) for op, chain in bases.items()},
-        )
+        self._submit(self._write, barrier, blobs, source_offsets, sync_ms, alignment_ms, start_delay_ms, background)
 
     def _submit(self, fn: Callable[..., None], *args: Any) -> None:
         with self._lock:
@@ -230,9 +219,8 @@ class SubtaskCheckpointer:
 
     def _materialise_and_write(
         self, barrier: Barrier, states: dict[str, Any], deferred: dict[str, Callable[[], dict[str, Any]]]
-    ) -> tuple[dict[str, str], int, dict[str, list[dict[str, Any]]]] | dict[str, bytes]:
-        """In the forked child: the whole snapshot, pickled and written; returns (handles, bytes, the
-        chains of incremental bases it wrote, by operator id). For a
+    ) -> tuple[dict[str, str], int] | dict[str, bytes]:
+        """In the forked child: the whole snapshot, pickled and written; returns (handles, bytes). For a
         remote store the pickled blobs come back instead and the writer thread uploads them: a child
         forked from a multithreaded process must not open connections or import (another thread may
         have held a lock the child inherits, as fsspec's import did)."""
@@ -240,8 +228,7 @@ class SubtaskCheckpointer:
         blobs = {op_id: encode_state(state) for op_id, state in full.items()}
         if is_remote(barrier.location or ""):
             return blobs
-        chains = {op_id: state["heap_chain"] for op_id, state in full.items() if state.get("heap_chain")}
-        return self._write_blobs(barrier, blobs), sum(len(b) for b in blobs.values()), chains
+        return self._write_blobs(barrier, blobs), sum(len(b) for b in blobs.values())
 
     def _write_blobs(self, barrier: Barrier, blobs: dict[str, bytes]) -> dict[str, str]:
         if barrier.location is None:
@@ -280,25 +267,16 @@ class SubtaskCheckpointer:
         start_delay_ms: int,
     ) -> None:
         t0 = time.monotonic()
-        chains: dict[str, list[dict[str, Any]]] = {}
         try:
             result = child.result()
             if isinstance(result, dict):  # pickled by the child, for a remote store: written here
                 handles, size = self._write_blobs(barrier, result), sum(len(b) for b in result.values())
             else:
-                handles, size, chains = result
+                handles, size = result
         except Exception as e:
             self.decline(barrier.checkpoint_id, f"subtask {self.task[1]} of {self.task[0]} could not write its state: {e}")
             return
-        for op_id, chain in chains.items():
-            if self.chain_written is not None:
-                self.chain_written(barrier.checkpoint_id, op_id, chain)
-        new = sum(f["size"] for chain in chains.values() for f in chain)  # a base: its chain is the one file
-        self._ack(
-            barrier, handles, size + new, sync_ms, int((time.monotonic() - t0) * 1000), alignment_ms, start_delay_ms,
-            source_offsets, {op: tuple(f["name"] for f in chain) for op, chain in chains.items()},
-            checkpointed_size=size + new if chains else None,
-        )
+        self._ack(barrier, handles, size, sync_ms, int((time.monotonic() - t0) * 1000), alignment_ms, start_delay_ms, source_offsets)
 
     def _write(
         self,
@@ -309,10 +287,9 @@ class SubtaskCheckpointer:
         alignment_ms: int,
         start_delay_ms: int,
         background: dict[str, Callable[[], dict[str, Any]]] | None = None,
-        shared_before: dict[str, tuple[str, ...]] | None = None,
     ) -> None:
         t0 = time.monotonic()
-        shared: dict[str, tuple[str, ...]] = dict(shared_before or {})
+        shared: dict[str, tuple[str, ...]] = {}
         streamed_size = 0
         streamed: dict[str, tuple[dict[str, Any], Callable[..., Any]]] = {}
         try:

@@ -74,7 +74,7 @@ from millstream.engine.runtime.state.task_state_manager import (
     snapshot_keyed_tables,
 )
 from millstream.engine.checkpoint.filesystem import is_remote
-from millstream.engine.runtime.state.state_chain import FOOTER, SharedFile, chain_from_wire, chain_sizes, encode_index, written_file
+from millstream.engine.runtime.state.state_chain import FOOTER, SharedFile, chain_sizes, encode_index, written_file
 from millstream.engine.runtime.state.state_downloader import transfer_threads
 from millstream.engine.runtime.state.state_uploader import Uploads
 from millstream.engine.runtime.state.key_grouped_state import decode_state, decode_state_parts
@@ -185,7 +185,6 @@ class StreamTask:
             self.checkpointer = SubtaskCheckpointer(
                 tdd.job_id, tdd.vertex_id, tdd.subtask, env.checkpoint_ack, env.checkpoint_decline
             )
-            self.checkpointer.chain_written = self._base_written
         self.reader: Any = None
         self.restored_position: Any = None
         self.restored_checkpoint_id: int | None = None
@@ -273,9 +272,8 @@ class StreamTask:
                 if node_id == head and self.keyed_backend is not None:
                     incremental = getattr(self.keyed_backend, "changes", None) is not None and self._incremental_ok(barrier)
                     if incremental and getattr(self.keyed_backend, "snapshot_in_fork", False):
-                        # the heap backend's: a delta on the writer thread, or a base in a forked child
-                        is_base, complete = self._heap_incremental_snapshot(op, op_id, barrier)
-                        (deferred if is_base else background)[op_id] = complete
+                        # the heap backend's: a delta on the writer thread (of every key where a base is due)
+                        background[op_id] = self._heap_incremental_snapshot(op, op_id, barrier)
                     elif getattr(self.keyed_backend, "snapshot_in_fork", False):
                         # taken in a forked child; a savepoint's grouped by key group there, so a rescaled
                         # restore reads only its key groups (a periodic checkpoint's is not: grouping
@@ -308,7 +306,7 @@ class StreamTask:
 
     def _incremental_ok(self, barrier: Barrier) -> bool:
         """Checkpoints in the job's checkpoint directory may share files; a savepoint is always whole.
-        At a URL too: the heap backend then forks no base (``_heap_incremental_snapshot``)."""
+        At a URL too."""
         return barrier.checkpoint_type == "CHECKPOINT" and barrier.location is not None
 
     def _shared_file_writer(
@@ -344,24 +342,19 @@ class StreamTask:
 
         return read_file
 
-    def _heap_incremental_snapshot(self, op: StreamOperator, op_id: str, barrier: Barrier) -> tuple[bool, Callable[[], dict[str, Any]]]:
+    def _heap_incremental_snapshot(self, op: StreamOperator, op_id: str, barrier: Barrier) -> Callable[[], dict[str, Any]]:
         cid = barrier.checkpoint_id
         uploads = self._uploads(barrier)
-        # At a URL no base is forked (a forked child must not open connections to a store): a delta of
-        # every key on the writer thread instead.
-        is_base, finish = snapshot_heap_incremental(
+        # No base is forked where one is due (after an aborted checkpoint, or a cleared table): a delta
+        # of every key on the writer thread instead, merged into a base there. A fork of a slot that
+        # holds millions of keys paused the task 35-70 ms and its child pickled every key; the delta
+        # of every key costs the writer what a rebase does (docs/large-state.md, change 31). At a URL
+        # a forked child must not open connections to a store anyway.
+        finish = snapshot_heap_incremental(
             self.keyed_backend, op, cid, self._shared_file_writer(op_id, barrier, uploads), self._shared_file_reader(barrier),
-            fork_bases=uploads is None, whole=getattr(self.keyed_backend, "whole", False),
+            whole=getattr(self.keyed_backend, "whole", False),
         )
-        if is_base:
-            return True, finish  # in the forked child; the checkpointer reports the chain back (chain_written)
-        return False, self._counting_shared_bytes(cid, finish, "heap_chain", uploads)
-
-    def _base_written(self, checkpoint_id: int, op_id: str, chain: list[dict[str, Any]]) -> None:
-        """A forked child wrote the heap backend's incremental base (on the writer thread)."""
-        changes = getattr(self.keyed_backend, "changes", None)
-        if changes is not None:
-            changes.written(checkpoint_id, chain_from_wire(chain))
+        return self._counting_shared_bytes(cid, finish, "heap_chain", uploads)
 
     def _incremental_snapshot(self, op: StreamOperator, op_id: str, barrier: Barrier) -> Callable[[], dict[str, Any]]:
         cid = barrier.checkpoint_id

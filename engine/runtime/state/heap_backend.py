@@ -112,13 +112,13 @@ class HeapKeyedStateBackend(StateFactory):
     ) -> tuple[SnapshotPlan, Callable[[], list[tuple[int, bytes]]] | None]:
         """On the task thread, at the barrier: the plan (a base, or a delta on the last completed
         checkpoint's chain) and, for a delta, the callable that reads the changed entries as of now on
-        the writer thread (parts of a shared file). A base has no callable: it is pickled whole in a
-        forked child (the caller's business). ``compact``: the caller can compact a chain from its
+        the writer thread (parts of a shared file). A base has no callable: the caller takes the
+        tables whole. ``compact``: the caller can compact a chain from its
         files, so no base is forked while the chain is sound: the plan is a delta, and its writer merges
         the chain's files as ``SnapshotPlan.merge_from`` says (``live``: entries in the tables now).
-        ``fork_bases`` False (a checkpoint directory at a URL, where a forked child must not open a
-        connection): where a base is due, a delta of every key on the empty chain instead, read on
-        the writer thread like any delta (``heap_incremental.EVERYTHING``)."""
+        ``fork_bases`` False (what the task's snapshots ask: ``snapshot_heap_incremental``): where a
+        base is due, a delta of every key on the empty chain instead, read on the writer thread like
+        any delta (``heap_incremental.EVERYTHING``)."""
         if self.changes is None:
             raise ValueError("this heap state backend was not opened for incremental checkpoints")
         tables = {n: t for n, t in self.tables.items() if isinstance(t, TrackedTable)}

@@ -43,7 +43,7 @@ from millstream.engine.checkpoint.rescale import (
 )
 from millstream.engine.runtime.key_group_batch import assign_to_key_groups, key_grouper
 from millstream.engine.runtime.key_groups import KEY_ENCODING_VERSION, assign_to_key_group, key_group_range
-from millstream.engine.runtime.state.heap_state_files import base_parts, merge, rebase, replay_key_groups
+from millstream.engine.runtime.state.heap_state_files import merge, rebase, replay_key_groups
 from millstream.engine.runtime.state.incremental import (
     encode_groups,
     encode_parts,
@@ -218,41 +218,31 @@ def snapshot_heap_incremental(
     checkpoint_id: int,
     write_file: Callable[[str, list[tuple[int, bytes]]], SharedFile],
     read_file: Callable[[str, list[tuple[int, int, int]]], list[tuple[int, bytes]]] | None = None,
-    fork_bases: bool = True,
     whole: bool = False,
-) -> tuple[bool, Callable[[], dict[str, Any]]]:
-    """The heap backend's incremental snapshot (``begin_incremental_snapshot``): ``(is_base, complete)``.
-    ``complete()`` returns ``{"keyed", "kinds", "heap_chain"}``; for a delta it runs on the writer
-    thread (it reads the changed entries through their copy-on-write view), for a base in a forked
-    child (it pickles the tables whole). Either writes its file with ``write_file(kind, parts)``.
-    With ``read_file(name, index)`` (the parts of a file of this job's chain) no base is forked while
-    the chain is sound: the writer thread merges the newest files of the last completed chain (or all
-    of them, into a new base) from the files, as ``SnapshotPlan.merge_from`` says, before it writes the
-    delta: the chain is [..., merged, delta], and ``"_written"`` in the result is the bytes of both
-    new files.
+) -> Callable[[], dict[str, Any]]:
+    """The heap backend's incremental snapshot (``begin_incremental_snapshot``), taken at the barrier:
+    returns ``complete()``, which runs on the writer thread (it reads the changed entries through
+    their copy-on-write view) and returns ``{"keyed", "kinds", "heap_chain"}``, writing its files with
+    ``write_file(kind, parts)``. Where a base is due (no completed chain to build on: after an aborted
+    checkpoint or a cleared table) the delta holds every key, on the empty chain; no base is forked.
+    With ``read_file(name, index)`` (the parts of a file of this job's chain) the writer merges the
+    newest files of the last completed chain (or all of them, into a new base) from the files, as
+    ``SnapshotPlan.merge_from`` says, before it writes the delta: the chain is [..., merged, delta],
+    and ``"_written"`` in the result is the bytes of both new files.
 
     ``whole`` (checkpoints that are not incremental, ``HeapKeyedStateBackend.whole``): the snapshot is
     one whole base, every key group of the last completed chain merged with the delta on the writer
-    thread (``rebase``), not pickled from the tables in a forked child; a base is forked only where
-    no completed chain is there to merge (after an aborted checkpoint or a cleared table; after a
-    restore the restored keys are tracked changes of the first delta, merged on the empty chain)."""
+    thread (``rebase``); with no completed chain (after an aborted checkpoint, a cleared table or a
+    restore) the delta is of every key on the empty chain, or of the keys restored, which are
+    tracked changes, and is merged into a whole base alike."""
     import pickle
 
     live = sum(len(t) for t in backend.tables.values())
-    plan, read = backend.begin_incremental_snapshot(checkpoint_id, compact=read_file is not None, live=live, fork_bases=fork_bases)
+    plan, read = backend.begin_incremental_snapshot(checkpoint_id, compact=read_file is not None, live=live, fork_bases=False)
+    assert read is not None, "a delta is always read on the writer thread"
     kinds = dict(backend.kinds)
     kinds[KEY_ENCODING_FIELD] = str(KEY_ENCODING_VERSION)
     key_groups = key_grouper(backend.max_parallelism, getattr(backend, "key_spec", None))  # files grouped by key group (change 8)
-    if read is None:  # a base, in the forked child: a copy-on-write image of this instant
-
-        def base() -> dict[str, Any]:
-            keyed, kinds_own = _operator_keyed(backend, operator)
-            parts = base_parts(backend.tables, None, key_groups)  # grouped by key group here, in the child
-            new = replace(write_file(BASE, parts), entries=parts.entries, grouped=parts.grouped)
-            backend.changes.written(checkpoint_id, (new,))  # in the child a no-op; here if fork failed
-            return {"keyed": keyed, "kinds": {**kinds, **kinds_own}, "heap_chain": chain_to_wire((new,))}
-
-        return True, base
     own = pickle.dumps(_operator_keyed(backend, operator), protocol=pickle.HIGHEST_PROTOCOL)
 
     def delta() -> dict[str, Any]:
@@ -271,7 +261,7 @@ def snapshot_heap_incremental(
         # Some of the parent chain's files as one, from the files themselves: the chain stays short
         # without forking the task process. Read before anything is written, so a missing file (the
         # chain's checkpoint subsumed meanwhile) fails this checkpoint leaving no file behind; the
-        # tracker then starts a forked base.
+        # tracker then starts a new chain (a delta of every key).
         start = here.merge_from if read_file is not None else None
         merged = merge(here.parent[start:], read_file, start == 0, key_groups) if start is not None else None  # type: ignore[arg-type]
         new = replace(write_file(DELTA, parts), entries=getattr(parts, "entries", -1), grouped=getattr(parts, "grouped", False))
@@ -303,7 +293,7 @@ def snapshot_heap_incremental(
         out["heap_chain"] = chain_to_wire((new,))
         return out
 
-    return False, delta
+    return delta
 
 
 def _write_rolled(

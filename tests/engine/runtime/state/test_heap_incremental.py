@@ -245,8 +245,7 @@ def test_a_due_base_is_compacted_from_the_chain_files_without_a_fork(tmp_path) -
             b.current_key = k
             value.update(cid * 100 + k)
         expected = dict(b.tables["v"])
-        is_base, complete = snapshot_heap_incremental(b, Op(), cid, write(cid), read)
-        assert not is_base  # never a fork
+        complete = snapshot_heap_incremental(b, Op(), cid, write(cid), read)
         b.current_key = 0
         value.update(-1)  # after the barrier: not in this checkpoint
         out = complete()
@@ -284,8 +283,7 @@ def _compacting(tmp_path, max_deltas: int):
             return SharedFile(name, kind, size, tuple(index))
 
         expected = {n: dict(t) for n, t in b.tables.items() if t}
-        is_base, complete = snapshot_heap_incremental(b, Op(), cid, w, read)
-        assert not is_base  # never a fork
+        complete = snapshot_heap_incremental(b, Op(), cid, w, read)
         out = complete()
         chain = tuple(SharedFile.from_wire(f) for f in out["heap_chain"])
         assert replay_tables(chain, read) == expected
@@ -373,7 +371,7 @@ def test_overwrites_keep_the_chain_short_and_the_replay_bounded(tmp_path) -> Non
 
 def _heap_job(tmp_path, old: int, sealed: bool, monkeypatch):
     """``old`` heap subtasks with incremental checkpoints (grouped files, real sealed shared files in a
-    job's checkpoint layout) through a base forked in-process, deltas and a merge; returns (root,
+    job's checkpoint layout) through deltas, a merge and a new chain after a cleared table; returns (root,
     state dicts by subtask, handles by subtask, the values and lists a plain dict holds)."""
     import os
     from types import SimpleNamespace
@@ -424,11 +422,12 @@ def _heap_job(tmp_path, old: int, sealed: bool, monkeypatch):
                 size, index = write_shared_file(shared, name, parts, "job")
                 return SharedFile(name, kind, size, tuple(index))
 
-            # checkpoint 4's base is taken here, as when fork fails (in the forked child otherwise)
+            # checkpoint 4 starts a new chain: a delta of every key, on the writer thread
             reader = lambda name, index: read_shared_file(shared, name, index, "job")  # noqa: E731
-            is_base, complete = snapshot_heap_incremental(b, Op(), cid, w, reader)
-            assert is_base == (cid == 4)
+            complete = snapshot_heap_incremental(b, Op(), cid, w, reader)
             states[i] = complete()
+            if cid == 4:  # refers to nothing older
+                assert all(f["name"].startswith(f"op-{i}-4-") for f in states[i]["heap_chain"])
             states[i].pop("_written", None)
             b.notify_checkpoint_complete(cid)
     handles = {}

@@ -26,8 +26,7 @@ from millstream.engine.runtime.state.heap_backend import HeapKeyedStateBackend
 from millstream.engine.runtime.state.heap_incremental import batch_access
 from millstream.engine.runtime.state.state_chain import SharedFile
 from millstream.engine.runtime.state.lmdb_backend import LmdbKeyedStateBackend
-from millstream.engine.runtime import forked_snapshot
-from millstream.engine.runtime.state.state_chain import FOOTER, chain_from_wire, encode_index, written_file
+from millstream.engine.runtime.state.state_chain import FOOTER, encode_index, written_file
 from millstream.engine.runtime.state.task_state_manager import (
     restore_keyed,
     shared_files_of,
@@ -126,16 +125,14 @@ class Job:
     """The checkpoint directory of one job and the coordinator's bookkeeping of it."""
 
     def __init__(
-        self, root: str, cache: int, max_deltas: int, heap: bool = False, fork_bases: bool = True, whole: bool = False
+        self, root: str, cache: int, max_deltas: int, heap: bool = False, whole: bool = False
     ) -> None:
         self.root, self.cache, self.max_deltas, self.heap = root, cache, max_deltas, heap
-        self.fork_bases = fork_bases  # False: as at a URL, a due base is a delta of every key instead
         self.whole = whole  # heap checkpoints not incremental: each one whole file, built from the changes
         self.shared = os.path.join(root, "shared")
         self.registry = SharedStateRegistry()
         self.retained: list[tuple[int, dict[int, str], dict, dict]] = []  # (id, handles, values, lists)
         self.next_id = 1
-        self.in_flight: set[str] = set()  # files of checkpoints not yet completed or failed
 
     def backend(self) -> Any:
         if self.heap:
@@ -149,32 +146,13 @@ class Job:
         return b
 
     def snapshot(self, backend: Any, cid: int, i: int) -> Any:
-        """The snapshot at the barrier: a callable finishing it later. A heap base is taken in a forked
-        child now (as the checkpointer does), a delta read later through its copy-on-write view."""
+        """The snapshot at the barrier: a callable finishing it later, as the writer thread does (a
+        delta read through its copy-on-write view; of every key where a base is due)."""
+        # with a reader of this job's files: a chain that reached max_deltas merges its newest deltas
+        read = lambda name, index: read_shared_file(self.shared, name, index, JOB_ID)  # noqa: E731
         if not self.heap:
-            # with a reader of this job's files: a chain that reached max_deltas merges its newest deltas
-            return snapshot_keyed_incremental(
-                backend, _Operator(), cid, self.write_file(cid, i), lambda name, index: read_shared_file(self.shared, name, index, JOB_ID)
-            )
-        # with a reader of this job's files: a due base is compacted from the chain's files, not forked
-        is_base, complete = snapshot_heap_incremental(
-            backend, _Operator(), cid, self.write_file(cid, i), lambda name, index: read_shared_file(self.shared, name, index, JOB_ID),
-            fork_bases=self.fork_bases, whole=self.whole,
-        )
-        if not is_base:
-            return complete
-        assert self.fork_bases, "a base forked where none may be"
-        # the child's image is of this instant; it is waited for now, so no half-written file is ever seen
-        state = forked_snapshot.ForkedSnapshot.start(complete).result()
-        early = set(shared_files_of(state))
-        self.in_flight |= early  # written before the checkpoint completes, as a pending checkpoint's are
-
-        def finish() -> dict:
-            self.in_flight -= early
-            backend.changes.written(cid, chain_from_wire(state["heap_chain"]))  # the checkpointer's chain_written
-            return state
-
-        return finish
+            return snapshot_keyed_incremental(backend, _Operator(), cid, self.write_file(cid, i), read)
+        return snapshot_heap_incremental(backend, _Operator(), cid, self.write_file(cid, i), read, whole=self.whole)
 
     def write_file(self, cid: int, i: int):
         written = itertools.count()  # a merged delta and the checkpoint's own delta: two names
@@ -247,15 +225,6 @@ def test_heap_incremental_chains_of_numbers_restore_exact_types(tmp_path, monkey
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(ops=st.one_of(OPS, NUMBER_OPS), max_deltas=st.integers(1, 6))
-def test_heap_incremental_chains_without_forked_bases(tmp_path, monkeypatch, ops, max_deltas) -> None:
-    """At a URL no base is forked: where one is due (a failed checkpoint, a cleared table) the writer
-    takes a delta of every key on the empty chain, while the task goes on writing."""
-    monkeypatch.setattr(change_log, "MIN_KEYS", 0)
-    _run(Job(str(tmp_path / f"job-{next(_dirs)}"), 0, max_deltas, heap=True, fork_bases=False), ops)
-
-
-@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=BATCH_OPS, max_deltas=st.integers(1, 6))
 def test_heap_change_logs_of_batches_restore_the_newest_value_at_each_barrier(tmp_path, monkeypatch, ops, max_deltas) -> None:
     """Tables written by batches keep change logs (``change_log``): each key's newest logged value
@@ -278,15 +247,15 @@ def test_heap_change_logs_of_objects_restore_the_newest_value_at_each_barrier(tm
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(ops=st.one_of(OPS, OBJECT_BATCH_OPS), fork_bases=st.booleans())
-def test_whole_heap_checkpoints_built_from_the_changes_restore_and_share_no_file(tmp_path, monkeypatch, ops, fork_bases) -> None:
+@given(ops=st.one_of(OPS, OBJECT_BATCH_OPS))
+def test_whole_heap_checkpoints_built_from_the_changes_restore_and_share_no_file(tmp_path, monkeypatch, ops) -> None:
     """Heap checkpoints that are not incremental, built from the changes (``HeapKeyedStateBackend.whole``):
     every completed checkpoint refers to one whole base per subtask written by that checkpoint, so
     retention deletes a checkpoint's file with it, and any retained one restores exactly, at any
     parallelism and on either backend."""
     monkeypatch.setattr(change_log, "MIN_KEYS", 8)
     monkeypatch.setattr(string_columns, "MIN_ENTRIES", 0)
-    job = Job(str(tmp_path / f"job-{next(_dirs)}"), 0, 3, heap=True, fork_bases=fork_bases, whole=True)
+    job = Job(str(tmp_path / f"job-{next(_dirs)}"), 0, 3, heap=True, whole=True)
     completed = job.complete
 
     def one_file_each(cid: int, handles: dict, names: set, values: dict, lists: dict) -> None:
@@ -391,8 +360,6 @@ def _run(job: Job, ops: list) -> None:
             elif op[0] == "restore" and job.retained:
                 cid, handles, values_then, lists_then = job.retained[-1 - op[1] % len(job.retained)]
                 loaded = {i: states[(cid, i)] for i in handles}
-                discard_shared(job.shared, sorted(job.in_flight))  # the JobManager's sweep at a failover
-                job.in_flight.clear()
                 for s in subtasks:
                     _close(s.backend)  # in-flight snapshots are abandoned with it: their files were never written
                 pending.clear()
@@ -434,7 +401,7 @@ def _run(job: Job, ops: list) -> None:
                 _close(other.backend)
                 values, lists = dict(values_then), {k: list(v) for k, v in lists_then.items()}
             # Retention: the shared directory holds exactly what the retained checkpoints refer to.
-            assert job.files() == {n for n in job.files() if n in job.registry or n in job.in_flight}
+            assert job.files() == {n for n in job.files() if n in job.registry}
             assert all(n in job.files() for cid, handles, _, _ in job.retained for i in handles for n in shared_files_of(states[(cid, i)]))
     finally:
         for s in subtasks:
