@@ -125,3 +125,20 @@ def test_replay_reads_only_the_key_groups_asked_for_and_applies_tombstones() -> 
     assert replay(chain, range(0, 4), read) == {"v": [(b"\x00\x01b", b"2")]}
     assert asked == [("b", [1]), ("d", [1])]
     assert replay(chain, range(0, 16), read) == {"v": [(b"\x00\x01b", b"2"), (b"\x00\x05c", b"4")]}
+
+
+def test_parts_are_pickled_without_the_memo_and_read_back_exactly() -> None:
+    """A part's records are bytes in tuples: pickled with no memo (no PUT opcode per object, the
+    larger half of the encode), and ``pickle.loads`` gives them back equal, tombstones included."""
+    import pickle
+    import pickletools
+
+    from millstream.engine.runtime.state.incremental import encode_groups
+
+    same = b"\x80\x05K\x07."  # one record object under two keys: written twice, read back equal
+    tables = {"v": [(b"\x00\x03k%d" % i, same if i % 3 else None) for i in range(50)], "w": [(b"\x00\x03z", b"1")]}
+    for kg, payload in [*encode_parts(tables), *encode_groups([(3, tables)])]:
+        assert kg == 3
+        assert pickle.loads(payload) == tables
+        ops = {op.name for op, _, _ in pickletools.genops(payload)}
+        assert not ops & {"MEMOIZE", "BINPUT", "LONG_BINPUT", "PUT"}, ops
