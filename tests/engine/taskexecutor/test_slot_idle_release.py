@@ -49,8 +49,11 @@ def test_the_slot_frees_an_ended_job_when_idle_and_never_while_a_task_runs(clien
         del running
         assert not slot.tasks and slot.release_pending
         collections = _full_collections()
-        # The job's next task may be on its way: nothing was collected when the last one ended.
-        assert _full_collections() == collections and loader() is not None
+        # The job's next task may be on its way: nothing was collected when the last one ended. (The
+        # task's own objects may already be gone by reference counting: a task holds no cycle through
+        # its checkpointer since heap bases stopped being forked, so its user code can go before the
+        # collection; what must not happen here is the collection.)
+        assert _full_collections() == collections
 
         slot.deploy(make_tdd(job_graph, vertex, 0, 1))  # a task arrived meanwhile (a next attempt)
         (running,) = slot.tasks.values()
