@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-__all__ = ["ConfigOption", "ConfigOptions"]
+__all__ = ["ConfigOption", "ConfigOptions", "parse_boolean"]
 
 
 class ConfigOption:
@@ -43,8 +43,18 @@ class ConfigOption:
         return f"ConfigOption({self._key!r}, default={self._default!r})"
 
 
-def _bool(text: str) -> bool:
-    return str(text).lower() == "true"
+def parse_boolean(value: Any) -> bool:
+    """A configuration value as a boolean, as Flink reads one (``ConfigurationUtils.convertToBoolean``):
+    ``true`` or ``false`` in any case, around spaces; anything else is an error, not a silent false
+    (``state.backend.incremental: yes`` would otherwise switch incremental checkpoints off unseen)."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text == "true":
+        return True
+    if text == "false":
+        return False
+    raise ValueError(f"Unrecognized option for boolean: {value!r}. Expected either true or false (case insensitive)")
 
 
 class ConfigOptions:
@@ -65,7 +75,7 @@ class ConfigOptions:
             return ConfigOptions.TypedConfigOptionBuilder(self._key, parse)
 
         def boolean_type(self) -> "ConfigOptions.TypedConfigOptionBuilder":
-            return self._typed(_bool)
+            return self._typed(parse_boolean)
 
         def int_type(self) -> "ConfigOptions.TypedConfigOptionBuilder":
             return self._typed(int)

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from millstream.engine.common.config_options import parse_boolean
+
 
 class Configuration:
     """Key/value settings handed to an execution environment."""
@@ -31,7 +33,7 @@ class Configuration:
     def get_boolean(self, key: str, default_value: bool = False) -> bool:
         if key not in self._data:
             return default_value
-        return self._data[key].lower() == "true"
+        return parse_boolean(self._data[key])
 
     def get_float(self, key: str, default_value: float = 0.0) -> float:
         return float(self._data[key]) if key in self._data else float(default_value)

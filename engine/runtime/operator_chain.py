@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from millstream.engine.common.config_options import parse_boolean
 from millstream.engine.graph.forward_groups import adaptive_batch_parallelism
 from millstream.engine.graph.stream_graph import StreamGraph
 from millstream.engine.graph.transformations import OperatorKind
@@ -134,7 +135,15 @@ def build_operator_chain(
 
 
 def _flag(config: Any, key: str, default: bool = False) -> bool:
-    return str(config.get(key, str(default))).strip().lower() == "true"
+    """A boolean job option of the TaskDeploymentDescriptor's string config (``parse_boolean``: a
+    value other than true or false fails the task with that said, as Flink fails the job)."""
+    value = config.get(key)
+    if value is None:
+        return default
+    try:
+        return parse_boolean(value)
+    except ValueError as e:
+        raise ValueError(f"job option {key}: {e}") from None
 
 
 def _keyed_backend(tdd: TaskDeploymentDescriptor, env: "TaskEnvironment", key_spec: Any) -> Any:
