@@ -13,6 +13,12 @@ from typing import Any, Mapping
 MINIMAL_CHECKPOINT_TIME_MS = 10  # Flink's CheckpointConfig.MINIMAL_CHECKPOINT_TIME
 DEFAULT_TIMEOUT_MS = 10 * 60 * 1000
 JOB_CONFIG_KEY = "execution.checkpointing"  # where to_dict() sits inside JobGraph.config
+# Boolean job options of the state backend (Flink's CheckpointingOptions.INCREMENTAL_CHECKPOINTS, and
+# Millstream's own full-checkpoints-from-changes), read by every task: a job whose value is neither true
+# nor false is refused at submission (``graph.validation``), not failed at each deploy.
+INCREMENTAL_CHECKPOINTS_KEY = "state.backend.incremental"
+FULL_CHECKPOINTS_FROM_CHANGES_KEY = "state.backend.hashmap.full-checkpoints-from-changes"
+BOOLEAN_STATE_OPTIONS = (INCREMENTAL_CHECKPOINTS_KEY, FULL_CHECKPOINTS_FROM_CHANGES_KEY)
 
 
 class InvalidCheckpointConfig(ValueError):

@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from millstream.engine.checkpoint.config import CheckpointConfig, InvalidCheckpointConfig
+from millstream.engine.checkpoint.config import BOOLEAN_STATE_OPTIONS, CheckpointConfig, InvalidCheckpointConfig
+from millstream.engine.common.config_options import parse_boolean
 from millstream.engine.graph.job_graph import JobGraph
 from millstream.engine.graph.stream_graph import UPPER_MAX_PARALLELISM
 from millstream.engine.graph.transformations import ShipStrategy
@@ -173,6 +174,12 @@ def validate_job_graph(graph: JobGraph, max_parallelism: int = UPPER_MAX_PARALLE
     params = graph.config.get("pipeline.global-job-parameters")
     if params is not None and not isinstance(params, dict):
         problems.append("config option 'pipeline.global-job-parameters' must be an object")
+    for key in BOOLEAN_STATE_OPTIONS:
+        if key in graph.config:
+            try:
+                parse_boolean(graph.config[key])
+            except ValueError as e:
+                problems.append(f"config option {key!r}: {e}")
     try:
         CheckpointConfig.from_job_config(graph.config)
     except InvalidCheckpointConfig as e:

@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from millstream.engine.checkpoint.config import INCREMENTAL_CHECKPOINTS_KEY
 from millstream.engine.common.config_options import parse_boolean
 from millstream.engine.graph.forward_groups import adaptive_batch_parallelism
 from millstream.engine.graph.stream_graph import StreamGraph
@@ -155,7 +156,7 @@ def _keyed_backend(tdd: TaskDeploymentDescriptor, env: "TaskEnvironment", key_sp
         # One directory per attempt: an LMDB environment must never be opened twice.
         directory = os.path.join(env.state_dir, tdd.job_id, f"{tdd.vertex_id}-{tdd.subtask}-{tdd.attempt}")
     # Tracking what changed costs memory, and pays only with periodic checkpoints to take deltas.
-    incremental = tdd.periodic_checkpoints and _flag(tdd.config, "state.backend.incremental")
+    incremental = tdd.periodic_checkpoints and _flag(tdd.config, INCREMENTAL_CHECKPOINTS_KEY)
     # Whole heap checkpoints built from the previous one and the changes, not from a forked child.
     whole = tdd.periodic_checkpoints and not incremental and _flag(tdd.config, WHOLE_FROM_CHANGES, default=True)
     backend = create_keyed_backend(

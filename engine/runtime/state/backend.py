@@ -10,6 +10,7 @@ import os
 from collections.abc import Mapping, MutableMapping
 from typing import Any, Callable, Protocol
 
+from millstream.engine.checkpoint.config import FULL_CHECKPOINTS_FROM_CHANGES_KEY
 from millstream.engine.datastream.state import (
     AggregatingState,
     AggregatingStateDescriptor,
@@ -73,7 +74,7 @@ class KeyedStateBackend(Protocol):
 # Millstream's own option (no Flink equivalent): heap checkpoints that are not incremental are each one
 # whole file, built on the writer thread from the previous checkpoint's file and the keys changed since
 # (``HeapKeyedStateBackend.whole``), instead of pickled whole in a forked child.
-WHOLE_FROM_CHANGES = "state.backend.hashmap.full-checkpoints-from-changes"
+WHOLE_FROM_CHANGES = FULL_CHECKPOINTS_FROM_CHANGES_KEY
 
 
 def create_keyed_backend(

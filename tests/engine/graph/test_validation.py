@@ -166,3 +166,12 @@ def test_a_bad_restart_strategy_is_refused():
     _refused(d, "type must be one of")
     d["config"]["restart-strategy"] = {"type": "fixed-delay", "attempts": 3, "delay_ms": 10}
     parse_job_graph(d)
+
+
+@pytest.mark.parametrize("key", ["state.backend.incremental", "state.backend.hashmap.full-checkpoints-from-changes"])
+def test_a_state_backend_flag_that_is_neither_true_nor_false_is_refused(key):
+    d = _graph_dict()
+    d["config"][key] = "yes"
+    _refused(d, f"config option {key!r}", "Expected either true or false")
+    d["config"][key] = " TRUE "
+    parse_job_graph(d)  # any case, around spaces: as Flink reads a boolean
