@@ -22,6 +22,7 @@ from millstream.engine.client.job_client import CloseableIterator
 from millstream.engine.common.job_execution_result import JobExecutionException, JobExecutionResult
 from millstream.engine.graph.job_graph import JobGraph
 from millstream.engine.graph.stream_graph import StreamGraph
+from millstream.engine.graph.validation import validate_job_graph
 from millstream.engine.runtime.collect import CollectEntry
 from millstream.engine.runtime.deployment import make_tdd
 from millstream.engine.runtime.io.channel import TaskCancelled
@@ -227,4 +228,7 @@ class MiniCluster:
         self.credits = credits
 
     def submit(self, job_graph: JobGraph, stream_graph: StreamGraph) -> LocalJobClient:
+        """Run the job in this process; a graph a cluster would refuse (``validate_job_graph``: a bad
+        option, a cycle) is refused here too, with the same message, before any task starts."""
+        validate_job_graph(job_graph)
         return LocalJobClient(job_graph, stream_graph, self.credits)

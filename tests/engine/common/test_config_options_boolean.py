@@ -30,3 +30,17 @@ def test_an_absent_option_takes_its_default() -> None:
     assert _flag({}, "state.backend.incremental") is False
     assert _flag({}, "x", default=True) is True
     assert Configuration().get_boolean("k", True) is True
+
+
+def test_a_local_run_refuses_a_bad_flag_before_any_task_starts() -> None:
+    """In-process execution refuses what a cluster's REST submission refuses, with the same message."""
+    from millstream.engine.datastream import StreamExecutionEnvironment
+    from millstream.engine.graph.validation import InvalidJobGraph
+
+    ran: list[int] = []
+    env = StreamExecutionEnvironment().set_parallelism(1)
+    env.configure(Configuration().set_string("state.backend.incremental", "yes"))
+    env.from_collection([1, 2]).map(lambda x: ran.append(x) or x).print()
+    with pytest.raises(InvalidJobGraph, match="config option 'state.backend.incremental': Unrecognized option for boolean"):
+        env.execute("bad flag")
+    assert ran == []
