@@ -76,6 +76,7 @@ from millstream.engine.runtime.state.task_state_manager import (
 from millstream.engine.checkpoint.filesystem import is_remote
 from millstream.engine.runtime.state.state_chain import FOOTER, SharedFile, chain_sizes, encode_index, written_file
 from millstream.engine.runtime.state.state_downloader import transfer_threads
+from millstream.engine.runtime.state.state_records import record_keys_of
 from millstream.engine.runtime.state.state_uploader import Uploads
 from millstream.engine.runtime.state.key_grouped_state import decode_state, decode_state_parts
 from millstream.engine.runtime.task_metrics import TaskIOMetrics
@@ -104,7 +105,8 @@ def _read_state_into(handle: Any, origin: StateOrigin, key_groups: range, backen
         return decode_state(opened)
 
     def put(state: Any, name: str, rows: list) -> None:
-        backend.restore_records(name, (state.get("kinds") or {}).get(name, "value"), rows)
+        kinds = state.get("kinds") or {}
+        backend.restore_records(name, kinds.get(name, "value"), rows, False, record_keys_of(kinds))
 
     return decode_state_parts(*opened, put)
 

@@ -18,8 +18,8 @@ Two rules keep in-place changes from being lost:
   changing. Any other caller that holds a value object across accesses to
   other keys must store it again (``table[k] = obj``), as with Flink's RocksDB.
 
-Keys are stored so that equal keys share one entry, as in a dict: a str, int
-or bytes key as its pickle, and any other key as its canonical form from
+Keys are stored so that equal keys share one entry, as in a dict: an int of 64
+bits in numeric order (``state_records``), a str, bytes or wider int key as its pickle, and any other key as its canonical form from
 ``key_encoding`` (``True``, ``1.0`` and ``Decimal(1)`` become the pickle of
 ``1``; tuples, namedtuples and ``Row``, frozensets, dataclasses, enums and
 datetimes their packed canonical form), whose records carry the original key;
@@ -68,9 +68,13 @@ from millstream.engine.runtime.state.rolled_compaction import RolledCompaction
 from millstream.engine.runtime.state.state_chain import ChangeTracker, SnapshotPlan
 from millstream.engine.runtime.state.state_records import (
     KG_BYTES,
+    RECORD_KEYS_VERSION,
     WRAPPED as _WRAPPED,
+    decode_key,
     decode_record as _decode,
+    encode_key,
     key_group_prefix,
+    upgrade_keys,
 )
 
 MAX_STATES = 128  # LMDB named databases; each costs a little in every transaction
@@ -90,7 +94,7 @@ _PACKED = b"~"  # LMDB key of a key stored as its packed canonical form (pickles
 # Changed records a delta's writer reorders by key group at a time (``_changed_groups``): each C call
 # holds the interpreter lock for one block, a few ms at most, while the task thread may wait for it.
 _GROUP_BLOCK = 65_536
-_PREPARED_TYPES = {str, int}  # keys ``prepare_keys`` encodes ahead: their pickle is the LMDB key
+_PREPARED_TYPES = {str, int}  # keys ``prepare_keys`` encodes ahead (``state_records.encode_key``)
 
 
 class _Entry:
@@ -388,10 +392,16 @@ class LmdbKeyedStateBackend(StateFactory):
             self._open_snapshots.remove(state)
             self._snapshot_cond.notify_all()
 
-    def restore_records(self, name: str, kind: str, rows: list[tuple[bytes, bytes | None]], delta: bool = False) -> None:
+    def restore_records(
+        self, name: str, kind: str, rows: list[tuple[bytes, bytes | None]], delta: bool = False, record_keys: int = RECORD_KEYS_VERSION
+    ) -> None:
         """Put raw records of ``begin_snapshot`` back as they are (no unpickling). ``delta``: records
         of an incremental delta, applied over what is there: None deletes its key. A restore calls
-        this a part (a key group) at a time, so nothing bigger is ever in memory (issue 16)."""
+        this a part (a key group) at a time, so nothing bigger is ever in memory (issue 16).
+        ``record_keys``: the version of the snapshot's record keys; an older one's int keys are
+        re-encoded (``state_records.upgrade_keys``)."""
+        if record_keys < RECORD_KEYS_VERSION:
+            rows = upgrade_keys(rows)
         t = self.table(name, kind)
         for ck in [ck for ck, e in self._cache.items() if e.table is t]:
             del self._cache[ck]
@@ -470,7 +480,7 @@ class LmdbKeyedStateBackend(StateFactory):
         kgs = kgs.tolist() if hasattr(kgs, "tolist") else kgs
         self._prepared = {
             k: (kg.to_bytes(KG_BYTES, "big") + kb, False)
-            for k, kg, kb in zip(keys, kgs, map(pickle.dumps, keys, itertools.repeat(5)))
+            for k, kg, kb in zip(keys, kgs, map(encode_key, keys))
             if len(kb) <= limit  # longer: a digest, as _encode makes it
         }
 
@@ -485,7 +495,7 @@ class LmdbKeyedStateBackend(StateFactory):
                 self._last_key, self._last_encoded = key, encoded
                 return encoded
         if t is str or t is int or t is bytes:  # one object: memoization cannot vary
-            kb, wrapped = pickle.dumps(key, 5), False
+            kb, wrapped = encode_key(key), False
         else:
             c = canonical(key)
             tc = type(c)
@@ -493,7 +503,7 @@ class LmdbKeyedStateBackend(StateFactory):
                 c, tc = int(c.data), int
             if tc is str or tc is int or tc is bytes or tc is float or c is None:
                 # A scalar, or equal to one (True, 1.0, Decimal("2.5")): the scalar's entry.
-                kb, wrapped = pickle.dumps(c, 5), c is not key
+                kb, wrapped = encode_key(c), c is not key
             else:
                 kb, wrapped = _PACKED + msgpack.packb(c, use_bin_type=True), True
         prefix = key_group_prefix(assign_to_key_group(key, self.max_parallelism, self.key_spec))
@@ -664,7 +674,7 @@ class LmdbTable(MutableMapping):
             e = _Entry(self, lk, k, v, not immutable(v), True)
         else:  # a plain record was written with its canonical key: that key, not the equal one asked for
             v = pickle.loads(vb)
-            e = _Entry(self, lk, pickle.loads(lk[KG_BYTES:]) if wrapped else key, v, not immutable(v), False)
+            e = _Entry(self, lk, decode_key(lk[KG_BYTES:]) if wrapped else key, v, not immutable(v), False)
         b._admit(ck, e)
         if e.dirty:  # a mutable value: the caller may change it in place
             b._dirty[ck] = e

@@ -67,12 +67,26 @@ from millstream.engine.runtime.state.state_chain import (
 from millstream.engine.runtime.state.rolled_compaction import roll
 from millstream.engine.runtime.state.state_downloader import StateDownloader, planned_reads, with_indexes_ahead
 from millstream.engine.runtime.state.operator_state import UNION, redistribute_operator_state
-from millstream.engine.runtime.state.state_records import decode_record, key_group_prefix
+from millstream.engine.runtime.state.state_records import (
+    RECORD_KEYS_FIELD,
+    RECORD_KEYS_VERSION,
+    decode_record,
+    key_group_prefix,
+    record_keys_of,
+)
 
 TIMERS_PREFIX = "_timers/"
 # Set by the restore on a heap chain replayed from grouped files: its ``tables`` hold only this subtask's key groups.
 _TABLES_OWNED = "_tables_owned"
 KEY_ENCODING_FIELD = "_key_encoding/version"  # in ``kinds``, never a state name (reserved prefix)
+
+
+def _versioned_kinds(backend: Any) -> dict[str, str]:
+    """The kinds of ``backend``'s tables, with the versions of the encodings its snapshot uses."""
+    kinds = dict(backend.kinds)
+    kinds[KEY_ENCODING_FIELD] = str(KEY_ENCODING_VERSION)
+    kinds[RECORD_KEYS_FIELD] = str(RECORD_KEYS_VERSION)
+    return kinds
 
 
 def snapshot_keyed(backend: Any, operator: Any) -> tuple[dict[int, dict[str, list]], dict[str, str]]:
@@ -83,8 +97,7 @@ def snapshot_keyed(backend: Any, operator: Any) -> tuple[dict[int, dict[str, lis
         mine = keyed.setdefault(kg, {})
         for name, entries in groups.items():
             mine.setdefault(name, []).extend(entries)
-    kinds = dict(backend.kinds)
-    kinds[KEY_ENCODING_FIELD] = str(KEY_ENCODING_VERSION)
+    kinds = _versioned_kinds(backend)
     kinds.update(own_kinds)
     return keyed, kinds
 
@@ -100,8 +113,7 @@ def snapshot_keyed_tables(backend: Any, operator: Any, by_key_group: bool = Fals
         keyed, kinds = snapshot_keyed(backend, operator)
         return {"keyed": keyed, "kinds": kinds}
     keyed, own_kinds = _operator_keyed(backend, operator)
-    kinds = dict(backend.kinds)
-    kinds[KEY_ENCODING_FIELD] = str(KEY_ENCODING_VERSION)
+    kinds = _versioned_kinds(backend)
     kinds.update(own_kinds)
     return {"keyed": keyed, "kinds": kinds, "tables": backend.tables}
 
@@ -119,8 +131,7 @@ def snapshot_keyed_async(backend: Any, operator: Any, streamed: bool = False) ->
     streamed = streamed and hasattr(backend, "begin_snapshot_parts")
     read = backend.begin_snapshot_parts() if streamed else backend.begin_snapshot()
     own = pickle.dumps(_operator_keyed(backend, operator), protocol=pickle.HIGHEST_PROTOCOL)
-    kinds = dict(backend.kinds)
-    kinds[KEY_ENCODING_FIELD] = str(KEY_ENCODING_VERSION)
+    kinds = _versioned_kinds(backend)
 
     def finish() -> dict[str, Any]:
         keyed, kinds_own = pickle.loads(own)
@@ -154,8 +165,7 @@ def snapshot_keyed_incremental(
     else:
         plan, read = backend.begin_incremental_snapshot(checkpoint_id)
     own = pickle.dumps(_operator_keyed(backend, operator), protocol=pickle.HIGHEST_PROTOCOL)
-    kinds = dict(backend.kinds)
-    kinds[KEY_ENCODING_FIELD] = str(KEY_ENCODING_VERSION)
+    kinds = _versioned_kinds(backend)
     kind = BASE if plan.is_base else DELTA
 
     def counting(groups: Iterable[tuple[int, Mapping[str, list]]], counted: list[int]) -> Iterator[tuple[int, Mapping[str, list]]]:
@@ -240,8 +250,7 @@ def snapshot_heap_incremental(
     live = sum(len(t) for t in backend.tables.values())
     plan, read = backend.begin_incremental_snapshot(checkpoint_id, compact=read_file is not None, live=live, fork_bases=False)
     assert read is not None, "a delta is always read on the writer thread"
-    kinds = dict(backend.kinds)
-    kinds[KEY_ENCODING_FIELD] = str(KEY_ENCODING_VERSION)
+    kinds = _versioned_kinds(backend)
     key_groups = key_grouper(backend.max_parallelism, getattr(backend, "key_spec", None))  # files grouped by key group (change 8)
     own = pickle.dumps(_operator_keyed(backend, operator), protocol=pickle.HIGHEST_PROTOCOL)
 
@@ -414,9 +423,12 @@ def restore_keyed(
                 # The on-disk backend: each part goes into LMDB as it is read, deltas applied over the base
                 # in order, so no more than a key group's records (and what is read ahead) is in memory (issue 16)
                 kinds_of = st.get("kinds") or {}
-                replay_into(chain, owned, download, lambda name, rows, delta: put_records(name, kinds_of.get(name, "value"), rows, delta))
+                version = record_keys_of(kinds_of)
+                replay_into(
+                    chain, owned, download, lambda name, rows, delta: put_records(name, kinds_of.get(name, "value"), rows, delta, version)
+                )
             else:
-                records.extend(replay(chain, owned, download).items())
+                records.extend((name, rows, record_keys_of(st.get("kinds"))) for name, rows in replay(chain, owned, download).items())
         if spec.parallelism == spec.old_parallelism and old == spec.subtask and set(loaded) == {old}:
             resumable = chain
     if any(key_encoding_of(st) < KEY_ENCODING_VERSION for st in loaded.values()):
@@ -440,6 +452,7 @@ def restore_keyed(
     for st in loaded.values():
         kinds.update(st.get("kinds") or {})
     kinds.pop(KEY_ENCODING_FIELD, None)
+    kinds.pop(RECORD_KEYS_FIELD, None)
     services = operator.timer_services()
     for groups in share.keyed.values():
         for name, entries in groups.items():
@@ -457,10 +470,10 @@ def restore_keyed(
     for tables in whole:  # this subtask's own tables at an unchanged parallelism: every key is its own
         for name, entries in tables.items():
             backend.table(name, kinds.get(name, "value")).update(entries)
-    for name, rows in records:  # raw records of the on-disk backend: put back as they are, or decoded
+    for name, rows, version in records:  # raw records of the on-disk backend: put back as they are, or decoded
         kind = kinds.get(name, "value")
         if put_records is not None:
-            put_records(name, kind, rows)
+            put_records(name, kind, rows, False, version)
             continue
         table = backend.table(name, kind)
         for lk, vb in rows:
@@ -478,12 +491,14 @@ def _chain_fits(backend: Any, chain: Any, loaded: Mapping[int, Mapping[str, Any]
     restored onto the on-disk backend, or the reverse, must start a new base)."""
     st = next(iter(loaded.values()))
     heap = hasattr(backend, "snapshot_in_fork") and getattr(backend, "snapshot_in_fork")
+    if not heap and record_keys_of(st.get("kinds")) < RECORD_KEYS_VERSION:
+        return False  # its files hold keys in the older encoding: a delta on them would hold an int twice
     return bool(st.get("heap_chain")) == bool(heap)
 
 
 def _expand_tables(
     loaded: Mapping[int, Mapping[str, Any]], spec: OperatorRestore, key_spec: Any = None
-) -> tuple[dict[int, Mapping[str, Any]], list[Mapping[str, Any]], list[tuple[str, list]]]:
+) -> tuple[dict[int, Mapping[str, Any]], list[Mapping[str, Any]], list[tuple[str, list, int]]]:
     """Take apart snapshots that hold a backend's state whole rather than by key group.
 
     ``tables`` (the heap backend's): the subtask's own, at an unchanged parallelism, or a grouped
@@ -493,7 +508,7 @@ def _expand_tables(
     the slice of the key groups this subtask owns, found by bisection, no record decoded."""
     out: dict[int, Mapping[str, Any]] = {}
     whole: list[Mapping[str, Any]] = []
-    records: list[tuple[str, list]] = []
+    records: list[tuple[str, list, int]] = []  # (name, rows, version of their keys)
     owned = key_group_range(spec.max_parallelism, spec.parallelism, spec.subtask)
     for i, st in loaded.items():
         own = spec.parallelism == spec.old_parallelism and i == spec.subtask
@@ -503,7 +518,7 @@ def _expand_tables(
                 hi = bisect.bisect_left(rows, (key_group_prefix(owned.stop),)) if owned.stop < spec.max_parallelism else len(rows)
                 rows = rows[lo:hi]
             if rows:
-                records.append((name, rows))
+                records.append((name, rows, record_keys_of(st.get("kinds"))))
         tables = st.get("tables")
         if not tables:
             out[i] = st
