@@ -3,7 +3,8 @@
 A slot is a process, not a thread, so a TaskManager with N slots can keep N
 cores busy despite the interpreter lock. Subtasks sharing the slot (one per
 vertex, by slot sharing) run as threads inside it. The process dies with its
-TaskManager (PR_SET_PDEATHSIG), so a SIGKILLed TaskManager leaves no orphans.
+TaskManager (PR_SET_PDEATHSIG, and a check of its parent after asking for that, for a TaskManager
+that died while the slot started), so a SIGKILLed TaskManager leaves no orphans.
 """
 from __future__ import annotations
 
@@ -91,14 +92,24 @@ class SlotConfig:
     cluster_secret: str | None = None  # user code not signed with it is refused
     unsealed_benchmark: bool = False  # benchmark only: nothing is sealed (engine/security/mac.py)
     data_redis_urls: tuple[str, ...] = ()  # data servers channels are sharded over; empty: redis_url
+    parent_pid: int | None = None  # the TaskManager's: a slot that starts after it died exits (``_die_with_parent``)
 
 
-def _die_with_parent() -> None:
+#: exit code of a slot process that found its TaskManager gone as it started
+ORPHANED_EXIT_CODE = 75
+
+
+def _die_with_parent(parent_pid: int | None) -> None:
+    """Be SIGKILLed when the TaskManager dies. The request covers only deaths after it is made: a
+    TaskManager SIGKILLed while its slot was still starting (the interpreter's start-up and imports,
+    up to a second) left the slot running under init, forever. So the parent is checked after it."""
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except OSError:
         pass  # not Linux: the TaskManager's own shutdown still terminates us
+    if parent_pid is not None and os.getppid() != parent_pid:
+        os._exit(ORPHANED_EXIT_CODE)  # nothing of ours is running yet: nothing to clean up
 
 
 def _operator_ids(tdd: TaskDeploymentDescriptor, task: StreamTask) -> tuple[tuple[str, str], ...]:
@@ -501,7 +512,7 @@ class SlotExecutor:
 
 def slot_main(cfg: SlotConfig, metrics_pipe: Connection | None = None, log_pipe: Connection | None = None) -> None:
     """Entry point of the slot process."""
-    _die_with_parent()
+    _die_with_parent(cfg.parent_pid)
     sys.setswitchinterval(SWITCH_INTERVAL_S)  # before any task thread starts (see the constant)
     gc.set_threshold(*GC_THRESHOLDS)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the TaskManager's to handle

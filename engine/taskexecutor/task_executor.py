@@ -103,7 +103,7 @@ class TaskExecutor:
         state_dir = os.path.join(self.cfg.state_dir, self.id.replace(":", "_")) if self.cfg.state_dir else None
         cfg = SlotConfig(
             self.id, i, self.cfg.redis_url, self.cfg.credits, self.cfg.buffer_records, state_dir, self.cfg.cluster_secret,
-            unsealed_benchmark=self.cfg.unsealed_benchmark, data_redis_urls=self.cfg.data_redis_urls,
+            unsealed_benchmark=self.cfg.unsealed_benchmark, data_redis_urls=self.cfg.data_redis_urls, parent_pid=os.getpid(),
         )
         self.metrics_receiver.remove_slot(i)  # a restarted slot's old subtasks are gone
         metrics_pipe = None
