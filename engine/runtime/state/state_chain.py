@@ -15,6 +15,7 @@ index (``SharedFile.footer``), so a checkpoint's state file lists a long chain i
 """
 from __future__ import annotations
 
+import itertools
 import threading
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Container, Iterable, Iterator, Mapping
@@ -34,6 +35,9 @@ DEFAULT_MAX_TRACKED = 2_000_000
 # The on-disk backend's tracker keeps each changed key's record as written back (``record``), so a
 # delta is written without reading LMDB; past this many bytes of them it gives up as above.
 DEFAULT_MAX_TRACKED_BYTES = 64 << 20
+#: records a merge of several intervals' changes copies per call (``MergedChanges``), so one C call
+#: holds the interpreter lock for a few milliseconds at most while the task thread may wait for it
+MERGE_BLOCK = 65_536
 _ENTRY_OVERHEAD = 100  # bytes a dict entry and its key and record objects cost besides their data
 _MISSING = object()
 
@@ -167,6 +171,44 @@ class SnapshotPlan:
         return self.merge_from is not None
 
 
+class MergedChanges(Mapping[str, Mapping[bytes, Any]]):
+    """The records of several intervals' changes ({state: {LMDB key: record}}, in checkpoint order: a
+    later record of a key wins), merged when first read. The planner runs on the task thread at the
+    barrier, where merging a million records (tens of milliseconds) was part of the task's pause;
+    the delta's writer reads them, on its own thread, a block of records per call so it never holds
+    the interpreter lock for long (``MERGE_BLOCK``)."""
+
+    def __init__(self, parts: list[Mapping[str, Mapping[bytes, Any]]]) -> None:
+        self._parts: list[Mapping[str, Mapping[bytes, Any]]] | None = parts
+        self._merged: dict[str, dict[bytes, Any]] = {}
+
+    def _merge(self) -> dict[str, dict[bytes, Any]]:
+        if self._parts is not None:
+            merged = self._merged
+            for part in self._parts:
+                for name, records in part.items():
+                    target = merged.setdefault(name, {})
+                    items = iter(records.items())
+                    while block := list(itertools.islice(items, MERGE_BLOCK)):
+                        target.update(block)
+            self._parts = None
+        return self._merged
+
+    def __getitem__(self, name: str) -> Mapping[bytes, Any]:
+        return self._merge()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._merge())
+
+    def __len__(self) -> int:
+        return len(self._merge())
+
+    @property
+    def merged(self) -> bool:
+        """Whether the parts were merged (read) yet."""
+        return self._parts is None
+
+
 @dataclass
 class _Taken:
     changed: dict[str, Any] | None  # None: too many to track
@@ -277,11 +319,10 @@ class ChangeTracker:
                 return SnapshotPlan(checkpoint_id, (), None, self._drops)
             if len(taken) == 1:  # the usual case: only this interval's changes, handed over as they are
                 return SnapshotPlan(checkpoint_id, parent, taken[0], self._drops, merge_from=start, rolled=rolls, live=live)
-            changed: dict[str, dict[bytes, bytes | None]] = {}
-            for c in taken:  # in checkpoint order: a later record of a key wins
-                for name, records in c.items():  # type: ignore[union-attr]
-                    changed.setdefault(name, {}).update(records)
-            return SnapshotPlan(checkpoint_id, parent, changed, self._drops, merge_from=start, rolled=rolls, live=live)
+            # The barrier of this checkpoint came before the task heard that the previous one completed:
+            # both intervals' records go into the delta, merged by the writer (``MergedChanges``).
+            merged = MergedChanges(taken)  # type: ignore[arg-type]
+            return SnapshotPlan(checkpoint_id, parent, merged, self._drops, merge_from=start, rolled=rolls, live=live)
 
     def plan_cut(
         self, checkpoint_id: int, cut: dict[str, set[Any]], compact: bool = False, live: int | None = None

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from millstream.engine.runtime.state.incremental import encode_parts, replay
-from millstream.engine.runtime.state.state_chain import BASE, DELTA, ChangeTracker, SharedFile
+from millstream.engine.runtime.state.state_chain import BASE, DELTA, MERGE_BLOCK, ChangeTracker, MergedChanges, SharedFile
 
 
 def f(name: str, kind: str, size: int, entries: int = -1) -> SharedFile:
@@ -28,12 +28,26 @@ def test_a_delta_holds_the_keys_of_every_snapshot_since_the_last_completed_one()
     t.record("w", b"c", None)  # deleted
     p3 = t.plan(3)
     assert not p3.is_base and [x.name for x in p3.parent] == ["b"]
-    assert p3.changed == {"v": {b"b": b"1", b"c": b"2"}, "w": {b"c": None}}
+    assert isinstance(p3.changed, MergedChanges) and not p3.changed.merged  # the barrier merged nothing
+    assert p3.changed == {"v": {b"b": b"1", b"c": b"2"}, "w": {b"c": None}}  # the writer's read does
+    assert p3.changed.merged
     t.written(3, (*p3.parent, f("d3", DELTA, 1)))
     t.confirm(3)
     t.record("v", b"d", b"1")
     p4 = t.plan(4)
     assert [x.name for x in p4.parent] == ["b", "d3"] and p4.changed == {"v": {b"d": b"1"}}
+
+
+def test_merged_changes_merge_blocks_of_records_later_ones_winning() -> None:
+    n = 2 * MERGE_BLOCK + 7
+    first = {"v": {i.to_bytes(4, "big"): b"1" for i in range(n)}}
+    second = {"v": {i.to_bytes(4, "big"): None for i in range(0, n, 3)}, "w": {b"x": b"2"}}
+    merged = MergedChanges([first, second])
+    assert len(merged) == 2 and set(merged) == {"v", "w"}
+    v = merged["v"]
+    assert len(v) == n and all(v[i.to_bytes(4, "big")] == (None if i % 3 == 0 else b"1") for i in range(n))
+    assert dict(merged.items())["w"] == {b"x": b"2"}
+    assert first["v"][(0).to_bytes(4, "big")] == b"1"  # the intervals' own records are left as they were
 
 
 def test_a_base_comes_after_max_deltas_or_when_deltas_outweigh_it() -> None:
