@@ -19,9 +19,9 @@ Two rules keep in-place changes from being lost:
   other keys must store it again (``table[k] = obj``), as with Flink's RocksDB.
 
 Keys are stored so that equal keys share one entry, as in a dict: an int of 64
-bits in numeric order (``state_records``), a str, bytes or wider int key as its pickle, and any other key as its canonical form from
-``key_encoding`` (``True``, ``1.0`` and ``Decimal(1)`` become the pickle of
-``1``; tuples, namedtuples and ``Row``, frozensets, dataclasses, enums and
+bits in numeric order (``state_records``), a str, bytes or wider int key as its
+pickle, and any other key as its canonical form from ``key_encoding`` (``True``,
+``1.0`` and ``Decimal(1)`` become the key of ``1``; tuples, namedtuples and ``Row``, frozensets, dataclasses, enums and
 datetimes their packed canonical form), whose records carry the original key;
 the key first written is kept, as a dict does. A key that ``key_by`` would
 refuse (no stable encoding) is refused here too.
