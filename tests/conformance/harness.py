@@ -170,8 +170,20 @@ def run_command(cmd: list[str], env: dict[str, str], cwd: Path, timeout: float) 
     return RunResult(p.returncode, p.stdout, p.stderr)
 
 
+def _environ() -> dict[str, str]:
+    """A copy of ``os.environ`` taken on a pool thread (``LazyRuns``): pytest sets and removes
+    PYTEST_CURRENT_TEST on the main thread meanwhile, and a copy that meets the removal raises
+    KeyError (seen in CI); it is taken again."""
+    for _ in range(100):
+        try:
+            return dict(os.environ)
+        except (KeyError, RuntimeError):
+            continue
+    return dict(os.environ)
+
+
 def millstream_env(base: dict[str, str] | None = None) -> dict[str, str]:
-    env = dict(os.environ if base is None else base)
+    env = _environ() if base is None else dict(base)
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
