@@ -14,6 +14,8 @@ from typing import Any, Callable
 from millstream.engine.datastream.connectors.number_seq import split_range
 from millstream.engine.datastream.connectors.source import Source, SourceReader, check_position
 
+MAX_BURST_S = 1.0  # how many seconds of records a rate-limited reader that fell behind may emit at once
+
 
 class _GeneratorReader(SourceReader):
     def __init__(self, fn: Callable[[int], Any], splits: list[list[int]], bounded: bool, per_second: float | None) -> None:
@@ -21,7 +23,7 @@ class _GeneratorReader(SourceReader):
         self.splits = splits
         self.bounded = bounded
         self.per_second = per_second
-        self.started = time.monotonic()
+        self.started: float | None = None  # the rate's clock starts at the first poll, not while the task opens
         self.emitted = 0
         self.turn = 0  # which unbounded split is next
 
@@ -29,8 +31,17 @@ class _GeneratorReader(SourceReader):
         if not self.per_second:
             return n
         # Emit only what the rate allows so far; an empty batch lets the task idle.
-        elapsed = time.monotonic() - self.started
+        now = time.monotonic()
+        if self.started is None:
+            self.started = now
+        elapsed = now - self.started
         allowed = int(elapsed * self.per_second) - self.emitted
+        burst = max(1, int(self.per_second * MAX_BURST_S))
+        if allowed > burst:
+            # A reader that could not keep up (a stalled task, a slow start) stores at most a second
+            # of records, as Flink's rate limiter does: it does not make up the lost time in one burst.
+            self.started += (allowed - burst) / self.per_second
+            allowed = burst
         if allowed <= 0:
             # Until the next record is due, but never past the task's next buffer flush (max_idle_s):
             # at 10 records/s a 50 ms nap held each record in its buffer 50 ms, not the 10 ms timeout.

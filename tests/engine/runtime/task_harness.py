@@ -148,6 +148,9 @@ class TaskHarness:
                     raise AssertionError("\n".join(self.failures))
                 if self.declines:
                     raise AssertionError(f"declined: {self.declines}")
+                not_ready = [reason for c, reason in self.not_ready if c == cid]
+                if not_ready:  # as the coordinator: a checkpoint a source could not take fails at once
+                    raise AssertionError(f"checkpoint {cid} declined as not ready: {not_ready}")
             if len(got) == len(self.tasks):
                 break
             if time.monotonic() > deadline:
@@ -190,6 +193,20 @@ class TaskHarness:
             raise AssertionError("\n".join(self.failures))
         with self.lock:
             return list(self.results)
+
+    def await_output(self, count: int = 1, timeout: float = 20.0) -> None:
+        """Wait until the collect sinks received ``count`` values: the job is under way (on a loaded
+        machine a fixed sleep may end before the first record, or after the last)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self.lock:
+                if len(self.results) >= count:
+                    return
+                if self.failures:
+                    raise AssertionError("\n".join(self.failures))
+            if time.monotonic() > deadline:
+                raise AssertionError(f"fewer than {count} results after {timeout}s")
+            time.sleep(0.005)
 
     def running(self) -> int:
         return sum(t.is_alive() for t in self.threads)

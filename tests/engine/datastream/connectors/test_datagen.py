@@ -76,3 +76,20 @@ def test_a_paced_reader_with_nothing_due_waits_no_longer_than_the_task_allows():
 
     assert fastest_empty_poll(None) >= 0.045  # without a hint: the reader's own 50 ms cap
     assert fastest_empty_poll(0.005) < 0.03
+
+
+def test_a_paced_reader_that_fell_behind_emits_at_most_a_second_of_records_at_once():
+    """A reader stalled for 5 s (its clock moved back here) does not flood the job with 5 s of records
+    in one batch, and whatever is not due any more never comes due: as Flink's rate limiter, at most a
+    second of records is stored."""
+    reader = DataGeneratorSource(lambda i: i, 10_000, records_per_second=100).create_reader(0, 1)
+    reader.poll_batch(10_000)  # starts the reader's clock
+    reader.started -= 5.0
+    import time
+
+    first = reader.poll_batch(10_000)
+    after_first = time.monotonic()
+    assert 100 <= len(first) <= 102
+    second = reader.poll_batch(10_000)
+    # the backlog beyond the burst is gone, not delayed: only what came due since the first batch
+    assert len(second) <= 2 + (time.monotonic() - after_first) * 100
