@@ -19,8 +19,8 @@ Two rules keep in-place changes from being lost:
   other keys must store it again (``table[k] = obj``), as with Flink's RocksDB.
 
 Keys are stored so that equal keys share one entry, as in a dict: an int of 64
-bits in numeric order (``state_records``), a str, bytes or wider int key as its
-pickle, and any other key as its canonical form from ``key_encoding`` (``True``,
+bits in numeric order and a str as its UTF-8 (``state_records``), a bytes or wider
+int key as its pickle, and any other key as its canonical form from ``key_encoding`` (``True``,
 ``1.0`` and ``Decimal(1)`` become the key of ``1``; tuples, namedtuples and ``Row``, frozensets, dataclasses, enums and
 datetimes their packed canonical form), whose records carry the original key;
 the key first written is kept, as a dict does. A key that ``key_by`` would
@@ -69,9 +69,11 @@ from millstream.engine.runtime.state.state_chain import ChangeTracker, SnapshotP
 from millstream.engine.runtime.state.state_records import (
     KG_BYTES,
     RECORD_KEYS_VERSION,
+    STR_PICKLE_SLACK,
     WRAPPED as _WRAPPED,
     decode_key,
     decode_record as _decode,
+    digest_source,
     encode_key,
     key_group_prefix,
     upgrade_keys,
@@ -398,10 +400,10 @@ class LmdbKeyedStateBackend(StateFactory):
         """Put raw records of ``begin_snapshot`` back as they are (no unpickling). ``delta``: records
         of an incremental delta, applied over what is there: None deletes its key. A restore calls
         this a part (a key group) at a time, so nothing bigger is ever in memory (issue 16).
-        ``record_keys``: the version of the snapshot's record keys; an older one's int keys are
-        re-encoded (``state_records.upgrade_keys``)."""
+        ``record_keys``: the version of the snapshot's record keys; an older one's int and str keys
+        are re-encoded (``state_records.upgrade_keys``)."""
         if record_keys < RECORD_KEYS_VERSION:
-            rows = upgrade_keys(rows)
+            rows = upgrade_keys(rows, record_keys)
         t = self.table(name, kind)
         for ck in [ck for ck, e in self._cache.items() if e.table is t]:
             del self._cache[ck]
@@ -475,13 +477,13 @@ class LmdbKeyedStateBackend(StateFactory):
         self._prepared = {}
         if not keys or not set(map(type, keys)) <= _PREPARED_TYPES:
             return
-        limit = self._max_key - KG_BYTES
+        limit = self._max_key - KG_BYTES - STR_PICKLE_SLACK
         kgs = assign_to_key_groups(keys, self.max_parallelism, self.key_spec)
         kgs = kgs.tolist() if hasattr(kgs, "tolist") else kgs
         self._prepared = {
             k: (kg.to_bytes(KG_BYTES, "big") + kb, False)
             for k, kg, kb in zip(keys, kgs, map(encode_key, keys))
-            if len(kb) <= limit  # longer: a digest, as _encode makes it
+            if len(kb) <= limit  # longer: perhaps a digest, as _encode decides
         }
 
     def _encode(self, key: Any) -> tuple[bytes, bool]:
@@ -507,8 +509,8 @@ class LmdbKeyedStateBackend(StateFactory):
             else:
                 kb, wrapped = _PACKED + msgpack.packb(c, use_bin_type=True), True
         prefix = key_group_prefix(assign_to_key_group(key, self.max_parallelism, self.key_spec))
-        if len(kb) + KG_BYTES > self._max_key:
-            encoded = prefix + _HASHED + hashlib.blake2b(kb, digest_size=32).digest(), True
+        if len(kb) + KG_BYTES + STR_PICKLE_SLACK > self._max_key and len(src := digest_source(kb)) + KG_BYTES > self._max_key:
+            encoded = prefix + _HASHED + hashlib.blake2b(src, digest_size=32).digest(), True
         else:
             encoded = prefix + kb, wrapped
         self._last_key, self._last_encoded = key, encoded

@@ -1,7 +1,8 @@
 """The on-disk backend stores an int key of 64 bits in numeric order (``state_records``, version 2 of
-the record keys), and state written before that (ints as pickles, version 1) still restores: each int
-is re-encoded on its way back into LMDB, so one int never has two entries, and an incremental chain of
-version-1 files is not extended with version-2 deltas."""
+the record keys) and a str as its UTF-8 (version 3), and state written before that (ints and strs as
+pickles, version 1; strs as pickles, version 2) still restores: each key is re-encoded on its way back
+into LMDB, so one key never has two entries, and an incremental chain of older files is not extended
+with newer deltas. A str too long for an LMDB key has the same digest in every version."""
 from __future__ import annotations
 
 import pickle
@@ -17,6 +18,7 @@ from millstream.engine.runtime.state.lmdb_backend import LmdbKeyedStateBackend
 from millstream.engine.runtime.state.state_records import (
     INT_KEY,
     KG_BYTES,
+    STR_KEY,
     RECORD_KEYS_FIELD,
     RECORD_KEYS_VERSION,
     decode_key,
@@ -30,6 +32,10 @@ from tests.engine.runtime.state.test_properties_snapshots import _Operator
 MAX_P = 128
 EDGES = [0, 1, -1, 255, 256, 65_535, 65_536, 2**31 - 1, 2**31, -(2**31), -(2**31) - 1, 2**63 - 1, -(2**63)]
 WIDE = [2**63, -(2**63) - 1, 2**100]  # beyond 64 bits: kept as pickles
+STRS = ["i", "", "ab", "s", "ünïcödé ☃", "x" * 300]
+# LMDB keys are at most 511 bytes: the text of these fits, their pickle (n + 18 bytes) does not, so they
+# are kept as the digest of their pickle, as before version 3 (the threshold and the hash unchanged).
+LONG = ["L" * 492, "M" * 500, "N" * 508, "O" * 600]
 
 
 def test_ints_of_64_bits_encode_in_numeric_order_and_decode_back() -> None:
@@ -42,28 +48,52 @@ def test_ints_of_64_bits_encode_in_numeric_order_and_decode_back() -> None:
     assert sorted(set(ints), key=encode_key) == sorted(set(ints))
     for k in WIDE:
         assert encode_key(k) == pickle.dumps(k, 5) and decode_key(encode_key(k)) == k
-    for k in ["i", "", "ab", b"i\x00", 2.5, None]:
+    for k in [b"i\x00", b"s", 2.5, None, "\ud800"]:  # a lone surrogate has no UTF-8
         assert encode_key(k) == pickle.dumps(k, 5) and decode_key(encode_key(k)) == k
+    for k in STRS:
+        assert encode_key(k) == STR_KEY + k.encode() and decode_key(encode_key(k)) == k
 
 
-def test_upgrade_re_encodes_pickled_ints_and_nothing_else() -> None:
+@pytest.mark.parametrize("version", [1, 2])
+def test_upgrade_re_encodes_pickled_ints_and_strs_and_nothing_else(version) -> None:
     prefix = (7).to_bytes(KG_BYTES, "big")
-    others = ["s", "a longer string key", b"raw", 2.0, 2.5, None, 2**63, 2**100]
-    rows = [(prefix + pickle.dumps(k, 5), b"v") for k in EDGES + others]
+    others = [b"raw", 2.0, 2.5, None, 2**63, 2**100, "\ud800"]
+    ints = EDGES if version == 1 else []  # a version-2 file holds no pickled int of 64 bits
+    rows = [(prefix + pickle.dumps(k, 5), b"v") for k in ints + STRS + others]
     rows.append((prefix + b"~packed", b"K..."))
     rows.append((prefix + b"#" + b"d" * 32, b"K..."))
-    up = upgrade_keys(rows)
-    assert [lk for lk, _ in up[: len(EDGES)]] == [prefix + encode_key(k) for k in EDGES]
-    assert up[len(EDGES) :] == rows[len(EDGES) :]
+    up = upgrade_keys(rows, version)
+    changed = len(ints) + len(STRS)
+    assert [lk for lk, _ in up[:changed]] == [prefix + encode_key(k) for k in ints + STRS]
+    assert up[changed:] == rows[changed:]
     assert [vb for _, vb in up] == [vb for _, vb in rows]
     # a delta's deletion (no record) is re-keyed too
-    assert upgrade_keys([(prefix + pickle.dumps(300, 5), None)]) == [(prefix + encode_key(300), None)]
+    assert upgrade_keys([(prefix + pickle.dumps("k", 5), None)], version) == [(prefix + encode_key("k"), None)]
+    if version == 2:  # a version-2 int key is already INT_KEY; a pickled one would be wider
+        assert upgrade_keys([(prefix + pickle.dumps(2**100, 5), None)], 2) == [(prefix + pickle.dumps(2**100, 5), None)]
+
+
+def test_a_str_too_long_for_lmdb_keeps_the_digest_of_its_pickle(tmp_path) -> None:
+    import hashlib
+
+    backend = LmdbKeyedStateBackend(MAX_P, tmp_path / "d", cache_entries=4)
+    for prepared in (False, True):
+        for k in LONG + ["P" * 491]:
+            if prepared:
+                backend.prepare_keys([k, "other"])
+            lk, wrapped = backend._encode(k)
+            if len(pickle.dumps(k, 5)) + KG_BYTES > 511:
+                assert lk[KG_BYTES:] == b"#" + hashlib.blake2b(pickle.dumps(k, 5), digest_size=32).digest() and wrapped
+            else:
+                assert lk[KG_BYTES:] == STR_KEY + k.encode() and not wrapped
+            backend._last_key = None
+    backend.close()
 
 
 def _filled(tmp_path: Any, name: str) -> LmdbKeyedStateBackend:
     backend = LmdbKeyedStateBackend(MAX_P, tmp_path / name, cache_entries=16)
     table = backend.table("counts", "value")
-    for k in list(range(-50, 2_000)) + EDGES + WIDE + ["a", "b"]:
+    for k in list(range(-50, 2_000)) + EDGES + WIDE + STRS + LONG + ["\ud800"] + [f"k{i}" for i in range(500)]:
         backend.current_key = k
         table[k] = 1
     backend.current_key = (1, "t")
@@ -71,13 +101,19 @@ def _filled(tmp_path: Any, name: str) -> LmdbKeyedStateBackend:
     return backend
 
 
-def _as_version_1(records: dict[str, list[tuple[bytes, bytes]]]) -> dict[str, list[tuple[bytes, bytes]]]:
-    """The records as the backend wrote them before version 2: ints as their pickle."""
+def _as_version(records: dict[str, list[tuple[bytes, bytes]]], version: int) -> dict[str, list[tuple[bytes, bytes]]]:
+    """The records as the backend wrote them in an older version: strs as their pickle, and in
+    version 1 ints too."""
+    pickled = {STR_KEY} | ({INT_KEY} if version == 1 else set())
     out = {}
     for name, rows in records.items():
-        old = [(lk[:KG_BYTES] + pickle.dumps(decode_key(lk[KG_BYTES:]), 5) if lk[KG_BYTES : KG_BYTES + 1] == INT_KEY else lk, vb) for lk, vb in rows]
+        old = [(lk[:KG_BYTES] + pickle.dumps(decode_key(lk[KG_BYTES:]), 5) if lk[KG_BYTES : KG_BYTES + 1] in pickled else lk, vb) for lk, vb in rows]
         out[name] = sorted(old)
     return out
+
+
+def _as_version_1(records: dict[str, list[tuple[bytes, bytes]]]) -> dict[str, list[tuple[bytes, bytes]]]:
+    return _as_version(records, 1)
 
 
 def test_the_backend_keeps_the_ints_of_a_key_group_in_numeric_order(tmp_path) -> None:
@@ -93,17 +129,17 @@ def test_the_backend_keeps_the_ints_of_a_key_group_in_numeric_order(tmp_path) ->
     backend.close()
 
 
-@pytest.mark.parametrize("version", [1, RECORD_KEYS_VERSION])
-def test_records_of_either_version_restore_into_the_on_disk_backend_with_one_entry_per_key(tmp_path, version) -> None:
+@pytest.mark.parametrize("version", [1, 2, RECORD_KEYS_VERSION])
+def test_records_of_any_version_restore_into_the_on_disk_backend_with_one_entry_per_key(tmp_path, version) -> None:
     old = _filled(tmp_path, "old")
     records = old.begin_snapshot()()
     expected = dict(old.table("counts", "value").items())
     old.close()
     kinds = {"counts": "value", KEY_ENCODING_FIELD: str(KEY_ENCODING_VERSION)}
-    if version == 1:
-        records = _as_version_1(records)
-        assert not any(lk[KG_BYTES : KG_BYTES + 1] == INT_KEY for lk, _ in records["counts"])
-    else:
+    if version < RECORD_KEYS_VERSION:
+        records = _as_version(records, version)
+        assert not any(lk[KG_BYTES : KG_BYTES + 1] in (INT_KEY if version == 1 else STR_KEY, STR_KEY) for lk, _ in records["counts"])
+    if version > 1:
         kinds[RECORD_KEYS_FIELD] = str(version)
     new = LmdbKeyedStateBackend(MAX_P, tmp_path / "new", cache_entries=16)
     restore_keyed(new, _Operator(), {0: {"keyed": {}, "kinds": kinds, "records": records}}, OperatorRestore("op", 0, 1, 1, MAX_P, {0: None}))
@@ -114,18 +150,18 @@ def test_records_of_either_version_restore_into_the_on_disk_backend_with_one_ent
     new.current_key = True  # equal to 1: the same entry, as in a dict
     table[True] = table[True] + 1
     after = new.begin_snapshot()()["counts"]
-    assert len(after) == len(expected)  # a pickled int left as it was would now be there twice
+    assert len(after) == len(expected)  # a pickled int or str left as it was would now be there twice
     got = dict(decode_record(lk, vb) for lk, vb in after)
     assert got == {k: 3 if k == 1 else 2 for k in expected}
     new.close()
 
 
-def test_records_of_either_version_restore_into_the_heap_backend(tmp_path) -> None:
+def test_records_of_any_version_restore_into_the_heap_backend(tmp_path) -> None:
     old = _filled(tmp_path, "old")
     records = old.begin_snapshot()()
     expected = dict(old.table("counts", "value").items())
     old.close()
-    for recs in (records, _as_version_1(records)):
+    for recs in (records, _as_version(records, 2), _as_version_1(records)):
         heap = HeapKeyedStateBackend(MAX_P)
         restore_keyed(heap, _Operator(), {0: {"keyed": {}, "kinds": {"counts": "value"}, "records": recs}}, OperatorRestore("op", 0, 1, 1, MAX_P, {0: None}))
         assert dict(heap.table("counts", "value").items()) == expected
@@ -136,6 +172,7 @@ def test_a_chain_of_version_1_files_is_not_extended(tmp_path) -> None:
     current = {0: {"chain": object(), "kinds": {RECORD_KEYS_FIELD: str(RECORD_KEYS_VERSION)}}}
     assert _chain_fits(backend, None, current)
     assert not _chain_fits(backend, None, {0: {"chain": object(), "kinds": {"counts": "value"}}})
+    assert not _chain_fits(backend, None, {0: {"chain": object(), "kinds": {RECORD_KEYS_FIELD: "2"}}})
     assert _chain_fits(HeapKeyedStateBackend(MAX_P), None, {0: {"heap_chain": object(), "kinds": {}}})  # heap chains hold keys, not records
     backend.close()
 

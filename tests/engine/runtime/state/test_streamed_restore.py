@@ -26,7 +26,7 @@ from millstream.engine.runtime.key_groups import KEY_ENCODING_VERSION, assign_to
 from millstream.engine.runtime.state.key_grouped_state import encode_state_parts
 from millstream.engine.runtime.state.lmdb_backend import LmdbKeyedStateBackend
 from millstream.engine.runtime.state.state_chain import SharedFile
-from millstream.engine.runtime.state.state_records import key_group_prefix
+from millstream.engine.runtime.state.state_records import RECORD_KEYS_FIELD, RECORD_KEYS_VERSION, encode_key, key_group_prefix
 from millstream.engine.runtime.state.task_state_manager import KEY_ENCODING_FIELD, restore_keyed, snapshot_keyed_incremental
 from millstream.engine.runtime.stream_task import _read_state_into
 from tests.engine.runtime.state.test_properties_snapshots import _Operator
@@ -36,12 +36,15 @@ SECRET = "r" * 32
 MAX_P = 128
 KEYS = 300_000
 VALUE = b"v" * 100  # ~35 MB of records on disk, several times that as Python lists
-KINDS = {"counts": "value", "other": "value", KEY_ENCODING_FIELD: str(KEY_ENCODING_VERSION)}
+KINDS = {
+    "counts": "value", "other": "value",
+    KEY_ENCODING_FIELD: str(KEY_ENCODING_VERSION), RECORD_KEYS_FIELD: str(RECORD_KEYS_VERSION),
+}
 
 
 def _record(key: str, value: Any) -> tuple[bytes, bytes]:
     """The raw record the on-disk backend stores for a str key (``lmdb_backend._encode``)."""
-    return key_group_prefix(assign_to_key_group(key, MAX_P)) + pickle.dumps(key, 5), pickle.dumps(value, 5)
+    return key_group_prefix(assign_to_key_group(key, MAX_P)) + encode_key(key), pickle.dumps(value, 5)
 
 
 def _state(keys: int) -> dict[str, dict[bytes, bytes]]:

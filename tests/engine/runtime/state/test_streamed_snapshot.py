@@ -24,7 +24,7 @@ from millstream.engine.runtime.state.incremental import replay
 from millstream.engine.runtime.state.key_grouped_state import decode_state
 from millstream.engine.runtime.state.lmdb_backend import LmdbKeyedStateBackend
 from millstream.engine.runtime.state.state_chain import SharedFile, chain_from_wire
-from millstream.engine.runtime.state.state_records import key_group_prefix
+from millstream.engine.runtime.state.state_records import encode_key, key_group_prefix
 from millstream.engine.runtime.state.task_state_manager import snapshot_keyed_incremental
 from millstream.engine.runtime.stream_task import _keyed_snapshot_async
 from tests.engine.runtime.state.test_properties_snapshots import _Operator
@@ -141,7 +141,7 @@ def test_an_incremental_delta_of_the_on_disk_backend_is_written_in_bounded_memor
     monkeypatch.setitem(storage_module._sealing, "secret", SECRET)
     backend = LmdbKeyedStateBackend(MAX_P, tmp_path / "lmdb", incremental=True)
     keys = [f"k{i}" for i in range(KEYS)]
-    rows = sorted((key_group_prefix(assign_to_key_group(k, MAX_P)) + pickle.dumps(k, 5), pickle.dumps(VALUE, 5)) for k in keys)
+    rows = sorted((key_group_prefix(assign_to_key_group(k, MAX_P)) + encode_key(k), pickle.dumps(VALUE, 5)) for k in keys)
     backend.restore_records("counts", "value", rows)
     del rows
     shared = tmp_path / "job" / SHARED_DIR
